@@ -1,0 +1,46 @@
+//! LLM providers of Goondan behind one provider-neutral [`Model`] trait.
+//!
+//! The runtime builds a [`ModelRequest`] from the conversation and the
+//! step's tool catalog and gets back a [`ModelResponse`]; how each provider
+//! spells that on the wire is this crate's business and nobody else's.
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod request;
+
+pub use error::ModelError;
+pub use request::{FinishReason, ModelParams, ModelRequest, ModelResponse, ToolSpec};
+
+use futures_util::future::BoxFuture;
+
+/// Receives incremental output while a provider streams its answer.
+///
+/// Providers that do not stream never call it; the final
+/// [`ModelResponse`] is complete either way.
+pub trait StreamObserver: Send + Sync {
+    /// A piece of assistant text, in order.
+    fn on_text_delta(&self, delta: &str);
+}
+
+/// A [`StreamObserver`] that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoStream;
+
+impl StreamObserver for NoStream {
+    fn on_text_delta(&self, _delta: &str) {}
+}
+
+/// One LLM behind its wire protocol.
+///
+/// Implementations are cheap to share (`Arc<dyn Model>`) and safe to call
+/// concurrently. Dropping the returned future cancels the call.
+pub trait Model: Send + Sync {
+    /// Sends one request and returns the whole answer, reporting text
+    /// deltas to `observer` as they arrive when the provider streams.
+    fn generate<'a>(
+        &'a self,
+        request: ModelRequest,
+        observer: &'a dyn StreamObserver,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+}

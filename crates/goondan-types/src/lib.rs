@@ -1,0 +1,53 @@
+//! Shared types of Goondan: everything that crosses a process boundary or
+//! lands on disk, with JSON field names identical to the original
+//! implementation (`docs/specs/shared-types.md`).
+//!
+//! This crate owns data shapes only. It does no IO, knows no file layout and
+//! holds no behavior beyond small constructors and parsers; loading,
+//! storing and running live in the crates to its right.
+//!
+//! Every type here that derives `Serialize` is a wire or disk promise:
+//! renaming a field breaks stored logs and peers, so tests pin each shape
+//! against literal JSON.
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub mod agents;
+pub mod diagnostic;
+pub mod event;
+pub mod ipc;
+pub mod json;
+pub mod message;
+pub mod refs;
+pub mod result;
+pub mod runtime_event;
+pub mod tool;
+pub mod trace;
+pub mod value_source;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use event::{AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth};
+pub use ipc::{IpcMessage, IpcMessageType, ProcessStatus, ShutdownReason};
+pub use json::{JsonObject, JsonValue};
+pub use message::{
+    ContentPart, Message, MessageContent, MessageEvent, MessageSource, ModelMessage,
+    ToolResultOutput,
+};
+pub use refs::{ObjectRef, ObjectRefLike, ObjectRefParseError, RefItem};
+pub use result::{StepResult, StepStatus, TokenUsage, TurnError, TurnFinishReason, TurnResult};
+pub use runtime_event::{RuntimeEvent, RuntimeEventBase};
+pub use tool::{
+    ExecutionContext, ToolCall, ToolCallResult, ToolCallStatus, ToolCatalogItem, ToolError,
+    ToolName, ToolSource, ToolSourceType,
+};
+pub use trace::{SpanId, TraceContext, TraceId};
+pub use value_source::{SecretRef, ValueFrom, ValueSource};
+
+/// The only `apiVersion` this runtime accepts on resources.
+pub const API_VERSION: &str = "goondan.ai/v1";
+
+/// Returns the current time as an ISO 8601 string with millisecond precision
+/// in UTC, the form the original writes for every `createdAt` and `timestamp`.
+pub fn now_iso() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
