@@ -1,3 +1,67 @@
-//! Durable state of Goondan instances under the System Root: event-sourced message logs, metadata, extension state.
+//! Durable state of Goondan instances under the System Root: event-sourced
+//! message logs, instance metadata and extension state
+//! (`docs/specs/workspace.md` of the original; seed 004 ).
+//!
+//! The execution core talks to storage through two small traits,
+//! [`TurnJournal`] and [`ExtensionStateStore`], each with an in-memory
+//! implementation (tests, benchmarks, embedding) and an on-disk one. This
+//! crate knows nothing about pipelines or models.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
+
+pub mod error;
+pub mod memory;
+
+pub use error::StoreError;
+pub use memory::{MemoryExtensionState, MemoryJournal};
+
+use goondan_types::{JsonValue, Message, MessageEvent};
+
+/// Where a conversation's messages live between and during Turns.
+///
+/// Call order for one Turn: [`TurnJournal::load`] once when the instance
+/// starts, then for each Turn any number of [`TurnJournal::record_event`]
+/// calls (one per emitted event, in emission order), then exactly one
+/// [`TurnJournal::commit_turn`] after every turn middleware has returned.
+/// A Turn that fails calls nothing more: its recorded events stay pending
+/// and come back from the next `load`.
+pub trait TurnJournal: Send {
+    /// The committed base plus the pending events of an interrupted Turn,
+    /// in emission order.
+    fn load(&mut self) -> Result<LoadedConversation, StoreError>;
+
+    /// Makes one emitted event durable before the Turn goes on.
+    fn record_event(&mut self, turn_id: &str, event: &MessageEvent) -> Result<(), StoreError>;
+
+    /// Folds the Turn's events into the base. `next_messages` is
+    /// `base + SUM(events)`; `events` lets the store choose between a delta
+    /// append (only appends) and an atomic rewrite.
+    fn commit_turn(
+        &mut self,
+        turn_id: &str,
+        events: &[MessageEvent],
+        next_messages: &[Message],
+    ) -> Result<(), StoreError>;
+}
+
+/// A conversation as read back from storage.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadedConversation {
+    /// The committed messages.
+    pub base: Vec<Message>,
+    /// Events of a Turn that did not commit, to replay on top of `base`.
+    pub pending_events: Vec<MessageEvent>,
+    /// The Turn those pending events belong to.
+    pub pending_turn_id: Option<String>,
+    /// Problems recovered from (a torn last line, for example).
+    pub warnings: Vec<String>,
+}
+
+/// JSON state per extension of one instance.
+pub trait ExtensionStateStore: Send {
+    /// The saved state of `extension_name`, if any.
+    fn load(&mut self, extension_name: &str) -> Result<Option<JsonValue>, StoreError>;
+
+    /// Persists `value` atomically as the state of `extension_name`.
+    fn save(&mut self, extension_name: &str, value: &JsonValue) -> Result<(), StoreError>;
+}
