@@ -1,0 +1,146 @@
+//! [`IpcChannel`]: the message-delivery seam, an ordered, bounded pair of
+//! queues, and its first transport, JSON lines over a byte stream.
+
+use crate::framing::{self, LineRead, MAX_LINE_BYTES};
+use goondan_types::IpcMessage;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// How many messages may wait in each direction before senders wait.
+pub const DEFAULT_CAPACITY: usize = 256;
+
+/// An ordered, bounded, bidirectional message channel to one peer.
+///
+/// Order is preserved per direction. When the peer goes away, `receiver`
+/// yields `None` and sends fail.
+#[derive(Debug)]
+pub struct IpcChannel {
+    /// Messages to the peer.
+    pub sender: mpsc::Sender<IpcMessage>,
+    /// Messages from the peer.
+    pub receiver: mpsc::Receiver<IpcMessage>,
+}
+
+impl IpcChannel {
+    /// Runs the JSON-lines transport over `reader` and `writer` on two
+    /// tasks of the current tokio runtime. A malformed or over-long line is
+    /// logged (tagged with `peer`) and dropped; it never closes the channel.
+    pub fn from_io<R, W>(reader: R, writer: W, peer: String) -> IpcChannel
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (outbound_tx, outbound_rx) = mpsc::channel(DEFAULT_CAPACITY);
+        let (inbound_tx, inbound_rx) = mpsc::channel(DEFAULT_CAPACITY);
+        tokio::spawn(write_lines(writer, outbound_rx));
+        tokio::spawn(read_lines(reader, inbound_tx, peer));
+        IpcChannel {
+            sender: outbound_tx,
+            receiver: inbound_rx,
+        }
+    }
+
+    /// A connected pair of in-memory channels, for tests and in-process use.
+    pub fn pair() -> (IpcChannel, IpcChannel) {
+        let (a_tx, a_rx) = mpsc::channel(DEFAULT_CAPACITY);
+        let (b_tx, b_rx) = mpsc::channel(DEFAULT_CAPACITY);
+        (
+            IpcChannel {
+                sender: a_tx,
+                receiver: b_rx,
+            },
+            IpcChannel {
+                sender: b_tx,
+                receiver: a_rx,
+            },
+        )
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut outbound: mpsc::Receiver<IpcMessage>,
+) {
+    while let Some(message) = outbound.recv().await {
+        let line = framing::encode(&message);
+        if writer.write_all(&line).await.is_err() || writer.flush().await.is_err() {
+            break;
+        }
+    }
+}
+
+async fn read_lines<R: AsyncRead + Unpin>(
+    reader: R,
+    inbound: mpsc::Sender<IpcMessage>,
+    peer: String,
+) {
+    let mut reader = BufReader::new(reader);
+    let mut buffer = Vec::new();
+    loop {
+        match framing::read_bounded_line(&mut reader, &mut buffer, MAX_LINE_BYTES).await {
+            Ok(LineRead::Line) => {
+                if buffer.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match framing::decode(&buffer) {
+                    Ok(message) => {
+                        if inbound.send(message).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(peer = %peer, code = error.code(), "{error}; line dropped");
+                    }
+                }
+            }
+            Ok(LineRead::TooLong(len)) => {
+                tracing::warn!(peer = %peer, code = "E_IPC_TOO_LARGE", len, "IPC line over {MAX_LINE_BYTES} bytes dropped");
+            }
+            Ok(LineRead::Eof) | Err(_) => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goondan_types::IpcMessageType;
+    use serde_json::json;
+
+    fn message(n: u64) -> IpcMessage {
+        IpcMessage {
+            message_type: IpcMessageType::Event,
+            from: "a:1".into(),
+            to: "b:1".into(),
+            payload: json!(n),
+        }
+    }
+
+    #[tokio::test]
+    async fn json_lines_keep_order_and_survive_garbage() {
+        let (near, far) = tokio::io::duplex(64);
+        let (far_read, mut far_write) = tokio::io::split(far);
+        let (near_read, near_write) = tokio::io::split(near);
+        let mut channel = IpcChannel::from_io(near_read, near_write, "test".into());
+        far_write.write_all(b"garbage\n\n").await.unwrap();
+        for n in 0..50 {
+            far_write
+                .write_all(&framing::encode(&message(n)))
+                .await
+                .unwrap();
+        }
+        for n in 0..50 {
+            assert_eq!(channel.receiver.recv().await.unwrap(), message(n));
+        }
+        channel.sender.send(message(7)).await.unwrap();
+        let mut reader = BufReader::new(far_read);
+        let mut buffer = Vec::new();
+        framing::read_bounded_line(&mut reader, &mut buffer, MAX_LINE_BYTES)
+            .await
+            .unwrap();
+        assert_eq!(framing::decode(&buffer).unwrap(), message(7));
+        drop(far_write);
+        drop(reader);
+        assert!(channel.receiver.recv().await.is_none());
+    }
+}
