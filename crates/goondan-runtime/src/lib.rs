@@ -1,3 +1,39 @@
-//! The Goondan execution core and orchestrator: pipeline, Turn/Step loop, tools, extensions, IPC, supervision.
+//! The Goondan execution core: the three onion middlewares, the Turn/Step
+//! loop, tools, extensions and the agents API (seeds 000 to 003).
+//!
+//! Where to start:
+//!
+//! * [`pipeline`]: `turn ⊃ step ⊃ toolCall`, priorities and the `next`
+//!   contract.
+//! * [`conversation`]: `NextMessages = BaseMessages + SUM(Events)`.
+//! * [`tool`]: handlers, the registry, the catalog check and error results.
+//! * [`extension`]: `register(api, config)` and the builtin catalog.
+//! * [`agents`]: calls to other agents and the async answer inbox.
+//! * [`events`]: where the nine runtime events go.
+//!
+//! The orchestrator and IPC live beside these modules and use them; none
+//! of these modules knows about processes or pipes.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
+
+pub mod agents;
+pub mod conversation;
+pub mod error;
+pub mod events;
+pub mod extension;
+pub mod pipeline;
+pub mod tool;
+
+pub use agents::{AgentsApi, AgentsError, AsyncResponseInbox, DetachedAgents, InterAgentResponse};
+pub use conversation::{Conversation, ConversationState, FoldWarning, MessagesView};
+pub use error::{AgentError, PipelineError};
+pub use events::{CollectEvents, DiscardEvents, RuntimeEventSink};
+pub use extension::{
+    BuiltinCatalog, Entry, EventBus, Extension, ExtensionApi, ExtensionInitError, ExtensionState,
+    MapBuiltinCatalog, Subscription, ToolHandlers,
+};
+pub use pipeline::{
+    Middleware, MiddlewareKind, MiddlewareOptions, Next, Pipeline, PipelineRegistry, StepContext,
+    StepNext, ToolCallContext, ToolCallNext, TurnContext, TurnNext,
+};
+pub use tool::{handler_fn, ToolContext, ToolFailure, ToolHandler, ToolRegistry};

@@ -1,0 +1,163 @@
+//! The one error type every pipeline layer shares, and the error of
+//! assembling an agent.
+//!
+//! Why one type for `turn`, `step` and `toolCall` layers: a middleware sits
+//! between two others it does not know, so if each layer could pick its own
+//! error type the type seen by an outer layer would depend on the order of
+//! `Agent.spec.extensions`. With one coded enum, reordering extensions never
+//! changes a signature, and callers branch on [`PipelineError::code`], never
+//! on message text. (The losing options were a boxed `dyn Error`, which
+//! loses the code, and a generic error parameter per layer, which leaks the
+//! composition into every signature.)
+
+use crate::agents::AgentsError;
+use goondan_model::ModelError;
+use goondan_store::StoreError;
+use thiserror::Error;
+
+/// A failure that ends a Turn (or a Step) instead of becoming a value.
+///
+/// Tool failures are not here: they become `ToolCallResult`s with
+/// `status: "error"` and go back to the model (see [`crate::tool`]).
+#[derive(Debug, Error)]
+pub enum PipelineError {
+    /// The model call failed.
+    #[error("model call failed: {0}")]
+    Model(#[from] ModelError),
+    /// The conversation journal or extension state could not be written.
+    #[error("storage failed: {0}")]
+    Store(#[from] StoreError),
+    /// A call through `ctx.agents` failed.
+    #[error("inter-agent call failed: {0}")]
+    Agents(#[from] AgentsError),
+    /// A middleware ended the chain on purpose.
+    #[error("{message}")]
+    Middleware {
+        /// A stable code chosen by the middleware.
+        code: String,
+        /// What went wrong.
+        message: String,
+        /// How to fix it.
+        suggestion: Option<String>,
+    },
+}
+
+impl PipelineError {
+    /// An error raised by a middleware with its own stable code.
+    pub fn middleware(code: impl Into<String>, message: impl Into<String>) -> Self {
+        PipelineError::Middleware {
+            code: code.into(),
+            message: message.into(),
+            suggestion: None,
+        }
+    }
+
+    /// Adds a suggestion to a middleware error; other variants keep theirs.
+    pub fn with_suggestion(mut self, text: impl Into<String>) -> Self {
+        if let PipelineError::Middleware { suggestion, .. } = &mut self {
+            *suggestion = Some(text.into());
+        }
+        self
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &str {
+        match self {
+            PipelineError::Model(error) => error.code(),
+            PipelineError::Store(error) => error.code(),
+            PipelineError::Agents(error) => error.code(),
+            PipelineError::Middleware { code, .. } => code,
+        }
+    }
+
+    /// How to fix it, when known.
+    pub fn suggestion(&self) -> Option<&str> {
+        match self {
+            PipelineError::Model(error) => error.suggestion(),
+            PipelineError::Store(_) => None,
+            PipelineError::Agents(error) => error.suggestion(),
+            PipelineError::Middleware { suggestion, .. } => suggestion.as_deref(),
+        }
+    }
+}
+
+/// A failure while assembling an agent: the agent does not start.
+#[derive(Debug, Error)]
+pub enum AgentError {
+    /// An extension's `register` failed.
+    #[error("extension '{extension}' failed to initialize: {message}")]
+    ExtensionInit {
+        /// The extension's resource name.
+        extension: String,
+        /// What it reported.
+        message: String,
+    },
+    /// An entry names a builtin the catalog does not have.
+    #[error("{kind} '{resource}' has entry '{entry}', which is not a known builtin")]
+    UnknownBuiltin {
+        /// `Tool` or `Extension`.
+        kind: &'static str,
+        /// The resource name.
+        resource: String,
+        /// The entry as written.
+        entry: String,
+    },
+    /// An entry is a script file, which needs the plugin host.
+    #[error("{kind} '{resource}' has script entry '{entry}', but script entries are not supported yet")]
+    ScriptEntryUnsupported {
+        /// `Tool` or `Extension`.
+        kind: &'static str,
+        /// The resource name.
+        resource: String,
+        /// The entry as written.
+        entry: String,
+    },
+    /// A Tool export has no handler in its entry.
+    #[error("tool '{tool}' exports '{export}', but its entry has no handler for it")]
+    MissingHandler {
+        /// The Tool resource.
+        tool: String,
+        /// The export name.
+        export: String,
+    },
+    /// A tool name breaks the `resource__export` rule or is taken twice.
+    #[error(transparent)]
+    ToolRegistration(#[from] crate::tool::ToolRegistrationError),
+    /// Loading the conversation or extension state failed.
+    #[error("could not restore the instance: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl AgentError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AgentError::ExtensionInit { .. } => "E_EXTENSION_INIT",
+            AgentError::UnknownBuiltin { .. } => "E_UNKNOWN_BUILTIN",
+            AgentError::ScriptEntryUnsupported { .. } => "E_SCRIPT_ENTRY_UNSUPPORTED",
+            AgentError::MissingHandler { .. } => "E_TOOL_HANDLER_MISSING",
+            AgentError::ToolRegistration(error) => error.code(),
+            AgentError::Store(error) => error.code(),
+        }
+    }
+
+    /// How to fix it, when known.
+    pub fn suggestion(&self) -> Option<&str> {
+        match self {
+            AgentError::ExtensionInit { .. } => {
+                Some("check the extension's spec.config and its log lines above")
+            }
+            AgentError::UnknownBuiltin { .. } => {
+                Some("use an entry of the form builtin:<name> that @goondan/base provides")
+            }
+            AgentError::ScriptEntryUnsupported { .. } => {
+                Some("use a builtin entry until the plugin host lands")
+            }
+            AgentError::MissingHandler { .. } => {
+                Some("remove the export or add a handler with that name to the entry")
+            }
+            AgentError::ToolRegistration(error) => error.suggestion(),
+            AgentError::Store(_) => None,
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `api.events`: a synchronous in-process event bus shared by the
+//! extensions of one agent. It is not durable and never crosses a process.
+
+use goondan_types::JsonValue;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A subscriber.
+pub type EventHandler = Arc<dyn Fn(&JsonValue) + Send + Sync>;
+
+#[derive(Default)]
+struct BusInner {
+    next_id: u64,
+    handlers: HashMap<String, Vec<(u64, EventHandler)>>,
+}
+
+/// The bus; cloning shares it.
+#[derive(Clone, Default)]
+pub struct EventBus {
+    inner: Arc<Mutex<BusInner>>,
+}
+
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.lock();
+        f.debug_map()
+            .entries(inner.handlers.iter().map(|(event, handlers)| (event, handlers.len())))
+            .finish()
+    }
+}
+
+/// Returned by [`EventBus::on`]. Dropping it keeps the subscription; call
+/// [`Subscription::unsubscribe`] to end it.
+#[derive(Debug)]
+#[must_use = "keep the subscription to be able to unsubscribe"]
+pub struct Subscription {
+    bus: EventBus,
+    event: String,
+    id: u64,
+}
+
+impl Subscription {
+    /// Removes the handler. Returns false if it was already gone.
+    pub fn unsubscribe(self) -> bool {
+        let mut inner = self.bus.lock();
+        let Some(handlers) = inner.handlers.get_mut(&self.event) else {
+            return false;
+        };
+        let before = handlers.len();
+        handlers.retain(|(id, _)| *id != self.id);
+        before != handlers.len()
+    }
+}
+
+impl EventBus {
+    /// An empty bus.
+    pub fn new() -> Self {
+        EventBus::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BusInner> {
+        // Handlers run outside the lock, so a poisoned lock only means a
+        // panic during bookkeeping, which leaves the map consistent.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Subscribes `handler` to `event`.
+    pub fn on(&self, event: &str, handler: EventHandler) -> Subscription {
+        let mut inner = self.lock();
+        inner.next_id += 1;
+        let id = inner.next_id;
+        inner
+            .handlers
+            .entry(event.to_string())
+            .or_default()
+            .push((id, handler));
+        Subscription {
+            bus: self.clone(),
+            event: event.to_string(),
+            id,
+        }
+    }
+
+    /// Calls every handler of `event` in subscription order. Returns how
+    /// many ran. Handlers may subscribe or emit themselves: the list is
+    /// copied before any runs.
+    pub fn emit(&self, event: &str, payload: &JsonValue) -> usize {
+        let handlers: Vec<EventHandler> = self
+            .lock()
+            .handlers
+            .get(event)
+            .map(|handlers| handlers.iter().map(|(_, handler)| Arc::clone(handler)).collect())
+            .unwrap_or_default();
+        for handler in &handlers {
+            handler(payload);
+        }
+        handlers.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn on_returns_a_handle_that_unsubscribes() {
+        let bus = EventBus::new();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&seen);
+        let subscription = bus.on(
+            "ping",
+            Arc::new(move |payload| {
+                counter.fetch_add(payload.as_u64().unwrap_or(0) as usize, Ordering::SeqCst);
+            }),
+        );
+        assert_eq!(bus.emit("ping", &JsonValue::from(2)), 1);
+        assert_eq!(bus.emit("other", &JsonValue::from(5)), 0);
+        assert!(subscription.unsubscribe());
+        assert_eq!(bus.emit("ping", &JsonValue::from(2)), 0);
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+}

@@ -1,0 +1,167 @@
+//! Extensions (seed 003): the [`Extension`] trait a library user
+//! implements, the [`ExtensionApi`] its `register` receives, and the
+//! builtin catalog through which `builtin:<name>` entries resolve.
+//!
+//! An extension registers middlewares, tools and event handlers once, when
+//! the agent starts, in the order of `Agent.spec.extensions`. Handles it
+//! keeps from the API ([`ExtensionState`], [`EventBus`], [`ToolRegistry`])
+//! stay valid for the life of the agent.
+
+pub mod builtin;
+pub mod events;
+pub mod state;
+
+pub use builtin::{BuiltinCatalog, Entry, MapBuiltinCatalog, ToolHandlers};
+pub use events::{EventBus, EventHandler, Subscription};
+pub use state::{ExtensionState, ExtensionStates};
+
+use crate::pipeline::PipelineRegistry;
+use crate::tool::{ToolHandler, ToolRegistrationError, ToolRegistry};
+use goondan_types::{JsonValue, ToolCatalogItem, ToolSource, ToolSourceType};
+use std::fmt;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Why an extension could not initialize. The agent does not start; the
+/// runtime reports it as `E_EXTENSION_INIT` naming the extension.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[error("{message}")]
+pub struct ExtensionInitError {
+    /// What went wrong.
+    pub message: String,
+}
+
+impl ExtensionInitError {
+    /// An error with a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        ExtensionInitError {
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ToolRegistrationError> for ExtensionInitError {
+    fn from(error: ToolRegistrationError) -> Self {
+        ExtensionInitError::new(format!("[{}] {error}", error.code()))
+    }
+}
+
+/// One extension's implementation.
+pub trait Extension: Send + Sync {
+    /// Registers middlewares, tools and event handlers. `config` is the
+    /// resource's `spec.config` (`null` when absent).
+    fn register(&self, api: &mut ExtensionApi<'_>, config: &JsonValue) -> Result<(), ExtensionInitError>;
+}
+
+impl<F> Extension for F
+where
+    F: Fn(&mut ExtensionApi<'_>, &JsonValue) -> Result<(), ExtensionInitError> + Send + Sync,
+{
+    fn register(&self, api: &mut ExtensionApi<'_>, config: &JsonValue) -> Result<(), ExtensionInitError> {
+        self(api, config)
+    }
+}
+
+/// `api.tools`: registers tools owned by one extension.
+#[derive(Clone)]
+pub struct ExtensionTools {
+    extension_name: String,
+    registry: ToolRegistry,
+}
+
+impl fmt::Debug for ExtensionTools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExtensionTools")
+            .field("extension_name", &self.extension_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExtensionTools {
+    /// Registers a tool; it joins the catalog from the next Step on. A
+    /// missing `source` is set to this extension.
+    pub fn register(
+        &self,
+        mut item: ToolCatalogItem,
+        handler: Arc<dyn ToolHandler>,
+    ) -> Result<(), ToolRegistrationError> {
+        if item.source.is_none() {
+            item.source = Some(ToolSource {
+                source_type: ToolSourceType::Extension,
+                name: self.extension_name.clone(),
+            });
+        }
+        self.registry.register(item, handler)
+    }
+}
+
+/// What `register(api, config)` receives.
+pub struct ExtensionApi<'r> {
+    name: String,
+    pipeline: &'r mut PipelineRegistry,
+    tools: ExtensionTools,
+    state: ExtensionState,
+    events: EventBus,
+    logger: tracing::Span,
+}
+
+impl fmt::Debug for ExtensionApi<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExtensionApi")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'r> ExtensionApi<'r> {
+    /// The API for extension `name`.
+    pub fn new(
+        name: &str,
+        pipeline: &'r mut PipelineRegistry,
+        tools: ToolRegistry,
+        state: ExtensionState,
+        events: EventBus,
+    ) -> Self {
+        ExtensionApi {
+            name: name.to_string(),
+            pipeline,
+            tools: ExtensionTools {
+                extension_name: name.to_string(),
+                registry: tools,
+            },
+            state,
+            events,
+            logger: tracing::info_span!("extension", extension = name),
+        }
+    }
+
+    /// The extension's resource name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `api.pipeline`: registers middlewares.
+    pub fn pipeline(&mut self) -> &mut PipelineRegistry {
+        self.pipeline
+    }
+
+    /// `api.tools`: registers tools.
+    pub fn tools(&self) -> &ExtensionTools {
+        &self.tools
+    }
+
+    /// `api.state`: this extension's JSON state for this instance.
+    pub fn state(&self) -> &ExtensionState {
+        &self.state
+    }
+
+    /// `api.events`: the in-process event bus of the agent.
+    pub fn events(&self) -> &EventBus {
+        &self.events
+    }
+
+    /// `api.logger`: a span carrying the extension's name.
+    pub fn logger(&self) -> &tracing::Span {
+        &self.logger
+    }
+}

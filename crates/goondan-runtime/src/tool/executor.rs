@@ -1,0 +1,299 @@
+//! The core of the `toolCall` chain: the catalog check, argument
+//! validation, running the handler, and turning every failure (including a
+//! panic) into a `ToolCallResult` with `status: "error"`.
+//!
+//! The check runs inside the chain, after the `toolCall` layers, so the
+//! arguments validated are exactly the ones the handler would receive and
+//! middleware still observes refused calls.
+
+use super::{codes, ToolContext, ToolFailure, ToolRegistry};
+use crate::agents::AgentsApi;
+use crate::pipeline::{Core, LayerResult, ToolCallContext};
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use goondan_types::{JsonObject, JsonValue, ToolCallResult, ToolCallStatus, ToolCatalogItem};
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// `errorMessageLimit` when a Tool does not set one.
+pub const DEFAULT_ERROR_MESSAGE_LIMIT: usize = 1000;
+
+const TRUNCATION_SUFFIX: &str = "... (truncated)";
+
+/// Cuts an error message to `limit` characters (Unicode scalar values).
+///
+/// A message of at most `limit` characters is returned unchanged. A longer
+/// one becomes its first `limit` characters followed by `... (truncated)`,
+/// so the model always sees the full `limit` characters of content and
+/// knows that more existed.
+pub fn truncate_error_message(message: &str, limit: usize) -> String {
+    match message.char_indices().nth(limit) {
+        None => message.to_string(),
+        Some((cut, _)) => {
+            let mut text = String::with_capacity(cut + TRUNCATION_SUFFIX.len());
+            text.push_str(&message[..cut]);
+            text.push_str(TRUNCATION_SUFFIX);
+            text
+        }
+    }
+}
+
+/// Which calls may run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolCallPolicy {
+    /// Lets the model call any registered tool, even one step middleware
+    /// removed from the catalog. Off by default; turn it on only as an
+    /// explicit security decision (seed 002 §2.3).
+    pub allow_registry_direct: bool,
+}
+
+struct CachedValidator {
+    schema: JsonObject,
+    validator: Arc<jsonschema::Validator>,
+}
+
+/// Runs tool calls for one agent.
+pub struct ToolExecutor {
+    registry: ToolRegistry,
+    policy: ToolCallPolicy,
+    workdir: PathBuf,
+    agents: Arc<dyn AgentsApi>,
+    validators: Mutex<HashMap<String, CachedValidator>>,
+}
+
+impl std::fmt::Debug for ToolExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolExecutor")
+            .field("registry", &self.registry)
+            .field("policy", &self.policy)
+            .field("workdir", &self.workdir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolExecutor {
+    /// An executor over `registry`.
+    pub fn new(
+        registry: ToolRegistry,
+        policy: ToolCallPolicy,
+        workdir: PathBuf,
+        agents: Arc<dyn AgentsApi>,
+    ) -> Self {
+        ToolExecutor {
+            registry,
+            policy,
+            workdir,
+            agents,
+            validators: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The registry it runs from.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The core of the `toolCall` chain for a Step whose model saw
+    /// `catalog`.
+    pub fn core<'a>(&'a self, catalog: &'a [ToolCatalogItem]) -> ToolCallCore<'a> {
+        ToolCallCore {
+            executor: self,
+            catalog,
+        }
+    }
+
+    /// A validator for `item`, compiled once and reused while the item's
+    /// schema stays the same.
+    fn validator(&self, name: &str, schema: &JsonObject) -> Result<Arc<jsonschema::Validator>, String> {
+        let mut cache = self
+            .validators
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(cached) = cache.get(name) {
+            if &cached.schema == schema {
+                return Ok(Arc::clone(&cached.validator));
+            }
+        }
+        let validator = jsonschema::validator_for(&JsonValue::Object(schema.clone()))
+            .map_err(|error| error.to_string())?;
+        let validator = Arc::new(validator);
+        cache.insert(
+            name.to_string(),
+            CachedValidator {
+                schema: schema.clone(),
+                validator: Arc::clone(&validator),
+            },
+        );
+        Ok(validator)
+    }
+
+    async fn execute(&self, catalog: &[ToolCatalogItem], ctx: &ToolCallContext) -> ToolCallResult {
+        let name = ctx.tool_name();
+        let in_catalog = catalog.iter().find(|item| item.name == name);
+        if in_catalog.is_none() && !self.policy.allow_registry_direct {
+            return refusal(
+                ctx,
+                ToolFailure::new(
+                    codes::NOT_IN_CATALOG,
+                    format!("Tool '{name}' is not available in the current Tool Catalog."),
+                )
+                .with_name("ToolNotInCatalogError")
+                .with_suggestion(
+                    "Add the tool to the agent's spec.tools or register it from a step middleware.",
+                ),
+            );
+        }
+        let Some(registered) = self.registry.get(name) else {
+            return refusal(
+                ctx,
+                ToolFailure::new(
+                    codes::HANDLER_MISSING,
+                    format!("Tool '{name}' is in the catalog, but no handler is registered for it."),
+                )
+                .with_name("ToolHandlerMissingError")
+                .with_suggestion("Register a handler with api.tools.register for every catalog item you add."),
+            );
+        };
+        let limit = registered.error_message_limit;
+        let schema = in_catalog
+            .and_then(|item| item.parameters.as_ref())
+            .or(registered.item.parameters.as_ref());
+        if let Some(schema) = schema {
+            let validator = match self.validator(name, schema) {
+                Ok(validator) => validator,
+                Err(message) => {
+                    return failure(
+                        ctx,
+                        ToolFailure::new(
+                            codes::INVALID_SCHEMA,
+                            format!("The parameters schema of '{name}' is not a valid JSON Schema: {message}"),
+                        )
+                        .with_name("ToolSchemaError"),
+                        limit,
+                    )
+                }
+            };
+            let args = JsonValue::Object(ctx.args.clone());
+            let problems: Vec<String> = validator
+                .iter_errors(&args)
+                .map(|error| {
+                    let path = error.instance_path.to_string();
+                    if path.is_empty() {
+                        error.to_string()
+                    } else {
+                        format!("{path}: {error}")
+                    }
+                })
+                .collect();
+            if !problems.is_empty() {
+                return failure(
+                    ctx,
+                    ToolFailure::new(
+                        codes::INVALID_ARGS,
+                        format!("Arguments for '{name}' do not match its schema: {}", problems.join("; ")),
+                    )
+                    .with_name("ToolInputError")
+                    .with_suggestion("Call the tool again with arguments that match its parameters schema."),
+                    limit,
+                );
+            }
+        }
+        let tool_ctx = ToolContext {
+            agent_name: ctx.agent_name().to_string(),
+            instance_key: ctx.instance_key().to_string(),
+            turn_id: ctx.turn_id().to_string(),
+            trace: ctx.trace().clone(),
+            tool_call_id: ctx.tool_call_id().to_string(),
+            message: Arc::clone(ctx.message()),
+            workdir: self.workdir.clone(),
+            logger: tracing::info_span!(
+                "tool",
+                agent = ctx.agent_name(),
+                instance_key = ctx.instance_key(),
+                turn_id = ctx.turn_id(),
+                tool_name = name,
+                tool_call_id = ctx.tool_call_id(),
+            ),
+            runtime: Arc::clone(&self.agents),
+        };
+        let handler = Arc::clone(&registered.handler);
+        let outcome = AssertUnwindSafe(async { handler.call(&tool_ctx, ctx.args.clone()).await })
+            .catch_unwind()
+            .await;
+        match outcome {
+            Ok(Ok(output)) => ToolCallResult {
+                tool_call_id: ctx.tool_call_id().to_string(),
+                tool_name: name.to_string(),
+                output: Some(output),
+                status: ToolCallStatus::Ok,
+                error: None,
+            },
+            Ok(Err(tool_failure)) => failure(ctx, tool_failure, limit),
+            Err(panic) => {
+                let detail = panic
+                    .downcast_ref::<&str>()
+                    .map(|text| (*text).to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-text panic payload".to_string());
+                tracing::error!(tool_name = name, tool_call_id = ctx.tool_call_id(), detail, "tool handler panicked");
+                failure(
+                    ctx,
+                    ToolFailure::new(codes::PANICKED, format!("Tool '{name}' panicked: {detail}"))
+                        .with_name("ToolPanic"),
+                    limit,
+                )
+            }
+        }
+    }
+}
+
+fn refusal(ctx: &ToolCallContext, tool_failure: ToolFailure) -> ToolCallResult {
+    failure(ctx, tool_failure, DEFAULT_ERROR_MESSAGE_LIMIT)
+}
+
+fn failure(ctx: &ToolCallContext, tool_failure: ToolFailure, limit: usize) -> ToolCallResult {
+    ToolCallResult {
+        tool_call_id: ctx.tool_call_id().to_string(),
+        tool_name: ctx.tool_name().to_string(),
+        output: None,
+        status: ToolCallStatus::Error,
+        error: Some(tool_failure.into_tool_error(limit)),
+    }
+}
+
+/// The innermost layer of one Step's `toolCall` chains.
+pub struct ToolCallCore<'a> {
+    executor: &'a ToolExecutor,
+    catalog: &'a [ToolCatalogItem],
+}
+
+impl Core<ToolCallContext> for ToolCallCore<'_> {
+    fn run<'a>(&'a self, ctx: &'a mut ToolCallContext) -> BoxFuture<'a, LayerResult<ToolCallContext>> {
+        Box::pin(async move { Ok(self.executor.execute(self.catalog, ctx).await) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_keeps_messages_up_to_the_limit_and_cuts_one_past() {
+        let at_limit = "x".repeat(1000);
+        assert_eq!(truncate_error_message(&at_limit, 1000), at_limit);
+        let one_past = "x".repeat(1001);
+        let cut = truncate_error_message(&one_past, 1000);
+        assert_eq!(cut, format!("{}... (truncated)", "x".repeat(1000)));
+        assert_eq!(truncate_error_message("", 0), "");
+        assert_eq!(truncate_error_message("a", 0), "... (truncated)");
+    }
+
+    #[test]
+    fn truncation_counts_characters_not_bytes() {
+        let korean = "가".repeat(5);
+        assert_eq!(truncate_error_message(&korean, 5), korean);
+        assert_eq!(truncate_error_message(&korean, 4), format!("{}... (truncated)", "가".repeat(4)));
+    }
+}
