@@ -1,0 +1,268 @@
+//! The one error type of the built-in tools, [`BuiltinToolError`], and its
+//! conversion into the structured [`ToolError`] the model reads.
+//!
+//! A built-in tool never panics and never lets a failure escape as anything
+//! but a value: every way a call can go wrong is a variant here, with a
+//! stable code and, where a fix is obvious, a suggestion. Cutting the
+//! message to `errorMessageLimit` is the runtime's job, not this module's.
+
+use goondan_types::ToolError;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// A failed call of a built-in tool.
+#[derive(Debug, Error)]
+pub enum BuiltinToolError {
+    /// The arguments do not match the export's parameters.
+    #[error("invalid arguments for {tool}: {message}")]
+    InvalidArguments {
+        /// The catalog name of the tool (`resource__export`).
+        tool: String,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// A path resolves outside the instance workdir.
+    #[error("path `{requested}` resolves to {resolved}, outside the workdir {workdir}")]
+    PathOutsideWorkdir {
+        /// The path as the model wrote it.
+        requested: String,
+        /// Where it resolves after following symlinks.
+        resolved: PathBuf,
+        /// The instance workdir.
+        workdir: PathBuf,
+    },
+    /// A file or directory the call needs does not exist.
+    #[error("no such file or directory: {path}")]
+    FileNotFound {
+        /// The resolved path.
+        path: PathBuf,
+    },
+    /// Any other file-system failure.
+    #[error("{operation} {path}: {source}")]
+    Io {
+        /// What was being done (`read`, `write`, `list`, ...).
+        operation: &'static str,
+        /// The resolved path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A child process could not be started.
+    #[error("could not start `{program}`: {source}")]
+    Spawn {
+        /// The program that failed to start.
+        program: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A URL could not be parsed.
+    #[error("invalid URL `{url}`: {message}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it is invalid.
+        message: String,
+    },
+    /// A URL uses a scheme other than http or https.
+    #[error("unsupported URL scheme `{scheme}` in `{url}`; only http and https are allowed")]
+    UnsupportedScheme {
+        /// The URL as given.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// The HTTP request did not complete within its timeout.
+    #[error("{method} {url} timed out after {timeout_ms} ms")]
+    HttpTimeout {
+        /// The method.
+        method: &'static str,
+        /// The URL.
+        url: String,
+        /// The timeout that elapsed.
+        timeout_ms: u64,
+    },
+    /// The HTTP request failed before an answer arrived.
+    #[error("{method} {url} failed: {message}")]
+    HttpRequest {
+        /// The method.
+        method: &'static str,
+        /// The URL.
+        url: String,
+        /// What the transport reported.
+        message: String,
+    },
+    /// A string argument that must hold JSON does not.
+    #[error("`{field}` is not valid JSON: {message}")]
+    InvalidJson {
+        /// The argument name.
+        field: &'static str,
+        /// The parser's message.
+        message: String,
+    },
+    /// JSON input has the wrong shape for the operation.
+    #[error("{operation} needs a JSON {expected}, got {actual}")]
+    JsonShape {
+        /// The export (`pick`, `flatten`).
+        operation: &'static str,
+        /// The shape it needs.
+        expected: &'static str,
+        /// The shape it got.
+        actual: &'static str,
+    },
+    /// The export name is not one this tool has.
+    #[error("tool `{resource}` has no export `{export}`")]
+    UnknownExport {
+        /// The Tool resource.
+        resource: String,
+        /// The export asked for.
+        export: String,
+    },
+}
+
+impl BuiltinToolError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BuiltinToolError::InvalidArguments { .. } => "E_TOOL_INVALID_ARGS",
+            BuiltinToolError::PathOutsideWorkdir { .. } => "E_PATH_OUTSIDE_WORKDIR",
+            BuiltinToolError::FileNotFound { .. } => "FILE_NOT_FOUND",
+            BuiltinToolError::Io { .. } => "E_IO",
+            BuiltinToolError::Spawn { .. } => "E_PROCESS_SPAWN",
+            BuiltinToolError::InvalidUrl { .. } => "E_HTTP_INVALID_URL",
+            BuiltinToolError::UnsupportedScheme { .. } => "E_HTTP_UNSUPPORTED_SCHEME",
+            BuiltinToolError::HttpTimeout { .. } => "E_HTTP_TIMEOUT",
+            BuiltinToolError::HttpRequest { .. } => "E_HTTP_REQUEST",
+            BuiltinToolError::InvalidJson { .. } => "E_JSON_PARSE",
+            BuiltinToolError::JsonShape { .. } => "E_JSON_SHAPE",
+            BuiltinToolError::UnknownExport { .. } => "E_TOOL_UNKNOWN_EXPORT",
+        }
+    }
+
+    /// How to fix it, when there is an obvious fix.
+    pub fn suggestion(&self) -> Option<&'static str> {
+        Some(match self {
+            BuiltinToolError::InvalidArguments { .. } => {
+                "Check the arguments against the tool's parameters schema: required fields, types and allowed names."
+            }
+            BuiltinToolError::PathOutsideWorkdir { .. } => {
+                "Use a path relative to the workdir that does not climb out with `..` or through a symlink."
+            }
+            BuiltinToolError::FileNotFound { .. } => {
+                "List the directory with file-system__list to find the right path."
+            }
+            BuiltinToolError::InvalidUrl { .. } | BuiltinToolError::UnsupportedScheme { .. } => {
+                "Use an absolute http:// or https:// URL."
+            }
+            BuiltinToolError::HttpTimeout { .. } => {
+                "Retry later or raise timeoutMs."
+            }
+            BuiltinToolError::InvalidJson { .. } => {
+                "Pass the data as a JSON string, for example \"{\\\"a\\\": 1}\"."
+            }
+            BuiltinToolError::JsonShape { .. } => {
+                "Query the part of the data that has the needed shape first with json-query__query."
+            }
+            BuiltinToolError::Spawn { .. } => "Check that the shell or interpreter exists and is executable.",
+            BuiltinToolError::Io { .. }
+            | BuiltinToolError::HttpRequest { .. }
+            | BuiltinToolError::UnknownExport { .. } => return None,
+        })
+    }
+
+    /// The error class shown to the model as `error.name`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BuiltinToolError::InvalidArguments { .. } | BuiltinToolError::UnknownExport { .. } => {
+                "ToolInputError"
+            }
+            BuiltinToolError::PathOutsideWorkdir { .. }
+            | BuiltinToolError::FileNotFound { .. }
+            | BuiltinToolError::Io { .. } => "FileSystemError",
+            BuiltinToolError::Spawn { .. } => "ProcessError",
+            BuiltinToolError::InvalidUrl { .. }
+            | BuiltinToolError::UnsupportedScheme { .. }
+            | BuiltinToolError::HttpTimeout { .. }
+            | BuiltinToolError::HttpRequest { .. } => "HttpError",
+            BuiltinToolError::InvalidJson { .. } | BuiltinToolError::JsonShape { .. } => {
+                "JsonError"
+            }
+        }
+    }
+
+    /// The structured error the model reads.
+    pub fn to_tool_error(&self) -> ToolError {
+        ToolError {
+            name: Some(self.name().to_string()),
+            message: self.to_string(),
+            code: Some(self.code().to_string()),
+            suggestion: self.suggestion().map(str::to_string),
+            help_url: None,
+        }
+    }
+
+    /// Wraps an IO error, turning "not found" into [`BuiltinToolError::FileNotFound`].
+    pub(crate) fn io(operation: &'static str, path: PathBuf, source: std::io::Error) -> Self {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            BuiltinToolError::FileNotFound { path }
+        } else {
+            BuiltinToolError::Io {
+                operation,
+                path,
+                source,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_maps_to_a_coded_tool_error() {
+        let cases = [
+            (
+                BuiltinToolError::InvalidArguments {
+                    tool: "bash__exec".into(),
+                    message: "missing field `command`".into(),
+                },
+                "E_TOOL_INVALID_ARGS",
+                true,
+            ),
+            (
+                BuiltinToolError::io(
+                    "read",
+                    "/x".into(),
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ),
+                "FILE_NOT_FOUND",
+                true,
+            ),
+            (
+                BuiltinToolError::io(
+                    "read",
+                    "/x".into(),
+                    std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+                ),
+                "E_IO",
+                false,
+            ),
+            (
+                BuiltinToolError::UnsupportedScheme {
+                    url: "file:///etc/passwd".into(),
+                    scheme: "file".into(),
+                },
+                "E_HTTP_UNSUPPORTED_SCHEME",
+                true,
+            ),
+        ];
+        for (error, code, has_suggestion) in cases {
+            let tool_error = error.to_tool_error();
+            assert_eq!(tool_error.code.as_deref(), Some(code));
+            assert_eq!(tool_error.suggestion.is_some(), has_suggestion, "{code}");
+            assert_eq!(tool_error.message, error.to_string());
+        }
+    }
+}
