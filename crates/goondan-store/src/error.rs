@@ -1,4 +1,5 @@
-//! Storage errors, each with a stable code.
+//! Storage errors, each with a stable code and, where the user can act, a
+//! suggestion. Nothing here does IO.
 
 use std::path::PathBuf;
 use thiserror::Error;
@@ -17,6 +18,103 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+
+    /// Neither `--state-root`, `GOONDAN_STATE_ROOT` nor a home folder is
+    /// known, so there is nowhere to keep state.
+    #[error(
+        "cannot locate the System Root: no --state-root, no GOONDAN_STATE_ROOT and no home folder"
+    )]
+    NoStateRoot,
+
+    /// The System Root lies inside the project, where the runtime must not
+    /// create state (`workspace.md` §2.1).
+    #[error("state root {} is inside the project {}", state_root.display(), project_root.display())]
+    StateRootInProject {
+        /// The System Root.
+        state_root: PathBuf,
+        /// The Project Root.
+        project_root: PathBuf,
+    },
+
+    /// Another open handle (in this or another process) owns the instance.
+    #[error(
+        "instance {instance_key:?} is already open{}; lock file {}",
+        holder_pid.map(|pid| format!(" by process {pid}")).unwrap_or_default(),
+        lock_path.display()
+    )]
+    InstanceLocked {
+        /// The instance.
+        instance_key: String,
+        /// The lock file.
+        lock_path: PathBuf,
+        /// The pid recorded by the holder, when readable.
+        holder_pid: Option<u32>,
+    },
+
+    /// The folder an instance key maps to belongs to another key (possible
+    /// only on case-insensitive filesystems or with a truncated-name hash
+    /// collision).
+    #[error(
+        "folder {} holds instance {existing_key:?}, not {instance_key:?}",
+        dir.display()
+    )]
+    InstanceKeyConflict {
+        /// The key asked for.
+        instance_key: String,
+        /// The key recorded in the folder's `metadata.json`.
+        existing_key: String,
+        /// The folder.
+        dir: PathBuf,
+    },
+
+    /// The instance has no folder under the workspace.
+    #[error("instance {instance_key:?} of agent {agent_name:?} does not exist under {}", dir.display())]
+    InstanceNotFound {
+        /// The agent.
+        agent_name: String,
+        /// The instance.
+        instance_key: String,
+        /// Where it was looked for.
+        dir: PathBuf,
+    },
+
+    /// A complete (newline-terminated) line of a JSONL log is not valid.
+    #[error("{}:{line}: {reason}", path.display())]
+    CorruptLog {
+        /// The log.
+        path: PathBuf,
+        /// One-based line number.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A JSON state file (metadata or extension state) is not valid.
+    #[error("{}: {reason}", path.display())]
+    CorruptState {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A value could not be encoded as JSON.
+    #[error("cannot encode {what} as JSON: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// An earlier failure left the journal in a state only recovery can
+    /// repair; further writes are refused rather than risk a mixed log.
+    #[error("the message journal of {} stopped after a failed commit that could not be undone", dir.display())]
+    JournalPoisoned {
+        /// The instance's `messages/` folder.
+        dir: PathBuf,
+    },
 }
 
 impl StoreError {
@@ -24,6 +122,86 @@ impl StoreError {
     pub fn code(&self) -> &'static str {
         match self {
             StoreError::Io { .. } => "E_STORE_IO",
+            StoreError::NoStateRoot => "E_STORE_NO_STATE_ROOT",
+            StoreError::StateRootInProject { .. } => "E_STORE_STATE_ROOT_IN_PROJECT",
+            StoreError::InstanceLocked { .. } => "E_STORE_INSTANCE_LOCKED",
+            StoreError::InstanceKeyConflict { .. } => "E_STORE_INSTANCE_KEY_CONFLICT",
+            StoreError::InstanceNotFound { .. } => "E_STORE_INSTANCE_NOT_FOUND",
+            StoreError::CorruptLog { .. } => "E_STORE_CORRUPT_LOG",
+            StoreError::CorruptState { .. } => "E_STORE_CORRUPT_STATE",
+            StoreError::Encode { .. } => "E_STORE_ENCODE",
+            StoreError::JournalPoisoned { .. } => "E_STORE_JOURNAL_POISONED",
         }
+    }
+
+    /// What the user can do about it, when there is something.
+    pub fn suggestion(&self) -> Option<String> {
+        match self {
+            StoreError::Io { .. } | StoreError::Encode { .. } => None,
+            StoreError::NoStateRoot => {
+                Some("pass --state-root <dir> or set GOONDAN_STATE_ROOT".to_string())
+            }
+            StoreError::StateRootInProject { .. } => Some(
+                "choose a --state-root outside the project folder (the default is ~/.goondan)"
+                    .to_string(),
+            ),
+            StoreError::InstanceLocked { holder_pid, .. } => Some(match holder_pid {
+                Some(pid) => format!(
+                    "stop process {pid} (or the `gdn run` that owns it) before opening this instance again"
+                ),
+                None => "stop the other `gdn` process using this state root".to_string(),
+            }),
+            StoreError::InstanceKeyConflict { .. } => Some(
+                "use instance keys that differ by more than letter case, or a case-sensitive filesystem for the state root"
+                    .to_string(),
+            ),
+            StoreError::InstanceNotFound { .. } => {
+                Some("list existing instances with `gdn instance list`".to_string())
+            }
+            StoreError::CorruptLog { path, line, .. } => Some(format!(
+                "inspect line {line} of {}; remove or repair it (keep a copy) and retry",
+                path.display()
+            )),
+            StoreError::CorruptState { path, .. } => Some(format!(
+                "repair or remove {} (keep a copy) and retry",
+                path.display()
+            )),
+            StoreError::JournalPoisoned { .. } => Some(
+                "restart the agent process; opening the instance again runs recovery".to_string(),
+            ),
+        }
+    }
+
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        StoreError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn encode(what: &'static str, source: serde_json::Error) -> Self {
+        StoreError::Encode { what, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locked_error_names_the_holder_and_suggests_stopping_it() {
+        let error = StoreError::InstanceLocked {
+            instance_key: "user:1".to_string(),
+            lock_path: PathBuf::from("/s/instance.lock"),
+            holder_pid: Some(42),
+        };
+        assert_eq!(error.code(), "E_STORE_INSTANCE_LOCKED");
+        assert!(error.to_string().contains("by process 42"), "{error}");
+        assert!(error.suggestion().unwrap().contains("42"));
     }
 }

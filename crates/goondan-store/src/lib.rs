@@ -6,14 +6,49 @@
 //! [`TurnJournal`] and [`ExtensionStateStore`], each with an in-memory
 //! implementation (tests, benchmarks, embedding) and an on-disk one. This
 //! crate knows nothing about pipelines or models.
+//!
+//! On disk, everything starts from the System Root ([`StateRootSources`],
+//! [`StateRoot`]) and a workspace ([`WorkspacePaths`]). An AgentProcess
+//! opens its instance with [`InstanceStore::open`], which takes the
+//! instance's single-writer lock and hands out a [`FileJournal`], a
+//! [`FileExtensionState`], a [`RuntimeEventLog`] and the
+//! [`MetadataFile`]:
+//!
+//! ```no_run
+//! use goondan_store::{InstanceStore, StateRootSources, TurnJournal};
+//!
+//! let root = StateRootSources::from_process_env(None).resolve()?;
+//! let store = InstanceStore::new(root.workspace("main:prod"));
+//! let mut instance = store.open("coder", "user:123")?;
+//! let conversation = instance.journal_mut().load()?;
+//! # Ok::<(), goondan_store::StoreError>(())
+//! ```
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+mod durability;
 pub mod error;
+mod extension_state;
+mod instance;
+mod journal;
+mod jsonl;
+mod lock;
 pub mod memory;
+mod metadata;
+pub mod paths;
+mod runtime_events;
 
+pub use durability::SyncPolicy;
 pub use error::StoreError;
+pub use extension_state::FileExtensionState;
+pub use instance::{Instance, InstanceParts, InstanceStore, InstanceSummary, MetadataFile};
+pub use journal::FileJournal;
 pub use memory::{MemoryExtensionState, MemoryJournal};
+pub use metadata::{InstanceMetadata, InstanceStatus};
+pub use paths::{InstancePaths, StateRoot, StateRootSources, WorkspacePaths};
+pub use runtime_events::{
+    read_runtime_events, RuntimeEventFilter, RuntimeEventLog, RuntimeEventPage, RuntimeEventRecord,
+};
 
 use goondan_types::{JsonValue, Message, MessageEvent};
 
@@ -25,6 +60,13 @@ use goondan_types::{JsonValue, Message, MessageEvent};
 /// [`TurnJournal::commit_turn`] after every turn middleware has returned.
 /// A Turn that fails calls nothing more: its recorded events stay pending
 /// and come back from the next `load`.
+///
+/// When `load` returns pending events, fold them before the next Turn
+/// records anything, by calling `commit_turn(pending_turn_id, pending,
+/// base + SUM(pending))` (or by re-running that Turn under the same turn
+/// id). A later Turn recording on top of uncommitted events of an earlier
+/// one abandons them: a store may set them aside rather than replay two
+/// Turns' events together.
 pub trait TurnJournal: Send {
     /// The committed base plus the pending events of an interrupted Turn,
     /// in emission order.

@@ -29,7 +29,11 @@ impl TurnJournal for MemoryJournal {
         Ok(LoadedConversation {
             base: self.base.clone(),
             pending_turn_id: self.pending.first().map(|(turn_id, _)| turn_id.clone()),
-            pending_events: self.pending.iter().map(|(_, event)| event.clone()).collect(),
+            pending_events: self
+                .pending
+                .iter()
+                .map(|(_, event)| event.clone())
+                .collect(),
             warnings: Vec::new(),
         })
     }
@@ -63,7 +67,8 @@ impl ExtensionStateStore for MemoryExtensionState {
     }
 
     fn save(&mut self, extension_name: &str, value: &JsonValue) -> Result<(), StoreError> {
-        self.states.insert(extension_name.to_string(), value.clone());
+        self.states
+            .insert(extension_name.to_string(), value.clone());
         Ok(())
     }
 }

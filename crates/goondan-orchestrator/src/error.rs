@@ -1,0 +1,73 @@
+//! Orchestrator errors.
+
+use thiserror::Error;
+
+/// A failed orchestrator operation.
+#[derive(Debug, Error)]
+pub enum OrchestratorError {
+    /// A child process could not be started.
+    #[error("could not start the process for {key}: {source}")]
+    Spawn {
+        /// The routing key.
+        key: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The target agent is not part of the swarm.
+    #[error("agent `{agent}` is not part of swarm `{swarm}`")]
+    UnknownAgent {
+        /// The requested agent.
+        agent: String,
+        /// The swarm.
+        swarm: String,
+    },
+    /// An agent process reported a start-up failure.
+    #[error("{key} failed to start: [{code}] {message}")]
+    AgentStart {
+        /// The routing key.
+        key: String,
+        /// The child's code.
+        code: String,
+        /// The child's message.
+        message: String,
+    },
+    /// The orchestrator loop is gone.
+    #[error("the orchestrator has stopped")]
+    Stopped,
+    /// The control socket failed.
+    #[error("control socket {path}: {source}")]
+    Control {
+        /// The socket path.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl OrchestratorError {
+    /// The stable code.
+    pub fn code(&self) -> &str {
+        match self {
+            OrchestratorError::Spawn { .. } => "E_AGENT_SPAWN",
+            OrchestratorError::UnknownAgent { .. } => "E_AGENT_NOT_FOUND",
+            OrchestratorError::AgentStart { code, .. } => code,
+            OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
+            OrchestratorError::Control { .. } => "E_CONTROL_SOCKET",
+        }
+    }
+
+    /// How to fix it, when known.
+    pub fn suggestion(&self) -> Option<String> {
+        match self {
+            OrchestratorError::UnknownAgent { swarm, .. } => Some(format!(
+                "add the agent to Swarm/{swarm} spec.agents, or call one of its agents"
+            )),
+            OrchestratorError::Control { .. } => Some(
+                "is an orchestrator running for this state root? start one with `gdn run`".into(),
+            ),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The Goondan orchestrator: the resident process of `gdn run`.
+//!
+//! It spawns one AgentProcess per `agentName:instanceKey` on demand,
+//! routes [`IpcMessage`](goondan_types::IpcMessage)s between them, keeps
+//! events for instances that are starting or crashed, restarts crashed
+//! processes with crash-loop backoff, drains them gracefully on shutdown,
+//! and answers control requests (`gdn restart`, `gdn instance ...`) on a
+//! Unix socket.
+//!
+//! It knows nothing about Turns, models or tools: children are opaque
+//! peers behind two seams, [`Spawner`] (how a process starts and dies) and
+//! [`IpcChannel`](goondan_ipc::IpcChannel) (how messages reach it).
+//!
+//! Invariant: the main loop is a single task that owns every handle and
+//! `match`es one closed [`Input`](orchestrator::Input) enum; nothing else
+//! mutates routing state.
+#![warn(missing_docs, unreachable_pub)]
+#![deny(unsafe_code)]
+
+pub mod backoff;
+pub mod control;
+pub mod error;
+pub mod orchestrator;
+pub mod spawner;
+
+pub use error::OrchestratorError;
+pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo};
+pub use spawner::{LocalSpawner, ProcessControl, SpawnRequest, SpawnedProcess, Spawner};

@@ -1,0 +1,839 @@
+//! The orchestrator's main loop and its handle.
+//!
+//! One task owns every [`Handle`] and processes one [`Input`] at a time, so
+//! routing, supervision and shutdown never race. Everything else talks to
+//! it through [`OrchestratorHandle`].
+
+use crate::backoff::respawn_delay;
+use crate::spawner::{ProcessControl, SpawnRequest, Spawner};
+use crate::OrchestratorError;
+use goondan_ipc::{Notice, RoutingKey, ShutdownPayload, ORCHESTRATOR};
+use goondan_types::{
+    AgentEvent, IpcMessage, IpcMessageType, JsonValue, ProcessStatus, ReplyChannel, ShutdownReason,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// What the orchestrator knows about the swarm it runs.
+#[derive(Debug, Clone)]
+pub struct SwarmInfo {
+    /// `Swarm.metadata.name`.
+    pub swarm_name: String,
+    /// `Swarm.spec.entryAgent`.
+    pub entry_agent: String,
+    /// Every agent of the swarm.
+    pub agents: Vec<String>,
+    /// The instance key of the swarm (`Swarm.spec.instanceKey ?? name`);
+    /// the default instance of every agent.
+    pub instance_key: String,
+    /// How long a draining process may take before SIGKILL.
+    pub grace_period: Duration,
+}
+
+/// Called with a routing key whose message history must be cleared before
+/// the instance restarts (`--fresh`).
+pub type ResetInstance = Arc<dyn Fn(&RoutingKey) + Send + Sync>;
+
+/// Everything the orchestrator needs to run.
+pub struct OrchestratorConfig {
+    /// The swarm.
+    pub swarm: SwarmInfo,
+    /// How processes start.
+    pub spawner: Arc<dyn Spawner>,
+    /// How often desired and actual state are compared.
+    pub reconcile_interval: Duration,
+    /// Clears an instance's history for `--fresh` restarts.
+    pub reset_instance: Option<ResetInstance>,
+}
+
+/// The live state of one instance, as `gdn instance list` shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    /// `agentName:instanceKey`.
+    pub key: String,
+    /// The agent.
+    pub agent_name: String,
+    /// The instance.
+    pub instance_key: String,
+    /// Its process state.
+    pub status: ProcessStatus,
+    /// The OS pid while running.
+    pub pid: Option<u32>,
+    /// Crashes since the last successful Turn.
+    pub consecutive_crashes: u32,
+    /// Events waiting for delivery.
+    pub pending_events: usize,
+}
+
+/// A reply the orchestrator itself waits for (a CLI input, for example).
+type Waiter = oneshot::Sender<Result<AgentEvent, OrchestratorError>>;
+
+/// The closed set of things the main loop reacts to.
+pub(crate) enum Input {
+    /// A message from a child.
+    Child {
+        key: RoutingKey,
+        generation: u64,
+        message: Box<IpcMessage>,
+    },
+    /// A child exited.
+    Exited {
+        key: RoutingKey,
+        generation: u64,
+        code: Option<i32>,
+    },
+    /// Deliver `event` to an agent and hand its reply to `reply`.
+    Request {
+        agent: Option<String>,
+        event: Box<AgentEvent>,
+        reply: Waiter,
+    },
+    /// Gracefully restart instances of one agent (or all).
+    Restart {
+        agent: Option<String>,
+        fresh: bool,
+        done: oneshot::Sender<Vec<String>>,
+    },
+    /// Report every instance.
+    List {
+        reply: oneshot::Sender<Vec<InstanceStatus>>,
+    },
+    /// Stop and forget an instance.
+    Delete {
+        key: String,
+        reply: oneshot::Sender<bool>,
+    },
+    /// Drain everything and stop.
+    Shutdown { done: oneshot::Sender<()> },
+}
+
+/// A cheap, cloneable way to talk to a running orchestrator.
+#[derive(Clone)]
+pub struct OrchestratorHandle {
+    inputs: mpsc::Sender<Input>,
+    swarm: Arc<SwarmInfo>,
+}
+
+impl OrchestratorHandle {
+    /// The swarm being run.
+    pub fn swarm(&self) -> &SwarmInfo {
+        &self.swarm
+    }
+
+    /// Sends `event` to `agent` (the entry agent when `None`) in the
+    /// swarm's instance and waits for its answer.
+    pub async fn request(
+        &self,
+        agent: Option<String>,
+        event: AgentEvent,
+    ) -> Result<AgentEvent, OrchestratorError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Input::Request {
+            agent,
+            event: Box::new(event),
+            reply,
+        })
+        .await?;
+        answer.await.map_err(|_| OrchestratorError::Stopped)?
+    }
+
+    /// Gracefully restarts the instances of `agent` (all when `None`),
+    /// clearing their history first when `fresh`; returns the keys.
+    pub async fn restart(
+        &self,
+        agent: Option<String>,
+        fresh: bool,
+    ) -> Result<Vec<String>, OrchestratorError> {
+        let (done, restarted) = oneshot::channel();
+        self.send(Input::Restart { agent, fresh, done }).await?;
+        restarted.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Every instance the orchestrator knows.
+    pub async fn list(&self) -> Result<Vec<InstanceStatus>, OrchestratorError> {
+        let (reply, list) = oneshot::channel();
+        self.send(Input::List { reply }).await?;
+        list.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Kills the process serving `key` (an `agent:instance` key or an
+    /// instance key, which matches every agent of that instance) and
+    /// forgets it; true when something was running.
+    pub async fn delete(&self, key: String) -> Result<bool, OrchestratorError> {
+        let (reply, deleted) = oneshot::channel();
+        self.send(Input::Delete { key, reply }).await?;
+        deleted.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Drains every child (each finishes its Turn) and stops the loop.
+    pub async fn shutdown(&self) -> Result<(), OrchestratorError> {
+        let (done, finished) = oneshot::channel();
+        self.send(Input::Shutdown { done }).await?;
+        finished.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    async fn send(&self, input: Input) -> Result<(), OrchestratorError> {
+        self.inputs
+            .send(input)
+            .await
+            .map_err(|_| OrchestratorError::Stopped)
+    }
+}
+
+struct ShutdownIntent {
+    respawn: bool,
+    fresh: bool,
+    kill_at: Instant,
+}
+
+struct Handle {
+    status: ProcessStatus,
+    generation: u64,
+    sender: Option<mpsc::Sender<IpcMessage>>,
+    control: Option<Box<dyn ProcessControl>>,
+    pending: VecDeque<IpcMessage>,
+    consecutive_crashes: u32,
+    next_spawn_at: Option<Instant>,
+    shutdown: Option<ShutdownIntent>,
+}
+
+impl Handle {
+    fn new() -> Self {
+        Handle {
+            status: ProcessStatus::Terminated,
+            generation: 0,
+            sender: None,
+            control: None,
+            pending: VecDeque::new(),
+            consecutive_crashes: 0,
+            next_spawn_at: None,
+            shutdown: None,
+        }
+    }
+
+    fn is_running(&self) -> bool {
+        self.control.is_some()
+    }
+
+    fn is_ready(&self) -> bool {
+        matches!(self.status, ProcessStatus::Idle | ProcessStatus::Processing)
+    }
+}
+
+/// The orchestrator's main loop.
+pub struct Orchestrator {
+    swarm: Arc<SwarmInfo>,
+    spawner: Arc<dyn Spawner>,
+    reset_instance: Option<ResetInstance>,
+    reconcile_interval: Duration,
+    handles: BTreeMap<RoutingKey, Handle>,
+    waiters: HashMap<String, (RoutingKey, Waiter)>,
+    inputs_tx: mpsc::Sender<Input>,
+    inputs_rx: mpsc::Receiver<Input>,
+    stopping: Option<oneshot::Sender<()>>,
+    next_generation: u64,
+}
+
+impl Orchestrator {
+    /// Starts the loop on the current tokio runtime.
+    pub fn start(config: OrchestratorConfig) -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
+        let (inputs_tx, inputs_rx) = mpsc::channel(1024);
+        let swarm = Arc::new(config.swarm);
+        let orchestrator = Orchestrator {
+            swarm: swarm.clone(),
+            spawner: config.spawner,
+            reset_instance: config.reset_instance,
+            reconcile_interval: config.reconcile_interval,
+            handles: BTreeMap::new(),
+            waiters: HashMap::new(),
+            inputs_tx: inputs_tx.clone(),
+            inputs_rx,
+            stopping: None,
+            next_generation: 1,
+        };
+        let task = tokio::spawn(orchestrator.run());
+        (
+            OrchestratorHandle {
+                inputs: inputs_tx,
+                swarm,
+            },
+            task,
+        )
+    }
+
+    async fn run(mut self) {
+        let mut next_reconcile = Instant::now() + self.reconcile_interval;
+        loop {
+            let wake_at = self
+                .next_deadline()
+                .map_or(next_reconcile, |d| d.min(next_reconcile));
+            tokio::select! {
+                input = self.inputs_rx.recv() => match input {
+                    Some(input) => self.handle_input(input),
+                    None => return,
+                },
+                _ = tokio::time::sleep_until(wake_at) => {
+                    if Instant::now() >= next_reconcile {
+                        next_reconcile = Instant::now() + self.reconcile_interval;
+                    }
+                    self.reconcile();
+                }
+            }
+            self.flush_pending();
+            if self.stopping.is_some() && self.handles.values().all(|h| !h.is_running()) {
+                self.fail_all_waiters();
+                if let Some(done) = self.stopping.take() {
+                    let _ = done.send(());
+                }
+                return;
+            }
+        }
+    }
+
+    fn handle_input(&mut self, input: Input) {
+        match input {
+            Input::Child {
+                key,
+                generation,
+                message,
+            } => {
+                if self.current_generation(&key) == Some(generation) {
+                    self.on_child_message(&key, *message);
+                }
+            }
+            Input::Exited {
+                key,
+                generation,
+                code,
+            } => {
+                if self.current_generation(&key) == Some(generation) {
+                    self.on_exit(&key, code);
+                }
+            }
+            Input::Request {
+                agent,
+                event,
+                reply,
+            } => self.on_request(agent, *event, reply),
+            Input::Restart { agent, fresh, done } => {
+                let keys = self.restart(agent.as_deref(), fresh);
+                let _ = done.send(keys);
+            }
+            Input::List { reply } => {
+                let _ = reply.send(self.list());
+            }
+            Input::Delete { key, reply } => {
+                let _ = reply.send(self.delete(&key));
+            }
+            Input::Shutdown { done } => self.begin_shutdown(done),
+        }
+    }
+
+    fn current_generation(&self, key: &RoutingKey) -> Option<u64> {
+        self.handles.get(key).map(|handle| handle.generation)
+    }
+
+    fn on_request(&mut self, agent: Option<String>, mut event: AgentEvent, reply: Waiter) {
+        if self.stopping.is_some() {
+            let _ = reply.send(Err(OrchestratorError::Stopped));
+            return;
+        }
+        let agent = agent.unwrap_or_else(|| self.swarm.entry_agent.clone());
+        if !self.swarm.agents.contains(&agent) {
+            let _ = reply.send(Err(OrchestratorError::UnknownAgent {
+                agent,
+                swarm: self.swarm.swarm_name.clone(),
+            }));
+            return;
+        }
+        let instance_key = event
+            .instance_key
+            .clone()
+            .unwrap_or_else(|| self.swarm.instance_key.clone());
+        event.instance_key = Some(instance_key.clone());
+        let correlation_id = format!("corr_{}", event.id);
+        event.reply_to = Some(ReplyChannel {
+            target: ORCHESTRATOR.to_string(),
+            correlation_id: correlation_id.clone(),
+        });
+        let key = RoutingKey::new(agent, instance_key);
+        self.waiters.insert(correlation_id, (key.clone(), reply));
+        let message = event_message(ORCHESTRATOR, &key.to_string(), &event);
+        self.deliver(&key, message);
+    }
+
+    fn on_child_message(&mut self, key: &RoutingKey, message: IpcMessage) {
+        match message.message_type {
+            IpcMessageType::ShutdownAck => {
+                tracing::debug!(key = %key, "shutdown acknowledged");
+            }
+            IpcMessageType::Shutdown => {
+                tracing::warn!(key = %key, "ignoring a shutdown message sent by a child");
+            }
+            IpcMessageType::Event => {
+                let event: AgentEvent = match serde_json::from_value(message.payload.clone()) {
+                    Ok(event) => event,
+                    Err(error) => {
+                        tracing::warn!(key = %key, code = "E_IPC_MALFORMED", "event payload is not an AgentEvent ({error}); dropped");
+                        return;
+                    }
+                };
+                if message.to == ORCHESTRATOR {
+                    self.on_event_for_orchestrator(key, event);
+                } else {
+                    self.route(key, &message.to, message.clone(), &event);
+                }
+            }
+        }
+    }
+
+    fn on_event_for_orchestrator(&mut self, key: &RoutingKey, event: AgentEvent) {
+        if let Some(notice) = Notice::from_event(&event) {
+            self.on_notice(key, notice);
+            return;
+        }
+        let in_reply_to = event
+            .metadata_value("inReplyTo")
+            .and_then(JsonValue::as_str)
+            .map(str::to_string);
+        match in_reply_to.and_then(|id| self.waiters.remove(&id)) {
+            Some((_, waiter)) => {
+                let _ = waiter.send(Ok(event));
+            }
+            None => {
+                tracing::warn!(key = %key, event_id = %event.id, "event for the orchestrator matches no waiting request; dropped")
+            }
+        }
+    }
+
+    fn on_notice(&mut self, key: &RoutingKey, notice: Notice) {
+        let Some(handle) = self.handles.get_mut(key) else {
+            return;
+        };
+        match notice {
+            Notice::Ready => {
+                if handle.shutdown.is_none() {
+                    handle.status = ProcessStatus::Idle;
+                }
+                tracing::info!(key = %key, "agent process ready");
+            }
+            Notice::TurnFinished { ok } => {
+                if ok {
+                    handle.consecutive_crashes = 0;
+                    handle.next_spawn_at = None;
+                }
+                if handle.status == ProcessStatus::Processing {
+                    handle.status = ProcessStatus::Idle;
+                }
+            }
+            Notice::StartError {
+                code,
+                message,
+                suggestion,
+            } => {
+                tracing::error!(key = %key, code = %code, suggestion = suggestion.as_deref().unwrap_or(""), "agent process failed to start: {message}");
+                let failed: Vec<String> = self
+                    .waiters
+                    .iter()
+                    .filter(|(_, (waiting_key, _))| waiting_key == key)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in failed {
+                    if let Some((_, waiter)) = self.waiters.remove(&id) {
+                        let _ = waiter.send(Err(OrchestratorError::AgentStart {
+                            key: key.to_string(),
+                            code: code.clone(),
+                            message: message.clone(),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Routes an event from `from` to the routing key in `to`.
+    fn route(&mut self, from: &RoutingKey, to: &str, message: IpcMessage, event: &AgentEvent) {
+        let target = match RoutingKey::parse(to, &from.instance_key) {
+            Ok(target) if self.swarm.agents.contains(&target.agent_name) => target,
+            Ok(target) => {
+                self.reject(
+                    from,
+                    event,
+                    "E_AGENT_NOT_FOUND",
+                    &format!(
+                        "agent `{}` is not part of swarm `{}`",
+                        target.agent_name, self.swarm.swarm_name
+                    ),
+                );
+                return;
+            }
+            Err(error) => {
+                self.reject(from, event, error.code(), &error.to_string());
+                return;
+            }
+        };
+        let mut message = message;
+        message.to = target.to_string();
+        self.deliver(&target, message);
+    }
+
+    /// Answers a request that cannot be routed, so the caller fails fast
+    /// instead of waiting for its timeout.
+    fn reject(&mut self, from: &RoutingKey, event: &AgentEvent, code: &str, reason: &str) {
+        tracing::warn!(from = %from, code, "{reason}; event {} dropped", event.id);
+        let Some(reply_to) = &event.reply_to else {
+            return;
+        };
+        let mut answer = AgentEvent::new(
+            "response",
+            goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, ORCHESTRATOR),
+        );
+        answer.trace_id = event.trace_id.clone();
+        let mut metadata = goondan_types::JsonObject::new();
+        metadata.insert("inReplyTo".into(), reply_to.correlation_id.clone().into());
+        metadata.insert("status".into(), "error".into());
+        metadata.insert("errorCode".into(), code.into());
+        metadata.insert("errorMessage".into(), reason.into());
+        answer.metadata = Some(metadata);
+        let message = event_message(ORCHESTRATOR, &reply_to.target, &answer);
+        self.deliver(from, message);
+    }
+
+    fn deliver(&mut self, key: &RoutingKey, message: IpcMessage) {
+        let handle = self.handles.entry(key.clone()).or_insert_with(Handle::new);
+        handle.pending.push_back(message);
+        if !handle.is_running() && handle.shutdown.is_none() {
+            self.ensure_spawned(key);
+        }
+    }
+
+    fn ensure_spawned(&mut self, key: &RoutingKey) {
+        let Some(handle) = self.handles.get_mut(key) else {
+            return;
+        };
+        if handle.is_running() || self.stopping.is_some() {
+            return;
+        }
+        if let Some(at) = handle.next_spawn_at {
+            if Instant::now() < at {
+                handle.status = ProcessStatus::CrashLoopBackOff;
+                return;
+            }
+        }
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        match self.spawner.spawn(&SpawnRequest { key: key.clone() }) {
+            Ok(spawned) => {
+                handle.generation = generation;
+                handle.status = ProcessStatus::Spawning;
+                handle.sender = Some(spawned.channel.sender);
+                handle.control = Some(spawned.control);
+                handle.next_spawn_at = None;
+                let inputs = self.inputs_tx.clone();
+                let mut receiver = spawned.channel.receiver;
+                let child_key = key.clone();
+                tokio::spawn(async move {
+                    while let Some(message) = receiver.recv().await {
+                        let input = Input::Child {
+                            key: child_key.clone(),
+                            generation,
+                            message: Box::new(message),
+                        };
+                        if inputs.send(input).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let inputs = self.inputs_tx.clone();
+                let exit = spawned.exit;
+                let exit_key = key.clone();
+                tokio::spawn(async move {
+                    let code = exit.await;
+                    let _ = inputs
+                        .send(Input::Exited {
+                            key: exit_key,
+                            generation,
+                            code,
+                        })
+                        .await;
+                });
+                tracing::info!(key = %key, generation, "spawned agent process");
+            }
+            Err(error) => {
+                tracing::error!(key = %key, code = error.code(), "{error}");
+                handle.generation = generation;
+                self.record_crash(key);
+            }
+        }
+    }
+
+    fn on_exit(&mut self, key: &RoutingKey, code: Option<i32>) {
+        let Some(handle) = self.handles.get_mut(key) else {
+            return;
+        };
+        handle.sender = None;
+        handle.control = None;
+        if let Some(intent) = handle.shutdown.take() {
+            handle.status = ProcessStatus::Terminated;
+            tracing::info!(key = %key, ?code, "agent process stopped");
+            if intent.respawn && self.stopping.is_none() {
+                if intent.fresh {
+                    if let Some(reset) = &self.reset_instance {
+                        reset(key);
+                    }
+                }
+                self.ensure_spawned(key);
+            }
+            return;
+        }
+        if code == Some(0) {
+            handle.status = ProcessStatus::Terminated;
+            tracing::info!(key = %key, "agent process exited");
+            if !handle.pending.is_empty() {
+                self.ensure_spawned(key);
+            }
+            return;
+        }
+        tracing::warn!(key = %key, ?code, "agent process crashed");
+        self.record_crash(key);
+    }
+
+    fn record_crash(&mut self, key: &RoutingKey) {
+        let Some(handle) = self.handles.get_mut(key) else {
+            return;
+        };
+        handle.sender = None;
+        handle.control = None;
+        handle.consecutive_crashes += 1;
+        match respawn_delay(handle.consecutive_crashes) {
+            Some(delay) => {
+                handle.status = ProcessStatus::CrashLoopBackOff;
+                handle.next_spawn_at = Some(Instant::now() + delay);
+                tracing::warn!(
+                    key = %key,
+                    status = "crashLoopBackOff",
+                    consecutive_crashes = handle.consecutive_crashes,
+                    backoff_ms = delay.as_millis() as u64,
+                    "agent process is crash-looping; next respawn after the backoff"
+                );
+            }
+            None => {
+                handle.status = ProcessStatus::Crashed;
+                self.ensure_spawned(key);
+            }
+        }
+    }
+
+    fn restart(&mut self, agent: Option<&str>, fresh: bool) -> Vec<String> {
+        let grace = self.swarm.grace_period;
+        let keys: Vec<RoutingKey> = self
+            .handles
+            .keys()
+            .filter(|key| agent.is_none_or(|agent| key.agent_name == agent))
+            .cloned()
+            .collect();
+        for key in &keys {
+            let running = self.handles.get(key).is_some_and(Handle::is_running);
+            if running {
+                self.request_shutdown(key, ShutdownReason::Restart, grace, true, fresh);
+            } else {
+                if fresh {
+                    if let Some(reset) = &self.reset_instance {
+                        reset(key);
+                    }
+                }
+                if let Some(handle) = self.handles.get_mut(key) {
+                    handle.consecutive_crashes = 0;
+                    handle.next_spawn_at = None;
+                }
+                self.ensure_spawned(key);
+            }
+        }
+        keys.iter().map(ToString::to_string).collect()
+    }
+
+    fn request_shutdown(
+        &mut self,
+        key: &RoutingKey,
+        reason: ShutdownReason,
+        grace: Duration,
+        respawn: bool,
+        fresh: bool,
+    ) {
+        let Some(handle) = self.handles.get_mut(key) else {
+            return;
+        };
+        if handle.shutdown.is_some() {
+            return;
+        }
+        handle.status = ProcessStatus::Draining;
+        handle.shutdown = Some(ShutdownIntent {
+            respawn,
+            fresh,
+            kill_at: Instant::now() + grace,
+        });
+        let payload = ShutdownPayload {
+            grace_period_ms: grace.as_millis() as u64,
+            reason,
+        };
+        let message = IpcMessage {
+            message_type: IpcMessageType::Shutdown,
+            from: ORCHESTRATOR.to_string(),
+            to: key.to_string(),
+            payload: serde_json::to_value(payload).unwrap_or(JsonValue::Null),
+        };
+        // Shutdown jumps the queue of undelivered events: they stay pending
+        // and go to the next process.
+        if let Some(sender) = &handle.sender {
+            if sender.try_send(message).is_err() {
+                if let Some(control) = handle.control.as_mut() {
+                    control.kill();
+                }
+            }
+        }
+    }
+
+    fn delete(&mut self, key_text: &str) -> bool {
+        let keys: Vec<RoutingKey> = self
+            .handles
+            .keys()
+            .filter(|key| key.to_string() == key_text || key.instance_key == key_text)
+            .cloned()
+            .collect();
+        let mut was_running = false;
+        for key in keys {
+            if let Some(mut handle) = self.handles.remove(&key) {
+                if let Some(control) = handle.control.as_mut() {
+                    control.kill();
+                    was_running = true;
+                }
+            }
+        }
+        was_running
+    }
+
+    fn list(&self) -> Vec<InstanceStatus> {
+        self.handles
+            .iter()
+            .map(|(key, handle)| InstanceStatus {
+                key: key.to_string(),
+                agent_name: key.agent_name.clone(),
+                instance_key: key.instance_key.clone(),
+                status: handle.status,
+                pid: handle.control.as_ref().and_then(|control| control.id()),
+                consecutive_crashes: handle.consecutive_crashes,
+                pending_events: handle.pending.len(),
+            })
+            .collect()
+    }
+
+    fn begin_shutdown(&mut self, done: oneshot::Sender<()>) {
+        self.stopping = Some(done);
+        let grace = self.swarm.grace_period;
+        let keys: Vec<RoutingKey> = self.handles.keys().cloned().collect();
+        for key in keys {
+            if self.handles.get(&key).is_some_and(Handle::is_running) {
+                self.request_shutdown(
+                    &key,
+                    ShutdownReason::OrchestratorShutdown,
+                    grace,
+                    false,
+                    false,
+                );
+            }
+        }
+    }
+
+    fn fail_all_waiters(&mut self) {
+        for (_, (_, waiter)) in self.waiters.drain() {
+            let _ = waiter.send(Err(OrchestratorError::Stopped));
+        }
+    }
+
+    /// Hands queued events to ready children, in order.
+    fn flush_pending(&mut self) {
+        for handle in self.handles.values_mut() {
+            if !handle.is_ready() || handle.shutdown.is_some() {
+                continue;
+            }
+            let Some(sender) = &handle.sender else {
+                continue;
+            };
+            while let Some(message) = handle.pending.pop_front() {
+                match sender.try_send(message) {
+                    Ok(()) => {
+                        if handle.status == ProcessStatus::Idle {
+                            handle.status = ProcessStatus::Processing;
+                        }
+                    }
+                    Err(mpsc::error::TrySendError::Full(message)) => {
+                        handle.pending.push_front(message);
+                        break;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(message)) => {
+                        handle.pending.push_front(message);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.handles
+            .values()
+            .filter_map(|handle| {
+                let kill_at = handle.shutdown.as_ref().map(|intent| intent.kill_at);
+                match (kill_at, handle.next_spawn_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
+            .min()
+    }
+
+    /// Compares desired and actual state: kills children past their grace
+    /// period, respawns instances whose backoff expired and that still have
+    /// work or were running.
+    fn reconcile(&mut self) {
+        let now = Instant::now();
+        let mut to_spawn = Vec::new();
+        for (key, handle) in self.handles.iter_mut() {
+            if let Some(intent) = &handle.shutdown {
+                if now >= intent.kill_at {
+                    if let Some(control) = handle.control.as_mut() {
+                        tracing::warn!(key = %key, "grace period over; killing agent process");
+                        control.kill();
+                    }
+                }
+                continue;
+            }
+            let wants_process = !handle.pending.is_empty()
+                || matches!(
+                    handle.status,
+                    ProcessStatus::Crashed | ProcessStatus::CrashLoopBackOff
+                );
+            let backoff_over = handle.next_spawn_at.is_none_or(|at| now >= at);
+            if !handle.is_running() && wants_process && backoff_over {
+                to_spawn.push(key.clone());
+            }
+        }
+        for key in to_spawn {
+            self.ensure_spawned(&key);
+        }
+    }
+}
+
+fn event_message(from: &str, to: &str, event: &AgentEvent) -> IpcMessage {
+    IpcMessage {
+        message_type: IpcMessageType::Event,
+        from: from.to_string(),
+        to: to.to_string(),
+        payload: serde_json::to_value(event).unwrap_or(JsonValue::Null),
+    }
+}

@@ -1,0 +1,456 @@
+//! Orchestrator tests with real child processes.
+//!
+//! The test binary doubles as the child: with `GOONDAN_TEST_CHILD=1` it
+//! behaves as a tiny scripted agent speaking the real IPC protocol over
+//! stdin/stdout, so routing, supervision and shutdown are exercised across
+//! real process boundaries. Agent names select behaviors: `loopy` crashes
+//! at start, `broken` reports a start error, `stubborn` ignores shutdown.
+//! (The full AgentProcess is covered by the `gdn` end-to-end tests.)
+
+use goondan_ipc::{framing, Notice, RoutingKey, ORCHESTRATOR};
+use goondan_orchestrator::control::{self, ControlRequest};
+use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
+use goondan_types::{
+    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject,
+    ProcessStatus, ReplyChannel,
+};
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn main() {
+    if std::env::var_os("GOONDAN_TEST_CHILD").is_some() {
+        run_child();
+        return;
+    }
+    let tests: &[(&str, fn())] = &[
+        (
+            "request_reaches_entry_agent_and_answer_returns",
+            request_reaches_entry_agent_and_answer_returns,
+        ),
+        (
+            "agent_to_agent_request_is_routed_by_key",
+            agent_to_agent_request_is_routed_by_key,
+        ),
+        (
+            "unknown_target_is_rejected_at_once",
+            unknown_target_is_rejected_at_once,
+        ),
+        (
+            "crashed_agent_respawns_and_keeps_queued_events",
+            crashed_agent_respawns_and_keeps_queued_events,
+        ),
+        ("crash_loop_enters_backoff", crash_loop_enters_backoff),
+        (
+            "start_error_fails_the_request_loudly",
+            start_error_fails_the_request_loudly,
+        ),
+        (
+            "graceful_shutdown_drains_and_kills_after_grace",
+            graceful_shutdown_drains_and_kills_after_grace,
+        ),
+        (
+            "restart_respawns_selected_agent",
+            restart_respawns_selected_agent,
+        ),
+        (
+            "control_socket_answers_list_and_request",
+            control_socket_answers_list_and_request,
+        ),
+    ];
+    let filter = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
+    let mut passed = 0;
+    let mut failed = 0;
+    for (name, test) in tests {
+        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        match std::panic::catch_unwind(test) {
+            Ok(()) => {
+                println!("test {name} ... ok");
+                passed += 1;
+            }
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------- child --
+
+fn run_child() {
+    let args: Vec<String> = std::env::args().collect();
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|arg| arg == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let agent = value_of("--agent-name");
+    let instance = value_of("--instance-key");
+    let me = format!("{agent}:{instance}");
+    let stdout = std::io::stdout();
+    let send = |message: IpcMessage| {
+        let mut out = stdout.lock();
+        out.write_all(&framing::encode(&message)).unwrap();
+        out.flush().unwrap();
+    };
+    let notice = |notice: Notice| IpcMessage {
+        message_type: IpcMessageType::Event,
+        from: me.clone(),
+        to: ORCHESTRATOR.into(),
+        payload: serde_json::to_value(notice.to_event(&agent)).unwrap(),
+    };
+    match agent.as_str() {
+        "loopy" => std::process::exit(1),
+        "broken" => {
+            send(notice(Notice::StartError {
+                code: "E_EXTENSION_INIT".into(),
+                message: "extension `x` failed".into(),
+                suggestion: None,
+            }));
+            std::process::exit(2);
+        }
+        _ => {}
+    }
+    send(notice(Notice::Ready));
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    while let Some(Ok(line)) = lines.next() {
+        let message = framing::decode(line.as_bytes()).unwrap();
+        match message.message_type {
+            IpcMessageType::Shutdown => {
+                if agent == "stubborn" {
+                    continue;
+                }
+                send(IpcMessage {
+                    message_type: IpcMessageType::ShutdownAck,
+                    from: me.clone(),
+                    to: ORCHESTRATOR.into(),
+                    payload: serde_json::Value::Null,
+                });
+                std::process::exit(0);
+            }
+            IpcMessageType::ShutdownAck => {}
+            IpcMessageType::Event => {
+                let event: AgentEvent = serde_json::from_value(message.payload).unwrap();
+                let input = event.input.clone().unwrap_or_default();
+                if input == "crash" {
+                    std::process::exit(9);
+                }
+                let answer = if let Some(target) = input.strip_prefix("ask:") {
+                    let mut request = AgentEvent::new(
+                        "request",
+                        EventSource::new(EventSourceKind::Agent, agent.as_str()),
+                    );
+                    request.input = Some("hello".into());
+                    request.reply_to = Some(ReplyChannel {
+                        target: me.clone(),
+                        correlation_id: format!("c-{}", request.id),
+                    });
+                    send(IpcMessage {
+                        message_type: IpcMessageType::Event,
+                        from: me.clone(),
+                        to: target.to_string(),
+                        payload: serde_json::to_value(&request).unwrap(),
+                    });
+                    let reply_line = lines.next().unwrap().unwrap();
+                    let reply: AgentEvent = serde_json::from_value(
+                        framing::decode(reply_line.as_bytes()).unwrap().payload,
+                    )
+                    .unwrap();
+                    match reply.metadata_value("errorCode").and_then(|v| v.as_str()) {
+                        Some(code) => format!("got-error:{code}"),
+                        None => format!("got:{}", reply.input.unwrap_or_default()),
+                    }
+                } else {
+                    format!("{agent}:{input}")
+                };
+                if let Some(reply_to) = &event.reply_to {
+                    let mut response = AgentEvent::new(
+                        "response",
+                        EventSource::new(EventSourceKind::Agent, agent.as_str()),
+                    );
+                    response.input = Some(answer);
+                    let mut metadata = JsonObject::new();
+                    metadata.insert("inReplyTo".into(), reply_to.correlation_id.clone().into());
+                    response.metadata = Some(metadata);
+                    send(IpcMessage {
+                        message_type: IpcMessageType::Event,
+                        from: me.clone(),
+                        to: reply_to.target.clone(),
+                        payload: serde_json::to_value(&response).unwrap(),
+                    });
+                }
+                send(notice(Notice::TurnFinished { ok: true }));
+            }
+        }
+    }
+}
+
+// -------------------------------------------------------------- harness --
+
+fn swarm(agents: &[&str], grace: Duration) -> SwarmInfo {
+    SwarmInfo {
+        swarm_name: "test".into(),
+        entry_agent: agents[0].into(),
+        agents: agents.iter().map(|a| a.to_string()).collect(),
+        instance_key: "main".into(),
+        grace_period: grace,
+    }
+}
+
+fn with_orchestrator(
+    agents: &[&str],
+    grace: Duration,
+    body: impl AsyncFnOnce(goondan_orchestrator::OrchestratorHandle),
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let spawner = LocalSpawner {
+            program: std::env::current_exe().unwrap(),
+            args: Vec::new(),
+            env: vec![("GOONDAN_TEST_CHILD".into(), "1".into())],
+            log_dir: None,
+        };
+        let (handle, task) = Orchestrator::start(OrchestratorConfig {
+            swarm: swarm(agents, grace),
+            spawner: Arc::new(spawner),
+            reconcile_interval: Duration::from_millis(100),
+            reset_instance: None,
+        });
+        body(handle.clone()).await;
+        tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
+            .await
+            .expect("shutdown in time")
+            .unwrap();
+        task.await.unwrap();
+    });
+}
+
+fn user_event(input: &str) -> AgentEvent {
+    let mut event = AgentEvent::new(
+        "user_message",
+        EventSource::new(EventSourceKind::Connector, "cli"),
+    );
+    event.input = Some(input.into());
+    event
+}
+
+async fn ask(
+    handle: &goondan_orchestrator::OrchestratorHandle,
+    agent: Option<&str>,
+    input: &str,
+) -> String {
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        handle.request(agent.map(str::to_string), user_event(input)),
+    )
+    .await
+    .expect("answer in time")
+    .expect("request succeeds");
+    answer.input.unwrap_or_default()
+}
+
+async fn wait_for_status(
+    handle: &goondan_orchestrator::OrchestratorHandle,
+    key: &str,
+    status: ProcessStatus,
+) -> goondan_orchestrator::orchestrator::InstanceStatus {
+    for _ in 0..200 {
+        if let Some(found) = handle
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|s| s.key == key && s.status == status)
+        {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "{key} never reached {status:?}: {:?}",
+        handle.list().await.unwrap()
+    );
+}
+
+// ---------------------------------------------------------------- tests --
+
+fn request_reaches_entry_agent_and_answer_returns() {
+    with_orchestrator(&["alpha", "beta"], Duration::from_secs(5), async |handle| {
+        assert_eq!(ask(&handle, None, "hi").await, "alpha:hi");
+        assert_eq!(ask(&handle, Some("beta"), "yo").await, "beta:yo");
+        let keys: Vec<String> = handle
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.key)
+            .collect();
+        assert_eq!(keys, ["alpha:main", "beta:main"]);
+    });
+}
+
+fn agent_to_agent_request_is_routed_by_key() {
+    with_orchestrator(&["alpha", "beta"], Duration::from_secs(5), async |handle| {
+        assert_eq!(ask(&handle, None, "ask:beta").await, "got:beta:hello");
+        assert_eq!(ask(&handle, None, "ask:beta:other").await, "got:beta:hello");
+        let keys: Vec<String> = handle
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.key)
+            .collect();
+        assert!(keys.contains(&"beta:other".to_string()), "{keys:?}");
+    });
+}
+
+fn unknown_target_is_rejected_at_once() {
+    with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
+        assert_eq!(
+            ask(&handle, None, "ask:ghost").await,
+            "got-error:E_AGENT_NOT_FOUND"
+        );
+        let error = handle
+            .request(Some("ghost".into()), user_event("x"))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "E_AGENT_NOT_FOUND");
+    });
+}
+
+fn crashed_agent_respawns_and_keeps_queued_events() {
+    with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
+        assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
+        let crash = handle.clone();
+        let crashing = tokio::spawn(async move { crash.request(None, user_event("crash")).await });
+        // Queued behind the crash: must be delivered to the respawned process.
+        let after = ask(&handle, None, "after").await;
+        assert_eq!(after, "alpha:after");
+        crashing.abort();
+        let status = handle.list().await.unwrap().remove(0);
+        assert_eq!(
+            status.consecutive_crashes, 0,
+            "a successful turn resets the counter"
+        );
+    });
+}
+
+fn crash_loop_enters_backoff() {
+    with_orchestrator(
+        &["alpha", "loopy"],
+        Duration::from_secs(5),
+        async |handle| {
+            let loopy = handle.clone();
+            let waiting =
+                tokio::spawn(
+                    async move { loopy.request(Some("loopy".into()), user_event("x")).await },
+                );
+            let status =
+                wait_for_status(&handle, "loopy:main", ProcessStatus::CrashLoopBackOff).await;
+            assert!(status.consecutive_crashes > 5, "{status:?}");
+            assert_eq!(
+                status.pending_events, 1,
+                "the event is kept for the next process"
+            );
+            waiting.abort();
+        },
+    );
+}
+
+fn start_error_fails_the_request_loudly() {
+    with_orchestrator(
+        &["alpha", "broken"],
+        Duration::from_secs(5),
+        async |handle| {
+            let error = tokio::time::timeout(
+                Duration::from_secs(10),
+                handle.request(Some("broken".into()), user_event("x")),
+            )
+            .await
+            .unwrap()
+            .unwrap_err();
+            assert_eq!(error.code(), "E_EXTENSION_INIT");
+            assert!(error.to_string().contains("extension `x` failed"));
+        },
+    );
+}
+
+fn graceful_shutdown_drains_and_kills_after_grace() {
+    // `stubborn` never acknowledges; the orchestrator must kill it after the
+    // grace period and still finish its shutdown (the harness asserts that).
+    with_orchestrator(
+        &["alpha", "stubborn"],
+        Duration::from_millis(300),
+        async |handle| {
+            assert_eq!(ask(&handle, None, "a").await, "alpha:a");
+            assert_eq!(ask(&handle, Some("stubborn"), "b").await, "stubborn:b");
+        },
+    );
+}
+
+fn restart_respawns_selected_agent() {
+    with_orchestrator(&["alpha", "beta"], Duration::from_secs(5), async |handle| {
+        ask(&handle, None, "1").await;
+        ask(&handle, Some("beta"), "1").await;
+        let before = handle.list().await.unwrap();
+        let restarted = handle.restart(Some("alpha".into()), false).await.unwrap();
+        assert_eq!(restarted, ["alpha:main"]);
+        assert_eq!(ask(&handle, None, "2").await, "alpha:2");
+        let after = handle.list().await.unwrap();
+        assert_ne!(before[0].pid, after[0].pid, "alpha got a new process");
+        assert_eq!(before[1].pid, after[1].pid, "beta was left alone");
+    });
+}
+
+fn control_socket_answers_list_and_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("runtime").join("control.sock");
+    with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
+        let server = tokio::spawn(control::serve(socket.clone(), handle.clone()));
+        for _ in 0..100 {
+            if socket.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let answer = control::call(
+            &socket,
+            &ControlRequest::Request {
+                agent: None,
+                input: "via socket".into(),
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer["ok"], true);
+        assert_eq!(answer["response"]["input"], "alpha:via socket");
+        let list = control::call(&socket, &ControlRequest::List).await.unwrap();
+        assert_eq!(list["instances"][0]["key"], "alpha:main");
+        let bad = control::call(
+            &socket,
+            &ControlRequest::Request {
+                agent: Some("ghost".into()),
+                input: "x".into(),
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(bad["ok"], false);
+        assert_eq!(bad["code"], "E_AGENT_NOT_FOUND");
+        server.abort();
+    });
+    let _ = RoutingKey::parse("alpha:main", "main");
+}

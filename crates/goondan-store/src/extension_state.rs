@@ -1,0 +1,103 @@
+//! [`FileExtensionState`]: `extensions/<ext-name>.json` of one instance
+//! (`workspace.md` §7.4). A state is read from disk the first time it is
+//! asked for, and written (temporary file, flush, rename) only when its
+//! serialized form differs from what the file already holds.
+//!
+//! A file that exists but is not valid JSON is an error, not an absent
+//! state: treating it as absent would overwrite it at the next save.
+
+use crate::durability::{create_dir_all, write_file_atomically, SyncPolicy};
+use crate::lock::InstanceLock;
+use crate::paths::InstancePaths;
+use crate::{ExtensionStateStore, StoreError};
+use goondan_types::JsonValue;
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::sync::Arc;
+
+/// Extension state files of one instance, from [`crate::Instance`].
+#[derive(Debug)]
+pub struct FileExtensionState {
+    paths: InstancePaths,
+    policy: SyncPolicy,
+    /// The bytes each file holds, as last read or written; `None` when the
+    /// file does not exist.
+    on_disk: HashMap<String, Option<Vec<u8>>>,
+    n_writes: u64,
+    _lock: Arc<InstanceLock>,
+}
+
+impl FileExtensionState {
+    /// The caller holds the instance lock.
+    pub(crate) fn new(paths: InstancePaths, policy: SyncPolicy, lock: Arc<InstanceLock>) -> Self {
+        FileExtensionState {
+            paths,
+            policy,
+            on_disk: HashMap::new(),
+            n_writes: 0,
+            _lock: lock,
+        }
+    }
+
+    /// How many files were written so far (saves of unchanged state do
+    /// not count).
+    pub fn n_writes(&self) -> u64 {
+        self.n_writes
+    }
+
+    fn read_file(&self, extension_name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.paths.extension_state_file(extension_name);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StoreError::io("reading", path, source)),
+        }
+    }
+}
+
+/// The file form of a state: pretty JSON and a newline, like the original.
+fn encode_state(value: &JsonValue) -> Result<Vec<u8>, StoreError> {
+    let mut bytes =
+        serde_json::to_vec_pretty(value).map_err(|e| StoreError::encode("extension state", e))?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+impl ExtensionStateStore for FileExtensionState {
+    fn load(&mut self, extension_name: &str) -> Result<Option<JsonValue>, StoreError> {
+        let bytes = self.read_file(extension_name)?;
+        let value =
+            match &bytes {
+                None => None,
+                Some(bytes) => Some(serde_json::from_slice(bytes).map_err(|error| {
+                    StoreError::CorruptState {
+                        path: self.paths.extension_state_file(extension_name),
+                        reason: error.to_string(),
+                    }
+                })?),
+            };
+        self.on_disk.insert(extension_name.to_string(), bytes);
+        Ok(value)
+    }
+
+    fn save(&mut self, extension_name: &str, value: &JsonValue) -> Result<(), StoreError> {
+        let bytes = encode_state(value)?;
+        let known = match self.on_disk.get(extension_name) {
+            Some(known) => known.clone(),
+            None => self.read_file(extension_name)?,
+        };
+        if known.as_deref() == Some(bytes.as_slice()) {
+            self.on_disk.insert(extension_name.to_string(), known);
+            return Ok(());
+        }
+        create_dir_all(&self.paths.extensions_dir())?;
+        write_file_atomically(
+            &self.paths.extension_state_file(extension_name),
+            &bytes,
+            self.policy,
+        )?;
+        self.n_writes += 1;
+        self.on_disk.insert(extension_name.to_string(), Some(bytes));
+        Ok(())
+    }
+}
