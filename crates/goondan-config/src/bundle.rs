@@ -1,0 +1,327 @@
+//! The loaded, fully validated bundle and typed views over it.
+//!
+//! A `Bundle` exists only when loading found no error, so every reference
+//! inside it resolves: views hand out resources, never `Option`s for links.
+//! Resources from `@goondan/base` are present only when the bundle refers
+//! to them; their [`Origin::package`](crate::Origin) says so.
+
+use crate::env::EnvMap;
+use crate::error::ResolveError;
+use crate::resource::Resource;
+use crate::spec::{
+    AgentSpec, ConnectionSpec, ConnectorSpec, ExtensionSpec, IngressRule, ModelSpec, PackageSpec,
+    SwarmSpec, ToolSpec,
+};
+use goondan_types::ValueSource;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A validated bundle.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    pub(crate) root: PathBuf,
+    pub(crate) package: Option<Resource<PackageSpec>>,
+    pub(crate) models: Vec<Resource<ModelSpec>>,
+    pub(crate) agents: Vec<Resource<AgentSpec>>,
+    pub(crate) swarms: Vec<Resource<SwarmSpec>>,
+    pub(crate) tools: Vec<Resource<ToolSpec>>,
+    pub(crate) extensions: Vec<Resource<ExtensionSpec>>,
+    pub(crate) connectors: Vec<Resource<ConnectorSpec>>,
+    pub(crate) connections: Vec<Resource<ConnectionSpec>>,
+    pub(crate) agent_links: Vec<AgentLinks>,
+    pub(crate) swarm_links: Vec<SwarmLinks>,
+    pub(crate) connection_links: Vec<ConnectionLinks>,
+    pub(crate) env: EnvMap,
+}
+
+/// Resolved references of one agent (indices into the bundle's lists).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgentLinks {
+    pub(crate) model: usize,
+    pub(crate) tools: Vec<usize>,
+    pub(crate) extensions: Vec<usize>,
+    pub(crate) system_prompt: Option<String>,
+}
+
+/// Resolved references of one swarm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SwarmLinks {
+    pub(crate) entry_agent: usize,
+    pub(crate) agents: Vec<usize>,
+}
+
+/// Resolved references of one connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConnectionLinks {
+    pub(crate) connector: usize,
+    pub(crate) swarm: usize,
+    /// Per ingress rule, the target agent (`None`: the entry agent).
+    pub(crate) rule_agents: Vec<Option<usize>>,
+}
+
+impl Bundle {
+    /// The bundle root: the folder of `goondan.yaml`, against which
+    /// `entry`, `systemRef` and other paths resolve.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The Package document, when `goondan.yaml` starts with one.
+    pub fn package(&self) -> Option<&Resource<PackageSpec>> {
+        self.package.as_ref()
+    }
+
+    /// The environment: process variables overlaid by `.env`,
+    /// `.env.local` and `--env-file`.
+    pub fn env(&self) -> &EnvMap {
+        &self.env
+    }
+
+    /// Resolves a ValueSource against [`Bundle::env`].
+    pub fn resolve(&self, source: &ValueSource) -> Result<String, ResolveError> {
+        self.env.resolve(source)
+    }
+
+    /// Every Model of the bundle (and the packages it uses).
+    pub fn models(&self) -> &[Resource<ModelSpec>] {
+        &self.models
+    }
+
+    /// A Model by name (local definitions first).
+    pub fn model(&self, name: &str) -> Option<&Resource<ModelSpec>> {
+        self.models.iter().find(|model| model.name() == name)
+    }
+
+    /// Every Tool the bundle defines or uses.
+    pub fn tools(&self) -> &[Resource<ToolSpec>] {
+        &self.tools
+    }
+
+    /// Every Extension the bundle defines or uses.
+    pub fn extensions(&self) -> &[Resource<ExtensionSpec>] {
+        &self.extensions
+    }
+
+    /// Every Connector the bundle defines or uses.
+    pub fn connectors(&self) -> &[Resource<ConnectorSpec>] {
+        &self.connectors
+    }
+
+    /// Every agent.
+    pub fn agents(&self) -> impl ExactSizeIterator<Item = AgentView<'_>> {
+        (0..self.agents.len()).map(move |index| AgentView {
+            bundle: self,
+            index,
+        })
+    }
+
+    /// An agent by name.
+    pub fn agent(&self, name: &str) -> Option<AgentView<'_>> {
+        self.agents().find(|agent| agent.name() == name)
+    }
+
+    /// Every swarm, in load order (the first is the Connection default).
+    pub fn swarms(&self) -> impl ExactSizeIterator<Item = SwarmView<'_>> {
+        (0..self.swarms.len()).map(move |index| SwarmView {
+            bundle: self,
+            index,
+        })
+    }
+
+    /// A swarm by name.
+    pub fn swarm(&self, name: &str) -> Option<SwarmView<'_>> {
+        self.swarms().find(|swarm| swarm.name() == name)
+    }
+
+    /// The swarm `gdn run` starts without `--swarm`: the one named
+    /// `default`, else the only one; `None` when that is ambiguous.
+    pub fn default_swarm(&self) -> Option<SwarmView<'_>> {
+        self.swarm("default").or_else(|| {
+            let mut swarms = self.swarms();
+            match (swarms.next(), swarms.next()) {
+                (Some(only), None) => Some(only),
+                _ => None,
+            }
+        })
+    }
+
+    /// Every connection.
+    pub fn connections(&self) -> impl ExactSizeIterator<Item = ConnectionView<'_>> {
+        (0..self.connections.len()).map(move |index| ConnectionView {
+            bundle: self,
+            index,
+        })
+    }
+}
+
+/// An agent with its resolved model, tools and extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentView<'a> {
+    bundle: &'a Bundle,
+    index: usize,
+}
+
+impl<'a> AgentView<'a> {
+    fn links(&self) -> &'a AgentLinks {
+        &self.bundle.agent_links[self.index]
+    }
+
+    /// The Agent resource.
+    pub fn resource(&self) -> &'a Resource<AgentSpec> {
+        &self.bundle.agents[self.index]
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &'a str {
+        self.resource().name()
+    }
+
+    /// The Model `modelConfig.modelRef` resolves to.
+    pub fn model(&self) -> &'a Resource<ModelSpec> {
+        &self.bundle.models[self.links().model]
+    }
+
+    /// The Tools of `spec.tools`, in order; each Tool's
+    /// [`Origin`](crate::Origin) tells whether it is local or from
+    /// `@goondan/base`.
+    pub fn tools(&self) -> impl ExactSizeIterator<Item = &'a Resource<ToolSpec>> {
+        let tools = &self.bundle.tools;
+        self.links().tools.iter().map(move |&index| &tools[index])
+    }
+
+    /// The Extensions of `spec.extensions`, in order (the first is the
+    /// outermost middleware); each carries its `config`.
+    pub fn extensions(&self) -> impl ExactSizeIterator<Item = &'a Resource<ExtensionSpec>> {
+        let extensions = &self.bundle.extensions;
+        self.links()
+            .extensions
+            .iter()
+            .map(move |&index| &extensions[index])
+    }
+
+    /// The system prompt with `systemRef` already read; `None` when the
+    /// agent declares no prompt.
+    pub fn system_prompt(&self) -> Option<&'a str> {
+        self.links().system_prompt.as_deref()
+    }
+}
+
+/// A swarm with its resolved agents and policy.
+#[derive(Debug, Clone, Copy)]
+pub struct SwarmView<'a> {
+    bundle: &'a Bundle,
+    index: usize,
+}
+
+impl<'a> SwarmView<'a> {
+    fn links(&self) -> &'a SwarmLinks {
+        &self.bundle.swarm_links[self.index]
+    }
+
+    /// The Swarm resource.
+    pub fn resource(&self) -> &'a Resource<SwarmSpec> {
+        &self.bundle.swarms[self.index]
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &'a str {
+        self.resource().name()
+    }
+
+    /// The orchestrator's instance key: `spec.instanceKey`, else
+    /// `metadata.name` (`resources.md` §7.5).
+    pub fn instance_key(&self) -> &'a str {
+        let resource = self.resource();
+        resource
+            .spec
+            .instance_key
+            .as_deref()
+            .unwrap_or(resource.name())
+    }
+
+    /// The entry agent.
+    pub fn entry_agent(&self) -> AgentView<'a> {
+        AgentView {
+            bundle: self.bundle,
+            index: self.links().entry_agent,
+        }
+    }
+
+    /// The member agents, in declaration order.
+    pub fn agents(&self) -> impl ExactSizeIterator<Item = AgentView<'a>> {
+        let bundle = self.bundle;
+        self.links()
+            .agents
+            .iter()
+            .map(move |&index| AgentView { bundle, index })
+    }
+
+    /// `policy.maxStepsPerTurn`, default 32.
+    pub fn max_steps_per_turn(&self) -> u32 {
+        self.resource().spec.max_steps_per_turn()
+    }
+
+    /// `policy.shutdown.gracePeriodSeconds`, default 300 s.
+    pub fn shutdown_grace(&self) -> Duration {
+        self.resource().spec.shutdown_grace()
+    }
+}
+
+/// A connection with its resolved connector, swarm and routes.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionView<'a> {
+    bundle: &'a Bundle,
+    index: usize,
+}
+
+impl<'a> ConnectionView<'a> {
+    fn links(&self) -> &'a ConnectionLinks {
+        &self.bundle.connection_links[self.index]
+    }
+
+    /// The Connection resource.
+    pub fn resource(&self) -> &'a Resource<ConnectionSpec> {
+        &self.bundle.connections[self.index]
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &'a str {
+        self.resource().name()
+    }
+
+    /// The Connector it runs.
+    pub fn connector(&self) -> &'a Resource<ConnectorSpec> {
+        &self.bundle.connectors[self.links().connector]
+    }
+
+    /// The Swarm it delivers to (`swarmRef`, or the bundle's first Swarm).
+    pub fn swarm(&self) -> SwarmView<'a> {
+        SwarmView {
+            bundle: self.bundle,
+            index: self.links().swarm,
+        }
+    }
+
+    /// The ingress rules, each with the agent it routes to (the swarm's
+    /// entry agent when the rule names none).
+    pub fn rules(&self) -> impl ExactSizeIterator<Item = (&'a IngressRule, AgentView<'a>)> {
+        let bundle = self.bundle;
+        let swarm = self.swarm();
+        self.resource()
+            .spec
+            .ingress
+            .rules
+            .iter()
+            .zip(self.links().rule_agents.iter())
+            .map(move |(rule, agent)| {
+                let agent = match agent {
+                    Some(index) => AgentView {
+                        bundle,
+                        index: *index,
+                    },
+                    None => swarm.entry_agent(),
+                };
+                (rule, agent)
+            })
+    }
+}

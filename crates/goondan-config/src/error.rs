@@ -1,0 +1,114 @@
+//! Errors that stop loading before validation can start (the bundle path
+//! itself is missing or unreadable), and errors of resolving a ValueSource
+//! at run time. Problems inside a bundle are diagnostics, not errors: see
+//! [`crate::LoadOutcome`].
+
+use crate::codes::Code;
+use std::path::PathBuf;
+
+/// The bundle could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The path given does not exist.
+    #[error("no bundle at {path}: the path does not exist")]
+    NotFound {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// The path is a directory without `goondan.yaml` or any recognized
+    /// resource file.
+    #[error("no bundle at {path}: no goondan.yaml and no recognized resource file")]
+    Empty {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// `--env-file` names a file that does not exist.
+    #[error("env file {path} does not exist")]
+    EnvFileNotFound {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A file or directory of the bundle cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// What could not be read.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl LoadError {
+    /// The stable code.
+    pub fn code(&self) -> Code {
+        match self {
+            LoadError::NotFound { .. } | LoadError::EnvFileNotFound { .. } => Code::FileNotFound,
+            LoadError::Empty { .. } => Code::BundleEmpty,
+            LoadError::Io { .. } => Code::Unreadable,
+        }
+    }
+
+    /// How to fix it.
+    pub fn suggestion(&self) -> Option<String> {
+        match self {
+            LoadError::NotFound { .. } => {
+                Some("pass the folder holding goondan.yaml, or the YAML file itself".into())
+            }
+            LoadError::Empty { .. } => Some(
+                "create goondan.yaml (resource files must be named goondan, models, agents, tools, extensions, connectors, connections, swarms or resources, .yaml or .yml)".into(),
+            ),
+            LoadError::EnvFileNotFound { .. } => {
+                Some("check the --env-file path; it is relative to the current directory".into())
+            }
+            LoadError::Io { .. } => Some("check the file's permissions".into()),
+        }
+    }
+}
+
+/// A ValueSource could not be turned into a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// `valueFrom.env` names an unset variable.
+    #[error("environment variable {name} is not set")]
+    EnvMissing {
+        /// The variable.
+        name: String,
+    },
+    /// `valueFrom.secretRef` was used; no secret store exists yet.
+    #[error("secret {reference} (key {key}) cannot be read: this build has no secret store")]
+    SecretUnavailable {
+        /// `Secret/<name>`.
+        reference: String,
+        /// The key inside the secret.
+        key: String,
+    },
+    /// The ValueSource holds neither `value` nor a usable `valueFrom`
+    /// (validation rejects this; a hand-built ValueSource can still do it).
+    #[error("the value source gives neither value nor valueFrom")]
+    Empty,
+}
+
+impl ResolveError {
+    /// The stable code.
+    pub fn code(&self) -> Code {
+        match self {
+            ResolveError::EnvMissing { .. } => Code::EnvMissing,
+            ResolveError::SecretUnavailable { .. } => Code::SecretUnavailable,
+            ResolveError::Empty => Code::ValueSource,
+        }
+    }
+
+    /// How to fix it.
+    pub fn suggestion(&self) -> Option<String> {
+        match self {
+            ResolveError::EnvMissing { name } => Some(format!(
+                "set {name} in the environment, in .env or .env.local next to goondan.yaml, or in a file passed with --env-file"
+            )),
+            ResolveError::SecretUnavailable { .. } => {
+                Some("use valueFrom.env for now".into())
+            }
+            ResolveError::Empty => Some("set `value` or `valueFrom`".into()),
+        }
+    }
+}

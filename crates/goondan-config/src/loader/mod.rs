@@ -1,0 +1,270 @@
+//! `load_bundle`: the three stages (parse, single-resource rules,
+//! references) run over the whole bundle, every problem is collected, and
+//! a [`Bundle`] is built only when none of them is an error.
+
+mod parse;
+mod resolve;
+mod rules;
+
+use crate::bundle::Bundle;
+use crate::discover::{discover, BundleFile};
+use crate::env::load_env;
+use crate::error::LoadError;
+use goondan_types::Diagnostic;
+use std::path::{Path, PathBuf};
+
+/// How to load a bundle.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// An extra env file (`--env-file`), applied over `.env.local` and
+    /// `.env`; relative to the current directory.
+    pub env_file: Option<PathBuf>,
+    /// Start the environment from the process environment (true by
+    /// default); tests turn it off to see only the env files.
+    pub inherit_process_env: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            env_file: None,
+            inherit_process_env: true,
+        }
+    }
+}
+
+/// What loading produced: the bundle when it has no error, and every
+/// diagnostic (errors and warnings, ordered by file and line).
+#[derive(Debug, Clone)]
+pub struct LoadOutcome {
+    /// The bundle, present exactly when no diagnostic is an error.
+    pub bundle: Option<Bundle>,
+    /// Every problem found.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl LoadOutcome {
+    /// The errors.
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.is_error())
+    }
+
+    /// The warnings.
+    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| !d.is_error())
+    }
+}
+
+/// Loads and validates the bundle at `path`: a folder (its `goondan.yaml`
+/// and every recognized resource file below it) or a single YAML file.
+///
+/// Fails only when the bundle cannot be read at all; problems inside it
+/// are returned as diagnostics, all of them, in one pass.
+pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, LoadError> {
+    let metadata = std::fs::metadata(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => LoadError::NotFound {
+            path: path.to_path_buf(),
+        },
+        _ => LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
+    let canonical = path.canonicalize().map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let (root, files) = if metadata.is_dir() {
+        let files = discover(&canonical)?;
+        if files.is_empty() {
+            return Err(LoadError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        (canonical, files)
+    } else {
+        let root = canonical
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let display = canonical
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let file = BundleFile {
+            path: canonical,
+            display,
+            may_hold_package: true,
+        };
+        (root, vec![file])
+    };
+
+    let mut diagnostics = Vec::new();
+    let env = load_env(
+        &root,
+        options.env_file.as_deref(),
+        options.inherit_process_env,
+        &mut diagnostics,
+    )?;
+    let mut parsed = parse::Parsed::default();
+    for file in &files {
+        parse::read_file(file, &mut parsed, &mut diagnostics)?;
+    }
+    rules::Rules {
+        root: &root,
+        env: &env,
+        diagnostics: &mut diagnostics,
+    }
+    .check_all(&parsed);
+    let resolved = resolve::resolve(&parsed, &root, &mut diagnostics);
+
+    let file_rank = |diagnostic: &Diagnostic| {
+        diagnostic
+            .file
+            .as_ref()
+            .and_then(|file| {
+                files
+                    .iter()
+                    .position(|candidate| &candidate.display == file)
+            })
+            .unwrap_or(usize::MAX)
+    };
+    diagnostics.sort_by_key(|diagnostic| {
+        (
+            file_rank(diagnostic),
+            diagnostic.line.unwrap_or(usize::MAX),
+            diagnostic.column.unwrap_or(usize::MAX),
+        )
+    });
+    let bundle = if diagnostics.iter().any(Diagnostic::is_error) {
+        None
+    } else {
+        build(root, parsed, resolved, env)
+    };
+    Ok(LoadOutcome {
+        bundle,
+        diagnostics,
+    })
+}
+
+/// Assembles the bundle; `None` if a link is missing, which the stages
+/// only allow together with an error.
+fn build(
+    root: PathBuf,
+    parsed: parse::Parsed,
+    resolved: resolve::Resolved,
+    env: crate::env::EnvMap,
+) -> Option<Bundle> {
+    let tool_offset = parsed.tools.len();
+    let extension_offset = parsed.extensions.len();
+    let connector_offset = parsed.connectors.len();
+    let agent_links = resolved
+        .agents
+        .into_iter()
+        .map(|links| links.map(|links| links.finish(tool_offset, extension_offset)))
+        .collect::<Option<Vec<_>>>()?;
+    let swarm_links = resolved
+        .swarms
+        .into_iter()
+        .map(|links| links.map(resolve::PendingSwarm::finish))
+        .collect::<Option<Vec<_>>>()?;
+    let connection_links = resolved
+        .connections
+        .into_iter()
+        .map(|links| links.map(|links| links.finish(connector_offset)))
+        .collect::<Option<Vec<_>>>()?;
+    fn resources<S>(locals: Vec<parse::Local<S>>) -> Vec<crate::Resource<S>> {
+        locals.into_iter().map(|local| local.resource).collect()
+    }
+    let mut tools = resources(parsed.tools);
+    tools.extend(resolved.base.tools);
+    let mut extensions = resources(parsed.extensions);
+    extensions.extend(resolved.base.extensions);
+    let mut connectors = resources(parsed.connectors);
+    connectors.extend(resolved.base.connectors);
+    Some(Bundle {
+        root,
+        package: parsed.package.map(|local| local.resource),
+        models: resources(parsed.models),
+        agents: resources(parsed.agents),
+        swarms: resources(parsed.swarms),
+        tools,
+        extensions,
+        connectors,
+        connections: resources(parsed.connections),
+        agent_links,
+        swarm_links,
+        connection_links,
+        env,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse::read_manifest;
+    use super::rules::json_schema_problem;
+    use crate::base_package::{BASE_PACKAGE, BUILTIN_PREFIX, MANIFESTS};
+    use crate::resource::{Kind, Resource};
+    use crate::spec::{ConnectorSpec, ExtensionSpec, ToolSpec};
+    use std::collections::HashSet;
+
+    fn entry_names<S>(resource: &Resource<S>, entry: &str, manifest_name: &str) {
+        assert_eq!(resource.name(), manifest_name);
+        assert_eq!(entry, format!("{BUILTIN_PREFIX}{manifest_name}"));
+        assert_eq!(resource.origin.package.as_deref(), Some(BASE_PACKAGE));
+    }
+
+    #[test]
+    fn every_base_manifest_is_valid() {
+        let mut identities = HashSet::new();
+        for manifest in MANIFESTS {
+            assert!(
+                identities.insert((manifest.kind, manifest.name)),
+                "{} twice",
+                manifest.name
+            );
+            match manifest.kind {
+                Kind::Tool => {
+                    let tool: Resource<ToolSpec> = read_manifest(manifest, BASE_PACKAGE).unwrap();
+                    entry_names(&tool, &tool.spec.entry, manifest.name);
+                    assert!(!tool.spec.exports.is_empty());
+                    let mut names = HashSet::new();
+                    for export in &tool.spec.exports {
+                        assert!(
+                            names.insert(&export.name),
+                            "{}: export {} twice",
+                            manifest.name,
+                            export.name
+                        );
+                        assert!(!export.name.contains("__") && !export.description.is_empty());
+                        assert_eq!(
+                            json_schema_problem(&export.parameters),
+                            None,
+                            "{}__{}",
+                            manifest.name,
+                            export.name
+                        );
+                    }
+                }
+                Kind::Extension => {
+                    let extension: Resource<ExtensionSpec> =
+                        read_manifest(manifest, BASE_PACKAGE).unwrap();
+                    entry_names(&extension, &extension.spec.entry, manifest.name);
+                }
+                Kind::Connector => {
+                    let connector: Resource<ConnectorSpec> =
+                        read_manifest(manifest, BASE_PACKAGE).unwrap();
+                    entry_names(&connector, &connector.spec.entry, manifest.name);
+                    let names: HashSet<_> = connector
+                        .spec
+                        .events
+                        .iter()
+                        .map(|event| &event.name)
+                        .collect();
+                    assert!(!names.is_empty() && names.len() == connector.spec.events.len());
+                }
+                other => panic!("unexpected kind {other} in @goondan/base"),
+            }
+        }
+    }
+}

@@ -1,0 +1,659 @@
+//! Stage three of loading: names and references. Reports duplicate names,
+//! resolves every ObjectRef against the bundle and `@goondan/base`
+//! (parsing a built-in manifest only when something refers to it), and
+//! checks the rules that span resources: swarm membership, model
+//! capabilities, prompt consumers, declared connector events.
+
+use super::parse::{read_manifest, Local, Parsed, Site};
+use crate::base_package::{self, BASE_PACKAGE, BUILTIN_PREFIX, PROMPT_CONSUMER};
+use crate::bundle::{AgentLinks, ConnectionLinks, SwarmLinks};
+use crate::codes::Code;
+use crate::resource::{Kind, Resource};
+use crate::spec::{ConnectorSpec, EventSchema, ExtensionSpec, ToolSpec};
+use crate::suggest::closest;
+use goondan_types::{Diagnostic, ObjectRefLike, API_VERSION};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// A resolved reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Index into the bundle's own list of that kind.
+    Local(usize),
+    /// Index into the materialized `@goondan/base` list of that kind.
+    Base(usize),
+}
+
+/// Built-in resources parsed so far.
+#[derive(Debug, Default)]
+pub(crate) struct BaseStore {
+    pub(crate) tools: Vec<Resource<ToolSpec>>,
+    pub(crate) extensions: Vec<Resource<ExtensionSpec>>,
+    pub(crate) connectors: Vec<Resource<ConnectorSpec>>,
+    index: HashMap<(Kind, &'static str), usize>,
+}
+
+impl BaseStore {
+    fn materialize(
+        &mut self,
+        manifest: &'static base_package::BaseManifest,
+    ) -> Result<usize, Box<Diagnostic>> {
+        if let Some(index) = self.index.get(&(manifest.kind, manifest.name)) {
+            return Ok(*index);
+        }
+        let index = match manifest.kind {
+            Kind::Tool => {
+                self.tools.push(read_manifest(manifest, BASE_PACKAGE)?);
+                self.tools.len() - 1
+            }
+            Kind::Extension => {
+                self.extensions.push(read_manifest(manifest, BASE_PACKAGE)?);
+                self.extensions.len() - 1
+            }
+            Kind::Connector => {
+                self.connectors.push(read_manifest(manifest, BASE_PACKAGE)?);
+                self.connectors.len() - 1
+            }
+            other => {
+                return Err(Box::new(Code::Schema.diagnostic(format!(
+                    "built-in manifests of kind {other} are not supported"
+                ))))
+            }
+        };
+        self.index.insert((manifest.kind, manifest.name), index);
+        Ok(index)
+    }
+}
+
+/// Names of the bundle's own resources: first index and place per name.
+struct LocalIndex {
+    names: HashMap<Kind, Vec<(String, usize, String)>>,
+}
+
+impl LocalIndex {
+    fn find(&self, kind: Kind, name: &str) -> Option<usize> {
+        self.names
+            .get(&kind)?
+            .iter()
+            .find(|(candidate, _, _)| candidate == name)
+            .map(|(_, index, _)| *index)
+    }
+
+    fn place(&self, kind: Kind, name: &str) -> Option<&str> {
+        self.names
+            .get(&kind)?
+            .iter()
+            .find(|(candidate, _, _)| candidate == name)
+            .map(|(_, _, place)| place.as_str())
+    }
+
+    fn names(&self, kind: Kind) -> impl Iterator<Item = &str> {
+        self.names
+            .get(&kind)
+            .into_iter()
+            .flatten()
+            .map(|(name, _, _)| name.as_str())
+    }
+}
+
+fn index_kind<S>(
+    kind: Kind,
+    locals: &[Local<S>],
+    index: &mut LocalIndex,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let entries = index.names.entry(kind).or_default();
+    for (position, local) in locals.iter().enumerate() {
+        let name = local.resource.name();
+        if let Some((_, _, place)) = entries.iter().find(|(candidate, _, _)| candidate == name) {
+            diagnostics.push(
+                local
+                    .site
+                    .at(
+                        Code::DuplicateName,
+                        format!("{kind}/{name} is defined twice"),
+                        "metadata.name",
+                    )
+                    .with_suggestion(format!("rename one; the first is at {place}")),
+            );
+            continue;
+        }
+        entries.push((name.to_string(), position, local.site.place()));
+    }
+}
+
+/// Links of every resource, or `None` entries where resolution failed
+/// (which always left an error behind).
+pub(crate) struct Resolved {
+    pub(crate) base: BaseStore,
+    pub(crate) agents: Vec<Option<PendingAgent>>,
+    pub(crate) swarms: Vec<Option<PendingSwarm>>,
+    pub(crate) connections: Vec<Option<PendingConnection>>,
+}
+
+pub(crate) struct PendingAgent {
+    pub(crate) model: usize,
+    pub(crate) tools: Vec<Target>,
+    pub(crate) extensions: Vec<Target>,
+    pub(crate) system_prompt: Option<String>,
+}
+
+pub(crate) struct PendingSwarm {
+    pub(crate) entry_agent: usize,
+    pub(crate) agents: Vec<usize>,
+}
+
+pub(crate) struct PendingConnection {
+    pub(crate) connector: Target,
+    pub(crate) swarm: usize,
+    pub(crate) rule_agents: Vec<Option<usize>>,
+}
+
+impl PendingAgent {
+    pub(crate) fn finish(self, tool_offset: usize, extension_offset: usize) -> AgentLinks {
+        let place = |target: Target, offset: usize| match target {
+            Target::Local(index) => index,
+            Target::Base(index) => offset + index,
+        };
+        AgentLinks {
+            model: self.model,
+            tools: self
+                .tools
+                .into_iter()
+                .map(|t| place(t, tool_offset))
+                .collect(),
+            extensions: self
+                .extensions
+                .into_iter()
+                .map(|t| place(t, extension_offset))
+                .collect(),
+            system_prompt: self.system_prompt,
+        }
+    }
+}
+
+impl PendingSwarm {
+    pub(crate) fn finish(self) -> SwarmLinks {
+        SwarmLinks {
+            entry_agent: self.entry_agent,
+            agents: self.agents,
+        }
+    }
+}
+
+impl PendingConnection {
+    pub(crate) fn finish(self, connector_offset: usize) -> ConnectionLinks {
+        ConnectionLinks {
+            connector: match self.connector {
+                Target::Local(index) => index,
+                Target::Base(index) => connector_offset + index,
+            },
+            swarm: self.swarm,
+            rule_agents: self.rule_agents,
+        }
+    }
+}
+
+struct Resolver<'a> {
+    index: LocalIndex,
+    base: BaseStore,
+    local_package: Option<String>,
+    diagnostics: &'a mut Vec<Diagnostic>,
+}
+
+/// Runs stage three.
+pub(crate) fn resolve(parsed: &Parsed, root: &Path, diagnostics: &mut Vec<Diagnostic>) -> Resolved {
+    let mut index = LocalIndex {
+        names: HashMap::new(),
+    };
+    index_kind(Kind::Model, &parsed.models, &mut index, diagnostics);
+    index_kind(Kind::Agent, &parsed.agents, &mut index, diagnostics);
+    index_kind(Kind::Swarm, &parsed.swarms, &mut index, diagnostics);
+    index_kind(Kind::Tool, &parsed.tools, &mut index, diagnostics);
+    index_kind(Kind::Extension, &parsed.extensions, &mut index, diagnostics);
+    index_kind(Kind::Connector, &parsed.connectors, &mut index, diagnostics);
+    index_kind(
+        Kind::Connection,
+        &parsed.connections,
+        &mut index,
+        diagnostics,
+    );
+    let mut resolver = Resolver {
+        index,
+        base: BaseStore::default(),
+        local_package: parsed
+            .package
+            .as_ref()
+            .map(|package| package.resource.name().to_string()),
+        diagnostics,
+    };
+    let agents = parsed
+        .agents
+        .iter()
+        .map(|agent| resolver.agent(parsed, agent, root))
+        .collect();
+    let swarms = parsed
+        .swarms
+        .iter()
+        .map(|swarm| resolver.swarm(swarm))
+        .collect();
+    let connections = parsed
+        .connections
+        .iter()
+        .map(|connection| resolver.connection(parsed, connection))
+        .collect();
+    Resolved {
+        base: resolver.base,
+        agents,
+        swarms,
+        connections,
+    }
+}
+
+impl Resolver<'_> {
+    /// Resolves one reference of `expected` kind written at `field`.
+    fn reference(
+        &mut self,
+        site: &Site,
+        expected: Kind,
+        written: &ObjectRefLike,
+        field: &str,
+    ) -> Option<Target> {
+        let reference = match written.to_object_ref() {
+            Ok(reference) => reference,
+            Err(error) => {
+                self.diagnostics.push(
+                    site.at(Code::RefInvalid, error.to_string(), field)
+                        .with_suggestion(format!("write `{expected}/<name>`")),
+                );
+                return None;
+            }
+        };
+        let name = reference.name.as_str();
+        if reference.kind != expected.as_str() {
+            let suggestion = match Kind::parse(&reference.kind) {
+                None => match closest(&reference.kind, Kind::ALL.map(Kind::as_str)) {
+                    Some(kind) if kind == expected.as_str() => {
+                        format!("did you mean {kind}/{name}?")
+                    }
+                    _ => format!("write {expected}/{name}"),
+                },
+                Some(_) => format!("{field} takes a {expected} reference"),
+            };
+            self.diagnostics.push(
+                site.at(
+                    Code::RefInvalid,
+                    format!(
+                        "{} refers to {}/{name}, but {field} must name a {expected}",
+                        site.label, reference.kind
+                    ),
+                    field,
+                )
+                .with_suggestion(suggestion),
+            );
+            return None;
+        }
+        if let Some(api_version) = &reference.api_version {
+            if api_version != API_VERSION {
+                self.diagnostics.push(
+                    site.at(
+                        Code::ApiVersion,
+                        format!("reference apiVersion `{api_version}` is not supported"),
+                        field,
+                    )
+                    .with_suggestion(format!("use {API_VERSION} or drop apiVersion")),
+                );
+                return None;
+            }
+        }
+        let (search_local, search_base) = match reference.package.as_deref() {
+            None => (true, true),
+            Some(BASE_PACKAGE) => (false, true),
+            Some(package) if Some(package) == self.local_package.as_deref() => (true, false),
+            Some(package) => {
+                self.diagnostics.push(
+                    site.at(Code::PackageNotFound, format!("{} refers to {expected}/{name} in package `{package}`, which is not loaded", site.label), field)
+                        .with_suggestion(format!("only {BASE_PACKAGE} and this bundle's own package are available")),
+                );
+                return None;
+            }
+        };
+        let local = if search_local {
+            self.index.find(expected, name)
+        } else {
+            None
+        };
+        let builtin = if search_base {
+            base_package::find(expected, name)
+        } else {
+            None
+        };
+        match (local, builtin) {
+            (Some(_), Some(_)) => {
+                let place = self.index.place(expected, name).unwrap_or("the bundle");
+                self.diagnostics.push(
+                    site.at(Code::RefAmbiguous, format!("{} refers to {expected}/{name}, which is defined both in the bundle ({place}) and in {BASE_PACKAGE}", site.label), field)
+                        .with_suggestion(format!("add `package: \"{BASE_PACKAGE}\"` to use the built-in, or rename the bundle's {expected}/{name}")),
+                );
+                None
+            }
+            (Some(index), None) => Some(Target::Local(index)),
+            (None, Some(manifest)) => match self.base.materialize(manifest) {
+                Ok(index) => Some(Target::Base(index)),
+                Err(diagnostic) => {
+                    self.diagnostics.push(*diagnostic);
+                    None
+                }
+            },
+            (None, None) => {
+                let mut diagnostic = site.at(
+                    Code::RefNotFound,
+                    format!(
+                        "{} refers to {expected}/{name}, which is not defined",
+                        site.label
+                    ),
+                    field,
+                );
+                let local_names: Vec<&str> = if search_local {
+                    self.index.names(expected).collect()
+                } else {
+                    Vec::new()
+                };
+                let base_names: Vec<&str> = if search_base {
+                    base_package::builtin_names(expected).collect()
+                } else {
+                    Vec::new()
+                };
+                let candidates = local_names.iter().chain(base_names.iter()).copied();
+                diagnostic = match closest(name, candidates) {
+                    Some(candidate) => {
+                        let place = match self.index.place(expected, candidate) {
+                            Some(place) if search_local => place.to_string(),
+                            _ => BASE_PACKAGE.to_string(),
+                        };
+                        diagnostic.with_suggestion(format!(
+                            "did you mean {expected}/{candidate} ({place})?"
+                        ))
+                    }
+                    None => diagnostic.with_suggestion(format!(
+                        "define {expected}/{name}, or check the kind, name and package"
+                    )),
+                };
+                self.diagnostics.push(diagnostic);
+                None
+            }
+        }
+    }
+
+    fn agent(
+        &mut self,
+        parsed: &Parsed,
+        agent: &Local<crate::spec::AgentSpec>,
+        root: &Path,
+    ) -> Option<PendingAgent> {
+        let spec = &agent.resource.spec;
+        let site = &agent.site;
+        let model = self.reference(
+            site,
+            Kind::Model,
+            &spec.model_config.model_ref,
+            "spec.modelConfig.modelRef",
+        );
+        let mut tools = Vec::new();
+        let mut complete = model.is_some();
+        for (position, entry) in spec.tools.iter().enumerate() {
+            match self.reference(
+                site,
+                Kind::Tool,
+                entry.reference(),
+                &format!("spec.tools[{position}]"),
+            ) {
+                Some(target) => tools.push(target),
+                None => complete = false,
+            }
+        }
+        let mut extensions = Vec::new();
+        for (position, entry) in spec.extensions.iter().enumerate() {
+            match self.reference(
+                site,
+                Kind::Extension,
+                entry.reference(),
+                &format!("spec.extensions[{position}]"),
+            ) {
+                Some(target) => extensions.push(target),
+                None => complete = false,
+            }
+        }
+        let model = match model {
+            Some(Target::Local(index)) => Some(index),
+            _ => None,
+        };
+        if let Some(model_index) = model {
+            let model_resource = &parsed.models[model_index].resource;
+            if !spec.tools.is_empty()
+                && model_resource.spec.capability("toolCalling") == Some(false)
+            {
+                self.diagnostics.push(
+                    site.at(
+                        Code::CapabilityMismatch,
+                        format!(
+                            "{} has tools, but Model/{} declares toolCalling: false",
+                            site.label,
+                            model_resource.name()
+                        ),
+                        "spec.tools",
+                    )
+                    .with_suggestion("remove the tools or use a model with tool calling"),
+                );
+            }
+        }
+        let system_prompt = match &spec.prompt {
+            None => None,
+            Some(prompt) => {
+                let consumed = extensions.iter().any(|target| {
+                    let entry = match target {
+                        Target::Local(index) => &parsed.extensions[*index].resource.spec.entry,
+                        Target::Base(index) => &self.base.extensions[*index].spec.entry,
+                    };
+                    entry.strip_prefix(BUILTIN_PREFIX) == Some(PROMPT_CONSUMER)
+                });
+                if complete && !consumed {
+                    self.diagnostics.push(
+                        site.at(
+                            Code::PromptUnused,
+                            format!(
+                                "{} declares a prompt, but none of its extensions injects it",
+                                site.label
+                            ),
+                            "spec.prompt",
+                        )
+                        .with_suggestion(format!(
+                            "add `- ref: Extension/{PROMPT_CONSUMER}` to spec.extensions"
+                        )),
+                    );
+                }
+                match (&prompt.system, &prompt.system_ref) {
+                    (Some(system), None) => Some(system.clone()),
+                    (None, Some(system_ref)) => {
+                        // Rules already reported a bad path; read only a good one.
+                        crate::paths::resolve_in_root(root, system_ref)
+                            .ok()
+                            .and_then(|path| match std::fs::read_to_string(&path) {
+                                Ok(text) => Some(text),
+                                Err(error) => {
+                                    self.diagnostics.push(site.at(
+                                        Code::Unreadable,
+                                        format!("cannot read `{system_ref}`: {error}"),
+                                        "spec.prompt.systemRef",
+                                    ));
+                                    None
+                                }
+                            })
+                    }
+                    _ => None,
+                }
+            }
+        };
+        if !complete {
+            return None;
+        }
+        Some(PendingAgent {
+            model: model?,
+            tools,
+            extensions,
+            system_prompt,
+        })
+    }
+
+    fn agent_index(target: Option<Target>) -> Option<usize> {
+        match target {
+            Some(Target::Local(index)) => Some(index),
+            _ => None,
+        }
+    }
+
+    fn swarm(&mut self, swarm: &Local<crate::spec::SwarmSpec>) -> Option<PendingSwarm> {
+        let spec = &swarm.resource.spec;
+        let site = &swarm.site;
+        let entry = Self::agent_index(self.reference(
+            site,
+            Kind::Agent,
+            &spec.entry_agent,
+            "spec.entryAgent",
+        ));
+        let mut agents = Vec::new();
+        let mut complete = entry.is_some();
+        for (position, item) in spec.agents.iter().enumerate() {
+            match Self::agent_index(self.reference(
+                site,
+                Kind::Agent,
+                item.reference(),
+                &format!("spec.agents[{position}]"),
+            )) {
+                Some(index) => agents.push(index),
+                None => complete = false,
+            }
+        }
+        if let Some(entry) = entry {
+            if complete && !agents.contains(&entry) {
+                self.diagnostics.push(
+                    site.at(
+                        Code::NotSwarmMember,
+                        format!("{}: entryAgent is not one of spec.agents", site.label),
+                        "spec.entryAgent",
+                    )
+                    .with_suggestion("add the entry agent to spec.agents"),
+                );
+            }
+        }
+        if !complete {
+            return None;
+        }
+        Some(PendingSwarm {
+            entry_agent: entry?,
+            agents,
+        })
+    }
+
+    fn connection(
+        &mut self,
+        parsed: &Parsed,
+        connection: &Local<crate::spec::ConnectionSpec>,
+    ) -> Option<PendingConnection> {
+        let spec = &connection.resource.spec;
+        let site = &connection.site;
+        let connector = self.reference(
+            site,
+            Kind::Connector,
+            &spec.connector_ref,
+            "spec.connectorRef",
+        );
+        let swarm = match &spec.swarm_ref {
+            Some(swarm_ref) => {
+                Self::agent_index(self.reference(site, Kind::Swarm, swarm_ref, "spec.swarmRef"))
+            }
+            None if parsed.swarms.is_empty() => {
+                self.diagnostics.push(
+                    site.at(
+                        Code::RefNotFound,
+                        format!(
+                            "{} has no swarmRef and the bundle defines no Swarm",
+                            site.label
+                        ),
+                        "spec",
+                    )
+                    .with_suggestion("define a Swarm or set spec.swarmRef"),
+                );
+                None
+            }
+            None => Some(0),
+        };
+        let events: Option<Vec<EventSchema>> = connector.map(|target| match target {
+            Target::Local(index) => parsed.connectors[index].resource.spec.events.clone(),
+            Target::Base(index) => self.base.connectors[index].spec.events.clone(),
+        });
+        let connector_name = match connector {
+            Some(Target::Local(index)) => parsed.connectors[index].resource.name().to_string(),
+            Some(Target::Base(index)) => self.base.connectors[index].name().to_string(),
+            None => String::new(),
+        };
+        let mut rule_agents = Vec::new();
+        let mut complete = connector.is_some() && swarm.is_some();
+        for (position, rule) in spec.ingress.rules.iter().enumerate() {
+            if let (Some(events), Some(event)) = (
+                &events,
+                rule.matcher.as_ref().and_then(|m| m.event.as_deref()),
+            ) {
+                if !events.iter().any(|declared| declared.name == event) {
+                    let names: Vec<&str> = events
+                        .iter()
+                        .map(|declared| declared.name.as_str())
+                        .collect();
+                    let suggestion = match closest(event, names.iter().copied()) {
+                        Some(candidate) => format!("did you mean `{candidate}`?"),
+                        None => format!("Connector/{connector_name} emits {}", names.join(", ")),
+                    };
+                    self.diagnostics.push(
+                        site.at(Code::EventUndeclared, format!("Connector/{connector_name} never emits `{event}`, so this rule never matches"), &format!("spec.ingress.rules[{position}].match.event"))
+                            .with_suggestion(suggestion),
+                    );
+                }
+            }
+            match &rule.route.agent_ref {
+                None => rule_agents.push(None),
+                Some(agent_ref) => {
+                    let field = format!("spec.ingress.rules[{position}].route.agentRef");
+                    match Self::agent_index(self.reference(site, Kind::Agent, agent_ref, &field)) {
+                        Some(agent) => {
+                            if let Some(swarm) = swarm {
+                                let swarm_resource = &parsed.swarms[swarm];
+                                let member =
+                                    swarm_resource.resource.spec.agents.iter().any(|item| {
+                                        item.reference().to_object_ref().is_ok_and(|reference| {
+                                            reference.name == parsed.agents[agent].resource.name()
+                                        })
+                                    });
+                                if !member {
+                                    self.diagnostics.push(
+                                        site.at(Code::NotSwarmMember, format!("route targets Agent/{}, which is not a member of Swarm/{}", parsed.agents[agent].resource.name(), swarm_resource.resource.name()), &field)
+                                            .with_suggestion("add the agent to the swarm's agents or route to a member"),
+                                    );
+                                }
+                            }
+                            rule_agents.push(Some(agent));
+                        }
+                        None => complete = false,
+                    }
+                }
+            }
+        }
+        if !complete {
+            return None;
+        }
+        Some(PendingConnection {
+            connector: connector?,
+            swarm: swarm?,
+            rule_agents,
+        })
+    }
+}

@@ -1,0 +1,416 @@
+//! Typed specs of the eight kinds (`resources.md` §7, `connector.md` §3,
+//! `connection.md` §3, `bundle_package.md` §5), strict: a field not listed
+//! here is a schema error. Free-form maps (`Model.spec.options`,
+//! `Extension.spec.config`, extra model params) are the only exceptions, as
+//! the spec allows.
+//!
+//! Only shape lives here, plus defaults a consumer needs (`maxStepsPerTurn`
+//! 32, shutdown grace 300 s, `errorMessageLimit` 1000). Rules that span
+//! fields or resources are checked in `validate`.
+
+use goondan_types::{JsonObject, ObjectRefLike, RefItem, ValueSource};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A list entry referring to a resource: `- ref: Kind/name` or the bare
+/// reference (string or object), both seen in the original's examples.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum RefEntry {
+    /// `{ ref: ... }`.
+    Wrapped(RefItem),
+    /// `"Kind/name"` or `{ kind, name, package?, apiVersion? }`.
+    Direct(ObjectRefLike),
+}
+
+impl RefEntry {
+    /// The reference itself.
+    pub fn reference(&self) -> &ObjectRefLike {
+        match self {
+            RefEntry::Wrapped(item) => &item.reference,
+            RefEntry::Direct(reference) => reference,
+        }
+    }
+}
+
+/// `Model.spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelSpec {
+    /// `anthropic`, `openai`, `google`, `scripted` or `replay`.
+    pub provider: String,
+    /// The provider's model id.
+    pub model: String,
+    /// The API key.
+    #[serde(default)]
+    pub api_key: Option<ValueSource>,
+    /// Overrides the provider's base URL.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Provider-specific options (for `scripted`: `rulesFile`).
+    #[serde(default)]
+    pub options: JsonObject,
+    /// Declared capabilities (`streaming`, `toolCalling`, ...).
+    #[serde(default)]
+    pub capabilities: BTreeMap<String, bool>,
+}
+
+impl ModelSpec {
+    /// The declared capability, `None` when the model does not say.
+    pub fn capability(&self, name: &str) -> Option<bool> {
+        self.capabilities.get(name).copied()
+    }
+}
+
+/// `Tool.spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolSpec {
+    /// `builtin:<name>` or a path relative to the bundle root.
+    pub entry: String,
+    /// Cap on error message length in tool results, as written; see
+    /// [`ToolSpec::error_message_limit_or_default`].
+    #[serde(default)]
+    pub error_message_limit: Option<i64>,
+    /// The functions this tool offers; each is exposed as `tool__export`.
+    pub exports: Vec<ToolExport>,
+}
+
+impl ToolSpec {
+    /// The default `errorMessageLimit`.
+    pub const DEFAULT_ERROR_MESSAGE_LIMIT: usize = 1000;
+
+    /// `errorMessageLimit`, defaulting to 1000 (validation guarantees it
+    /// is positive).
+    pub fn error_message_limit_or_default(&self) -> usize {
+        self.error_message_limit
+            .and_then(|limit| usize::try_from(limit).ok())
+            .unwrap_or(Self::DEFAULT_ERROR_MESSAGE_LIMIT)
+    }
+}
+
+/// One export of a Tool.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolExport {
+    /// Unique within the Tool; never contains `__`.
+    pub name: String,
+    /// What the LLM reads about it.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: JsonObject,
+}
+
+/// `Extension.spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionSpec {
+    /// `builtin:<name>` or a path relative to the bundle root.
+    pub entry: String,
+    /// Passed to the extension as its configuration.
+    #[serde(default)]
+    pub config: JsonObject,
+}
+
+/// `Agent.spec`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Which model and with what parameters.
+    pub model_config: AgentModelConfig,
+    /// The system prompt, inline or from a file.
+    #[serde(default)]
+    pub prompt: Option<AgentPrompt>,
+    /// Tools the agent may call.
+    #[serde(default)]
+    pub tools: Vec<RefEntry>,
+    /// Extensions wrapped around its turns, steps and tool calls.
+    #[serde(default)]
+    pub extensions: Vec<RefEntry>,
+}
+
+/// `Agent.spec.modelConfig`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentModelConfig {
+    /// The Model resource.
+    pub model_ref: ObjectRefLike,
+    /// Sampling parameters.
+    #[serde(default)]
+    pub params: AgentModelParams,
+}
+
+/// `Agent.spec.modelConfig.params`: three known fields plus any
+/// provider-specific ones.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentModelParams {
+    /// 0 to 2.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Positive.
+    #[serde(default)]
+    pub max_tokens: Option<i64>,
+    /// Nucleus sampling.
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// Anything else, passed to the provider.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// `Agent.spec.prompt`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentPrompt {
+    /// Inline system prompt.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// File holding the system prompt, relative to the bundle root.
+    #[serde(default)]
+    pub system_ref: Option<String>,
+}
+
+/// `Swarm.spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SwarmSpec {
+    /// Receives events that name no agent.
+    pub entry_agent: ObjectRefLike,
+    /// The member agents.
+    pub agents: Vec<RefEntry>,
+    /// The orchestrator's instance key; `metadata.name` when absent.
+    #[serde(default)]
+    pub instance_key: Option<String>,
+    /// Execution policy.
+    #[serde(default)]
+    pub policy: SwarmPolicy,
+}
+
+/// `Swarm.spec.policy`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SwarmPolicy {
+    /// Steps after which a turn is cut off; default 32.
+    #[serde(default)]
+    pub max_steps_per_turn: Option<i64>,
+    /// Instance lifetime.
+    #[serde(default)]
+    pub lifecycle: Option<SwarmLifecycle>,
+    /// Graceful shutdown.
+    #[serde(default)]
+    pub shutdown: Option<SwarmShutdown>,
+}
+
+/// `Swarm.spec.policy.lifecycle`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SwarmLifecycle {
+    /// Maximum instance age in seconds.
+    #[serde(default)]
+    pub ttl_seconds: Option<i64>,
+    /// Grace period before collection, in seconds.
+    #[serde(default)]
+    pub gc_grace_seconds: Option<i64>,
+}
+
+/// `Swarm.spec.policy.shutdown`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SwarmShutdown {
+    /// Seconds to wait for agents to finish; default 300.
+    #[serde(default)]
+    pub grace_period_seconds: Option<i64>,
+}
+
+impl SwarmSpec {
+    /// The default `maxStepsPerTurn`.
+    pub const DEFAULT_MAX_STEPS_PER_TURN: u32 = 32;
+    /// The default shutdown grace period in seconds.
+    pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 300;
+
+    /// `policy.maxStepsPerTurn`, default 32.
+    pub fn max_steps_per_turn(&self) -> u32 {
+        self.policy
+            .max_steps_per_turn
+            .and_then(|steps| u32::try_from(steps).ok())
+            .unwrap_or(Self::DEFAULT_MAX_STEPS_PER_TURN)
+    }
+
+    /// `policy.shutdown.gracePeriodSeconds`, default 300 s.
+    pub fn shutdown_grace(&self) -> Duration {
+        let seconds = self
+            .policy
+            .shutdown
+            .as_ref()
+            .and_then(|shutdown| shutdown.grace_period_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .unwrap_or(Self::DEFAULT_GRACE_PERIOD_SECONDS);
+        Duration::from_secs(seconds)
+    }
+}
+
+/// `Connector.spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectorSpec {
+    /// `builtin:<name>` or a path relative to the bundle root.
+    pub entry: String,
+    /// The events it can emit.
+    pub events: Vec<EventSchema>,
+}
+
+/// One event a Connector declares.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSchema {
+    /// Unique within the Connector; what ingress rules match.
+    pub name: String,
+    /// Declared properties.
+    #[serde(default)]
+    pub properties: BTreeMap<String, EventProperty>,
+}
+
+/// The declared type of an event property.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventProperty {
+    /// `string`, `number` or `boolean`.
+    #[serde(rename = "type")]
+    pub kind: EventPropertyKind,
+    /// True when the property may be absent.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// The three property types an event may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventPropertyKind {
+    /// A string.
+    String,
+    /// A number.
+    Number,
+    /// A boolean.
+    Boolean,
+}
+
+/// `Connection.spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionSpec {
+    /// The Connector to run.
+    pub connector_ref: ObjectRefLike,
+    /// The Swarm to deliver to; the bundle's first Swarm when absent.
+    #[serde(default)]
+    pub swarm_ref: Option<ObjectRefLike>,
+    /// Settings handed to the connector.
+    #[serde(default)]
+    pub config: BTreeMap<String, ValueSource>,
+    /// Secrets handed to the connector.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, ValueSource>,
+    /// Routing of connector events to agents.
+    #[serde(default)]
+    pub ingress: Ingress,
+}
+
+/// `Connection.spec.ingress`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ingress {
+    /// Tried in order; the first match routes the event.
+    #[serde(default)]
+    pub rules: Vec<IngressRule>,
+}
+
+/// One ingress rule.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngressRule {
+    /// What to match; absent matches every event.
+    #[serde(default, rename = "match")]
+    pub matcher: Option<IngressMatch>,
+    /// Where to send a matching event.
+    pub route: IngressRoute,
+}
+
+/// `ingress.rules[].match`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngressMatch {
+    /// The connector event name.
+    #[serde(default)]
+    pub event: Option<String>,
+    /// Property values that must all be equal.
+    #[serde(default)]
+    pub properties: JsonObject,
+}
+
+/// `ingress.rules[].route`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IngressRoute {
+    /// The target agent; the Swarm's entry agent when absent.
+    #[serde(default)]
+    pub agent_ref: Option<ObjectRefLike>,
+    /// A fixed instance key (excludes `instanceKeyProperty`).
+    #[serde(default)]
+    pub instance_key: Option<String>,
+    /// The event property holding the instance key.
+    #[serde(default)]
+    pub instance_key_property: Option<String>,
+    /// Prefix for a key read from `instanceKeyProperty`.
+    #[serde(default)]
+    pub instance_key_prefix: Option<String>,
+}
+
+/// `Package.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PackageSpec {
+    /// Semver, required for publishing only.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// What the package is.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `public` (default) or `restricted`.
+    #[serde(default)]
+    pub access: Option<PackageAccess>,
+    /// Packages this one depends on.
+    #[serde(default)]
+    pub dependencies: Vec<PackageDependency>,
+    /// Where to publish and fetch.
+    #[serde(default)]
+    pub registry: Option<PackageRegistry>,
+}
+
+/// `Package.spec.access`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PackageAccess {
+    /// Anyone may install it.
+    Public,
+    /// Installing needs authentication.
+    Restricted,
+}
+
+/// One dependency.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageDependency {
+    /// For example `@goondan/base`.
+    pub name: String,
+    /// A semver range.
+    pub version: String,
+}
+
+/// `Package.spec.registry`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageRegistry {
+    /// The registry URL.
+    pub url: String,
+}
