@@ -46,7 +46,7 @@
 //! and reports a warning.
 
 use crate::durability::{open_append, sync_dir, sync_file, temp_path, write_temp, SyncPolicy};
-use crate::jsonl::{read_jsonl, truncate, JsonlLine, TornTail};
+use crate::jsonl::{read_jsonl_repairing, truncate, JsonlLine};
 use crate::lock::InstanceLock;
 use crate::paths::InstancePaths;
 use crate::{LoadedConversation, StoreError, TurnJournal};
@@ -87,7 +87,7 @@ enum CommitTag {
 enum EventsLine {
     Event {
         turn_id: Option<String>,
-        event: MessageEvent,
+        event: Box<MessageEvent>,
     },
     Commit(CommitMarker),
 }
@@ -115,7 +115,10 @@ fn parse_events_line(line: &JsonlLine, path: &std::path::Path) -> Result<EventsL
     };
     let event =
         serde_json::from_value(value).map_err(|e| corrupt(format!("not a message event: {e}")))?;
-    Ok(EventsLine::Event { turn_id, event })
+    Ok(EventsLine::Event {
+        turn_id,
+        event: Box::new(event),
+    })
 }
 
 /// Encodes one event line, newline included.
@@ -421,7 +424,7 @@ fn recover(paths: &InstancePaths, policy: SyncPolicy) -> Result<Recovered, Store
     let temp = temp_path(&base_path);
     let mut warnings = Vec::new();
 
-    let events = read_jsonl(&events_path, TornTail::Repair)?;
+    let events = read_jsonl_repairing(&events_path)?;
     warnings.extend(events.warnings);
     let mut events_len = events.valid_len;
     let mut parsed = Vec::with_capacity(events.lines.len());
@@ -473,7 +476,7 @@ fn recover(paths: &InstancePaths, policy: SyncPolicy) -> Result<Recovered, Store
         }
     }
 
-    let base_content = read_jsonl(&base_path, TornTail::Repair)?;
+    let base_content = read_jsonl_repairing(&base_path)?;
     warnings.extend(base_content.warnings);
     let mut base = Vec::with_capacity(base_content.lines.len());
     for line in &base_content.lines {
@@ -498,7 +501,7 @@ fn recover(paths: &InstancePaths, policy: SyncPolicy) -> Result<Recovered, Store
     for (parsed_line, line) in parsed {
         if let EventsLine::Event { turn_id, event } = parsed_line {
             if turn_id == pending_turn_id {
-                pending_events.push(event);
+                pending_events.push(*event);
                 pending_lines.push(line);
             } else {
                 let name = turn_id.unwrap_or_else(|| "(no turnId)".to_string());

@@ -36,18 +36,10 @@ pub(crate) struct JsonlContent {
     pub(crate) warnings: Vec<String>,
 }
 
-/// What to do with a torn last line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TornTail {
-    /// Leave the file alone (readers that do not own the file).
-    Ignore,
-    /// Truncate the fragment away, or finish it with a newline when it is
-    /// complete JSON (the single writer, during recovery).
-    Repair,
-}
-
-/// Reads `path` (missing means empty).
-pub(crate) fn read_jsonl(path: &Path, torn_tail: TornTail) -> Result<JsonlContent, StoreError> {
+/// Reads `path` (missing means empty) and repairs a torn last line: cut
+/// away, or finished with a newline when it is complete JSON. Only the
+/// instance's single writer calls this, during recovery.
+pub(crate) fn read_jsonl_repairing(path: &Path) -> Result<JsonlContent, StoreError> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(JsonlContent::default()),
@@ -98,7 +90,7 @@ pub(crate) fn read_jsonl(path: &Path, torn_tail: TornTail) -> Result<JsonlConten
                 start: complete_len as u64,
                 text: text.to_string(),
             });
-            if torn_tail == TornTail::Repair {
+            {
                 let mut file = OpenOptions::new()
                     .append(true)
                     .open(path)
@@ -106,7 +98,7 @@ pub(crate) fn read_jsonl(path: &Path, torn_tail: TornTail) -> Result<JsonlConten
                 file.write_all(b"\n")
                     .map_err(|source| StoreError::io("appending to", path, source))?;
             }
-            content.valid_len = bytes.len() as u64 + u64::from(torn_tail == TornTail::Repair);
+            content.valid_len = bytes.len() as u64 + 1;
         }
         None => {
             content.warnings.push(format!(
@@ -114,9 +106,7 @@ pub(crate) fn read_jsonl(path: &Path, torn_tail: TornTail) -> Result<JsonlConten
                 path.display(),
                 fragment.len()
             ));
-            if torn_tail == TornTail::Repair {
-                truncate(path, complete_len as u64)?;
-            }
+            truncate(path, complete_len as u64)?;
         }
     }
     Ok(content)
@@ -136,17 +126,11 @@ pub(crate) fn truncate(path: &Path, len: u64) -> Result<(), StoreError> {
 mod tests {
     use super::*;
 
-    fn check(
-        input: &str,
-        torn_tail: TornTail,
-        lines: &[&str],
-        file_after: &str,
-        n_warnings: usize,
-    ) {
+    fn check(input: &str, lines: &[&str], file_after: &str, n_warnings: usize) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.jsonl");
         std::fs::write(&path, input).unwrap();
-        let content = read_jsonl(&path, torn_tail).unwrap();
+        let content = read_jsonl_repairing(&path).unwrap();
         let texts: Vec<&str> = content.lines.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(texts, lines, "input {input:?}");
         assert_eq!(
@@ -155,55 +139,37 @@ mod tests {
             "input {input:?}"
         );
         assert_eq!(content.warnings.len(), n_warnings, "input {input:?}");
-        if torn_tail == TornTail::Repair {
-            assert_eq!(
-                content.valid_len,
-                file_after.len() as u64,
-                "input {input:?}"
-            );
-        }
+        assert_eq!(
+            content.valid_len,
+            file_after.len() as u64,
+            "input {input:?}"
+        );
     }
 
     #[test]
     fn torn_tails_are_dropped_or_finished() {
-        use TornTail::*;
-        check("", Repair, &[], "", 0);
-        check("{\"a\":1}\n", Repair, &["{\"a\":1}"], "{\"a\":1}\n", 0);
+        check("", &[], "", 0);
+        check("{\"a\":1}\n", &["{\"a\":1}"], "{\"a\":1}\n", 0);
         check(
             "{\"a\":1}\n\n{\"b\":2}\n",
-            Repair,
             &["{\"a\":1}", "{\"b\":2}"],
             "{\"a\":1}\n\n{\"b\":2}\n",
             0,
         );
-        check(
-            "{\"a\":1}\n{\"b\":",
-            Repair,
-            &["{\"a\":1}"],
-            "{\"a\":1}\n",
-            1,
-        );
+        check("{\"a\":1}\n{\"b\":", &["{\"a\":1}"], "{\"a\":1}\n", 1);
         check(
             "{\"a\":1}\n{\"b\":2}",
-            Repair,
             &["{\"a\":1}", "{\"b\":2}"],
             "{\"a\":1}\n{\"b\":2}\n",
             0,
         );
-        check("{\"b\":", Repair, &[], "", 1);
-        check(
-            "{\"a\":1}\n{\"b\":",
-            Ignore,
-            &["{\"a\":1}"],
-            "{\"a\":1}\n{\"b\":",
-            1,
-        );
+        check("{\"b\":", &[], "", 1);
     }
 
     #[test]
     fn missing_file_reads_as_empty() {
         let dir = tempfile::tempdir().unwrap();
-        let content = read_jsonl(&dir.path().join("absent.jsonl"), TornTail::Repair).unwrap();
+        let content = read_jsonl_repairing(&dir.path().join("absent.jsonl")).unwrap();
         assert!(content.lines.is_empty());
     }
 
@@ -212,7 +178,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.jsonl");
         std::fs::write(&path, "1\n\n22\n").unwrap();
-        let content = read_jsonl(&path, TornTail::Ignore).unwrap();
+        let content = read_jsonl_repairing(&path).unwrap();
         assert_eq!(content.lines[1].number, 3);
         assert_eq!(content.lines[1].start, 3);
     }
