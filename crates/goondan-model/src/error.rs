@@ -1,8 +1,11 @@
-//! Errors of model calls, each with a stable code.
+//! Errors of building and calling models, each with a stable code.
+//!
+//! Every message here is built from text that has already been scrubbed of
+//! the API key (see [`crate::ApiKey::scrub`]), so `Display` is safe to log.
 
 use thiserror::Error;
 
-/// A failed model call. Messages never contain an API key.
+/// A failed model build or call. Messages never contain an API key.
 #[derive(Debug, Error)]
 pub enum ModelError {
     /// The provider answered with an error the runtime cannot retry away.
@@ -39,6 +42,63 @@ pub enum ModelError {
         /// How to fix it.
         suggestion: Option<String>,
     },
+    /// A retryable failure (429, 5xx, connection reset) persisted through
+    /// every retry.
+    #[error("{provider} still failing after {attempts} attempts: {message}")]
+    RetriesExhausted {
+        /// The provider name.
+        provider: String,
+        /// How many requests were sent.
+        attempts: u32,
+        /// The HTTP status of the last answer, if there was one.
+        status: Option<u16>,
+        /// The provider's own message from the last answer.
+        message: String,
+    },
+    /// No API key in the Model resource nor in the provider's variable.
+    #[error("Model/{model_resource} ({provider}) has no API key: set spec.apiKey or the {variable} environment variable")]
+    ApiKeyMissing {
+        /// The Model resource's `metadata.name`.
+        model_resource: String,
+        /// The provider name.
+        provider: String,
+        /// The variable that was looked up.
+        variable: String,
+    },
+    /// The scripted provider's rules file could not be read or is invalid.
+    #[error("scripted rules file {rules_file}: {message}")]
+    ScriptRules {
+        /// The rules file path.
+        rules_file: String,
+        /// What is wrong, with a line number where known.
+        message: String,
+    },
+    /// No scripted rule matched the conversation.
+    #[error("no rule in {rules_file} matches {input} ({rules_tried} rules tried)")]
+    ScriptNoMatch {
+        /// The rules file path.
+        rules_file: String,
+        /// The unmatched input, described (`the last user text "..."`).
+        input: String,
+        /// How many rules were tried.
+        rules_tried: usize,
+    },
+    /// A cassette could not be read or written.
+    #[error("cassette {cassette}: {message}")]
+    Cassette {
+        /// The cassette path.
+        cassette: String,
+        /// What went wrong, with a line number where known.
+        message: String,
+    },
+    /// The replay provider has no recording for a request.
+    #[error("cassette {cassette} has no recording for this request: {diff}")]
+    ReplayMiss {
+        /// The cassette path.
+        cassette: String,
+        /// How the request differs from the nearest recording.
+        diff: String,
+    },
 }
 
 impl ModelError {
@@ -49,6 +109,12 @@ impl ModelError {
             ModelError::MalformedResponse { .. } => "E_MODEL_MALFORMED_RESPONSE",
             ModelError::Transport { .. } => "E_MODEL_TRANSPORT",
             ModelError::Config { .. } => "E_MODEL_CONFIG",
+            ModelError::RetriesExhausted { .. } => "E_MODEL_RETRIES_EXHAUSTED",
+            ModelError::ApiKeyMissing { .. } => "E_MODEL_API_KEY_MISSING",
+            ModelError::ScriptRules { .. } => "E_MODEL_SCRIPT_RULES",
+            ModelError::ScriptNoMatch { .. } => "E_MODEL_SCRIPT_NO_MATCH",
+            ModelError::Cassette { .. } => "E_MODEL_CASSETTE",
+            ModelError::ReplayMiss { .. } => "E_MODEL_REPLAY_MISS",
         }
     }
 
@@ -56,7 +122,39 @@ impl ModelError {
     pub fn suggestion(&self) -> Option<&str> {
         match self {
             ModelError::Config { suggestion, .. } => suggestion.as_deref(),
-            _ => None,
+            ModelError::Http { status, .. } => match status {
+                401 | 403 => Some("check the API key (spec.apiKey or the provider's environment variable) and its permissions"),
+                404 => Some("check spec.model and spec.endpoint"),
+                400 | 422 => Some("the provider rejected the request body; check spec.options and the tool schemas"),
+                _ => None,
+            },
+            ModelError::RetriesExhausted { .. } => Some(
+                "the provider is overloaded or unreachable; raise spec.options.maxRetries or try again later",
+            ),
+            ModelError::Transport { .. } => {
+                Some("check spec.endpoint, the network, and spec.options.connectTimeoutMs / readTimeoutMs")
+            }
+            ModelError::ApiKeyMissing { .. } => {
+                Some("add spec.apiKey (valueFrom.env is recommended) or export the variable before `gdn run`")
+            }
+            ModelError::ScriptNoMatch { .. } => Some(
+                "add a rule whose `when` matches this input, or a last rule without `when` as a fallback",
+            ),
+            ModelError::ReplayMiss { .. } => Some(
+                "record the conversation again (spec.options.recordTo on the real provider) or fix the drift shown above",
+            ),
+            ModelError::MalformedResponse { .. }
+            | ModelError::ScriptRules { .. }
+            | ModelError::Cassette { .. } => None,
         }
+    }
+
+    /// True when the failure may go away by itself (rate limits, overload,
+    /// transport), which lets the runtime decide whether to retry a Turn.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Transport { .. } | ModelError::RetriesExhausted { .. }
+        )
     }
 }

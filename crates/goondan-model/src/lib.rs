@@ -3,14 +3,40 @@
 //! The runtime builds a [`ModelRequest`] from the conversation and the
 //! step's tool catalog and gets back a [`ModelResponse`]; how each provider
 //! spells that on the wire is this crate's business and nobody else's.
+//!
+//! [`build`] turns a resolved Model resource ([`ModelConfig`]) into an
+//! `Arc<dyn Model>`:
+//!
+//! | `spec.provider` | what answers |
+//! |---|---|
+//! | `anthropic` | the Messages API |
+//! | `openai` | Chat Completions, and any server compatible with it via `spec.endpoint` |
+//! | `google` | Gemini `generateContent` |
+//! | `scripted` | rules from a YAML file, no network |
+//! | `replay` | a cassette recorded earlier, no network |
+//!
+//! Options, the rules format, cassettes and the choice of thin adapters
+//! over a multi-provider crate are described in the crate README.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod cassette;
+pub mod config;
 pub mod error;
+mod http;
+mod options;
+mod provider;
 pub mod request;
+mod scripted;
+mod wire;
+mod yaml;
 
+pub use cassette::CassetteEntry;
+pub use config::{ApiKey, EnvLookup, ModelConfig, ProcessEnv};
 pub use error::ModelError;
+pub use provider::{build, PROVIDERS};
 pub use request::{FinishReason, ModelParams, ModelRequest, ModelResponse, ToolSpec};
+pub use scripted::DEFAULT_RULES_FILE;
 
 use futures_util::future::BoxFuture;
 

@@ -1,0 +1,418 @@
+//! Record and replay: any model can append its exchanges to a cassette
+//! (JSON lines, one `{"request", "response"}` per call), and the `replay`
+//! provider answers from such a file without a network.
+//!
+//! Matching compares a normalized request (see [`normalize`]): the model,
+//! the messages, the tools and the params, with tool-call ids renumbered in
+//! order of appearance and `providerOptions` left out, so ids a provider or
+//! the runtime made up at random never break a replay.
+
+use crate::config::ModelConfig;
+use crate::error::ModelError;
+use crate::request::{ModelRequest, ModelResponse};
+use crate::{Model, StreamObserver};
+use futures_util::future::BoxFuture;
+use goondan_types::JsonValue;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// One line of a cassette.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CassetteEntry {
+    /// What the runtime asked, as it asked it.
+    pub request: ModelRequest,
+    /// What the model answered.
+    pub response: ModelResponse,
+}
+
+/// Wraps a model and appends every successful exchange to a cassette.
+pub(crate) struct Recorder {
+    inner: Arc<dyn Model>,
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl Recorder {
+    /// Opens (creating if needed) the cassette for appending.
+    pub(crate) fn open(inner: Arc<dyn Model>, path: &Path) -> Result<Self, ModelError> {
+        let failure = |error: std::io::Error| ModelError::Cassette {
+            cassette: path.display().to_string(),
+            message: format!("cannot open it for recording: {error}"),
+        };
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent).map_err(failure)?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(failure)?;
+        Ok(Recorder {
+            inner,
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        })
+    }
+
+    fn append(&self, entry: &CassetteEntry) -> Result<(), ModelError> {
+        let mut line = serde_json::to_vec(entry).map_err(|error| ModelError::Cassette {
+            cassette: self.path.display().to_string(),
+            message: format!("cannot serialize an exchange: {error}"),
+        })?;
+        line.push(b'\n');
+        // One write per line keeps lines whole even when several agent
+        // processes record into the same file (O_APPEND).
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.write_all(&line).map_err(|error| ModelError::Cassette {
+            cassette: self.path.display().to_string(),
+            message: format!("cannot append an exchange: {error}"),
+        })
+    }
+}
+
+impl Model for Recorder {
+    fn generate<'a>(
+        &'a self,
+        request: ModelRequest,
+        observer: &'a dyn StreamObserver,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let recorded_request = request.clone();
+            let response = self.inner.generate(request, observer).await?;
+            self.append(&CassetteEntry {
+                request: recorded_request,
+                response: response.clone(),
+            })?;
+            Ok(response)
+        })
+    }
+}
+
+struct Recording {
+    key: JsonValue,
+    response: ModelResponse,
+    line: usize,
+}
+
+/// Answers from a cassette.
+pub(crate) struct ReplayModel {
+    cassette: PathBuf,
+    recordings: Vec<Recording>,
+    used: Mutex<Vec<bool>>,
+}
+
+impl ReplayModel {
+    /// Reads the cassette named by `options.cassette`.
+    pub(crate) fn load(config: &ModelConfig) -> Result<Self, ModelError> {
+        let Some(JsonValue::String(name)) = config.options.get("cassette") else {
+            return Err(ModelError::Config {
+                message: format!(
+                    "Model/{}: the replay provider needs spec.options.cassette (a path)",
+                    config.name
+                ),
+                suggestion: Some("for example options: { cassette: cassettes/demo.jsonl }".into()),
+            });
+        };
+        let cassette = config.resolve_path(name);
+        let text = std::fs::read_to_string(&cassette).map_err(|error| ModelError::Cassette {
+            cassette: cassette.display().to_string(),
+            message: format!("cannot read it: {error}"),
+        })?;
+        let mut recordings = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let entry: CassetteEntry =
+                serde_json::from_str(line).map_err(|error| ModelError::Cassette {
+                    cassette: cassette.display().to_string(),
+                    message: format!("line {}: {error}", index + 1),
+                })?;
+            recordings.push(Recording {
+                key: normalize(&entry.request),
+                response: entry.response,
+                line: index + 1,
+            });
+        }
+        let used = Mutex::new(vec![false; recordings.len()]);
+        Ok(ReplayModel {
+            cassette,
+            recordings,
+            used,
+        })
+    }
+
+    fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let key = normalize(request);
+        let matching: Vec<usize> = self
+            .recordings
+            .iter()
+            .enumerate()
+            .filter(|(_, recording)| recording.key == key)
+            .map(|(index, _)| index)
+            .collect();
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Identical requests get their recordings in recorded order; once
+        // those are spent the last one repeats, so a replay never fails on
+        // a retry the recording did not have.
+        let chosen = matching
+            .iter()
+            .copied()
+            .find(|index| !used[*index])
+            .or_else(|| matching.last().copied());
+        if let Some(index) = chosen {
+            used[index] = true;
+            return Ok(self.recordings[index].response.clone());
+        }
+        Err(ModelError::ReplayMiss {
+            cassette: self.cassette.display().to_string(),
+            diff: self.describe_miss(&key),
+        })
+    }
+
+    fn describe_miss(&self, key: &JsonValue) -> String {
+        let nearest = self
+            .recordings
+            .iter()
+            .map(|recording| {
+                let mut differences = Vec::new();
+                diff_json("", &recording.key, key, &mut differences, usize::MAX);
+                (differences.len(), recording)
+            })
+            .min_by_key(|(n_differences, _)| *n_differences);
+        let Some((_, recording)) = nearest else {
+            return "the cassette holds no recordings".into();
+        };
+        let mut differences = Vec::new();
+        diff_json("", &recording.key, key, &mut differences, 8);
+        format!(
+            "nearest recording is line {} of {}; differences (recorded vs. requested):\n  {}",
+            recording.line,
+            self.recordings.len(),
+            differences.join("\n  ")
+        )
+    }
+}
+
+impl Model for ReplayModel {
+    fn generate<'a>(
+        &'a self,
+        request: ModelRequest,
+        observer: &'a dyn StreamObserver,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let response = self.answer(&request)?;
+            let text = response.text();
+            if !text.is_empty() {
+                observer.on_text_delta(&text);
+            }
+            Ok(response)
+        })
+    }
+}
+
+/// The request as replay matching sees it.
+///
+/// - Plain-string message content becomes one text part, so both spellings
+///   of the same message match.
+/// - `providerOptions` are dropped: they hold signatures and cache hints
+///   that vary between runs without changing the conversation.
+/// - Every tool-call id is replaced by `call_1`, `call_2`, ... in order of
+///   first appearance, in calls and results alike, so random ids match
+///   while the pairing of calls and results is still checked.
+pub fn normalize(request: &ModelRequest) -> JsonValue {
+    let mut value = serde_json::to_value(request).unwrap_or(JsonValue::Null);
+    let mut ids: HashMap<String, String> = HashMap::new();
+    if let Some(messages) = value.get_mut("messages").and_then(JsonValue::as_array_mut) {
+        for message in messages {
+            if let Some(JsonValue::String(text)) = message.get("content") {
+                let parts = serde_json::json!([{"type": "text", "text": text}]);
+                let is_system = message.get("role").and_then(JsonValue::as_str) == Some("system");
+                if !is_system {
+                    message["content"] = parts;
+                }
+            }
+            strip_and_renumber(message, &mut ids);
+        }
+    }
+    value
+}
+
+fn strip_and_renumber(value: &mut JsonValue, ids: &mut HashMap<String, String>) {
+    match value {
+        JsonValue::Object(object) => {
+            object.remove("providerOptions");
+            if let Some(JsonValue::String(id)) = object.get("toolCallId") {
+                let next = ids.len() + 1;
+                let canonical = ids
+                    .entry(id.clone())
+                    .or_insert_with(|| format!("call_{next}"))
+                    .clone();
+                object.insert("toolCallId".into(), JsonValue::String(canonical));
+            }
+            for (_, child) in object.iter_mut() {
+                strip_and_renumber(child, ids);
+            }
+        }
+        JsonValue::Array(items) => {
+            for item in items {
+                strip_and_renumber(item, ids);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Lists where `requested` differs from `recorded`, as `path: recorded X,
+/// requested Y` lines, at most `limit`.
+pub(crate) fn diff_json(
+    path: &str,
+    recorded: &JsonValue,
+    requested: &JsonValue,
+    out: &mut Vec<String>,
+    limit: usize,
+) {
+    if out.len() >= limit || recorded == requested {
+        return;
+    }
+    let child = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (recorded, requested) {
+        (JsonValue::Object(left), JsonValue::Object(right)) => {
+            let mut keys: Vec<&String> = left.keys().collect();
+            keys.extend(right.keys().filter(|key| !left.contains_key(*key)));
+            for key in keys {
+                match (left.get(key), right.get(key)) {
+                    (Some(a), Some(b)) => diff_json(&child(key), a, b, out, limit),
+                    (Some(a), None) => push(
+                        out,
+                        limit,
+                        format!("{}: recorded {}, requested nothing", child(key), preview(a)),
+                    ),
+                    (None, Some(b)) => push(
+                        out,
+                        limit,
+                        format!("{}: recorded nothing, requested {}", child(key), preview(b)),
+                    ),
+                    (None, None) => {}
+                }
+            }
+        }
+        (JsonValue::Array(left), JsonValue::Array(right)) => {
+            for (index, (a, b)) in left.iter().zip(right.iter()).enumerate() {
+                diff_json(&format!("{path}[{index}]"), a, b, out, limit);
+            }
+            if left.len() != right.len() {
+                push(
+                    out,
+                    limit,
+                    format!(
+                        "{path}: recorded {} items, requested {}",
+                        left.len(),
+                        right.len()
+                    ),
+                );
+            }
+        }
+        _ => push(
+            out,
+            limit,
+            format!(
+                "{path}: recorded {}, requested {}",
+                preview(recorded),
+                preview(requested)
+            ),
+        ),
+    }
+}
+
+fn push(out: &mut Vec<String>, limit: usize, line: String) {
+    if out.len() < limit {
+        out.push(line);
+    }
+}
+
+fn preview(value: &JsonValue) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 120 {
+        format!("{}...", text.chars().take(120).collect::<String>())
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::ModelParams;
+    use goondan_types::{ContentPart, ModelMessage, ToolResultOutput};
+    use serde_json::json;
+
+    fn request(call_id: &str, text: &str) -> ModelRequest {
+        ModelRequest {
+            model: "m".into(),
+            messages: vec![
+                ModelMessage::user(text),
+                ModelMessage::assistant(vec![ContentPart::tool_call(call_id, "a__b", json!({}))]),
+                ModelMessage::tool(vec![ContentPart::tool_result(
+                    call_id,
+                    "a__b",
+                    ToolResultOutput::Text("ok".into()),
+                )]),
+            ],
+            tools: vec![],
+            params: ModelParams::default(),
+        }
+    }
+
+    #[test]
+    fn random_ids_and_content_spelling_do_not_matter() {
+        let mut spelled_as_parts = request("call_XYZ", "hi");
+        spelled_as_parts.messages[0] = ModelMessage::User {
+            content: goondan_types::MessageContent::Parts(vec![ContentPart::text("hi")]),
+            provider_options: Some(json!({"anthropic": {"cacheControl": {"type": "ephemeral"}}})),
+        };
+        assert_eq!(
+            normalize(&request("toolu_1", "hi")),
+            normalize(&spelled_as_parts)
+        );
+        assert_ne!(
+            normalize(&request("toolu_1", "hi")),
+            normalize(&request("toolu_1", "ho"))
+        );
+    }
+
+    #[test]
+    fn diff_names_paths() {
+        let mut out = Vec::new();
+        diff_json(
+            "",
+            &normalize(&request("a", "hi")),
+            &normalize(&request("b", "ho")),
+            &mut out,
+            8,
+        );
+        assert_eq!(
+            out,
+            vec![r#"messages[0].content[0].text: recorded "hi", requested "ho""#.to_string()]
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! The HTTP transport shared by the Anthropic, OpenAI and Gemini wires:
+//! one `reqwest` client per Model with connect and read timeouts, retries
+//! with backoff on 429 / 5xx / connection failures, streaming or whole
+//! answers, and key scrubbing of every message that leaves.
+//!
+//! What goes in the body and how the answer reads is the [`Wire`]'s
+//! business.
+
+pub(crate) mod retry;
+pub(crate) mod sse;
+
+use crate::config::ApiKey;
+use crate::error::ModelError;
+use crate::options::{merge_json, HttpOptions};
+use crate::request::{FinishReason, ModelRequest, ModelResponse};
+use crate::wire::{StreamAssembler, StreamProgress, Wire};
+use crate::{Model, StreamObserver};
+use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
+use goondan_types::{ContentPart, JsonValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use std::error::Error as _;
+
+/// A [`Model`] that speaks `W` over HTTP.
+pub(crate) struct HttpModel<W> {
+    wire: W,
+    client: reqwest::Client,
+    base_url: String,
+    headers: HeaderMap,
+    options: HttpOptions,
+    api_key: Option<ApiKey>,
+}
+
+impl<W: Wire> HttpModel<W> {
+    /// Builds the client. `headers` are the wire's own (auth, version);
+    /// `options.headers` are added on top and may override them.
+    pub(crate) fn new(
+        wire: W,
+        model_resource: &str,
+        base_url: &str,
+        auth_and_wire_headers: Vec<(String, String)>,
+        options: HttpOptions,
+        api_key: Option<ApiKey>,
+    ) -> Result<Self, ModelError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in auth_and_wire_headers.iter().chain(options.headers.iter()) {
+            let invalid = |what: &str| ModelError::Config {
+                message: format!("Model/{model_resource}: header {name} has an invalid {what}"),
+                suggestion: Some(
+                    "use printable ASCII in spec.options.headers and spec.apiKey".into(),
+                ),
+            };
+            let header_name =
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid("name"))?;
+            let mut header_value = HeaderValue::from_str(value).map_err(|_| invalid("value"))?;
+            header_value.set_sensitive(
+                api_key
+                    .as_ref()
+                    .is_some_and(|key| value.contains(key.expose())),
+            );
+            headers.insert(header_name, header_value);
+        }
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .read_timeout(options.read_timeout)
+            .user_agent(concat!("goondan/", env!("CARGO_PKG_VERSION")));
+        if let Some(timeout) = options.request_timeout {
+            builder = builder.timeout(timeout);
+        }
+        let client = builder.build().map_err(|error| ModelError::Config {
+            message: format!("Model/{model_resource}: cannot build an HTTP client: {error}"),
+            suggestion: None,
+        })?;
+        Ok(HttpModel {
+            wire,
+            client,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            headers,
+            options,
+            api_key,
+        })
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        match &self.api_key {
+            Some(key) => key.scrub(text),
+            None => text.to_string(),
+        }
+    }
+
+    fn transport(&self, error: &reqwest::Error) -> ModelError {
+        ModelError::Transport {
+            provider: self.wire.provider().to_string(),
+            message: self.scrub(&error_chain(error)),
+        }
+    }
+
+    async fn call(
+        &self,
+        request: ModelRequest,
+        observer: &dyn StreamObserver,
+    ) -> Result<ModelResponse, ModelError> {
+        let provider = self.wire.provider();
+        let stream = self.options.stream;
+        let mut body = self.wire.encode(&request, stream)?;
+        merge_json(&mut body, self.options.body.clone());
+        merge_json(&mut body, request.params.extra.clone());
+        let body = serde_json::to_vec(&body).map_err(|error| ModelError::Config {
+            message: format!("cannot serialize the {provider} request: {error}"),
+            suggestion: None,
+        })?;
+        let url = self.wire.url(&self.base_url, &request.model, stream);
+        let policy = self.options.retry;
+        let mut attempts: u32 = 0;
+        loop {
+            attempts += 1;
+            tracing::debug!(provider, model = %request.model, attempts, stream, "model request");
+            let sent = self
+                .client
+                .post(&url)
+                .headers(self.headers.clone())
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone())
+                .send()
+                .await;
+            let response = match sent {
+                Ok(response) => response,
+                Err(error) => {
+                    let retryable = error.is_connect() || error.is_timeout() || error.is_request();
+                    let message = self.scrub(&error_chain(&error));
+                    if retryable && attempts <= policy.max_retries {
+                        let delay = retry::delay_before_retry(&policy, attempts, None);
+                        tracing::warn!(provider, attempts, delay_ms = delay.as_millis() as u64, error = %message, "model request failed; retrying");
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    if retryable && attempts > 1 {
+                        return Err(ModelError::RetriesExhausted {
+                            provider: provider.to_string(),
+                            attempts,
+                            status: None,
+                            message,
+                        });
+                    }
+                    return Err(ModelError::Transport {
+                        provider: provider.to_string(),
+                        message,
+                    });
+                }
+            };
+            let status = response.status();
+            if status.is_success() {
+                return self.read_answer(response, observer).await.map(normalize);
+            }
+            let server_delay = retry::server_delay(response.headers());
+            let text = response.text().await.unwrap_or_default();
+            let message = self.scrub(&provider_message(&text));
+            if retry::is_retryable_status(status) {
+                if attempts <= policy.max_retries {
+                    let delay = retry::delay_before_retry(&policy, attempts, server_delay);
+                    tracing::warn!(provider, attempts, status = status.as_u16(), delay_ms = delay.as_millis() as u64, error = %message, "model request failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
+                return Err(ModelError::RetriesExhausted {
+                    provider: provider.to_string(),
+                    attempts,
+                    status: Some(status.as_u16()),
+                    message: format!("HTTP {}: {message}", status.as_u16()),
+                });
+            }
+            return Err(ModelError::Http {
+                provider: provider.to_string(),
+                status: status.as_u16(),
+                message,
+            });
+        }
+    }
+
+    async fn read_answer(
+        &self,
+        response: reqwest::Response,
+        observer: &dyn StreamObserver,
+    ) -> Result<ModelResponse, ModelError> {
+        let provider = self.wire.provider();
+        let is_event_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"));
+        if !is_event_stream {
+            // A server that ignores `stream: true` and answers with one JSON
+            // body is still understood.
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|error| self.transport(&error))?;
+            let body: JsonValue = serde_json::from_slice(&bytes).map_err(|error| {
+                crate::wire::malformed(
+                    provider,
+                    format!(
+                        "the body is not JSON ({error}): {}",
+                        self.scrub(&String::from_utf8_lossy(&bytes[..bytes.len().min(300)]))
+                    ),
+                )
+            })?;
+            return self.wire.decode(body);
+        }
+        let mut assembler = self.wire.stream();
+        let mut decoder = sse::SseDecoder::default();
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|error| self.transport(&error))?;
+            for event in decoder.feed(&chunk) {
+                if assembler.on_event(event, observer)? == StreamProgress::Done {
+                    return assembler.finish();
+                }
+            }
+        }
+        if let Some(event) = decoder.finish() {
+            assembler.on_event(event, observer)?;
+        }
+        assembler.finish()
+    }
+}
+
+impl<W: Wire> Model for HttpModel<W> {
+    fn generate<'a>(
+        &'a self,
+        request: ModelRequest,
+        observer: &'a dyn StreamObserver,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(self.call(request, observer))
+    }
+}
+
+/// Some OpenAI-compatible servers say `stop` while asking for tools; the
+/// runtime keys on `tool-calls`, so the content decides.
+fn normalize(mut response: ModelResponse) -> ModelResponse {
+    let has_tool_calls = response
+        .content
+        .iter()
+        .any(|part| matches!(part, ContentPart::ToolCall { .. }));
+    if has_tool_calls && response.finish_reason == FinishReason::Stop {
+        response.finish_reason = FinishReason::ToolCalls;
+    }
+    response
+}
+
+/// The error and its sources on one line; reqwest's own `Display` stops
+/// at "error sending request", which hides the actual cause.
+fn error_chain(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The provider's own message from an error body. All three providers
+/// nest it as `{"error": {"message": ...}}`, with a type or status beside
+/// it that is worth keeping (`rate_limit_error`, `RESOURCE_EXHAUSTED`).
+pub(crate) fn provider_message(body: &str) -> String {
+    if let Ok(value) = serde_json::from_str::<JsonValue>(body) {
+        let error = value.get("error").unwrap_or(&value);
+        if let Some(text) = error.as_str() {
+            return text.to_string();
+        }
+        if let Some(message) = error.get("message").and_then(JsonValue::as_str) {
+            let kind = error
+                .get("type")
+                .or_else(|| error.get("status"))
+                .and_then(JsonValue::as_str);
+            return match kind {
+                Some(kind) => format!("{kind}: {message}"),
+                None => message.to_string(),
+            };
+        }
+    }
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        return "(empty body)".to_string();
+    }
+    trimmed.chars().take(2000).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_messages() {
+        let cases = [
+            (
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+                "rate_limit_error: slow down",
+            ),
+            (
+                r#"{"error":{"message":"bad model","type":"invalid_request_error","code":null}}"#,
+                "invalid_request_error: bad model",
+            ),
+            (
+                r#"{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}"#,
+                "RESOURCE_EXHAUSTED: quota",
+            ),
+            (r#"{"error":"plain"}"#, "plain"),
+            ("upstream down", "upstream down"),
+            ("", "(empty body)"),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(provider_message(body), expected);
+        }
+    }
+}

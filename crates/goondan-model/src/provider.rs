@@ -1,0 +1,190 @@
+//! [`build`]: from a resolved Model resource to a ready [`Model`], choosing
+//! the implementation by `spec.provider` and wrapping it in a recorder when
+//! a cassette is requested.
+//!
+//! Owns API-key resolution (config first, then the provider's usual
+//! variable) and the provider-specific options that become headers.
+
+use crate::cassette::{Recorder, ReplayModel};
+use crate::config::{ApiKey, EnvLookup, ModelConfig};
+use crate::error::ModelError;
+use crate::http::HttpModel;
+use crate::options::{HttpOptions, OptionReader};
+use crate::scripted::ScriptedModel;
+use crate::wire::{anthropic, google, openai};
+use crate::Model;
+use std::sync::Arc;
+
+/// The providers [`build`] knows, as `spec.provider` spells them.
+pub const PROVIDERS: &[&str] = &["anthropic", "openai", "google", "scripted", "replay"];
+
+/// Builds the model a Model resource describes.
+///
+/// `env` is consulted only for the provider's usual key variable
+/// (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `GOOGLE_GENERATIVE_AI_API_KEY`)
+/// when `config.api_key` is absent. Files (`rulesFile`, `cassette`) are
+/// read here, once; a bad file fails the build, not the first call.
+pub fn build(config: &ModelConfig, env: &dyn EnvLookup) -> Result<Arc<dyn Model>, ModelError> {
+    let provider = config.provider.trim().to_ascii_lowercase();
+    let model: Arc<dyn Model> = match provider.as_str() {
+        "anthropic" => Arc::new(build_anthropic(config, env)?),
+        "openai" => Arc::new(build_openai(config, env)?),
+        "google" => Arc::new(build_google(config, env)?),
+        "scripted" => Arc::new(ScriptedModel::load(config)?),
+        "replay" => Arc::new(ReplayModel::load(config)?),
+        _ => {
+            return Err(ModelError::Config {
+                message: format!(
+                    "Model/{}: unknown provider `{}`",
+                    config.name, config.provider
+                ),
+                suggestion: Some(format!("use one of: {}", PROVIDERS.join(", "))),
+            })
+        }
+    };
+    match &config.record_to {
+        Some(path) => Ok(Arc::new(Recorder::open(model, path)?)),
+        None => Ok(model),
+    }
+}
+
+/// The key from the config, else from `variable`; `None` only when the
+/// provider can do without one.
+fn resolve_key(
+    config: &ModelConfig,
+    env: &dyn EnvLookup,
+    provider: &str,
+    variable: &str,
+    required: bool,
+) -> Result<Option<ApiKey>, ModelError> {
+    let key = config
+        .api_key
+        .clone()
+        .filter(|key| !key.expose().trim().is_empty())
+        .or_else(|| {
+            env.get(variable)
+                .filter(|value| !value.trim().is_empty())
+                .map(ApiKey::new)
+        });
+    match key {
+        None if required => Err(ModelError::ApiKeyMissing {
+            model_resource: config.name.clone(),
+            provider: provider.to_string(),
+            variable: variable.to_string(),
+        }),
+        key => Ok(key),
+    }
+}
+
+fn base_url(config: &ModelConfig, default: &str) -> Result<String, ModelError> {
+    let Some(endpoint) = config.endpoint.as_deref().map(str::trim) else {
+        return Ok(default.to_string());
+    };
+    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+        return Err(ModelError::Config {
+            message: format!(
+                "Model/{}: spec.endpoint `{endpoint}` is not an http(s) URL",
+                config.name
+            ),
+            suggestion: Some(format!("use a base URL such as {default}")),
+        });
+    }
+    Ok(endpoint.to_string())
+}
+
+fn build_anthropic(
+    config: &ModelConfig,
+    env: &dyn EnvLookup,
+) -> Result<HttpModel<anthropic::AnthropicWire>, ModelError> {
+    let api_key = resolve_key(config, env, "anthropic", "ANTHROPIC_API_KEY", true)?;
+    let mut reader = OptionReader::new(&config.name, &config.options);
+    let version = reader
+        .string("anthropicVersion")?
+        .unwrap_or_else(|| anthropic::DEFAULT_VERSION.to_string());
+    let beta = reader.string("anthropicBeta")?;
+    let default_max_tokens = reader
+        .u64("defaultMaxTokens")?
+        .unwrap_or(anthropic::DEFAULT_MAX_TOKENS);
+    let options = HttpOptions::read(reader)?;
+    let mut headers = vec![("anthropic-version".to_string(), version)];
+    if let Some(key) = &api_key {
+        headers.push(("x-api-key".into(), key.expose().to_string()));
+    }
+    if let Some(beta) = beta {
+        headers.push(("anthropic-beta".into(), beta));
+    }
+    HttpModel::new(
+        anthropic::AnthropicWire { default_max_tokens },
+        &config.name,
+        &base_url(config, anthropic::DEFAULT_BASE_URL)?,
+        headers,
+        options,
+        api_key,
+    )
+}
+
+fn build_openai(
+    config: &ModelConfig,
+    env: &dyn EnvLookup,
+) -> Result<HttpModel<openai::OpenAiWire>, ModelError> {
+    // A custom endpoint is usually a local server (Ollama, vLLM) that needs
+    // no key; OpenAI itself always does.
+    let required = config.endpoint.is_none();
+    let api_key = resolve_key(config, env, "openai", "OPENAI_API_KEY", required)?;
+    let mut reader = OptionReader::new(&config.name, &config.options);
+    let organization = reader.string("organization")?;
+    let project = reader.string("project")?;
+    let max_tokens_field = reader.string("maxTokensField")?.unwrap_or_else(|| {
+        if config.endpoint.is_none() {
+            "max_completion_tokens".into()
+        } else {
+            "max_tokens".into()
+        }
+    });
+    let stream_usage = reader.bool("streamUsage")?.unwrap_or(true);
+    let options = HttpOptions::read(reader)?;
+    let mut headers = Vec::new();
+    if let Some(key) = &api_key {
+        headers.push((
+            "authorization".to_string(),
+            format!("Bearer {}", key.expose()),
+        ));
+    }
+    if let Some(organization) = organization {
+        headers.push(("openai-organization".into(), organization));
+    }
+    if let Some(project) = project {
+        headers.push(("openai-project".into(), project));
+    }
+    HttpModel::new(
+        openai::OpenAiWire {
+            max_tokens_field,
+            stream_usage,
+        },
+        &config.name,
+        &base_url(config, openai::DEFAULT_BASE_URL)?,
+        headers,
+        options,
+        api_key,
+    )
+}
+
+fn build_google(
+    config: &ModelConfig,
+    env: &dyn EnvLookup,
+) -> Result<HttpModel<google::GoogleWire>, ModelError> {
+    let api_key = resolve_key(config, env, "google", "GOOGLE_GENERATIVE_AI_API_KEY", true)?;
+    let options = HttpOptions::read(OptionReader::new(&config.name, &config.options))?;
+    let mut headers = Vec::new();
+    if let Some(key) = &api_key {
+        headers.push(("x-goog-api-key".to_string(), key.expose().to_string()));
+    }
+    HttpModel::new(
+        google::GoogleWire,
+        &config.name,
+        &base_url(config, google::DEFAULT_BASE_URL)?,
+        headers,
+        options,
+        api_key,
+    )
+}

@@ -1,0 +1,211 @@
+//! The three HTTP wire protocols behind one internal trait, [`Wire`]: how a
+//! [`ModelRequest`] becomes a provider body and how the provider's answer,
+//! whole or streamed, becomes a [`ModelResponse`].
+//!
+//! Transport (timeouts, retries, SSE framing) is not here; it lives in
+//! [`crate::http`], shared by every wire.
+
+pub(crate) mod anthropic;
+pub(crate) mod google;
+pub(crate) mod openai;
+
+use crate::error::ModelError;
+use crate::http::sse::SseEvent;
+use crate::request::{ModelRequest, ModelResponse};
+use crate::StreamObserver;
+use goondan_types::{JsonObject, JsonValue, ToolResultOutput};
+
+/// One provider's wire format.
+pub(crate) trait Wire: Send + Sync + 'static {
+    /// The state that assembles a streamed answer.
+    type Stream: StreamAssembler;
+
+    /// The provider name used in errors and logs.
+    fn provider(&self) -> &'static str;
+
+    /// The URL of one call; `base_url` has no trailing slash.
+    fn url(&self, base_url: &str, model: &str, stream: bool) -> String;
+
+    /// The request body, before options and `params.extra` are merged in.
+    fn encode(&self, request: &ModelRequest, stream: bool) -> Result<JsonObject, ModelError>;
+
+    /// A whole (non-streamed) answer.
+    fn decode(&self, body: JsonValue) -> Result<ModelResponse, ModelError>;
+
+    /// A fresh assembler for one streamed answer.
+    fn stream(&self) -> Self::Stream;
+}
+
+/// Whether a stream has more to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamProgress {
+    /// Keep reading.
+    Continue,
+    /// The provider said it is done; the rest of the body is ignored.
+    Done,
+}
+
+/// Builds a [`ModelResponse`] from SSE events, reporting text as it comes.
+pub(crate) trait StreamAssembler: Send {
+    /// Takes one event.
+    fn on_event(
+        &mut self,
+        event: SseEvent,
+        observer: &dyn StreamObserver,
+    ) -> Result<StreamProgress, ModelError>;
+
+    /// The whole answer once the body ended.
+    fn finish(self) -> Result<ModelResponse, ModelError>;
+}
+
+/// A `MalformedResponse` for `provider`.
+pub(crate) fn malformed(provider: &str, message: impl Into<String>) -> ModelError {
+    ModelError::MalformedResponse {
+        provider: provider.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Parses tool-call arguments sent as a JSON string; empty means `{}`.
+pub(crate) fn parse_arguments(
+    provider: &str,
+    tool_name: &str,
+    tool_call_id: &str,
+    arguments: &str,
+) -> Result<JsonValue, ModelError> {
+    if arguments.trim().is_empty() {
+        return Ok(JsonValue::Object(JsonObject::new()));
+    }
+    serde_json::from_str(arguments).map_err(|error| {
+        let preview: String = arguments.chars().take(200).collect();
+        malformed(
+            provider,
+            format!(
+                "tool call {tool_name} ({tool_call_id}) has arguments that are not JSON ({error}): {preview}"
+            ),
+        )
+    })
+}
+
+/// A string field of a JSON object, or a malformed-response error naming
+/// `what`.
+pub(crate) fn required_str<'a>(
+    provider: &str,
+    object: &'a JsonValue,
+    field: &str,
+    what: &str,
+) -> Result<&'a str, ModelError> {
+    object
+        .get(field)
+        .and_then(JsonValue::as_str)
+        .ok_or_else(|| malformed(provider, format!("{what} has no string `{field}`")))
+}
+
+/// A tool result as one string, for wires that only take text: text as
+/// is, anything structured as compact JSON.
+pub(crate) fn tool_output_text(output: &ToolResultOutput) -> String {
+    match output {
+        ToolResultOutput::Text(text) | ToolResultOutput::ErrorText(text) => text.clone(),
+        ToolResultOutput::Json(value) | ToolResultOutput::ErrorJson(value) => {
+            serde_json::to_string(value).unwrap_or_default()
+        }
+        ToolResultOutput::Content(parts) => {
+            let texts: Vec<&str> = parts
+                .iter()
+                .filter(|part| part.get("type").and_then(JsonValue::as_str) == Some("text"))
+                .filter_map(|part| part.get("text").and_then(JsonValue::as_str))
+                .collect();
+            if texts.len() == parts.len() {
+                texts.join("\n")
+            } else {
+                serde_json::to_string(parts).unwrap_or_default()
+            }
+        }
+    }
+}
+
+/// The `u64` at `field`, or 0.
+pub(crate) fn count(value: &JsonValue, field: &str) -> u64 {
+    value.get(field).and_then(JsonValue::as_u64).unwrap_or(0)
+}
+
+/// Image or file data as the wire wants it: a URL string, or base64 data
+/// (a `data:` URL is split into its media type and payload).
+pub(crate) enum Media {
+    Url(String),
+    Base64 { media_type: String, data: String },
+}
+
+/// Reads the `image` / `data` value of an image or file part.
+pub(crate) fn media(value: &JsonValue, media_type: Option<&str>) -> Option<Media> {
+    let text = match value {
+        JsonValue::String(text) => text.as_str(),
+        JsonValue::Object(object) => object.get("url").and_then(JsonValue::as_str)?,
+        _ => return None,
+    };
+    if let Some(rest) = text.strip_prefix("data:") {
+        let (header, data) = rest.split_once(',')?;
+        let media_type = header.split(';').next().unwrap_or_default();
+        return Some(Media::Base64 {
+            media_type: media_type.to_string(),
+            data: data.to_string(),
+        });
+    }
+    if text.starts_with("http://") || text.starts_with("https://") {
+        return Some(Media::Url(text.to_string()));
+    }
+    Some(Media::Base64 {
+        media_type: media_type.unwrap_or("application/octet-stream").to_string(),
+        data: text.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_parse_or_fail_structured() {
+        assert_eq!(parse_arguments("p", "t", "c", "").unwrap(), json!({}));
+        assert_eq!(
+            parse_arguments("p", "t", "c", "{\"a\":1}").unwrap(),
+            json!({"a": 1})
+        );
+        let error = parse_arguments("p", "bash__exec", "c9", "{\"a\":").unwrap_err();
+        assert_eq!(error.code(), "E_MODEL_MALFORMED_RESPONSE");
+        assert!(error.to_string().contains("bash__exec (c9)"));
+    }
+
+    #[test]
+    fn tool_output_as_text() {
+        let cases = [
+            (ToolResultOutput::Text("hi".into()), "hi"),
+            (ToolResultOutput::Json(json!({"a": 1})), "{\"a\":1}"),
+            (ToolResultOutput::ErrorText("boom".into()), "boom"),
+            (
+                ToolResultOutput::Content(vec![json!({"type": "text", "text": "x"})]),
+                "x",
+            ),
+        ];
+        for (output, expected) in cases {
+            assert_eq!(tool_output_text(&output), expected);
+        }
+    }
+
+    #[test]
+    fn media_forms() {
+        assert!(matches!(
+            media(&json!("data:image/png;base64,QUJD"), None),
+            Some(Media::Base64 { media_type, data }) if media_type == "image/png" && data == "QUJD"
+        ));
+        assert!(matches!(
+            media(&json!("https://x/y.png"), None),
+            Some(Media::Url(_))
+        ));
+        assert!(matches!(
+            media(&json!("QUJD"), Some("image/jpeg")),
+            Some(Media::Base64 { media_type, .. }) if media_type == "image/jpeg"
+        ));
+    }
+}
