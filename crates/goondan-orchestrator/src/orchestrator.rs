@@ -9,7 +9,8 @@ use crate::spawner::{ProcessControl, SpawnRequest, Spawner};
 use crate::OrchestratorError;
 use goondan_ipc::{Notice, RoutingKey, ShutdownPayload, ORCHESTRATOR};
 use goondan_types::{
-    AgentEvent, IpcMessage, IpcMessageType, JsonValue, ProcessStatus, ReplyChannel, ShutdownReason,
+    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject, JsonValue,
+    ProcessStatus, ReplyChannel, ShutdownReason,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -200,6 +201,10 @@ struct Handle {
     consecutive_crashes: u32,
     next_spawn_at: Option<Instant>,
     shutdown: Option<ShutdownIntent>,
+    /// The instance that asked for this one through `agents__spawn`.
+    owner: Option<RoutingKey>,
+    cwd: Option<String>,
+    created_at: String,
 }
 
 impl Handle {
@@ -213,6 +218,9 @@ impl Handle {
             consecutive_crashes: 0,
             next_spawn_at: None,
             shutdown: None,
+            owner: None,
+            cwd: None,
+            created_at: goondan_types::now_iso(),
         }
     }
 
@@ -397,6 +405,10 @@ impl Orchestrator {
             self.on_notice(key, notice);
             return;
         }
+        if matches!(event.event_type.as_str(), "runtime.spawn" | "runtime.list") {
+            self.on_query(key, &event);
+            return;
+        }
         let in_reply_to = event
             .metadata_value("inReplyTo")
             .and_then(JsonValue::as_str)
@@ -486,22 +498,83 @@ impl Orchestrator {
     /// instead of waiting for its timeout.
     fn reject(&mut self, from: &RoutingKey, event: &AgentEvent, code: &str, reason: &str) {
         tracing::warn!(from = %from, code, "{reason}; event {} dropped", event.id);
+        let mut metadata = JsonObject::new();
+        metadata.insert("status".into(), "error".into());
+        metadata.insert("errorCode".into(), code.into());
+        metadata.insert("errorMessage".into(), reason.into());
+        self.answer(from, event, metadata);
+    }
+
+    /// Sends the orchestrator's own answer to `event`'s `replyTo`.
+    fn answer(&mut self, from: &RoutingKey, event: &AgentEvent, mut metadata: JsonObject) {
         let Some(reply_to) = &event.reply_to else {
             return;
         };
         let mut answer = AgentEvent::new(
             "response",
-            goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, ORCHESTRATOR),
+            EventSource::new(EventSourceKind::Agent, ORCHESTRATOR),
         );
         answer.trace_id = event.trace_id.clone();
-        let mut metadata = goondan_types::JsonObject::new();
         metadata.insert("inReplyTo".into(), reply_to.correlation_id.clone().into());
-        metadata.insert("status".into(), "error".into());
-        metadata.insert("errorCode".into(), code.into());
-        metadata.insert("errorMessage".into(), reason.into());
         answer.metadata = Some(metadata);
         let message = event_message(ORCHESTRATOR, &reply_to.target, &answer);
         self.deliver(from, message);
+    }
+
+    /// `runtime.spawn` and `runtime.list` from the agents API.
+    fn on_query(&mut self, from: &RoutingKey, event: &AgentEvent) {
+        match event.event_type.as_str() {
+            "runtime.spawn" => {
+                let target = event
+                    .metadata_value("target")
+                    .and_then(JsonValue::as_str)
+                    .unwrap_or_default();
+                let key = match RoutingKey::parse(target, &from.instance_key) {
+                    Ok(key) if self.swarm.agents.contains(&key.agent_name) => key,
+                    _ => {
+                        let reason = format!(
+                            "agent `{target}` is not part of swarm `{}`",
+                            self.swarm.swarm_name
+                        );
+                        self.reject(from, event, "E_AGENT_NOT_FOUND", &reason);
+                        return;
+                    }
+                };
+                let existed = self.handles.get(&key).is_some_and(Handle::is_running);
+                let handle = self.handles.entry(key.clone()).or_insert_with(Handle::new);
+                if handle.owner.is_none() && !existed {
+                    handle.owner = Some(from.clone());
+                    handle.cwd = event
+                        .metadata_value("cwd")
+                        .and_then(JsonValue::as_str)
+                        .map(str::to_string);
+                }
+                self.ensure_spawned(&key);
+                let mut metadata = JsonObject::new();
+                metadata.insert("spawned".into(), JsonValue::Bool(!existed));
+                self.answer(from, event, metadata);
+            }
+            _ => {
+                let agents: Vec<JsonValue> = self
+                    .handles
+                    .iter()
+                    .filter_map(|(key, handle)| {
+                        let owner = handle.owner.as_ref()?;
+                        Some(serde_json::json!({
+                            "target": key.agent_name,
+                            "instanceKey": key.instance_key,
+                            "ownerAgent": owner.agent_name,
+                            "ownerInstanceKey": owner.instance_key,
+                            "createdAt": handle.created_at,
+                            "cwd": handle.cwd,
+                        }))
+                    })
+                    .collect();
+                let mut metadata = JsonObject::new();
+                metadata.insert("agents".into(), JsonValue::Array(agents));
+                self.answer(from, event, metadata);
+            }
+        }
     }
 
     fn deliver(&mut self, key: &RoutingKey, message: IpcMessage) {
