@@ -113,7 +113,11 @@ pub trait AgentsApi: Send + Sync {
     ) -> AgentsFuture<'a, AgentRuntimeRequestResult>;
 
     /// Sends `event` to `target` without waiting.
-    fn send<'a>(&'a self, target: &'a str, event: AgentEvent) -> AgentsFuture<'a, AgentRuntimeSendResult>;
+    fn send<'a>(
+        &'a self,
+        target: &'a str,
+        event: AgentEvent,
+    ) -> AgentsFuture<'a, AgentRuntimeSendResult>;
 
     /// Starts an instance of `target`.
     fn spawn<'a>(
@@ -142,10 +146,18 @@ impl AgentsApi for DetachedAgents {
         _event: AgentEvent,
         _options: AgentRuntimeRequestOptions,
     ) -> AgentsFuture<'a, AgentRuntimeRequestResult> {
-        Box::pin(async { Err(AgentsError::Unavailable { operation: "request" }) })
+        Box::pin(async {
+            Err(AgentsError::Unavailable {
+                operation: "request",
+            })
+        })
     }
 
-    fn send<'a>(&'a self, _target: &'a str, _event: AgentEvent) -> AgentsFuture<'a, AgentRuntimeSendResult> {
+    fn send<'a>(
+        &'a self,
+        _target: &'a str,
+        _event: AgentEvent,
+    ) -> AgentsFuture<'a, AgentRuntimeSendResult> {
         Box::pin(async { Err(AgentsError::Unavailable { operation: "send" }) })
     }
 
@@ -162,7 +174,11 @@ impl AgentsApi for DetachedAgents {
     }
 
     fn catalog(&self) -> AgentsFuture<'_, AgentRuntimeCatalogResult> {
-        Box::pin(async { Err(AgentsError::Unavailable { operation: "catalog" }) })
+        Box::pin(async {
+            Err(AgentsError::Unavailable {
+                operation: "catalog",
+            })
+        })
     }
 }
 

@@ -11,8 +11,7 @@
 //! that Turn. The id→position index is built lazily on the first
 //! `replace`/`remove` and rebuilt only after removals shift positions.
 
-use crate::error::PipelineError;
-use goondan_store::TurnJournal;
+use goondan_store::{StoreError, TurnJournal};
 use goondan_types::{Message, MessageEvent, ModelMessage};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -158,21 +157,19 @@ impl ConversationState {
         let event_index = self.events.len();
         match &event {
             MessageEvent::Append { message } => self.push(message.clone()),
-            MessageEvent::Replace { target_id, message } => {
-                match self.position(target_id) {
-                    Some(position) => {
-                        let slot = self.slot_mut(position);
-                        let old_id = std::mem::replace(slot, message.clone()).id;
-                        if old_id != message.id {
-                            if let Some(index) = &mut self.index {
-                                index.remove(&old_id);
-                                index.insert(message.id.clone(), position);
-                            }
+            MessageEvent::Replace { target_id, message } => match self.position(target_id) {
+                Some(position) => {
+                    let slot = self.slot_mut(position);
+                    let old_id = std::mem::replace(slot, message.clone()).id;
+                    if old_id != message.id {
+                        if let Some(index) = &mut self.index {
+                            index.remove(&old_id);
+                            index.insert(message.id.clone(), position);
                         }
                     }
-                    None => self.warn("replace", target_id, event_index),
                 }
-            }
+                None => self.warn("replace", target_id, event_index),
+            },
             MessageEvent::Remove { target_id } => match self.position(target_id) {
                 Some(position) => self.remove_at(position),
                 None => self.warn("remove", target_id, event_index),
@@ -360,7 +357,7 @@ impl Conversation {
     }
 
     /// Records `event` in the journal, then applies it.
-    pub fn emit(&self, event: MessageEvent) -> Result<(), PipelineError> {
+    pub fn emit(&self, event: MessageEvent) -> Result<(), StoreError> {
         let mut inner = self.lock();
         let inner = &mut *inner;
         inner.journal.record_event(&inner.turn_id, &event)?;
@@ -369,7 +366,7 @@ impl Conversation {
     }
 
     /// Folds the Turn's events into the base and commits it in the journal.
-    pub(crate) fn commit(&self) -> Result<(), PipelineError> {
+    pub(crate) fn commit(&self) -> Result<(), StoreError> {
         let mut inner = self.lock();
         let inner = &mut *inner;
         let events = inner.state.fold();
@@ -402,7 +399,11 @@ mod tests {
     }
 
     fn texts(state: &ConversationState) -> Vec<String> {
-        state.next_messages().iter().map(|m| m.data.text()).collect()
+        state
+            .next_messages()
+            .iter()
+            .map(|m| m.data.text())
+            .collect()
     }
 
     /// Recomputes `base + SUM(events)` from scratch, the slow way.
@@ -427,23 +428,52 @@ mod tests {
     fn next_messages_equal_base_plus_sum_of_events_after_every_event() {
         let base = vec![message("a", "A"), message("b", "B"), message("c", "C")];
         let events = vec![
-            MessageEvent::Append { message: message("d", "D") },
-            MessageEvent::Replace { target_id: "d".into(), message: message("d2", "D2") },
-            MessageEvent::Remove { target_id: "b".into() },
-            MessageEvent::Replace { target_id: "a".into(), message: message("a2", "A2") },
-            MessageEvent::Append { message: message("e", "E") },
-            MessageEvent::Remove { target_id: "e".into() },
-            MessageEvent::Remove { target_id: "c".into() },
+            MessageEvent::Append {
+                message: message("d", "D"),
+            },
+            MessageEvent::Replace {
+                target_id: "d".into(),
+                message: message("d2", "D2"),
+            },
+            MessageEvent::Remove {
+                target_id: "b".into(),
+            },
+            MessageEvent::Replace {
+                target_id: "a".into(),
+                message: message("a2", "A2"),
+            },
+            MessageEvent::Append {
+                message: message("e", "E"),
+            },
+            MessageEvent::Remove {
+                target_id: "e".into(),
+            },
+            MessageEvent::Remove {
+                target_id: "c".into(),
+            },
             MessageEvent::Truncate,
-            MessageEvent::Append { message: message("f", "F") },
-            MessageEvent::Replace { target_id: "f".into(), message: message("f2", "F2") },
+            MessageEvent::Append {
+                message: message("f", "F"),
+            },
+            MessageEvent::Replace {
+                target_id: "f".into(),
+                message: message("f2", "F2"),
+            },
         ];
         let mut state = ConversationState::new(base.clone());
         for (n, event) in events.iter().enumerate() {
             state.apply(event.clone());
-            assert_eq!(texts(&state), refold(&base, &events[..=n]), "after event {n}");
+            assert_eq!(
+                texts(&state),
+                refold(&base, &events[..=n]),
+                "after event {n}"
+            );
             assert_eq!(state.events().len(), n + 1);
-            assert_eq!(state.base_messages().len(), 3, "base is the turn-start snapshot");
+            assert_eq!(
+                state.base_messages().len(),
+                3,
+                "base is the turn-start snapshot"
+            );
         }
         assert!(state.warnings().is_empty());
         let folded = state.fold();
@@ -456,9 +486,16 @@ mod tests {
     #[test]
     fn replace_or_remove_of_a_missing_target_leaves_a_warning_and_goes_on() {
         let mut state = ConversationState::new(vec![message("a", "A")]);
-        state.apply(MessageEvent::Remove { target_id: "nope".into() });
-        state.apply(MessageEvent::Replace { target_id: "gone".into(), message: message("x", "X") });
-        state.apply(MessageEvent::Append { message: message("b", "B") });
+        state.apply(MessageEvent::Remove {
+            target_id: "nope".into(),
+        });
+        state.apply(MessageEvent::Replace {
+            target_id: "gone".into(),
+            message: message("x", "X"),
+        });
+        state.apply(MessageEvent::Append {
+            message: message("b", "B"),
+        });
         assert_eq!(texts(&state), vec!["A", "B"]);
         assert_eq!(state.events().len(), 3, "the events stay in the log");
         let warnings = state.warnings();
@@ -473,18 +510,33 @@ mod tests {
     #[test]
     fn appends_do_not_copy_the_base() {
         let mut state = ConversationState::new(vec![message("a", "A")]);
-        state.apply(MessageEvent::Append { message: message("b", "B") });
+        state.apply(MessageEvent::Append {
+            message: message("b", "B"),
+        });
         assert!(matches!(state.next, NextMessages::Shared { .. }));
-        assert!(state.index.is_none(), "no index until a replace/remove needs it");
-        state.apply(MessageEvent::Remove { target_id: "b".into() });
-        assert!(matches!(state.next, NextMessages::Shared { .. }), "tail removals stay shared");
+        assert!(
+            state.index.is_none(),
+            "no index until a replace/remove needs it"
+        );
+        state.apply(MessageEvent::Remove {
+            target_id: "b".into(),
+        });
+        assert!(
+            matches!(state.next, NextMessages::Shared { .. }),
+            "tail removals stay shared"
+        );
         assert_eq!(texts(&state), vec!["A"]);
     }
 
     #[test]
     fn to_llm_messages_are_the_data_of_next_messages() {
         let mut state = ConversationState::new(vec![message("a", "A")]);
-        state.apply(MessageEvent::Append { message: message("b", "B") });
-        assert_eq!(state.to_llm_messages(), vec![ModelMessage::user("A"), ModelMessage::user("B")]);
+        state.apply(MessageEvent::Append {
+            message: message("b", "B"),
+        });
+        assert_eq!(
+            state.to_llm_messages(),
+            vec![ModelMessage::user("A"), ModelMessage::user("B")]
+        );
     }
 }

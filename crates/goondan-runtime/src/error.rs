@@ -103,7 +103,9 @@ pub enum AgentError {
         entry: String,
     },
     /// An entry is a script file, which needs the plugin host.
-    #[error("{kind} '{resource}' has script entry '{entry}', but script entries are not supported yet")]
+    #[error(
+        "{kind} '{resource}' has script entry '{entry}', but script entries are not supported yet"
+    )]
     ScriptEntryUnsupported {
         /// `Tool` or `Extension`.
         kind: &'static str,

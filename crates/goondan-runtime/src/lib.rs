@@ -23,6 +23,10 @@ pub mod events;
 pub mod extension;
 pub mod pipeline;
 pub mod tool;
+pub mod turn;
+
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 
 pub use agents::{AgentsApi, AgentsError, AsyncResponseInbox, DetachedAgents, InterAgentResponse};
 pub use conversation::{Conversation, ConversationState, FoldWarning, MessagesView};
@@ -37,3 +41,7 @@ pub use pipeline::{
     StepNext, ToolCallContext, ToolCallNext, TurnContext, TurnNext,
 };
 pub use tool::{handler_fn, ToolContext, ToolFailure, ToolHandler, ToolRegistry};
+pub use turn::{
+    Agent, AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition,
+    ToolExportDefinition,
+};

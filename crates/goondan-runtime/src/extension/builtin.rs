@@ -97,6 +97,9 @@ mod tests {
     #[test]
     fn entries_are_builtin_or_script() {
         assert_eq!(Entry::parse("builtin:bash"), Entry::Builtin("bash".into()));
-        assert_eq!(Entry::parse("./tools/x.ts"), Entry::Script("./tools/x.ts".into()));
+        assert_eq!(
+            Entry::parse("./tools/x.ts"),
+            Entry::Script("./tools/x.ts".into())
+        );
     }
 }

@@ -24,7 +24,12 @@ impl std::fmt::Debug for EventBus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let inner = self.lock();
         f.debug_map()
-            .entries(inner.handlers.iter().map(|(event, handlers)| (event, handlers.len())))
+            .entries(
+                inner
+                    .handlers
+                    .iter()
+                    .map(|(event, handlers)| (event, handlers.len())),
+            )
             .finish()
     }
 }
@@ -91,7 +96,12 @@ impl EventBus {
             .lock()
             .handlers
             .get(event)
-            .map(|handlers| handlers.iter().map(|(_, handler)| Arc::clone(handler)).collect())
+            .map(|handlers| {
+                handlers
+                    .iter()
+                    .map(|(_, handler)| Arc::clone(handler))
+                    .collect()
+            })
             .unwrap_or_default();
         for handler in &handlers {
             handler(payload);

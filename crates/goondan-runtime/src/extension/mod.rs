@@ -50,14 +50,22 @@ impl From<ToolRegistrationError> for ExtensionInitError {
 pub trait Extension: Send + Sync {
     /// Registers middlewares, tools and event handlers. `config` is the
     /// resource's `spec.config` (`null` when absent).
-    fn register(&self, api: &mut ExtensionApi<'_>, config: &JsonValue) -> Result<(), ExtensionInitError>;
+    fn register(
+        &self,
+        api: &mut ExtensionApi<'_>,
+        config: &JsonValue,
+    ) -> Result<(), ExtensionInitError>;
 }
 
 impl<F> Extension for F
 where
     F: Fn(&mut ExtensionApi<'_>, &JsonValue) -> Result<(), ExtensionInitError> + Send + Sync,
 {
-    fn register(&self, api: &mut ExtensionApi<'_>, config: &JsonValue) -> Result<(), ExtensionInitError> {
+    fn register(
+        &self,
+        api: &mut ExtensionApi<'_>,
+        config: &JsonValue,
+    ) -> Result<(), ExtensionInitError> {
         self(api, config)
     }
 }

@@ -34,7 +34,9 @@ impl ExtensionState {
     fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
         // The slot is replaced whole, so a poisoned lock still holds a
         // complete value.
-        self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.slot
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The extension's name.
@@ -65,7 +67,11 @@ pub struct ExtensionStates {
 
 impl ExtensionStates {
     /// Restores the state of `name` from `store`.
-    pub fn restore(&mut self, store: &mut dyn ExtensionStateStore, name: &str) -> Result<ExtensionState, StoreError> {
+    pub fn restore(
+        &mut self,
+        store: &mut dyn ExtensionStateStore,
+        name: &str,
+    ) -> Result<ExtensionState, StoreError> {
         let value = store.load(name)?.unwrap_or(JsonValue::Null);
         let state = ExtensionState::new(name, value);
         self.states.push(state.clone());
@@ -105,7 +111,11 @@ mod tests {
         assert_eq!(fresh.get(), JsonValue::Null);
         assert_eq!(states.flush(&mut store).unwrap(), 0, "nothing changed");
         skills.set(json!({"selected": ["a"]}));
-        assert_eq!(states.flush(&mut store).unwrap(), 0, "same value is no change");
+        assert_eq!(
+            states.flush(&mut store).unwrap(),
+            0,
+            "same value is no change"
+        );
         fresh.set(json!(1));
         assert_eq!(states.flush(&mut store).unwrap(), 1);
         assert_eq!(store.load("fresh").unwrap(), Some(json!(1)));

@@ -129,7 +129,10 @@ impl RuntimeContext {
             source_name: event.source.name.clone(),
             created_at: event.created_at.clone(),
             instance_key: event.instance_key.clone().filter(|key| !key.is_empty()),
-            event_metadata: event.metadata.clone().filter(|metadata| !metadata.is_empty()),
+            event_metadata: event
+                .metadata
+                .clone()
+                .filter(|metadata| !metadata.is_empty()),
         };
         let text = |key: &str| {
             event
@@ -270,7 +273,7 @@ macro_rules! conversation_accessors {
         /// Records `event` and applies it to the conversation; it is part of
         /// this Turn's `SUM(events)` from now on.
         pub fn emit_message_event(&self, event: MessageEvent) -> Result<(), PipelineError> {
-            self.conversation.emit(event)
+            Ok(self.conversation.emit(event)?)
         }
     };
 }
@@ -361,8 +364,8 @@ impl StepContext {
         &self.previous_steps
     }
 
-    pub(crate) fn conversation(&self) -> &Conversation {
-        &self.conversation
+    pub(crate) fn turn_info_handle(&self) -> &Arc<TurnInfo> {
+        &self.info
     }
 }
 

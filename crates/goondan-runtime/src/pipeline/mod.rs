@@ -44,7 +44,7 @@
 //!
 //! A wrong middleware, which the compiler rejects:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0382
 //! use goondan_runtime::pipeline::{PipelineRegistry, MiddlewareOptions};
 //! let mut registry = PipelineRegistry::new();
 //! registry.step(
@@ -82,8 +82,8 @@
 pub mod context;
 
 pub use context::{
-    RuntimeAgentContext, RuntimeCallContext, RuntimeContext, RuntimeInboundContext,
-    RuntimePrompt, RuntimeSwarmContext, StepContext, ToolCallContext, TurnContext, TurnInfo,
+    RuntimeAgentContext, RuntimeCallContext, RuntimeContext, RuntimeInboundContext, RuntimePrompt,
+    RuntimeSwarmContext, StepContext, ToolCallContext, TurnContext, TurnInfo,
 };
 
 use crate::error::PipelineError;

@@ -106,7 +106,11 @@ impl ToolExecutor {
 
     /// A validator for `item`, compiled once and reused while the item's
     /// schema stays the same.
-    fn validator(&self, name: &str, schema: &JsonObject) -> Result<Arc<jsonschema::Validator>, String> {
+    fn validator(
+        &self,
+        name: &str,
+        schema: &JsonObject,
+    ) -> Result<Arc<jsonschema::Validator>, String> {
         let mut cache = self
             .validators
             .lock()
@@ -150,10 +154,14 @@ impl ToolExecutor {
                 ctx,
                 ToolFailure::new(
                     codes::HANDLER_MISSING,
-                    format!("Tool '{name}' is in the catalog, but no handler is registered for it."),
+                    format!(
+                        "Tool '{name}' is in the catalog, but no handler is registered for it."
+                    ),
                 )
                 .with_name("ToolHandlerMissingError")
-                .with_suggestion("Register a handler with api.tools.register for every catalog item you add."),
+                .with_suggestion(
+                    "Register a handler with api.tools.register for every catalog item you add.",
+                ),
             );
         };
         let limit = registered.error_message_limit;
@@ -192,10 +200,15 @@ impl ToolExecutor {
                     ctx,
                     ToolFailure::new(
                         codes::INVALID_ARGS,
-                        format!("Arguments for '{name}' do not match its schema: {}", problems.join("; ")),
+                        format!(
+                            "Arguments for '{name}' do not match its schema: {}",
+                            problems.join("; ")
+                        ),
                     )
                     .with_name("ToolInputError")
-                    .with_suggestion("Call the tool again with arguments that match its parameters schema."),
+                    .with_suggestion(
+                        "Call the tool again with arguments that match its parameters schema.",
+                    ),
                     limit,
                 );
             }
@@ -237,7 +250,12 @@ impl ToolExecutor {
                     .map(|text| (*text).to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a non-text panic payload".to_string());
-                tracing::error!(tool_name = name, tool_call_id = ctx.tool_call_id(), detail, "tool handler panicked");
+                tracing::error!(
+                    tool_name = name,
+                    tool_call_id = ctx.tool_call_id(),
+                    detail,
+                    "tool handler panicked"
+                );
                 failure(
                     ctx,
                     ToolFailure::new(codes::PANICKED, format!("Tool '{name}' panicked: {detail}"))
@@ -270,7 +288,10 @@ pub struct ToolCallCore<'a> {
 }
 
 impl Core<ToolCallContext> for ToolCallCore<'_> {
-    fn run<'a>(&'a self, ctx: &'a mut ToolCallContext) -> BoxFuture<'a, LayerResult<ToolCallContext>> {
+    fn run<'a>(
+        &'a self,
+        ctx: &'a mut ToolCallContext,
+    ) -> BoxFuture<'a, LayerResult<ToolCallContext>> {
         Box::pin(async move { Ok(self.executor.execute(self.catalog, ctx).await) })
     }
 }
@@ -294,6 +315,9 @@ mod tests {
     fn truncation_counts_characters_not_bytes() {
         let korean = "가".repeat(5);
         assert_eq!(truncate_error_message(&korean, 5), korean);
-        assert_eq!(truncate_error_message(&korean, 4), format!("{}... (truncated)", "가".repeat(4)));
+        assert_eq!(
+            truncate_error_message(&korean, 4),
+            format!("{}... (truncated)", "가".repeat(4))
+        );
     }
 }

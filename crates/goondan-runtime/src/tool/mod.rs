@@ -18,7 +18,9 @@
 pub mod executor;
 pub mod registry;
 
-pub use executor::{truncate_error_message, ToolCallPolicy, ToolExecutor, DEFAULT_ERROR_MESSAGE_LIMIT};
+pub use executor::{
+    truncate_error_message, ToolCallPolicy, ToolExecutor, DEFAULT_ERROR_MESSAGE_LIMIT,
+};
 pub use registry::{RegisteredTool, ToolRegistrationError, ToolRegistry};
 
 use crate::agents::AgentsApi;
@@ -197,7 +199,10 @@ where
 /// Wraps a closure as a shared handler.
 pub fn handler_fn<F>(handler: F) -> Arc<dyn ToolHandler>
 where
-    F: for<'a> Fn(&'a ToolContext, JsonObject) -> BoxFuture<'a, ToolOutcome> + Send + Sync + 'static,
+    F: for<'a> Fn(&'a ToolContext, JsonObject) -> BoxFuture<'a, ToolOutcome>
+        + Send
+        + Sync
+        + 'static,
 {
     Arc::new(handler)
 }

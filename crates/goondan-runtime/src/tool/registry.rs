@@ -148,7 +148,11 @@ impl ToolRegistry {
     /// Every tool as a catalog item, in registration order: the starting
     /// catalog of a Step.
     pub fn catalog(&self) -> Vec<ToolCatalogItem> {
-        self.read().tools.iter().map(|tool| tool.item.clone()).collect()
+        self.read()
+            .tools
+            .iter()
+            .map(|tool| tool.item.clone())
+            .collect()
     }
 
     /// How many tools are registered.
@@ -184,8 +188,12 @@ mod tests {
             let error = registry.register(item(bad), handler.clone()).unwrap_err();
             assert_eq!(error.code(), "E_TOOL_INVALID_NAME", "{bad}");
         }
-        registry.register(item("weather__get"), handler.clone()).unwrap();
-        let error = registry.register(item("weather__get"), handler).unwrap_err();
+        registry
+            .register(item("weather__get"), handler.clone())
+            .unwrap();
+        let error = registry
+            .register(item("weather__get"), handler)
+            .unwrap_err();
         assert_eq!(error.code(), "E_TOOL_DUPLICATE");
         assert_eq!(registry.catalog().len(), 1);
     }

@@ -1,0 +1,551 @@
+//! The agent instance and its Turn loop (`runtime.md` §7): assembling an
+//! agent from its definition, recovering an interrupted Turn, running one
+//! Turn through the `turn` chain, the Step loop inside it, folding and
+//! committing the conversation, and the runtime events of it all.
+//!
+//! The Step itself (model call and tool calls) is in [`step`].
+
+pub mod definition;
+mod step;
+
+pub use definition::{
+    AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, ToolExportDefinition,
+    DEFAULT_MAX_STEPS_PER_TURN,
+};
+
+use crate::agents::{AgentsApi, AsyncResponseInbox};
+use crate::conversation::{Conversation, ConversationState, StateGuard};
+use crate::error::{AgentError, PipelineError};
+use crate::events::RuntimeEventSink;
+use crate::extension::{Entry, EventBus, ExtensionApi, ExtensionStates};
+use crate::pipeline::context::StepParts;
+use crate::pipeline::{
+    Core, LayerResult, Pipeline, PipelineRegistry, RuntimeContext, StepContext, TurnContext,
+    TurnInfo,
+};
+use crate::tool::{ToolExecutor, ToolRegistry};
+use futures_util::future::BoxFuture;
+use goondan_model::{Model, ModelParams, StreamObserver};
+use goondan_store::ExtensionStateStore;
+use goondan_types::agents::INTER_AGENT_RESPONSE_METADATA_KEY;
+use goondan_types::trace::{new_span_id, new_trace_id, random_hex};
+use goondan_types::{
+    AgentEvent, JsonObject, JsonValue, Message, MessageEvent, MessageSource, ModelMessage,
+    RuntimeEvent, RuntimeEventBase, StepResult, TokenUsage, ToolCatalogItem, ToolSource,
+    ToolSourceType, TraceContext, TurnError, TurnFinishReason, TurnResult,
+};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use step::{StepCore, StepOutcome};
+
+/// The parts of an agent every Turn reads.
+struct AgentCore {
+    agent_name: String,
+    instance_key: String,
+    model: Arc<dyn Model>,
+    model_name: String,
+    model_params: ModelParams,
+    max_steps_per_turn: u32,
+    runtime_agent: crate::pipeline::RuntimeAgentContext,
+    swarm: crate::pipeline::RuntimeSwarmContext,
+    pipeline: Pipeline,
+    executor: ToolExecutor,
+    agents: Arc<dyn AgentsApi>,
+    inbox: AsyncResponseInbox,
+    runtime_events: Arc<dyn RuntimeEventSink>,
+}
+
+impl AgentCore {
+    fn emit(&self, event: RuntimeEvent) {
+        self.runtime_events.emit(event);
+    }
+
+    fn event_base(&self, trace: &TraceContext) -> RuntimeEventBase {
+        RuntimeEventBase {
+            timestamp: goondan_types::now_iso(),
+            agent_name: self.agent_name.clone(),
+            instance_key: self.instance_key.clone(),
+            trace_id: trace.trace_id.clone(),
+            span_id: trace.span_id.clone(),
+            parent_span_id: trace.parent_span_id.clone(),
+        }
+    }
+}
+
+/// One running agent instance: its pipeline, tools, conversation and
+/// extension state. Turns run one at a time (`&mut self`).
+pub struct Agent {
+    core: AgentCore,
+    conversation: Conversation,
+    extension_states: ExtensionStates,
+    extension_store: Box<dyn ExtensionStateStore>,
+    event_bus: EventBus,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("agent_name", &self.core.agent_name)
+            .field("instance_key", &self.core.instance_key)
+            .field("pipeline", &self.core.pipeline)
+            .finish_non_exhaustive()
+    }
+}
+
+fn milliseconds(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Agent {
+    /// Assembles the agent: resolves tool and extension entries, restores
+    /// the conversation (folding and committing the events of an
+    /// interrupted Turn) and extension state, then runs every extension's
+    /// `register` in `spec.extensions` order.
+    ///
+    /// An extension whose `register` fails stops the start with
+    /// [`AgentError::ExtensionInit`] naming it.
+    pub fn start(
+        definition: AgentDefinition,
+        services: AgentServices,
+    ) -> Result<Agent, AgentError> {
+        let AgentServices {
+            mut journal,
+            mut extension_state,
+            builtins,
+            agents,
+            inbox,
+            runtime_events,
+        } = services;
+
+        let tools = ToolRegistry::new();
+        for tool in &definition.tools {
+            let mut handlers = match Entry::parse(&tool.entry) {
+                Entry::Builtin(name) => {
+                    builtins
+                        .tool(&name)
+                        .ok_or_else(|| AgentError::UnknownBuiltin {
+                            kind: "Tool",
+                            resource: tool.name.clone(),
+                            entry: tool.entry.clone(),
+                        })?
+                }
+                Entry::Script(_) => {
+                    return Err(AgentError::ScriptEntryUnsupported {
+                        kind: "Tool",
+                        resource: tool.name.clone(),
+                        entry: tool.entry.clone(),
+                    })
+                }
+            };
+            for export in &tool.exports {
+                let handler =
+                    handlers
+                        .remove(&export.name)
+                        .ok_or_else(|| AgentError::MissingHandler {
+                            tool: tool.name.clone(),
+                            export: export.name.clone(),
+                        })?;
+                let item = ToolCatalogItem {
+                    name: format!(
+                        "{}{}{}",
+                        tool.name,
+                        goondan_types::tool::TOOL_NAME_SEPARATOR,
+                        export.name
+                    ),
+                    description: export.description.clone(),
+                    parameters: export.parameters.clone(),
+                    source: Some(ToolSource {
+                        source_type: ToolSourceType::Config,
+                        name: tool.name.clone(),
+                    }),
+                };
+                tools.register_with_limit(
+                    item,
+                    handler,
+                    tool.error_message_limit
+                        .unwrap_or(crate::tool::DEFAULT_ERROR_MESSAGE_LIMIT),
+                )?;
+            }
+        }
+
+        let loaded = journal.load()?;
+        for warning in &loaded.warnings {
+            tracing::warn!(agent = %definition.agent_name, warning, "conversation restored with a warning");
+        }
+        let conversation = Conversation::new(ConversationState::new(loaded.base), journal);
+        if !loaded.pending_events.is_empty() {
+            let turn_id = loaded.pending_turn_id.unwrap_or_default();
+            tracing::info!(
+                agent = %definition.agent_name,
+                turn_id,
+                events = loaded.pending_events.len(),
+                "folding the events of an interrupted turn"
+            );
+            conversation.replay(&turn_id, loaded.pending_events);
+            conversation.commit()?;
+        }
+
+        let mut registry = PipelineRegistry::new();
+        let event_bus = EventBus::new();
+        let mut extension_states = ExtensionStates::default();
+        for extension in &definition.extensions {
+            let implementation = match Entry::parse(&extension.entry) {
+                Entry::Builtin(name) => {
+                    builtins
+                        .extension(&name)
+                        .ok_or_else(|| AgentError::UnknownBuiltin {
+                            kind: "Extension",
+                            resource: extension.name.clone(),
+                            entry: extension.entry.clone(),
+                        })?
+                }
+                Entry::Script(_) => {
+                    return Err(AgentError::ScriptEntryUnsupported {
+                        kind: "Extension",
+                        resource: extension.name.clone(),
+                        entry: extension.entry.clone(),
+                    })
+                }
+            };
+            let state = extension_states.restore(&mut *extension_state, &extension.name)?;
+            let mut api = ExtensionApi::new(
+                &extension.name,
+                &mut registry,
+                tools.clone(),
+                state,
+                event_bus.clone(),
+            );
+            implementation
+                .register(&mut api, &extension.config)
+                .map_err(|error| AgentError::ExtensionInit {
+                    extension: extension.name.clone(),
+                    message: error.message,
+                })?;
+        }
+
+        let executor = ToolExecutor::new(
+            tools,
+            definition.tool_call_policy,
+            definition.workdir,
+            Arc::clone(&agents),
+        );
+        Ok(Agent {
+            core: AgentCore {
+                agent_name: definition.agent_name,
+                instance_key: definition.instance_key,
+                model: definition.model,
+                model_name: definition.model_name,
+                model_params: definition.model_params,
+                max_steps_per_turn: definition.max_steps_per_turn,
+                runtime_agent: definition.runtime_agent,
+                swarm: definition.swarm,
+                pipeline: registry.build(),
+                executor,
+                agents,
+                inbox,
+                runtime_events,
+            },
+            conversation,
+            extension_states,
+            extension_store: extension_state,
+            event_bus,
+        })
+    }
+
+    /// The agent's name.
+    pub fn agent_name(&self) -> &str {
+        &self.core.agent_name
+    }
+
+    /// The instance key.
+    pub fn instance_key(&self) -> &str {
+        &self.core.instance_key
+    }
+
+    /// Reads the conversation.
+    pub fn conversation(&self) -> StateGuard<'_> {
+        self.conversation.state()
+    }
+
+    /// The tool registry (config tools and extension tools).
+    pub fn tools(&self) -> &ToolRegistry {
+        self.core.executor.registry()
+    }
+
+    /// The in-process event bus extensions share.
+    pub fn event_bus(&self) -> &EventBus {
+        &self.event_bus
+    }
+
+    /// The inbox async answers are pushed to.
+    pub fn inbox(&self) -> &AsyncResponseInbox {
+        &self.core.inbox
+    }
+
+    /// Runs one Turn for `event`, reporting model text deltas to
+    /// `observer`.
+    ///
+    /// On success the Turn's events are folded into the base and committed
+    /// after the whole `turn` chain has returned. On failure the events
+    /// stay pending in the journal (nothing emitted is lost), `turn.failed`
+    /// is emitted, and the result has `finishReason: error`; the pending
+    /// events are folded before the next Turn starts.
+    pub async fn run_turn(
+        &mut self,
+        event: AgentEvent,
+        observer: &dyn StreamObserver,
+    ) -> TurnResult {
+        let turn_id = format!("turn_{}", random_hex(12));
+        let started = Instant::now();
+        let trace = TraceContext {
+            trace_id: event
+                .trace_id
+                .clone()
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(new_trace_id),
+            span_id: new_span_id(),
+            parent_span_id: event.parent_span_id.clone(),
+        };
+        self.core.emit(RuntimeEvent::TurnStarted {
+            base: self.core.event_base(&trace),
+            turn_id: turn_id.clone(),
+        });
+        let outcome = self.run_turn_inner(&turn_id, &trace, event, observer).await;
+        if let Err(error) = self.extension_states.flush(&mut *self.extension_store) {
+            tracing::error!(code = error.code(), %error, "could not write extension state");
+        }
+        match outcome {
+            Ok((result, stats)) => {
+                self.core.emit(RuntimeEvent::TurnCompleted {
+                    base: self.core.event_base(&trace),
+                    turn_id,
+                    step_count: stats.step_count,
+                    duration: milliseconds(started),
+                    token_usage: Some(stats.token_usage),
+                });
+                result
+            }
+            Err(error) => {
+                tracing::warn!(turn_id, code = error.code(), %error, "turn failed; its events stay pending");
+                self.core.emit(RuntimeEvent::TurnFailed {
+                    base: self.core.event_base(&trace),
+                    turn_id: turn_id.clone(),
+                    duration: milliseconds(started),
+                    error_message: error.to_string(),
+                });
+                TurnResult {
+                    turn_id,
+                    response_message: None,
+                    finish_reason: TurnFinishReason::Error,
+                    error: Some(TurnError {
+                        message: error.to_string(),
+                        code: Some(error.code().to_string()),
+                    }),
+                }
+            }
+        }
+    }
+
+    async fn run_turn_inner(
+        &mut self,
+        turn_id: &str,
+        trace: &TraceContext,
+        event: AgentEvent,
+        observer: &dyn StreamObserver,
+    ) -> Result<(TurnResult, TurnStats), PipelineError> {
+        // Events a failed Turn left pending are folded first, exactly as
+        // recovery after a crash does.
+        if !self.conversation.state().events().is_empty() {
+            self.conversation.commit()?;
+        }
+        self.conversation.begin_turn(turn_id);
+        let runtime = RuntimeContext::for_event(
+            self.core.runtime_agent.clone(),
+            self.core.swarm.clone(),
+            &event,
+        );
+        let info = Arc::new(TurnInfo {
+            agent_name: self.core.agent_name.clone(),
+            instance_key: self.core.instance_key.clone(),
+            turn_id: turn_id.to_string(),
+            trace: trace.clone(),
+            input_event: event,
+            runtime,
+        });
+        let mut ctx = TurnContext::new(
+            info,
+            Arc::clone(&self.core.agents),
+            self.conversation.clone(),
+        );
+        let turn_core = TurnCore {
+            agent: &self.core,
+            observer,
+            stats: Mutex::new(TurnStats::default()),
+        };
+        let result = self.core.pipeline.run(&mut ctx, &turn_core).await?;
+        self.conversation.commit()?;
+        let stats = turn_core
+            .stats
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Ok((result, stats))
+    }
+}
+
+/// Counters of one Turn for `turn.completed`.
+#[derive(Debug, Default, Clone, Copy)]
+struct TurnStats {
+    step_count: u32,
+    token_usage: TokenUsage,
+}
+
+/// The core of the `turn` chain: the user message, then the Step loop.
+struct TurnCore<'a> {
+    agent: &'a AgentCore,
+    observer: &'a dyn StreamObserver,
+    stats: Mutex<TurnStats>,
+}
+
+impl TurnCore<'_> {
+    fn record(&self, usage: Option<TokenUsage>) {
+        let mut stats = self
+            .stats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        stats.step_count += 1;
+        if let Some(usage) = usage {
+            stats.token_usage += usage;
+        }
+    }
+
+    fn input_message(event: &AgentEvent) -> Message {
+        let mut message = Message::new(
+            ModelMessage::user(event.input.clone().unwrap_or_default()),
+            MessageSource::User,
+        );
+        let metadata = &mut message.metadata;
+        metadata.insert("__goondanInbound".into(), JsonValue::Bool(true));
+        metadata.insert("eventId".into(), JsonValue::String(event.id.clone()));
+        metadata.insert(
+            "sourceKind".into(),
+            serde_json::to_value(event.source.kind).unwrap_or(JsonValue::Null),
+        );
+        metadata.insert(
+            "sourceName".into(),
+            JsonValue::String(event.source.name.clone()),
+        );
+        if let Some(trace_id) = &event.trace_id {
+            metadata.insert("traceId".into(), JsonValue::String(trace_id.clone()));
+        }
+        message
+    }
+
+    /// Appends every queued async answer as a user message.
+    fn inject_async_answers(&self, ctx: &TurnContext) -> Result<(), PipelineError> {
+        for answer in self.agent.inbox.drain() {
+            let mut message = Message::new(ModelMessage::user(answer.text), MessageSource::System);
+            let mut metadata = JsonObject::new();
+            metadata.insert(
+                INTER_AGENT_RESPONSE_METADATA_KEY.into(),
+                serde_json::to_value(&answer.metadata).unwrap_or(JsonValue::Null),
+            );
+            if let Some(trace_id) = &answer.metadata.trace_id {
+                metadata.insert("traceId".into(), JsonValue::String(trace_id.clone()));
+            }
+            message.metadata = metadata;
+            ctx.emit_message_event(MessageEvent::Append { message })?;
+        }
+        Ok(())
+    }
+
+    async fn step_loop(&self, ctx: &mut TurnContext) -> LayerResult<TurnContext> {
+        ctx.emit_message_event(MessageEvent::Append {
+            message: Self::input_message(ctx.input_event()),
+        })?;
+        let agent = self.agent;
+        let mut previous_steps: Vec<StepResult> = Vec::new();
+        let mut response_message = None;
+        let mut step_index: u32 = 0;
+        let finish_reason = loop {
+            if step_index >= agent.max_steps_per_turn {
+                break TurnFinishReason::MaxSteps;
+            }
+            self.inject_async_answers(ctx)?;
+            let step_id = format!("step_{}", random_hex(8));
+            let step_trace = ctx.trace().child();
+            let mut step_ctx = StepContext::new(StepParts {
+                info: ctx.info_handle(),
+                agents: Arc::clone(&agent.agents),
+                conversation: ctx.conversation().clone(),
+                step_index,
+                step_id: step_id.clone(),
+                trace: step_trace.clone(),
+                previous_steps: previous_steps.clone().into(),
+                tool_catalog: agent.executor.registry().catalog(),
+            });
+            agent.emit(RuntimeEvent::StepStarted {
+                base: agent.event_base(&step_trace),
+                step_id: step_id.clone(),
+                step_index,
+                turn_id: ctx.turn_id().to_string(),
+                llm_input_messages: None,
+            });
+            let started = Instant::now();
+            let step_core = StepCore {
+                agent,
+                observer: self.observer,
+                outcome: Mutex::new(StepOutcome::default()),
+            };
+            let result = agent.pipeline.run(&mut step_ctx, &step_core).await;
+            let outcome = step_core
+                .outcome
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let result = match result {
+                Ok(result) => result,
+                Err(error) => {
+                    agent.emit(RuntimeEvent::StepFailed {
+                        base: agent.event_base(&step_trace),
+                        step_id,
+                        step_index,
+                        turn_id: ctx.turn_id().to_string(),
+                        duration: milliseconds(started),
+                        error_message: error.to_string(),
+                    });
+                    return Err(error);
+                }
+            };
+            self.record(outcome.usage);
+            agent.emit(RuntimeEvent::StepCompleted {
+                base: agent.event_base(&step_trace),
+                step_id,
+                step_index,
+                turn_id: ctx.turn_id().to_string(),
+                tool_call_count: u32::try_from(result.tool_calls.len()).unwrap_or(u32::MAX),
+                duration: milliseconds(started),
+                token_usage: outcome.usage,
+            });
+            if outcome.assistant_message.is_some() {
+                response_message = outcome.assistant_message;
+            }
+            let should_continue = result.should_continue;
+            previous_steps.push(result);
+            step_index += 1;
+            if !should_continue {
+                break TurnFinishReason::TextResponse;
+            }
+        };
+        Ok(TurnResult {
+            turn_id: ctx.turn_id().to_string(),
+            response_message: response_message.map(|message| (*message).clone()),
+            finish_reason,
+            error: None,
+        })
+    }
+}
+
+impl Core<TurnContext> for TurnCore<'_> {
+    fn run<'a>(&'a self, ctx: &'a mut TurnContext) -> BoxFuture<'a, LayerResult<TurnContext>> {
+        Box::pin(self.step_loop(ctx))
+    }
+}

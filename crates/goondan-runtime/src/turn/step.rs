@@ -1,0 +1,185 @@
+//! The core of the `step` chain: build the model request from the
+//! conversation and the catalog as the step layers left it, call the
+//! model, record the assistant message (durable before any tool runs),
+//! then run each tool call in order through the `toolCall` chain and
+//! record its result.
+
+use super::{milliseconds, AgentCore};
+use crate::pipeline::context::ToolCallParts;
+use crate::pipeline::{Core, LayerResult, StepContext, ToolCallContext};
+use crate::tool::codes;
+use futures_util::future::BoxFuture;
+use goondan_model::{ModelRequest, StreamObserver, ToolSpec};
+use goondan_types::{
+    ContentPart, JsonObject, JsonValue, Message, MessageEvent, MessageSource, ModelMessage,
+    RuntimeEvent, StepResult, StepStatus, TokenUsage, ToolCallResult, ToolCallStatus,
+    ToolCatalogItem, ToolResultOutput,
+};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What the Turn loop needs to know about a Step beyond its result.
+#[derive(Debug, Default)]
+pub(super) struct StepOutcome {
+    pub(super) usage: Option<TokenUsage>,
+    pub(super) assistant_message: Option<Arc<Message>>,
+}
+
+pub(super) struct StepCore<'a> {
+    pub(super) agent: &'a AgentCore,
+    pub(super) observer: &'a dyn StreamObserver,
+    pub(super) outcome: Mutex<StepOutcome>,
+}
+
+/// How a catalog item is offered to the model. A missing schema is an
+/// object with no properties, which every provider accepts.
+fn tool_spec(item: &ToolCatalogItem) -> ToolSpec {
+    ToolSpec {
+        name: item.name.clone(),
+        description: item.description.clone().unwrap_or_default(),
+        parameters: item.parameters.clone().unwrap_or_else(|| {
+            let mut schema = JsonObject::new();
+            schema.insert("type".into(), JsonValue::String("object".into()));
+            schema.insert("properties".into(), JsonValue::Object(JsonObject::new()));
+            schema
+        }),
+    }
+}
+
+/// The tool-result part the model reads back.
+fn result_part(result: &ToolCallResult) -> ContentPart {
+    let output = match (&result.status, &result.error) {
+        (ToolCallStatus::Error, Some(error)) => {
+            ToolResultOutput::ErrorJson(serde_json::to_value(error).unwrap_or(JsonValue::Null))
+        }
+        (ToolCallStatus::Error, None) => ToolResultOutput::ErrorText("tool call failed".into()),
+        (ToolCallStatus::Ok, _) => match &result.output {
+            Some(JsonValue::String(text)) => ToolResultOutput::Text(text.clone()),
+            Some(value) => ToolResultOutput::Json(value.clone()),
+            None => ToolResultOutput::Json(JsonValue::Null),
+        },
+    };
+    ContentPart::tool_result(
+        result.tool_call_id.clone(),
+        result.tool_name.clone(),
+        output,
+    )
+}
+
+impl StepCore<'_> {
+    async fn run_step(&self, ctx: &mut StepContext) -> LayerResult<StepContext> {
+        let agent = self.agent;
+        let request = ModelRequest {
+            model: agent.model_name.clone(),
+            messages: ctx.conversation_state().to_llm_messages(),
+            tools: ctx.tool_catalog.iter().map(tool_spec).collect(),
+            params: agent.model_params.clone(),
+        };
+        let response = agent.model.generate(request, self.observer).await?;
+        let tool_calls = response.tool_calls();
+        let assistant = if response.content.is_empty() {
+            // An empty answer (typical right after tool results) ends the
+            // Turn normally; storing an empty assistant message would only
+            // make the next request invalid for some providers.
+            None
+        } else {
+            let message = Message::new(
+                ModelMessage::assistant(response.content),
+                MessageSource::Assistant {
+                    step_id: ctx.step_id().to_string(),
+                },
+            );
+            ctx.emit_message_event(MessageEvent::Append {
+                message: message.clone(),
+            })?;
+            Some(Arc::new(message))
+        };
+        {
+            let mut outcome = self
+                .outcome
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            outcome.usage = response.usage;
+            outcome.assistant_message = assistant.clone();
+        }
+
+        let mut tool_results = Vec::with_capacity(tool_calls.len());
+        if let Some(message) = assistant {
+            let tool_core = agent.executor.core(&ctx.tool_catalog);
+            for call in &tool_calls {
+                let trace = ctx.trace().child();
+                agent.emit(RuntimeEvent::ToolCalled {
+                    base: agent.event_base(&trace),
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    step_id: ctx.step_id().to_string(),
+                    turn_id: ctx.turn_id().to_string(),
+                });
+                let started = Instant::now();
+                let mut call_ctx = ToolCallContext::new(ToolCallParts {
+                    info: Arc::clone(ctx.turn_info_handle()),
+                    step_index: ctx.step_index(),
+                    step_id: ctx.step_id().to_string(),
+                    tool_name: call.name.clone(),
+                    tool_call_id: call.id.clone(),
+                    trace: trace.clone(),
+                    message: Arc::clone(&message),
+                    args: call.args.clone(),
+                });
+                let result = agent.pipeline.run(&mut call_ctx, &tool_core).await?;
+                let refused = result
+                    .error
+                    .as_ref()
+                    .and_then(|error| error.code.as_deref())
+                    .filter(|code| codes::is_runtime_refusal(code));
+                agent.emit(match refused {
+                    Some(_) => RuntimeEvent::ToolFailed {
+                        base: agent.event_base(&trace),
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        duration: milliseconds(started),
+                        step_id: ctx.step_id().to_string(),
+                        turn_id: ctx.turn_id().to_string(),
+                        error_message: result
+                            .error
+                            .as_ref()
+                            .map(|error| error.message.clone())
+                            .unwrap_or_default(),
+                    },
+                    None => RuntimeEvent::ToolCompleted {
+                        base: agent.event_base(&trace),
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        status: result.status,
+                        duration: milliseconds(started),
+                        step_id: ctx.step_id().to_string(),
+                        turn_id: ctx.turn_id().to_string(),
+                    },
+                });
+                ctx.emit_message_event(MessageEvent::Append {
+                    message: Message::new(
+                        ModelMessage::tool(vec![result_part(&result)]),
+                        MessageSource::Tool {
+                            tool_call_id: result.tool_call_id.clone(),
+                            tool_name: result.tool_name.clone(),
+                        },
+                    ),
+                })?;
+                tool_results.push(result);
+            }
+        }
+        Ok(StepResult {
+            status: StepStatus::Completed,
+            should_continue: !tool_calls.is_empty(),
+            tool_calls,
+            tool_results,
+            metadata: JsonObject::new(),
+        })
+    }
+}
+
+impl Core<StepContext> for StepCore<'_> {
+    fn run<'a>(&'a self, ctx: &'a mut StepContext) -> BoxFuture<'a, LayerResult<StepContext>> {
+        Box::pin(self.run_step(ctx))
+    }
+}
