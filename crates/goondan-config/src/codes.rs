@@ -182,6 +182,55 @@ impl Code {
         )
     }
 
+    /// The code whose string is `text`.
+    pub fn parse(text: &str) -> Option<Code> {
+        Code::ALL.into_iter().find(|code| code.as_str() == text)
+    }
+
+    /// The fix to offer when a diagnostic has no more specific one.
+    pub const fn default_suggestion(self) -> &'static str {
+        match self {
+            Code::Schema => "compare the resource with its kind's schema (resources.md)",
+            Code::ApiVersion => "set `apiVersion: goondan.ai/v1`",
+            Code::UnknownKind => {
+                "use Model, Agent, Swarm, Tool, Extension, Connector, Connection or Package"
+            }
+            Code::DuplicateName => "rename one of them",
+            Code::RefNotFound => "define the resource or fix the reference",
+            Code::RefAmbiguous => "add `package:` to the reference",
+            Code::RefInvalid => "write the reference as `Kind/name`",
+            Code::PathEscape => "use a relative path inside the bundle folder",
+            Code::FileNotFound => "create the file or fix the path",
+            Code::YamlLimit => {
+                "keep files under 1 MiB and 100 documents, nest less, use fewer aliases"
+            }
+            Code::YamlSyntax => "fix the YAML at the position shown",
+            Code::PackagePosition => "make the Package the first document of goondan.yaml",
+            Code::PackageNotFound => "only @goondan/base is available",
+            Code::EntryUnsupported => "use a `builtin:<name>` entry",
+            Code::BuiltinNotFound => "use the name of an existing built-in",
+            Code::ToolName => "remove `__` from the name",
+            Code::JsonSchema => "write `type: object` with `properties` and `required`",
+            Code::ValueSource => "write `value: ...` or `valueFrom: { env: NAME }`",
+            Code::MutuallyExclusive => "keep only one of the two fields",
+            Code::OutOfRange => "use a value inside the allowed range",
+            Code::NotSwarmMember => "add the agent to the swarm's agents",
+            Code::CapabilityMismatch => "use a model that declares the capability",
+            Code::UnsupportedProvider => "use anthropic, openai, google, scripted or replay",
+            Code::InvalidUrl => "write an absolute http(s) URL",
+            Code::EnvFile => "write one KEY=value per line",
+            Code::Unreadable => "check the file's permissions",
+            Code::BundleEmpty => "create goondan.yaml",
+            Code::EnvMissing | Code::EnvMissingWarning => {
+                "set the variable in the environment, .env, .env.local or an --env-file"
+            }
+            Code::SecretUnavailable => "use valueFrom.env",
+            Code::NamingConvention => "use lowercase letters, digits and `-`",
+            Code::PromptUnused => "add Extension/context-message to the agent's extensions",
+            Code::EventUndeclared => "match an event the connector declares",
+        }
+    }
+
     /// Where the code is documented.
     pub fn help_url(self) -> String {
         format!("https://docs.goondan.ai/errors/{}", self.as_str())
@@ -221,6 +270,8 @@ mod tests {
             };
             assert!(code.as_str().starts_with(prefix), "{code}");
             assert_eq!(code.diagnostic("x").is_error(), !code.is_warning());
+            assert_eq!(Code::parse(code.as_str()), Some(code));
+            assert!(!code.default_suggestion().is_empty());
         }
     }
 }

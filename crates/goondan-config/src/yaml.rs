@@ -130,12 +130,21 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Document>, YamlProblem> {
 }
 
 fn syntax(error: ScanError) -> YamlProblem {
+    let mark = Mark {
+        line: error.marker().line(),
+        column: error.marker().col() + 1,
+    };
+    // The scanner looks ahead of the parser and has its own nesting cap;
+    // hitting it is the same limit as ours, not a syntax error.
+    if error.info().contains("recursion limit") {
+        return YamlProblem::Limit {
+            message: format!("nesting is too deep ({})", error.info()),
+            mark,
+        };
+    }
     YamlProblem::Syntax {
         message: error.info().to_string(),
-        mark: Mark {
-            line: error.marker().line(),
-            column: error.marker().col() + 1,
-        },
+        mark,
     }
 }
 

@@ -118,6 +118,13 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
     .check_all(&parsed);
     let resolved = resolve::resolve(&parsed, &root, &mut diagnostics);
 
+    for diagnostic in &mut diagnostics {
+        if diagnostic.suggestion.is_none() {
+            if let Some(code) = crate::codes::Code::parse(&diagnostic.code) {
+                diagnostic.suggestion = Some(code.default_suggestion().to_string());
+            }
+        }
+    }
     let file_rank = |diagnostic: &Diagnostic| {
         diagnostic
             .file

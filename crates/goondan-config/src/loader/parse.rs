@@ -73,6 +73,9 @@ pub(crate) struct Parsed {
     pub(crate) extensions: Vec<Local<ExtensionSpec>>,
     pub(crate) connectors: Vec<Local<ConnectorSpec>>,
     pub(crate) connections: Vec<Local<ConnectionSpec>>,
+    /// Resources whose document failed to load, by kind and name, so a
+    /// reference to one is not reported a second time as missing.
+    pub(crate) broken: Vec<(Kind, String)>,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +233,7 @@ fn read_document(
                 site.at(Code::ApiVersion, message, "apiVersion")
                     .with_suggestion(format!("set `apiVersion: {API_VERSION}`")),
             );
+            parsed.broken.push((kind, name));
             return;
         }
     }
@@ -247,6 +251,7 @@ fn read_document(
         return;
     }
     let json = site.tree.to_json();
+    let errors_before = diagnostics.len();
     match kind {
         Kind::Model => push(json, site, origin, &mut parsed.models, diagnostics),
         Kind::Agent => push(json, site, origin, &mut parsed.agents, diagnostics),
@@ -260,6 +265,9 @@ fn read_document(
             push(json, site, origin, &mut packages, diagnostics);
             parsed.package = packages.pop();
         }
+    }
+    if diagnostics.len() > errors_before {
+        parsed.broken.push((kind, name));
     }
 }
 

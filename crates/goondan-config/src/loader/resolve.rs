@@ -196,6 +196,7 @@ impl PendingConnection {
 
 struct Resolver<'a> {
     index: LocalIndex,
+    broken: &'a [(Kind, String)],
     base: BaseStore,
     local_package: Option<String>,
     diagnostics: &'a mut Vec<Diagnostic>,
@@ -220,6 +221,7 @@ pub(crate) fn resolve(parsed: &Parsed, root: &Path, diagnostics: &mut Vec<Diagno
     );
     let mut resolver = Resolver {
         index,
+        broken: &parsed.broken,
         base: BaseStore::default(),
         local_package: parsed
             .package
@@ -345,6 +347,15 @@ impl Resolver<'_> {
                     None
                 }
             },
+            (None, None)
+                if search_local
+                    && self
+                        .broken
+                        .iter()
+                        .any(|(kind, broken)| *kind == expected && broken == name) =>
+            {
+                None
+            }
             (None, None) => {
                 let mut diagnostic = site.at(
                     Code::RefNotFound,
@@ -535,7 +546,7 @@ impl Resolver<'_> {
             }
         }
         if let Some(entry) = entry {
-            if complete && !agents.contains(&entry) {
+            if complete && !agents.is_empty() && !agents.contains(&entry) {
                 self.diagnostics.push(
                     site.at(
                         Code::NotSwarmMember,

@@ -220,7 +220,10 @@ impl Rules<'_> {
             );
         }
         if spec.model.is_empty() {
-            self.push(site.at(Code::Schema, "spec.model must not be empty", "spec.model"));
+            self.push(
+                site.at(Code::Schema, "spec.model must not be empty", "spec.model")
+                    .with_suggestion("write the provider's model id"),
+            );
         }
         if let Some(endpoint) = &spec.endpoint {
             self.check_url(site, endpoint, "spec.endpoint");
@@ -492,7 +495,10 @@ impl Rules<'_> {
     fn check_entry(&mut self, site: &Site, entry: &str, kind: Kind) {
         let field = "spec.entry";
         if entry.is_empty() {
-            self.push(site.at(Code::Schema, "spec.entry must not be empty", field));
+            self.push(
+                site.at(Code::Schema, "spec.entry must not be empty", field)
+                    .with_suggestion("write `builtin:<name>`"),
+            );
             return;
         }
         if let Some(name) = entry.strip_prefix(BUILTIN_PREFIX) {

@@ -1,0 +1,188 @@
+//! The typed view of a loaded bundle, exercised on the shipped examples
+//! and on small bundles: resolved refs, base package lookups, defaults,
+//! env precedence and the ValueSource resolver.
+
+use super::{load, workspace_root, VALID};
+use goondan_config::{load_bundle, Code, LoadOptions, BASE_PACKAGE};
+use std::time::Duration;
+
+#[test]
+fn examples_validate_clean() {
+    for example in ["single-agent", "two-agents"] {
+        let outcome = load(&workspace_root().join("examples").join(example));
+        assert!(
+            outcome.diagnostics.is_empty(),
+            "{example}: {:#?}",
+            outcome.diagnostics
+        );
+        assert!(outcome.bundle.is_some(), "{example}");
+    }
+}
+
+#[test]
+fn two_agents_example_resolves_refs_prompts_and_connections() {
+    let bundle = load(&workspace_root().join("examples/two-agents"))
+        .bundle
+        .unwrap();
+    assert_eq!(bundle.package().unwrap().name(), "two-agents");
+    let swarm = bundle.default_swarm().unwrap();
+    assert_eq!(swarm.instance_key(), "default");
+    assert_eq!(swarm.max_steps_per_turn(), 12);
+    assert_eq!(swarm.shutdown_grace(), Duration::from_secs(300));
+    assert_eq!(swarm.entry_agent().name(), "coordinator");
+    let names: Vec<_> = swarm.agents().map(|agent| agent.name()).collect();
+    assert_eq!(names, ["coordinator", "researcher"]);
+
+    let coordinator = bundle.agent("coordinator").unwrap();
+    assert_eq!(coordinator.model().spec.provider, "scripted");
+    let tool = coordinator.tools().next().unwrap();
+    assert_eq!(
+        (tool.name(), tool.origin.package.as_deref()),
+        ("agents", Some(BASE_PACKAGE))
+    );
+    assert_eq!(tool.spec.entry, "builtin:agents");
+    assert_eq!(tool.spec.error_message_limit_or_default(), 1500);
+    let extensions: Vec<_> = coordinator.extensions().map(|e| e.name()).collect();
+    assert_eq!(extensions, ["context-message", "message-window"]);
+    assert_eq!(
+        coordinator.extensions().next().unwrap().spec.config["includeAgentPrompt"],
+        serde_json::json!(true)
+    );
+    assert!(coordinator
+        .system_prompt()
+        .unwrap()
+        .contains("agents__request"));
+
+    let connection = bundle.connections().next().unwrap();
+    assert_eq!(connection.connector().name(), "cli");
+    assert_eq!(connection.swarm().name(), "default");
+    let (rule, agent) = connection.rules().next().unwrap();
+    assert_eq!(
+        rule.matcher.as_ref().unwrap().event.as_deref(),
+        Some("stdin_message")
+    );
+    assert_eq!(agent.name(), "coordinator");
+    // Only what the bundle uses is materialized from @goondan/base.
+    assert_eq!(bundle.tools().len(), 2);
+    assert_eq!(bundle.connectors().len(), 1);
+}
+
+#[test]
+fn package_scoped_ref_picks_the_builtin_over_a_local_namesake() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = VALID.replace(
+        "    modelRef: Model/main\n",
+        "    modelRef: Model/main\n  tools:\n    - kind: Tool\n      name: bash\n      package: \"@goondan/base\"\n    - Tool/wait\n",
+    ) + "---
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata:
+  name: bash
+spec:
+  entry: builtin:bash
+  errorMessageLimit: 50
+  exports:
+    - name: exec
+      description: Local flavour.
+      parameters: { type: object }
+";
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let outcome = load(dir.path());
+    assert!(outcome.diagnostics.is_empty(), "{:#?}", outcome.diagnostics);
+    let bundle = outcome.bundle.unwrap();
+    let tools: Vec<_> = bundle.agent("a").unwrap().tools().collect();
+    assert_eq!(tools[0].origin.package.as_deref(), Some(BASE_PACKAGE));
+    assert_eq!(tools[0].spec.error_message_limit_or_default(), 1200);
+    assert_eq!(tools[1].name(), "wait");
+    assert_eq!(bundle.agent("a").unwrap().system_prompt(), None);
+    let swarm = bundle.swarm("default").unwrap();
+    assert_eq!(swarm.max_steps_per_turn(), 32, "default maxStepsPerTurn");
+}
+
+#[test]
+fn split_files_load_deterministically_with_a_single_file_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let documents: Vec<&str> = VALID.split("---\n").collect();
+    std::fs::create_dir_all(dir.path().join("nested")).unwrap();
+    std::fs::write(dir.path().join("goondan.yaml"), documents[2]).unwrap();
+    std::fs::write(dir.path().join("models.yml"), documents[0]).unwrap();
+    std::fs::write(dir.path().join("nested/agents.yaml"), documents[1]).unwrap();
+    std::fs::write(dir.path().join("docker-compose.yaml"), "services: [broken").unwrap();
+    let outcome = load(dir.path());
+    assert!(outcome.diagnostics.is_empty(), "{:#?}", outcome.diagnostics);
+    let bundle = outcome.bundle.unwrap();
+    assert_eq!(
+        bundle.agent("a").unwrap().resource().origin.file,
+        "nested/agents.yaml"
+    );
+    // A single file is loaded alone: the Swarm's agent is then missing.
+    let single = load(&dir.path().join("goondan.yaml"));
+    assert_eq!(single.diagnostics[0].code, "E_CONFIG_REF_NOT_FOUND");
+}
+
+#[test]
+fn env_files_follow_cli_precedence_and_feed_the_resolver() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = VALID.replace(
+        "  model: demo\n",
+        "  model: demo\n  apiKey:\n    valueFrom:\n      env: DEMO_KEY\n",
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    std::fs::write(dir.path().join(".env"), "DEMO_KEY=from-env\n").unwrap();
+    std::fs::write(dir.path().join(".env.local"), "DEMO_KEY=from-local\n").unwrap();
+    let custom = dir.path().join("ci.env");
+    std::fs::write(&custom, "DEMO_KEY=from-flag\n").unwrap();
+    let options = LoadOptions {
+        env_file: Some(custom),
+        inherit_process_env: false,
+    };
+    let bundle = load_bundle(dir.path(), &options).unwrap().bundle.unwrap();
+    let api_key = bundle.model("main").unwrap().spec.api_key.clone().unwrap();
+    assert_eq!(bundle.resolve(&api_key).unwrap(), "from-flag");
+    let without_flag = load(dir.path()).bundle.unwrap();
+    assert_eq!(without_flag.resolve(&api_key).unwrap(), "from-local");
+
+    std::fs::remove_file(dir.path().join(".env")).unwrap();
+    std::fs::remove_file(dir.path().join(".env.local")).unwrap();
+    let outcome = load(dir.path());
+    assert_eq!(outcome.warnings().count(), 1);
+    let bundle = outcome.bundle.expect("a missing variable only warns");
+    let error = bundle.resolve(&api_key).unwrap_err();
+    assert_eq!(error.code(), Code::EnvMissing);
+    assert!(error.suggestion().unwrap().contains("DEMO_KEY"));
+}
+
+#[test]
+fn errors_are_collected_in_one_pass_and_nothing_is_partially_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = VALID
+        .replace("provider: scripted", "provider: anthropc")
+        .replace("entryAgent: Agent/a", "entryAgent: Agent/b")
+        + "---\napiVersion: goondan.ai/v1\nkind: Extension\nmetadata:\n  name: e\nspec:\n  entry: /abs/path.js\n";
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let outcome = load(dir.path());
+    assert!(outcome.bundle.is_none());
+    let codes = super::codes(&outcome);
+    assert_eq!(
+        codes,
+        [
+            "E_CONFIG_UNSUPPORTED_PROVIDER",
+            "E_CONFIG_REF_NOT_FOUND",
+            "E_CONFIG_PATH_ESCAPE"
+        ],
+        "ordered by line: {:#?}",
+        outcome.diagnostics
+    );
+    let provider = &outcome.diagnostics[0];
+    assert_eq!(
+        provider.suggestion.as_deref(),
+        Some("did you mean `anthropic`?")
+    );
+    assert_eq!((provider.line, provider.column), (Some(6), Some(13)));
+    assert_eq!(provider.resource.as_deref(), Some("Model/main"));
+    assert!(provider
+        .help_url
+        .as_deref()
+        .unwrap()
+        .ends_with("E_CONFIG_UNSUPPORTED_PROVIDER"));
+}
