@@ -320,14 +320,23 @@ pub(crate) fn diff_json(
             for (index, (a, b)) in left.iter().zip(right.iter()).enumerate() {
                 diff_json(&format!("{path}[{index}]"), a, b, out, limit);
             }
-            if left.len() != right.len() {
+            for (index, extra) in left.iter().enumerate().skip(right.len()) {
                 push(
                     out,
                     limit,
                     format!(
-                        "{path}: recorded {} items, requested {}",
-                        left.len(),
-                        right.len()
+                        "{path}[{index}]: recorded {}, requested nothing",
+                        preview(extra)
+                    ),
+                );
+            }
+            for (index, extra) in right.iter().enumerate().skip(left.len()) {
+                push(
+                    out,
+                    limit,
+                    format!(
+                        "{path}[{index}]: recorded nothing, requested {}",
+                        preview(extra)
                     ),
                 );
             }

@@ -3,4 +3,10 @@
 //! record and replay, and configuration errors.
 
 mod anthropic;
+mod cassette;
+mod config;
+mod google;
+mod openai;
+mod scripted;
 mod support;
+mod transport;

@@ -220,5 +220,7 @@ impl LogCapture {
 
 /// Writes `text` to `dir/name`.
 pub fn write_file(dir: &Path, name: &str, text: &str) {
-    std::fs::write(dir.join(name), text).unwrap();
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
 }

@@ -1,0 +1,394 @@
+//! OpenAI Chat Completions (and compatible servers) against a mock server
+//! speaking its format.
+
+use crate::support::*;
+use goondan_model::{build, FinishReason, ModelParams, ModelRequest, NoStream, ToolSpec};
+use goondan_types::{ContentPart, ModelMessage, TokenUsage, ToolResultOutput};
+use serde_json::json;
+
+fn request(messages: Vec<ModelMessage>) -> ModelRequest {
+    ModelRequest {
+        model: "gpt-test".into(),
+        messages,
+        tools: vec![ToolSpec {
+            name: "file__read".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        }],
+        params: ModelParams {
+            max_tokens: Some(256),
+            ..ModelParams::default()
+        },
+    }
+}
+
+fn completion(message: serde_json::Value, finish_reason: &str) -> serde_json::Value {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-test",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 7, "total_tokens": 37}
+    })
+}
+
+#[tokio::test]
+async fn text_answer_with_bearer_organization_headers_and_usage() {
+    let server = MockServer::start(vec![Canned::json(
+        200,
+        completion(json!({"role": "assistant", "content": "Hi!"}), "stop"),
+    )])
+    .await;
+    let config = http_config(
+        "openai",
+        &format!("{}/v1", server.base_url),
+        json!({"organization": "org-42", "project": "proj-7", "headers": {"x-extra": "yes"}, "seed": 11}),
+    );
+    let model = build(&config, &no_env()).unwrap();
+    let answer = model
+        .generate(
+            request(vec![
+                ModelMessage::system("sys"),
+                ModelMessage::user("hello"),
+            ]),
+            &NoStream,
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.text(), "Hi!");
+    assert_eq!(answer.finish_reason, FinishReason::Stop);
+    assert_eq!(
+        answer.usage,
+        Some(TokenUsage {
+            prompt_tokens: 30,
+            completion_tokens: 7,
+            total_tokens: 37
+        })
+    );
+    let sent = &server.requests()[0];
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.headers["authorization"], format!("Bearer {SECRET}"));
+    assert_eq!(sent.headers["openai-organization"], "org-42");
+    assert_eq!(sent.headers["openai-project"], "proj-7");
+    assert_eq!(sent.headers["x-extra"], "yes");
+    assert_eq!(
+        sent.body,
+        json!({
+            "model": "gpt-test",
+            "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}],
+            "tools": [{"type": "function", "function": {"name": "file__read", "description": "Read a file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}],
+            "max_tokens": 256,
+            "seed": 11
+        })
+    );
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_then_results_in_the_exact_wire_shape() {
+    let server = MockServer::start(vec![
+        Canned::json(200, completion(json!({
+            "role": "assistant", "content": null,
+            "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": "file__read", "arguments": "{\"path\":\"a.txt\"}"}},
+                {"id": "call_b", "type": "function", "function": {"name": "file__read", "arguments": "{\"path\":\"b.txt\"}"}}
+            ]
+        }), "tool_calls")),
+        Canned::json(200, completion(json!({"role": "assistant", "content": "both read"}), "stop")),
+    ])
+    .await;
+    let model = build(
+        &http_config("openai", &server.base_url, json!({})),
+        &no_env(),
+    )
+    .unwrap();
+    let first = model
+        .generate(request(vec![ModelMessage::user("read")]), &NoStream)
+        .await
+        .unwrap();
+    assert_eq!(first.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(
+        first.content,
+        vec![
+            ContentPart::tool_call("call_a", "file__read", json!({"path": "a.txt"})),
+            ContentPart::tool_call("call_b", "file__read", json!({"path": "b.txt"})),
+        ]
+    );
+    let conversation = vec![
+        ModelMessage::user("read"),
+        ModelMessage::assistant(first.content.clone()),
+        ModelMessage::tool(vec![
+            ContentPart::tool_result("call_a", "file__read", ToolResultOutput::Text("AAA".into())),
+            ContentPart::tool_result(
+                "call_b",
+                "file__read",
+                ToolResultOutput::ErrorJson(json!({"code": "ENOENT"})),
+            ),
+        ]),
+    ];
+    model
+        .generate(request(conversation), &NoStream)
+        .await
+        .unwrap();
+    let messages = server.requests()[1].body["messages"].clone();
+    assert_eq!(messages.as_array().unwrap().len(), 4);
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(messages[1]["content"], serde_json::Value::Null);
+    assert_eq!(
+        messages[1]["tool_calls"][0],
+        json!({"id": "call_a", "type": "function", "function": {"name": "file__read", "arguments": "{\"path\":\"a.txt\"}"}})
+    );
+    assert_eq!(messages[1]["tool_calls"][1]["id"], "call_b");
+    assert_eq!(
+        messages[2],
+        json!({"role": "tool", "tool_call_id": "call_a", "content": "AAA"})
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "call_b", "content": "{\"code\":\"ENOENT\"}"})
+    );
+}
+
+#[tokio::test]
+async fn rate_limit_then_success_honors_retry_after_ms() {
+    let server = MockServer::start(vec![
+        Canned::json(
+            429,
+            json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
+        )
+        .header("retry-after-ms", "1"),
+        Canned::json(
+            200,
+            completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+        ),
+    ])
+    .await;
+    let model = build(
+        &http_config(
+            "openai",
+            &server.base_url,
+            json!({"retryBaseDelayMs": 10_000}),
+        ),
+        &no_env(),
+    )
+    .unwrap();
+    assert_eq!(
+        model
+            .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+            .await
+            .unwrap()
+            .text(),
+        "ok"
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn server_errors_exhaust_retries_with_the_providers_message() {
+    let failing = Canned::json(
+        503,
+        json!({"error": {"message": "The server is overloaded", "type": "server_error"}}),
+    );
+    let server = MockServer::start(vec![failing.clone(), failing.clone(), failing]).await;
+    let model = build(
+        &http_config("openai", &server.base_url, json!({})),
+        &no_env(),
+    )
+    .unwrap();
+    let error = model
+        .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_MODEL_RETRIES_EXHAUSTED");
+    assert!(
+        error
+            .to_string()
+            .contains("HTTP 503: server_error: The server is overloaded"),
+        "{error}"
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn malformed_tool_call_arguments_are_a_structured_error() {
+    let server = MockServer::start(vec![
+        Canned::json(200, completion(json!({
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_x", "type": "function", "function": {"name": "file__read", "arguments": "{\"path\": "}}]
+        }), "tool_calls")),
+        Canned::json(200, json!({"id": "x", "choices": []})),
+    ])
+    .await;
+    let model = build(
+        &http_config("openai", &server.base_url, json!({})),
+        &no_env(),
+    )
+    .unwrap();
+    let error = model
+        .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_MODEL_MALFORMED_RESPONSE");
+    assert!(
+        error
+            .to_string()
+            .contains("file__read (call_x) has arguments that are not JSON"),
+        "{error}"
+    );
+    let no_choices = model
+        .generate(request(vec![ModelMessage::user("y")]), &NoStream)
+        .await
+        .unwrap_err();
+    assert_eq!(no_choices.code(), "E_MODEL_MALFORMED_RESPONSE");
+}
+
+#[tokio::test]
+async fn streamed_chunks_are_assembled_with_usage() {
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        (
+            "",
+            json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+        )
+    };
+    let mut events = vec![
+        chunk(json!({"role": "assistant", "content": ""}), None),
+        chunk(json!({"content": "Let me "}), None),
+        chunk(json!({"content": "check."}), None),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "file__read", "arguments": ""}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"pa"}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 1, "id": "call_2", "type": "function", "function": {"name": "file__read", "arguments": "{\"path\":\"z\"}"}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "th\":\"y\"}"}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+    ];
+    events.push(("", json!({"id": "c", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}})));
+    let mut body = String::new();
+    for (_, data) in &events {
+        body.push_str(&format!("data: {data}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    let server = MockServer::start(vec![Canned::sse_raw(body)]).await;
+    let model = build(
+        &http_config("openai", &server.base_url, json!({"stream": true})),
+        &no_env(),
+    )
+    .unwrap();
+    let deltas = Deltas::default();
+    let answer = model
+        .generate(request(vec![ModelMessage::user("x")]), &deltas)
+        .await
+        .unwrap();
+    assert_eq!(deltas.all(), vec!["Let me ", "check."]);
+    assert_eq!(
+        answer.content,
+        vec![
+            ContentPart::text("Let me check."),
+            ContentPart::tool_call("call_1", "file__read", json!({"path": "y"})),
+            ContentPart::tool_call("call_2", "file__read", json!({"path": "z"})),
+        ]
+    );
+    assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(
+        answer.usage,
+        Some(TokenUsage {
+            prompt_tokens: 5,
+            completion_tokens: 6,
+            total_tokens: 11
+        })
+    );
+    let sent = &server.requests()[0].body;
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_true_is_still_understood() {
+    let server = MockServer::start(vec![Canned::json(
+        200,
+        completion(json!({"role": "assistant", "content": "whole"}), "stop"),
+    )])
+    .await;
+    let model = build(
+        &http_config("openai", &server.base_url, json!({"stream": true})),
+        &no_env(),
+    )
+    .unwrap();
+    assert_eq!(
+        model
+            .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+            .await
+            .unwrap()
+            .text(),
+        "whole"
+    );
+}
+
+#[tokio::test]
+async fn the_key_never_reaches_logs_or_errors() {
+    let logs = LogCapture::default();
+    let _guard = logs.install();
+    let echo = format!("Incorrect API key provided: {SECRET}.");
+    let server = MockServer::start(vec![
+        Canned::json(500, json!({"error": {"message": echo}})),
+        Canned::json(
+            401,
+            json!({"error": {"message": echo, "type": "invalid_request_error"}}),
+        ),
+    ])
+    .await;
+    let model = build(
+        &http_config("openai", &server.base_url, json!({})),
+        &no_env(),
+    )
+    .unwrap();
+    let error = model
+        .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_MODEL_HTTP");
+    let shown = format!("{error} {error:?}");
+    assert!(
+        shown.contains("Incorrect API key provided: ***."),
+        "{shown}"
+    );
+    assert!(!shown.contains(SECRET), "{shown}");
+    let logged = logs.text();
+    assert!(
+        logged.contains("retrying") && logged.contains("***"),
+        "{logged}"
+    );
+    assert!(!logged.contains(SECRET), "{logged}");
+}
+
+#[tokio::test]
+async fn compatible_servers_need_no_key() {
+    let server = MockServer::start(vec![Canned::json(
+        200,
+        completion(json!({"role": "assistant", "content": "local"}), "stop"),
+    )])
+    .await;
+    let mut config = http_config("openai", &server.base_url, json!({}));
+    config.api_key = None;
+    let model = build(&config, &no_env()).unwrap();
+    assert_eq!(
+        model
+            .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+            .await
+            .unwrap()
+            .text(),
+        "local"
+    );
+    assert!(!server.requests()[0].headers.contains_key("authorization"));
+}
