@@ -48,6 +48,9 @@ pub struct Diagnostic {
     /// One-based column in `file`, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub column: Option<usize>,
+    /// One-based index of the YAML document in `file`, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<usize>,
 }
 
 impl Diagnostic {
@@ -74,6 +77,7 @@ impl Diagnostic {
             file: None,
             line: None,
             column: None,
+            document: None,
         }
     }
 
@@ -101,6 +105,12 @@ impl Diagnostic {
     pub fn with_location(mut self, line: usize, column: usize) -> Self {
         self.line = Some(line);
         self.column = Some(column);
+        self
+    }
+
+    /// Sets the YAML document index within the file.
+    pub fn with_document(mut self, document: usize) -> Self {
+        self.document = Some(document);
         self
     }
 

@@ -24,6 +24,8 @@ use serde_json::Value;
 #[derive(Debug)]
 pub(crate) struct Site {
     pub(crate) file: String,
+    /// One-based document index in `file`.
+    pub(crate) document: usize,
     pub(crate) tree: Node,
     /// `Kind/name`.
     pub(crate) label: String,
@@ -41,7 +43,8 @@ impl Site {
         let diagnostic = diagnostic
             .with_file(self.file.clone())
             .with_resource(self.label.clone())
-            .with_location(mark.line, mark.column);
+            .with_location(mark.line, mark.column)
+            .with_document(self.document);
         if field.is_empty() {
             diagnostic
         } else {
@@ -204,6 +207,7 @@ fn read_document(
     let kind_text = kind_node.as_str().unwrap_or("").to_string();
     let site = Site {
         file: origin.file.clone(),
+        document: origin.document,
         label: format!("{kind_text}/{name}"),
         tree,
     };
@@ -409,6 +413,7 @@ pub(crate) fn read_manifest<S: DeserializeOwned>(
         .ok_or_else(|| broken("empty".into()))?;
     let site = Site {
         file: file.clone(),
+        document: 1,
         label: format!("{}/{}", manifest.kind, manifest.name),
         tree,
     };

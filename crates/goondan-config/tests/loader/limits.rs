@@ -16,7 +16,7 @@ fn billion_laughs_is_refused_fast() {
     let mut text = String::from("a0: &a0 [\"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\"]\n");
     for level in 1..10 {
         let previous = format!("*a{}", level - 1);
-        let items = vec![previous.as_str(); 10].join(", ");
+        let items = [previous.as_str(); 10].join(", ");
         writeln!(text, "a{level}: &a{level} [{items}]").unwrap();
     }
     let dir = bundle_with(&text);
