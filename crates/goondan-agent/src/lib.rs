@@ -12,6 +12,8 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod assemble;
+pub mod host;
 pub mod ipc_agents;
 
 pub use ipc_agents::{IpcAgents, SwarmView};

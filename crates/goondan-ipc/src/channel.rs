@@ -19,6 +19,10 @@ pub struct IpcChannel {
     pub sender: mpsc::Sender<IpcMessage>,
     /// Messages from the peer.
     pub receiver: mpsc::Receiver<IpcMessage>,
+    /// Finishes once every sender is dropped and everything sent was
+    /// written; a process awaits it before exiting so its last message
+    /// (a `shutdown_ack`) is not lost. `None` for in-memory pairs.
+    pub writer: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl IpcChannel {
@@ -32,11 +36,12 @@ impl IpcChannel {
     {
         let (outbound_tx, outbound_rx) = mpsc::channel(DEFAULT_CAPACITY);
         let (inbound_tx, inbound_rx) = mpsc::channel(DEFAULT_CAPACITY);
-        tokio::spawn(write_lines(writer, outbound_rx));
+        let writer = tokio::spawn(write_lines(writer, outbound_rx));
         tokio::spawn(read_lines(reader, inbound_tx, peer));
         IpcChannel {
             sender: outbound_tx,
             receiver: inbound_rx,
+            writer: Some(writer),
         }
     }
 
@@ -48,10 +53,12 @@ impl IpcChannel {
             IpcChannel {
                 sender: a_tx,
                 receiver: b_rx,
+                writer: None,
             },
             IpcChannel {
                 sender: b_tx,
                 receiver: a_rx,
+                writer: None,
             },
         )
     }

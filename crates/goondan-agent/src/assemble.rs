@@ -1,0 +1,299 @@
+//! Turns a validated bundle into a running [`Agent`]: the Model, the tool
+//! and extension definitions, the prompt, the swarm context, and the
+//! instance's durable store.
+
+use crate::{IpcAgents, SwarmView};
+use goondan_config::{Bundle, LoadOptions};
+use goondan_ipc::RoutingKey;
+use goondan_model::{ApiKey, EnvLookup, ModelConfig, ModelParams};
+use goondan_runtime::pipeline::{RuntimeAgentContext, RuntimePrompt, RuntimeSwarmContext};
+use goondan_runtime::turn::{
+    Agent, AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition,
+    ToolExportDefinition,
+};
+use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, RuntimeEventSink};
+use goondan_store::{InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources};
+use goondan_types::{JsonValue, RuntimeEvent};
+use std::path::PathBuf;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// The command-line contract of an AgentProcess (`runtime.md` §5.1).
+#[derive(Debug, Clone)]
+pub struct AgentProcessArgs {
+    /// The bundle folder.
+    pub bundle_dir: PathBuf,
+    /// The Agent resource to run.
+    pub agent_name: String,
+    /// The instance to serve.
+    pub instance_key: String,
+    /// The swarm; the bundle's default swarm when absent.
+    pub swarm: Option<String>,
+    /// `--state-root`, before `GOONDAN_STATE_ROOT` and `~/.goondan`.
+    pub state_root: Option<PathBuf>,
+    /// `--env-file`.
+    pub env_file: Option<PathBuf>,
+    /// Where the model records its exchanges (`gdn run --record`).
+    pub record_to: Option<PathBuf>,
+}
+
+/// Why an AgentProcess could not start; sent to the orchestrator as a
+/// `runtime.start_error` notice.
+#[derive(Debug, Error)]
+#[error("{message}")]
+pub struct StartError {
+    /// A stable code.
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+    /// How to fix it.
+    pub suggestion: Option<String>,
+}
+
+impl StartError {
+    fn new(code: &str, message: impl Into<String>, suggestion: Option<String>) -> Self {
+        StartError {
+            code: code.to_string(),
+            message: message.into(),
+            suggestion,
+        }
+    }
+}
+
+/// A started agent and what the host loop needs beside it.
+pub struct AssembledAgent {
+    /// The agent.
+    pub agent: Agent,
+    /// Its agents API.
+    pub agents: IpcAgents,
+    /// Its `metadata.json`, for status updates.
+    pub metadata: MetadataFile,
+}
+
+struct EnvLookupMap<'a>(&'a goondan_config::EnvMap);
+
+impl EnvLookup for EnvLookupMap<'_> {
+    fn get(&self, name: &str) -> Option<String> {
+        self.0.get(name).map(str::to_string)
+    }
+}
+
+/// Writes runtime events to `runtime-events.jsonl`. A failed append is
+/// logged, never fatal: runtime events are observations, not state.
+struct StoreEventSink(RuntimeEventLog);
+
+impl RuntimeEventSink for StoreEventSink {
+    fn emit(&self, event: RuntimeEvent) {
+        if let Err(error) = self.0.append(&event) {
+            tracing::warn!(code = error.code(), "runtime event not recorded: {error}");
+        }
+    }
+}
+
+/// Loads the bundle and starts the agent instance named by `args`.
+pub fn assemble(
+    args: &AgentProcessArgs,
+    builtins: Arc<dyn BuiltinCatalog>,
+    outbound: tokio::sync::mpsc::Sender<goondan_types::IpcMessage>,
+) -> Result<AssembledAgent, StartError> {
+    let outcome = goondan_config::load_bundle(
+        &args.bundle_dir,
+        &LoadOptions {
+            env_file: args.env_file.clone(),
+            ..LoadOptions::default()
+        },
+    )
+    .map_err(|error| {
+        StartError::new(error.code().as_str(), error.to_string(), error.suggestion())
+    })?;
+    let bundle: Bundle = match outcome.bundle {
+        Some(bundle) => bundle,
+        None => {
+            let first = outcome.diagnostics.iter().find(|d| d.is_error());
+            return Err(StartError::new(
+                first.map_or("E_CONFIG", |d| d.code.as_str()),
+                first.map_or_else(
+                    || "the bundle did not load".to_string(),
+                    ToString::to_string,
+                ),
+                Some("run `gdn validate` on the bundle".into()),
+            ));
+        }
+    };
+    let swarm = match &args.swarm {
+        Some(name) => bundle.swarm(name),
+        None => bundle.default_swarm(),
+    }
+    .ok_or_else(|| {
+        StartError::new(
+            "E_CONFIG_REF_NOT_FOUND",
+            format!(
+                "swarm `{}` is not defined",
+                args.swarm.as_deref().unwrap_or("default")
+            ),
+            Some("pass --swarm with a Swarm of the bundle".into()),
+        )
+    })?;
+    let agent_view = swarm
+        .agents()
+        .find(|agent| agent.name() == args.agent_name)
+        .ok_or_else(|| {
+            StartError::new(
+                "E_AGENT_NOT_FOUND",
+                format!(
+                    "agent `{}` is not part of swarm `{}`",
+                    args.agent_name,
+                    swarm.name()
+                ),
+                None,
+            )
+        })?;
+
+    let model_resource = agent_view.model();
+    let api_key = match &model_resource.spec.api_key {
+        Some(source) => Some(ApiKey::new(bundle.resolve(source).map_err(|error| {
+            StartError::new(
+                "E_MODEL_API_KEY_MISSING",
+                format!("Model/{}: {error}", model_resource.metadata.name),
+                Some("set the variable in the environment or in .env".into()),
+            )
+        })?)),
+        None => None,
+    };
+    let model_config = ModelConfig {
+        name: model_resource.metadata.name.clone(),
+        provider: model_resource.spec.provider.clone(),
+        model: model_resource.spec.model.clone(),
+        endpoint: model_resource.spec.endpoint.clone(),
+        api_key,
+        options: model_resource.spec.options.clone(),
+        base_dir: bundle.root().to_path_buf(),
+        record_to: args.record_to.clone(),
+        agent: Some(args.agent_name.clone()),
+    };
+    let model =
+        goondan_model::build(&model_config, &EnvLookupMap(bundle.env())).map_err(|error| {
+            StartError::new(
+                error.code(),
+                error.to_string(),
+                error.suggestion().map(str::to_string),
+            )
+        })?;
+
+    let agent_spec = &agent_view.resource().spec;
+    let params = &agent_spec.model_config.params;
+    let model_params = ModelParams {
+        temperature: params.temperature,
+        max_tokens: params.max_tokens.and_then(|n| u64::try_from(n).ok()),
+        top_p: params.top_p,
+        extra: params.extra.clone(),
+    };
+    let tools = agent_view
+        .tools()
+        .map(|tool| ToolDefinition {
+            name: tool.metadata.name.clone(),
+            entry: tool.spec.entry.clone(),
+            exports: tool
+                .spec
+                .exports
+                .iter()
+                .map(|export| ToolExportDefinition {
+                    name: export.name.clone(),
+                    description: Some(export.description.clone()),
+                    parameters: Some(export.parameters.clone()),
+                })
+                .collect(),
+            error_message_limit: tool
+                .spec
+                .error_message_limit
+                .and_then(|n| usize::try_from(n).ok()),
+        })
+        .collect();
+    let extensions = agent_view
+        .extensions()
+        .map(|extension| ExtensionDefinition {
+            name: extension.metadata.name.clone(),
+            entry: extension.spec.entry.clone(),
+            config: JsonValue::Object(extension.spec.config.clone()),
+        })
+        .collect();
+    let mut available_agents: Vec<String> = swarm.agents().map(|a| a.name().to_string()).collect();
+    available_agents.sort();
+    let callable_agents = available_agents
+        .iter()
+        .filter(|name| **name != args.agent_name)
+        .cloned()
+        .collect();
+    let swarm_context = RuntimeSwarmContext {
+        swarm_name: swarm.name().to_string(),
+        entry_agent: swarm.entry_agent().name().to_string(),
+        self_agent: args.agent_name.clone(),
+        available_agents: available_agents.clone(),
+        callable_agents,
+    };
+
+    let state_root = StateRootSources::from_process_env(args.state_root.clone())
+        .resolve()
+        .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
+    state_root
+        .ensure_outside_project(bundle.root())
+        .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
+    let store = InstanceStore::new(state_root.workspace(swarm.instance_key()));
+    let instance = store
+        .open(&args.agent_name, &args.instance_key)
+        .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
+    let parts = instance.into_parts();
+
+    let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
+    let inbox = AsyncResponseInbox::new();
+    let agents = IpcAgents::new(
+        me,
+        SwarmView {
+            swarm_name: swarm.name().to_string(),
+            entry_agent: swarm.entry_agent().name().to_string(),
+            agents: available_agents,
+        },
+        outbound,
+        inbox.clone(),
+    );
+    let definition = AgentDefinition {
+        agent_name: args.agent_name.clone(),
+        instance_key: args.instance_key.clone(),
+        model,
+        model_name: model_resource.spec.model.clone(),
+        model_params,
+        max_steps_per_turn: swarm.max_steps_per_turn(),
+        tools,
+        extensions,
+        runtime_agent: RuntimeAgentContext {
+            name: args.agent_name.clone(),
+            bundle_root: Some(bundle.root().display().to_string()),
+            prompt: Some(RuntimePrompt {
+                system: agent_view.system_prompt().map(str::to_string),
+            }),
+        },
+        swarm: swarm_context,
+        workdir: bundle.root().to_path_buf(),
+        tool_call_policy: Default::default(),
+    };
+    let services = AgentServices {
+        journal: Box::new(parts.journal),
+        extension_state: Box::new(parts.extension_state),
+        builtins,
+        agents: Arc::new(agents.clone()),
+        inbox,
+        runtime_events: Arc::new(StoreEventSink(parts.runtime_events)),
+    };
+    let agent = Agent::start(definition, services).map_err(|error| {
+        StartError::new(
+            error.code(),
+            error.to_string(),
+            error.suggestion().map(str::to_string),
+        )
+    })?;
+    Ok(AssembledAgent {
+        agent,
+        agents,
+        metadata: parts.metadata,
+    })
+}

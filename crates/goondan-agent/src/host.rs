@@ -1,0 +1,279 @@
+//! The AgentProcess loop (`runtime.md` §5, §4.6).
+//!
+//! Inbound messages are sorted by a reader task the moment they arrive:
+//! answers to this instance's own requests go straight to [`IpcAgents`]
+//! (a Turn may be blocked on one), `shutdown` flips the process into
+//! draining, and every other event joins the FIFO queue. The loop takes one
+//! event at a time, runs its Turn, answers the caller when the event asked
+//! for a reply, and reports the Turn's outcome to the orchestrator. When
+//! draining, it takes nothing new, lets the current Turn finish (its events
+//! are folded by the Turn itself), sends `shutdown_ack` and returns.
+
+use crate::assemble::{assemble, AgentProcessArgs};
+use crate::IpcAgents;
+use goondan_ipc::{IpcChannel, Notice, RoutingKey, ORCHESTRATOR};
+use goondan_runtime::turn::Agent;
+use goondan_runtime::BuiltinCatalog;
+use goondan_store::{InstanceStatus, MetadataFile};
+use goondan_types::{
+    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject, JsonValue,
+    TurnFinishReason, TurnResult,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// How an AgentProcess ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostExit {
+    /// Drained after `shutdown` and acknowledged it.
+    Drained,
+    /// The orchestrator went away (its end of the channel closed).
+    OrphanedParentGone,
+}
+
+/// The sending half an AgentProcess uses for everything it says.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    me: RoutingKey,
+    sender: mpsc::Sender<IpcMessage>,
+}
+
+impl Outbound {
+    /// Messages from `me` through `sender`.
+    pub fn new(me: RoutingKey, sender: mpsc::Sender<IpcMessage>) -> Self {
+        Outbound { me, sender }
+    }
+
+    /// Tells the orchestrator about this process.
+    pub async fn notice(&self, notice: Notice) {
+        let event = notice.to_event(&self.me.agent_name);
+        self.event(ORCHESTRATOR, &event).await;
+    }
+
+    async fn event(&self, to: &str, event: &AgentEvent) {
+        let message = IpcMessage {
+            message_type: IpcMessageType::Event,
+            from: self.me.to_string(),
+            to: to.to_string(),
+            payload: serde_json::to_value(event).unwrap_or(JsonValue::Null),
+        };
+        // A closed channel means the orchestrator is gone; the reader task
+        // notices the same and ends the loop.
+        let _ = self.sender.send(message).await;
+    }
+
+    async fn shutdown_ack(&self) {
+        let message = IpcMessage {
+            message_type: IpcMessageType::ShutdownAck,
+            from: self.me.to_string(),
+            to: ORCHESTRATOR.to_string(),
+            payload: JsonValue::Null,
+        };
+        let _ = self.sender.send(message).await;
+    }
+}
+
+enum Control {
+    Running,
+    Draining,
+    ParentGone,
+}
+
+/// Serves Turns for `agent` until shutdown or parent death.
+///
+/// `receiver` is the inbound half of the process's [`IpcChannel`];
+/// `agents` must be the same [`IpcAgents`] the agent was started with.
+pub async fn serve(
+    mut agent: Agent,
+    agents: IpcAgents,
+    outbound: Outbound,
+    receiver: mpsc::Receiver<IpcMessage>,
+    mut metadata: Option<MetadataFile>,
+) -> HostExit {
+    let (queue_tx, mut queue) = mpsc::unbounded_channel::<AgentEvent>();
+    let (control_tx, mut control) = watch::channel(Control::Running);
+    tokio::spawn(sort_inbound(receiver, agents.clone(), queue_tx, control_tx));
+    outbound.notice(Notice::Ready).await;
+    loop {
+        if !matches!(*control.borrow(), Control::Running) {
+            break;
+        }
+        let event = tokio::select! {
+            biased;
+            _ = control.changed() => continue,
+            event = queue.recv() => match event {
+                Some(event) => event,
+                None => break,
+            },
+        };
+        agents.begin_turn(&event);
+        let reply_to = event.reply_to.clone();
+        let trace_id = event.trace_id.clone();
+        set_status(&mut metadata, InstanceStatus::Processing);
+        let result = agent.run_turn(event, &goondan_model::NoStream).await;
+        set_status(&mut metadata, InstanceStatus::Idle);
+        let ok = result.finish_reason != TurnFinishReason::Error;
+        if let Some(reply_to) = reply_to {
+            let answer = answer_event(&outbound.me, &result, &reply_to.correlation_id, trace_id);
+            outbound.event(&reply_to.target, &answer).await;
+        }
+        outbound.notice(Notice::TurnFinished { ok }).await;
+    }
+    let exit = match *control.borrow() {
+        Control::ParentGone => HostExit::OrphanedParentGone,
+        _ => HostExit::Drained,
+    };
+    if exit == HostExit::Drained {
+        outbound.shutdown_ack().await;
+    }
+    exit
+}
+
+/// Keeps `metadata.json` current; a failed write is logged, not fatal,
+/// because the conversation itself is already durable.
+fn set_status(metadata: &mut Option<MetadataFile>, status: InstanceStatus) {
+    if let Some(file) = metadata {
+        if let Err(error) = file.set_status(status) {
+            tracing::warn!(code = error.code(), "metadata.json not updated: {error}");
+        }
+    }
+}
+
+/// Waits (bounded) until everything queued on `channel`'s writer is on the
+/// wire, after every sender has been dropped.
+pub async fn flush(channel_writer: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(writer) = channel_writer {
+        let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    }
+}
+
+async fn sort_inbound(
+    mut receiver: mpsc::Receiver<IpcMessage>,
+    agents: IpcAgents,
+    queue: mpsc::UnboundedSender<AgentEvent>,
+    control: watch::Sender<Control>,
+) {
+    while let Some(message) = receiver.recv().await {
+        match message.message_type {
+            IpcMessageType::Shutdown => {
+                tracing::info!(payload = %message.payload, "shutdown received; draining");
+                let _ = control.send(Control::Draining);
+            }
+            IpcMessageType::ShutdownAck => {}
+            IpcMessageType::Event => {
+                let event: AgentEvent = match serde_json::from_value(message.payload) {
+                    Ok(event) => event,
+                    Err(error) => {
+                        tracing::warn!(
+                            code = "E_IPC_MALFORMED",
+                            "event payload is not an AgentEvent ({error}); dropped"
+                        );
+                        continue;
+                    }
+                };
+                if let Some(event) = agents.accept_reply(event) {
+                    if event.metadata_value("inReplyTo").is_some() {
+                        tracing::warn!(event_id = %event.id, "answer to an unknown or expired request; dropped");
+                        continue;
+                    }
+                    let _ = queue.send(event);
+                }
+            }
+        }
+    }
+    let _ = control.send(Control::ParentGone);
+}
+
+/// The answer to a request: the Turn's response text, or its error.
+fn answer_event(
+    me: &RoutingKey,
+    result: &TurnResult,
+    correlation_id: &str,
+    trace_id: Option<String>,
+) -> AgentEvent {
+    let mut answer = AgentEvent::new(
+        "response",
+        EventSource::new(EventSourceKind::Agent, me.agent_name.as_str()),
+    );
+    answer.trace_id = trace_id;
+    answer.input = result
+        .response_message
+        .as_ref()
+        .map(|message| message.data.text());
+    let mut metadata = JsonObject::new();
+    metadata.insert("inReplyTo".into(), correlation_id.into());
+    metadata.insert("turnId".into(), result.turn_id.clone().into());
+    match (&result.finish_reason, &result.error) {
+        (TurnFinishReason::Error, error) => {
+            metadata.insert("status".into(), "error".into());
+            let (code, message) =
+                error
+                    .as_ref()
+                    .map_or(("E_TURN_FAILED", "the turn failed"), |e| {
+                        (
+                            e.code.as_deref().unwrap_or("E_TURN_FAILED"),
+                            e.message.as_str(),
+                        )
+                    });
+            metadata.insert("errorCode".into(), code.into());
+            metadata.insert("errorMessage".into(), message.into());
+        }
+        (reason, _) => {
+            metadata.insert("status".into(), "ok".into());
+            metadata.insert(
+                "finishReason".into(),
+                serde_json::to_value(reason).unwrap_or(JsonValue::Null),
+            );
+        }
+    }
+    answer.metadata = Some(metadata);
+    answer
+}
+
+/// Runs a whole AgentProcess over this process's stdin and stdout: builds
+/// the agent, performs the start-up handshake (`runtime.ready` or
+/// `runtime.start_error`), serves Turns, and returns the exit code (0 after
+/// a drained shutdown or a vanished parent, 2 when the agent could not
+/// start).
+pub async fn run_agent_process(args: AgentProcessArgs, builtins: Arc<dyn BuiltinCatalog>) -> i32 {
+    let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
+    let IpcChannel {
+        sender,
+        receiver,
+        writer,
+    } = IpcChannel::from_io(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        format!("orchestrator->{me}"),
+    );
+    let outbound = Outbound::new(me, sender.clone());
+    let code = match assemble(&args, builtins, sender) {
+        Ok(assembled) => {
+            let exit = serve(
+                assembled.agent,
+                assembled.agents,
+                outbound,
+                receiver,
+                Some(assembled.metadata),
+            )
+            .await;
+            tracing::info!(?exit, "agent process stopping");
+            0
+        }
+        Err(error) => {
+            tracing::error!(code = %error.code, "agent failed to start: {}", error.message);
+            outbound
+                .notice(Notice::StartError {
+                    code: error.code,
+                    message: error.message,
+                    suggestion: error.suggestion,
+                })
+                .await;
+            drop(outbound);
+            2
+        }
+    };
+    flush(writer).await;
+    code
+}
