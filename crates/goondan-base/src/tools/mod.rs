@@ -1,4 +1,9 @@
-//! The built-in tools of `@goondan/base`, one module per Tool resource.
+//! The built-in tools of `@goondan/base`, one module per Tool resource,
+//! and their handlers in the shape the runtime's builtin catalog expects.
+//!
+//! Each tool's logic takes the workdir and the raw arguments and returns a
+//! [`BuiltinToolError`] on failure; this module adapts that to
+//! [`ToolHandler`], turning every error into a coded [`ToolFailure`].
 
 pub mod bash;
 pub mod file_system;
@@ -7,3 +12,170 @@ pub mod json_query;
 pub mod text_transform;
 pub mod wait;
 mod workdir;
+
+use crate::error::BuiltinToolError;
+use futures_util::future::BoxFuture;
+use goondan_runtime::extension::ToolHandlers;
+use goondan_runtime::tool::ToolOutcome;
+use goondan_runtime::{ToolContext, ToolFailure, ToolHandler};
+use goondan_types::{JsonObject, JsonValue};
+use std::sync::Arc;
+
+/// The builtin names of the tools this crate provides (`builtin:<name>`).
+pub const TOOL_NAMES: [&str; 6] = [
+    "bash",
+    "file-system",
+    "http-fetch",
+    "json-query",
+    "text-transform",
+    "wait",
+];
+
+impl From<BuiltinToolError> for ToolFailure {
+    fn from(error: BuiltinToolError) -> Self {
+        let mut failure = ToolFailure::new(error.code(), error.to_string()).with_name(error.name());
+        if let Some(suggestion) = error.suggestion() {
+            failure = failure.with_suggestion(suggestion);
+        }
+        failure
+    }
+}
+
+type ExportFn<T> = for<'a> fn(
+    &'a T,
+    &'a ToolContext,
+    JsonObject,
+) -> BoxFuture<'a, Result<JsonValue, BuiltinToolError>>;
+
+/// One export of a tool whose state (config, connection pool) is shared by
+/// all its exports.
+struct Export<T> {
+    tool: Arc<T>,
+    run: ExportFn<T>,
+}
+
+impl<T: Send + Sync> ToolHandler for Export<T> {
+    fn call<'a>(&'a self, ctx: &'a ToolContext, args: JsonObject) -> BoxFuture<'a, ToolOutcome> {
+        let running = (self.run)(&self.tool, ctx, args);
+        Box::pin(async move { running.await.map_err(ToolFailure::from) })
+    }
+}
+
+fn handlers_of<T: Send + Sync + 'static>(tool: T, exports: &[(&str, ExportFn<T>)]) -> ToolHandlers {
+    let tool = Arc::new(tool);
+    exports
+        .iter()
+        .map(|(name, run)| {
+            let handler: Arc<dyn ToolHandler> = Arc::new(Export {
+                tool: Arc::clone(&tool),
+                run: *run,
+            });
+            (name.to_string(), handler)
+        })
+        .collect()
+}
+
+/// Runs a synchronous export that needs neither state nor context.
+macro_rules! stateless {
+    ($function:path) => {{
+        fn run<'a>(
+            _tool: &'a (),
+            _ctx: &'a ToolContext,
+            args: JsonObject,
+        ) -> BoxFuture<'a, Result<JsonValue, BuiltinToolError>> {
+            Box::pin(async move { $function(&args) })
+        }
+        run as ExportFn<()>
+    }};
+}
+
+/// Runs an async export of a stateful tool in the call's workdir.
+macro_rules! in_workdir {
+    ($tool:ty, $method:ident) => {{
+        fn run<'a>(
+            tool: &'a $tool,
+            ctx: &'a ToolContext,
+            args: JsonObject,
+        ) -> BoxFuture<'a, Result<JsonValue, BuiltinToolError>> {
+            Box::pin(async move { tool.$method(&ctx.workdir, &args).await })
+        }
+        run as ExportFn<$tool>
+    }};
+}
+
+/// The handlers of builtin tool `name`, by export name, with default
+/// options (the runtime passes Tools no config).
+pub fn handlers(name: &str) -> Option<ToolHandlers> {
+    use bash::BashTool;
+    use file_system::FileSystemTool;
+    use http_fetch::HttpFetchTool;
+    Some(match name {
+        "bash" => handlers_of(
+            BashTool::default(),
+            &[
+                ("exec", in_workdir!(BashTool, exec)),
+                ("script", in_workdir!(BashTool, script)),
+            ],
+        ),
+        "file-system" => handlers_of(
+            FileSystemTool::default(),
+            &[
+                ("read", in_workdir!(FileSystemTool, read)),
+                ("write", in_workdir!(FileSystemTool, write)),
+                ("list", in_workdir!(FileSystemTool, list)),
+                ("mkdir", in_workdir!(FileSystemTool, mkdir)),
+            ],
+        ),
+        "http-fetch" => {
+            fn get<'a>(
+                tool: &'a HttpFetchTool,
+                _ctx: &'a ToolContext,
+                args: JsonObject,
+            ) -> BoxFuture<'a, Result<JsonValue, BuiltinToolError>> {
+                Box::pin(async move { tool.get(&args).await })
+            }
+            fn post<'a>(
+                tool: &'a HttpFetchTool,
+                _ctx: &'a ToolContext,
+                args: JsonObject,
+            ) -> BoxFuture<'a, Result<JsonValue, BuiltinToolError>> {
+                Box::pin(async move { tool.post(&args).await })
+            }
+            handlers_of(
+                HttpFetchTool::default(),
+                &[("get", get as ExportFn<HttpFetchTool>), ("post", post)],
+            )
+        }
+        "json-query" => handlers_of(
+            (),
+            &[
+                ("query", stateless!(json_query::query)),
+                ("pick", stateless!(json_query::pick)),
+                ("count", stateless!(json_query::count)),
+                ("flatten", stateless!(json_query::flatten)),
+            ],
+        ),
+        "text-transform" => handlers_of(
+            (),
+            &[
+                ("replace", stateless!(text_transform::replace)),
+                ("slice", stateless!(text_transform::slice)),
+                ("split", stateless!(text_transform::split)),
+                ("join", stateless!(text_transform::join)),
+                ("trim", stateless!(text_transform::trim)),
+                ("case", stateless!(text_transform::case)),
+            ],
+        ),
+        "wait" => {
+            fn seconds<'a>(
+                _tool: &'a (),
+                _ctx: &'a ToolContext,
+                args: JsonObject,
+            ) -> BoxFuture<'a, Result<JsonValue, BuiltinToolError>> {
+                Box::pin(async move { wait::seconds(&args).await })
+            }
+            handlers_of((), &[("seconds", seconds as ExportFn<()>)])
+        }
+        _ => return None,
+    })
+}

@@ -1,0 +1,65 @@
+//! The built-in extensions of `@goondan/base`, one module per Extension
+//! resource. Each module has a config struct (the resource's
+//! `spec.config`, parsed strictly), an [`Extension`] that registers its
+//! middlewares, and the middlewares themselves, which hold only config and
+//! shared handles: per-Turn state travels in the contexts.
+
+pub mod context_message;
+pub mod inter_agent_response_format;
+pub mod logging;
+pub mod message_compaction;
+pub mod message_window;
+pub mod required_tools_guard;
+mod tool_pairs;
+pub mod tool_search;
+
+use goondan_runtime::{Extension, ExtensionInitError};
+use goondan_types::JsonValue;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+pub use message_compaction::Summarizer;
+
+/// The builtin names of the extensions this crate provides.
+pub const EXTENSION_NAMES: [&str; 7] = [
+    "context-message",
+    "inter-agent-response-format",
+    "logging",
+    "message-compaction",
+    "message-window",
+    "required-tools-guard",
+    "tool-search",
+];
+
+/// Builtin extension `name`; `summarizer` is the model
+/// `message-compaction` summarizes with, when the caller has one.
+pub fn extension(name: &str, summarizer: Option<Summarizer>) -> Option<Arc<dyn Extension>> {
+    Some(match name {
+        "context-message" => Arc::new(context_message::ContextMessage),
+        "inter-agent-response-format" => {
+            Arc::new(inter_agent_response_format::InterAgentResponseFormat)
+        }
+        "logging" => Arc::new(logging::Logging),
+        "message-compaction" => Arc::new(message_compaction::MessageCompaction::new(summarizer)),
+        "message-window" => Arc::new(message_window::MessageWindow),
+        "required-tools-guard" => Arc::new(required_tools_guard::RequiredToolsGuard),
+        "tool-search" => Arc::new(tool_search::ToolSearch),
+        _ => return None,
+    })
+}
+
+/// Parses an extension's `spec.config`; `null` (no config) gives the
+/// defaults, an unknown field or a wrong type is an init error naming it.
+pub(crate) fn parse_config<T: DeserializeOwned + Default>(
+    extension: &str,
+    config: &JsonValue,
+) -> Result<T, ExtensionInitError> {
+    if config.is_null() {
+        return Ok(T::default());
+    }
+    serde_json::from_value(config.clone()).map_err(|error| {
+        ExtensionInitError::new(format!(
+            "invalid spec.config for extension {extension}: {error}"
+        ))
+    })
+}
