@@ -29,11 +29,14 @@ pub enum ControlRequest {
         /// The text input.
         input: String,
     },
-    /// Graceful restart of one agent's instances or all.
+    /// Graceful restart of the matching instances.
     Restart {
-        /// The agent; all when absent.
+        /// Only this agent's instances.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<String>,
+        /// Only this instance key.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instance_key: Option<String>,
         /// Clear message history first.
         #[serde(default)]
         fresh: bool,
@@ -111,8 +114,12 @@ async fn execute(request: ControlRequest, handle: &OrchestratorHandle) -> JsonVa
                 .await
                 .map(|answer| json!({ "response": answer }))
         }
-        ControlRequest::Restart { agent, fresh } => handle
-            .restart(agent, fresh)
+        ControlRequest::Restart {
+            agent,
+            instance_key,
+            fresh,
+        } => handle
+            .restart(agent, instance_key, fresh)
             .await
             .map(|keys| json!({ "restarted": keys })),
         ControlRequest::List => handle

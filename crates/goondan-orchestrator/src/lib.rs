@@ -25,4 +25,6 @@ pub mod spawner;
 
 pub use error::OrchestratorError;
 pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo};
-pub use spawner::{LocalSpawner, ProcessControl, SpawnRequest, SpawnedProcess, Spawner};
+pub use spawner::{
+    LocalSpawner, LogFileFor, ProcessControl, SpawnRequest, SpawnedProcess, Spawner,
+};

@@ -94,9 +94,10 @@ pub(crate) enum Input {
         event: Box<AgentEvent>,
         reply: Waiter,
     },
-    /// Gracefully restart instances of one agent (or all).
+    /// Gracefully restart the matching instances.
     Restart {
         agent: Option<String>,
+        instance_key: Option<String>,
         fresh: bool,
         done: oneshot::Sender<Vec<String>>,
     },
@@ -143,15 +144,23 @@ impl OrchestratorHandle {
         answer.await.map_err(|_| OrchestratorError::Stopped)?
     }
 
-    /// Gracefully restarts the instances of `agent` (all when `None`),
-    /// clearing their history first when `fresh`; returns the keys.
+    /// Gracefully restarts the known instances of `agent` and/or
+    /// `instance_key` (every instance when both are `None`), clearing their
+    /// history first when `fresh`; returns the keys.
     pub async fn restart(
         &self,
         agent: Option<String>,
+        instance_key: Option<String>,
         fresh: bool,
     ) -> Result<Vec<String>, OrchestratorError> {
         let (done, restarted) = oneshot::channel();
-        self.send(Input::Restart { agent, fresh, done }).await?;
+        self.send(Input::Restart {
+            agent,
+            instance_key,
+            fresh,
+            done,
+        })
+        .await?;
         restarted.await.map_err(|_| OrchestratorError::Stopped)
     }
 
@@ -328,8 +337,13 @@ impl Orchestrator {
                 event,
                 reply,
             } => self.on_request(agent, *event, reply),
-            Input::Restart { agent, fresh, done } => {
-                let keys = self.restart(agent.as_deref(), fresh);
+            Input::Restart {
+                agent,
+                instance_key,
+                fresh,
+                done,
+            } => {
+                let keys = self.restart(agent.as_deref(), instance_key.as_deref(), fresh);
                 let _ = done.send(keys);
             }
             Input::List { reply } => {
@@ -702,12 +716,18 @@ impl Orchestrator {
         }
     }
 
-    fn restart(&mut self, agent: Option<&str>, fresh: bool) -> Vec<String> {
+    fn restart(
+        &mut self,
+        agent: Option<&str>,
+        instance_key: Option<&str>,
+        fresh: bool,
+    ) -> Vec<String> {
         let grace = self.swarm.grace_period;
         let keys: Vec<RoutingKey> = self
             .handles
             .keys()
             .filter(|key| agent.is_none_or(|agent| key.agent_name == agent))
+            .filter(|key| instance_key.is_none_or(|instance| key.instance_key == instance))
             .cloned()
             .collect();
         for key in &keys {

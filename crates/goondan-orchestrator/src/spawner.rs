@@ -45,7 +45,7 @@ pub trait Spawner: Send + Sync {
 
 /// Starts children by fork/exec of a program (normally this same `gdn`
 /// binary in its hidden `agent` mode) with IPC on stdin/stdout.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LocalSpawner {
     /// The program to run.
     pub program: PathBuf,
@@ -53,9 +53,22 @@ pub struct LocalSpawner {
     pub args: Vec<String>,
     /// Extra environment for the child.
     pub env: Vec<(String, String)>,
-    /// Where each child's stderr (its structured log) goes: a folder that
-    /// gets `<agentName>.log` per instance, or `None` to inherit.
-    pub log_dir: Option<PathBuf>,
+    /// Where each child's stderr (its structured log) goes, appended; `None`
+    /// inherits the orchestrator's stderr.
+    pub log_file: Option<LogFileFor>,
+}
+
+/// Names the log file of the process serving a routing key.
+pub type LogFileFor = std::sync::Arc<dyn Fn(&RoutingKey) -> PathBuf + Send + Sync>;
+
+impl std::fmt::Debug for LocalSpawner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalSpawner")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("logs_to_file", &self.log_file.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Spawner for LocalSpawner {
@@ -65,13 +78,16 @@ impl Spawner for LocalSpawner {
             key: key_text.clone(),
             source,
         };
-        let stderr = match &self.log_dir {
-            Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(spawn_error)?;
+        let stderr = match &self.log_file {
+            Some(log_file_for) => {
+                let path = log_file_for(&request.key);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(spawn_error)?;
+                }
                 let file = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
-                    .open(dir.join(format!("{}.log", request.key.agent_name)))
+                    .open(&path)
                     .map_err(spawn_error)?;
                 Stdio::from(file)
             }

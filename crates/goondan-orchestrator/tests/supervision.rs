@@ -221,7 +221,7 @@ fn with_orchestrator(
             program: std::env::current_exe().unwrap(),
             args: Vec::new(),
             env: vec![("GOONDAN_TEST_CHILD".into(), "1".into())],
-            log_dir: None,
+            log_file: None,
         };
         let (handle, task) = Orchestrator::start(OrchestratorConfig {
             swarm: swarm(agents, grace),
@@ -406,7 +406,10 @@ fn restart_respawns_selected_agent() {
         ask(&handle, None, "1").await;
         ask(&handle, Some("beta"), "1").await;
         let before = handle.list().await.unwrap();
-        let restarted = handle.restart(Some("alpha".into()), false).await.unwrap();
+        let restarted = handle
+            .restart(Some("alpha".into()), None, false)
+            .await
+            .unwrap();
         assert_eq!(restarted, ["alpha:main"]);
         assert_eq!(ask(&handle, None, "2").await, "alpha:2");
         let after = handle.list().await.unwrap();
