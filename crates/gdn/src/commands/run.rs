@@ -1,0 +1,366 @@
+//! `gdn run`: starts the orchestrator of the selected Swarm in the
+//! foreground (or, with `--detach`, in the background), or attaches to the
+//! one already serving that instance key.
+//!
+//! * `--input TEXT` / `--input-file PATH`: one event for the entry agent;
+//!   prints the answer, drains every agent and exits (0, or 1 when the
+//!   Turn failed).
+//! * no input on a terminal: an interactive chat, one event per line.
+//! * no input and no terminal (a detached daemon): stays resident until
+//!   SIGINT, SIGTERM or `shutdown` on the control socket.
+
+use crate::cli::{GlobalArgs, RunArgs};
+use crate::exit::Outcome;
+use crate::project::{self, Project};
+use anyhow::Context;
+use goondan_ipc::RoutingKey;
+use goondan_orchestrator::control::{self, ControlRequest};
+use goondan_orchestrator::{
+    LocalSpawner, Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo,
+};
+use goondan_store::InstanceStore;
+use goondan_types::{AgentEvent, EventSource, EventSourceKind, JsonValue};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+
+/// Runs `gdn run`.
+pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome> {
+    let project = match project::load(global, args.swarm.as_deref(), args.env_file.clone())? {
+        Ok(project) => project,
+        Err(outcome) => return Ok(outcome),
+    };
+    let input = match (&args.input, &args.input_file) {
+        (Some(text), _) => Some(text.clone()),
+        (None, Some(path)) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --input-file {}", path.display()))?,
+        ),
+        (None, None) => None,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let socket = project.control_socket();
+        if control::call(&socket, &ControlRequest::Status).await.is_ok() {
+            return attach(&socket, input).await;
+        }
+        if args.detach {
+            return detach(global, args, &project, &socket, input).await;
+        }
+        foreground(global, args, project, socket, input).await
+    })
+}
+
+/// Sends input to an orchestrator that is already running.
+async fn attach(socket: &Path, input: Option<String>) -> anyhow::Result<Outcome> {
+    eprintln!("attached to the orchestrator at {}", socket.display());
+    match input {
+        Some(text) => ask_over_socket(socket, text).await,
+        None => {
+            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            let mut outcome = Outcome::Success;
+            prompt();
+            while let Some(line) = lines.next_line().await? {
+                if !line.trim().is_empty() {
+                    outcome = ask_over_socket(socket, line).await?;
+                }
+                prompt();
+            }
+            Ok(outcome)
+        }
+    }
+}
+
+async fn ask_over_socket(socket: &Path, input: String) -> anyhow::Result<Outcome> {
+    let response = control::call(socket, &ControlRequest::Request { agent: None, input }).await?;
+    if response["ok"] != JsonValue::Bool(true) {
+        eprintln!(
+            "error[{}]: {}",
+            response["code"].as_str().unwrap_or("E_CONTROL"),
+            response["message"].as_str().unwrap_or("the request failed")
+        );
+        return Ok(Outcome::Failure);
+    }
+    let answer: AgentEvent = serde_json::from_value(response["response"].clone())
+        .context("the orchestrator sent a malformed answer")?;
+    Ok(print_answer(&answer))
+}
+
+/// Starts `gdn run` again in the background, waits until its control
+/// socket answers, and optionally hands it the input.
+async fn detach(
+    global: &GlobalArgs,
+    args: &RunArgs,
+    project: &Project,
+    socket: &Path,
+    input: Option<String>,
+) -> anyhow::Result<Outcome> {
+    let log_path = project
+        .state_root
+        .runtime_log_file(&project.instance_key, "orchestrator", "stderr");
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("opening {}", log_path.display()))?;
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command
+        .arg("--config")
+        .arg(project.bundle.root())
+        .arg("--state-root")
+        .arg(project.state_root.path())
+        .arg("run")
+        .arg("--swarm")
+        .arg(&project.swarm_name);
+    if let Some(env_file) = &args.env_file {
+        command.arg("--env-file").arg(std::path::absolute(env_file)?);
+    }
+    if let Some(record) = &args.record {
+        command.arg("--record").arg(std::path::absolute(record)?);
+    }
+    if global.verbose > 0 {
+        command.arg("-v");
+    }
+    use std::os::unix::process::CommandExt;
+    let child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("starting the background orchestrator")?;
+    for _ in 0..200 {
+        if control::call(socket, &ControlRequest::Status).await.is_ok() {
+            println!(
+                "started orchestrator (pid {}) for Swarm/{} (instanceKey {}); logs: {}",
+                child.id(),
+                project.swarm_name,
+                project.instance_key,
+                log_path.display()
+            );
+            return match input {
+                Some(text) => ask_over_socket(socket, text).await,
+                None => Ok(Outcome::Success),
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    eprintln!(
+        "error[E_ORCHESTRATOR_START]: the background orchestrator did not answer within 5 s\n   = help: read {}",
+        log_path.display()
+    );
+    Ok(Outcome::Failure)
+}
+
+async fn foreground(
+    global: &GlobalArgs,
+    args: &RunArgs,
+    project: Project,
+    socket: PathBuf,
+    input: Option<String>,
+) -> anyhow::Result<Outcome> {
+    let swarm = project
+        .bundle
+        .swarm(&project.swarm_name)
+        .context("the selected swarm vanished")?;
+    let agents: Vec<String> = swarm.agents().map(|agent| agent.name().to_string()).collect();
+    let info = SwarmInfo {
+        swarm_name: project.swarm_name.clone(),
+        entry_agent: swarm.entry_agent().name().to_string(),
+        agents,
+        instance_key: project.instance_key.clone(),
+        grace_period: swarm.shutdown_grace(),
+    };
+    let mut agent_args: Vec<String> = vec![
+        "agent".into(),
+        "--bundle-dir".into(),
+        project.bundle.root().display().to_string(),
+        "--swarm".into(),
+        project.swarm_name.clone(),
+        "--state-root".into(),
+        project.state_root.path().display().to_string(),
+    ];
+    if let Some(env_file) = &args.env_file {
+        agent_args.push("--env-file".into());
+        agent_args.push(std::path::absolute(env_file)?.display().to_string());
+    }
+    if let Some(record) = &args.record {
+        agent_args.push("--record".into());
+        agent_args.push(std::path::absolute(record)?.display().to_string());
+    }
+    let log_root = project.state_root.clone();
+    let swarm_key = project.instance_key.clone();
+    let log_file: goondan_orchestrator::LogFileFor = Arc::new(move |key: &RoutingKey| {
+        log_root.runtime_log_file(&swarm_key, &format!("{}-{}", key.agent_name, key.instance_key), "stderr")
+    });
+    let spawner = LocalSpawner {
+        program: std::env::current_exe().context("locating the gdn binary")?,
+        args: agent_args,
+        env: Vec::new(),
+        log_file: Some(log_file),
+    };
+    let store = InstanceStore::new(project.state_root.workspace(&project.instance_key));
+    let reset_instance: goondan_orchestrator::orchestrator::ResetInstance =
+        Arc::new(move |key: &RoutingKey| {
+            if let Err(error) = store.reset_messages(&key.agent_name, &key.instance_key) {
+                tracing::warn!(key = %key, code = error.code(), "could not clear history: {error}");
+            }
+        });
+    let (handle, task) = Orchestrator::start(OrchestratorConfig {
+        swarm: info,
+        spawner: Arc::new(spawner),
+        reconcile_interval: Duration::from_secs(5),
+        reset_instance: Some(reset_instance),
+    });
+    let control_server = tokio::spawn(control::serve(socket.clone(), handle.clone()));
+    let active = write_active(&project, &socket)?;
+
+    let outcome = match input {
+        Some(text) => {
+            let outcome = ask(&handle, text).await;
+            handle.shutdown().await.ok();
+            outcome
+        }
+        None if std::io::stdin().is_terminal() && !global.quiet => {
+            eprintln!(
+                "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
+                project.swarm_name, project.instance_key
+            );
+            let outcome = chat(&handle).await;
+            handle.shutdown().await.ok();
+            outcome
+        }
+        None => resident(&handle, task).await,
+    };
+    control_server.abort();
+    let _ = std::fs::remove_file(&socket);
+    if let Some(active) = active {
+        remove_active_if_ours(&active);
+    }
+    Ok(outcome)
+}
+
+/// One input, one answer.
+async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
+    let mut event = AgentEvent::new("user_message", EventSource::new(EventSourceKind::Connector, "cli"));
+    event.input = Some(text);
+    event.trace_id = Some(goondan_types::trace::new_trace_id());
+    tokio::select! {
+        answer = handle.request(None, event) => match answer {
+            Ok(answer) => print_answer(&answer),
+            Err(error) => {
+                eprintln!("error[{}]: {error}", error.code());
+                if let Some(suggestion) = error.suggestion() {
+                    eprintln!("   = help: {suggestion}");
+                }
+                Outcome::Failure
+            }
+        },
+        _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
+    }
+}
+
+async fn chat(handle: &OrchestratorHandle) -> Outcome {
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    prompt();
+    loop {
+        let line = tokio::select! {
+            line = lines.next_line() => line,
+            _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
+        };
+        match line {
+            Ok(Some(line)) if line.trim().is_empty() => {}
+            Ok(Some(line)) => {
+                if ask(handle, line).await == Outcome::Interrupted {
+                    return Outcome::Interrupted;
+                }
+            }
+            Ok(None) | Err(_) => return Outcome::Success,
+        }
+        prompt();
+    }
+}
+
+/// Serves until a signal or a control `shutdown`.
+async fn resident(handle: &OrchestratorHandle, task: tokio::task::JoinHandle<()>) -> Outcome {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(error) => {
+            eprintln!("error: cannot listen for SIGTERM: {error}");
+            return Outcome::Failure;
+        }
+    };
+    let mut task = task;
+    let outcome = tokio::select! {
+        _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
+        _ = terminate.recv() => Outcome::Success,
+        _ = &mut task => return Outcome::Success,
+    };
+    handle.shutdown().await.ok();
+    outcome
+}
+
+fn print_answer(answer: &AgentEvent) -> Outcome {
+    let status = answer.metadata_value("status").and_then(JsonValue::as_str);
+    if status == Some("error") {
+        let text = |key: &str| {
+            answer
+                .metadata_value(key)
+                .and_then(JsonValue::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        eprintln!("error[{}]: {}", text("errorCode"), text("errorMessage"));
+        return Outcome::Failure;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", answer.input.as_deref().unwrap_or_default());
+    let _ = out.flush();
+    Outcome::Success
+}
+
+fn prompt() {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "> ");
+    let _ = err.flush();
+}
+
+/// Records this orchestrator in `runtime/active.json`.
+fn write_active(project: &Project, socket: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let path = project.state_root.active_file();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let record = serde_json::json!({
+        "pid": std::process::id(),
+        "bundleDir": project.bundle.root(),
+        "swarm": project.swarm_name,
+        "instanceKey": project.instance_key,
+        "startedAt": goondan_types::now_iso(),
+        "controlSocket": socket,
+    });
+    let temp = path.with_extension("json.tmp");
+    std::fs::write(&temp, serde_json::to_vec_pretty(&record)?)
+        .with_context(|| format!("writing {}", temp.display()))?;
+    std::fs::rename(&temp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(Some(path))
+}
+
+/// Removes `active.json` unless another orchestrator has replaced it.
+fn remove_active_if_ours(path: &Path) {
+    let ours = std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<JsonValue>(&bytes).ok())
+        .is_some_and(|record| record["pid"] == std::process::id());
+    if ours {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -1,0 +1,103 @@
+//! The high stage of arguments for commands that act on a running swarm:
+//! the bundle, the selected Swarm, its instance key and the System Root,
+//! resolved once. Failures are rendered here, as `gdn validate` renders
+//! them, so every command fails the same way.
+
+use crate::cli::{Format, GlobalArgs};
+use crate::exit::Outcome;
+use crate::render::{Renderer, Style};
+use goondan_config::{load_bundle, Bundle, LoadOptions};
+use goondan_store::{StateRoot, StateRootSources};
+use goondan_types::Diagnostic;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// A loaded bundle with its selected Swarm.
+pub(crate) struct Project {
+    /// The validated bundle.
+    pub(crate) bundle: Bundle,
+    /// `Swarm.metadata.name`.
+    pub(crate) swarm_name: String,
+    /// `Swarm.spec.instanceKey ?? Swarm.metadata.name`.
+    pub(crate) instance_key: String,
+    /// The System Root.
+    pub(crate) state_root: StateRoot,
+}
+
+impl Project {
+    /// The control socket of this swarm's orchestrator.
+    pub(crate) fn control_socket(&self) -> PathBuf {
+        let workspace = self.state_root.workspace(&self.instance_key);
+        self.state_root.control_socket(workspace.workspace_id())
+    }
+}
+
+/// The System Root from `--state-root`, `GOONDAN_STATE_ROOT` or
+/// `~/.goondan`.
+pub(crate) fn state_root(global: &GlobalArgs) -> anyhow::Result<StateRoot> {
+    Ok(StateRootSources::from_process_env(global.state_root.clone()).resolve()?)
+}
+
+/// Loads the bundle of `--config` (or the current folder) and selects
+/// `swarm` (else `default`, else the only one). On failure the diagnostics
+/// are printed to stderr and the outcome to exit with is returned.
+pub(crate) fn load(
+    global: &GlobalArgs,
+    swarm: Option<&str>,
+    env_file: Option<PathBuf>,
+) -> anyhow::Result<Result<Project, Outcome>> {
+    let path = global.config.clone().unwrap_or_else(|| PathBuf::from("."));
+    let renderer = Renderer {
+        style: Style { colored: false },
+        base: if path.is_dir() { path.clone() } else { path.parent().map(PathBuf::from).unwrap_or_default() },
+    };
+    let mut err = std::io::stderr().lock();
+    let format = if global.json { Format::Json } else { Format::Text };
+    let options = LoadOptions {
+        env_file,
+        inherit_process_env: true,
+    };
+    let outcome = match load_bundle(&path, &options) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            let mut diagnostic = error.code().diagnostic(error.to_string());
+            if let Some(suggestion) = error.suggestion() {
+                diagnostic = diagnostic.with_suggestion(suggestion);
+            }
+            renderer.report(&mut err, format, &[diagnostic], global.quiet)?;
+            err.flush()?;
+            return Ok(Err(Outcome::ConfigError));
+        }
+    };
+    let Some(bundle) = outcome.bundle else {
+        renderer.report(&mut err, format, &outcome.diagnostics, global.quiet)?;
+        writeln!(err, "nothing was started")?;
+        return Ok(Err(Outcome::ValidationFailed));
+    };
+    let selected = match swarm {
+        Some(name) => bundle.swarm(name),
+        None => bundle.default_swarm(),
+    };
+    let Some(selected) = selected else {
+        let known: Vec<String> = bundle.swarms().map(|s| s.name().to_string()).collect();
+        let diagnostic = Diagnostic::error(
+            "E_CONFIG_REF_NOT_FOUND",
+            match swarm {
+                Some(name) => format!("Swarm/{name} is not defined"),
+                None => "no Swarm named `default`, and more than one Swarm to choose from".to_string(),
+            },
+        )
+        .with_suggestion(format!("pass --swarm with one of: {}", known.join(", ")));
+        renderer.report(&mut err, format, &[diagnostic], global.quiet)?;
+        return Ok(Err(Outcome::ConfigError));
+    };
+    let swarm_name = selected.name().to_string();
+    let instance_key = selected.instance_key().to_string();
+    let state_root = state_root(global)?;
+    Ok(Ok(Project {
+        bundle,
+        swarm_name,
+        instance_key,
+        state_root,
+    }))
+}

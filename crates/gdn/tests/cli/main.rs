@@ -1,0 +1,231 @@
+//! Drives the real `gdn` binary: exit codes, text, JSON and GitHub output,
+//! and global flags on either side of the subcommand.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `gdn` in `cwd` with a private state root and no color hints from
+/// the environment.
+fn gdn(cwd: &Path, args: &[&str]) -> Output {
+    let state = tempfile::tempdir().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_gdn"))
+        .args(args)
+        .current_dir(cwd)
+        .env("GOONDAN_STATE_ROOT", state.path())
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().unwrap()
+}
+
+const MODEL_AND_SWARM: &str = "\
+apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: claude-sonnet
+spec:
+  provider: anthropic
+  model: claude-sonnet-4-5
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/planner
+  agents:
+    - ref: Agent/planner
+---
+";
+
+/// A bundle whose agent names a model that does not exist.
+fn broken_bundle() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{MODEL_AND_SWARM}apiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: planner\nspec:\n  modelConfig:\n    modelRef: Model/claude\n"
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    dir
+}
+
+/// A valid bundle with one warning (a prompt nothing injects).
+fn warning_bundle() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{MODEL_AND_SWARM}apiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: planner\nspec:\n  modelConfig:\n    modelRef: Model/claude-sonnet\n  prompt:\n    system: Plan.\n"
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    dir
+}
+
+#[test]
+fn examples_are_valid_and_exit_zero() {
+    for example in ["examples/single-agent", "examples/two-agents"] {
+        let output = gdn(&workspace_root(), &["validate", example]);
+        assert_eq!(code(&output), 0, "{example}: {}", stdout(&output));
+        assert_eq!(stdout(&output), "Errors: 0, Warnings: 0\n");
+    }
+}
+
+#[test]
+fn a_missing_reference_prints_the_house_format_and_exits_4() {
+    let bundle = broken_bundle();
+    let output = gdn(bundle.path(), &["validate"]);
+    assert_eq!(code(&output), 4);
+    assert_eq!(
+        stdout(&output),
+        "error[E_CONFIG_REF_NOT_FOUND]: Agent/planner refers to Model/claude, which is not defined
+  --> goondan.yaml:24:15 (document 3)
+   = field: spec.modelConfig.modelRef
+   = help: did you mean Model/claude-sonnet (goondan.yaml:1)?
+Errors: 1, Warnings: 0
+"
+    );
+    assert!(
+        !stdout(&output).contains('\x1b'),
+        "no color when not a terminal"
+    );
+}
+
+#[test]
+fn json_format_lists_errors_and_warnings() {
+    let bundle = broken_bundle();
+    let output = gdn(bundle.path(), &["validate", ".", "--format", "json"]);
+    assert_eq!(code(&output), 4);
+    let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["valid"], false);
+    assert_eq!(report["errors"][0]["code"], "E_CONFIG_REF_NOT_FOUND");
+    assert_eq!(
+        report["errors"][0]["path"],
+        "goondan.yaml#spec.modelConfig.modelRef"
+    );
+    assert_eq!(report["errors"][0]["resource"], "Agent/planner");
+    assert_eq!(report["warnings"], serde_json::json!([]));
+}
+
+#[test]
+fn github_format_prints_workflow_annotations() {
+    let bundle = broken_bundle();
+    let parent = bundle.path().parent().unwrap();
+    let name = bundle.path().file_name().unwrap().to_str().unwrap();
+    let output = gdn(parent, &["validate", name, "--format", "github"]);
+    assert_eq!(code(&output), 4);
+    let text = stdout(&output);
+    assert!(
+        text.starts_with(&format!(
+            "::error file={name}/goondan.yaml,line=24,col=15,title=E_CONFIG_REF_NOT_FOUND::Agent/planner refers to Model/claude"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn global_flags_work_before_and_after_the_subcommand() {
+    let bundle = broken_bundle();
+    let path = bundle.path().to_str().unwrap();
+    let root = workspace_root();
+    for args in [
+        vec!["--json", "validate", path],
+        vec!["validate", path, "--json"],
+        vec!["--config", path, "--no-color", "validate", "--json"],
+        vec![
+            "validate",
+            "--json",
+            "-c",
+            path,
+            "--state-root",
+            "/tmp/unused",
+        ],
+    ] {
+        let output = gdn(&root, &args);
+        assert_eq!(code(&output), 4, "{args:?}");
+        let report: serde_json::Value =
+            serde_json::from_str(&stdout(&output)).expect("json output");
+        assert_eq!(report["valid"], false, "{args:?}");
+    }
+}
+
+#[test]
+fn strict_turns_warnings_into_errors_and_quiet_hides_them() {
+    let bundle = warning_bundle();
+    let relaxed = gdn(bundle.path(), &["validate"]);
+    assert_eq!(code(&relaxed), 0);
+    assert!(stdout(&relaxed).contains("warning[W_CONFIG_PROMPT_UNUSED]"));
+    assert!(stdout(&relaxed).ends_with("Errors: 0, Warnings: 1\n"));
+    let strict = gdn(bundle.path(), &["validate", "--strict"]);
+    assert_eq!(code(&strict), 4);
+    assert!(stdout(&strict).contains("error[W_CONFIG_PROMPT_UNUSED]"));
+    let quiet = gdn(bundle.path(), &["-q", "validate"]);
+    assert_eq!((code(&quiet), stdout(&quiet)), (0, String::new()));
+    let verbose = gdn(bundle.path(), &["validate", "-v"]);
+    assert!(stdout(&verbose).starts_with("Validating .\nLoaded 1 model(s), 1 agent(s)"));
+}
+
+#[test]
+fn exit_codes_follow_the_spec_table() {
+    let root = workspace_root();
+    let bad_flag = gdn(&root, &["validate", "--frobnicate"]);
+    assert_eq!(code(&bad_flag), 2);
+    assert!(String::from_utf8_lossy(&bad_flag.stderr).contains("--frobnicate"));
+    assert_eq!(code(&gdn(&root, &["validate", "--format", "yaml"])), 2);
+    assert_eq!(code(&gdn(&root, &["-v", "-q", "validate"])), 2);
+    assert_eq!(code(&gdn(&root, &["frobnicate"])), 2);
+
+    let missing = gdn(&root, &["validate", "no/such/bundle"]);
+    assert_eq!(code(&missing), 3);
+    assert!(
+        stdout(&missing).starts_with("error[E_CONFIG_FILE_NOT_FOUND]: no bundle at no/such/bundle")
+    );
+    let empty = tempfile::tempdir().unwrap();
+    assert_eq!(code(&gdn(empty.path(), &["validate"])), 3);
+    let env_file = gdn(
+        &root,
+        &[
+            "validate",
+            "examples/two-agents",
+            "--env-file",
+            "missing.env",
+        ],
+    );
+    assert_eq!(code(&env_file), 3);
+
+    for args in [["--help"], ["--version"]] {
+        let output = gdn(&root, &args);
+        assert_eq!(code(&output), 0, "{args:?}");
+        assert!(!output.stdout.is_empty());
+    }
+}
+
+#[test]
+fn env_file_feeds_the_missing_variable_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = MODEL_AND_SWARM.replace(
+        "  model: claude-sonnet-4-5\n",
+        "  model: claude-sonnet-4-5\n  apiKey:\n    valueFrom:\n      env: GDN_CLI_TEST_KEY_7F3A\n",
+    ) + "apiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: planner\nspec:\n  modelConfig:\n    modelRef: Model/claude-sonnet\n";
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let without = gdn(dir.path(), &["validate", "--strict"]);
+    assert_eq!(code(&without), 4, "{}", stdout(&without));
+    assert!(stdout(&without).contains("W_CONFIG_ENV_MISSING"));
+    std::fs::write(
+        dir.path().join("keys.env"),
+        "GDN_CLI_TEST_KEY_7F3A=sk-test\n",
+    )
+    .unwrap();
+    let with = gdn(
+        dir.path(),
+        &["validate", "--strict", "--env-file", "keys.env"],
+    );
+    assert_eq!(code(&with), 0, "{}", stdout(&with));
+}
