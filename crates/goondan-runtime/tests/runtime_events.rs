@@ -101,11 +101,11 @@ async fn must_span_tree_of_a_two_step_turn_with_two_tool_calls() {
     assert_ne!(call1, call2);
     assert_eq!(events[3].base().span_id, call1);
     assert_eq!(events[5].base().span_id, call2);
-    for index in 2..=5 {
+    for (offset, event) in events[2..=5].iter().enumerate() {
         assert_eq!(
-            events[index].base().parent_span_id.as_deref(),
+            event.base().parent_span_id.as_deref(),
             Some(step0.as_str()),
-            "tool {index}"
+            "tool event {offset}"
         );
     }
     let mut all_spans = vec![turn_span, step0, step1, call1, call2];
