@@ -297,3 +297,62 @@ async fn must_a_middleware_may_transform_the_result_of_next() {
         json!({"wrapped": {"x": 1}})
     );
 }
+
+#[tokio::test]
+async fn must_metadata_is_shared_by_the_layers_of_one_chain() {
+    let log = Log::default();
+    let mut harness = Harness::new();
+    let inner_log = log.clone();
+    harness.extension("outer", |api: &mut ExtensionApi<'_>, _: &JsonValue| {
+        api.pipeline().turn(
+            |ctx, next| {
+                Box::pin(async move {
+                    ctx.metadata.insert("startedBy".into(), json!("outer"));
+                    next.run(ctx).await
+                })
+            },
+            MiddlewareOptions::default(),
+        );
+        api.pipeline().step(
+            |ctx, next| {
+                Box::pin(async move {
+                    ctx.metadata.insert("step".into(), json!(ctx.step_index()));
+                    next.run(ctx).await
+                })
+            },
+            MiddlewareOptions::default(),
+        );
+        Ok(())
+    });
+    harness.extension("inner", move |api: &mut ExtensionApi<'_>, _: &JsonValue| {
+        let log = inner_log.clone();
+        api.pipeline().turn(
+            move |ctx, next| {
+                let log = log.clone();
+                Box::pin(async move {
+                    log.push(format!("turn sees {}", ctx.metadata["startedBy"]));
+                    next.run(ctx).await
+                })
+            },
+            MiddlewareOptions::default(),
+        );
+        let log = inner_log.clone();
+        api.pipeline().step(
+            move |ctx, next| {
+                let log = log.clone();
+                Box::pin(async move {
+                    log.push(format!("step sees {}", ctx.metadata["step"]));
+                    next.run(ctx).await
+                })
+            },
+            MiddlewareOptions::default(),
+        );
+        Ok(())
+    });
+    harness.model.text("ok");
+    let mut agent = harness.start();
+    agent
+        .run_turn(goondan_runtime::test_support::user_event("hi"), &NoStream)
+        .await;
+    assert_eq!(log.lines(), [r#"turn sees "outer""#, "step sees 0"]);
+}

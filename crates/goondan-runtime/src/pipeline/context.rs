@@ -203,7 +203,21 @@ pub struct StepContext {
 }
 
 /// The context of a `toolCall` middleware. It has no agents API by design
-/// (seed 000 §4.4).
+/// (seed 000 §4.4), so this does not compile:
+///
+/// ```compile_fail,E0599
+/// use goondan_runtime::pipeline::{MiddlewareOptions, PipelineRegistry};
+/// let mut registry = PipelineRegistry::new();
+/// registry.tool_call(
+///     |ctx, next| {
+///         Box::pin(async move {
+///             let _ = ctx.agents();
+///             next.run(ctx).await
+///         })
+///     },
+///     MiddlewareOptions::default(),
+/// );
+/// ```
 pub struct ToolCallContext {
     info: Arc<TurnInfo>,
     step_index: u32,

@@ -206,3 +206,30 @@ where
 {
     Arc::new(handler)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pending_results_carry_a_handle() {
+        assert_eq!(
+            pending_output("job-7"),
+            json!({"status": "pending", "handle": "job-7"})
+        );
+    }
+
+    #[test]
+    fn failures_keep_code_name_suggestion_and_help_url_and_cut_the_message() {
+        let error = ToolFailure::new("E_X", "abcdef")
+            .with_name("XError")
+            .with_suggestion("retry")
+            .with_help_url("https://docs.example/E_X")
+            .into_tool_error(3);
+        assert_eq!(
+            serde_json::to_value(error).unwrap(),
+            json!({"name": "XError", "message": "abc... (truncated)", "code": "E_X", "suggestion": "retry", "helpUrl": "https://docs.example/E_X"})
+        );
+    }
+}
