@@ -53,6 +53,132 @@ pub(crate) struct GlobalArgs {
 pub(crate) enum Command {
     /// Check a bundle: schema, references, files, naming.
     Validate(ValidateArgs),
+    /// Start the orchestrator of a Swarm (or attach to the running one).
+    Run(RunArgs),
+    /// Gracefully restart the agent processes of the running orchestrator.
+    Restart(RestartArgs),
+    /// List, restart or delete agent instances.
+    Instance(InstanceArgs),
+    /// Show runtime events or a process log.
+    Logs(LogsArgs),
+    /// Run one AgentProcess (spawned by the orchestrator; not for people).
+    #[command(hide = true)]
+    Agent(AgentArgs),
+}
+
+/// `gdn run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The Swarm to run (default: `default`, else the only one).
+    #[arg(short, long)]
+    pub(crate) swarm: Option<String>,
+    /// Send one message to the entry agent, print the answer and exit.
+    #[arg(long, conflicts_with = "input_file")]
+    pub(crate) input: Option<String>,
+    /// Like --input, reading the message from a file.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) input_file: Option<PathBuf>,
+    /// Run in the background; logs go under the System Root.
+    #[arg(long)]
+    pub(crate) detach: bool,
+    /// An extra env file, applied over .env.local and .env.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Record every model exchange to this cassette (replay it with the
+    /// `replay` provider).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) record: Option<PathBuf>,
+}
+
+/// `gdn restart`.
+#[derive(Debug, Args)]
+pub(crate) struct RestartArgs {
+    /// Only this agent's processes.
+    #[arg(short, long)]
+    pub(crate) agent: Option<String>,
+    /// Clear the message history before restarting.
+    #[arg(long)]
+    pub(crate) fresh: bool,
+}
+
+/// `gdn instance`.
+#[derive(Debug, Args)]
+pub(crate) struct InstanceArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: InstanceCommand,
+}
+
+/// `gdn instance` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum InstanceCommand {
+    /// Every instance under the System Root, with its live process.
+    List,
+    /// Restart the processes serving an instance.
+    Restart {
+        /// `instanceKey`, or `agent:instanceKey` for one agent.
+        key: String,
+        /// Clear the message history first.
+        #[arg(long)]
+        fresh: bool,
+    },
+    /// Stop the processes of an instance and delete its state.
+    Delete {
+        /// `instanceKey`, or `agent:instanceKey` for one agent.
+        key: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// `gdn logs`.
+#[derive(Debug, Args)]
+pub(crate) struct LogsArgs {
+    /// The Swarm's instance key (default: the bundle's or the active one).
+    #[arg(long)]
+    pub(crate) instance_key: Option<String>,
+    /// Only runtime events of this agent.
+    #[arg(short, long)]
+    pub(crate) agent: Option<String>,
+    /// Only runtime events of this trace.
+    #[arg(long)]
+    pub(crate) trace: Option<String>,
+    /// Only runtime events of this type (`tool.completed`, or `tool.*`).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub(crate) event_type: Option<String>,
+    /// Show a process log instead (`orchestrator` or `<agent>-<instanceKey>`).
+    #[arg(long)]
+    pub(crate) process: Option<String>,
+    /// Keep printing new lines.
+    #[arg(long)]
+    pub(crate) stream: bool,
+    /// How many lines to show.
+    #[arg(short = 'n', long, default_value_t = 100)]
+    pub(crate) lines: usize,
+}
+
+/// `gdn agent` (hidden).
+#[derive(Debug, Args)]
+pub(crate) struct AgentArgs {
+    /// The bundle folder.
+    #[arg(long)]
+    pub(crate) bundle_dir: PathBuf,
+    /// The Agent resource.
+    #[arg(long)]
+    pub(crate) agent_name: String,
+    /// The instance key.
+    #[arg(long)]
+    pub(crate) instance_key: String,
+    /// The Swarm.
+    #[arg(long)]
+    pub(crate) swarm: Option<String>,
+    /// An extra env file.
+    #[arg(long)]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Record model exchanges to this cassette.
+    #[arg(long)]
+    pub(crate) record: Option<PathBuf>,
 }
 
 /// `gdn validate`.
@@ -100,7 +226,9 @@ mod tests {
         ] {
             let cli = Cli::try_parse_from(args).unwrap();
             assert!(cli.global.json && cli.global.quiet);
-            let Command::Validate(validate) = cli.command;
+            let Command::Validate(validate) = cli.command else {
+                panic!("parsed as another command");
+            };
             assert_eq!(validate.path, Some(PathBuf::from("x")));
         }
         assert!(Cli::try_parse_from(["gdn", "-v", "-q", "validate"]).is_err());

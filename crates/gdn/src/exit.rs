@@ -16,6 +16,8 @@ pub(crate) enum Outcome {
     ConfigError,
     /// The bundle was read and has validation errors.
     ValidationFailed,
+    /// The user pressed Ctrl-C.
+    Interrupted,
 }
 
 /// The process exit code of an outcome.
@@ -26,5 +28,6 @@ pub(crate) fn exit_code(outcome: Outcome) -> ExitCode {
         Outcome::BadArguments => 2,
         Outcome::ConfigError => 3,
         Outcome::ValidationFailed => 4,
+        Outcome::Interrupted => 130,
     })
 }

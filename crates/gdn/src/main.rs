@@ -8,6 +8,8 @@
 mod cli;
 mod commands;
 mod exit;
+mod logging;
+mod project;
 mod render;
 
 use exit::Outcome;

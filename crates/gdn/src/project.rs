@@ -49,10 +49,18 @@ pub(crate) fn load(
     let path = global.config.clone().unwrap_or_else(|| PathBuf::from("."));
     let renderer = Renderer {
         style: Style { colored: false },
-        base: if path.is_dir() { path.clone() } else { path.parent().map(PathBuf::from).unwrap_or_default() },
+        base: if path.is_dir() {
+            path.clone()
+        } else {
+            path.parent().map(PathBuf::from).unwrap_or_default()
+        },
     };
     let mut err = std::io::stderr().lock();
-    let format = if global.json { Format::Json } else { Format::Text };
+    let format = if global.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
     let options = LoadOptions {
         env_file,
         inherit_process_env: true,
@@ -84,7 +92,9 @@ pub(crate) fn load(
             "E_CONFIG_REF_NOT_FOUND",
             match swarm {
                 Some(name) => format!("Swarm/{name} is not defined"),
-                None => "no Swarm named `default`, and more than one Swarm to choose from".to_string(),
+                None => {
+                    "no Swarm named `default`, and more than one Swarm to choose from".to_string()
+                }
             },
         )
         .with_suggestion(format!("pass --swarm with one of: {}", known.join(", ")));

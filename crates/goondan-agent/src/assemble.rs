@@ -5,7 +5,7 @@
 use crate::{IpcAgents, SwarmView};
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::RoutingKey;
-use goondan_model::{ApiKey, EnvLookup, ModelConfig, ModelParams};
+use goondan_model::{ApiKey, EnvLookup, Model, ModelConfig, ModelParams};
 use goondan_runtime::pipeline::{RuntimeAgentContext, RuntimePrompt, RuntimeSwarmContext};
 use goondan_runtime::turn::{
     Agent, AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition,
@@ -90,10 +90,14 @@ impl RuntimeEventSink for StoreEventSink {
     }
 }
 
+/// Builds the builtin catalog of one agent from its model (the
+/// `message-compaction` extension summarizes with the agent's own model).
+pub type BuiltinsFor = dyn Fn(Arc<dyn Model>, &str, &ModelParams) -> Arc<dyn BuiltinCatalog>;
+
 /// Loads the bundle and starts the agent instance named by `args`.
 pub fn assemble(
     args: &AgentProcessArgs,
-    builtins: Arc<dyn BuiltinCatalog>,
+    builtins_for: &BuiltinsFor,
     outbound: tokio::sync::mpsc::Sender<goondan_types::IpcMessage>,
 ) -> Result<AssembledAgent, StartError> {
     let outcome = goondan_config::load_bundle(
@@ -256,6 +260,7 @@ pub fn assemble(
         outbound,
         inbox.clone(),
     );
+    let builtins = builtins_for(model.clone(), &model_resource.spec.model, &model_params);
     let definition = AgentDefinition {
         agent_name: args.agent_name.clone(),
         instance_key: args.instance_key.clone(),

@@ -9,17 +9,15 @@
 //! draining, it takes nothing new, lets the current Turn finish (its events
 //! are folded by the Turn itself), sends `shutdown_ack` and returns.
 
-use crate::assemble::{assemble, AgentProcessArgs};
+use crate::assemble::{assemble, AgentProcessArgs, BuiltinsFor};
 use crate::IpcAgents;
 use goondan_ipc::{IpcChannel, Notice, RoutingKey, ORCHESTRATOR};
 use goondan_runtime::turn::Agent;
-use goondan_runtime::BuiltinCatalog;
 use goondan_store::{InstanceStatus, MetadataFile};
 use goondan_types::{
     AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject, JsonValue,
     TurnFinishReason, TurnResult,
 };
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -93,7 +91,7 @@ pub async fn serve(
 ) -> HostExit {
     let (queue_tx, mut queue) = mpsc::unbounded_channel::<AgentEvent>();
     let (control_tx, mut control) = watch::channel(Control::Running);
-    tokio::spawn(sort_inbound(receiver, agents.clone(), queue_tx, control_tx));
+    let sorter = tokio::spawn(sort_inbound(receiver, agents.clone(), queue_tx, control_tx));
     outbound.notice(Notice::Ready).await;
     loop {
         if !matches!(*control.borrow(), Control::Running) {
@@ -127,6 +125,10 @@ pub async fn serve(
     if exit == HostExit::Drained {
         outbound.shutdown_ack().await;
     }
+    // The sorter holds a sender (through `agents`) and waits on stdin,
+    // which the orchestrator closes only after this process exits; stop it
+    // so the writer can drain and finish.
+    sorter.abort();
     exit
 }
 
@@ -236,7 +238,7 @@ fn answer_event(
 /// `runtime.start_error`), serves Turns, and returns the exit code (0 after
 /// a drained shutdown or a vanished parent, 2 when the agent could not
 /// start).
-pub async fn run_agent_process(args: AgentProcessArgs, builtins: Arc<dyn BuiltinCatalog>) -> i32 {
+pub async fn run_agent_process(args: AgentProcessArgs, builtins_for: &BuiltinsFor) -> i32 {
     let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
     let IpcChannel {
         sender,
@@ -248,7 +250,7 @@ pub async fn run_agent_process(args: AgentProcessArgs, builtins: Arc<dyn Builtin
         format!("orchestrator->{me}"),
     );
     let outbound = Outbound::new(me, sender.clone());
-    let code = match assemble(&args, builtins, sender) {
+    let code = match assemble(&args, builtins_for, sender) {
         Ok(assembled) => {
             let exit = serve(
                 assembled.agent,

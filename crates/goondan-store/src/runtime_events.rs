@@ -75,7 +75,8 @@ pub struct RuntimeEventFilter {
 }
 
 impl RuntimeEventFilter {
-    fn matches(&self, event: &RuntimeEvent) -> bool {
+    /// True when `event` passes every set criterion (`last` aside).
+    pub fn matches(&self, event: &RuntimeEvent) -> bool {
         let base = event.base();
         if self
             .agent_name

@@ -8,8 +8,11 @@ use std::sync::Arc;
 /// Runs one AgentProcess and exits with its code.
 pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> ! {
     exit_with_parent();
-    crate::logging::init_json_stderr();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    crate::logging::init_json_stderr("info");
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: starting the async runtime: {error}");
@@ -25,8 +28,15 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         env_file: args.env_file.clone(),
         record_to: args.record.clone(),
     };
-    let builtins = Arc::new(goondan_base::catalog());
-    let code = runtime.block_on(goondan_agent::host::run_agent_process(process_args, builtins));
+    let builtins_for = |model, model_name: &str, params: &goondan_model::ModelParams| {
+        let summarizer = goondan_base::Summarizer::new(model, model_name, params.clone());
+        Arc::new(goondan_base::builtins_with_model(summarizer))
+            as Arc<dyn goondan_runtime::BuiltinCatalog>
+    };
+    let code = runtime.block_on(goondan_agent::host::run_agent_process(
+        process_args,
+        &builtins_for,
+    ));
     // Leave at once: the runtime may still hold a blocked stdin read.
     std::process::exit(code)
 }

@@ -1,5 +1,9 @@
 //! One module per subcommand; `run` dispatches.
 
+mod agent;
+mod logs;
+pub(crate) mod manage;
+mod run;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -7,7 +11,19 @@ use crate::exit::Outcome;
 
 /// Runs the parsed command.
 pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
-    match cli.command {
-        Command::Validate(args) => validate::run(&cli.global, &args),
+    match &cli.command {
+        Command::Validate(args) => validate::run(&cli.global, args),
+        Command::Run(args) => {
+            crate::logging::init_json_stderr(if cli.global.verbose > 0 {
+                "info"
+            } else {
+                "warn"
+            });
+            run::run(&cli.global, args)
+        }
+        Command::Restart(args) => manage::restart(&cli.global, args),
+        Command::Instance(args) => manage::instance(&cli.global, args),
+        Command::Logs(args) => logs::run(&cli.global, args),
+        Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
     }
 }

@@ -46,7 +46,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
         .context("starting the async runtime")?;
     runtime.block_on(async {
         let socket = project.control_socket();
-        if control::call(&socket, &ControlRequest::Status).await.is_ok() {
+        if control::call(&socket, &ControlRequest::Status)
+            .await
+            .is_ok()
+        {
             return attach(&socket, input).await;
         }
         if args.detach {
@@ -100,9 +103,10 @@ async fn detach(
     socket: &Path,
     input: Option<String>,
 ) -> anyhow::Result<Outcome> {
-    let log_path = project
-        .state_root
-        .runtime_log_file(&project.instance_key, "orchestrator", "stderr");
+    let log_path =
+        project
+            .state_root
+            .runtime_log_file(&project.instance_key, "orchestrator", "stderr");
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -121,7 +125,9 @@ async fn detach(
         .arg("--swarm")
         .arg(&project.swarm_name);
     if let Some(env_file) = &args.env_file {
-        command.arg("--env-file").arg(std::path::absolute(env_file)?);
+        command
+            .arg("--env-file")
+            .arg(std::path::absolute(env_file)?);
     }
     if let Some(record) = &args.record {
         command.arg("--record").arg(std::path::absolute(record)?);
@@ -171,7 +177,10 @@ async fn foreground(
         .bundle
         .swarm(&project.swarm_name)
         .context("the selected swarm vanished")?;
-    let agents: Vec<String> = swarm.agents().map(|agent| agent.name().to_string()).collect();
+    let agents: Vec<String> = swarm
+        .agents()
+        .map(|agent| agent.name().to_string())
+        .collect();
     let info = SwarmInfo {
         swarm_name: project.swarm_name.clone(),
         entry_agent: swarm.entry_agent().name().to_string(),
@@ -199,7 +208,11 @@ async fn foreground(
     let log_root = project.state_root.clone();
     let swarm_key = project.instance_key.clone();
     let log_file: goondan_orchestrator::LogFileFor = Arc::new(move |key: &RoutingKey| {
-        log_root.runtime_log_file(&swarm_key, &format!("{}-{}", key.agent_name, key.instance_key), "stderr")
+        log_root.runtime_log_file(
+            &swarm_key,
+            &format!("{}-{}", key.agent_name, key.instance_key),
+            "stderr",
+        )
     });
     let spawner = LocalSpawner {
         program: std::env::current_exe().context("locating the gdn binary")?,
@@ -250,7 +263,10 @@ async fn foreground(
 
 /// One input, one answer.
 async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
-    let mut event = AgentEvent::new("user_message", EventSource::new(EventSourceKind::Connector, "cli"));
+    let mut event = AgentEvent::new(
+        "user_message",
+        EventSource::new(EventSourceKind::Connector, "cli"),
+    );
     event.input = Some(text);
     event.trace_id = Some(goondan_types::trace::new_trace_id());
     tokio::select! {
@@ -291,13 +307,14 @@ async fn chat(handle: &OrchestratorHandle) -> Outcome {
 
 /// Serves until a signal or a control `shutdown`.
 async fn resident(handle: &OrchestratorHandle, task: tokio::task::JoinHandle<()>) -> Outcome {
-    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(signal) => signal,
-        Err(error) => {
-            eprintln!("error: cannot listen for SIGTERM: {error}");
-            return Outcome::Failure;
-        }
-    };
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                eprintln!("error: cannot listen for SIGTERM: {error}");
+                return Outcome::Failure;
+            }
+        };
     let mut task = task;
     let outcome = tokio::select! {
         _ = tokio::signal::ctrl_c() => Outcome::Interrupted,

@@ -5,6 +5,7 @@
 //! [`BuiltinToolError`] on failure; this module adapts that to
 //! [`ToolHandler`], turning every error into a coded [`ToolFailure`].
 
+pub mod agents;
 pub mod bash;
 pub mod file_system;
 pub mod http_fetch;
@@ -22,7 +23,8 @@ use goondan_types::{JsonObject, JsonValue};
 use std::sync::Arc;
 
 /// The builtin names of the tools this crate provides (`builtin:<name>`).
-pub const TOOL_NAMES: [&str; 6] = [
+pub const TOOL_NAMES: [&str; 7] = [
+    "agents",
     "bash",
     "file-system",
     "http-fetch",
@@ -176,6 +178,7 @@ pub fn handlers(name: &str) -> Option<ToolHandlers> {
             }
             handlers_of((), &[("seconds", seconds as ExportFn<()>)])
         }
+        "agents" => agents::handlers(),
         _ => return None,
     })
 }

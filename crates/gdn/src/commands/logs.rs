@@ -1,0 +1,126 @@
+//! `gdn logs`: runtime events (filtered by agent, trace or type) of a
+//! swarm's instances, or the raw log of one process, optionally followed.
+
+use crate::cli::{GlobalArgs, LogsArgs};
+use crate::commands::manage;
+use crate::exit::Outcome;
+use anyhow::Context;
+use goondan_store::{read_runtime_events, InstanceStore, RuntimeEventFilter};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Runs `gdn logs`.
+pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcome> {
+    let target = manage::target(global)?;
+    let Some(swarm_key) = args
+        .instance_key
+        .clone()
+        .or(target.swarm_instance_key.clone())
+    else {
+        eprintln!("error[E_INSTANCE_NOT_FOUND]: no swarm to read logs of");
+        eprintln!("   = help: run inside a bundle folder, pass --config, or pass --instance-key");
+        return Ok(Outcome::ConfigError);
+    };
+    if let Some(process) = &args.process {
+        let path = target
+            .state_root
+            .runtime_log_file(&swarm_key, process, "stderr");
+        return tail_file(&path, args.lines, args.stream);
+    }
+    let store = InstanceStore::new(target.state_root.workspace(&swarm_key));
+    let files: Vec<PathBuf> = store
+        .list()?
+        .into_iter()
+        .map(|summary| goondan_store::InstancePaths::from_dir(summary.dir).runtime_events_log())
+        .collect();
+    let filter = RuntimeEventFilter {
+        agent_name: args.agent.clone(),
+        trace_id: args.trace.clone(),
+        event_type: args.event_type.clone(),
+        last: Some(args.lines),
+    };
+    let mut records = Vec::new();
+    for file in &files {
+        records.extend(read_runtime_events(file, &filter)?.records);
+    }
+    records.sort_by(|a, b| a.event.base().timestamp.cmp(&b.event.base().timestamp));
+    let skip = records.len().saturating_sub(args.lines);
+    let mut out = std::io::stdout().lock();
+    for record in &records[skip..] {
+        writeln!(out, "{}", record.line)?;
+    }
+    out.flush()?;
+    if args.stream {
+        let mut offsets: Vec<u64> = files
+            .iter()
+            .map(|file| std::fs::metadata(file).map(|m| m.len()).unwrap_or(0))
+            .collect();
+        let follow_filter = RuntimeEventFilter {
+            last: None,
+            ..filter
+        };
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            for (file, offset) in files.iter().zip(offsets.iter_mut()) {
+                let new_text = read_from(file, offset)?;
+                for line in new_text.lines() {
+                    let Ok(event) = serde_json::from_str::<goondan_types::RuntimeEvent>(line)
+                    else {
+                        continue;
+                    };
+                    if follow_filter.matches(&event) {
+                        writeln!(out, "{line}")?;
+                    }
+                }
+            }
+            out.flush()?;
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// Prints the last `lines` lines of a process log, then follows it.
+fn tail_file(path: &PathBuf, lines: usize, follow: bool) -> anyhow::Result<Outcome> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("error[E_LOG_NOT_FOUND]: no log at {}", path.display());
+            eprintln!("   = help: process names are `orchestrator` or `<agent>-<instanceKey>`");
+            return Ok(Outcome::Failure);
+        }
+        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+    };
+    let all: Vec<&str> = text.lines().collect();
+    let mut out = std::io::stdout().lock();
+    for line in &all[all.len().saturating_sub(lines)..] {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    if !follow {
+        return Ok(Outcome::Success);
+    }
+    let mut offset = text.len() as u64;
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let new_text = read_from(path, &mut offset)?;
+        write!(out, "{new_text}")?;
+        out.flush()?;
+    }
+}
+
+/// Reads whole lines appended after `offset` and advances it.
+fn read_from(path: &PathBuf, offset: &mut u64) -> anyhow::Result<String> {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Ok(String::new());
+    };
+    file.seek(SeekFrom::Start(*offset))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    let complete = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |pos| pos + 1);
+    *offset += complete as u64;
+    Ok(String::from_utf8_lossy(&bytes[..complete]).into_owned())
+}

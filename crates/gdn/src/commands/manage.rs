@@ -1,0 +1,313 @@
+//! `gdn restart` and `gdn instance list|restart|delete`: act on instance
+//! state and, through its control socket, on a running orchestrator.
+//!
+//! The orchestrator is found from the bundle (`--config` or the current
+//! folder) when one loads, else from `runtime/active.json`.
+
+use crate::cli::{GlobalArgs, InstanceArgs, InstanceCommand, RestartArgs};
+use crate::exit::Outcome;
+use crate::project;
+use anyhow::Context;
+use goondan_orchestrator::control::{self, ControlRequest};
+use goondan_store::{InstanceStore, InstanceSummary, StateRoot};
+use goondan_types::JsonValue;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// The orchestrator a management command talks to.
+pub(crate) struct Target {
+    pub(crate) state_root: StateRoot,
+    /// The Swarm's instance key (the workspace), when known.
+    pub(crate) swarm_instance_key: Option<String>,
+    pub(crate) socket: Option<PathBuf>,
+}
+
+/// Finds the orchestrator from the bundle, else from `active.json`.
+pub(crate) fn target(global: &GlobalArgs) -> anyhow::Result<Target> {
+    let state_root = project::state_root(global)?;
+    let bundle_path = global.config.clone().unwrap_or_else(|| PathBuf::from("."));
+    let from_bundle = goondan_config::load_bundle(&bundle_path, &Default::default())
+        .ok()
+        .and_then(|outcome| outcome.bundle)
+        .and_then(|bundle| {
+            bundle
+                .default_swarm()
+                .map(|swarm| swarm.instance_key().to_string())
+        });
+    if let Some(instance_key) = from_bundle {
+        let workspace = state_root.workspace(&instance_key);
+        let socket = state_root.control_socket(workspace.workspace_id());
+        return Ok(Target {
+            state_root,
+            swarm_instance_key: Some(instance_key),
+            socket: Some(socket),
+        });
+    }
+    let active = std::fs::read(state_root.active_file())
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<JsonValue>(&bytes).ok());
+    let (swarm_instance_key, socket) = match active {
+        Some(record) => (
+            record["instanceKey"].as_str().map(str::to_string),
+            record["controlSocket"].as_str().map(PathBuf::from),
+        ),
+        None => (None, None),
+    };
+    Ok(Target {
+        state_root,
+        swarm_instance_key,
+        socket,
+    })
+}
+
+async fn call(socket: &Path, request: ControlRequest) -> Option<JsonValue> {
+    control::call(socket, &request).await.ok()
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn not_running() -> Outcome {
+    eprintln!("error[E_ORCHESTRATOR_NOT_RUNNING]: no orchestrator is running for this swarm");
+    eprintln!("   = help: start one with `gdn run` (or `gdn run --detach`)");
+    Outcome::Failure
+}
+
+/// `gdn restart [--agent NAME] [--fresh]`.
+pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result<Outcome> {
+    let target = target(global)?;
+    let Some(socket) = target.socket else {
+        return Ok(not_running());
+    };
+    let request = ControlRequest::Restart {
+        agent: args.agent.clone(),
+        instance_key: None,
+        fresh: args.fresh,
+    };
+    let Some(response) = runtime()?.block_on(call(&socket, request)) else {
+        return Ok(not_running());
+    };
+    report_restart(global, &response)
+}
+
+fn report_restart(global: &GlobalArgs, response: &JsonValue) -> anyhow::Result<Outcome> {
+    if response["ok"] != JsonValue::Bool(true) {
+        eprintln!(
+            "error[{}]: {}",
+            response["code"].as_str().unwrap_or("E_CONTROL"),
+            response["message"].as_str().unwrap_or("restart failed")
+        );
+        return Ok(Outcome::Failure);
+    }
+    let restarted: Vec<&str> = response["restarted"]
+        .as_array()
+        .map(|keys| keys.iter().filter_map(JsonValue::as_str).collect())
+        .unwrap_or_default();
+    if global.json {
+        println!("{}", serde_json::json!({ "restarted": restarted }));
+    } else if restarted.is_empty() {
+        println!("no running instance matched; nothing restarted");
+    } else {
+        for key in restarted {
+            println!("restarted {key}");
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// `gdn instance ...`.
+pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Result<Outcome> {
+    let target = target(global)?;
+    match &args.command {
+        InstanceCommand::List => list(global, &target),
+        InstanceCommand::Restart { key, fresh } => {
+            let (agent, instance_key) = split_key(key);
+            if let Some(socket) = &target.socket {
+                let request = ControlRequest::Restart {
+                    agent,
+                    instance_key: Some(instance_key),
+                    fresh: *fresh,
+                };
+                if let Some(response) = runtime()?.block_on(call(socket, request)) {
+                    return report_restart(global, &response);
+                }
+            }
+            if *fresh {
+                let n_reset = for_matching(&target, key, |store, summary| {
+                    store.reset_messages(&summary.agent_name, &summary.instance_key)
+                })?;
+                println!(
+                    "no orchestrator is running; cleared the history of {n_reset} instance(s)"
+                );
+                return Ok(Outcome::Success);
+            }
+            Ok(not_running())
+        }
+        InstanceCommand::Delete { key, force } => {
+            if !force && !confirm(key)? {
+                eprintln!("error[E_CONFIRMATION_REQUIRED]: deleting {key} needs confirmation");
+                eprintln!("   = help: pass --force to delete without asking");
+                return Ok(Outcome::BadArguments);
+            }
+            let mut stopped = false;
+            if let Some(socket) = &target.socket {
+                if let Some(response) =
+                    runtime()?.block_on(call(socket, ControlRequest::Delete { key: key.clone() }))
+                {
+                    stopped = response["stopped"] == JsonValue::Bool(true);
+                }
+            }
+            let n_deleted = for_matching(&target, key, |store, summary| {
+                store.delete(&summary.agent_name, &summary.instance_key)
+            })?;
+            if n_deleted == 0 && !stopped {
+                eprintln!("error[E_INSTANCE_NOT_FOUND]: no instance matches `{key}`");
+                eprintln!("   = help: list instances with `gdn instance list`");
+                return Ok(Outcome::Failure);
+            }
+            println!(
+                "deleted {n_deleted} instance(s) matching {key}{}",
+                if stopped {
+                    " (its processes were stopped)"
+                } else {
+                    ""
+                }
+            );
+            Ok(Outcome::Success)
+        }
+    }
+}
+
+/// `agent:instance` or a bare instance key.
+fn split_key(key: &str) -> (Option<String>, String) {
+    match key.split_once(':') {
+        Some((agent, instance)) if !agent.is_empty() && !instance.is_empty() => {
+            (Some(agent.to_string()), instance.to_string())
+        }
+        _ => (None, key.to_string()),
+    }
+}
+
+fn matches(summary: &InstanceSummary, key: &str) -> bool {
+    summary.instance_key == key || format!("{}:{}", summary.agent_name, summary.instance_key) == key
+}
+
+fn stores(target: &Target) -> anyhow::Result<Vec<InstanceStore>> {
+    let workspaces = target.state_root.workspaces_dir();
+    let mut stores = Vec::new();
+    let entries = match std::fs::read_dir(&workspaces) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(stores),
+        Err(error) => {
+            return Err(error).with_context(|| format!("reading {}", workspaces.display()))
+        }
+    };
+    let mut ids: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().is_dir())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    ids.sort();
+    for id in ids {
+        stores.push(InstanceStore::new(target.state_root.workspace_by_id(&id)));
+    }
+    Ok(stores)
+}
+
+fn for_matching(
+    target: &Target,
+    key: &str,
+    mut action: impl FnMut(&InstanceStore, &InstanceSummary) -> Result<(), goondan_store::StoreError>,
+) -> anyhow::Result<usize> {
+    let mut count = 0;
+    for store in stores(target)? {
+        for summary in store.list()? {
+            if matches(&summary, key) {
+                action(&store, &summary)?;
+                count += 1;
+            }
+        }
+    }
+    Ok(count)
+}
+
+fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
+    let live = match &target.socket {
+        Some(socket) => runtime()?.block_on(call(socket, ControlRequest::List)),
+        None => None,
+    };
+    let live_instances: Vec<JsonValue> = live
+        .as_ref()
+        .and_then(|response| response["instances"].as_array().cloned())
+        .unwrap_or_default();
+    let mut rows = Vec::new();
+    for store in stores(target)? {
+        for summary in store.list()? {
+            let key = format!("{}:{}", summary.agent_name, summary.instance_key);
+            let process = live_instances
+                .iter()
+                .find(|instance| instance["key"] == key.as_str());
+            let metadata = summary.metadata.as_ref();
+            rows.push(serde_json::json!({
+                "workspace": store.workspace().workspace_id(),
+                "instanceKey": summary.instance_key,
+                "agentName": summary.agent_name,
+                "status": metadata.map(|m| serde_json::to_value(m.status).unwrap_or(JsonValue::Null)),
+                "process": process.map(|p| p["status"].clone()),
+                "pid": process.map(|p| p["pid"].clone()),
+                "createdAt": metadata.map(|m| m.created_at.clone()),
+                "updatedAt": metadata.map(|m| m.updated_at.clone()),
+            }));
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if global.json {
+        writeln!(out, "{}", serde_json::json!({ "instances": rows }))?;
+        return Ok(Outcome::Success);
+    }
+    writeln!(
+        out,
+        "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25}",
+        "INSTANCE KEY", "AGENT", "STATUS", "PROCESS", "CREATED", "UPDATED"
+    )?;
+    for row in &rows {
+        let text = |value: &JsonValue| match value {
+            JsonValue::String(text) => text.clone(),
+            JsonValue::Null => "-".to_string(),
+            other => other.to_string(),
+        };
+        writeln!(
+            out,
+            "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25}",
+            text(&row["instanceKey"]),
+            text(&row["agentName"]),
+            text(&row["status"]),
+            text(&row["process"]),
+            text(&row["createdAt"]),
+            text(&row["updatedAt"]),
+        )?;
+    }
+    if rows.is_empty() && !global.quiet {
+        writeln!(
+            out,
+            "(no instances under {})",
+            target.state_root.path().display()
+        )?;
+    }
+    Ok(Outcome::Success)
+}
+
+fn confirm(key: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    eprint!("delete every message and extension state of {key}? [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
