@@ -185,16 +185,41 @@ impl ConversationState {
     /// Makes `next` the new base and clears the events. Returns the events
     /// that were folded.
     pub fn fold(&mut self) -> Vec<MessageEvent> {
-        match std::mem::replace(&mut self.next, NextMessages::Shared { tail: Vec::new() }) {
-            NextMessages::Shared { tail } => self.base.extend(tail),
+        let events = std::mem::take(&mut self.events);
+        let folded: Result<(), std::convert::Infallible> = self.commit_with(|_, _| Ok(()));
+        match folded {
+            Ok(()) => events,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Folds `next` into the base only if `write(events, next_messages)`
+    /// succeeds; on failure the state is exactly as before, so nothing
+    /// emitted is lost and the commit can be retried.
+    pub(crate) fn commit_with<E>(
+        &mut self,
+        write: impl FnOnce(&[MessageEvent], &[Message]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match &mut self.next {
+            NextMessages::Shared { tail } => {
+                let base_len = self.base.len();
+                self.base.append(tail);
+                if let Err(error) = write(&self.events, &self.base) {
+                    let tail = self.base.split_off(base_len);
+                    self.next = NextMessages::Shared { tail };
+                    return Err(error);
+                }
+            }
             NextMessages::Owned(messages) => {
-                self.base = messages;
-                // Positions in the old index refer to `next`, which is now
-                // the base, so the index stays valid.
+                write(&self.events, messages)?;
+                self.base = std::mem::take(messages);
+                self.next = NextMessages::Shared { tail: Vec::new() };
             }
         }
+        // Index positions referred to `next`, which is now the base.
+        self.events.clear();
         self.warnings.clear();
-        std::mem::take(&mut self.events)
+        Ok(())
     }
 
     fn push(&mut self, message: Message) {
@@ -365,15 +390,18 @@ impl Conversation {
         Ok(())
     }
 
-    /// Folds the Turn's events into the base and commits it in the journal.
+    /// Commits the Turn's events in the journal, then folds them into the
+    /// base. A failed commit leaves state and journal as they were.
     pub(crate) fn commit(&self) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        let inner = &mut *inner;
-        let events = inner.state.fold();
-        inner
-            .journal
-            .commit_turn(&inner.turn_id, &events, &inner.state.base)?;
-        Ok(())
+        let ConversationInner {
+            state,
+            journal,
+            turn_id,
+        } = &mut *inner;
+        state.commit_with(|events, next_messages| {
+            journal.commit_turn(turn_id, events, next_messages)
+        })
     }
 
     /// Applies events recovered from an interrupted Turn without recording
@@ -505,6 +533,47 @@ mod tests {
         assert_eq!(warnings[0].target_id, "nope");
         assert_eq!(warnings[1].event_type, "replace");
         assert_eq!(warnings[1].event_index, 1);
+    }
+
+    #[test]
+    fn a_failed_commit_leaves_the_state_unchanged_and_can_be_retried() {
+        for touch_base in [false, true] {
+            let mut state = ConversationState::new(vec![message("a", "A")]);
+            state.apply(MessageEvent::Append {
+                message: message("b", "B"),
+            });
+            if touch_base {
+                state.apply(MessageEvent::Replace {
+                    target_id: "a".into(),
+                    message: message("a2", "A2"),
+                });
+            }
+            let before = texts(&state);
+            let failed: Result<(), &str> = state.commit_with(|_, _| Err("disk full"));
+            assert_eq!(failed, Err("disk full"));
+            assert_eq!(texts(&state), before);
+            assert_eq!(state.base_messages().len(), 1);
+            assert_eq!(state.events().len(), 1 + usize::from(touch_base));
+            let mut written = Vec::new();
+            state
+                .commit_with(|events, next| {
+                    written = next.iter().map(|m| m.data.text()).collect();
+                    assert_eq!(events.len(), 1 + usize::from(touch_base));
+                    Ok::<(), &str>(())
+                })
+                .unwrap();
+            assert_eq!(written, before);
+            assert_eq!(state.base_messages().len(), 2);
+            assert!(state.events().is_empty());
+            state.apply(MessageEvent::Remove {
+                target_id: "b".into(),
+            });
+            assert_eq!(
+                texts(&state).len(),
+                1,
+                "the index still matches after the commit"
+            );
+        }
     }
 
     #[test]

@@ -670,3 +670,35 @@ async fn must_ctx_agents_is_available_in_turn_and_step_middleware() {
         ["turn:E_AGENTS_UNAVAILABLE", "step:E_AGENTS_UNAVAILABLE"]
     );
 }
+
+#[tokio::test]
+async fn a_failed_commit_fails_the_turn_and_loses_nothing() {
+    let harness = Harness::new();
+    harness.model.text("one");
+    harness.model.text("two");
+    let mut agent = harness.start();
+    harness.journal.fail_commits(true);
+    let failed = agent.run_turn(user_event("first"), &NoStream).await;
+    assert_eq!(failed.finish_reason, TurnFinishReason::Error);
+    assert_eq!(failed.error.unwrap().code.as_deref(), Some("E_STORE_IO"));
+    assert_eq!(
+        agent.conversation().events().len(),
+        2,
+        "still pending in memory"
+    );
+    assert_eq!(
+        harness.journal.pending().len(),
+        2,
+        "still pending in the journal"
+    );
+    harness.journal.fail_commits(false);
+    let result = agent.run_turn(user_event("second"), &NoStream).await;
+    assert!(result.error.is_none());
+    let committed: Vec<String> = harness
+        .journal
+        .base()
+        .iter()
+        .map(|m| m.data.text())
+        .collect();
+    assert_eq!(committed, ["first", "one", "second", "two"]);
+}
