@@ -196,3 +196,27 @@ async fn refused_tool_calls_report_tool_failed() {
     assert_eq!(failed.0, "ghost__run");
     assert!(failed.1.contains("not available"));
 }
+
+#[tokio::test]
+async fn runtime_events_reach_extensions_on_the_event_bus() {
+    let seen = common::Log::default();
+    let mut harness = Harness::new();
+    let log = seen.clone();
+    harness.extension(
+        "watcher",
+        move |api: &mut goondan_runtime::ExtensionApi<'_>, _: &serde_json::Value| {
+            let log = log.clone();
+            let _subscription = api.events().on(
+                "turn.completed",
+                std::sync::Arc::new(move |payload| {
+                    log.push(format!("{} steps", payload["stepCount"]))
+                }),
+            );
+            Ok(())
+        },
+    );
+    harness.model.text("hi");
+    let mut agent = harness.start();
+    agent.run_turn(user_event("x"), &NoStream).await;
+    assert_eq!(seen.lines(), ["1 steps"]);
+}

@@ -1,8 +1,12 @@
 //! `api.events`: a synchronous in-process event bus shared by the
 //! extensions of one agent. It is not durable and never crosses a process.
+//! Besides what extensions emit, the runtime publishes each of its nine
+//! runtime events here under its dot-notation name (`turn.completed`, ...)
+//! with the event's JSON as payload.
 
 use goondan_types::JsonValue;
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 /// A subscriber.
@@ -90,7 +94,8 @@ impl EventBus {
 
     /// Calls every handler of `event` in subscription order. Returns how
     /// many ran. Handlers may subscribe or emit themselves: the list is
-    /// copied before any runs.
+    /// copied before any runs. A handler that panics is logged and does not
+    /// stop the others.
     pub fn emit(&self, event: &str, payload: &JsonValue) -> usize {
         let handlers: Vec<EventHandler> = self
             .lock()
@@ -104,9 +109,24 @@ impl EventBus {
             })
             .unwrap_or_default();
         for handler in &handlers {
-            handler(payload);
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler(payload)));
+            if outcome.is_err() {
+                tracing::warn!(
+                    event,
+                    "an extension event handler panicked; the others still ran"
+                );
+            }
         }
         handlers.len()
+    }
+
+    /// True when `event` has at least one handler, so a caller can skip
+    /// building a payload nobody reads.
+    pub fn has_subscribers(&self, event: &str) -> bool {
+        self.lock()
+            .handlers
+            .get(event)
+            .is_some_and(|handlers| !handlers.is_empty())
     }
 }
 
@@ -131,5 +151,22 @@ mod tests {
         assert!(subscription.unsubscribe());
         assert_eq!(bus.emit("ping", &JsonValue::from(2)), 0);
         assert_eq!(seen.load(Ordering::SeqCst), 2);
+        assert!(!bus.has_subscribers("ping"));
+    }
+
+    #[test]
+    fn a_panicking_handler_does_not_stop_the_others() {
+        let bus = EventBus::new();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let _first = bus.on("x", Arc::new(|_| panic!("bad handler")));
+        let counter = Arc::clone(&seen);
+        let _second = bus.on(
+            "x",
+            Arc::new(move |_| {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        assert_eq!(bus.emit("x", &JsonValue::Null), 2);
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
     }
 }

@@ -53,10 +53,22 @@ struct AgentCore {
     agents: Arc<dyn AgentsApi>,
     inbox: AsyncResponseInbox,
     runtime_events: Arc<dyn RuntimeEventSink>,
+    event_bus: EventBus,
 }
 
 impl AgentCore {
     fn emit(&self, event: RuntimeEvent) {
+        let name = event.type_name();
+        if self.event_bus.has_subscribers(name) {
+            match serde_json::to_value(&event) {
+                Ok(payload) => {
+                    self.event_bus.emit(name, &payload);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, name, "could not encode a runtime event for extensions")
+                }
+            }
+        }
         self.runtime_events.emit(event);
     }
 
@@ -79,7 +91,6 @@ pub struct Agent {
     conversation: Conversation,
     extension_states: ExtensionStates,
     extension_store: Box<dyn ExtensionStateStore>,
-    event_bus: EventBus,
 }
 
 impl std::fmt::Debug for Agent {
@@ -244,11 +255,11 @@ impl Agent {
                 agents,
                 inbox,
                 runtime_events,
+                event_bus,
             },
             conversation,
             extension_states,
             extension_store: extension_state,
-            event_bus,
         })
     }
 
@@ -274,7 +285,7 @@ impl Agent {
 
     /// The in-process event bus extensions share.
     pub fn event_bus(&self) -> &EventBus {
-        &self.event_bus
+        &self.core.event_bus
     }
 
     /// The inbox async answers are pushed to.
