@@ -14,7 +14,7 @@
 use goondan_store::{StoreError, TurnJournal};
 use goondan_types::{Message, MessageEvent, ModelMessage};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 /// A `replace`/`remove` whose target was not there. The event stays in the
 /// log and the Turn goes on.
@@ -309,8 +309,36 @@ impl ConversationState {
 
 struct ConversationInner {
     state: ConversationState,
-    journal: Box<dyn TurnJournal>,
+    // A Mutex only to make the journal `Sync` for the read-write lock; it
+    // is only ever used under the write lock, so it is never contended.
+    journal: Mutex<Box<dyn TurnJournal>>,
     turn_id: String,
+}
+
+impl ConversationInner {
+    fn record_and_apply(&mut self, event: MessageEvent) -> Result<(), StoreError> {
+        let journal = self
+            .journal
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        journal.record_event(&self.turn_id, &event)?;
+        self.state.apply(event);
+        Ok(())
+    }
+}
+
+/// Events emitted while the same task held a [`StateGuard`].
+#[derive(Default)]
+struct Deferred {
+    events: Vec<MessageEvent>,
+    /// The first recording failure while flushing them; reported by the
+    /// next `emit` or `commit`, which fails the Turn.
+    error: Option<StoreError>,
+}
+
+struct Shared {
+    inner: RwLock<ConversationInner>,
+    deferred: Mutex<Deferred>,
 }
 
 /// The conversation of one instance with its journal, shared by every
@@ -319,30 +347,47 @@ struct ConversationInner {
 /// Emitting records the event in the journal first and applies it second,
 /// so whatever a layer saw is already durable. Cloning shares the same
 /// conversation.
+///
+/// Reading and emitting may interleave freely in one task: an event
+/// emitted while a [`StateGuard`] is alive is queued and recorded and
+/// applied, in order, as soon as the last guard drops (so a loop over
+/// `next_messages()` may emit `remove` events for what it reads).
 #[derive(Clone)]
 pub struct Conversation {
-    inner: Arc<Mutex<ConversationInner>>,
+    shared: Arc<Shared>,
 }
 
-/// Read access to the state; do not hold it across an `.await` (it is not
-/// `Send`, so the compiler refuses that in a middleware future).
+/// Read access to the state. Do not hold it across an `.await`: it is not
+/// `Send`, so the compiler refuses that in a middleware future.
 pub type ConversationGuard<'a> = StateGuard<'a>;
 
-/// A lock on the conversation that reads as a [`ConversationState`].
+/// A read lock on the conversation that reads as a [`ConversationState`].
 pub struct StateGuard<'a> {
-    guard: MutexGuard<'a, ConversationInner>,
+    guard: Option<RwLockReadGuard<'a, ConversationInner>>,
+    conversation: &'a Conversation,
 }
 
 impl std::ops::Deref for StateGuard<'_> {
     type Target = ConversationState;
     fn deref(&self) -> &ConversationState {
-        &self.guard.state
+        match &self.guard {
+            Some(guard) => &guard.state,
+            // The guard is only taken out in `drop`.
+            None => unreachable!("StateGuard used after drop"),
+        }
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        self.conversation.flush_deferred();
     }
 }
 
 impl std::fmt::Debug for Conversation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let inner = self.lock();
+        let inner = self.read();
         f.debug_struct("Conversation")
             .field("turn_id", &inner.turn_id)
             .field("base", &inner.state.base.len())
@@ -355,50 +400,117 @@ impl Conversation {
     /// Wraps a state and the journal its events go to.
     pub fn new(state: ConversationState, journal: Box<dyn TurnJournal>) -> Self {
         Conversation {
-            inner: Arc::new(Mutex::new(ConversationInner {
-                state,
-                journal,
-                turn_id: String::new(),
-            })),
+            shared: Arc::new(Shared {
+                inner: RwLock::new(ConversationInner {
+                    state,
+                    journal: Mutex::new(journal),
+                    turn_id: String::new(),
+                }),
+                deferred: Mutex::new(Deferred::default()),
+            }),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, ConversationInner> {
-        // A panic while holding the lock cannot leave the state half
-        // applied: `apply` has no await points and records before applying.
-        self.inner
+    // A panic while holding a lock cannot leave the state half applied:
+    // `apply` has no await points and runs after recording, so poisoned
+    // locks are taken over as they are.
+    fn read(&self) -> RwLockReadGuard<'_, ConversationInner> {
+        self.shared
+            .inner
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, ConversationInner> {
+        self.shared
+            .inner
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn try_write(&self) -> Option<RwLockWriteGuard<'_, ConversationInner>> {
+        match self.shared.inner.try_write() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    fn deferred(&self) -> MutexGuard<'_, Deferred> {
+        self.shared
+            .deferred
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Records and applies queued events, in order, once no guard is alive.
+    fn flush_deferred(&self) {
+        if self.deferred().events.is_empty() {
+            return;
+        }
+        let Some(mut inner) = self.try_write() else {
+            return;
+        };
+        Self::flush_into(&mut inner, &mut self.deferred());
+    }
+
+    fn flush_into(inner: &mut ConversationInner, deferred: &mut Deferred) {
+        for event in std::mem::take(&mut deferred.events) {
+            if deferred.error.is_some() {
+                break;
+            }
+            if let Err(error) = inner.record_and_apply(event) {
+                tracing::error!(code = error.code(), %error, "a deferred message event could not be recorded");
+                deferred.error = Some(error);
+            }
+        }
+    }
+
     /// Reads the state.
     pub fn state(&self) -> StateGuard<'_> {
-        StateGuard { guard: self.lock() }
+        StateGuard {
+            guard: Some(self.read()),
+            conversation: self,
+        }
     }
 
     /// Sets the Turn that recorded events belong to.
     pub(crate) fn begin_turn(&self, turn_id: &str) {
-        self.lock().turn_id = turn_id.to_string();
+        self.write().turn_id = turn_id.to_string();
     }
 
-    /// Records `event` in the journal, then applies it.
+    /// Records `event` in the journal, then applies it; queued behind a
+    /// live [`StateGuard`] (see the type docs).
     pub fn emit(&self, event: MessageEvent) -> Result<(), StoreError> {
-        let mut inner = self.lock();
-        let inner = &mut *inner;
-        inner.journal.record_event(&inner.turn_id, &event)?;
-        inner.state.apply(event);
-        Ok(())
+        let Some(mut inner) = self.try_write() else {
+            self.deferred().events.push(event);
+            return Ok(());
+        };
+        let mut deferred = self.deferred();
+        Self::flush_into(&mut inner, &mut deferred);
+        if let Some(error) = deferred.error.take() {
+            return Err(error);
+        }
+        inner.record_and_apply(event)
     }
 
     /// Commits the Turn's events in the journal, then folds them into the
     /// base. A failed commit leaves state and journal as they were.
     pub(crate) fn commit(&self) -> Result<(), StoreError> {
-        let mut inner = self.lock();
+        let mut inner = self.write();
+        let mut deferred = self.deferred();
+        Self::flush_into(&mut inner, &mut deferred);
+        if let Some(error) = deferred.error.take() {
+            return Err(error);
+        }
         let ConversationInner {
             state,
             journal,
             turn_id,
         } = &mut *inner;
+        let journal = journal
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         state.commit_with(|events, next_messages| {
             journal.commit_turn(turn_id, events, next_messages)
         })
@@ -407,7 +519,7 @@ impl Conversation {
     /// Applies events recovered from an interrupted Turn without recording
     /// them again (they are already in the journal).
     pub(crate) fn replay(&self, turn_id: &str, events: Vec<MessageEvent>) {
-        let mut inner = self.lock();
+        let mut inner = self.write();
         inner.turn_id = turn_id.to_string();
         for event in events {
             inner.state.apply(event);
@@ -574,6 +686,42 @@ mod tests {
                 "the index still matches after the commit"
             );
         }
+    }
+
+    #[test]
+    fn events_emitted_while_reading_are_applied_in_order_when_the_last_guard_drops() {
+        let journal = goondan_store::MemoryJournal::default();
+        let conversation = Conversation::new(
+            ConversationState::new(vec![message("a", "A"), message("b", "B")]),
+            Box::new(journal),
+        );
+        conversation.begin_turn("t1");
+        {
+            let outer = conversation.state();
+            let inner = conversation.state();
+            for message in outer.next_messages().iter() {
+                conversation
+                    .emit(MessageEvent::Remove {
+                        target_id: message.id.clone(),
+                    })
+                    .unwrap();
+            }
+            assert_eq!(
+                inner.next_messages().len(),
+                2,
+                "not visible while guards live"
+            );
+            drop(inner);
+            assert_eq!(outer.next_messages().len(), 2, "still one guard alive");
+        }
+        conversation
+            .emit(MessageEvent::Append {
+                message: message("c", "C"),
+            })
+            .unwrap();
+        let state = conversation.state();
+        assert_eq!(texts(&state), vec!["C"]);
+        assert_eq!(state.events().len(), 3);
     }
 
     #[test]

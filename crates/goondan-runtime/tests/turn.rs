@@ -702,3 +702,46 @@ async fn a_failed_commit_fails_the_turn_and_loses_nothing() {
         .collect();
     assert_eq!(committed, ["first", "one", "second", "two"]);
 }
+
+#[tokio::test]
+async fn must_compaction_may_emit_while_reading_the_conversation() {
+    // Seed 000 §9.1: read nextMessages, emit remove/append for what was read.
+    let mut harness = Harness::new();
+    harness.extension("compaction", |api: &mut ExtensionApi<'_>, _: &JsonValue| {
+        api.pipeline().turn(
+            |ctx, next| {
+                Box::pin(async move {
+                    {
+                        let state = ctx.conversation_state();
+                        if state.next_messages().len() > 2
+                            && ctx.conversation_state().events().is_empty()
+                        {
+                            for message in state.next_messages().iter() {
+                                ctx.emit_message_event(MessageEvent::Remove {
+                                    target_id: message.id.clone(),
+                                })?;
+                            }
+                            ctx.emit_message_event(MessageEvent::Append {
+                                message: system_message("sum", "summary"),
+                            })?;
+                        }
+                    }
+                    next.run(ctx).await
+                })
+            },
+            MiddlewareOptions::default(),
+        );
+        Ok(())
+    });
+    for answer in ["a1", "a2", "a3"] {
+        harness.model.text(answer);
+    }
+    let mut agent = harness.start();
+    agent.run_turn(user_event("q1"), &NoStream).await;
+    agent.run_turn(user_event("q2"), &NoStream).await;
+    assert_eq!(texts(&agent), ["q1", "a1", "q2", "a2"]);
+    agent.run_turn(user_event("q3"), &NoStream).await;
+    assert_eq!(texts(&agent), ["summary", "q3", "a3"]);
+    let third = &harness.model.requests()[2];
+    assert_eq!(third.messages.len(), 2, "the model saw the summary and q3");
+}

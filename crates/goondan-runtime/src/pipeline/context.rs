@@ -279,7 +279,9 @@ macro_rules! conversation_accessors {
             Arc::clone(&self.agents)
         }
 
-        /// Reads the conversation state. Drop the guard before awaiting.
+        /// Reads the conversation state. Drop the guard before awaiting
+        /// (the compiler insists). Emitting while it is alive is fine: the
+        /// event is recorded and applied when the last guard drops.
         pub fn conversation_state(&self) -> StateGuard<'_> {
             self.conversation.state()
         }
