@@ -315,7 +315,8 @@ fn interrupted_commits_resolve_to_all_or_nothing() {
     let full = format!("{base1}{}", line(&m2));
     let half = format!("{base1}{}", &line(&m2)[..10]);
     // (base, events, temp base, expected base ids, expected pending count)
-    let cases: Vec<(String, String, Option<String>, Vec<&str>, usize)> = vec![
+    type Case<'a> = (String, String, Option<String>, Vec<&'a str>, usize);
+    let cases: Vec<Case> = vec![
         // Killed before the marker: nothing happened.
         (base1.clone(), event_line(&m2), None, vec![&m1.id], 1),
         // Marker written, append not started: rolled back.
