@@ -236,7 +236,7 @@ fn reset_empties_the_message_history_but_keeps_extension_state() {
         };
         instance
             .journal_mut()
-            .commit_turn("t1", &[event.clone()], &[message])
+            .commit_turn("t1", std::slice::from_ref(&event), &[message])
             .unwrap();
         instance.journal_mut().record_event("t2", &event).unwrap();
         instance
