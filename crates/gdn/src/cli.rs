@@ -64,6 +64,56 @@ pub(crate) enum Command {
     /// Run one AgentProcess (spawned by the orchestrator; not for people).
     #[command(hide = true)]
     Agent(AgentArgs),
+    /// Create a new project from a template.
+    Init(InitArgs),
+    /// Check this machine and the current project: version, System Root,
+    /// provider keys, script runtimes, bundle.
+    Doctor(DoctorArgs),
+}
+
+/// `gdn init`.
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    /// The project folder, created when missing (default: `.`).
+    pub(crate) path: Option<PathBuf>,
+    /// The Package name (default: the folder's name, made to follow the
+    /// naming convention).
+    #[arg(short, long)]
+    pub(crate) name: Option<String>,
+    /// What to start from.
+    #[arg(short, long, value_enum, default_value_t = Template::Default)]
+    pub(crate) template: Template,
+    /// Run `git init` (default: when git exists and the folder is not
+    /// inside a repository yet).
+    #[arg(long, overrides_with = "no_git")]
+    pub(crate) git: bool,
+    /// Never run `git init`.
+    #[arg(long = "no-git", overrides_with = "git")]
+    pub(crate) no_git: bool,
+    /// Overwrite files the template writes (an existing .env is kept).
+    #[arg(short, long)]
+    pub(crate) force: bool,
+}
+
+/// The templates of `gdn init`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Template {
+    /// One assistant with a prompt file and a text tool.
+    Default,
+    /// A coordinator delegating to a researcher.
+    MultiAgent,
+    /// The smallest runnable project.
+    Minimal,
+    /// A reusable package: resources in their own files.
+    Package,
+}
+
+/// `gdn doctor`.
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// An extra env file, applied over .env.local and .env.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) env_file: Option<PathBuf>,
 }
 
 /// `gdn run`.

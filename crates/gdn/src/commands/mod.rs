@@ -1,6 +1,8 @@
 //! One module per subcommand; `run` dispatches.
 
 mod agent;
+mod doctor;
+mod init;
 mod logs;
 pub(crate) mod manage;
 mod run;
@@ -25,5 +27,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Instance(args) => manage::instance(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
+        Command::Init(args) => init::run(&cli.global, args),
+        Command::Doctor(args) => doctor::run(&cli.global, args),
     }
 }
