@@ -1,6 +1,8 @@
 //! Drives the real `gdn` binary: exit codes, text, JSON and GitHub output,
 //! and global flags on either side of the subcommand.
 
+mod init;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
