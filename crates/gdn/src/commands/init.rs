@@ -133,6 +133,8 @@ enum InitError {
     NameInvalid { given: String },
     /// The target exists and is not a folder.
     NotADirectory { path: PathBuf },
+    /// A folder exists where the template writes a file.
+    FolderInTheWay { path: PathBuf },
     /// Files the template would write already exist.
     FilesExist { dir: PathBuf, files: Vec<String> },
     /// A folder or file could not be written.
@@ -148,6 +150,7 @@ impl InitError {
         match self {
             InitError::NameInvalid { .. } => "E_INIT_NAME_INVALID",
             InitError::NotADirectory { .. } => "E_INIT_NOT_A_DIRECTORY",
+            InitError::FolderInTheWay { .. } => "E_INIT_FOLDER_IN_THE_WAY",
             InitError::FilesExist { .. } => "E_INIT_FILES_EXIST",
             InitError::Write { .. } => "E_INIT_WRITE",
         }
@@ -160,7 +163,10 @@ impl InitError {
                 "use lowercase letters, digits and `-`, starting with a letter (for example `my-agent` or `@my-org/my-agent`)".into(),
             ),
             InitError::NotADirectory { .. } => {
-                Some("pass a folder path (it is created when missing)".into())
+                Some("move it away, or pass another folder (it is created when missing)".into())
+            }
+            InitError::FolderInTheWay { .. } => {
+                Some("move the folder away; --force replaces files, never folders".into())
             }
             InitError::FilesExist { .. } => Some(
                 "pass --force to overwrite them (an existing .env is always kept), or choose another folder".into(),
@@ -174,7 +180,9 @@ impl InitError {
     fn outcome(&self) -> Outcome {
         match self {
             InitError::NameInvalid { .. } => Outcome::BadArguments,
-            InitError::NotADirectory { .. } | InitError::FilesExist { .. } => Outcome::ConfigError,
+            InitError::NotADirectory { .. }
+            | InitError::FolderInTheWay { .. }
+            | InitError::FilesExist { .. } => Outcome::ConfigError,
             InitError::Write { .. } => Outcome::Failure,
         }
     }
@@ -200,6 +208,11 @@ impl fmt::Display for InitError {
             InitError::NotADirectory { path } => {
                 write!(f, "{} exists and is not a folder", path.display())
             }
+            InitError::FolderInTheWay { path } => write!(
+                f,
+                "{} is a folder, where the template writes a file",
+                path.display()
+            ),
             InitError::FilesExist { dir, files } => write!(
                 f,
                 "{} file(s) already exist in {}: {}; nothing was written",
@@ -278,11 +291,24 @@ fn create(dir: &Path, args: &InitArgs) -> Result<Created, InitError> {
         .map(|file| file.path)
         .filter(|path| dir.join(path).symlink_metadata().is_ok())
         .collect();
+    // Shapes `--force` cannot fix are refused before anything is written:
+    // a folder where a file goes, or a file where a folder goes.
     if let Some(folder) = existing.iter().find(|path| dir.join(path).is_dir()) {
-        return Err(InitError::Write {
+        return Err(InitError::FolderInTheWay {
             path: dir.join(folder),
-            source: std::io::Error::other("a folder is in the way of a template file"),
         });
+    }
+    for file in files {
+        let parents = Path::new(file.path)
+            .ancestors()
+            .skip(1)
+            .filter(|parent| !parent.as_os_str().is_empty());
+        for parent in parents {
+            let target = dir.join(parent);
+            if target.exists() && !target.is_dir() {
+                return Err(InitError::NotADirectory { path: target });
+            }
+        }
     }
     if !existing.is_empty() && !args.force {
         return Err(InitError::FilesExist {

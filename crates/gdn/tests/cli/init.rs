@@ -266,6 +266,30 @@ fn names_follow_the_convention_and_bad_ones_are_bad_arguments() {
 }
 
 #[test]
+fn shapes_force_cannot_fix_are_refused_before_anything_is_written() {
+    let work = tempfile::tempdir().unwrap();
+    let project = work.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("prompts"), "a file where a folder goes").unwrap();
+    let output = run(gdn(work.path(), &["init", "proj", "--no-git", "--force"]));
+    assert_eq!(code(&output), 3);
+    assert!(
+        stderr(&output)
+            .starts_with("error[E_INIT_NOT_A_DIRECTORY]: proj/prompts exists and is not a folder"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(snapshot(&project).len(), 1, "nothing was written");
+
+    std::fs::remove_file(project.join("prompts")).unwrap();
+    std::fs::create_dir(project.join("goondan.yaml")).unwrap();
+    let output = run(gdn(work.path(), &["init", "proj", "--no-git", "--force"]));
+    assert_eq!(code(&output), 3);
+    assert!(stderr(&output).starts_with("error[E_INIT_FOLDER_IN_THE_WAY]"));
+    assert!(snapshot(&project).is_empty(), "nothing was written");
+}
+
+#[test]
 fn git_is_initialized_by_default_only_outside_a_repository() {
     let work = tempfile::tempdir().unwrap();
     if !git_available() {
@@ -389,6 +413,42 @@ fn doctor_passes_a_writable_state_root_and_masks_keys() {
         );
         assert!(!output.contains("FROMDOTENV"));
     }
+}
+
+#[test]
+fn doctor_names_the_models_that_need_a_missing_key() {
+    let work = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    assert_eq!(
+        code(&run(gdn(
+            work.path(),
+            &["init", "proj", "-t", "minimal", "--no-git", "-q"]
+        ))),
+        0
+    );
+    let manifest = work.path().join("proj/goondan.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("provider: scripted", "provider: anthropic"),
+    )
+    .unwrap();
+    let (exit, report, output) = doctor_json(gdn(
+        work.path(),
+        &[
+            "-c",
+            "proj",
+            "--state-root",
+            state.path().to_str().unwrap(),
+            "doctor",
+            "--json",
+        ],
+    ));
+    assert_eq!(exit, 0, "a missing key is a warning: {output}");
+    let anthropic = check(&report, "ANTHROPIC_API_KEY");
+    assert_eq!(anthropic["status"], "warn");
+    assert_eq!(anthropic["detail"], "not set; needed by Model/main");
+    assert_eq!(check(&report, "OPENAI_API_KEY")["detail"], "not set");
 }
 
 #[test]
