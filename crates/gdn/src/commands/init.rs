@@ -259,11 +259,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &InitArgs) -> anyhow::Result<Outcom
         Ok(created) => created,
         Err(error) => return report_error(global, &error),
     };
-    let git = if created.written.is_empty() {
-        GitOutcome::Skipped("nothing was written".into())
-    } else {
-        init_git(&dir, args)
-    };
+    let git = init_git(&dir, args);
     report_success(global, args, &created, &git)?;
     Ok(Outcome::Success)
 }
