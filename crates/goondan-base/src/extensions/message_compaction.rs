@@ -221,15 +221,15 @@ fn transcript(messages: &[Message]) -> String {
 }
 
 impl MessageCompactionLayer {
-    fn over_budget<'m>(&self, messages: impl Iterator<Item = &'m Message>) -> bool {
-        let (count, characters) = messages.fold((0, 0), |(count, characters), message| {
-            (count + 1, characters + size(message))
-        });
+    fn over_budget(&self, count: usize, characters: usize) -> bool {
         count > self.config.max_messages || characters > self.config.max_characters
     }
 
     fn plan(&self, messages: &[Message]) -> Option<Plan> {
-        if !self.over_budget(messages.iter()) {
+        let sizes: Vec<usize> = messages.iter().map(size).collect();
+        let mut count = messages.len();
+        let mut characters: usize = sizes.iter().sum();
+        if !self.over_budget(count, characters) {
             return None;
         }
         if self.config.mode == CompactionMode::Truncate {
@@ -243,19 +243,14 @@ impl MessageCompactionLayer {
             .len()
             .saturating_sub(self.config.retain_last_messages);
         let mut removed: HashSet<String> = HashSet::new();
-        for (index, message) in messages.iter().enumerate() {
-            if !self.over_budget(
-                messages
-                    .iter()
-                    .filter(|message| !removed.contains(&message.id)),
-            ) {
-                break;
-            }
-            if index >= protected_from {
+        for (message, message_size) in messages[..protected_from].iter().zip(&sizes) {
+            if !self.over_budget(count, characters) {
                 break;
             }
             if !is_pinned(message) {
                 removed.insert(message.id.clone());
+                count -= 1;
+                characters -= message_size;
             }
         }
         widen_removals(messages, &mut removed);

@@ -11,6 +11,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use reqwest::{Method, Url};
 use serde::Deserialize;
 use serde_json::json;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const GET: &str = "http-fetch__get";
@@ -77,7 +78,9 @@ struct Exchange {
 #[derive(Debug, Clone)]
 pub struct HttpFetchTool {
     config: HttpFetchConfig,
-    client: reqwest::Client,
+    /// The pool, or why it could not be built (no TLS roots, for example);
+    /// that becomes each call's error rather than a panic at startup.
+    client: Result<reqwest::Client, Arc<str>>,
 }
 
 impl HttpFetchTool {
@@ -85,7 +88,9 @@ impl HttpFetchTool {
     pub fn new(config: HttpFetchConfig) -> Self {
         HttpFetchTool {
             config,
-            client: reqwest::Client::new(),
+            client: reqwest::Client::builder()
+                .build()
+                .map_err(|error| Arc::from(error_chain(&error))),
         }
     }
 
@@ -158,9 +163,16 @@ impl HttpFetchTool {
         };
         let timeout = exchange.timeout;
         let max_bytes = exchange.max_bytes;
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|message| BuiltinToolError::HttpRequest {
+                method: method_name,
+                url: url_text.clone(),
+                message: message.to_string(),
+            })?;
         let work = async {
-            let mut request = self
-                .client
+            let mut request = client
                 .request(exchange.method.clone(), exchange.url.clone())
                 .headers(exchange.headers);
             if let Some(body) = exchange.body {
