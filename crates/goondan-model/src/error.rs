@@ -141,7 +141,7 @@ impl ModelError {
                 "add a rule whose `when` matches this input, or a last rule without `when` as a fallback",
             ),
             ModelError::ReplayMiss { .. } => Some(
-                "record the conversation again (spec.options.recordTo on the real provider) or fix the drift shown above",
+                "record the conversation again with the real provider (ModelConfig.record_to), or fix the drift shown above",
             ),
             ModelError::MalformedResponse { .. }
             | ModelError::ScriptRules { .. }
