@@ -353,7 +353,7 @@ fn key_checks(bundle: Option<&Bundle>) -> Vec<Check> {
                     bundle
                         .and_then(|bundle| bundle.env().get(variable))
                         .map(str::to_string),
-                    "the project's env files",
+                    "the env files",
                 ),
             };
             let needed_by = if users.is_empty() {

@@ -169,7 +169,22 @@ fn every_template_validates_and_runs_offline() {
 fn the_default_template_calls_its_tool() {
     let work = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    assert_eq!(code(&run(gdn(work.path(), &["init", "--no-git", "-q"]))), 0);
+    let init = run(gdn(work.path(), &["init", "--no-git", "--json"]));
+    assert_eq!(code(&init), 0);
+    let report: serde_json::Value = serde_json::from_str(&stdout(&init)).unwrap();
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["template"], "default");
+    assert_eq!(
+        report["filesCreated"],
+        serde_json::json!([
+            "goondan.yaml",
+            "prompts/assistant.md",
+            "scripted-rules.yaml",
+            ".env",
+            ".gitignore"
+        ])
+    );
+    assert_eq!(report["git"]["status"], "skipped");
     let answer = run(gdn(
         work.path(),
         &[
@@ -384,7 +399,7 @@ fn doctor_passes_a_writable_state_root_and_masks_keys() {
     assert_eq!(
         openai["detail"],
         format!(
-            "set in the project's env files (sk-p…({} chars))",
+            "set in the env files (sk-p…({} chars))",
             DOTENV_OPENAI_KEY.len()
         )
     );
@@ -449,6 +464,33 @@ fn doctor_names_the_models_that_need_a_missing_key() {
     assert_eq!(anthropic["status"], "warn");
     assert_eq!(anthropic["detail"], "not set; needed by Model/main");
     assert_eq!(check(&report, "OPENAI_API_KEY")["detail"], "not set");
+
+    std::fs::write(
+        work.path().join("keys.env"),
+        "ANTHROPIC_API_KEY=from-a-file-1234\n",
+    )
+    .unwrap();
+    let quiet = run(gdn(
+        work.path(),
+        &[
+            "-c",
+            "proj",
+            "--state-root",
+            state.path().to_str().unwrap(),
+            "-q",
+            "doctor",
+            "--env-file",
+            "keys.env",
+        ],
+    ));
+    assert_eq!(code(&quiet), 0);
+    let text = stdout(&quiet);
+    assert!(
+        !text.contains("ANTHROPIC_API_KEY"),
+        "-q shows only what is wrong: {text}"
+    );
+    assert!(text.contains("  warn  OPENAI_API_KEY: not set\n"), "{text}");
+    assert!(!text.contains("from-a-file"), "{text}");
 }
 
 #[test]
