@@ -506,7 +506,11 @@ fn report_success(
         "Created `{}` from the {} template in {}:",
         created.name,
         args.template.label(),
-        created.dir.display()
+        if created.dir == Path::new(".") {
+            "the current folder".to_string()
+        } else {
+            created.dir.display().to_string()
+        }
     )?;
     for path in &created.written {
         writeln!(out, "  {path}")?;
