@@ -5,4 +5,5 @@
 
 mod extensions;
 mod harness;
+mod manifests;
 mod tools;
