@@ -32,6 +32,20 @@ pub enum OrchestratorError {
         /// The child's message.
         message: String,
     },
+    /// The process serving a request exited before answering it.
+    #[error("{key} exited ({}) before answering; its instance is restarted and keeps what it recorded", exit_text(*.code))]
+    AgentExited {
+        /// The routing key.
+        key: String,
+        /// The exit code, `None` when a signal ended it.
+        code: Option<i32>,
+    },
+    /// The instance serving a request was deleted.
+    #[error("{key} was deleted before answering")]
+    Deleted {
+        /// The routing key.
+        key: String,
+    },
     /// The orchestrator loop is gone.
     #[error("the orchestrator has stopped")]
     Stopped,
@@ -53,6 +67,8 @@ impl OrchestratorError {
             OrchestratorError::Spawn { .. } => "E_AGENT_SPAWN",
             OrchestratorError::UnknownAgent { .. } => "E_AGENT_NOT_FOUND",
             OrchestratorError::AgentStart { code, .. } => code,
+            OrchestratorError::AgentExited { .. } => "E_AGENT_CRASHED",
+            OrchestratorError::Deleted { .. } => "E_INSTANCE_DELETED",
             OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
             OrchestratorError::Control { .. } => "E_CONTROL_SOCKET",
         }
@@ -64,10 +80,21 @@ impl OrchestratorError {
             OrchestratorError::UnknownAgent { swarm, .. } => Some(format!(
                 "add the agent to Swarm/{swarm} spec.agents, or call one of its agents"
             )),
+            OrchestratorError::AgentExited { key, .. } => Some(format!(
+                "send the input again; `gdn logs --process {}` shows why it exited",
+                key.replacen(':', "-", 1)
+            )),
             OrchestratorError::Control { .. } => Some(
                 "is an orchestrator running for this state root? start one with `gdn run`".into(),
             ),
             _ => None,
         }
+    }
+}
+
+fn exit_text(code: Option<i32>) -> String {
+    match code {
+        Some(code) => format!("exit code {code}"),
+        None => "killed by a signal".to_string(),
     }
 }

@@ -74,6 +74,17 @@ pub struct InstanceStatus {
 /// A reply the orchestrator itself waits for (a CLI input, for example).
 type Waiter = oneshot::Sender<Result<AgentEvent, OrchestratorError>>;
 
+/// How long an exited child's remaining output may take to be read.
+const EXIT_READ_GRACE: Duration = Duration::from_secs(1);
+
+/// A `delete` answered once every process it killed has exited, so the
+/// caller can remove the instance's files without racing the process for
+/// its lock.
+struct PendingDelete {
+    waiting_for: Vec<(RoutingKey, u64)>,
+    reply: oneshot::Sender<bool>,
+}
+
 /// The closed set of things the main loop reacts to.
 pub(crate) enum Input {
     /// A message from a child.
@@ -199,6 +210,9 @@ struct ShutdownIntent {
     respawn: bool,
     fresh: bool,
     kill_at: Instant,
+    /// Set once SIGKILL was sent, so the passed deadline stops waking the
+    /// loop while the exit is on its way.
+    killed: bool,
 }
 
 struct Handle {
@@ -250,6 +264,7 @@ pub struct Orchestrator {
     reconcile_interval: Duration,
     handles: BTreeMap<RoutingKey, Handle>,
     waiters: HashMap<String, (RoutingKey, Waiter)>,
+    deletes: Vec<PendingDelete>,
     inputs_tx: mpsc::Sender<Input>,
     inputs_rx: mpsc::Receiver<Input>,
     stopping: Option<oneshot::Sender<()>>,
@@ -268,6 +283,7 @@ impl Orchestrator {
             reconcile_interval: config.reconcile_interval,
             handles: BTreeMap::new(),
             waiters: HashMap::new(),
+            deletes: Vec::new(),
             inputs_tx: inputs_tx.clone(),
             inputs_rx,
             stopping: None,
@@ -328,6 +344,7 @@ impl Orchestrator {
                 generation,
                 code,
             } => {
+                self.finish_deletes(&key, generation);
                 if self.current_generation(&key) == Some(generation) {
                     self.on_exit(&key, code);
                 }
@@ -349,9 +366,7 @@ impl Orchestrator {
             Input::List { reply } => {
                 let _ = reply.send(self.list());
             }
-            Input::Delete { key, reply } => {
-                let _ = reply.send(self.delete(&key));
-            }
+            Input::Delete { key, reply } => self.delete(&key, reply),
             Input::Shutdown { done } => self.begin_shutdown(done),
         }
     }
@@ -624,6 +639,7 @@ impl Orchestrator {
                 let inputs = self.inputs_tx.clone();
                 let mut receiver = spawned.channel.receiver;
                 let child_key = key.clone();
+                let (reader_done, reader_finished) = oneshot::channel::<()>();
                 tokio::spawn(async move {
                     while let Some(message) = receiver.recv().await {
                         let input = Input::Child {
@@ -635,12 +651,18 @@ impl Orchestrator {
                             break;
                         }
                     }
+                    drop(reader_done);
                 });
                 let inputs = self.inputs_tx.clone();
                 let exit = spawned.exit;
                 let exit_key = key.clone();
                 tokio::spawn(async move {
                     let code = exit.await;
+                    // A child's last lines (a start error, an answer) must
+                    // reach the loop before its exit does, or they would be
+                    // dropped as stale once a new generation runs. The wait
+                    // is bounded because a grandchild may hold the pipe.
+                    let _ = tokio::time::timeout(EXIT_READ_GRACE, reader_finished).await;
                     let _ = inputs
                         .send(Input::Exited {
                             key: exit_key,
@@ -660,6 +682,12 @@ impl Orchestrator {
     }
 
     fn on_exit(&mut self, key: &RoutingKey, code: Option<i32>) {
+        // Every line the process wrote was handled before its exit, so a
+        // request it was serving is lost for good.
+        self.fail_waiters(key, |key| OrchestratorError::AgentExited {
+            key: key.to_string(),
+            code,
+        });
         let Some(handle) = self.handles.get_mut(key) else {
             return;
         };
@@ -769,6 +797,7 @@ impl Orchestrator {
             respawn,
             fresh,
             kill_at: Instant::now() + grace,
+            killed: false,
         });
         let payload = ShutdownPayload {
             grace_period_ms: grace.as_millis() as u64,
@@ -791,23 +820,77 @@ impl Orchestrator {
         }
     }
 
-    fn delete(&mut self, key_text: &str) -> bool {
+    fn delete(&mut self, key_text: &str, reply: oneshot::Sender<bool>) {
         let keys: Vec<RoutingKey> = self
             .handles
             .keys()
             .filter(|key| key.to_string() == key_text || key.instance_key == key_text)
             .cloned()
             .collect();
-        let mut was_running = false;
+        let mut waiting_for = Vec::new();
         for key in keys {
             if let Some(mut handle) = self.handles.remove(&key) {
                 if let Some(control) = handle.control.as_mut() {
                     control.kill();
-                    was_running = true;
+                    waiting_for.push((key.clone(), handle.generation));
                 }
             }
+            self.fail_waiters(&key, |key| OrchestratorError::Deleted {
+                key: key.to_string(),
+            });
         }
-        was_running
+        if waiting_for.is_empty() {
+            let _ = reply.send(false);
+        } else {
+            self.deletes.push(PendingDelete { waiting_for, reply });
+        }
+    }
+
+    /// Answers the deletes that were waiting only for this exit.
+    fn finish_deletes(&mut self, key: &RoutingKey, generation: u64) {
+        for delete in &mut self.deletes {
+            delete
+                .waiting_for
+                .retain(|(waiting_key, waiting_generation)| {
+                    !(waiting_key == key && *waiting_generation == generation)
+                });
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deletes)
+            .into_iter()
+            .partition(|delete| delete.waiting_for.is_empty());
+        self.deletes = waiting;
+        for delete in done {
+            let _ = delete.reply.send(true);
+        }
+    }
+
+    /// Fails the orchestrator's own requests to `key` that were handed to
+    /// its process (events still queued go to the next process and keep
+    /// their waiters): nothing will answer them.
+    fn fail_waiters(&mut self, key: &RoutingKey, error: impl Fn(&RoutingKey) -> OrchestratorError) {
+        let queued: Vec<&str> = self
+            .handles
+            .get(key)
+            .map(|handle| {
+                handle
+                    .pending
+                    .iter()
+                    .filter_map(|message| message.payload.pointer("/replyTo/correlationId"))
+                    .filter_map(JsonValue::as_str)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let lost: Vec<String> = self
+            .waiters
+            .iter()
+            .filter(|(id, (waiting_key, _))| waiting_key == key && !queued.contains(&id.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in lost {
+            if let Some((_, waiter)) = self.waiters.remove(&id) {
+                let _ = waiter.send(Err(error(key)));
+            }
+        }
     }
 
     fn list(&self) -> Vec<InstanceStatus> {
@@ -881,7 +964,11 @@ impl Orchestrator {
         self.handles
             .values()
             .filter_map(|handle| {
-                let kill_at = handle.shutdown.as_ref().map(|intent| intent.kill_at);
+                let kill_at = handle
+                    .shutdown
+                    .as_ref()
+                    .filter(|intent| !intent.killed)
+                    .map(|intent| intent.kill_at);
                 match (kill_at, handle.next_spawn_at) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -897,11 +984,12 @@ impl Orchestrator {
         let now = Instant::now();
         let mut to_spawn = Vec::new();
         for (key, handle) in self.handles.iter_mut() {
-            if let Some(intent) = &handle.shutdown {
-                if now >= intent.kill_at {
+            if let Some(intent) = handle.shutdown.as_mut() {
+                if now >= intent.kill_at && !intent.killed {
                     if let Some(control) = handle.control.as_mut() {
                         tracing::warn!(key = %key, "grace period over; killing agent process");
                         control.kill();
+                        intent.killed = true;
                     }
                 }
                 continue;

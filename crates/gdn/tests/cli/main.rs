@@ -2,6 +2,8 @@
 //! and global flags on either side of the subcommand.
 
 mod init;
+mod mock_llm;
+mod swarm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
