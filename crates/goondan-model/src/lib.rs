@@ -43,7 +43,9 @@ use futures_util::future::BoxFuture;
 /// Receives incremental output while a provider streams its answer.
 ///
 /// Providers that do not stream never call it; the final
-/// [`ModelResponse`] is complete either way.
+/// [`ModelResponse`] is complete either way. When deltas are reported,
+/// they concatenate to the response's text (`scripted` and `replay` report
+/// their whole text as one delta). Reasoning is never reported here.
 pub trait StreamObserver: Send + Sync {
     /// A piece of assistant text, in order.
     fn on_text_delta(&self, delta: &str);

@@ -107,6 +107,9 @@ pub(crate) struct HttpOptions {
     pub(crate) request_timeout: Option<Duration>,
     pub(crate) retry: RetryPolicy,
     pub(crate) headers: Vec<(String, String)>,
+    /// The most an answer may weigh, streamed or not, so a runaway or
+    /// hostile server cannot make an agent buffer without bound.
+    pub(crate) max_answer_bytes: u64,
     /// `options.body` plus every unknown option, merged into each request.
     pub(crate) body: JsonObject,
 }
@@ -116,6 +119,7 @@ pub(crate) const DEFAULT_READ_TIMEOUT_MS: u64 = 120_000;
 pub(crate) const DEFAULT_MAX_RETRIES: u64 = 2;
 pub(crate) const DEFAULT_RETRY_BASE_DELAY_MS: u64 = 500;
 pub(crate) const DEFAULT_RETRY_MAX_DELAY_MS: u64 = 30_000;
+pub(crate) const DEFAULT_MAX_ANSWER_BYTES: u64 = 32 * 1024 * 1024;
 
 impl HttpOptions {
     /// Takes the shared keys; call after the provider took its own, since
@@ -149,6 +153,9 @@ impl HttpOptions {
             ),
         };
         let headers = reader.string_map("headers")?;
+        let max_answer_bytes = reader
+            .u64("maxAnswerBytes")?
+            .unwrap_or(DEFAULT_MAX_ANSWER_BYTES);
         let explicit_body = reader.object("body")?.unwrap_or_default();
         let mut body = reader.into_rest();
         merge_json(&mut body, explicit_body);
@@ -159,6 +166,7 @@ impl HttpOptions {
             request_timeout,
             retry,
             headers,
+            max_answer_bytes,
             body,
         })
     }

@@ -116,6 +116,7 @@ fn build_anthropic(
     HttpModel::new(
         anthropic::AnthropicWire { default_max_tokens },
         &config.name,
+        &config.model,
         &base_url(config, anthropic::DEFAULT_BASE_URL)?,
         headers,
         options,
@@ -162,6 +163,7 @@ fn build_openai(
             stream_usage,
         },
         &config.name,
+        &config.model,
         &base_url(config, openai::DEFAULT_BASE_URL)?,
         headers,
         options,
@@ -182,6 +184,7 @@ fn build_google(
     HttpModel::new(
         google::GoogleWire,
         &config.name,
+        &config.model,
         &base_url(config, google::DEFAULT_BASE_URL)?,
         headers,
         options,

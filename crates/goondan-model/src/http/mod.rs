@@ -26,6 +26,7 @@ pub(crate) struct HttpModel<W> {
     wire: W,
     client: reqwest::Client,
     base_url: String,
+    default_model: String,
     headers: HeaderMap,
     options: HttpOptions,
     api_key: Option<ApiKey>,
@@ -37,6 +38,7 @@ impl<W: Wire> HttpModel<W> {
     pub(crate) fn new(
         wire: W,
         model_resource: &str,
+        default_model: &str,
         base_url: &str,
         auth_and_wire_headers: Vec<(String, String)>,
         options: HttpOptions,
@@ -75,6 +77,7 @@ impl<W: Wire> HttpModel<W> {
             wire,
             client,
             base_url: base_url.trim_end_matches('/').to_string(),
+            default_model: default_model.to_string(),
             headers,
             options,
             api_key,
@@ -97,9 +100,14 @@ impl<W: Wire> HttpModel<W> {
 
     async fn call(
         &self,
-        request: ModelRequest,
+        mut request: ModelRequest,
         observer: &dyn StreamObserver,
     ) -> Result<ModelResponse, ModelError> {
+        // The request's model wins so middleware can switch models per step;
+        // an empty one means "the Model resource's".
+        if request.model.trim().is_empty() {
+            request.model = self.default_model.clone();
+        }
         let provider = self.wire.provider();
         let stream = self.options.stream;
         let mut body = self.wire.encode(&request, stream)?;
@@ -188,13 +196,29 @@ impl<W: Wire> HttpModel<W> {
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| value.starts_with("text/event-stream"));
+        let mut chunks = response.bytes_stream();
+        let mut n_bytes: u64 = 0;
+        let too_large = || {
+            crate::wire::malformed(
+                provider,
+                format!(
+                    "the answer is larger than {} bytes (options.maxAnswerBytes)",
+                    self.options.max_answer_bytes
+                ),
+            )
+        };
         if !is_event_stream {
             // A server that ignores `stream: true` and answers with one JSON
             // body is still understood.
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|error| self.transport(&error))?;
+            let mut bytes = Vec::new();
+            while let Some(chunk) = chunks.next().await {
+                let chunk = chunk.map_err(|error| self.transport(&error))?;
+                n_bytes += chunk.len() as u64;
+                if n_bytes > self.options.max_answer_bytes {
+                    return Err(too_large());
+                }
+                bytes.extend_from_slice(&chunk);
+            }
             let body: JsonValue = serde_json::from_slice(&bytes).map_err(|error| {
                 crate::wire::malformed(
                     provider,
@@ -208,9 +232,12 @@ impl<W: Wire> HttpModel<W> {
         }
         let mut assembler = self.wire.stream();
         let mut decoder = sse::SseDecoder::default();
-        let mut chunks = response.bytes_stream();
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk.map_err(|error| self.transport(&error))?;
+            n_bytes += chunk.len() as u64;
+            if n_bytes > self.options.max_answer_bytes {
+                return Err(too_large());
+            }
             for event in decoder.feed(&chunk) {
                 if assembler.on_event(event, observer)? == StreamProgress::Done {
                     return assembler.finish();

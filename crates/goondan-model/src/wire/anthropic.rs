@@ -21,6 +21,9 @@ use serde_json::json;
 
 const PROVIDER: &str = "anthropic";
 
+/// More content blocks than any answer has.
+const MAX_BLOCKS: usize = 4096;
+
 /// The default base URL, version path included.
 pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";
 /// The `anthropic-version` header sent unless `options.anthropicVersion`.
@@ -48,28 +51,62 @@ impl Wire for AnthropicWire {
         let mut system = Vec::new();
         let mut messages: Vec<(&'static str, Vec<JsonValue>)> = Vec::new();
         for message in &request.messages {
-            let (role, blocks) = match message {
-                ModelMessage::System { content, .. } => {
-                    system.push(json!({"type": "text", "text": content}));
+            let parts_to_blocks =
+                |parts: &[ContentPart], to_block: fn(&ContentPart) -> Option<JsonValue>| {
+                    parts
+                        .iter()
+                        .filter_map(|part| {
+                            let mut block = to_block(part)?;
+                            if let Some(cache) = cache_control(part_options(part)) {
+                                block["cache_control"] = cache;
+                            }
+                            Some(block)
+                        })
+                        .collect::<Vec<_>>()
+                };
+            let (role, mut blocks, message_options) = match message {
+                ModelMessage::System {
+                    content,
+                    provider_options,
+                } => {
+                    let mut block = json!({"type": "text", "text": content});
+                    if let Some(cache) = cache_control(provider_options) {
+                        block["cache_control"] = cache;
+                    }
+                    system.push(block);
                     continue;
                 }
-                ModelMessage::User { content, .. } => (
+                ModelMessage::User {
+                    content,
+                    provider_options,
+                } => (
                     "user",
-                    content.to_parts().iter().filter_map(user_block).collect(),
+                    parts_to_blocks(&content.to_parts(), user_block),
+                    provider_options,
                 ),
-                ModelMessage::Assistant { content, .. } => (
+                ModelMessage::Assistant {
+                    content,
+                    provider_options,
+                } => (
                     "assistant",
-                    content
-                        .to_parts()
-                        .iter()
-                        .filter_map(assistant_block)
-                        .collect(),
+                    parts_to_blocks(&content.to_parts(), assistant_block),
+                    provider_options,
                 ),
-                ModelMessage::Tool { content, .. } => {
-                    ("user", content.iter().filter_map(user_block).collect())
-                }
+                ModelMessage::Tool {
+                    content,
+                    provider_options,
+                } => (
+                    "user",
+                    parts_to_blocks(content, user_block),
+                    provider_options,
+                ),
             };
-            push_merged(&mut messages, role, blocks);
+            // A cache breakpoint on a whole message marks its last block, as
+            // the AI SDK does.
+            if let (Some(cache), Some(last)) = (cache_control(message_options), blocks.last_mut()) {
+                last["cache_control"] = cache;
+            }
+            push_merged(&mut messages, role, std::mem::take(&mut blocks));
         }
         let mut body = JsonObject::new();
         body.insert("model".into(), json!(request.model));
@@ -169,6 +206,39 @@ impl Wire for AnthropicWire {
 
     fn stream(&self) -> AnthropicStream {
         AnthropicStream::default()
+    }
+}
+
+/// `providerOptions.anthropic.cacheControl` (AI SDK spelling) or
+/// `cache_control`, as the API's `cache_control` value.
+fn cache_control(provider_options: &Option<JsonValue>) -> Option<JsonValue> {
+    let options = provider_options.as_ref()?.get(PROVIDER)?;
+    options
+        .get("cacheControl")
+        .or_else(|| options.get("cache_control"))
+        .cloned()
+}
+
+fn part_options(part: &ContentPart) -> &Option<JsonValue> {
+    match part {
+        ContentPart::Text {
+            provider_options, ..
+        }
+        | ContentPart::Image {
+            provider_options, ..
+        }
+        | ContentPart::File {
+            provider_options, ..
+        }
+        | ContentPart::Reasoning {
+            provider_options, ..
+        }
+        | ContentPart::ToolCall {
+            provider_options, ..
+        }
+        | ContentPart::ToolResult {
+            provider_options, ..
+        } => provider_options,
     }
 }
 
@@ -425,6 +495,14 @@ impl StreamAssembler for AnthropicStream {
                     ),
                     _ => Block::Ignored,
                 };
+                // Indexes count blocks of one answer; a wild one is a broken
+                // stream, not a reason to allocate.
+                if index > MAX_BLOCKS {
+                    return Err(malformed(
+                        PROVIDER,
+                        format!("block index {index} is out of range"),
+                    ));
+                }
                 while self.blocks.len() <= index {
                     self.blocks.push(Block::Ignored);
                 }
@@ -574,6 +652,45 @@ mod tests {
                     ]}
                 ]
             })
+        );
+    }
+
+    #[test]
+    fn cache_breakpoints_reach_the_blocks() {
+        let ephemeral = json!({"anthropic": {"cacheControl": {"type": "ephemeral"}}});
+        let request = ModelRequest {
+            model: "m".into(),
+            messages: vec![
+                ModelMessage::System {
+                    content: "long prompt".into(),
+                    provider_options: Some(ephemeral.clone()),
+                },
+                ModelMessage::User {
+                    content: goondan_types::MessageContent::Parts(vec![
+                        ContentPart::text("a"),
+                        ContentPart::text("b"),
+                    ]),
+                    provider_options: Some(ephemeral),
+                },
+            ],
+            tools: vec![],
+            params: ModelParams::default(),
+        };
+        let body = AnthropicWire {
+            default_max_tokens: 1,
+        }
+        .encode(&request, false)
+        .unwrap();
+        assert_eq!(
+            body["system"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert!(body["messages"][0]["content"][0]
+            .get("cache_control")
+            .is_none());
+        assert_eq!(
+            body["messages"][0]["content"][1]["cache_control"],
+            json!({"type": "ephemeral"})
         );
     }
 

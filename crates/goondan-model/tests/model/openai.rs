@@ -392,3 +392,36 @@ async fn compatible_servers_need_no_key() {
     );
     assert!(!server.requests()[0].headers.contains_key("authorization"));
 }
+
+#[tokio::test]
+async fn an_oversized_answer_is_refused() {
+    let big = "x".repeat(4096);
+    let server = MockServer::start(vec![
+        Canned::json(
+            200,
+            completion(json!({"role": "assistant", "content": big}), "stop"),
+        ),
+        Canned::sse_raw(format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": big}}]})
+        )),
+    ])
+    .await;
+    for stream in [false, true] {
+        let config = http_config(
+            "openai",
+            &server.base_url,
+            json!({"maxAnswerBytes": 1024, "stream": stream}),
+        );
+        let model = build(&config, &no_env()).unwrap();
+        let error = model
+            .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "E_MODEL_MALFORMED_RESPONSE");
+        assert!(
+            error.to_string().contains("larger than 1024 bytes"),
+            "{error}"
+        );
+    }
+}
