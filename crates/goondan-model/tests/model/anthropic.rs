@@ -375,3 +375,47 @@ async fn the_key_never_reaches_logs_or_errors() {
     assert!(logged.contains("***"), "{logged}");
     assert!(!logged.contains(SECRET), "{logged}");
 }
+
+#[tokio::test]
+async fn a_stream_that_breaks_off_is_a_transport_error() {
+    let start = (
+        "message_start",
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 0}}}),
+    );
+    let text = (
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "partial"}}),
+    );
+    let server = MockServer::start(vec![
+        Canned::sse(&[start.clone(), ("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))]),
+        Canned::sse(&[start, text]),
+    ])
+    .await;
+    let model = build(
+        &http_config("anthropic", &server.base_url, json!({"stream": true})),
+        &no_env(),
+    )
+    .unwrap();
+    let overloaded = model
+        .generate(request(vec![ModelMessage::user("a")]), &NoStream)
+        .await
+        .unwrap_err();
+    assert_eq!(overloaded.code(), "E_MODEL_TRANSPORT");
+    assert!(
+        overloaded
+            .to_string()
+            .contains("overloaded_error: Overloaded"),
+        "{overloaded}"
+    );
+    let deltas = Deltas::default();
+    let truncated = model
+        .generate(request(vec![ModelMessage::user("b")]), &deltas)
+        .await
+        .unwrap_err();
+    assert_eq!(truncated.code(), "E_MODEL_TRANSPORT");
+    assert!(
+        truncated.to_string().contains("before message_stop"),
+        "{truncated}"
+    );
+    assert_eq!(deltas.all(), vec!["partial"]);
+}
