@@ -22,31 +22,45 @@ pub mod tools;
 
 pub use error::BuiltinToolError;
 pub use extensions::Summarizer;
+pub use tools::ToolOptions;
 
 use goondan_runtime::MapBuiltinCatalog;
 
-/// Every builtin tool and extension, with `message-compaction` writing
-/// plain notes instead of model summaries.
+/// How [`builtins_with`] configures the builtins.
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinOptions {
+    /// The model `message-compaction` summarizes with; without one it
+    /// writes plain notes.
+    pub summarizer: Option<Summarizer>,
+    /// Options of `bash`, `file-system` and `http-fetch`.
+    pub tools: ToolOptions,
+}
+
+/// Every builtin tool and extension with default options.
 pub fn builtins() -> MapBuiltinCatalog {
-    catalog(None)
+    builtins_with(BuiltinOptions::default())
 }
 
 /// Every builtin tool and extension, with `message-compaction` summarizing
 /// through `summarizer` (the agent's own model). An agent process builds
 /// its catalog this way, since it runs exactly one agent.
 pub fn builtins_with_model(summarizer: Summarizer) -> MapBuiltinCatalog {
-    catalog(Some(summarizer))
+    builtins_with(BuiltinOptions {
+        summarizer: Some(summarizer),
+        tools: ToolOptions::default(),
+    })
 }
 
-fn catalog(summarizer: Option<Summarizer>) -> MapBuiltinCatalog {
+/// Every builtin tool and extension, configured by `options`.
+pub fn builtins_with(options: BuiltinOptions) -> MapBuiltinCatalog {
     let mut catalog = MapBuiltinCatalog::new();
     for name in tools::TOOL_NAMES {
-        if let Some(handlers) = tools::handlers(name) {
+        if let Some(handlers) = tools::handlers(name, &options.tools) {
             catalog = catalog.with_tool(name, handlers);
         }
     }
     for name in extensions::EXTENSION_NAMES {
-        if let Some(extension) = extensions::extension(name, summarizer.clone()) {
+        if let Some(extension) = extensions::extension(name, options.summarizer.clone()) {
             catalog = catalog.with_extension(name, extension);
         }
     }

@@ -1,7 +1,8 @@
 //! `message-compaction`: before a Turn, when the conversation is over its
 //! message or character budget, replaces older messages with one summary
-//! message. Pinned messages (`metadata.pinned: true`) and the last
-//! `retainLastMessages` stay; a tool call and its result go together.
+//! message. Pinned messages (`metadata.pinned: true`), the context message
+//! and the last `retainLastMessages` stay; a tool call and its result go
+//! together.
 //!
 //! The summary is written by the agent's own model when a [`Summarizer`]
 //! is given (the runtime's `ExtensionApi` offers no model, so the builtin
@@ -14,8 +15,8 @@
 //! everything goes (`truncate`), then the summary and the pinned messages
 //! are appended again.
 
-use super::parse_config;
 use super::tool_pairs::widen_removals;
+use super::{is_retained, parse_config};
 use futures_util::future::BoxFuture;
 use goondan_model::{Model, ModelParams, ModelRequest, NoStream};
 use goondan_runtime::pipeline::{LayerResult, MiddlewareOptions};
@@ -172,10 +173,6 @@ struct Plan {
     kept_pinned: Vec<Message>,
 }
 
-fn is_pinned(message: &Message) -> bool {
-    message.metadata.get("pinned") == Some(&JsonValue::Bool(true))
-}
-
 /// The size a message costs: its text plus its tool inputs and outputs.
 fn size(message: &Message) -> usize {
     message
@@ -233,7 +230,10 @@ impl MessageCompactionLayer {
             return None;
         }
         if self.config.mode == CompactionMode::Truncate {
-            let (kept_pinned, removed) = messages.iter().cloned().partition(is_pinned);
+            let (kept_pinned, removed) = messages
+                .iter()
+                .cloned()
+                .partition(|message| is_retained(message));
             return Some(Plan {
                 removed,
                 kept_pinned,
@@ -247,7 +247,7 @@ impl MessageCompactionLayer {
             if !self.over_budget(count, characters) {
                 break;
             }
-            if !is_pinned(message) {
+            if !is_retained(message) {
                 removed.insert(message.id.clone());
                 count -= 1;
                 characters -= message_size;

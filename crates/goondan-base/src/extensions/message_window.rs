@@ -1,15 +1,16 @@
 //! `message-window`: before each Turn, keeps only the last `maxMessages`
 //! messages by emitting `remove` events for older ones, widened so a tool
-//! call and its result are never separated.
+//! call and its result are never separated. Pinned messages and the
+//! context message are outside the window: kept, and not counted.
 
-use super::parse_config;
 use super::tool_pairs::widen_removals;
+use super::{is_retained, parse_config};
 use futures_util::future::BoxFuture;
 use goondan_runtime::pipeline::{LayerResult, MiddlewareOptions};
 use goondan_runtime::{
     Extension, ExtensionApi, ExtensionInitError, Middleware, TurnContext, TurnNext,
 };
-use goondan_types::{JsonValue, MessageEvent};
+use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -60,12 +61,16 @@ pub struct MessageWindowLayer {
 
 impl MessageWindowLayer {
     /// The ids to remove from `messages`, oldest first.
-    fn removals(&self, messages: &[goondan_types::Message]) -> Vec<String> {
-        let excess = messages.len().saturating_sub(self.config.max_messages);
+    fn removals(&self, messages: &[Message]) -> Vec<String> {
+        let windowed: Vec<&Message> = messages
+            .iter()
+            .filter(|message| !is_retained(message))
+            .collect();
+        let excess = windowed.len().saturating_sub(self.config.max_messages);
         if excess == 0 {
             return Vec::new();
         }
-        let mut removed: HashSet<String> = messages[..excess]
+        let mut removed: HashSet<String> = windowed[..excess]
             .iter()
             .map(|message| message.id.clone())
             .collect();
@@ -117,6 +122,24 @@ mod tests {
         // A plain cut of two would keep t1 without its call.
         assert_eq!(layer.removals(&messages), ["u1", "a1", "t1"]);
         assert!(layer.removals(&messages[..3]).is_empty());
+    }
+
+    #[test]
+    fn pinned_and_context_messages_are_outside_the_window() {
+        let layer = MessageWindowLayer {
+            config: MessageWindowConfig { max_messages: 1 },
+        };
+        let mut prompt = user("p", "system prompt");
+        prompt.metadata.insert(
+            super::super::context_message::MARKER_KEY.into(),
+            serde_json::json!({}),
+        );
+        let mut pinned = user("pin", "keep me");
+        pinned
+            .metadata
+            .insert("pinned".into(), serde_json::json!(true));
+        let messages = vec![prompt, user("u1", "a"), pinned, user("u2", "b")];
+        assert_eq!(layer.removals(&messages), ["u1"]);
     }
 
     #[test]

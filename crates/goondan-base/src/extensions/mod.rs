@@ -14,7 +14,7 @@ mod tool_pairs;
 pub mod tool_search;
 
 use goondan_runtime::{Extension, ExtensionInitError};
-use goondan_types::JsonValue;
+use goondan_types::{JsonValue, Message};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
@@ -62,4 +62,12 @@ pub(crate) fn parse_config<T: DeserializeOwned + Default>(
             "invalid spec.config for extension {extension}: {error}"
         ))
     })
+}
+
+/// Whether windowing and compaction must leave `message` alone: it is
+/// pinned (`metadata.pinned: true`) or it is the context message, which
+/// would otherwise be cut from the front and appended again at the end.
+pub(crate) fn is_retained(message: &Message) -> bool {
+    message.metadata.get("pinned") == Some(&JsonValue::Bool(true))
+        || message.metadata.contains_key(context_message::MARKER_KEY)
 }

@@ -89,6 +89,7 @@ impl HttpFetchTool {
         HttpFetchTool {
             config,
             client: reqwest::Client::builder()
+                .user_agent(concat!("goondan-http-fetch/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|error| Arc::from(error_chain(&error))),
         }

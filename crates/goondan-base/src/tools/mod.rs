@@ -105,22 +105,33 @@ macro_rules! in_workdir {
     }};
 }
 
-/// The handlers of builtin tool `name`, by export name, with default
-/// options (the runtime passes Tools no config).
-pub fn handlers(name: &str) -> Option<ToolHandlers> {
+/// Options of the configurable tools. The runtime hands Tools no config
+/// of their own, so whoever builds the catalog decides these.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOptions {
+    /// `bash`.
+    pub bash: bash::BashConfig,
+    /// `file-system`.
+    pub file_system: file_system::FileSystemConfig,
+    /// `http-fetch`.
+    pub http_fetch: http_fetch::HttpFetchConfig,
+}
+
+/// The handlers of builtin tool `name`, by export name.
+pub fn handlers(name: &str, options: &ToolOptions) -> Option<ToolHandlers> {
     use bash::BashTool;
     use file_system::FileSystemTool;
     use http_fetch::HttpFetchTool;
     Some(match name {
         "bash" => handlers_of(
-            BashTool::default(),
+            BashTool::new(options.bash.clone()),
             &[
                 ("exec", in_workdir!(BashTool, exec)),
                 ("script", in_workdir!(BashTool, script)),
             ],
         ),
         "file-system" => handlers_of(
-            FileSystemTool::default(),
+            FileSystemTool::new(options.file_system.clone()),
             &[
                 ("read", in_workdir!(FileSystemTool, read)),
                 ("write", in_workdir!(FileSystemTool, write)),
@@ -144,7 +155,7 @@ pub fn handlers(name: &str) -> Option<ToolHandlers> {
                 Box::pin(async move { tool.post(&args).await })
             }
             handlers_of(
-                HttpFetchTool::default(),
+                HttpFetchTool::new(options.http_fetch.clone()),
                 &[("get", get as ExportFn<HttpFetchTool>), ("post", post)],
             )
         }

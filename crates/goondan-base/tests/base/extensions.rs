@@ -270,3 +270,29 @@ async fn inter_agent_response_format_rewrites_injected_answers() {
         ]
     );
 }
+
+#[tokio::test]
+async fn the_window_never_cuts_the_context_message() {
+    let mut harness = Harness::new();
+    harness.definition.runtime_agent.prompt = Some(RuntimePrompt {
+        system: Some("Stay on topic.".into()),
+    });
+    harness
+        .extension("context-message", JsonValue::Null)
+        .extension("message-window", json!({"maxMessages": 2}));
+    harness.model.text("a1").text("a2").text("a3");
+    let mut agent = harness.start();
+    for input in ["u1", "u2", "u3"] {
+        agent.run_turn(user_event(input), &NoStream).await;
+    }
+    let requests = harness.model.requests();
+    assert_eq!(
+        texts(&requests[2].messages),
+        [
+            "system: Stay on topic.",
+            "user: u2",
+            "assistant: a2",
+            "user: u3"
+        ]
+    );
+}

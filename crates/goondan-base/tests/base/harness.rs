@@ -1,7 +1,7 @@
 //! An agent assembled from `goondan_base::builtins()` with a scripted model,
 //! an in-memory journal and a temporary workdir.
 
-use goondan_base::Summarizer;
+use goondan_base::{BuiltinOptions, Summarizer, ToolOptions};
 use goondan_runtime::test_support::{RecordingJournal, ScriptedModel};
 use goondan_runtime::turn::{
     AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, ToolExportDefinition,
@@ -16,6 +16,7 @@ pub struct Harness {
     pub journal: RecordingJournal,
     pub definition: AgentDefinition,
     pub summarizer: Option<Summarizer>,
+    pub tool_options: ToolOptions,
     pub workdir: tempfile::TempDir,
 }
 
@@ -31,6 +32,7 @@ impl Harness {
             journal: RecordingJournal::new(),
             definition,
             summarizer: None,
+            tool_options: ToolOptions::default(),
             workdir,
         }
     }
@@ -65,10 +67,10 @@ impl Harness {
     }
 
     pub fn start(&self) -> Agent {
-        let builtins = match &self.summarizer {
-            Some(summarizer) => goondan_base::builtins_with_model(summarizer.clone()),
-            None => goondan_base::builtins(),
-        };
+        let builtins = goondan_base::builtins_with(BuiltinOptions {
+            summarizer: self.summarizer.clone(),
+            tools: self.tool_options.clone(),
+        });
         let services = AgentServices::new(
             self.journal.boxed(),
             Box::new(MemoryExtensionState::default()),

@@ -204,3 +204,28 @@ async fn json_query_text_transform_and_wait_answer_through_a_turn() {
     assert_error(&outputs[5].1, "E_JSON_PARSE");
     assert_error(&outputs[6].1, "E_TOOL_INVALID_ARGS");
 }
+
+#[tokio::test]
+async fn file_system_may_leave_the_workdir_only_when_the_options_allow_it() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("shared.txt");
+    std::fs::write(&secret, "shared data").unwrap();
+    let path = secret.to_string_lossy().into_owned();
+    for allow in [false, true] {
+        let mut harness = Harness::new();
+        harness.tool_options.file_system.allow_outside_workdir = allow;
+        harness.tool("file-system", &["read"]);
+        harness
+            .model
+            .tool_calls(&[("c1", "file-system__read", json!({"path": path}))])
+            .text("done");
+        let mut agent = harness.start();
+        agent.run_turn(user_event("read it"), &NoStream).await;
+        let outputs = tool_outputs(&agent);
+        if allow {
+            assert_eq!(assert_ok(&outputs[0].1)["content"], "shared data");
+        } else {
+            assert_error(&outputs[0].1, "E_PATH_OUTSIDE_WORKDIR");
+        }
+    }
+}
