@@ -230,10 +230,7 @@ impl MessageCompactionLayer {
             return None;
         }
         if self.config.mode == CompactionMode::Truncate {
-            let (kept_pinned, removed) = messages
-                .iter()
-                .cloned()
-                .partition(|message| is_retained(message));
+            let (kept_pinned, removed) = messages.iter().cloned().partition(is_retained);
             return Some(Plan {
                 removed,
                 kept_pinned,
