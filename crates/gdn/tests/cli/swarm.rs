@@ -558,7 +558,9 @@ fn shutdown_lets_a_tool_inside_the_grace_period_finish() {
     let alpha_pid = swarm.pid_of("alpha").unwrap();
     assert_eq!(resident.terminate(), 0);
     assert!(!alive(alpha_pid));
-    let _ = finish(client, "the client of a drained orchestrator");
+    // The drained Turn's answer still reached its caller.
+    let answer = finish(client, "the client of a drained orchestrator");
+    assert_eq!(stdout(&answer), "waited\n", "{}", stderr(&answer));
 
     let events = swarm.runtime_events("alpha");
     let completed = events
@@ -585,6 +587,12 @@ fn a_tool_outliving_the_grace_period_is_killed_and_its_events_restored() {
     assert_eq!(resident.terminate(), 0);
     assert!(!alive(alpha_pid));
     let _ = finish(client, "the client of a killed Turn");
+    let log = std::fs::read_to_string(swarm.bundle.path().join("orchestrator.log")).unwrap();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("grace period over") && line.contains("alpha:default")),
+        "{log}"
+    );
     let events = swarm.runtime_events("alpha");
     assert!(
         !events.iter().any(|e| e["type"] == "tool.completed"),
