@@ -1,12 +1,13 @@
 //! The one error type of the built-in tools, [`BuiltinToolError`], and its
-//! conversion into the structured [`ToolError`] the model reads.
+//! conversion into the runtime's [`ToolFailure`], which becomes the
+//! structured error result the model reads.
 //!
 //! A built-in tool never panics and never lets a failure escape as anything
 //! but a value: every way a call can go wrong is a variant here, with a
 //! stable code and, where a fix is obvious, a suggestion. Cutting the
 //! message to `errorMessageLimit` is the runtime's job, not this module's.
 
-use goondan_types::ToolError;
+use goondan_runtime::ToolFailure;
 use std::path::PathBuf;
 use thiserror::Error;
 
@@ -111,14 +112,6 @@ pub enum BuiltinToolError {
         /// The shape it got.
         actual: &'static str,
     },
-    /// The export name is not one this tool has.
-    #[error("tool `{resource}` has no export `{export}`")]
-    UnknownExport {
-        /// The Tool resource.
-        resource: String,
-        /// The export asked for.
-        export: String,
-    },
 }
 
 impl BuiltinToolError {
@@ -136,7 +129,6 @@ impl BuiltinToolError {
             BuiltinToolError::HttpRequest { .. } => "E_HTTP_REQUEST",
             BuiltinToolError::InvalidJson { .. } => "E_JSON_PARSE",
             BuiltinToolError::JsonShape { .. } => "E_JSON_SHAPE",
-            BuiltinToolError::UnknownExport { .. } => "E_TOOL_UNKNOWN_EXPORT",
         }
     }
 
@@ -165,18 +157,14 @@ impl BuiltinToolError {
                 "Query the part of the data that has the needed shape first with json-query__query."
             }
             BuiltinToolError::Spawn { .. } => "Check that the shell or interpreter exists and is executable.",
-            BuiltinToolError::Io { .. }
-            | BuiltinToolError::HttpRequest { .. }
-            | BuiltinToolError::UnknownExport { .. } => return None,
+            BuiltinToolError::Io { .. } | BuiltinToolError::HttpRequest { .. } => return None,
         })
     }
 
     /// The error class shown to the model as `error.name`.
     pub fn name(&self) -> &'static str {
         match self {
-            BuiltinToolError::InvalidArguments { .. } | BuiltinToolError::UnknownExport { .. } => {
-                "ToolInputError"
-            }
+            BuiltinToolError::InvalidArguments { .. } => "ToolInputError",
             BuiltinToolError::PathOutsideWorkdir { .. }
             | BuiltinToolError::FileNotFound { .. }
             | BuiltinToolError::Io { .. } => "FileSystemError",
@@ -191,17 +179,6 @@ impl BuiltinToolError {
         }
     }
 
-    /// The structured error the model reads.
-    pub fn to_tool_error(&self) -> ToolError {
-        ToolError {
-            name: Some(self.name().to_string()),
-            message: self.to_string(),
-            code: Some(self.code().to_string()),
-            suggestion: self.suggestion().map(str::to_string),
-            help_url: None,
-        }
-    }
-
     /// Wraps an IO error, turning "not found" into [`BuiltinToolError::FileNotFound`].
     pub(crate) fn io(operation: &'static str, path: PathBuf, source: std::io::Error) -> Self {
         if source.kind() == std::io::ErrorKind::NotFound {
@@ -213,6 +190,16 @@ impl BuiltinToolError {
                 source,
             }
         }
+    }
+}
+
+impl From<BuiltinToolError> for ToolFailure {
+    fn from(error: BuiltinToolError) -> Self {
+        let mut failure = ToolFailure::new(error.code(), error.to_string()).with_name(error.name());
+        if let Some(suggestion) = error.suggestion() {
+            failure = failure.with_suggestion(suggestion);
+        }
+        failure
     }
 }
 
@@ -259,10 +246,13 @@ mod tests {
             ),
         ];
         for (error, code, has_suggestion) in cases {
-            let tool_error = error.to_tool_error();
-            assert_eq!(tool_error.code.as_deref(), Some(code));
-            assert_eq!(tool_error.suggestion.is_some(), has_suggestion, "{code}");
-            assert_eq!(tool_error.message, error.to_string());
+            let message = error.to_string();
+            let name = error.name();
+            let failure = ToolFailure::from(error);
+            assert_eq!(failure.code, code);
+            assert_eq!(failure.suggestion.is_some(), has_suggestion, "{code}");
+            assert_eq!(failure.message, message);
+            assert_eq!(failure.name.as_deref(), Some(name));
         }
     }
 }

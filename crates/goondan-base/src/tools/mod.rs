@@ -33,16 +33,6 @@ pub const TOOL_NAMES: [&str; 7] = [
     "wait",
 ];
 
-impl From<BuiltinToolError> for ToolFailure {
-    fn from(error: BuiltinToolError) -> Self {
-        let mut failure = ToolFailure::new(error.code(), error.to_string()).with_name(error.name());
-        if let Some(suggestion) = error.suggestion() {
-            failure = failure.with_suggestion(suggestion);
-        }
-        failure
-    }
-}
-
 type ExportFn<T> = for<'a> fn(
     &'a T,
     &'a ToolContext,
