@@ -229,3 +229,47 @@ async fn file_system_may_leave_the_workdir_only_when_the_options_allow_it() {
         }
     }
 }
+
+/// A zombie counts as dead: killed, only its reaping is left, and in a
+/// container nobody may reap it.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test]
+async fn dropping_a_turn_mid_command_kills_the_commands_process_group() {
+    let mut harness = Harness::new();
+    harness.tool("bash", &["exec"]);
+    harness.model.tool_calls(&[(
+        "c1",
+        "bash__exec",
+        json!({"command": "sleep 30 & echo $! > job.pid; wait", "timeoutMs": 1e15}),
+    )]);
+    let mut agent = harness.start();
+    let turn = agent.run_turn(user_event("start a long job"), &NoStream);
+    // The agent shuts down while the command runs: its Turn is dropped.
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(500), turn)
+            .await
+            .is_err()
+    );
+    let pid: i32 = std::fs::read_to_string(harness.workdir.path().join("job.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut dead = false;
+    for _ in 0..100 {
+        if !alive(pid) {
+            dead = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(dead, "the background job outlived the dropped Turn");
+}
