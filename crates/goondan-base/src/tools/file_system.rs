@@ -7,6 +7,7 @@
 
 use crate::args::{self, parse, require_non_empty, whole_number};
 use crate::error::BuiltinToolError;
+use crate::tools::capped_text::decode_prefix;
 use crate::tools::workdir::Workdir;
 use goondan_types::{JsonObject, JsonValue};
 use serde::Deserialize;
@@ -124,7 +125,7 @@ impl FileSystemTool {
                 "path": path,
                 "size": size,
                 "truncated": size > max_bytes,
-                "content": utf8_prefix(&bytes),
+                "content": decode_prefix(&bytes),
             }))
         })
         .await
@@ -259,18 +260,6 @@ impl Listing {
             }
         }
         Ok(())
-    }
-}
-
-/// Decodes `bytes` as UTF-8, dropping a character the byte cap cut in two
-/// and replacing invalid sequences elsewhere.
-fn utf8_prefix(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => text.to_string(),
-        Err(error) if error.error_len().is_none() => {
-            String::from_utf8_lossy(&bytes[..error.valid_up_to()]).into_owned()
-        }
-        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
     }
 }
 

@@ -6,6 +6,7 @@
 
 use crate::args::{invalid, parse, primitive_map, require_non_empty, whole_number};
 use crate::error::BuiltinToolError;
+use crate::tools::capped_text::decode_prefix;
 use goondan_types::{JsonObject, JsonValue};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use reqwest::{Method, Url};
@@ -214,7 +215,7 @@ impl HttpFetchTool {
                 "status": status.as_u16(),
                 "statusText": status.canonical_reason().unwrap_or(""),
                 "headers": response_headers,
-                "body": String::from_utf8_lossy(&body),
+                "body": decode_prefix(&body),
                 "truncated": truncated,
                 "durationMs": started.elapsed().as_millis() as u64,
             }))

@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod bash;
+mod capped_text;
 pub mod file_system;
 pub mod http_fetch;
 pub mod json_query;

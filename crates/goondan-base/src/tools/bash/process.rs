@@ -17,6 +17,7 @@
 //! pipe, so a chatty child never blocks on a full pipe.
 
 use crate::error::BuiltinToolError;
+use crate::tools::capped_text::decode_prefix;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::os::unix::process::ExitStatusExt;
@@ -56,10 +57,9 @@ pub(crate) struct CapturedStream {
 }
 
 impl CapturedStream {
-    /// The bytes as text, with invalid UTF-8 (or a character cut by the cap)
-    /// replaced.
+    /// The bytes as text (see [`decode_prefix`]).
     pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.bytes).into_owned()
+        decode_prefix(&self.bytes)
     }
 }
 
