@@ -40,6 +40,10 @@ fn main() {
             "crashed_agent_respawns_and_keeps_queued_events",
             crashed_agent_respawns_and_keeps_queued_events,
         ),
+        (
+            "delete_answers_after_the_process_exited",
+            delete_answers_after_the_process_exited,
+        ),
         ("crash_loop_enters_backoff", crash_loop_enters_backoff),
         (
             "start_error_fails_the_request_loudly",
@@ -334,17 +338,36 @@ fn unknown_target_is_rejected_at_once() {
 fn crashed_agent_respawns_and_keeps_queued_events() {
     with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
         assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
-        let crash = handle.clone();
-        let crashing = tokio::spawn(async move { crash.request(None, user_event("crash")).await });
-        // Queued behind the crash: must be delivered to the respawned process.
+        let crashed = handle.request(None, user_event("crash")).await.unwrap_err();
+        // The caller of the lost Turn is told at once, not left waiting.
+        assert_eq!(crashed.code(), "E_AGENT_CRASHED");
+        assert!(crashed.to_string().contains("exit code 9"), "{crashed}");
+        // The respawned process is still starting: this event waits in the
+        // orchestrator's queue and goes to it once it is ready.
         let after = ask(&handle, None, "after").await;
         assert_eq!(after, "alpha:after");
-        crashing.abort();
-        let status = handle.list().await.unwrap().remove(0);
-        assert_eq!(
-            status.consecutive_crashes, 0,
-            "a successful turn resets the counter"
-        );
+        // The reset arrives with `runtime.turn_finished`, just after the
+        // answer, so the counter is polled rather than read once.
+        let mut counter = u32::MAX;
+        for _ in 0..200 {
+            counter = handle.list().await.unwrap()[0].consecutive_crashes;
+            if counter == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(counter, 0, "a successful turn resets the counter");
+    });
+}
+
+fn delete_answers_after_the_process_exited() {
+    with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
+        ask(&handle, None, "hi").await;
+        let pid = handle.list().await.unwrap()[0].pid.expect("a live pid");
+        assert!(handle.delete("alpha:main".into()).await.unwrap());
+        // Reaped, not merely signalled: its files are free to delete now.
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+        assert!(handle.list().await.unwrap().is_empty());
     });
 }
 
