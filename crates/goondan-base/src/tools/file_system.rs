@@ -1,5 +1,5 @@
 //! The `file-system` tool: `read`, `write`, `list` and `mkdir`, each on a
-//! path confined to the instance workdir (see [`super::workdir`]).
+//! path confined to the instance workdir (see the `workdir` module).
 //!
 //! Each call runs its blocking file-system work on tokio's blocking pool.
 //! `list` never follows symlinked directories, so it can neither leave the

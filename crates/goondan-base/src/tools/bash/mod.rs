@@ -1,6 +1,6 @@
 //! The `bash` tool: `exec` runs one shell command, `script` runs a script
 //! file from the workdir; both in the instance workdir, in their own
-//! process group, with a deadline and capped output (see [`process`]).
+//! process group, with a deadline and capped output (see the `process` module).
 
 mod process;
 
