@@ -52,6 +52,9 @@ pub struct MessageCompactionConfig {
     pub max_messages: usize,
     /// Compacts above this many characters (text, tool inputs and outputs).
     pub max_characters: usize,
+    /// Compacts above this many tokens, estimated as characters / 4
+    /// (rounded up); unset means no token budget.
+    pub max_tokens: Option<usize>,
     /// The newest messages never removed in `remove` mode.
     pub retain_last_messages: usize,
     /// `remove` or `truncate`.
@@ -67,6 +70,7 @@ impl Default for MessageCompactionConfig {
         MessageCompactionConfig {
             max_messages: 40,
             max_characters: 12_000,
+            max_tokens: None,
             retain_last_messages: 8,
             mode: CompactionMode::Remove,
             append_summary: true,
@@ -219,7 +223,12 @@ fn transcript(messages: &[Message]) -> String {
 
 impl MessageCompactionLayer {
     fn over_budget(&self, count: usize, characters: usize) -> bool {
-        count > self.config.max_messages || characters > self.config.max_characters
+        count > self.config.max_messages
+            || characters > self.config.max_characters
+            || self
+                .config
+                .max_tokens
+                .is_some_and(|max_tokens| characters.div_ceil(4) > max_tokens)
     }
 
     fn plan(&self, messages: &[Message]) -> Option<Plan> {
@@ -409,6 +418,19 @@ mod tests {
         let plan = compaction.plan(&messages).unwrap();
         // Removing u1 and a1 reaches the budget; t1 follows its call.
         assert_eq!(ids(&plan.removed), ["u1", "a1", "t1"]);
+    }
+
+    #[test]
+    fn token_budget_is_estimated_from_characters() {
+        let compaction = layer(MessageCompactionConfig {
+            max_tokens: Some(2),
+            retain_last_messages: 1,
+            ..MessageCompactionConfig::default()
+        });
+        // 9 characters are 3 estimated tokens; dropping "four" leaves 2.
+        let messages = vec![user("u1", "four"), user("u2", "fives")];
+        assert_eq!(ids(&compaction.plan(&messages).unwrap().removed), ["u1"]);
+        assert!(compaction.plan(&messages[1..]).is_none());
     }
 
     #[test]
