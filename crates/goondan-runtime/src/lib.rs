@@ -10,6 +10,10 @@
 //! * [`extension`]: `register(api, config)` and the builtin catalog.
 //! * [`agents`]: calls to other agents and the async answer inbox.
 //! * [`events`]: where the nine runtime events go.
+//! * [`turn`]: [`Agent::start`] assembles an instance (entries, recovery,
+//!   extension `register`s); [`Agent::run_turn`] runs one Turn.
+//! * `test_support` (feature `test-support`): a scripted model and a
+//!   recording journal for tests and benchmarks.
 //!
 //! The orchestrator and IPC live beside these modules and use them; none
 //! of these modules knows about processes or pipes.

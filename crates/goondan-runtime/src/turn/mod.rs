@@ -3,7 +3,7 @@
 //! Turn through the `turn` chain, the Step loop inside it, folding and
 //! committing the conversation, and the runtime events of it all.
 //!
-//! The Step itself (model call and tool calls) is in [`step`].
+//! The Step itself (model call and tool calls) is in `turn/step.rs`.
 
 pub mod definition;
 mod step;
