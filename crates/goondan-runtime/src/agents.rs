@@ -72,7 +72,7 @@ impl AgentsError {
         match self {
             AgentsError::Unavailable { .. } => "E_AGENTS_UNAVAILABLE",
             AgentsError::Timeout { .. } => "E_AGENT_REQUEST_TIMEOUT",
-            AgentsError::Cycle { .. } => "E_AGENT_REQUEST_CYCLE",
+            AgentsError::Cycle { .. } => "E_AGENT_CYCLE",
             AgentsError::UnknownTarget { .. } => "E_AGENT_UNKNOWN_TARGET",
             AgentsError::Failed { .. } => "E_AGENT_REQUEST_FAILED",
             AgentsError::Transport { .. } => "E_AGENT_TRANSPORT",

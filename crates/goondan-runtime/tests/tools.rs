@@ -247,22 +247,22 @@ async fn error_message_of(message: String, limit: Option<usize>) -> JsonValue {
 
 #[tokio::test]
 async fn must_error_messages_are_cut_to_error_message_limit() {
-    let at_limit = error_message_of("x".repeat(12), Some(12)).await;
+    let at_limit = error_message_of("x".repeat(20), Some(20)).await;
     assert_eq!(at_limit["type"], "error-json");
     assert_eq!(
         at_limit["value"],
         json!({
             "name": "UpstreamError",
-            "message": "x".repeat(12),
+            "message": "x".repeat(20),
             "code": "E_UPSTREAM",
             "suggestion": "retry later",
             "helpUrl": "https://docs.example/E_UPSTREAM"
         })
     );
-    let one_past = error_message_of("x".repeat(13), Some(12)).await;
+    let one_past = error_message_of("x".repeat(21), Some(20)).await;
     assert_eq!(
         one_past["value"]["message"],
-        format!("{}... (truncated)", "x".repeat(12))
+        format!("{}... (truncated)", "x".repeat(5))
     );
 }
 
@@ -273,7 +273,7 @@ async fn must_error_message_limit_defaults_to_1000() {
     let one_past = error_message_of("y".repeat(1001), None).await;
     assert_eq!(
         one_past["value"]["message"],
-        format!("{}... (truncated)", "y".repeat(1000))
+        format!("{}... (truncated)", "y".repeat(985))
     );
 }
 

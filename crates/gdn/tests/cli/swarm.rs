@@ -654,7 +654,7 @@ fn a_request_cycle_fails_fast_as_a_tool_error() {
             r.is_from(BETA) && r.tool_result().is_some()
         });
     let failure = beta_after_tool.tool_result().unwrap();
-    assert!(failure.contains("E_AGENT_REQUEST_CYCLE"), "{failure}");
+    assert!(failure.contains("E_AGENT_CYCLE"), "{failure}");
     assert!(failure.contains("alpha:default"), "{failure}");
     assert!(
         stdout(&output).starts_with("alpha got: {"),

@@ -25,19 +25,23 @@ const TRUNCATION_SUFFIX: &str = "... (truncated)";
 /// Cuts an error message to `limit` characters (Unicode scalar values).
 ///
 /// A message of at most `limit` characters is returned unchanged. A longer
-/// one becomes its first `limit` characters followed by `... (truncated)`,
-/// so the model always sees the full `limit` characters of content and
-/// knows that more existed.
+/// one keeps its first `limit - 15` characters and ends in
+/// `... (truncated)`, so the whole result is exactly `limit` characters
+/// (seed 002 §10.4). A limit shorter than the suffix leaves the suffix
+/// alone, which still tells the model that a message existed.
 pub fn truncate_error_message(message: &str, limit: usize) -> String {
-    match message.char_indices().nth(limit) {
-        None => message.to_string(),
-        Some((cut, _)) => {
-            let mut text = String::with_capacity(cut + TRUNCATION_SUFFIX.len());
-            text.push_str(&message[..cut]);
-            text.push_str(TRUNCATION_SUFFIX);
-            text
-        }
+    if message.chars().nth(limit).is_none() {
+        return message.to_string();
     }
+    let kept = limit.saturating_sub(TRUNCATION_SUFFIX.chars().count());
+    let cut = message
+        .char_indices()
+        .nth(kept)
+        .map_or(message.len(), |(index, _)| index);
+    let mut text = String::with_capacity(cut + TRUNCATION_SUFFIX.len());
+    text.push_str(&message[..cut]);
+    text.push_str(TRUNCATION_SUFFIX);
+    text
 }
 
 /// Which calls may run.
@@ -306,17 +310,18 @@ mod tests {
         assert_eq!(truncate_error_message(&at_limit, 1000), at_limit);
         let one_past = "x".repeat(1001);
         let cut = truncate_error_message(&one_past, 1000);
-        assert_eq!(cut, format!("{}... (truncated)", "x".repeat(1000)));
+        assert_eq!(cut, format!("{}... (truncated)", "x".repeat(985)));
+        assert_eq!(cut.chars().count(), 1000);
         assert_eq!(truncate_error_message("", 0), "");
         assert_eq!(truncate_error_message("a", 0), "... (truncated)");
     }
 
     #[test]
     fn truncation_counts_characters_not_bytes() {
-        let korean = "가".repeat(5);
-        assert_eq!(truncate_error_message(&korean, 5), korean);
+        let korean = "가".repeat(20);
+        assert_eq!(truncate_error_message(&korean, 20), korean);
         assert_eq!(
-            truncate_error_message(&korean, 4),
+            truncate_error_message(&korean, 19),
             format!("{}... (truncated)", "가".repeat(4))
         );
     }

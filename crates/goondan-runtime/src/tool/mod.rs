@@ -222,11 +222,11 @@ mod tests {
 
     #[test]
     fn failures_keep_code_name_suggestion_and_help_url_and_cut_the_message() {
-        let error = ToolFailure::new("E_X", "abcdef")
+        let error = ToolFailure::new("E_X", "abcdefghijklmnopqrst")
             .with_name("XError")
             .with_suggestion("retry")
             .with_help_url("https://docs.example/E_X")
-            .into_tool_error(3);
+            .into_tool_error(18);
         assert_eq!(
             serde_json::to_value(error).unwrap(),
             json!({"name": "XError", "message": "abc... (truncated)", "code": "E_X", "suggestion": "retry", "helpUrl": "https://docs.example/E_X"})
