@@ -12,7 +12,7 @@ use goondan_runtime::turn::{
     ToolExportDefinition,
 };
 use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, RuntimeEventSink};
-use goondan_store::{InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources};
+use goondan_store::{InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources, SyncPolicy};
 use goondan_types::{JsonValue, RuntimeEvent};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +35,24 @@ pub struct AgentProcessArgs {
     pub env_file: Option<PathBuf>,
     /// Where the model records its exchanges (`gdn run --record`).
     pub record_to: Option<PathBuf>,
+    /// How hard the store pushes writes to the disk, as operators write it
+    /// (`GOONDAN_DURABILITY`); `turn-commit` when absent.
+    pub durability: Option<String>,
+}
+
+/// Reads a durability level:
+/// `process-crash`, `turn-commit` (the default) or `every-event`.
+pub fn parse_sync_policy(text: &str) -> Result<SyncPolicy, StartError> {
+    match text {
+        "process-crash" => Ok(SyncPolicy::ProcessCrash),
+        "turn-commit" => Ok(SyncPolicy::TurnCommit),
+        "every-event" => Ok(SyncPolicy::EveryEvent),
+        other => Err(StartError::new(
+            "E_CONFIG_DURABILITY",
+            format!("unknown durability level `{other}`"),
+            Some("use process-crash, turn-commit or every-event".into()),
+        )),
+    }
 }
 
 /// Why an AgentProcess could not start; sent to the orchestrator as a
@@ -51,7 +69,8 @@ pub struct StartError {
 }
 
 impl StartError {
-    fn new(code: &str, message: impl Into<String>, suggestion: Option<String>) -> Self {
+    /// A start error with a code, a message and an optional fix.
+    pub fn new(code: &str, message: impl Into<String>, suggestion: Option<String>) -> Self {
         StartError {
             code: code.to_string(),
             message: message.into(),
@@ -242,7 +261,12 @@ pub fn assemble(
     state_root
         .ensure_outside_project(bundle.root())
         .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
-    let store = InstanceStore::new(state_root.workspace(swarm.instance_key()));
+    let sync_policy = match args.durability.as_deref() {
+        Some(level) => parse_sync_policy(level)?,
+        None => SyncPolicy::default(),
+    };
+    let store = InstanceStore::new(state_root.workspace(swarm.instance_key()))
+        .with_sync_policy(sync_policy);
     let instance = store
         .open(&args.agent_name, &args.instance_key)
         .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;

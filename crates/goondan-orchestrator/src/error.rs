@@ -23,7 +23,7 @@ pub enum OrchestratorError {
         swarm: String,
     },
     /// An agent process reported a start-up failure.
-    #[error("{key} failed to start: [{code}] {message}")]
+    #[error("{key} failed to start: {message}")]
     AgentStart {
         /// The routing key.
         key: String,
@@ -31,6 +31,8 @@ pub enum OrchestratorError {
         code: String,
         /// The child's message.
         message: String,
+        /// The child's suggested fix.
+        suggestion: Option<String>,
     },
     /// The process serving a request exited before answering it.
     #[error("{key} exited ({}) before answering; its instance is restarted and keeps what it recorded", exit_text(*.code))]
@@ -77,6 +79,7 @@ impl OrchestratorError {
     /// How to fix it, when known.
     pub fn suggestion(&self) -> Option<String> {
         match self {
+            OrchestratorError::AgentStart { suggestion, .. } => suggestion.clone(),
             OrchestratorError::UnknownAgent { swarm, .. } => Some(format!(
                 "add the agent to Swarm/{swarm} spec.agents, or call one of its agents"
             )),

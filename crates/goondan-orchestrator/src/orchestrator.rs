@@ -490,6 +490,7 @@ impl Orchestrator {
                             key: key.to_string(),
                             code: code.clone(),
                             message: message.clone(),
+                            suggestion: suggestion.clone(),
                         }));
                     }
                 }

@@ -27,6 +27,7 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         state_root,
         env_file: args.env_file.clone(),
         record_to: args.record.clone(),
+        durability: std::env::var("GOONDAN_DURABILITY").ok(),
     };
     let builtins_for = |model, model_name: &str, params: &goondan_model::ModelParams| {
         let summarizer = goondan_base::Summarizer::new(model, model_name, params.clone());
