@@ -1,7 +1,8 @@
 //! Where state lives: the System Root, workspace ids, instance folders and
 //! the orchestrator's `runtime/` files (`workspace.md` §3, §6, §7).
 //!
-//! This module computes paths only; it creates nothing. Two rules shape it:
+//! This module computes paths; its only IO is [`StateRoot::initialize`] and
+//! [`StateRoot::list_workspaces`]. Two rules shape it:
 //!
 //! - Every name derived from user input (instance keys, agent names,
 //!   extension names) goes through [`encode_path_component`], a reversible
@@ -166,6 +167,49 @@ impl StateRoot {
             workspace_id: workspace_id.to_string(),
             dir: self.workspaces_dir().join(workspace_id),
         }
+    }
+
+    /// Creates `packages/`, `workspaces/` and `runtime/`, and an empty
+    /// `config.json` (`{}`) when there is none (`workspace.md` §10.1).
+    /// Existing files are left alone.
+    pub fn initialize(&self) -> Result<(), StoreError> {
+        for dir in [
+            self.packages_dir(),
+            self.workspaces_dir(),
+            self.runtime_dir(),
+        ] {
+            crate::durability::create_dir_all(&dir)?;
+        }
+        let config = self.config_file();
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&config)
+        {
+            Ok(mut file) => std::io::Write::write_all(&mut file, b"{}\n")
+                .map_err(|source| StoreError::io("writing", &config, source)),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(source) => Err(StoreError::io("creating", &config, source)),
+        }
+    }
+
+    /// Every workspace that has a folder, sorted by id.
+    pub fn list_workspaces(&self) -> Result<Vec<WorkspacePaths>, StoreError> {
+        let dir = self.workspaces_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(StoreError::io("listing", dir, source)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|source| StoreError::io("listing", &dir, source))?;
+            if entry.path().is_dir() {
+                ids.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        ids.sort();
+        Ok(ids.iter().map(|id| self.workspace_by_id(id)).collect())
     }
 
     /// Fails when the System Root lies inside `project_root`: the runtime
@@ -515,6 +559,31 @@ mod tests {
             root.package_dir("@goondan/base", "1.0.0"),
             Path::new("/s/packages/@goondan/base@1.0.0")
         );
+    }
+
+    #[test]
+    fn initialize_creates_the_layout_and_keeps_an_existing_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = StateRoot::new(dir.path().join("home"));
+        root.initialize().unwrap();
+        assert_eq!(std::fs::read_to_string(root.config_file()).unwrap(), "{}\n");
+        assert!(root.packages_dir().is_dir() && root.runtime_dir().is_dir());
+        std::fs::write(root.config_file(), "{\"logLevel\":\"debug\"}").unwrap();
+        root.initialize().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.config_file()).unwrap(),
+            "{\"logLevel\":\"debug\"}"
+        );
+        assert!(root.list_workspaces().unwrap().is_empty());
+        std::fs::create_dir_all(root.workspace("b").instances_dir()).unwrap();
+        std::fs::create_dir_all(root.workspace("a:x").instances_dir()).unwrap();
+        let ids: Vec<String> = root
+            .list_workspaces()
+            .unwrap()
+            .iter()
+            .map(|w| w.workspace_id().to_string())
+            .collect();
+        assert_eq!(ids, ["a-x", "b"]);
     }
 
     #[test]
