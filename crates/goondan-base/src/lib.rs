@@ -3,7 +3,7 @@
 //!
 //! [`builtins`] is the catalog the runtime resolves those entries in:
 //!
-//! * tools: `bash`, `file-system`, `http-fetch`, `json-query`,
+//! * tools: `agents`, `bash`, `file-system`, `http-fetch`, `json-query`,
 //!   `text-transform`, `wait` (see [`tools`]);
 //! * extensions: `context-message`, `inter-agent-response-format`,
 //!   `logging`, `message-compaction`, `message-window`,
@@ -11,7 +11,8 @@
 //!
 //! The resource manifests of the package (names, exports, parameter
 //! schemas, default configs) live with the config loader; this crate is
-//! their implementation. The `agents` tool is the runtime's, not ours.
+//! their implementation. The `agents` tool is a thin client of the
+//! runtime's agents API; the routing behind it is the orchestrator's.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 

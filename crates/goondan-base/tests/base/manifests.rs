@@ -13,7 +13,8 @@ use goondan_runtime::BuiltinCatalog;
 use goondan_types::{JsonValue, TurnFinishReason};
 use serde_json::json;
 
-const TOOLS: [&str; 6] = [
+const TOOLS: [&str; 7] = [
+    "agents",
     "bash",
     "file-system",
     "http-fetch",
