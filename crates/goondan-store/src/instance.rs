@@ -46,7 +46,8 @@ impl InstanceStore {
         }
     }
 
-    /// Uses `policy` for every file written through this store.
+    /// Uses `policy` for the message logs and extension state written
+    /// through this store (`metadata.json` is advisory and never synced).
     pub fn with_sync_policy(mut self, policy: SyncPolicy) -> Self {
         self.policy = policy;
         self
@@ -86,7 +87,7 @@ impl InstanceStore {
         // Whatever Turn the last owner was running is over now.
         metadata.status = InstanceStatus::Idle;
         metadata.updated_at = goondan_types::now_iso();
-        metadata.write(&paths.metadata_file(), self.policy)?;
+        metadata.write(&paths.metadata_file())?;
         create_dir_all(&paths.extensions_dir())?;
 
         let journal = FileJournal::open(paths.clone(), self.policy, lock.clone())?;
@@ -99,7 +100,6 @@ impl InstanceStore {
             metadata: MetadataFile {
                 paths,
                 metadata,
-                policy: self.policy,
                 _lock: lock,
             },
         })
@@ -223,7 +223,7 @@ impl InstanceStore {
         };
         change(&mut metadata);
         metadata.updated_at = goondan_types::now_iso();
-        metadata.write(&paths.metadata_file(), self.policy)?;
+        metadata.write(&paths.metadata_file())?;
         Ok(metadata)
     }
 
@@ -390,7 +390,6 @@ pub struct InstanceParts {
 pub struct MetadataFile {
     paths: InstancePaths,
     metadata: InstanceMetadata,
-    policy: SyncPolicy,
     _lock: Arc<InstanceLock>,
 }
 
@@ -410,7 +409,7 @@ impl MetadataFile {
         let mut next = self.metadata.clone();
         change(&mut next);
         next.updated_at = goondan_types::now_iso();
-        next.write(&self.paths.metadata_file(), self.policy)?;
+        next.write(&self.paths.metadata_file())?;
         self.metadata = next;
         Ok(())
     }

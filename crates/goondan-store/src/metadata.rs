@@ -84,11 +84,18 @@ impl InstanceMetadata {
 
     /// Writes `path` atomically (pretty JSON and a newline, like the
     /// original).
-    pub(crate) fn write(&self, path: &Path, policy: SyncPolicy) -> Result<(), StoreError> {
+    ///
+    /// The replacement is atomic (temporary file and rename) but never
+    /// flushed to the disk, whatever the store's [`SyncPolicy`]: the file
+    /// is advisory (status, timestamps, counters), nothing in the
+    /// conversation depends on it, and it is rewritten twice per Turn, so
+    /// an `fsync` here would cost more than the Turn itself. After a power
+    /// loss it may show an older status, which the next write corrects.
+    pub(crate) fn write(&self, path: &Path) -> Result<(), StoreError> {
         let mut bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| StoreError::encode("instance metadata", e))?;
         bytes.push(b'\n');
-        write_file_atomically(path, &bytes, policy)
+        write_file_atomically(path, &bytes, SyncPolicy::ProcessCrash)
     }
 }
 
