@@ -552,7 +552,7 @@ mod tests {
     }
 
     #[test]
-    fn multi_document_files_keep_empty_documents_as_none() {
+    fn multi_document_files_keep_empty_documents_as_null() {
         let documents = parse("a: 1\n---\n---\nb: 2\n").unwrap();
         assert_eq!(documents.len(), 3);
         assert!(

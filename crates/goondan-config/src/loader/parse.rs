@@ -241,6 +241,17 @@ fn read_document(
             return;
         }
     }
+    if kind == Kind::Package && parsed.package.is_some() {
+        diagnostics.push(
+            site.at(
+                Code::PackagePosition,
+                "a bundle has at most one Package; another one was already loaded",
+                "kind",
+            )
+            .with_suggestion("keep a single Package, at the top of goondan.yaml"),
+        );
+        return;
+    }
     if kind == Kind::Package && !may_be_package {
         diagnostics.push(
             site.at(
