@@ -22,6 +22,8 @@ const BUNDLE: &str = r#"apiVersion: goondan.ai/v1
 kind: Package
 metadata:
   name: swarm-bench
+spec:
+  version: "0.1.0"
 ---
 apiVersion: goondan.ai/v1
 kind: Model
