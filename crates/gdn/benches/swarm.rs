@@ -117,6 +117,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         spawner: Arc::new(spawner),
         reconcile_interval: Duration::from_secs(5),
         reset_instance: None,
+        crash_ledger: None,
     });
 
     let mut cold = Vec::with_capacity(n_instances);

@@ -15,7 +15,7 @@ use goondan_types::{
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -39,6 +39,33 @@ pub struct SwarmInfo {
 /// the instance restarts (`--fresh`).
 pub type ResetInstance = Arc<dyn Fn(&RoutingKey) + Send + Sync>;
 
+/// Crash counters of one instance as they outlive the orchestrator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CrashRecord {
+    /// Crashes since the last successful Turn.
+    pub consecutive_crashes: u32,
+    /// The wall-clock time before which the instance must not respawn.
+    pub backoff_until: Option<SystemTime>,
+}
+
+/// Where crash counters and backoff deadlines are kept between
+/// orchestrator runs (SYSTEM.md §3: in instance metadata, not only in
+/// memory). `load` is called when an instance is first seen, `save` after
+/// every crash and after the first successful Turn that resets them.
+#[derive(Clone)]
+pub struct CrashLedger {
+    /// Reads an instance's record.
+    pub load: LoadCrashRecord,
+    /// Writes an instance's record.
+    pub save: SaveCrashRecord,
+}
+
+/// Reads the crash record of an instance.
+pub type LoadCrashRecord = Arc<dyn Fn(&RoutingKey) -> CrashRecord + Send + Sync>;
+
+/// Writes the crash record of an instance.
+pub type SaveCrashRecord = Arc<dyn Fn(&RoutingKey, CrashRecord) + Send + Sync>;
+
 /// Everything the orchestrator needs to run.
 pub struct OrchestratorConfig {
     /// The swarm.
@@ -49,6 +76,8 @@ pub struct OrchestratorConfig {
     pub reconcile_interval: Duration,
     /// Clears an instance's history for `--fresh` restarts.
     pub reset_instance: Option<ResetInstance>,
+    /// Persists crash counters; `None` keeps them in memory only.
+    pub crash_ledger: Option<CrashLedger>,
 }
 
 /// The live state of one instance, as `gdn instance list` shows it.
@@ -261,6 +290,7 @@ pub struct Orchestrator {
     swarm: Arc<SwarmInfo>,
     spawner: Arc<dyn Spawner>,
     reset_instance: Option<ResetInstance>,
+    crash_ledger: Option<CrashLedger>,
     reconcile_interval: Duration,
     handles: BTreeMap<RoutingKey, Handle>,
     waiters: HashMap<String, (RoutingKey, Waiter)>,
@@ -280,6 +310,7 @@ impl Orchestrator {
             swarm: swarm.clone(),
             spawner: config.spawner,
             reset_instance: config.reset_instance,
+            crash_ledger: config.crash_ledger,
             reconcile_interval: config.reconcile_interval,
             handles: BTreeMap::new(),
             waiters: HashMap::new(),
@@ -464,12 +495,16 @@ impl Orchestrator {
                 tracing::info!(key = %key, "agent process ready");
             }
             Notice::TurnFinished { ok } => {
+                let had_crashed = ok && handle.consecutive_crashes > 0;
                 if ok {
                     handle.consecutive_crashes = 0;
                     handle.next_spawn_at = None;
                 }
                 if handle.status == ProcessStatus::Processing {
                     handle.status = ProcessStatus::Idle;
+                }
+                if had_crashed {
+                    self.save_crashes(key, 0, None);
                 }
             }
             Notice::StartError {
@@ -571,7 +606,7 @@ impl Orchestrator {
                     }
                 };
                 let existed = self.handles.get(&key).is_some_and(Handle::is_running);
-                let handle = self.handles.entry(key.clone()).or_insert_with(Handle::new);
+                let handle = self.handle_for(&key);
                 if handle.owner.is_none() && !existed {
                     handle.owner = Some(from.clone());
                     handle.cwd = event
@@ -608,7 +643,7 @@ impl Orchestrator {
     }
 
     fn deliver(&mut self, key: &RoutingKey, message: IpcMessage) {
-        let handle = self.handles.entry(key.clone()).or_insert_with(Handle::new);
+        let handle = self.handle_for(key);
         handle.pending.push_back(message);
         if !handle.is_running() && handle.shutdown.is_none() {
             self.ensure_spawned(key);
@@ -719,6 +754,36 @@ impl Orchestrator {
         self.record_crash(key);
     }
 
+    /// The handle of `key`, created (with its persisted crash record) on
+    /// first use.
+    fn handle_for(&mut self, key: &RoutingKey) -> &mut Handle {
+        let ledger = &self.crash_ledger;
+        self.handles.entry(key.clone()).or_insert_with(|| {
+            let mut handle = Handle::new();
+            if let Some(ledger) = ledger {
+                let record = (ledger.load)(key);
+                handle.consecutive_crashes = record.consecutive_crashes;
+                handle.next_spawn_at = record
+                    .backoff_until
+                    .and_then(|until| until.duration_since(SystemTime::now()).ok())
+                    .map(|remaining| Instant::now() + remaining);
+            }
+            handle
+        })
+    }
+
+    fn save_crashes(&self, key: &RoutingKey, consecutive_crashes: u32, delay: Option<Duration>) {
+        if let Some(ledger) = &self.crash_ledger {
+            (ledger.save)(
+                key,
+                CrashRecord {
+                    consecutive_crashes,
+                    backoff_until: delay.map(|delay| SystemTime::now() + delay),
+                },
+            );
+        }
+    }
+
     fn record_crash(&mut self, key: &RoutingKey) {
         let Some(handle) = self.handles.get_mut(key) else {
             return;
@@ -726,7 +791,13 @@ impl Orchestrator {
         handle.sender = None;
         handle.control = None;
         handle.consecutive_crashes += 1;
-        match respawn_delay(handle.consecutive_crashes) {
+        let consecutive_crashes = handle.consecutive_crashes;
+        let delay = respawn_delay(consecutive_crashes);
+        self.save_crashes(key, consecutive_crashes, delay);
+        let Some(handle) = self.handles.get_mut(key) else {
+            return;
+        };
+        match delay {
             Some(delay) => {
                 handle.status = ProcessStatus::CrashLoopBackOff;
                 handle.next_spawn_at = Some(Instant::now() + delay);

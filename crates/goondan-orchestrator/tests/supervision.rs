@@ -9,6 +9,7 @@
 
 use goondan_ipc::{framing, Notice, RoutingKey, ORCHESTRATOR};
 use goondan_orchestrator::control::{self, ControlRequest};
+use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
 use goondan_types::{
     AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject,
@@ -45,6 +46,14 @@ fn main() {
             delete_answers_after_the_process_exited,
         ),
         ("crash_loop_enters_backoff", crash_loop_enters_backoff),
+        (
+            "crash_counters_are_saved_to_the_ledger",
+            crash_counters_are_saved_to_the_ledger,
+        ),
+        (
+            "a_persisted_backoff_holds_after_an_orchestrator_restart",
+            a_persisted_backoff_holds_after_an_orchestrator_restart,
+        ),
         (
             "start_error_fails_the_request_loudly",
             start_error_fails_the_request_loudly,
@@ -216,6 +225,15 @@ fn with_orchestrator(
     grace: Duration,
     body: impl AsyncFnOnce(goondan_orchestrator::OrchestratorHandle),
 ) {
+    with_ledger(agents, grace, None, body);
+}
+
+fn with_ledger(
+    agents: &[&str],
+    grace: Duration,
+    crash_ledger: Option<CrashLedger>,
+    body: impl AsyncFnOnce(goondan_orchestrator::OrchestratorHandle),
+) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -232,6 +250,7 @@ fn with_orchestrator(
             spawner: Arc::new(spawner),
             reconcile_interval: Duration::from_millis(100),
             reset_instance: None,
+            crash_ledger,
         });
         body(handle.clone()).await;
         tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
@@ -479,4 +498,72 @@ fn control_socket_answers_list_and_request() {
         server.abort();
     });
     let _ = RoutingKey::parse("alpha:main", "main");
+}
+
+type Saves = Arc<std::sync::Mutex<Vec<(String, CrashRecord)>>>;
+
+fn recording_ledger(initial: CrashRecord) -> (CrashLedger, Saves) {
+    let saves: Saves = Arc::default();
+    let recorded = saves.clone();
+    let ledger = CrashLedger {
+        load: Arc::new(move |_key: &RoutingKey| initial),
+        save: Arc::new(move |key: &RoutingKey, record: CrashRecord| {
+            recorded.lock().unwrap().push((key.to_string(), record));
+        }),
+    };
+    (ledger, saves)
+}
+
+fn crash_counters_are_saved_to_the_ledger() {
+    let (ledger, saves) = recording_ledger(CrashRecord::default());
+    with_ledger(
+        &["alpha", "loopy"],
+        Duration::from_secs(5),
+        Some(ledger),
+        async |handle| {
+            let loopy = handle.clone();
+            let waiting =
+                tokio::spawn(
+                    async move { loopy.request(Some("loopy".into()), user_event("x")).await },
+                );
+            wait_for_status(&handle, "loopy:main", ProcessStatus::CrashLoopBackOff).await;
+            waiting.abort();
+        },
+    );
+    let saves = saves.lock().unwrap();
+    let counts: Vec<u32> = saves
+        .iter()
+        .map(|(_, record)| record.consecutive_crashes)
+        .collect();
+    assert_eq!(&counts[..6], &[1, 2, 3, 4, 5, 6], "{saves:?}");
+    assert!(saves[..5]
+        .iter()
+        .all(|(_, record)| record.backoff_until.is_none()));
+    assert!(
+        saves[5].1.backoff_until.is_some(),
+        "the sixth crash backs off"
+    );
+    assert!(saves.iter().all(|(key, _)| key == "loopy:main"));
+}
+
+fn a_persisted_backoff_holds_after_an_orchestrator_restart() {
+    let (ledger, _saves) = recording_ledger(CrashRecord {
+        consecutive_crashes: 7,
+        backoff_until: Some(std::time::SystemTime::now() + Duration::from_secs(60)),
+    });
+    with_ledger(
+        &["alpha"],
+        Duration::from_secs(5),
+        Some(ledger),
+        async |handle| {
+            let alpha = handle.clone();
+            let waiting = tokio::spawn(async move { alpha.request(None, user_event("x")).await });
+            let status =
+                wait_for_status(&handle, "alpha:main", ProcessStatus::CrashLoopBackOff).await;
+            assert_eq!(status.pid, None, "no process before the deadline");
+            assert_eq!(status.consecutive_crashes, 7);
+            assert_eq!(status.pending_events, 1);
+            waiting.abort();
+        },
+    );
 }

@@ -15,15 +15,16 @@ use crate::project::{self, Project};
 use anyhow::Context;
 use goondan_ipc::RoutingKey;
 use goondan_orchestrator::control::{self, ControlRequest};
+use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{
     LocalSpawner, Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo,
 };
-use goondan_store::InstanceStore;
+use goondan_store::{InstanceMetadata, InstanceStore};
 use goondan_types::{AgentEvent, EventSource, EventSourceKind, JsonValue};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::io::AsyncBufReadExt;
 
 /// Runs `gdn run`.
@@ -232,6 +233,7 @@ async fn foreground(
         spawner: Arc::new(spawner),
         reconcile_interval: Duration::from_secs(5),
         reset_instance: Some(reset_instance),
+        crash_ledger: Some(crash_ledger(&project)),
     });
     let control_server = tokio::spawn(control::serve(socket.clone(), handle.clone()));
     let active = write_active(&project, &socket)?;
@@ -259,6 +261,46 @@ async fn foreground(
         remove_active_if_ours(&active);
     }
     Ok(outcome)
+}
+
+/// Crash counters and backoff deadlines kept in each instance's
+/// `metadata.json`, so a restarted orchestrator keeps backing off.
+fn crash_ledger(project: &Project) -> CrashLedger {
+    let workspace = project.state_root.workspace(&project.instance_key);
+    let reader = workspace.clone();
+    let store = InstanceStore::new(workspace);
+    CrashLedger {
+        load: Arc::new(move |key: &RoutingKey| {
+            let path = reader
+                .instance(&key.agent_name, &key.instance_key)
+                .metadata_file();
+            match InstanceMetadata::read(&path) {
+                Ok(Some(metadata)) => CrashRecord {
+                    consecutive_crashes: metadata.consecutive_crashes,
+                    backoff_until: metadata
+                        .backoff_until
+                        .as_deref()
+                        .and_then(|text| chrono::DateTime::parse_from_rfc3339(text).ok())
+                        .map(SystemTime::from),
+                },
+                _ => CrashRecord::default(),
+            }
+        }),
+        save: Arc::new(move |key: &RoutingKey, record: CrashRecord| {
+            let outcome = store.update_metadata(&key.agent_name, &key.instance_key, |metadata| {
+                metadata.consecutive_crashes = record.consecutive_crashes;
+                metadata.backoff_until = record.backoff_until.map(|until| {
+                    chrono::DateTime::<chrono::Utc>::from(until)
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                });
+            });
+            // An instance that never started has no folder yet; its
+            // counters live in memory until it does.
+            if let Err(error) = outcome {
+                tracing::debug!(key = %key, code = error.code(), "crash counters not persisted: {error}");
+            }
+        }),
+    }
 }
 
 /// One input, one answer.
