@@ -221,6 +221,34 @@ mod tests {
         assert_eq!(resource.origin.package.as_deref(), Some(BASE_PACKAGE));
     }
 
+    /// The embedded JSON is generated from the YAML source; when they
+    /// differ, this test rewrites the JSON and fails, so the next run (and
+    /// the commit) carries the fresh file.
+    #[test]
+    fn base_manifest_json_matches_its_yaml() {
+        let module = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/base_package");
+        let mut stale = Vec::new();
+        for manifest in MANIFESTS {
+            let source = module
+                .join(manifest.dir)
+                .join(format!("{}.yaml", manifest.name));
+            let yaml = std::fs::read_to_string(&source).unwrap();
+            let mut documents = crate::yaml::parse(&yaml).unwrap();
+            assert_eq!(documents.len(), 1, "{}", source.display());
+            let tree = documents.remove(0).root.unwrap();
+            let json = serde_json::to_string_pretty(&tree.to_json()).unwrap() + "\n";
+            if json != manifest.json {
+                let target = source.with_extension("json");
+                std::fs::write(&target, json).unwrap();
+                stale.push(target.display().to_string());
+            }
+        }
+        assert!(
+            stale.is_empty(),
+            "regenerated from YAML, run the tests again: {stale:?}"
+        );
+    }
+
     #[test]
     fn every_base_manifest_is_valid() {
         let mut identities = HashSet::new();

@@ -398,7 +398,7 @@ fn parse_unknown_field(message: &str) -> Option<(String, Vec<String>)> {
     Some((name.to_string(), expected))
 }
 
-/// Parses an embedded `@goondan/base` manifest. Its YAML is part of the
+/// Parses an embedded `@goondan/base` manifest. Its JSON is part of the
 /// binary and covered by tests, so a failure here is a build defect and
 /// reported as a diagnostic against the package rather than a panic.
 pub(crate) fn read_manifest<S: DeserializeOwned>(
@@ -406,29 +406,28 @@ pub(crate) fn read_manifest<S: DeserializeOwned>(
     package: &str,
 ) -> Result<Resource<S>, Box<Diagnostic>> {
     let file = format!("{package}/{}", manifest.name);
-    let broken = |detail: String| {
+    let json: Value = serde_json::from_str(manifest.json).map_err(|error| {
         Box::new(
             Code::Schema
                 .diagnostic(format!(
-                    "built-in manifest {}/{} is broken: {detail}",
+                    "built-in manifest {}/{} is broken: {error}",
                     manifest.kind, manifest.name
                 ))
                 .with_file(file.clone()),
         )
-    };
-    let mut documents =
-        yaml::parse(manifest.yaml).map_err(|problem| broken(format!("{problem:?}")))?;
-    let tree = documents
-        .pop()
-        .and_then(|document| document.root)
-        .ok_or_else(|| broken("empty".into()))?;
+    })?;
+    // There is no YAML tree to point into; a located error would name the
+    // embedded file only.
     let site = Site {
         file: file.clone(),
         document: 1,
         label: format!("{}/{}", manifest.kind, manifest.name),
-        tree,
+        tree: Node {
+            value: NodeValue::Null,
+            mark: yaml::Mark::default(),
+        },
     };
-    let (metadata, spec) = deserialize::<S>(site.tree.to_json(), &site)?;
+    let (metadata, spec) = deserialize::<S>(json, &site)?;
     Ok(Resource {
         metadata,
         spec,
