@@ -516,7 +516,10 @@ impl Resolver<'_> {
         })
     }
 
-    fn agent_index(target: Option<Target>) -> Option<usize> {
+    /// The index of a resolved bundle resource. Agents and Swarms only
+    /// ever resolve locally (`@goondan/base` has none), so `Base` cannot
+    /// occur for them.
+    fn local_target(target: Option<Target>) -> Option<usize> {
         match target {
             Some(Target::Local(index)) => Some(index),
             _ => None,
@@ -526,7 +529,7 @@ impl Resolver<'_> {
     fn swarm(&mut self, swarm: &Local<crate::spec::SwarmSpec>) -> Option<PendingSwarm> {
         let spec = &swarm.resource.spec;
         let site = &swarm.site;
-        let entry = Self::agent_index(self.reference(
+        let entry = Self::local_target(self.reference(
             site,
             Kind::Agent,
             &spec.entry_agent,
@@ -535,7 +538,7 @@ impl Resolver<'_> {
         let mut agents = Vec::new();
         let mut complete = entry.is_some();
         for (position, item) in spec.agents.iter().enumerate() {
-            match Self::agent_index(self.reference(
+            match Self::local_target(self.reference(
                 site,
                 Kind::Agent,
                 item.reference(),
@@ -581,7 +584,7 @@ impl Resolver<'_> {
         );
         let swarm = match &spec.swarm_ref {
             Some(swarm_ref) => {
-                Self::agent_index(self.reference(site, Kind::Swarm, swarm_ref, "spec.swarmRef"))
+                Self::local_target(self.reference(site, Kind::Swarm, swarm_ref, "spec.swarmRef"))
             }
             None if parsed.swarms.is_empty() => {
                 self.diagnostics.push(
@@ -634,7 +637,7 @@ impl Resolver<'_> {
                 None => rule_agents.push(None),
                 Some(agent_ref) => {
                     let field = format!("spec.ingress.rules[{position}].route.agentRef");
-                    match Self::agent_index(self.reference(site, Kind::Agent, agent_ref, &field)) {
+                    match Self::local_target(self.reference(site, Kind::Agent, agent_ref, &field)) {
                         Some(agent) => {
                             if let Some(swarm) = swarm {
                                 let swarm_resource = &parsed.swarms[swarm];
