@@ -367,6 +367,23 @@ fn schema_diagnostic(
             .locate(Code::Schema.diagnostic(message), &where_, true)
             .with_suggestion(suggestion);
     }
+    if let Some(missing) = raw
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        let where_ = if field.is_empty() {
+            missing.to_string()
+        } else {
+            format!("{field}.{missing}")
+        };
+        return site
+            .at(
+                Code::Schema,
+                format!("{} is missing the required field {where_}", site.label),
+                &where_,
+            )
+            .with_suggestion(format!("add `{missing}`"));
+    }
     let message = if raw.contains("untagged enum RefEntry") {
         "expected a reference: `ref: Kind/name`, a `Kind/name` string or { kind, name, package? }"
             .to_string()
