@@ -144,7 +144,9 @@ async fn detach(
         .process_group(0)
         .spawn()
         .context("starting the background orchestrator")?;
-    for _ in 0..200 {
+    // Poll finely: the daemon is usually ready within a few milliseconds.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < deadline {
         if control::call(socket, &ControlRequest::Status).await.is_ok() {
             println!(
                 "started orchestrator (pid {}) for Swarm/{} (instanceKey {}); logs: {}",
@@ -158,7 +160,7 @@ async fn detach(
                 None => Ok(Outcome::Success),
             };
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     eprintln!(
         "error[E_ORCHESTRATOR_START]: the background orchestrator did not answer within 5 s\n   = help: read {}",
