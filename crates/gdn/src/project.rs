@@ -68,10 +68,7 @@ pub(crate) fn load(
     let outcome = match load_bundle(&path, &options) {
         Ok(outcome) => outcome,
         Err(error) => {
-            let mut diagnostic = error.code().diagnostic(error.to_string());
-            if let Some(suggestion) = error.suggestion() {
-                diagnostic = diagnostic.with_suggestion(suggestion);
-            }
+            let diagnostic = error.to_diagnostic();
             renderer.report(&mut err, format, &[diagnostic], global.quiet)?;
             err.flush()?;
             return Ok(Err(Outcome::ConfigError));

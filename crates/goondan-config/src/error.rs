@@ -40,6 +40,16 @@ pub enum LoadError {
 }
 
 impl LoadError {
+    /// The error as a diagnostic, for renderers that report everything the
+    /// same way.
+    pub fn to_diagnostic(&self) -> goondan_types::Diagnostic {
+        let diagnostic = self.code().diagnostic(self.to_string());
+        match self.suggestion() {
+            Some(suggestion) => diagnostic.with_suggestion(suggestion),
+            None => diagnostic,
+        }
+    }
+
     /// The stable code.
     pub fn code(&self) -> Code {
         match self {

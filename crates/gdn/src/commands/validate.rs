@@ -41,10 +41,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<Ou
     let outcome = match load_bundle(&path, &options) {
         Ok(outcome) => outcome,
         Err(error) => {
-            let mut diagnostic = error.code().diagnostic(error.to_string());
-            if let Some(suggestion) = error.suggestion() {
-                diagnostic = diagnostic.with_suggestion(suggestion);
-            }
+            let diagnostic = error.to_diagnostic();
             renderer.report(&mut out, format, &[diagnostic], global.quiet)?;
             out.flush()?;
             return Ok(Outcome::ConfigError);
