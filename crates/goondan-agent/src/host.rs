@@ -72,6 +72,43 @@ impl Outbound {
     }
 }
 
+/// Sends a Turn's streamed model text to the orchestrator as
+/// `runtime.text_delta` notices, in order, without blocking the provider.
+struct DeltaForwarder {
+    deltas: mpsc::UnboundedSender<String>,
+    forwarding: tokio::task::JoinHandle<()>,
+}
+
+impl DeltaForwarder {
+    fn start(outbound: &Outbound, correlation_id: &str) -> DeltaForwarder {
+        let (deltas, mut pending) = mpsc::unbounded_channel::<String>();
+        let outbound = outbound.clone();
+        let in_reply_to = correlation_id.to_string();
+        let forwarding = tokio::spawn(async move {
+            while let Some(delta) = pending.recv().await {
+                outbound
+                    .notice(Notice::TextDelta {
+                        in_reply_to: in_reply_to.clone(),
+                        delta,
+                    })
+                    .await;
+            }
+        });
+        DeltaForwarder { deltas, forwarding }
+    }
+
+    async fn finish(self) {
+        drop(self.deltas);
+        let _ = self.forwarding.await;
+    }
+}
+
+impl goondan_model::StreamObserver for DeltaForwarder {
+    fn on_text_delta(&self, delta: &str) {
+        let _ = self.deltas.send(delta.to_string());
+    }
+}
+
 enum Control {
     Running,
     Draining,
@@ -109,7 +146,20 @@ pub async fn serve(
         let reply_to = event.reply_to.clone();
         let trace_id = event.trace_id.clone();
         set_status(&mut metadata, InstanceStatus::Processing);
-        let result = agent.run_turn(event, &goondan_model::NoStream).await;
+        // Only the orchestrator's own requests (a person at a terminal)
+        // want text as it streams; other agents read whole answers.
+        let stream = reply_to
+            .as_ref()
+            .filter(|reply_to| reply_to.target == ORCHESTRATOR)
+            .map(|reply_to| DeltaForwarder::start(&outbound, &reply_to.correlation_id));
+        let result = match &stream {
+            Some(stream) => agent.run_turn(event, stream).await,
+            None => agent.run_turn(event, &goondan_model::NoStream).await,
+        };
+        if let Some(stream) = stream {
+            // Every delta is on the wire before the answer that ends it.
+            stream.finish().await;
+        }
         set_status(&mut metadata, InstanceStatus::Idle);
         let ok = result.finish_reason != TurnFinishReason::Error;
         if let Some(reply_to) = reply_to {

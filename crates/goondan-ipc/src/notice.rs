@@ -43,6 +43,15 @@ pub enum Notice {
         /// True when the Turn completed without error.
         ok: bool,
     },
+    /// A piece of model text of the Turn answering the orchestrator's own
+    /// request `in_reply_to`, sent as it streams so a terminal can print
+    /// it before the whole answer exists.
+    TextDelta {
+        /// The correlation id of the request being answered.
+        in_reply_to: String,
+        /// The text, in order.
+        delta: String,
+    },
 }
 
 impl Notice {
@@ -67,6 +76,12 @@ impl Notice {
                 let mut metadata = JsonObject::new();
                 metadata.insert("ok".into(), JsonValue::from(*ok));
                 ("runtime.turn_finished", metadata)
+            }
+            Notice::TextDelta { in_reply_to, delta } => {
+                let mut metadata = JsonObject::new();
+                metadata.insert("deltaFor".into(), JsonValue::from(in_reply_to.as_str()));
+                metadata.insert("delta".into(), JsonValue::from(delta.as_str()));
+                ("runtime.text_delta", metadata)
             }
         };
         let mut event = AgentEvent::new(
@@ -98,6 +113,10 @@ impl Notice {
                     .and_then(JsonValue::as_bool)
                     .unwrap_or(false),
             }),
+            "runtime.text_delta" => Some(Notice::TextDelta {
+                in_reply_to: text("deltaFor").unwrap_or_default(),
+                delta: text("delta").unwrap_or_default(),
+            }),
             _ => None,
         }
     }
@@ -117,6 +136,10 @@ mod tests {
                 suggestion: Some("fix it".into()),
             },
             Notice::TurnFinished { ok: true },
+            Notice::TextDelta {
+                in_reply_to: "corr-1".into(),
+                delta: "Hel".into(),
+            },
         ] {
             let event = notice.to_event("alpha");
             let wire: AgentEvent =

@@ -100,6 +100,9 @@ pub struct InstanceStatus {
     pub pending_events: usize,
 }
 
+/// Where the streamed model text of an awaited answer goes.
+type DeltaSink = mpsc::UnboundedSender<String>;
+
 /// A reply the orchestrator itself waits for (a CLI input, for example).
 type Waiter = oneshot::Sender<Result<AgentEvent, OrchestratorError>>;
 
@@ -128,11 +131,13 @@ pub(crate) enum Input {
         generation: u64,
         code: Option<i32>,
     },
-    /// Deliver `event` to an agent and hand its reply to `reply`.
+    /// Deliver `event` to an agent and hand its reply to `reply` (and its
+    /// streamed text to `deltas`).
     Request {
         agent: Option<String>,
         event: Box<AgentEvent>,
         reply: Waiter,
+        deltas: Option<mpsc::UnboundedSender<String>>,
     },
     /// Gracefully restart the matching instances.
     Restart {
@@ -174,11 +179,23 @@ impl OrchestratorHandle {
         agent: Option<String>,
         event: AgentEvent,
     ) -> Result<AgentEvent, OrchestratorError> {
+        self.request_streaming(agent, event, None).await
+    }
+
+    /// As [`OrchestratorHandle::request`], also sending the answering
+    /// Turn's model text to `deltas` as the provider streams it.
+    pub async fn request_streaming(
+        &self,
+        agent: Option<String>,
+        event: AgentEvent,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<AgentEvent, OrchestratorError> {
         let (reply, answer) = oneshot::channel();
         self.send(Input::Request {
             agent,
             event: Box::new(event),
             reply,
+            deltas,
         })
         .await?;
         answer.await.map_err(|_| OrchestratorError::Stopped)?
@@ -293,7 +310,10 @@ pub struct Orchestrator {
     crash_ledger: Option<CrashLedger>,
     reconcile_interval: Duration,
     handles: BTreeMap<RoutingKey, Handle>,
-    waiters: HashMap<String, (RoutingKey, Waiter)>,
+    /// The orchestrator's own pending requests by correlation id: the
+    /// instance answering, the caller, and where streamed text goes (it
+    /// closes when the entry is removed, however the request ends).
+    waiters: HashMap<String, (RoutingKey, Waiter, Option<DeltaSink>)>,
     deletes: Vec<PendingDelete>,
     inputs_tx: mpsc::Sender<Input>,
     inputs_rx: mpsc::Receiver<Input>,
@@ -384,7 +404,8 @@ impl Orchestrator {
                 agent,
                 event,
                 reply,
-            } => self.on_request(agent, *event, reply),
+                deltas,
+            } => self.on_request(agent, *event, reply, deltas),
             Input::Restart {
                 agent,
                 instance_key,
@@ -406,7 +427,13 @@ impl Orchestrator {
         self.handles.get(key).map(|handle| handle.generation)
     }
 
-    fn on_request(&mut self, agent: Option<String>, mut event: AgentEvent, reply: Waiter) {
+    fn on_request(
+        &mut self,
+        agent: Option<String>,
+        mut event: AgentEvent,
+        reply: Waiter,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) {
         if self.stopping.is_some() {
             let _ = reply.send(Err(OrchestratorError::Stopped));
             return;
@@ -430,7 +457,8 @@ impl Orchestrator {
             correlation_id: correlation_id.clone(),
         });
         let key = RoutingKey::new(agent, instance_key);
-        self.waiters.insert(correlation_id, (key.clone(), reply));
+        self.waiters
+            .insert(correlation_id, (key.clone(), reply, deltas));
         let message = event_message(ORCHESTRATOR, &key.to_string(), &event);
         self.deliver(&key, message);
     }
@@ -474,7 +502,7 @@ impl Orchestrator {
             .and_then(JsonValue::as_str)
             .map(str::to_string);
         match in_reply_to.and_then(|id| self.waiters.remove(&id)) {
-            Some((_, waiter)) => {
+            Some((_, waiter, _)) => {
                 let _ = waiter.send(Ok(event));
             }
             None => {
@@ -484,10 +512,17 @@ impl Orchestrator {
     }
 
     fn on_notice(&mut self, key: &RoutingKey, notice: Notice) {
+        if let Notice::TextDelta { in_reply_to, delta } = &notice {
+            if let Some((_, _, Some(stream))) = self.waiters.get(in_reply_to) {
+                let _ = stream.send(delta.clone());
+            }
+            return;
+        }
         let Some(handle) = self.handles.get_mut(key) else {
             return;
         };
         match notice {
+            Notice::TextDelta { .. } => {}
             Notice::Ready => {
                 if handle.shutdown.is_none() {
                     handle.status = ProcessStatus::Idle;
@@ -516,11 +551,11 @@ impl Orchestrator {
                 let failed: Vec<String> = self
                     .waiters
                     .iter()
-                    .filter(|(_, (waiting_key, _))| waiting_key == key)
+                    .filter(|(_, (waiting_key, _, _))| waiting_key == key)
                     .map(|(id, _)| id.clone())
                     .collect();
                 for id in failed {
-                    if let Some((_, waiter)) = self.waiters.remove(&id) {
+                    if let Some((_, waiter, _)) = self.waiters.remove(&id) {
                         let _ = waiter.send(Err(OrchestratorError::AgentStart {
                             key: key.to_string(),
                             code: code.clone(),
@@ -955,11 +990,13 @@ impl Orchestrator {
         let lost: Vec<String> = self
             .waiters
             .iter()
-            .filter(|(id, (waiting_key, _))| waiting_key == key && !queued.contains(&id.as_str()))
+            .filter(|(id, (waiting_key, _, _))| {
+                waiting_key == key && !queued.contains(&id.as_str())
+            })
             .map(|(id, _)| id.clone())
             .collect();
         for id in lost {
-            if let Some((_, waiter)) = self.waiters.remove(&id) {
+            if let Some((_, waiter, _)) = self.waiters.remove(&id) {
                 let _ = waiter.send(Err(error(key)));
             }
         }
@@ -998,7 +1035,7 @@ impl Orchestrator {
     }
 
     fn fail_all_waiters(&mut self) {
-        for (_, (_, waiter)) in self.waiters.drain() {
+        for (_, (_, waiter, _)) in self.waiters.drain() {
             let _ = waiter.send(Err(OrchestratorError::Stopped));
         }
     }

@@ -47,6 +47,10 @@ fn main() {
         ),
         ("crash_loop_enters_backoff", crash_loop_enters_backoff),
         (
+            "streamed_text_reaches_the_requester_before_the_answer",
+            streamed_text_reaches_the_requester_before_the_answer,
+        ),
+        (
             "crash_counters_are_saved_to_the_ledger",
             crash_counters_are_saved_to_the_ledger,
         ),
@@ -157,6 +161,16 @@ fn run_child() {
                 let input = event.input.clone().unwrap_or_default();
                 if input == "crash" {
                     std::process::exit(9);
+                }
+                if input == "stream" {
+                    if let Some(reply_to) = &event.reply_to {
+                        for delta in ["str", "eam", "ed"] {
+                            send(notice(Notice::TextDelta {
+                                in_reply_to: reply_to.correlation_id.clone(),
+                                delta: delta.into(),
+                            }));
+                        }
+                    }
                 }
                 let answer = if let Some(target) = input.strip_prefix("ask:") {
                     let mut request = AgentEvent::new(
@@ -566,4 +580,23 @@ fn a_persisted_backoff_holds_after_an_orchestrator_restart() {
             waiting.abort();
         },
     );
+}
+
+fn streamed_text_reaches_the_requester_before_the_answer() {
+    with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
+        let (deltas, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let answer = handle
+            .request_streaming(None, user_event("stream"), Some(deltas))
+            .await
+            .unwrap();
+        assert_eq!(answer.input.as_deref(), Some("alpha:stream"));
+        let mut streamed = String::new();
+        while let Some(delta) = received.recv().await {
+            streamed.push_str(&delta);
+        }
+        assert_eq!(
+            streamed, "streamed",
+            "every delta, in order, before the channel closed"
+        );
+    });
 }

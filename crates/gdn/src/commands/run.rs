@@ -92,7 +92,7 @@ async fn ask_over_socket(socket: &Path, input: String) -> anyhow::Result<Outcome
     }
     let answer: AgentEvent = serde_json::from_value(response["response"].clone())
         .context("the orchestrator sent a malformed answer")?;
-    Ok(print_answer(&answer))
+    Ok(print_answer(&answer, ""))
 }
 
 /// Starts `gdn run` again in the background, waits until its control
@@ -305,7 +305,8 @@ fn crash_ledger(project: &Project) -> CrashLedger {
     }
 }
 
-/// One input, one answer.
+/// One input, one answer. Model text is printed as it streams (providers
+/// that stream), and the final answer completes it.
 async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
     let mut event = AgentEvent::new(
         "user_message",
@@ -313,18 +314,34 @@ async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
     );
     event.input = Some(text);
     event.trace_id = Some(goondan_types::trace::new_trace_id());
-    tokio::select! {
-        answer = handle.request(None, event) => match answer {
-            Ok(answer) => print_answer(&answer),
-            Err(error) => {
-                eprintln!("error[{}]: {error}", error.code());
-                if let Some(suggestion) = error.suggestion() {
-                    eprintln!("   = help: {suggestion}");
-                }
-                Outcome::Failure
+    let (deltas, mut streamed_deltas) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let printer = tokio::spawn(async move {
+        let mut streamed = String::new();
+        while let Some(delta) = streamed_deltas.recv().await {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(delta.as_bytes());
+            let _ = out.flush();
+            streamed.push_str(&delta);
+        }
+        streamed
+    });
+    let answer = tokio::select! {
+        answer = handle.request_streaming(None, event, Some(deltas)) => answer,
+        _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
+    };
+    let streamed = printer.await.unwrap_or_default();
+    match answer {
+        Ok(answer) => print_answer(&answer, &streamed),
+        Err(error) => {
+            if !streamed.is_empty() {
+                println!();
             }
-        },
-        _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
+            eprintln!("error[{}]: {error}", error.code());
+            if let Some(suggestion) = error.suggestion() {
+                eprintln!("   = help: {suggestion}");
+            }
+            Outcome::Failure
+        }
     }
 }
 
@@ -369,7 +386,8 @@ async fn resident(handle: &OrchestratorHandle, task: tokio::task::JoinHandle<()>
     outcome
 }
 
-fn print_answer(answer: &AgentEvent) -> Outcome {
+/// Prints an answer, completing text already streamed to the terminal.
+fn print_answer(answer: &AgentEvent, streamed: &str) -> Outcome {
     let status = answer.metadata_value("status").and_then(JsonValue::as_str);
     if status == Some("error") {
         let text = |key: &str| {
@@ -382,8 +400,16 @@ fn print_answer(answer: &AgentEvent) -> Outcome {
         eprintln!("error[{}]: {}", text("errorCode"), text("errorMessage"));
         return Outcome::Failure;
     }
+    let text = answer.input.as_deref().unwrap_or_default();
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", answer.input.as_deref().unwrap_or_default());
+    let _ = if streamed.is_empty() {
+        writeln!(out, "{text}")
+    } else if streamed.trim_end().ends_with(text.trim_end()) {
+        writeln!(out)
+    } else {
+        // The stream showed earlier steps too; the answer is the last one.
+        writeln!(out, "\n{text}")
+    };
     let _ = out.flush();
     Outcome::Success
 }
