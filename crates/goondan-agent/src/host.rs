@@ -77,6 +77,10 @@ impl Outbound {
 struct DeltaForwarder {
     deltas: mpsc::UnboundedSender<String>,
     forwarding: tokio::task::JoinHandle<()>,
+    /// Whether text was streamed, and whether a new model call started
+    /// since: the next text then begins on a new line.
+    streamed: std::sync::atomic::AtomicBool,
+    new_call: std::sync::atomic::AtomicBool,
 }
 
 impl DeltaForwarder {
@@ -94,7 +98,12 @@ impl DeltaForwarder {
                     .await;
             }
         });
-        DeltaForwarder { deltas, forwarding }
+        DeltaForwarder {
+            deltas,
+            forwarding,
+            streamed: Default::default(),
+            new_call: Default::default(),
+        }
     }
 
     async fn finish(self) {
@@ -105,7 +114,23 @@ impl DeltaForwarder {
 
 impl goondan_model::StreamObserver for DeltaForwarder {
     fn on_text_delta(&self, delta: &str) {
-        let _ = self.deltas.send(delta.to_string());
+        use std::sync::atomic::Ordering::Relaxed;
+        if delta.is_empty() {
+            return;
+        }
+        let separate = self.new_call.swap(false, Relaxed) && self.streamed.load(Relaxed);
+        self.streamed.store(true, Relaxed);
+        let text = if separate {
+            format!("\n{delta}")
+        } else {
+            delta.to_string()
+        };
+        let _ = self.deltas.send(text);
+    }
+
+    fn on_model_call_start(&self) {
+        self.new_call
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

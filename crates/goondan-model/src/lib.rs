@@ -49,6 +49,11 @@ use futures_util::future::BoxFuture;
 pub trait StreamObserver: Send + Sync {
     /// A piece of assistant text, in order.
     fn on_text_delta(&self, delta: &str);
+
+    /// A new model call of the same Turn starts (the runtime calls this
+    /// before each Step's call), so a display can separate the text of
+    /// one Step from the next. Does nothing unless overridden.
+    fn on_model_call_start(&self) {}
 }
 
 /// A [`StreamObserver`] that ignores everything.

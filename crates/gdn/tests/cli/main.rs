@@ -233,3 +233,36 @@ fn env_file_feeds_the_missing_variable_check() {
     );
     assert_eq!(code(&with), 0, "{}", stdout(&with));
 }
+
+/// The README's main command: the two-agent example answers offline, and
+/// the entry agent's text streams to the terminal step by step (its first
+/// step's text is not part of the final answer, so only streaming can put
+/// it on the first line).
+#[test]
+fn readme_main_command_streams_each_step_then_answers() {
+    let root = workspace_root();
+    let output = gdn(
+        &root,
+        &[
+            "--config",
+            "examples/two-agents",
+            "run",
+            "--input",
+            "What is Goondan?",
+        ],
+    );
+    assert_eq!(
+        code(&output),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0], "I will ask the researcher.");
+    assert!(
+        lines[1].starts_with("The researcher says: Notes:"),
+        "{text}"
+    );
+}

@@ -75,6 +75,7 @@ impl StepCore<'_> {
             tools: ctx.tool_catalog.iter().map(tool_spec).collect(),
             params: agent.model_params.clone(),
         };
+        self.observer.on_model_call_start();
         let response = agent.model.generate(request, self.observer).await?;
         let tool_calls = response.tool_calls();
         let assistant = if response.content.is_empty() {
