@@ -1,0 +1,239 @@
+//! `IpcAgents` against an in-memory orchestrator end: what goes on the
+//! wire for each call, and how answers, failures and timeouts come back.
+
+use goondan_agent::{IpcAgents, SwarmView};
+use goondan_ipc::{IpcChannel, RoutingKey, ORCHESTRATOR};
+use goondan_runtime::{AgentsApi, AgentsError, AsyncResponseInbox};
+use goondan_types::agents::AgentRuntimeRequestOptions;
+use goondan_types::{
+    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject, ReplyChannel,
+};
+use std::time::Duration;
+
+fn swarm() -> SwarmView {
+    SwarmView {
+        swarm_name: "default".into(),
+        entry_agent: "alpha".into(),
+        agents: vec!["alpha".into(), "beta".into()],
+    }
+}
+
+/// The agents API of `alpha:main` and the orchestrator's end of its channel.
+fn alpha() -> (IpcAgents, IpcChannel, AsyncResponseInbox) {
+    let (agent_end, orchestrator_end) = IpcChannel::pair();
+    let inbox = AsyncResponseInbox::new();
+    let agents = IpcAgents::new(
+        RoutingKey::new("alpha", "main"),
+        swarm(),
+        agent_end.sender,
+        inbox.clone(),
+    );
+    (agents, orchestrator_end, inbox)
+}
+
+fn event(input: &str) -> AgentEvent {
+    let mut event = AgentEvent::new(
+        "agent.request",
+        EventSource::new(EventSourceKind::Agent, "alpha"),
+    );
+    event.input = Some(input.into());
+    event
+}
+
+fn answer_to(request: &IpcMessage, text: &str, error: Option<(&str, &str)>) -> AgentEvent {
+    let request: AgentEvent = serde_json::from_value(request.payload.clone()).unwrap();
+    let mut answer = AgentEvent::new("response", EventSource::new(EventSourceKind::Agent, "beta"));
+    answer.input = Some(text.into());
+    let mut metadata = JsonObject::new();
+    metadata.insert(
+        "inReplyTo".into(),
+        request.reply_to.unwrap().correlation_id.into(),
+    );
+    if let Some((code, message)) = error {
+        metadata.insert("status".into(), "error".into());
+        metadata.insert("errorCode".into(), code.into());
+        metadata.insert("errorMessage".into(), message.into());
+    }
+    answer.metadata = Some(metadata);
+    answer
+}
+
+#[tokio::test]
+async fn a_request_is_routed_by_key_and_its_answer_matched_by_correlation_id() {
+    let (agents, mut orchestrator, _) = alpha();
+    let mut input = event("hi");
+    input.reply_to = Some(ReplyChannel {
+        target: "orchestrator".into(),
+        correlation_id: "outer".into(),
+    });
+    input.trace_id = Some("0123456789abcdef0123456789abcdef".into());
+    agents.begin_turn(&input);
+    let caller = agents.clone();
+    let call = tokio::spawn(async move {
+        caller
+            .request(
+                "beta",
+                event("question"),
+                AgentRuntimeRequestOptions::default(),
+            )
+            .await
+    });
+    let request = orchestrator.receiver.recv().await.unwrap();
+    assert_eq!(request.message_type, IpcMessageType::Event);
+    assert_eq!(request.from, "alpha:main");
+    assert_eq!(request.to, "beta:main");
+    let sent: AgentEvent = serde_json::from_value(request.payload.clone()).unwrap();
+    assert_eq!(sent.reply_to.as_ref().unwrap().target, "alpha:main");
+    assert_eq!(
+        sent.call_chain,
+        ["alpha:main"],
+        "the waiting caller is in the chain"
+    );
+    assert_eq!(sent.trace_id, input.trace_id, "the trace id is kept");
+    assert!(agents
+        .accept_reply(answer_to(&request, "42", None))
+        .is_none());
+    let result = call.await.unwrap().unwrap();
+    assert_eq!(result.response, Some("42".into()));
+    assert_eq!(result.target, "beta:main");
+}
+
+#[tokio::test]
+async fn a_request_back_to_a_waiting_caller_is_a_cycle_at_once() {
+    let (agents, mut orchestrator, _) = alpha();
+    // alpha serves a request from beta, which waits for the answer.
+    let mut input = event("from beta");
+    input.reply_to = Some(ReplyChannel {
+        target: "beta:main".into(),
+        correlation_id: "c".into(),
+    });
+    input.call_chain = vec!["beta:main".into()];
+    agents.begin_turn(&input);
+    let error = agents
+        .request("beta", event("back"), AgentRuntimeRequestOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_AGENT_CYCLE");
+    let self_call = agents
+        .request("alpha", event("me"), AgentRuntimeRequestOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(self_call, AgentsError::Cycle { .. }));
+    assert!(
+        orchestrator.receiver.try_recv().is_err(),
+        "nothing was sent"
+    );
+}
+
+#[tokio::test]
+async fn unknown_targets_fail_without_sending() {
+    let (agents, mut orchestrator, _) = alpha();
+    let error = agents
+        .request("ghost", event("x"), AgentRuntimeRequestOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_AGENT_UNKNOWN_TARGET");
+    assert!(agents.send("ghost", event("x")).await.is_err());
+    assert!(orchestrator.receiver.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn the_caller_owns_the_timeout() {
+    let (agents, mut orchestrator, _) = alpha();
+    let options = AgentRuntimeRequestOptions {
+        timeout_ms: Some(50),
+        r#async: None,
+    };
+    let started = std::time::Instant::now();
+    let error = agents
+        .request("beta", event("slow"), options)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_AGENT_REQUEST_TIMEOUT");
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    // A late answer is handed back, not swallowed: nobody waits for it.
+    let request = orchestrator.receiver.recv().await.unwrap();
+    assert!(agents
+        .accept_reply(answer_to(&request, "late", None))
+        .is_some());
+}
+
+#[tokio::test]
+async fn an_error_answer_becomes_a_failed_call() {
+    let (agents, mut orchestrator, _) = alpha();
+    let caller = agents.clone();
+    let call = tokio::spawn(async move {
+        caller
+            .request("beta", event("x"), AgentRuntimeRequestOptions::default())
+            .await
+    });
+    let request = orchestrator.receiver.recv().await.unwrap();
+    agents.accept_reply(answer_to(
+        &request,
+        "",
+        Some(("E_TURN_FAILED", "model down")),
+    ));
+    let error = call.await.unwrap().unwrap_err();
+    assert_eq!(error.code(), "E_AGENT_REQUEST_FAILED");
+    assert!(error.to_string().contains("model down"));
+}
+
+#[tokio::test]
+async fn an_async_request_acks_at_once_and_its_answer_lands_in_the_inbox() {
+    let (agents, mut orchestrator, inbox) = alpha();
+    let options = AgentRuntimeRequestOptions {
+        timeout_ms: None,
+        r#async: Some(true),
+    };
+    let ack = agents
+        .request("beta", event("later"), options)
+        .await
+        .unwrap();
+    assert_eq!(ack.accepted, Some(true));
+    assert_eq!(ack.r#async, Some(true));
+    assert!(inbox.is_empty());
+    let request = orchestrator.receiver.recv().await.unwrap();
+    assert!(agents
+        .accept_reply(answer_to(&request, "done", None))
+        .is_none());
+    let answers = inbox.drain();
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].text, "done");
+    assert_eq!(answers[0].metadata.kind, "inter_agent_response");
+    assert_eq!(answers[0].metadata.request_id, ack.correlation_id);
+    assert_eq!(answers[0].metadata.from_agent_id, "beta:main");
+}
+
+#[tokio::test]
+async fn spawn_and_list_ask_the_orchestrator() {
+    let (agents, mut orchestrator, _) = alpha();
+    let caller = agents.clone();
+    let call = tokio::spawn(async move {
+        caller
+            .spawn(
+                "beta",
+                goondan_types::agents::AgentRuntimeSpawnOptions {
+                    instance_key: Some("worker-1".into()),
+                    cwd: None,
+                },
+            )
+            .await
+    });
+    let request = orchestrator.receiver.recv().await.unwrap();
+    assert_eq!(request.to, ORCHESTRATOR);
+    let sent: AgentEvent = serde_json::from_value(request.payload.clone()).unwrap();
+    assert_eq!(sent.event_type, "runtime.spawn");
+    assert_eq!(sent.metadata_value("target").unwrap(), "beta:worker-1");
+    let mut answer = answer_to(&request, "", None);
+    answer
+        .metadata
+        .as_mut()
+        .unwrap()
+        .insert("spawned".into(), true.into());
+    agents.accept_reply(answer);
+    let spawned = call.await.unwrap().unwrap();
+    assert!(spawned.spawned);
+    assert_eq!(spawned.instance_key, "worker-1");
+    let catalog = agents.catalog().await.unwrap();
+    assert_eq!(catalog.callable_agents, ["beta"]);
+}
