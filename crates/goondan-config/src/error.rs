@@ -66,7 +66,7 @@ impl LoadError {
                 Some("pass the folder holding goondan.yaml, or the YAML file itself".into())
             }
             LoadError::Empty { .. } => Some(
-                "create goondan.yaml (resource files must be named goondan, models, agents, tools, extensions, connectors, connections, swarms or resources, .yaml or .yml)".into(),
+                "run `gdn init` to create a project, or create goondan.yaml (resource files must be named goondan, models, agents, tools, extensions, connectors, connections, swarms or resources, .yaml or .yml)".into(),
             ),
             LoadError::EnvFileNotFound { .. } => {
                 Some("check the --env-file path; it is relative to the current directory".into())
