@@ -176,6 +176,7 @@ async fn foreground(
     socket: PathBuf,
     input: Option<String>,
 ) -> anyhow::Result<Outcome> {
+    raise_open_file_limit();
     let swarm = project
         .bundle
         .swarm(&project.swarm_name)
@@ -418,6 +419,28 @@ fn prompt() {
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "> ");
     let _ = err.flush();
+}
+
+/// Lifts the soft limit on open files to the hard limit. The orchestrator
+/// holds two pipes per AgentProcess, so the common default soft limit of
+/// 1024 would cap a swarm at a few hundred live instances.
+#[allow(unsafe_code)]
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed
+    // by pointer, which lives on this stack frame for the whole call.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                tracing::warn!("could not raise the open-file limit; large swarms may run out of file descriptors");
+            }
+        }
+    }
 }
 
 /// Records this orchestrator in `runtime/active.json`.
