@@ -237,6 +237,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn provider_keys_are_not_inherited_but_can_be_passed() {
+        // Only this test touches this variable.
+        std::env::set_var("GOOGLE_GENERATIVE_AI_API_KEY", "inherited-secret");
+        let dir = tempfile::tempdir().unwrap();
+        let tool = BashTool::default();
+        let command = "echo \"[$GOOGLE_GENERATIVE_AI_API_KEY]\"";
+        let inherited = tool
+            .exec(dir.path(), &object(json!({"command": command})))
+            .await
+            .unwrap();
+        assert_eq!(inherited["stdout"], json!("[]\n"));
+        let passed = tool
+            .exec(
+                dir.path(),
+                &object(
+                    json!({"command": command, "env": {"GOOGLE_GENERATIVE_AI_API_KEY": "given"}}),
+                ),
+            )
+            .await
+            .unwrap();
+        assert_eq!(passed["stdout"], json!("[given]\n"));
+    }
+
+    #[tokio::test]
     async fn exec_reports_timeouts_and_caps() {
         let dir = tempfile::tempdir().unwrap();
         let tool = BashTool::new(BashConfig {

@@ -105,10 +105,24 @@ impl Drop for ProcessGroupGuard {
     }
 }
 
+/// The model providers' key variables, removed from every command's
+/// inherited environment.
+pub(crate) const PROVIDER_KEY_VARIABLES: [&str; 3] = [
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GOOGLE_GENERATIVE_AI_API_KEY",
+];
+
 /// Runs `spec` to completion or to its deadline.
 pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToolError> {
     let started = Instant::now();
     let mut command = tokio::process::Command::new(&spec.program);
+    // The agent's own model keys are not the command's business: a
+    // command the model wrote could print them back into the conversation.
+    // A call that needs one passes it explicitly in `env`.
+    for key in PROVIDER_KEY_VARIABLES {
+        command.env_remove(key);
+    }
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
