@@ -75,8 +75,8 @@ impl Outbound {
 /// Sends a Turn's streamed model text to the orchestrator as
 /// `runtime.text_delta` notices, in order, without blocking the provider.
 struct DeltaForwarder {
-    deltas: mpsc::UnboundedSender<String>,
-    forwarding: tokio::task::JoinHandle<()>,
+    deltas: std::sync::Mutex<Option<mpsc::UnboundedSender<String>>>,
+    forwarding: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Whether text was streamed, and whether a new model call started
     /// since: the next text then begins on a new line.
     streamed: std::sync::atomic::AtomicBool,
@@ -99,16 +99,21 @@ impl DeltaForwarder {
             }
         });
         DeltaForwarder {
-            deltas,
-            forwarding,
+            deltas: std::sync::Mutex::new(Some(deltas)),
+            forwarding: std::sync::Mutex::new(Some(forwarding)),
             streamed: Default::default(),
             new_call: Default::default(),
         }
     }
 
-    async fn finish(self) {
-        drop(self.deltas);
-        let _ = self.forwarding.await;
+    /// Closes the stream and waits until every delta sent so far is
+    /// handed to the IPC writer; later deltas are dropped.
+    async fn finish(&self) {
+        drop(lock(&self.deltas).take());
+        let forwarding = lock(&self.forwarding).take();
+        if let Some(forwarding) = forwarding {
+            let _ = forwarding.await;
+        }
     }
 }
 
@@ -125,13 +130,23 @@ impl goondan_model::StreamObserver for DeltaForwarder {
         } else {
             delta.to_string()
         };
-        let _ = self.deltas.send(text);
+        if let Some(deltas) = lock(&self.deltas).as_ref() {
+            let _ = deltas.send(text);
+        }
     }
 
     fn on_model_call_start(&self) {
         self.new_call
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Each critical section is a single take or send; a poisoned lock
+    // still guards a consistent value.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 enum Control {
@@ -177,20 +192,27 @@ pub async fn serve(
             .as_ref()
             .filter(|reply_to| reply_to.target == ORCHESTRATOR)
             .map(|reply_to| DeltaForwarder::start(&outbound, &reply_to.correlation_id));
-        let result = match &stream {
-            Some(stream) => agent.run_turn(event, stream).await,
-            None => agent.run_turn(event, &goondan_model::NoStream).await,
+        let observer: &dyn goondan_model::StreamObserver = match &stream {
+            Some(stream) => stream,
+            None => &goondan_model::NoStream,
         };
-        if let Some(stream) = stream {
-            // Every delta is on the wire before the answer that ends it.
-            stream.finish().await;
-        }
+        // The caller gets its answer as soon as the turn chain returns;
+        // the fold's disk flush happens after it.
+        let answer = async |result: &TurnResult| {
+            if let Some(stream) = &stream {
+                // Every delta is on the wire before the answer that ends it.
+                stream.finish().await;
+            }
+            if let Some(reply_to) = &reply_to {
+                let answer = answer_event(&outbound.me, result, &reply_to.correlation_id, trace_id);
+                outbound.event(&reply_to.target, &answer).await;
+            }
+        };
+        let result = agent
+            .run_turn_answering_early(event, observer, answer)
+            .await;
         set_status(&mut metadata, InstanceStatus::Idle);
         let ok = result.finish_reason != TurnFinishReason::Error;
-        if let Some(reply_to) = reply_to {
-            let answer = answer_event(&outbound.me, &result, &reply_to.correlation_id, trace_id);
-            outbound.event(&reply_to.target, &answer).await;
-        }
         outbound.notice(Notice::TurnFinished { ok }).await;
     }
     let exit = match *control.borrow() {

@@ -745,3 +745,40 @@ async fn must_compaction_may_emit_while_reading_the_conversation() {
     let third = &harness.model.requests()[2];
     assert_eq!(third.messages.len(), 2, "the model saw the summary and q3");
 }
+
+#[tokio::test]
+async fn an_early_answer_comes_after_the_chain_and_before_the_commit() {
+    let harness = Harness::new();
+    harness.model.text("the answer");
+    let mut agent = harness.start();
+    let journal = harness.journal.clone();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen_in_answer = seen.clone();
+    let result = agent
+        .run_turn_answering_early(
+            user_event("q"),
+            &NoStream,
+            async |result: &goondan_types::TurnResult| {
+                // Everything the Turn emitted is recorded, nothing is folded yet.
+                *seen_in_answer.lock().unwrap() = Some((
+                    result.response_message.as_ref().map(|m| m.data.text()),
+                    journal.pending().len(),
+                    journal.base().len(),
+                ));
+            },
+        )
+        .await;
+    let (answered, pending, base) = seen.lock().unwrap().clone().unwrap();
+    assert_eq!(answered.as_deref(), Some("the answer"));
+    assert_eq!(
+        (pending, base),
+        (2, 0),
+        "user and assistant messages recorded, not committed"
+    );
+    assert_eq!(result.finish_reason, TurnFinishReason::TextResponse);
+    assert!(
+        harness.journal.pending().is_empty(),
+        "committed after the answer"
+    );
+    assert_eq!(harness.journal.base().len(), 2);
+}

@@ -306,6 +306,23 @@ impl Agent {
         event: AgentEvent,
         observer: &dyn StreamObserver,
     ) -> TurnResult {
+        self.run_turn_answering_early(event, observer, async |_: &TurnResult| {})
+            .await
+    }
+
+    /// As [`Agent::run_turn`], calling `answer` with the Turn's result as
+    /// soon as the `turn` chain has returned and before the fold is
+    /// committed, so a host can send the answer without waiting for the
+    /// disk. The answer is already recoverable then: every event is in the
+    /// journal, and a crash before the commit folds them on the next start.
+    /// If the commit itself fails afterwards, the returned result (not the
+    /// one answered) reports the failure and the events stay pending.
+    pub async fn run_turn_answering_early(
+        &mut self,
+        event: AgentEvent,
+        observer: &dyn StreamObserver,
+        answer: impl AsyncFnOnce(&TurnResult),
+    ) -> TurnResult {
         let turn_id = format!("turn_{}", random_hex(12));
         let started = Instant::now();
         let trace = TraceContext {
@@ -321,7 +338,16 @@ impl Agent {
             base: self.core.event_base(&trace),
             turn_id: turn_id.clone(),
         });
-        let outcome = self.run_turn_inner(&turn_id, &trace, event, observer).await;
+        let mut answer = Some(answer);
+        let mut outcome = self.run_turn_inner(&turn_id, &trace, event, observer).await;
+        if let Ok((result, _)) = &outcome {
+            if let Some(answer) = answer.take() {
+                answer(result).await;
+            }
+            if let Err(error) = self.conversation.commit() {
+                outcome = Err(PipelineError::from(error));
+            }
+        }
         if let Err(error) = self.extension_states.flush(&mut *self.extension_store) {
             tracing::error!(code = error.code(), %error, "could not write extension state");
         }
@@ -344,7 +370,7 @@ impl Agent {
                     duration: milliseconds(started),
                     error_message: error.to_string(),
                 });
-                TurnResult {
+                let result = TurnResult {
                     turn_id,
                     response_message: None,
                     finish_reason: TurnFinishReason::Error,
@@ -352,7 +378,11 @@ impl Agent {
                         message: error.to_string(),
                         code: Some(error.code().to_string()),
                     }),
+                };
+                if let Some(answer) = answer.take() {
+                    answer(&result).await;
                 }
+                result
             }
         }
     }
@@ -394,7 +424,6 @@ impl Agent {
             stats: Mutex::new(TurnStats::default()),
         };
         let result = self.core.pipeline.run(&mut ctx, &turn_core).await?;
-        self.conversation.commit()?;
         let stats = turn_core
             .stats
             .into_inner()
