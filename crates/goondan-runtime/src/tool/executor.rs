@@ -191,7 +191,7 @@ impl ToolExecutor {
             let problems: Vec<String> = validator
                 .iter_errors(&args)
                 .map(|error| {
-                    let path = error.instance_path.to_string();
+                    let path = error.instance_path().to_string();
                     if path.is_empty() {
                         error.to_string()
                     } else {
