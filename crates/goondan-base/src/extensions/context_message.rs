@@ -17,6 +17,7 @@ use goondan_runtime::{
 use goondan_types::{JsonValue, Message, MessageEvent, MessageSource, ModelMessage};
 use serde::Deserialize;
 use serde_json::json;
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 /// The metadata key holding `{ promptHash, segmentIds }`.
@@ -218,7 +219,11 @@ impl ContextMessageLayer {
     }
 
     /// The event to emit for the current conversation, if any.
-    fn plan(&self, runtime: &RuntimeContext, messages: &[Message]) -> Option<MessageEvent> {
+    fn plan<M: Borrow<Message>>(
+        &self,
+        runtime: &RuntimeContext,
+        messages: &[M],
+    ) -> Option<MessageEvent> {
         let segments = self.segments(runtime);
         if segments.is_empty() {
             return None;
@@ -231,6 +236,7 @@ impl ContextMessageLayer {
         let hash = content_hash(&content);
         let existing = messages
             .iter()
+            .map(Borrow::borrow)
             .rev()
             .find(|message| message.metadata.contains_key(MARKER_KEY));
         if existing.is_some_and(|message| message.metadata[MARKER_KEY]["promptHash"] == json!(hash))
@@ -285,7 +291,10 @@ impl Middleware<TurnContext> for ContextMessageLayer {
         Box::pin(async move {
             let event = {
                 let state = ctx.conversation_state();
-                self.plan(ctx.runtime(), &state.next_messages().to_vec())
+                self.plan(
+                    ctx.runtime(),
+                    &state.next_messages().iter().collect::<Vec<_>>(),
+                )
             };
             if let Some(event) = event {
                 ctx.emit_message_event(event)?;
@@ -373,7 +382,8 @@ mod tests {
             include_route_summary: true,
             ..ContextMessageConfig::default()
         });
-        let Some(MessageEvent::Append { message }) = layer.plan(&runtime("p", Some("boss")), &[])
+        let Some(MessageEvent::Append { message }) =
+            layer.plan(&runtime("p", Some("boss")), &[] as &[Message])
         else {
             panic!("expected an append")
         };
@@ -397,7 +407,9 @@ mod tests {
             include_agent_prompt: false,
             ..ContextMessageConfig::default()
         });
-        assert!(nothing.plan(&runtime("p", None), &[]).is_none());
+        assert!(nothing
+            .plan(&runtime("p", None), &[] as &[Message])
+            .is_none());
     }
 
     #[test]

@@ -26,6 +26,7 @@ use goondan_runtime::{
 use goondan_types::{ContentPart, JsonValue, Message, MessageEvent, MessageSource, ModelMessage};
 use serde::Deserialize;
 use serde_json::json;
+use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -231,15 +232,21 @@ impl MessageCompactionLayer {
                 .is_some_and(|max_tokens| characters.div_ceil(4) > max_tokens)
     }
 
-    fn plan(&self, messages: &[Message]) -> Option<Plan> {
-        let sizes: Vec<usize> = messages.iter().map(size).collect();
+    fn plan<M: Borrow<Message>>(&self, messages: &[M]) -> Option<Plan> {
+        let sizes: Vec<usize> = messages
+            .iter()
+            .map(|message| size(message.borrow()))
+            .collect();
         let mut count = messages.len();
         let mut characters: usize = sizes.iter().sum();
         if !self.over_budget(count, characters) {
             return None;
         }
         if self.config.mode == CompactionMode::Truncate {
-            let (kept_pinned, removed) = messages.iter().cloned().partition(is_retained);
+            let (kept_pinned, removed) = messages
+                .iter()
+                .map(|message| message.borrow().clone())
+                .partition(is_retained);
             return Some(Plan {
                 removed,
                 kept_pinned,
@@ -249,7 +256,11 @@ impl MessageCompactionLayer {
             .len()
             .saturating_sub(self.config.retain_last_messages);
         let mut removed: HashSet<String> = HashSet::new();
-        for (message, message_size) in messages[..protected_from].iter().zip(&sizes) {
+        for (message, message_size) in messages[..protected_from]
+            .iter()
+            .map(Borrow::borrow)
+            .zip(&sizes)
+        {
             if !self.over_budget(count, characters) {
                 break;
             }
@@ -264,6 +275,7 @@ impl MessageCompactionLayer {
         // tool pair; keeping the pair whole wins over keeping the message.
         let removed: Vec<Message> = messages
             .iter()
+            .map(Borrow::borrow)
             .filter(|message| removed.contains(&message.id))
             .cloned()
             .collect();
@@ -363,7 +375,7 @@ impl Middleware<TurnContext> for MessageCompactionLayer {
         Box::pin(async move {
             let plan = {
                 let state = ctx.conversation_state();
-                self.plan(&state.next_messages().to_vec())
+                self.plan(&state.next_messages().iter().collect::<Vec<_>>())
             };
             if let Some(plan) = plan {
                 for event in self.events(plan).await {

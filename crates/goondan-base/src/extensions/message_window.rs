@@ -12,6 +12,7 @@ use goondan_runtime::{
 };
 use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::Deserialize;
+use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -61,9 +62,10 @@ pub struct MessageWindowLayer {
 
 impl MessageWindowLayer {
     /// The ids to remove from `messages`, oldest first.
-    fn removals(&self, messages: &[Message]) -> Vec<String> {
+    fn removals<M: Borrow<Message>>(&self, messages: &[M]) -> Vec<String> {
         let windowed: Vec<&Message> = messages
             .iter()
+            .map(Borrow::borrow)
             .filter(|message| !is_retained(message))
             .collect();
         let excess = windowed.len().saturating_sub(self.config.max_messages);
@@ -77,6 +79,7 @@ impl MessageWindowLayer {
         widen_removals(messages, &mut removed);
         messages
             .iter()
+            .map(Borrow::borrow)
             .filter(|message| removed.contains(&message.id))
             .map(|message| message.id.clone())
             .collect()
@@ -92,7 +95,7 @@ impl Middleware<TurnContext> for MessageWindowLayer {
         Box::pin(async move {
             let removals = {
                 let state = ctx.conversation_state();
-                self.removals(&state.next_messages().to_vec())
+                self.removals(&state.next_messages().iter().collect::<Vec<_>>())
             };
             for target_id in removals {
                 ctx.emit_message_event(MessageEvent::Remove { target_id })?;

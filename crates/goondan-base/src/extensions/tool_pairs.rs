@@ -9,6 +9,7 @@
 //! its call right before it is removed too.
 
 use goondan_types::{ContentPart, Message, MessageContent, ModelMessage};
+use std::borrow::Borrow;
 use std::collections::HashSet;
 
 /// The ids of the tool calls an assistant message makes.
@@ -43,13 +44,17 @@ pub(crate) fn result_ids(message: &Message) -> Vec<&str> {
 }
 
 /// Widens `removed` (message ids) so no call is separated from its result.
-pub(crate) fn widen_removals(messages: &[Message], removed: &mut HashSet<String>) {
+///
+/// Takes owned messages or references, so a middleware can pass a view of
+/// the conversation without copying it.
+pub(crate) fn widen_removals<M: Borrow<Message>>(messages: &[M], removed: &mut HashSet<String>) {
+    let messages: Vec<&Message> = messages.iter().map(Borrow::borrow).collect();
     // Pairs: an assistant message with calls and the tool message right
     // after it that answers them.
     let pairs: Vec<(usize, usize)> = (1..messages.len())
         .filter(|&index| {
-            let calls = call_ids(&messages[index - 1]);
-            let results = result_ids(&messages[index]);
+            let calls = call_ids(messages[index - 1]);
+            let results = result_ids(messages[index]);
             !calls.is_empty() && !results.is_empty() && results.iter().all(|id| calls.contains(id))
         })
         .map(|index| (index - 1, index))
@@ -66,7 +71,7 @@ pub(crate) fn widen_removals(messages: &[Message], removed: &mut HashSet<String>
             }
         }
         let mut previous: Option<&Message> = None;
-        for message in messages {
+        for &message in &messages {
             if removed.contains(&message.id) {
                 continue;
             }
