@@ -305,7 +305,6 @@ fn answer_event(
     metadata.insert("turnId".into(), result.turn_id.clone().into());
     match (&result.finish_reason, &result.error) {
         (TurnFinishReason::Error, error) => {
-            metadata.insert("status".into(), "error".into());
             let (code, message) =
                 error
                     .as_ref()
@@ -315,8 +314,7 @@ fn answer_event(
                             e.message.as_str(),
                         )
                     });
-            metadata.insert("errorCode".into(), code.into());
-            metadata.insert("errorMessage".into(), message.into());
+            goondan_ipc::answer::mark_failed(&mut metadata, code, message);
         }
         (reason, _) => {
             metadata.insert("status".into(), "ok".into());

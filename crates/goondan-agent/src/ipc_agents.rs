@@ -8,6 +8,7 @@
 //! them, even while a Turn is blocked waiting for one.
 
 use futures_util::future::BoxFuture;
+use goondan_ipc::answer::failure;
 use goondan_ipc::{RoutingKey, ORCHESTRATOR};
 use goondan_runtime::{AgentsApi, AgentsError, AsyncResponseInbox, InterAgentResponse};
 use goondan_types::agents::{
@@ -198,7 +199,7 @@ impl IpcAgents {
         }
         let timeout = Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS);
         match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(answer)) => match error_of(&answer) {
+            Ok(Ok(answer)) => match failure(&answer) {
                 Some((code, message)) => Err(AgentsError::Failed {
                     target: ORCHESTRATOR.into(),
                     message: format!("[{code}] {message}"),
@@ -281,7 +282,7 @@ impl AgentsApi for IpcAgents {
                     });
                 }
             };
-            if let Some((code, message)) = error_of(&answer) {
+            if let Some((code, message)) = failure(&answer) {
                 return Err(match code.as_str() {
                     "E_AGENT_NOT_FOUND" => AgentsError::UnknownTarget {
                         target: key.to_string(),
@@ -404,22 +405,6 @@ impl AgentsApi for IpcAgents {
     }
 }
 
-/// `(code, message)` when an answer reports a failure.
-fn error_of(answer: &AgentEvent) -> Option<(String, String)> {
-    let status = answer.metadata_value("status").and_then(JsonValue::as_str);
-    if status != Some("error") {
-        return None;
-    }
-    let text = |key: &str| {
-        answer
-            .metadata_value(key)
-            .and_then(JsonValue::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    Some((text("errorCode"), text("errorMessage")))
-}
-
 fn async_answer(
     me: &RoutingKey,
     target: &str,
@@ -427,7 +412,7 @@ fn async_answer(
     correlation_id: &str,
     answer: &AgentEvent,
 ) -> InterAgentResponse {
-    let failure = error_of(answer);
+    let failure = failure(answer);
     let metadata = InterAgentResponseMetadata {
         kind: "inter_agent_response".into(),
         version: 1,

@@ -16,6 +16,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod answer;
 pub mod channel;
 pub mod error;
 pub mod framing;

@@ -599,9 +599,7 @@ impl Orchestrator {
     fn reject(&mut self, from: &RoutingKey, event: &AgentEvent, code: &str, reason: &str) {
         tracing::warn!(from = %from, code, "{reason}; event {} dropped", event.id);
         let mut metadata = JsonObject::new();
-        metadata.insert("status".into(), "error".into());
-        metadata.insert("errorCode".into(), code.into());
-        metadata.insert("errorMessage".into(), reason.into());
+        goondan_ipc::answer::mark_failed(&mut metadata, code, reason);
         self.answer(from, event, metadata);
     }
 

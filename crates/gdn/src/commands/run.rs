@@ -389,16 +389,8 @@ async fn resident(handle: &OrchestratorHandle, task: tokio::task::JoinHandle<()>
 
 /// Prints an answer, completing text already streamed to the terminal.
 fn print_answer(answer: &AgentEvent, streamed: &str) -> Outcome {
-    let status = answer.metadata_value("status").and_then(JsonValue::as_str);
-    if status == Some("error") {
-        let text = |key: &str| {
-            answer
-                .metadata_value(key)
-                .and_then(JsonValue::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        eprintln!("error[{}]: {}", text("errorCode"), text("errorMessage"));
+    if let Some((code, message)) = goondan_ipc::answer::failure(answer) {
+        eprintln!("error[{code}]: {message}");
         return Outcome::Failure;
     }
     let text = answer.input.as_deref().unwrap_or_default();
