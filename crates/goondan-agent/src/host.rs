@@ -10,7 +10,7 @@
 //! are folded by the Turn itself), sends `shutdown_ack` and returns.
 
 use crate::assemble::{assemble, AgentProcessArgs, BuiltinsFor};
-use crate::IpcAgents;
+use crate::{lock, IpcAgents};
 use goondan_ipc::{IpcChannel, Notice, RoutingKey, ORCHESTRATOR};
 use goondan_runtime::turn::Agent;
 use goondan_store::{InstanceStatus, MetadataFile};
@@ -139,14 +139,6 @@ impl goondan_model::StreamObserver for DeltaForwarder {
         self.new_call
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
-}
-
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Each critical section is a single take or send; a poisoned lock
-    // still guards a consistent value.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 enum Control {

@@ -7,6 +7,7 @@
 //! hands them to [`IpcAgents::accept_reply`] before anything else sees
 //! them, even while a Turn is blocked waiting for one.
 
+use crate::lock;
 use futures_util::future::BoxFuture;
 use goondan_ipc::answer::failure;
 use goondan_ipc::{RoutingKey, ORCHESTRATOR};
@@ -439,12 +440,4 @@ fn async_answer(
         None => answer.input.clone().unwrap_or_default(),
     };
     InterAgentResponse { text, metadata }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section here is a single map or struct update, so a
-    // poisoned lock still guards consistent data.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

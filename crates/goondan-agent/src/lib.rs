@@ -17,3 +17,11 @@ pub mod host;
 pub mod ipc_agents;
 
 pub use ipc_agents::{IpcAgents, SwarmView};
+
+/// Locks a mutex whose critical sections are single updates (a map insert,
+/// a take), so a poisoned lock still guards consistent data.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
