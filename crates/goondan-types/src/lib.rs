@@ -14,6 +14,7 @@
 
 pub mod agents;
 pub mod diagnostic;
+pub mod entry;
 pub mod event;
 pub mod ipc;
 pub mod json;
@@ -26,6 +27,7 @@ pub mod trace;
 pub mod value_source;
 
 pub use diagnostic::{Diagnostic, Severity};
+pub use entry::{Entry, EntryParseError, ScriptRuntime};
 pub use event::{AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth};
 pub use ipc::{IpcMessage, IpcMessageType, ProcessStatus, ShutdownReason};
 pub use json::{JsonObject, JsonValue};
