@@ -39,7 +39,7 @@ mod paths;
 mod resource;
 pub mod spec;
 mod suggest;
-mod yaml;
+pub mod yaml;
 
 pub use base_package::{builtin_names, BASE_PACKAGE, BUILTIN_PREFIX};
 pub use bundle::{AgentView, Bundle, ConnectionView, SwarmView};

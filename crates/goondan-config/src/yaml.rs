@@ -8,26 +8,42 @@
 //! position; the tree is built here with an explicit stack, so a hostile
 //! file can neither overflow the stack nor make us allocate before a limit
 //! fires. It knows nothing about resources or kinds.
+//!
+//! It is public because every YAML file Goondan reads goes through it: the
+//! bundle loader here, and the scripted provider's rules file in
+//! `goondan-model`. One reader means one set of limits and one scalar
+//! schema; a second copy had drifted (no alias budget, no depth cap).
+//!
+//! ```
+//! use goondan_config::yaml;
+//! let documents = yaml::parse("rules:\n  - name: a\n")?;
+//! let root = documents[0].root.as_ref().expect("one non-empty document");
+//! assert_eq!(root.to_json(), serde_json::json!({"rules": [{"name": "a"}]}));
+//! # Ok::<(), yaml::YamlProblem>(())
+//! ```
 
+use crate::codes::Code;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span};
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Largest YAML file accepted, in bytes (checked before reading).
-pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Most documents one YAML file may hold.
-pub(crate) const MAX_DOCUMENTS: usize = 100;
+pub const MAX_DOCUMENTS: usize = 100;
 /// Deepest nesting of sequences and mappings accepted.
-pub(crate) const MAX_DEPTH: usize = 128;
+pub const MAX_DEPTH: usize = 128;
 /// How many times the parsed node count aliases may expand a file to.
-pub(crate) const MAX_ALIAS_EXPANSION: usize = 10;
+pub const MAX_ALIAS_EXPANSION: usize = 10;
 
 /// A one-based line and column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Mark {
-    pub(crate) line: usize,
-    pub(crate) column: usize,
+pub struct Mark {
+    /// The line, from 1.
+    pub line: usize,
+    /// The column, from 1.
+    pub column: usize,
 }
 
 impl Mark {
@@ -41,47 +57,88 @@ impl Mark {
 
 /// A located YAML node.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Node {
-    pub(crate) value: NodeValue,
-    pub(crate) mark: Mark,
+pub struct Node {
+    /// What the node holds.
+    pub value: NodeValue,
+    /// Where the node starts.
+    pub mark: Mark,
 }
 
 /// The resolved value of a node (YAML 1.2 core schema).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum NodeValue {
+pub enum NodeValue {
+    /// `null`, `~`, or nothing.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A whole number (decimal, `0x` hex or `0o` octal).
     Int(i64),
+    /// Any other number, `.inf` and `.nan` included.
     Float(f64),
+    /// A quoted scalar, a `!!str` one, or a plain one that is nothing else.
     Str(String),
+    /// A sequence.
     Seq(Vec<Node>),
+    /// A mapping, in the order written; keys are unique.
     Map(Vec<Entry>),
 }
 
 /// One mapping entry with the position of its key.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Entry {
-    pub(crate) key: String,
-    pub(crate) key_mark: Mark,
-    pub(crate) value: Node,
+pub struct Entry {
+    /// The key, as text.
+    pub key: String,
+    /// Where the key is written.
+    pub key_mark: Mark,
+    /// The value.
+    pub value: Node,
 }
 
 /// One document of a file.
 #[derive(Debug)]
-pub(crate) struct Document {
+pub struct Document {
     /// The root node; `None` for an empty document.
-    pub(crate) root: Option<Node>,
+    pub root: Option<Node>,
     /// Where the document starts.
-    pub(crate) mark: Mark,
+    pub mark: Mark,
 }
 
 /// Why a file could not be turned into documents.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum YamlProblem {
+///
+/// `Display` gives the position and the message; callers add the file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum YamlProblem {
     /// The text is not YAML.
-    Syntax { message: String, mark: Mark },
-    /// The text breaks a safety limit.
-    Limit { message: String, mark: Mark },
+    #[error("line {}, column {}: {message}", mark.line, mark.column)]
+    Syntax {
+        /// What is wrong.
+        message: String,
+        /// Where.
+        mark: Mark,
+    },
+    /// The text breaks a safety limit (size, documents, nesting, aliases).
+    #[error("line {}, column {}: {message}", mark.line, mark.column)]
+    Limit {
+        /// Which limit, with its value.
+        message: String,
+        /// Where the limit fired.
+        mark: Mark,
+    },
+}
+
+impl YamlProblem {
+    /// The stable code: `E_CONFIG_YAML_SYNTAX` or `E_CONFIG_YAML_LIMIT`.
+    pub fn code(&self) -> Code {
+        match self {
+            YamlProblem::Syntax { .. } => Code::YamlSyntax,
+            YamlProblem::Limit { .. } => Code::YamlLimit,
+        }
+    }
+
+    /// How to fix it.
+    pub fn suggestion(&self) -> &'static str {
+        self.code().default_suggestion()
+    }
 }
 
 enum Frame {
@@ -110,7 +167,17 @@ struct Builder {
 }
 
 /// Parses `text` into documents, or reports the first problem.
-pub(crate) fn parse(text: &str) -> Result<Vec<Document>, YamlProblem> {
+///
+/// Text longer than [`MAX_FILE_BYTES`] is refused before parsing; callers
+/// reading a file should also stop reading past that size (the loader
+/// checks the file's length first), so a huge file is never loaded.
+pub fn parse(text: &str) -> Result<Vec<Document>, YamlProblem> {
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(YamlProblem::Limit {
+            message: format!("YAML files may not exceed {MAX_FILE_BYTES} bytes (1 MiB)"),
+            mark: Mark { line: 1, column: 1 },
+        });
+    }
     let mut builder = Builder {
         stack: Vec::new(),
         anchors: HashMap::new(),
@@ -424,7 +491,7 @@ fn looks_like_float(text: &str) -> bool {
 impl Node {
     /// Converts the tree to JSON. Non-finite floats become strings, since
     /// JSON cannot hold them.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         match &self.value {
             NodeValue::Null => Value::Null,
             NodeValue::Bool(flag) => Value::Bool(*flag),
@@ -445,7 +512,7 @@ impl Node {
     }
 
     /// The value of a mapping key.
-    pub(crate) fn get(&self, key: &str) -> Option<&Node> {
+    pub fn get(&self, key: &str) -> Option<&Node> {
         match &self.value {
             NodeValue::Map(entries) => entries
                 .iter()
@@ -456,7 +523,7 @@ impl Node {
     }
 
     /// The text of a string scalar.
-    pub(crate) fn as_str(&self) -> Option<&str> {
+    pub fn as_str(&self) -> Option<&str> {
         match &self.value {
             NodeValue::Str(text) => Some(text),
             _ => None,
@@ -467,7 +534,7 @@ impl Node {
     /// `spec.tools[0].ref`; a path ending in an absent key points at its
     /// parent. With `key_position`, a final mapping key reports where the
     /// key is written rather than its value.
-    pub(crate) fn locate(&self, path: &str, key_position: bool) -> Mark {
+    pub fn locate(&self, path: &str, key_position: bool) -> Mark {
         let mut node = self;
         let mut mark = self.mark;
         for segment in split_path(path) {
@@ -609,5 +676,60 @@ mod tests {
             panic!("expected a syntax error");
         };
         assert!(mark.line >= 1);
+    }
+
+    /// Ten anchors, each a list of ten aliases of the previous one: a
+    /// billion strings if expanded.
+    fn billion_laughs() -> String {
+        let mut text = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for level in 1..10 {
+            let previous = format!("*a{}", level - 1);
+            let items = [previous.as_str(); 10].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn a_billion_laughs_is_refused_before_it_expands() {
+        let started = std::time::Instant::now();
+        let problem = parse(&billion_laughs()).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        let YamlProblem::Limit { message, mark } = &problem else {
+            panic!("expected a limit, got {problem:?}");
+        };
+        assert!(message.contains("alias expansion"), "{message}");
+        assert!(mark.line <= 3, "fires early: {mark:?}");
+        assert_eq!(problem.code(), Code::YamlLimit);
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_cap_is_a_limit_not_a_crash() {
+        for depth in [MAX_DEPTH + 1, 100_000] {
+            let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            let problem = parse(&text).unwrap_err();
+            assert_eq!(problem.code(), Code::YamlLimit, "depth {depth}: {problem}");
+        }
+        let within = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse(&within).is_ok());
+    }
+
+    #[test]
+    fn text_over_the_size_limit_is_refused_before_parsing() {
+        let text = format!("a: '{}'\n", "x".repeat(MAX_FILE_BYTES as usize));
+        let problem = parse(&text).unwrap_err();
+        assert_eq!(problem.code(), Code::YamlLimit);
+        assert!(problem.to_string().contains("1048576 bytes"), "{problem}");
+    }
+
+    #[test]
+    fn problems_show_their_position_and_suggest_a_fix() {
+        let problem = parse("a: 1\na: 2\n").unwrap_err();
+        assert_eq!(problem.code(), Code::YamlSyntax);
+        assert_eq!(
+            problem.to_string(),
+            "line 2, column 1: duplicate mapping key `a`"
+        );
+        assert_eq!(problem.suggestion(), "fix the YAML at the position shown");
     }
 }

@@ -73,6 +73,17 @@ pub enum ModelError {
         /// What is wrong, with a line number where known.
         message: String,
     },
+    /// The scripted provider's rules file is not YAML or breaks one of the
+    /// YAML limits (size, nesting, alias expansion) every Goondan YAML file
+    /// is held to.
+    #[error("scripted rules file {rules_file}: {problem}")]
+    ScriptRulesYaml {
+        /// The rules file path.
+        rules_file: String,
+        /// What the YAML reader refused, with its position.
+        #[source]
+        problem: goondan_config::yaml::YamlProblem,
+    },
     /// No scripted rule matched the conversation.
     #[error("no rule in {rules_file} matches {input} ({rules_tried} rules tried)")]
     ScriptNoMatch {
@@ -111,7 +122,9 @@ impl ModelError {
             ModelError::Config { .. } => "E_MODEL_CONFIG",
             ModelError::RetriesExhausted { .. } => "E_MODEL_RETRIES_EXHAUSTED",
             ModelError::ApiKeyMissing { .. } => "E_MODEL_API_KEY_MISSING",
-            ModelError::ScriptRules { .. } => "E_MODEL_SCRIPT_RULES",
+            ModelError::ScriptRules { .. } | ModelError::ScriptRulesYaml { .. } => {
+                "E_MODEL_SCRIPT_RULES"
+            }
             ModelError::ScriptNoMatch { .. } => "E_MODEL_SCRIPT_NO_MATCH",
             ModelError::Cassette { .. } => "E_MODEL_CASSETTE",
             ModelError::ReplayMiss { .. } => "E_MODEL_REPLAY_MISS",
@@ -137,6 +150,7 @@ impl ModelError {
             ModelError::ApiKeyMissing { .. } => {
                 Some("add spec.apiKey (valueFrom.env is recommended) or export the variable before `gdn run`")
             }
+            ModelError::ScriptRulesYaml { problem, .. } => Some(problem.suggestion()),
             ModelError::ScriptNoMatch { .. } => Some(
                 "add a rule whose `when` matches this input, or a last rule without `when` as a fallback",
             ),

@@ -29,7 +29,6 @@ mod provider;
 pub mod request;
 mod scripted;
 mod wire;
-mod yaml;
 
 pub use cassette::CassetteEntry;
 pub use config::{ApiKey, EnvLookup, ModelConfig, ProcessEnv};

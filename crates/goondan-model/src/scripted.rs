@@ -12,10 +12,12 @@ use crate::request::{FinishReason, ModelRequest, ModelResponse};
 use crate::wire::tool_output_text;
 use crate::{Model, StreamObserver};
 use futures_util::future::BoxFuture;
+use goondan_config::yaml;
 use goondan_types::{ContentPart, JsonObject, JsonValue, ModelMessage, ToolResultOutput};
 use regex::Regex;
 use serde::Deserialize;
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 /// The rules file used when `options.rulesFile` is absent.
 pub const DEFAULT_RULES_FILE: &str = "scripted-rules.yaml";
@@ -147,9 +149,19 @@ impl ScriptedModel {
             rules_file: shown.clone(),
             message,
         };
-        let text = std::fs::read_to_string(&rules_file)
+        let text = read_limited(&rules_file)
             .map_err(|error| failure(format!("cannot read it: {error}")))?;
-        let document = crate::yaml::parse(&text).map_err(&failure)?;
+        // The config loader's reader, with its limits: a rules file is as
+        // untrusted as a bundle file. Only the first document is read.
+        let documents = yaml::parse(&text).map_err(|problem| ModelError::ScriptRulesYaml {
+            rules_file: shown.clone(),
+            problem,
+        })?;
+        let document = documents
+            .into_iter()
+            .next()
+            .and_then(|document| document.root)
+            .map_or(JsonValue::Null, |root| root.to_json());
         let file: RulesFile = serde_json::from_value(document)
             .map_err(|error| failure(format!("expected `rules: [...]`: {error}")))?;
         let mut rules = Vec::with_capacity(file.rules.len());
@@ -298,6 +310,17 @@ impl Model for ScriptedModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move { self.answer(&request, observer) })
     }
+}
+
+/// The file's text, reading at most one byte past the YAML size limit so a
+/// huge (or endless) file is never loaded; [`yaml::parse`] refuses the
+/// overlong text.
+fn read_limited(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(yaml::MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    Ok(text)
 }
 
 fn matcher(spec: MatcherSpec, label: &str, field: &str) -> Result<Matcher, String> {

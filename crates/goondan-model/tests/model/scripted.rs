@@ -190,3 +190,59 @@ async fn bad_rules_files_fail_the_build_with_their_place() {
     assert_eq!(error.code(), "E_MODEL_SCRIPT_RULES");
     assert!(error.to_string().contains("cannot read it"), "{error}");
 }
+
+/// Builds a scripted model from `text` and returns the build error.
+fn rules_error(text: &str) -> goondan_model::ModelError {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "scripted-rules.yaml", text);
+    match build(&scripted_config(dir.path(), "a"), &no_env()) {
+        Err(error) => error,
+        Ok(_) => panic!("the rules file should not load"),
+    }
+}
+
+#[test]
+fn a_billion_laughs_rules_file_is_refused_quickly_with_a_code() {
+    // Nine levels of ten aliases each: 10^9 strings if expanded.
+    let mut text = String::from("lol0: &lol0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for level in 1..10 {
+        let items = vec![format!("*lol{}", level - 1); 10].join(", ");
+        text.push_str(&format!("lol{level}: &lol{level} [{items}]\n"));
+    }
+    text.push_str("rules:\n  - reply: { text: ok }\n");
+    let started = std::time::Instant::now();
+    let error = rules_error(&text);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(error.code(), "E_MODEL_SCRIPT_RULES");
+    let message = error.to_string();
+    assert!(message.contains("scripted-rules.yaml"), "{message}");
+    assert!(message.contains("alias expansion exceeds"), "{message}");
+    assert!(error.suggestion().unwrap().contains("fewer aliases"));
+}
+
+#[test]
+fn a_rules_file_over_one_mebibyte_is_refused() {
+    let padding = "x".repeat(1024 * 1024);
+    let error = rules_error(&format!("rules:\n  - reply: {{ text: '{padding}' }}\n"));
+    assert_eq!(error.code(), "E_MODEL_SCRIPT_RULES");
+    assert!(
+        error.to_string().contains("may not exceed 1048576 bytes"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_rules_file_nested_too_deep_is_refused() {
+    let depth = 1000;
+    let error = rules_error(&format!(
+        "rules:\n  - reply: {{ text: ok }}\n    when: {}{}\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    ));
+    assert_eq!(error.code(), "E_MODEL_SCRIPT_RULES");
+    assert!(error.to_string().contains("nesting"), "{error}");
+}
