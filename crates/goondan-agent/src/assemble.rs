@@ -3,6 +3,7 @@
 //! instance's durable store.
 
 use crate::{IpcAgents, SwarmView};
+use futures_util::FutureExt;
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::RoutingKey;
 use goondan_model::{ApiKey, EnvLookup, Model, ModelConfig, ModelParams};
@@ -11,9 +12,9 @@ use goondan_runtime::turn::{
     Agent, AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition,
     ToolExportDefinition,
 };
-use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, RuntimeEventSink};
+use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, EntryResolvers, RuntimeEventSink};
 use goondan_store::{InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources, SyncPolicy};
-use goondan_types::{JsonValue, RuntimeEvent};
+use goondan_types::{Entry, JsonValue, RuntimeEvent};
 use std::path::PathBuf;
 use std::sync::Arc;
 use thiserror::Error;
@@ -87,6 +88,9 @@ pub struct AssembledAgent {
     pub agents: IpcAgents,
     /// Its `metadata.json`, for status updates.
     pub metadata: MetadataFile,
+    /// How many events may wait for their Turn
+    /// (`policy.queues.maxQueuedEvents`).
+    pub max_queued_events: usize,
 }
 
 struct EnvLookupMap<'a>(&'a goondan_config::EnvMap);
@@ -112,6 +116,19 @@ impl RuntimeEventSink for StoreEventSink {
 /// Builds the builtin catalog of one agent from its model (the
 /// `message-compaction` extension summarizes with the agent's own model).
 pub type BuiltinsFor = dyn Fn(Arc<dyn Model>, &str, &ModelParams) -> Arc<dyn BuiltinCatalog>;
+
+/// Classifies a resource's entry. The loader classified it with the same
+/// parser before the bundle existed, so this fails only if the two
+/// disagree.
+fn parse_entry(resource: &str, text: &str) -> Result<Entry, StartError> {
+    Entry::parse(text).map_err(|error| {
+        StartError::new(
+            error.code(),
+            format!("{resource}: {error}"),
+            Some(error.suggestion().to_string()),
+        )
+    })
+}
 
 /// Loads the bundle and starts the agent instance named by `args`.
 pub fn assemble(
@@ -213,33 +230,40 @@ pub fn assemble(
     };
     let tools = agent_view
         .tools()
-        .map(|tool| ToolDefinition {
-            name: tool.metadata.name.clone(),
-            entry: tool.spec.entry.clone(),
-            exports: tool
-                .spec
-                .exports
-                .iter()
-                .map(|export| ToolExportDefinition {
-                    name: export.name.clone(),
-                    description: Some(export.description.clone()),
-                    parameters: Some(export.parameters.clone()),
-                })
-                .collect(),
-            error_message_limit: tool
-                .spec
-                .error_message_limit
-                .and_then(|n| usize::try_from(n).ok()),
+        .map(|tool| {
+            Ok(ToolDefinition {
+                name: tool.metadata.name.clone(),
+                entry: parse_entry(&format!("Tool/{}", tool.metadata.name), &tool.spec.entry)?,
+                exports: tool
+                    .spec
+                    .exports
+                    .iter()
+                    .map(|export| ToolExportDefinition {
+                        name: export.name.clone(),
+                        description: Some(export.description.clone()),
+                        parameters: Some(export.parameters.clone()),
+                    })
+                    .collect(),
+                error_message_limit: tool
+                    .spec
+                    .error_message_limit
+                    .and_then(|n| usize::try_from(n).ok()),
+            })
         })
-        .collect();
+        .collect::<Result<_, StartError>>()?;
     let extensions = agent_view
         .extensions()
-        .map(|extension| ExtensionDefinition {
-            name: extension.metadata.name.clone(),
-            entry: extension.spec.entry.clone(),
-            config: JsonValue::Object(extension.spec.config.clone()),
+        .map(|extension| {
+            Ok(ExtensionDefinition {
+                name: extension.metadata.name.clone(),
+                entry: parse_entry(
+                    &format!("Extension/{}", extension.metadata.name),
+                    &extension.spec.entry,
+                )?,
+                config: JsonValue::Object(extension.spec.config.clone()),
+            })
         })
-        .collect();
+        .collect::<Result<_, StartError>>()?;
     let mut available_agents: Vec<String> = swarm.agents().map(|a| a.name().to_string()).collect();
     available_agents.sort();
     let callable_agents = available_agents
@@ -283,7 +307,8 @@ pub fn assemble(
         },
         outbound,
         inbox.clone(),
-    );
+    )
+    .with_max_pending_requests(swarm.max_pending_requests());
     let builtins = builtins_for(model.clone(), &model_resource.spec.model, &model_params);
     let definition = AgentDefinition {
         agent_name: args.agent_name.clone(),
@@ -308,12 +333,20 @@ pub fn assemble(
     let services = AgentServices {
         journal: Box::new(parts.journal),
         extension_state: Box::new(parts.extension_state),
-        builtins,
+        entries: Arc::new(EntryResolvers::new(builtins)),
         agents: Arc::new(agents.clone()),
         inbox,
         runtime_events: Arc::new(StoreEventSink(parts.runtime_events)),
     };
-    let agent = Agent::start(definition, services).map_err(|error| {
+    // `assemble` is still synchronous because the host loop calls it so.
+    // The only resolver installed above is the builtin catalog, which
+    // never waits, so the start completes on its first poll. Installing a
+    // script resolver (the plugin host) means making `assemble` async and
+    // awaiting it in the host.
+    let started = Agent::start(definition, services)
+        .now_or_never()
+        .expect("builtin entries resolve without waiting");
+    let agent = started.map_err(|error| {
         StartError::new(
             error.code(),
             error.to_string(),
@@ -324,5 +357,6 @@ pub fn assemble(
         agent,
         agents,
         metadata: parts.metadata,
+        max_queued_events: swarm.max_queued_events(),
     })
 }

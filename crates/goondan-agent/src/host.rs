@@ -1,23 +1,31 @@
 //! The AgentProcess loop (`runtime.md` §5, §4.6).
 //!
-//! Inbound messages are sorted by a reader task the moment they arrive:
-//! answers to this instance's own requests go straight to [`IpcAgents`]
-//! (a Turn may be blocked on one), `shutdown` flips the process into
-//! draining, and every other event joins the FIFO queue. The loop takes one
-//! event at a time, runs its Turn, answers the caller when the event asked
-//! for a reply, and reports the Turn's outcome to the orchestrator. When
-//! draining, it takes nothing new, lets the current Turn finish (its events
-//! are folded by the Turn itself), sends `shutdown_ack` and returns.
+//! Inbound messages are decoded ([`protocol::decode`]) and sorted by a
+//! reader task the moment they arrive: answers to this instance's own
+//! requests go straight to [`IpcAgents`] (a Turn may be blocked on one),
+//! `shutdown` flips the process into draining, and every other event joins
+//! the bounded FIFO queue (one more than it holds is answered with
+//! `E_QUEUE_FULL`). A message that does not decode is counted, logged and
+//! answered with `runtime.rejected`. The loop takes one event at a time,
+//! runs its Turn, answers the caller when the event asked for a reply, and
+//! reports the Turn's outcome, naming the event it consumed, so the
+//! orchestrator can stop keeping it for redelivery. A redelivered event
+//! whose Turn already finished is answered from the conversation, never run
+//! twice. When draining, it takes nothing new, lets the current Turn finish
+//! (its events are folded by the Turn itself), sends `shutdown_ack` and
+//! returns.
 
 use crate::assemble::{assemble, AgentProcessArgs, BuiltinsFor};
 use crate::{lock, IpcAgents};
-use goondan_ipc::{IpcChannel, Notice, RoutingKey, ORCHESTRATOR};
-use goondan_runtime::turn::Agent;
-use goondan_store::{InstanceStatus, MetadataFile};
-use goondan_types::{
-    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject, JsonValue,
-    TurnFinishReason, TurnResult,
+use goondan_ipc::protocol::{
+    self, Answer, AnswerOutcome, Failure, ProtocolStats, Ready, StartError, TextDelta,
+    TurnFinished,
 };
+use goondan_ipc::{Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_runtime::turn::{Agent, PriorTurn};
+use goondan_store::{InstanceStatus, MetadataFile};
+use goondan_types::{AgentEvent, IpcMessage, TurnFinishReason, TurnResult};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -43,31 +51,30 @@ impl Outbound {
         Outbound { me, sender }
     }
 
-    /// Tells the orchestrator about this process.
-    pub async fn notice(&self, notice: Notice) {
-        let event = notice.to_event(&self.me.agent_name);
-        self.event(ORCHESTRATOR, &event).await;
+    /// Tells the orchestrator something about this process.
+    pub async fn runtime(&self, message: RuntimeMessage) {
+        self.send(message.to_message(&self.me.to_string(), ORCHESTRATOR))
+            .await;
     }
 
     async fn event(&self, to: &str, event: &AgentEvent) {
-        let message = IpcMessage {
-            message_type: IpcMessageType::Event,
-            from: self.me.to_string(),
-            to: to.to_string(),
-            payload: serde_json::to_value(event).unwrap_or(JsonValue::Null),
-        };
-        // A closed channel means the orchestrator is gone; the reader task
-        // notices the same and ends the loop.
-        let _ = self.sender.send(message).await;
+        self.send(protocol::event_message(&self.me.to_string(), to, event))
+            .await;
+    }
+
+    async fn answer(&self, to: &str, answer: &Answer, trace_id: Option<String>) {
+        let event = answer.to_event(&self.me.agent_name, trace_id);
+        self.event(to, &event).await;
     }
 
     async fn shutdown_ack(&self) {
-        let message = IpcMessage {
-            message_type: IpcMessageType::ShutdownAck,
-            from: self.me.to_string(),
-            to: ORCHESTRATOR.to_string(),
-            payload: JsonValue::Null,
-        };
+        self.send(protocol::shutdown_ack_message(&self.me, ORCHESTRATOR))
+            .await;
+    }
+
+    async fn send(&self, message: IpcMessage) {
+        // A closed channel means the orchestrator is gone; the reader task
+        // notices the same and ends the loop.
         let _ = self.sender.send(message).await;
     }
 }
@@ -91,10 +98,10 @@ impl DeltaForwarder {
         let forwarding = tokio::spawn(async move {
             while let Some(delta) = pending.recv().await {
                 outbound
-                    .notice(Notice::TextDelta {
-                        in_reply_to: in_reply_to.clone(),
+                    .runtime(RuntimeMessage::TextDelta(TextDelta {
+                        delta_for: in_reply_to.clone(),
                         delta,
-                    })
+                    }))
                     .await;
             }
         });
@@ -150,18 +157,30 @@ enum Control {
 /// Serves Turns for `agent` until shutdown or parent death.
 ///
 /// `receiver` is the inbound half of the process's [`IpcChannel`];
-/// `agents` must be the same [`IpcAgents`] the agent was started with.
+/// `agents` must be the same [`IpcAgents`] the agent was started with; at
+/// most `max_queued` events wait for their Turn.
 pub async fn serve(
     mut agent: Agent,
     agents: IpcAgents,
     outbound: Outbound,
     receiver: mpsc::Receiver<IpcMessage>,
     mut metadata: Option<MetadataFile>,
+    max_queued: usize,
 ) -> HostExit {
-    let (queue_tx, mut queue) = mpsc::unbounded_channel::<AgentEvent>();
+    let (queue_tx, mut queue) = mpsc::channel::<AgentEvent>(max_queued.max(1));
     let (control_tx, mut control) = watch::channel(Control::Running);
-    let sorter = tokio::spawn(sort_inbound(receiver, agents.clone(), queue_tx, control_tx));
-    outbound.notice(Notice::Ready).await;
+    let sorter = tokio::spawn(sort_inbound(
+        receiver,
+        agents.clone(),
+        outbound.clone(),
+        queue_tx,
+        control_tx,
+    ));
+    outbound
+        .runtime(RuntimeMessage::Ready(Ready {
+            protocol_version: protocol::PROTOCOL_VERSION,
+        }))
+        .await;
     loop {
         if !matches!(*control.borrow(), Control::Running) {
             break;
@@ -174,6 +193,32 @@ pub async fn serve(
                 None => break,
             },
         };
+        let event_id = event.id.clone();
+        if event.redelivered {
+            if let Some(PriorTurn::Answered { text }) = agent.prior_turn(&event_id) {
+                tracing::info!(event_id = %event_id, "redelivered event was already answered; sending the recorded answer");
+                if let Some(reply_to) = &event.reply_to {
+                    let answer = Answer {
+                        in_reply_to: reply_to.correlation_id.clone(),
+                        outcome: AnswerOutcome::Ok {
+                            text: Some(text),
+                            finish_reason: Some("text_response".into()),
+                            turn_id: None,
+                        },
+                    };
+                    outbound
+                        .answer(&reply_to.target, &answer, event.trace_id.clone())
+                        .await;
+                }
+                outbound
+                    .runtime(RuntimeMessage::TurnFinished(TurnFinished {
+                        ok: true,
+                        event_id: Some(event_id),
+                    }))
+                    .await;
+                continue;
+            }
+        }
         agents.begin_turn(&event);
         let reply_to = event.reply_to.clone();
         let trace_id = event.trace_id.clone();
@@ -196,8 +241,8 @@ pub async fn serve(
                 stream.finish().await;
             }
             if let Some(reply_to) = &reply_to {
-                let answer = answer_event(&outbound.me, result, &reply_to.correlation_id, trace_id);
-                outbound.event(&reply_to.target, &answer).await;
+                let answer = turn_answer(result, &reply_to.correlation_id);
+                outbound.answer(&reply_to.target, &answer, trace_id).await;
             }
         };
         let result = agent
@@ -205,7 +250,12 @@ pub async fn serve(
             .await;
         set_status(&mut metadata, InstanceStatus::Idle);
         let ok = result.finish_reason != TurnFinishReason::Error;
-        outbound.notice(Notice::TurnFinished { ok }).await;
+        outbound
+            .runtime(RuntimeMessage::TurnFinished(TurnFinished {
+                ok,
+                event_id: Some(event_id),
+            }))
+            .await;
     }
     let exit = match *control.borrow() {
         Control::ParentGone => HostExit::OrphanedParentGone,
@@ -242,60 +292,103 @@ pub async fn flush(channel_writer: Option<tokio::task::JoinHandle<()>>) {
 async fn sort_inbound(
     mut receiver: mpsc::Receiver<IpcMessage>,
     agents: IpcAgents,
-    queue: mpsc::UnboundedSender<AgentEvent>,
+    outbound: Outbound,
+    queue: mpsc::Sender<AgentEvent>,
     control: watch::Sender<Control>,
 ) {
+    let stats = ProtocolStats::default();
     while let Some(message) = receiver.recv().await {
-        match message.message_type {
-            IpcMessageType::Shutdown => {
-                tracing::info!(payload = %message.payload, "shutdown received; draining");
+        match protocol::decode(&message) {
+            Ok(Inbound::Shutdown(payload)) => {
+                tracing::info!(reason = ?payload.reason, grace_period_ms = payload.grace_period_ms, "shutdown received; draining");
                 let _ = control.send(Control::Draining);
             }
-            IpcMessageType::ShutdownAck => {}
-            IpcMessageType::Event => {
-                let event: AgentEvent = match serde_json::from_value(message.payload) {
-                    Ok(event) => event,
-                    Err(error) => {
-                        tracing::warn!(
-                            code = "E_IPC_MALFORMED",
-                            "event payload is not an AgentEvent ({error}); dropped"
-                        );
-                        continue;
-                    }
-                };
-                if let Some(event) = agents.accept_reply(event) {
-                    if event.metadata_value("inReplyTo").is_some() {
-                        tracing::warn!(event_id = %event.id, "answer to an unknown or expired request; dropped");
-                        continue;
-                    }
-                    let _ = queue.send(event);
+            Ok(Inbound::ShutdownAck) => {}
+            Ok(Inbound::Answer(answer, event)) => {
+                if !agents.accept_answer(answer, &event) {
+                    tracing::warn!(event_id = %event.id, "answer to an unknown or expired request; dropped");
                 }
+            }
+            Ok(Inbound::Runtime(RuntimeMessage::QueryAnswer(answer))) => {
+                if !agents.accept_query_answer(answer) {
+                    tracing::warn!("query answer for an unknown or expired query; dropped");
+                }
+            }
+            Ok(Inbound::Runtime(RuntimeMessage::Rejected(rejected))) => {
+                tracing::warn!(code = %rejected.code, event_id = ?rejected.event_id, "the orchestrator refused a message: {}", rejected.message);
+                if let Some(event_id) = &rejected.event_id {
+                    agents.reject(
+                        event_id,
+                        Failure {
+                            code: rejected.code.clone(),
+                            message: rejected.message.clone(),
+                        },
+                    );
+                }
+            }
+            Ok(Inbound::Runtime(other)) => {
+                tracing::warn!(code = "E_IPC_UNEXPECTED", "a child does not take {other:?}; refused");
+            }
+            Ok(Inbound::Event(event)) => enqueue(&queue, &outbound, *event).await,
+            Err(error) => {
+                stats.count(&error);
+                tracing::warn!(code = error.code(), "{error}; refused");
+                outbound.runtime(error.rejection()).await;
             }
         }
     }
     let _ = control.send(Control::ParentGone);
 }
 
+/// Queues `event` for its Turn, or answers it with `E_QUEUE_FULL`.
+async fn enqueue(queue: &mpsc::Sender<AgentEvent>, outbound: &Outbound, event: AgentEvent) {
+    let Err(error) = queue.try_send(event) else {
+        return;
+    };
+    let (mpsc::error::TrySendError::Full(event) | mpsc::error::TrySendError::Closed(event)) =
+        error;
+    let limit = queue.max_capacity();
+    tracing::warn!(event_id = %event.id, code = "E_QUEUE_FULL", limit, "the event queue is full; event refused");
+    let failure = Failure {
+        code: "E_QUEUE_FULL".into(),
+        message: format!(
+            "{} has {limit} events waiting; event {} refused",
+            outbound.me, event.id
+        ),
+    };
+    match &event.reply_to {
+        Some(reply_to) => {
+            let answer = Answer {
+                in_reply_to: reply_to.correlation_id.clone(),
+                outcome: AnswerOutcome::Failed(failure),
+            };
+            outbound
+                .answer(&reply_to.target, &answer, event.trace_id.clone())
+                .await;
+        }
+        None => {
+            outbound
+                .runtime(RuntimeMessage::Rejected(protocol::Rejected {
+                    code: failure.code,
+                    message: failure.message,
+                    event_id: Some(event.id.clone()),
+                }))
+                .await;
+        }
+    }
+    // The Turn never runs: the orchestrator forgets it instead of
+    // redelivering it.
+    outbound
+        .runtime(RuntimeMessage::TurnFinished(TurnFinished {
+            ok: true,
+            event_id: Some(event.id),
+        }))
+        .await;
+}
+
 /// The answer to a request: the Turn's response text, or its error.
-fn answer_event(
-    me: &RoutingKey,
-    result: &TurnResult,
-    correlation_id: &str,
-    trace_id: Option<String>,
-) -> AgentEvent {
-    let mut answer = AgentEvent::new(
-        "response",
-        EventSource::new(EventSourceKind::Agent, me.agent_name.as_str()),
-    );
-    answer.trace_id = trace_id;
-    answer.input = result
-        .response_message
-        .as_ref()
-        .map(|message| message.data.text());
-    let mut metadata = JsonObject::new();
-    metadata.insert("inReplyTo".into(), correlation_id.into());
-    metadata.insert("turnId".into(), result.turn_id.clone().into());
-    match (&result.finish_reason, &result.error) {
+fn turn_answer(result: &TurnResult, correlation_id: &str) -> Answer {
+    let outcome = match (&result.finish_reason, &result.error) {
         (TurnFinishReason::Error, error) => {
             let (code, message) =
                 error
@@ -306,18 +399,26 @@ fn answer_event(
                             e.message.as_str(),
                         )
                     });
-            goondan_ipc::answer::mark_failed(&mut metadata, code, message);
+            AnswerOutcome::Failed(Failure {
+                code: code.to_string(),
+                message: message.to_string(),
+            })
         }
-        (reason, _) => {
-            metadata.insert("status".into(), "ok".into());
-            metadata.insert(
-                "finishReason".into(),
-                serde_json::to_value(reason).unwrap_or(JsonValue::Null),
-            );
-        }
+        (reason, _) => AnswerOutcome::Ok {
+            text: result
+                .response_message
+                .as_ref()
+                .map(|message| message.data.text()),
+            finish_reason: serde_json::to_value(reason)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_string)),
+            turn_id: Some(result.turn_id.clone()),
+        },
+    };
+    Answer {
+        in_reply_to: correlation_id.to_string(),
+        outcome,
     }
-    answer.metadata = Some(metadata);
-    answer
 }
 
 /// Runs a whole AgentProcess over this process's stdin and stdout: builds
@@ -334,7 +435,8 @@ pub async fn run_agent_process(args: AgentProcessArgs, builtins_for: &BuiltinsFo
     } = IpcChannel::from_io(
         tokio::io::stdin(),
         tokio::io::stdout(),
-        format!("orchestrator->{me}"),
+        me.to_string(),
+        Arc::new(ProtocolStats::default()),
     );
     let outbound = Outbound::new(me, sender.clone());
     let code = match assemble(&args, builtins_for, sender) {
@@ -345,6 +447,7 @@ pub async fn run_agent_process(args: AgentProcessArgs, builtins_for: &BuiltinsFo
                 outbound,
                 receiver,
                 Some(assembled.metadata),
+                assembled.max_queued_events,
             )
             .await;
             tracing::info!(?exit, "agent process stopping");
@@ -353,11 +456,11 @@ pub async fn run_agent_process(args: AgentProcessArgs, builtins_for: &BuiltinsFo
         Err(error) => {
             tracing::error!(code = %error.code, "agent failed to start: {}", error.message);
             outbound
-                .notice(Notice::StartError {
+                .runtime(RuntimeMessage::StartError(StartError {
                     code: error.code,
                     message: error.message,
                     suggestion: error.suggestion,
-                })
+                }))
                 .await;
             drop(outbound);
             2

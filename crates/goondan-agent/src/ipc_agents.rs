@@ -3,25 +3,26 @@
 //! A request is an `event` addressed to the target's routing key, carrying
 //! `replyTo {target: <own key>, correlationId}`, the trace id, the caller's
 //! span as `parentSpanId`, and the call chain. The caller owns the timeout.
-//! Answers come back as events with `metadata.inReplyTo`; the host loop
-//! hands them to [`IpcAgents::accept_reply`] before anything else sees
-//! them, even while a Turn is blocked waiting for one.
+//! Answers come back as [`Answer`]s; the host loop hands them to
+//! [`IpcAgents::accept_answer`] before anything else sees them, even while
+//! a Turn is blocked waiting for one. Every waiting request has a deadline
+//! (async ones too: an expired async request leaves a timeout answer in the
+//! inbox), and at most [`DEFAULT_MAX_PENDING_REQUESTS`] wait at once.
 
 use crate::lock;
 use futures_util::future::BoxFuture;
-use goondan_ipc::answer::failure;
-use goondan_ipc::{RoutingKey, ORCHESTRATOR};
+use goondan_ipc::protocol::{
+    self, Answer, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest,
+};
+use goondan_ipc::{RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::{AgentsApi, AgentsError, AsyncResponseInbox, InterAgentResponse};
 use goondan_types::agents::{
     AgentRuntimeCatalogResult, AgentRuntimeListOptions, AgentRuntimeListResult,
     AgentRuntimeRequestOptions, AgentRuntimeRequestResult, AgentRuntimeSendResult,
     AgentRuntimeSpawnOptions, AgentRuntimeSpawnResult, InterAgentResponseMetadata,
-    InterAgentResponseStatus, SpawnedAgentInfo, DEFAULT_REQUEST_TIMEOUT_MS,
+    InterAgentResponseStatus, DEFAULT_REQUEST_TIMEOUT_MS,
 };
-use goondan_types::{
-    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject, JsonValue,
-    ReplyChannel,
-};
+use goondan_types::{AgentEvent, EventSource, EventSourceKind, IpcMessage, JsonValue, ReplyChannel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,8 +39,12 @@ pub struct SwarmView {
     pub agents: Vec<String>,
 }
 
+/// How many requests of one instance may wait for answers at once.
+pub const DEFAULT_MAX_PENDING_REQUESTS: usize = 256;
+
 enum Pending {
-    Blocking(oneshot::Sender<AgentEvent>),
+    Blocking(oneshot::Sender<Answer>),
+    Query(oneshot::Sender<QueryAnswer>),
     Async {
         request_event: Box<AgentEvent>,
         target: String,
@@ -64,6 +69,7 @@ pub struct IpcAgents {
     pending: Arc<Mutex<HashMap<String, Pending>>>,
     scope: Arc<Mutex<TurnScope>>,
     inbox: AsyncResponseInbox,
+    max_pending: usize,
 }
 
 impl IpcAgents {
@@ -82,6 +88,53 @@ impl IpcAgents {
             pending: Arc::default(),
             scope: Arc::default(),
             inbox,
+            max_pending: DEFAULT_MAX_PENDING_REQUESTS,
+        }
+    }
+
+    /// Caps how many requests may wait for answers at once (the Swarm's
+    /// `policy.queues.maxPendingRequests`); one more fails with
+    /// `E_QUEUE_FULL`.
+    pub fn with_max_pending_requests(mut self, max_pending: usize) -> Self {
+        self.max_pending = max_pending.max(1);
+        self
+    }
+
+    /// Registers a waiting request, refusing it when too many wait.
+    fn register(&self, correlation_id: &str, pending: Pending) -> Result<(), AgentsError> {
+        let mut waiting = lock(&self.pending);
+        if waiting.len() >= self.max_pending {
+            return Err(AgentsError::QueueFull {
+                caller: self.me.to_string(),
+                waiting: waiting.len(),
+                limit: self.max_pending,
+            });
+        }
+        waiting.insert(correlation_id.to_string(), pending);
+        Ok(())
+    }
+
+    /// Forgets a request whose deadline passed; an async one leaves a
+    /// timeout answer in the inbox so the model learns of it.
+    fn expire(&self, correlation_id: &str, timeout_ms: u64) {
+        let pending = lock(&self.pending).remove(correlation_id);
+        if let Some(Pending::Async {
+            request_event,
+            target,
+        }) = pending
+        {
+            let error = AgentsError::Timeout {
+                target: target.clone(),
+                timeout_ms,
+            };
+            let answer = Answer::failed(correlation_id, error.code(), &error.to_string());
+            self.inbox.push(async_answer(
+                &self.me,
+                &target,
+                &request_event,
+                &answer,
+                None,
+            ));
         }
     }
 
@@ -99,21 +152,15 @@ impl IpcAgents {
         scope.auth = input.auth.clone();
     }
 
-    /// Takes `event` if it answers one of this instance's requests; returns
-    /// it back otherwise.
-    pub fn accept_reply(&self, event: AgentEvent) -> Option<AgentEvent> {
-        let Some(correlation_id) = event
-            .metadata_value("inReplyTo")
-            .and_then(JsonValue::as_str)
-            .map(str::to_string)
-        else {
-            return Some(event);
-        };
-        let pending = lock(&self.pending).remove(&correlation_id);
+    /// Hands `answer` (carried by `event`) to the request waiting for it;
+    /// false when no request of this instance waits for it (late or
+    /// unknown).
+    pub fn accept_answer(&self, answer: Answer, event: &AgentEvent) -> bool {
+        let pending = lock(&self.pending).remove(&answer.in_reply_to);
         match pending {
             Some(Pending::Blocking(waiter)) => {
-                let _ = waiter.send(event);
-                None
+                let _ = waiter.send(answer);
+                true
             }
             Some(Pending::Async {
                 request_event,
@@ -123,12 +170,68 @@ impl IpcAgents {
                     &self.me,
                     &target,
                     &request_event,
-                    &correlation_id,
-                    &event,
+                    &answer,
+                    Some(&event.id),
                 ));
-                None
+                true
             }
-            None => Some(event),
+            Some(other) => {
+                // A query's correlation id answered by an ordinary event:
+                // keep waiting for the real answer.
+                lock(&self.pending).insert(answer.in_reply_to, other);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Hands the orchestrator's answer to the query waiting for it; false
+    /// when none waits.
+    pub fn accept_query_answer(&self, message: QueryAnswerMessage) -> bool {
+        let pending = lock(&self.pending).remove(&message.in_reply_to);
+        match pending {
+            Some(Pending::Query(waiter)) => {
+                let _ = waiter.send(message.answer);
+                true
+            }
+            Some(other) => {
+                lock(&self.pending).insert(message.in_reply_to, other);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Fails the request the orchestrator refused to route (it named the
+    /// refused event); false when none waits for it.
+    pub fn reject(&self, event_id: &str, failure: Failure) -> bool {
+        let correlation_id = protocol::correlation_id_for_id(event_id);
+        let pending = lock(&self.pending).remove(&correlation_id);
+        match pending {
+            Some(Pending::Blocking(waiter)) => {
+                let _ = waiter.send(Answer {
+                    in_reply_to: correlation_id,
+                    outcome: protocol::AnswerOutcome::Failed(failure),
+                });
+                true
+            }
+            Some(Pending::Query(waiter)) => {
+                let _ = waiter.send(QueryAnswer::Failed(failure));
+                true
+            }
+            Some(Pending::Async {
+                request_event,
+                target,
+            }) => {
+                let answer = Answer {
+                    in_reply_to: correlation_id,
+                    outcome: protocol::AnswerOutcome::Failed(failure),
+                };
+                self.inbox
+                    .push(async_answer(&self.me, &target, &request_event, &answer, None));
+                true
+            }
+            None => false,
         }
     }
 
@@ -160,14 +263,11 @@ impl IpcAgents {
     }
 
     async fn post(&self, to: &str, event: &AgentEvent) -> Result<(), AgentsError> {
-        let message = IpcMessage {
-            message_type: IpcMessageType::Event,
-            from: self.me.to_string(),
-            to: to.to_string(),
-            payload: serde_json::to_value(event).map_err(|error| AgentsError::Transport {
-                message: error.to_string(),
-            })?,
-        };
+        self.send_message(protocol::event_message(&self.me.to_string(), to, event))
+            .await
+    }
+
+    async fn send_message(&self, message: IpcMessage) -> Result<(), AgentsError> {
         self.outbound
             .send(message)
             .await
@@ -177,36 +277,26 @@ impl IpcAgents {
     }
 
     /// Sends a query to the orchestrator and waits for its answer.
-    async fn ask_orchestrator(
-        &self,
-        event_type: &str,
-        metadata: JsonObject,
-    ) -> Result<AgentEvent, AgentsError> {
-        let mut event = AgentEvent::new(
-            event_type,
-            EventSource::new(EventSourceKind::Agent, self.me.agent_name.as_str()),
-        );
-        event.metadata = Some(metadata);
-        let correlation_id = format!("corr_{}", event.id);
-        event.reply_to = Some(ReplyChannel {
-            target: self.me.to_string(),
-            correlation_id: correlation_id.clone(),
-        });
+    async fn ask_orchestrator(&self, query: Query) -> Result<QueryAnswer, AgentsError> {
+        let correlation_id = protocol::new_correlation_id();
         let (waiter, answer) = oneshot::channel();
-        lock(&self.pending).insert(correlation_id.clone(), Pending::Blocking(waiter));
-        if let Err(error) = self.post(ORCHESTRATOR, &event).await {
+        self.register(&correlation_id, Pending::Query(waiter))?;
+        let message = RuntimeMessage::Query(QueryRequest {
+            correlation_id: correlation_id.clone(),
+            query,
+        })
+        .to_message(&self.me.to_string(), ORCHESTRATOR);
+        if let Err(error) = self.send_message(message).await {
             lock(&self.pending).remove(&correlation_id);
             return Err(error);
         }
         let timeout = Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS);
         match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(answer)) => match failure(&answer) {
-                Some((code, message)) => Err(AgentsError::Failed {
-                    target: ORCHESTRATOR.into(),
-                    message: format!("[{code}] {message}"),
-                }),
-                None => Ok(answer),
-            },
+            Ok(Ok(QueryAnswer::Failed(failure))) => Err(AgentsError::Failed {
+                target: ORCHESTRATOR.into(),
+                message: format!("[{}] {}", failure.code, failure.message),
+            }),
+            Ok(Ok(answer)) => Ok(answer),
             _ => {
                 lock(&self.pending).remove(&correlation_id);
                 Err(AgentsError::Timeout {
@@ -238,24 +328,31 @@ impl AgentsApi for IpcAgents {
             self.prepare(&mut event);
             event.call_chain = chain;
             event.instance_key = Some(key.instance_key.clone());
-            let correlation_id = format!("corr_{}", event.id);
+            let correlation_id = protocol::correlation_id_for(&event);
             event.reply_to = Some(ReplyChannel {
                 target: self.me.to_string(),
                 correlation_id: correlation_id.clone(),
             });
+            let timeout_ms = options.timeout_ms.unwrap_or(DEFAULT_REQUEST_TIMEOUT_MS);
             let is_async = options.r#async.unwrap_or(false);
             if is_async {
-                lock(&self.pending).insert(
-                    correlation_id.clone(),
+                self.register(
+                    &correlation_id,
                     Pending::Async {
                         request_event: Box::new(event.clone()),
                         target: key.to_string(),
                     },
-                );
+                )?;
                 if let Err(error) = self.post(&key.to_string(), &event).await {
                     lock(&self.pending).remove(&correlation_id);
                     return Err(error);
                 }
+                let agents = self.clone();
+                let expiring = correlation_id.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(timeout_ms)).await;
+                    agents.expire(&expiring, timeout_ms);
+                });
                 return Ok(AgentRuntimeRequestResult {
                     event_id: event.id,
                     target: key.to_string(),
@@ -266,12 +363,11 @@ impl AgentsApi for IpcAgents {
                 });
             }
             let (waiter, answer) = oneshot::channel();
-            lock(&self.pending).insert(correlation_id.clone(), Pending::Blocking(waiter));
+            self.register(&correlation_id, Pending::Blocking(waiter))?;
             if let Err(error) = self.post(&key.to_string(), &event).await {
                 lock(&self.pending).remove(&correlation_id);
                 return Err(error);
             }
-            let timeout_ms = options.timeout_ms.unwrap_or(DEFAULT_REQUEST_TIMEOUT_MS);
             let answer = match tokio::time::timeout(Duration::from_millis(timeout_ms), answer).await
             {
                 Ok(Ok(answer)) => answer,
@@ -283,8 +379,10 @@ impl AgentsApi for IpcAgents {
                     });
                 }
             };
-            if let Some((code, message)) = failure(&answer) {
-                return Err(match code.as_str() {
+            let text = match answer.outcome {
+                protocol::AnswerOutcome::Ok { text, .. } => text,
+                protocol::AnswerOutcome::Failed(Failure { code, message }) => {
+                    return Err(match code.as_str() {
                     "E_AGENT_NOT_FOUND" => AgentsError::UnknownTarget {
                         target: key.to_string(),
                     },
@@ -292,16 +390,17 @@ impl AgentsApi for IpcAgents {
                         target: key.to_string(),
                         chain: event.call_chain.clone(),
                     },
-                    _ => AgentsError::Failed {
-                        target: key.to_string(),
-                        message: format!("[{code}] {message}"),
-                    },
-                });
-            }
+                        _ => AgentsError::Failed {
+                            target: key.to_string(),
+                            message: format!("[{code}] {message}"),
+                        },
+                    })
+                }
+            };
             Ok(AgentRuntimeRequestResult {
                 event_id: event.id,
                 target: key.to_string(),
-                response: Some(JsonValue::String(answer.input.unwrap_or_default())),
+                response: Some(JsonValue::String(text.unwrap_or_default())),
                 correlation_id,
                 accepted: None,
                 r#async: None,
@@ -339,16 +438,17 @@ impl AgentsApi for IpcAgents {
             if let Some(instance_key) = &options.instance_key {
                 key.instance_key = instance_key.clone();
             }
-            let mut metadata = JsonObject::new();
-            metadata.insert("target".into(), key.to_string().into());
-            if let Some(cwd) = &options.cwd {
-                metadata.insert("cwd".into(), cwd.clone().into());
-            }
-            let answer = self.ask_orchestrator("runtime.spawn", metadata).await?;
-            let spawned = answer
-                .metadata_value("spawned")
-                .and_then(JsonValue::as_bool)
-                .unwrap_or(false);
+            let answer = self
+                .ask_orchestrator(Query::Spawn {
+                    target: key.to_string(),
+                    cwd: options.cwd.clone(),
+                })
+                .await?;
+            let QueryAnswer::Spawned { spawned } = answer else {
+                return Err(AgentsError::Transport {
+                    message: format!("the orchestrator answered spawn with {answer:?}"),
+                });
+            };
             Ok(AgentRuntimeSpawnResult {
                 target: key.agent_name,
                 instance_key: key.instance_key,
@@ -363,18 +463,12 @@ impl AgentsApi for IpcAgents {
         options: AgentRuntimeListOptions,
     ) -> BoxFuture<'_, Result<AgentRuntimeListResult, AgentsError>> {
         Box::pin(async move {
-            let answer = self
-                .ask_orchestrator("runtime.list", JsonObject::new())
-                .await?;
-            let agents: Vec<SpawnedAgentInfo> = answer
-                .metadata_value("agents")
-                .cloned()
-                .map(serde_json::from_value)
-                .transpose()
-                .map_err(|error| AgentsError::Transport {
-                    message: format!("malformed list answer: {error}"),
-                })?
-                .unwrap_or_default();
+            let answer = self.ask_orchestrator(Query::List).await?;
+            let QueryAnswer::Agents { agents } = answer else {
+                return Err(AgentsError::Transport {
+                    message: format!("the orchestrator answered list with {answer:?}"),
+                });
+            };
             let me = self.me.to_string();
             let agents = agents
                 .into_iter()
@@ -410,16 +504,16 @@ fn async_answer(
     me: &RoutingKey,
     target: &str,
     request: &AgentEvent,
-    correlation_id: &str,
-    answer: &AgentEvent,
+    answer: &Answer,
+    response_event_id: Option<&str>,
 ) -> InterAgentResponse {
-    let failure = failure(answer);
+    let failure = answer.failure();
     let metadata = InterAgentResponseMetadata {
         kind: "inter_agent_response".into(),
         version: 1,
-        request_id: correlation_id.to_string(),
+        request_id: answer.in_reply_to.clone(),
         request_event_id: request.id.clone(),
-        response_event_id: Some(answer.id.clone()),
+        response_event_id: response_event_id.map(str::to_string),
         from_agent_id: target.to_string(),
         to_agent_id: me.to_string(),
         r#async: true,
@@ -432,12 +526,13 @@ fn async_answer(
         trace_id: request.trace_id.clone(),
         request_event_type: Some(request.event_type.clone()),
         request_metadata: request.metadata.clone(),
-        error_code: failure.as_ref().map(|(code, _)| code.clone()),
-        error_message: failure.as_ref().map(|(_, message)| message.clone()),
+        error_code: failure.map(|failure| failure.code.clone()),
+        error_message: failure.map(|failure| failure.message.clone()),
     };
-    let text = match &failure {
-        Some((code, message)) => format!("[{target}] failed: [{code}] {message}"),
-        None => answer.input.clone().unwrap_or_default(),
+    let text = match (&answer.outcome, failure) {
+        (_, Some(failure)) => format!("[{target}] failed: [{}] {}", failure.code, failure.message),
+        (protocol::AnswerOutcome::Ok { text, .. }, None) => text.clone().unwrap_or_default(),
+        (protocol::AnswerOutcome::Failed(_), None) => String::new(),
     };
     InterAgentResponse { text, metadata }
 }

@@ -2,12 +2,13 @@
 //! wire for each call, and how answers, failures and timeouts come back.
 
 use goondan_agent::{IpcAgents, SwarmView};
-use goondan_ipc::{IpcChannel, RoutingKey, ORCHESTRATOR};
-use goondan_runtime::{AgentsApi, AgentsError, AsyncResponseInbox};
-use goondan_types::agents::AgentRuntimeRequestOptions;
-use goondan_types::{
-    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject, ReplyChannel,
+use goondan_ipc::protocol::{
+    self, Answer, AnswerOutcome, Failure, Inbound, Query, QueryAnswer, QueryAnswerMessage,
 };
+use goondan_ipc::{IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_runtime::{AgentsApi, AgentsError, AsyncResponseInbox};
+use goondan_types::agents::{AgentRuntimeRequestOptions, DEFAULT_REQUEST_TIMEOUT_MS};
+use goondan_types::{AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, ReplyChannel};
 use std::time::Duration;
 
 fn swarm() -> SwarmView {
@@ -40,22 +41,27 @@ fn event(input: &str) -> AgentEvent {
     event
 }
 
-fn answer_to(request: &IpcMessage, text: &str, error: Option<(&str, &str)>) -> AgentEvent {
+fn answer_to(request: &IpcMessage, text: &str, error: Option<(&str, &str)>) -> (Answer, AgentEvent) {
     let request: AgentEvent = serde_json::from_value(request.payload.clone()).unwrap();
-    let mut answer = AgentEvent::new("response", EventSource::new(EventSourceKind::Agent, "beta"));
-    answer.input = Some(text.into());
-    let mut metadata = JsonObject::new();
-    metadata.insert(
-        "inReplyTo".into(),
-        request.reply_to.unwrap().correlation_id.into(),
-    );
-    if let Some((code, message)) = error {
-        metadata.insert("status".into(), "error".into());
-        metadata.insert("errorCode".into(), code.into());
-        metadata.insert("errorMessage".into(), message.into());
-    }
-    answer.metadata = Some(metadata);
-    answer
+    let in_reply_to = request.reply_to.unwrap().correlation_id;
+    let answer = match error {
+        Some((code, message)) => Answer::failed(in_reply_to, code, message),
+        None => Answer {
+            in_reply_to,
+            outcome: AnswerOutcome::Ok {
+                text: Some(text.into()),
+                finish_reason: None,
+                turn_id: None,
+            },
+        },
+    };
+    let event = answer.to_event("beta", None);
+    (answer, event)
+}
+
+/// Hands an answer to `agents` as the host's reader task would.
+fn deliver(agents: &IpcAgents, (answer, event): (Answer, AgentEvent)) -> bool {
+    agents.accept_answer(answer, &event)
 }
 
 #[tokio::test]
@@ -90,9 +96,7 @@ async fn a_request_is_routed_by_key_and_its_answer_matched_by_correlation_id() {
         "the waiting caller is in the chain"
     );
     assert_eq!(sent.trace_id, input.trace_id, "the trace id is kept");
-    assert!(agents
-        .accept_reply(answer_to(&request, "42", None))
-        .is_none());
+    assert!(deliver(&agents, answer_to(&request, "42", None)));
     let result = call.await.unwrap().unwrap();
     assert_eq!(result.response, Some("42".into()));
     assert_eq!(result.target, "beta:main");
@@ -151,11 +155,9 @@ async fn the_caller_owns_the_timeout() {
         .unwrap_err();
     assert_eq!(error.code(), "E_AGENT_REQUEST_TIMEOUT");
     assert!(started.elapsed() >= Duration::from_millis(50));
-    // A late answer is handed back, not swallowed: nobody waits for it.
+    // A late answer is refused, not swallowed: nobody waits for it.
     let request = orchestrator.receiver.recv().await.unwrap();
-    assert!(agents
-        .accept_reply(answer_to(&request, "late", None))
-        .is_some());
+    assert!(!deliver(&agents, answer_to(&request, "late", None)));
 }
 
 #[tokio::test]
@@ -168,11 +170,10 @@ async fn an_error_answer_becomes_a_failed_call() {
             .await
     });
     let request = orchestrator.receiver.recv().await.unwrap();
-    agents.accept_reply(answer_to(
-        &request,
-        "",
-        Some(("E_TURN_FAILED", "model down")),
-    ));
+    deliver(
+        &agents,
+        answer_to(&request, "", Some(("E_TURN_FAILED", "model down"))),
+    );
     let error = call.await.unwrap().unwrap_err();
     assert_eq!(error.code(), "E_AGENT_REQUEST_FAILED");
     assert!(error.to_string().contains("model down"));
@@ -193,9 +194,7 @@ async fn an_async_request_acks_at_once_and_its_answer_lands_in_the_inbox() {
     assert_eq!(ack.r#async, Some(true));
     assert!(inbox.is_empty());
     let request = orchestrator.receiver.recv().await.unwrap();
-    assert!(agents
-        .accept_reply(answer_to(&request, "done", None))
-        .is_none());
+    assert!(deliver(&agents, answer_to(&request, "done", None)));
     let answers = inbox.drain();
     assert_eq!(answers.len(), 1);
     assert_eq!(answers[0].text, "done");
@@ -221,19 +220,115 @@ async fn spawn_and_list_ask_the_orchestrator() {
     });
     let request = orchestrator.receiver.recv().await.unwrap();
     assert_eq!(request.to, ORCHESTRATOR);
-    let sent: AgentEvent = serde_json::from_value(request.payload.clone()).unwrap();
-    assert_eq!(sent.event_type, "runtime.spawn");
-    assert_eq!(sent.metadata_value("target").unwrap(), "beta:worker-1");
-    let mut answer = answer_to(&request, "", None);
-    answer
-        .metadata
-        .as_mut()
-        .unwrap()
-        .insert("spawned".into(), true.into());
-    agents.accept_reply(answer);
+    let Inbound::Runtime(RuntimeMessage::Query(query)) = protocol::decode(&request).unwrap() else {
+        panic!("not a query: {request:?}");
+    };
+    assert_eq!(
+        query.query,
+        Query::Spawn {
+            target: "beta:worker-1".into(),
+            cwd: None
+        }
+    );
+    assert!(agents.accept_query_answer(QueryAnswerMessage {
+        in_reply_to: query.correlation_id,
+        answer: QueryAnswer::Spawned { spawned: true },
+    }));
     let spawned = call.await.unwrap().unwrap();
     assert!(spawned.spawned);
     assert_eq!(spawned.instance_key, "worker-1");
     let catalog = agents.catalog().await.unwrap();
     assert_eq!(catalog.callable_agents, ["beta"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_without_a_timeout_waits_the_default_15_seconds() {
+    let (agents, mut orchestrator, _) = alpha();
+    let started = tokio::time::Instant::now();
+    let error = agents
+        .request("beta", event("slow"), AgentRuntimeRequestOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(DEFAULT_REQUEST_TIMEOUT_MS, 15_000);
+    assert!(matches!(
+        error,
+        AgentsError::Timeout {
+            timeout_ms: 15_000,
+            ..
+        }
+    ));
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(15_000) && waited < Duration::from_millis(15_100));
+    assert!(orchestrator.receiver.recv().await.is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_request_expires_at_its_deadline_with_a_timeout_in_the_inbox() {
+    let (agents, mut orchestrator, inbox) = alpha();
+    let options = AgentRuntimeRequestOptions {
+        timeout_ms: Some(1_000),
+        r#async: Some(true),
+    };
+    agents.request("beta", event("later"), options).await.unwrap();
+    let request = orchestrator.receiver.recv().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_001)).await;
+    let answers = inbox.drain();
+    assert_eq!(answers.len(), 1);
+    assert_eq!(
+        answers[0].metadata.error_code.as_deref(),
+        Some("E_AGENT_REQUEST_TIMEOUT")
+    );
+    assert!(
+        !deliver(&agents, answer_to(&request, "too late", None)),
+        "the expired request no longer waits"
+    );
+}
+
+#[tokio::test]
+async fn too_many_waiting_requests_fail_with_queue_full() {
+    let (agents, mut orchestrator, _) = alpha();
+    let agents = agents.with_max_pending_requests(2);
+    let options = AgentRuntimeRequestOptions {
+        timeout_ms: Some(60_000),
+        r#async: Some(true),
+    };
+    for _ in 0..2 {
+        agents
+            .request("beta", event("x"), options.clone())
+            .await
+            .unwrap();
+    }
+    let error = agents
+        .request("beta", event("x"), options)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_QUEUE_FULL");
+    assert!(error.to_string().contains("limit 2"));
+    let mut sent = 0;
+    while orchestrator.receiver.try_recv().is_ok() {
+        sent += 1;
+    }
+    assert_eq!(sent, 2, "the refused request was never sent");
+}
+
+#[tokio::test]
+async fn a_refusal_naming_the_request_fails_it_at_once() {
+    let (agents, mut orchestrator, _) = alpha();
+    let caller = agents.clone();
+    let call = tokio::spawn(async move {
+        caller
+            .request("beta", event("x"), AgentRuntimeRequestOptions::default())
+            .await
+    });
+    let request = orchestrator.receiver.recv().await.unwrap();
+    let sent: AgentEvent = serde_json::from_value(request.payload).unwrap();
+    assert!(agents.reject(
+        &sent.id,
+        Failure {
+            code: "E_QUEUE_FULL".into(),
+            message: "beta:main has 1024 events waiting".into(),
+        }
+    ));
+    let error = call.await.unwrap().unwrap_err();
+    assert!(error.to_string().contains("E_QUEUE_FULL"));
 }

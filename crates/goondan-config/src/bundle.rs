@@ -265,6 +265,16 @@ impl<'a> SwarmView<'a> {
     pub fn shutdown_grace(&self) -> Duration {
         self.resource().spec.shutdown_grace()
     }
+
+    /// `policy.queues.maxQueuedEvents`, default 1024.
+    pub fn max_queued_events(&self) -> usize {
+        self.resource().spec.max_queued_events()
+    }
+
+    /// `policy.queues.maxPendingRequests`, default 256.
+    pub fn max_pending_requests(&self) -> usize {
+        self.resource().spec.max_pending_requests()
+    }
 }
 
 /// A connection with its resolved connector, swarm and routes.

@@ -201,6 +201,24 @@ pub struct SwarmPolicy {
     /// Graceful shutdown.
     #[serde(default)]
     pub shutdown: Option<SwarmShutdown>,
+    /// Bounds on what may wait (a Goondan-rs extension).
+    #[serde(default)]
+    pub queues: Option<SwarmQueues>,
+}
+
+/// `Swarm.spec.policy.queues`: every place a message can pile up has a
+/// bound; one more is refused with `E_QUEUE_FULL`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SwarmQueues {
+    /// Events waiting for one instance (in the orchestrator and in the
+    /// AgentProcess each); default 1024.
+    #[serde(default)]
+    pub max_queued_events: Option<i64>,
+    /// Inter-agent requests of one instance waiting for answers; default
+    /// 256.
+    #[serde(default)]
+    pub max_pending_requests: Option<i64>,
 }
 
 /// `Swarm.spec.policy.lifecycle`.
@@ -236,6 +254,32 @@ impl SwarmSpec {
             .max_steps_per_turn
             .and_then(|steps| u32::try_from(steps).ok())
             .unwrap_or(Self::DEFAULT_MAX_STEPS_PER_TURN)
+    }
+
+    /// The default `policy.queues.maxQueuedEvents`.
+    pub const DEFAULT_MAX_QUEUED_EVENTS: usize = 1024;
+    /// The default `policy.queues.maxPendingRequests`.
+    pub const DEFAULT_MAX_PENDING_REQUESTS: usize = 256;
+
+    /// `policy.queues.maxQueuedEvents`, default 1024.
+    pub fn max_queued_events(&self) -> usize {
+        self.queue_limit(|queues| queues.max_queued_events)
+            .unwrap_or(Self::DEFAULT_MAX_QUEUED_EVENTS)
+    }
+
+    /// `policy.queues.maxPendingRequests`, default 256.
+    pub fn max_pending_requests(&self) -> usize {
+        self.queue_limit(|queues| queues.max_pending_requests)
+            .unwrap_or(Self::DEFAULT_MAX_PENDING_REQUESTS)
+    }
+
+    fn queue_limit(&self, field: impl Fn(&SwarmQueues) -> Option<i64>) -> Option<usize> {
+        self.policy
+            .queues
+            .as_ref()
+            .and_then(field)
+            .and_then(|limit| usize::try_from(limit).ok())
+            .filter(|limit| *limit > 0)
     }
 
     /// `policy.shutdown.gracePeriodSeconds`, default 300 s.

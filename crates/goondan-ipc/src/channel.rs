@@ -2,7 +2,10 @@
 //! queues, and its first transport, JSON lines over a byte stream.
 
 use crate::framing::{self, LineRead, MAX_LINE_BYTES};
+use crate::protocol::{ProtocolError, ProtocolStats};
+use crate::ORCHESTRATOR;
 use goondan_types::IpcMessage;
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -27,9 +30,11 @@ pub struct IpcChannel {
 
 impl IpcChannel {
     /// Runs the JSON-lines transport over `reader` and `writer` on two
-    /// tasks of the current tokio runtime. A malformed or over-long line is
-    /// logged (tagged with `peer`) and dropped; it never closes the channel.
-    pub fn from_io<R, W>(reader: R, writer: W, peer: String) -> IpcChannel
+    /// tasks of the current tokio runtime, as the child process `me`. A
+    /// malformed or over-long line is logged, counted in `stats` and
+    /// answered with a `runtime.rejected` message; it never closes the
+    /// channel.
+    pub fn from_io<R, W>(reader: R, writer: W, me: String, stats: Arc<ProtocolStats>) -> IpcChannel
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -37,7 +42,17 @@ impl IpcChannel {
         let (outbound_tx, outbound_rx) = mpsc::channel(DEFAULT_CAPACITY);
         let (inbound_tx, inbound_rx) = mpsc::channel(DEFAULT_CAPACITY);
         let writer = tokio::spawn(write_lines(writer, outbound_rx));
-        tokio::spawn(read_lines(reader, inbound_tx, peer));
+        // A weak sender, so that the writer still finishes once the
+        // process drops its own senders while stdin stays open.
+        let rejections = outbound_tx.downgrade();
+        tokio::spawn(async move {
+            let reject = |error: &ProtocolError| error.rejection().to_message(&me, ORCHESTRATOR);
+            read_messages(reader, &stats, rejections, reject, |message| {
+                let inbound = inbound_tx.clone();
+                async move { inbound.send(message).await.is_ok() }
+            })
+            .await;
+        });
         IpcChannel {
             sender: outbound_tx,
             receiver: inbound_rx,
@@ -64,7 +79,9 @@ impl IpcChannel {
     }
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(
+/// Writes each message as one line until every sender is gone or the
+/// stream breaks.
+pub(crate) async fn write_lines<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut outbound: mpsc::Receiver<IpcMessage>,
 ) {
@@ -76,34 +93,52 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     }
 }
 
-async fn read_lines<R: AsyncRead + Unpin>(
+/// Reads messages until the stream ends, handing each to `deliver` (which
+/// returns false to stop). A line that is not a message is counted in
+/// `stats`, logged, and answered through `rejections` with what `reject`
+/// builds.
+pub(crate) async fn read_messages<R, F, Fut>(
     reader: R,
-    inbound: mpsc::Sender<IpcMessage>,
-    peer: String,
-) {
+    stats: &ProtocolStats,
+    rejections: mpsc::WeakSender<IpcMessage>,
+    reject: impl Fn(&ProtocolError) -> IpcMessage,
+    mut deliver: F,
+) where
+    R: AsyncRead + Unpin,
+    F: FnMut(IpcMessage) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let mut reader = BufReader::new(reader);
     let mut buffer = Vec::new();
     loop {
-        match framing::read_bounded_line(&mut reader, &mut buffer, MAX_LINE_BYTES).await {
-            Ok(LineRead::Line) => {
-                if buffer.iter().all(u8::is_ascii_whitespace) {
+        let refusal = match framing::read_bounded_line(&mut reader, &mut buffer, MAX_LINE_BYTES)
+            .await
+        {
+            Ok(LineRead::Line) if buffer.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(LineRead::Line) => match framing::decode(&buffer) {
+                Ok(message) => {
+                    if !deliver(message).await {
+                        return;
+                    }
                     continue;
                 }
-                match framing::decode(&buffer) {
-                    Ok(message) => {
-                        if inbound.send(message).await.is_err() {
-                            break;
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(peer = %peer, code = error.code(), "{error}; line dropped");
-                    }
-                }
-            }
-            Ok(LineRead::TooLong(len)) => {
-                tracing::warn!(peer = %peer, code = "E_IPC_TOO_LARGE", len, "IPC line over {MAX_LINE_BYTES} bytes dropped");
-            }
-            Ok(LineRead::Eof) | Err(_) => break,
+                Err(error) => ProtocolError::Malformed {
+                    what: "IPC line".into(),
+                    reason: error.to_string(),
+                    event_id: None,
+                },
+            },
+            Ok(LineRead::TooLong(len)) => ProtocolError::Malformed {
+                what: "IPC line".into(),
+                reason: format!("{len} bytes exceed the {MAX_LINE_BYTES}-byte limit"),
+                event_id: None,
+            },
+            Ok(LineRead::Eof) | Err(_) => return,
+        };
+        stats.count(&refusal);
+        tracing::warn!(code = refusal.code(), "{refusal}; refused");
+        if let Some(sender) = rejections.upgrade() {
+            let _ = sender.try_send(reject(&refusal));
         }
     }
 }
@@ -128,7 +163,9 @@ mod tests {
         let (near, far) = tokio::io::duplex(64);
         let (far_read, mut far_write) = tokio::io::split(far);
         let (near_read, near_write) = tokio::io::split(near);
-        let mut channel = IpcChannel::from_io(near_read, near_write, "test".into());
+        let stats = Arc::new(ProtocolStats::default());
+        let mut channel =
+            IpcChannel::from_io(near_read, near_write, "alpha:main".into(), Arc::clone(&stats));
         far_write.write_all(b"garbage\n\n").await.unwrap();
         for n in 0..50 {
             far_write
@@ -139,9 +176,18 @@ mod tests {
         for n in 0..50 {
             assert_eq!(channel.receiver.recv().await.unwrap(), message(n));
         }
+        assert_eq!(stats.malformed(), 1);
         channel.sender.send(message(7)).await.unwrap();
         let mut reader = BufReader::new(far_read);
         let mut buffer = Vec::new();
+        framing::read_bounded_line(&mut reader, &mut buffer, MAX_LINE_BYTES)
+            .await
+            .unwrap();
+        let rejection = framing::decode(&buffer).unwrap();
+        assert!(matches!(
+            crate::protocol::decode(&rejection).unwrap(),
+            crate::Inbound::Runtime(crate::RuntimeMessage::Rejected(_))
+        ));
         framing::read_bounded_line(&mut reader, &mut buffer, MAX_LINE_BYTES)
             .await
             .unwrap();

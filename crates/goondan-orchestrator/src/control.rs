@@ -2,14 +2,16 @@
 //! folder through which `gdn restart`, `gdn instance ...` and a second
 //! `gdn run` (attach) talk to a running orchestrator.
 //!
-//! Protocol: one JSON request line, one JSON response line, per
-//! connection. Every response has `ok`; failures carry `code` and
-//! `message`.
+//! Protocol: one JSON request line ([`ControlRequest`], at most
+//! [`MAX_REQUEST_BYTES`]), one JSON response line ([`ControlResponse`],
+//! tagged by `result`), per connection.
 
+use crate::ingress::Ingress;
+use crate::orchestrator::InstanceStatus;
 use crate::{OrchestratorError, OrchestratorHandle};
-use goondan_types::{AgentEvent, EventSource, EventSourceKind, JsonValue};
+use goondan_ipc::framing::{self, LineRead};
+use goondan_types::AgentEvent;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -52,6 +54,61 @@ pub enum ControlRequest {
     Shutdown,
 }
 
+/// The answer to a [`ControlRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum ControlResponse {
+    /// Answers [`ControlRequest::Status`].
+    #[serde(rename_all = "camelCase")]
+    Status {
+        /// The swarm.
+        swarm: String,
+        /// Its instance key.
+        instance_key: String,
+        /// Its entry agent.
+        entry_agent: String,
+        /// The orchestrator's pid.
+        pid: u32,
+        /// The IPC protocol version it speaks.
+        protocol_version: u32,
+    },
+    /// Answers [`ControlRequest::Request`].
+    Answer {
+        /// The agent's answer event.
+        response: Box<AgentEvent>,
+    },
+    /// Answers [`ControlRequest::Restart`].
+    Restarted {
+        /// The restarted keys.
+        restarted: Vec<String>,
+    },
+    /// Answers [`ControlRequest::List`].
+    Instances {
+        /// Every known instance.
+        instances: Vec<InstanceStatus>,
+    },
+    /// Answers [`ControlRequest::Delete`].
+    Deleted {
+        /// True when a process was running.
+        stopped: bool,
+    },
+    /// Answers [`ControlRequest::Shutdown`]: the drain has begun.
+    Stopping,
+    /// The request failed.
+    Failed {
+        /// A stable code.
+        code: String,
+        /// What happened.
+        message: String,
+        /// How to fix it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        suggestion: Option<String>,
+    },
+}
+
+/// The largest control request accepted, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+
 /// Serves control requests until the listener fails. Removes a stale
 /// socket file first.
 pub async fn serve(path: PathBuf, handle: OrchestratorHandle) -> Result<(), OrchestratorError> {
@@ -77,43 +134,44 @@ pub async fn serve(path: PathBuf, handle: OrchestratorHandle) -> Result<(), Orch
 
 async fn answer(stream: UnixStream, handle: OrchestratorHandle) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
-    let mut lines = BufReader::new(read).lines();
-    let Some(line) = lines.next_line().await? else {
-        return Ok(());
-    };
-    let response = match serde_json::from_str::<ControlRequest>(&line) {
-        Ok(request) => execute(request, &handle).await,
-        Err(error) => failure("E_CONTROL_BAD_REQUEST", &error.to_string()),
-    };
+    let mut reader = BufReader::new(read);
+    let mut line = Vec::new();
+    let response =
+        match framing::read_bounded_line(&mut reader, &mut line, MAX_REQUEST_BYTES).await? {
+            LineRead::Eof => return Ok(()),
+            LineRead::TooLong(len) => failure(
+                "E_CONTROL_BAD_REQUEST",
+                &format!("a request of {len} bytes exceeds the {MAX_REQUEST_BYTES}-byte limit"),
+            ),
+            LineRead::Line => match serde_json::from_slice::<ControlRequest>(&line) {
+                Ok(request) => execute(request, &handle).await,
+                Err(error) => failure("E_CONTROL_BAD_REQUEST", &error.to_string()),
+            },
+        };
     let mut bytes = serde_json::to_vec(&response).unwrap_or_default();
     bytes.push(b'\n');
     write.write_all(&bytes).await?;
     write.shutdown().await
 }
 
-async fn execute(request: ControlRequest, handle: &OrchestratorHandle) -> JsonValue {
+async fn execute(request: ControlRequest, handle: &OrchestratorHandle) -> ControlResponse {
     let outcome = match request {
         ControlRequest::Status => {
             let swarm = handle.swarm();
-            Ok(json!({
-                "swarm": swarm.swarm_name,
-                "instanceKey": swarm.instance_key,
-                "entryAgent": swarm.entry_agent,
-                "pid": std::process::id(),
-            }))
+            Ok(ControlResponse::Status {
+                swarm: swarm.swarm_name.clone(),
+                instance_key: swarm.instance_key.clone(),
+                entry_agent: swarm.entry_agent.clone(),
+                pid: std::process::id(),
+                protocol_version: goondan_ipc::PROTOCOL_VERSION,
+            })
         }
-        ControlRequest::Request { agent, input } => {
-            let mut event = AgentEvent::new(
-                "user_message",
-                EventSource::new(EventSourceKind::Connector, "cli"),
-            );
-            event.input = Some(input);
-            event.trace_id = Some(goondan_types::trace::new_trace_id());
-            handle
-                .request(agent, event)
-                .await
-                .map(|answer| json!({ "response": answer }))
-        }
+        ControlRequest::Request { agent, input } => handle
+            .ask(Ingress::cli(input, agent), None)
+            .await
+            .map(|answer| ControlResponse::Answer {
+                response: Box::new(answer),
+            }),
         ControlRequest::Restart {
             agent,
             instance_key,
@@ -121,41 +179,45 @@ async fn execute(request: ControlRequest, handle: &OrchestratorHandle) -> JsonVa
         } => handle
             .restart(agent, instance_key, fresh)
             .await
-            .map(|keys| json!({ "restarted": keys })),
+            .map(|restarted| ControlResponse::Restarted { restarted }),
         ControlRequest::List => handle
             .list()
             .await
-            .map(|instances| json!({ "instances": instances })),
+            .map(|instances| ControlResponse::Instances { instances }),
         ControlRequest::Delete { key } => handle
             .delete(key)
             .await
-            .map(|stopped| json!({ "stopped": stopped })),
+            .map(|stopped| ControlResponse::Deleted { stopped }),
         ControlRequest::Shutdown => {
             let handle = handle.clone();
             // Answer first; the drain may take the whole grace period.
             tokio::spawn(async move {
                 let _ = handle.shutdown().await;
             });
-            Ok(json!({ "stopping": true }))
+            Ok(ControlResponse::Stopping)
         }
     };
-    match outcome {
-        Ok(JsonValue::Object(mut body)) => {
-            body.insert("ok".into(), JsonValue::Bool(true));
-            JsonValue::Object(body)
-        }
-        Ok(other) => json!({ "ok": true, "value": other }),
-        Err(error) => failure(error.code(), &error.to_string()),
-    }
+    outcome.unwrap_or_else(|error| ControlResponse::Failed {
+        code: error.code().to_string(),
+        message: error.to_string(),
+        suggestion: error.suggestion(),
+    })
 }
 
-fn failure(code: &str, message: &str) -> JsonValue {
-    json!({ "ok": false, "code": code, "message": message })
+fn failure(code: &str, message: &str) -> ControlResponse {
+    ControlResponse::Failed {
+        code: code.to_string(),
+        message: message.to_string(),
+        suggestion: None,
+    }
 }
 
 /// Sends one request to the orchestrator listening at `path` and returns
 /// its response.
-pub async fn call(path: &Path, request: &ControlRequest) -> Result<JsonValue, OrchestratorError> {
+pub async fn call(
+    path: &Path,
+    request: &ControlRequest,
+) -> Result<ControlResponse, OrchestratorError> {
     let control_error = |source| OrchestratorError::Control {
         path: path.display().to_string(),
         source,

@@ -34,9 +34,11 @@ pub enum OrchestratorError {
         /// The child's suggested fix.
         suggestion: Option<String>,
     },
-    /// The process serving a request exited before answering it.
-    #[error("{key} exited ({}) before answering; its instance is restarted and keeps what it recorded", exit_text(*.code))]
+    /// Every process the request was handed to died before answering it.
+    #[error("{key} died {attempts} times while handling this event (last: {}); the event was given up, and the instance keeps what it recorded", exit_text(*.code))]
     AgentExited {
+        /// How many processes died holding the event.
+        attempts: u32,
         /// The routing key.
         key: String,
         /// The exit code, `None` when a signal ended it.
@@ -51,6 +53,31 @@ pub enum OrchestratorError {
     /// The orchestrator loop is gone.
     #[error("the orchestrator has stopped")]
     Stopped,
+    /// Too many events wait for one instance.
+    #[error("{key} already has {limit} events waiting; this one was refused")]
+    QueueFull {
+        /// The instance.
+        key: String,
+        /// The limit (`policy.queues.maxQueuedEvents`).
+        limit: usize,
+    },
+    /// No ingress rule of the Connection matches the event.
+    #[error("no ingress rule of Connection/{connection} matches event `{event}`")]
+    NoIngressRoute {
+        /// The Connection.
+        connection: String,
+        /// The event name.
+        event: String,
+    },
+    /// A child broke the protocol.
+    #[error("{key}: {source}")]
+    Protocol {
+        /// The child.
+        key: String,
+        /// What was wrong.
+        #[source]
+        source: goondan_ipc::ProtocolError,
+    },
     /// The control socket failed.
     #[error("control socket {path}: {source}")]
     Control {
@@ -72,6 +99,9 @@ impl OrchestratorError {
             OrchestratorError::AgentExited { .. } => "E_AGENT_CRASHED",
             OrchestratorError::Deleted { .. } => "E_INSTANCE_DELETED",
             OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
+            OrchestratorError::QueueFull { .. } => "E_QUEUE_FULL",
+            OrchestratorError::NoIngressRoute { .. } => "E_INGRESS_NO_ROUTE",
+            OrchestratorError::Protocol { source, .. } => source.code(),
             OrchestratorError::Control { .. } => "E_CONTROL_SOCKET",
         }
     }
@@ -87,6 +117,13 @@ impl OrchestratorError {
                 "send the input again; `gdn logs --process {}` shows why it exited",
                 key.replacen(':', "-", 1)
             )),
+            OrchestratorError::QueueFull { .. } => Some(
+                "retry later, or raise the Swarm's policy.queues.maxQueuedEvents".into(),
+            ),
+            OrchestratorError::NoIngressRoute { connection, .. } => Some(format!(
+                "add a rule without `match` at the end of Connection/{connection} spec.ingress.rules"
+            )),
+            OrchestratorError::Protocol { source, .. } => Some(source.suggestion().into()),
             OrchestratorError::Control { .. } => Some(
                 "is an orchestrator running for this state root? start one with `gdn run`".into(),
             ),

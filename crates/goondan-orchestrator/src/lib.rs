@@ -8,23 +8,28 @@
 //! Unix socket.
 //!
 //! It knows nothing about Turns, models or tools: children are opaque
-//! peers behind two seams, [`Spawner`] (how a process starts and dies) and
-//! [`IpcChannel`](goondan_ipc::IpcChannel) (how messages reach it).
+//! peers behind two seams, [`Spawner`] (how a process starts, stops and
+//! ends) and [`Transport`](goondan_ipc::Transport) (how messages reach a
+//! routing key). Inputs from outside the swarm enter through one function,
+//! [`ingress::route`].
 //!
-//! Invariant: the main loop is a single task that owns every handle and
-//! `match`es one closed [`Input`](orchestrator::Input) enum; nothing else
-//! mutates routing state.
+//! Invariant: the main loop is a single task that owns every instance and
+//! `match`es closed enums ([`Input`](orchestrator::Input) and
+//! [`TransportEvent`](goondan_ipc::TransportEvent)); nothing else mutates
+//! routing state.
 #![warn(missing_docs, unreachable_pub)]
 #![deny(unsafe_code)]
 
 pub mod backoff;
 pub mod control;
 pub mod error;
+pub mod ingress;
 pub mod orchestrator;
 pub mod spawner;
 
 pub use error::OrchestratorError;
 pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo};
+pub use ingress::{Ingress, IngressRule};
 pub use spawner::{
     LocalSpawner, LogFileFor, ProcessControl, SpawnRequest, SpawnedProcess, Spawner,
 };

@@ -1,22 +1,42 @@
-//! The process-spawning seam: how an AgentProcess starts and dies.
+//! The process-spawning seam: how a child process starts, stops and ends.
 //!
-//! [`Spawner`] is separate from message delivery on purpose: a local
-//! fork/exec ([`LocalSpawner`]) hands back stdio pipes wrapped as an
-//! [`IpcChannel`], and a remote spawner (a pod, another host) can hand back
-//! a channel over a message bus without the orchestrator noticing.
+//! A [`Spawner`] only starts processes and reports on them; it carries no
+//! messages. It hands back an [`Endpoint`] that the orchestrator gives to
+//! its [`Transport`](goondan_ipc::Transport): a local fork/exec
+//! ([`LocalSpawner`]) returns the child's stdio pipes, a remote spawner (a
+//! pod, another host) returns [`Endpoint::Addressed`] and the child joins
+//! the message bus by its routing key.
 
 use crate::OrchestratorError;
 use futures_util::future::BoxFuture;
-use goondan_ipc::{IpcChannel, RoutingKey};
+use goondan_ipc::{Endpoint, RoutingKey};
 use std::path::PathBuf;
 use std::process::Stdio;
 use tokio::sync::oneshot;
 
 /// What to start.
-#[derive(Debug, Clone)]
-pub struct SpawnRequest {
-    /// The instance to serve.
-    pub key: RoutingKey,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpawnRequest {
+    /// The AgentProcess serving one instance.
+    Agent {
+        /// The instance.
+        key: RoutingKey,
+    },
+    /// The ConnectorProcess of one Connection.
+    Connector {
+        /// The Connection's name.
+        connection: String,
+    },
+}
+
+impl SpawnRequest {
+    /// The name logs and errors use for the process.
+    pub fn label(&self) -> String {
+        match self {
+            SpawnRequest::Agent { key } => key.to_string(),
+            SpawnRequest::Connector { connection } => format!("connection/{connection}"),
+        }
+    }
 }
 
 /// Stops a spawned process.
@@ -27,19 +47,19 @@ pub trait ProcessControl: Send {
     fn kill(&mut self);
 }
 
-/// A started process: its channel, its control and its exit.
+/// A started process: how to reach it, how to stop it, and its end.
 pub struct SpawnedProcess {
-    /// Messages to and from the process.
-    pub channel: IpcChannel,
+    /// How the transport reaches it.
+    pub endpoint: Endpoint,
     /// Kill switch.
     pub control: Box<dyn ProcessControl>,
     /// Resolves with the exit code (`None` when ended by a signal).
     pub exit: BoxFuture<'static, Option<i32>>,
 }
 
-/// Starts AgentProcesses.
+/// Starts child processes.
 pub trait Spawner: Send + Sync {
-    /// Starts the process serving `request.key`.
+    /// Starts the process `request` names.
     fn spawn(&self, request: &SpawnRequest) -> Result<SpawnedProcess, OrchestratorError>;
 }
 
@@ -49,8 +69,12 @@ pub trait Spawner: Send + Sync {
 pub struct LocalSpawner {
     /// The program to run.
     pub program: PathBuf,
-    /// Arguments before the per-instance ones.
+    /// Arguments before the per-instance ones of an AgentProcess
+    /// (`--agent-name A --instance-key K` follow).
     pub args: Vec<String>,
+    /// Arguments of a ConnectorProcess (`--connection NAME` follows);
+    /// `None` when this build runs no connectors.
+    pub connector_args: Option<Vec<String>>,
     /// Extra environment for the child.
     pub env: Vec<(String, String)>,
     /// Where each child's stderr (its structured log) goes, appended; `None`
@@ -58,8 +82,8 @@ pub struct LocalSpawner {
     pub log_file: Option<LogFileFor>,
 }
 
-/// Names the log file of the process serving a routing key.
-pub type LogFileFor = std::sync::Arc<dyn Fn(&RoutingKey) -> PathBuf + Send + Sync>;
+/// Names the log file of a process.
+pub type LogFileFor = std::sync::Arc<dyn Fn(&SpawnRequest) -> PathBuf + Send + Sync>;
 
 impl std::fmt::Debug for LocalSpawner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,14 +97,37 @@ impl std::fmt::Debug for LocalSpawner {
 
 impl Spawner for LocalSpawner {
     fn spawn(&self, request: &SpawnRequest) -> Result<SpawnedProcess, OrchestratorError> {
-        let key_text = request.key.to_string();
+        let key_text = request.label();
         let spawn_error = |source| OrchestratorError::Spawn {
             key: key_text.clone(),
             source,
         };
+        let mut command = tokio::process::Command::new(&self.program);
+        match request {
+            SpawnRequest::Agent { key } => {
+                command
+                    .args(&self.args)
+                    .arg("--agent-name")
+                    .arg(&key.agent_name)
+                    .arg("--instance-key")
+                    .arg(&key.instance_key);
+            }
+            SpawnRequest::Connector { connection } => {
+                let Some(connector_args) = &self.connector_args else {
+                    return Err(spawn_error(std::io::Error::new(
+                        std::io::ErrorKind::Unsupported,
+                        "this orchestrator was started without a connector mode",
+                    )));
+                };
+                command
+                    .args(connector_args)
+                    .arg("--connection")
+                    .arg(connection);
+            }
+        }
         let stderr = match &self.log_file {
             Some(log_file_for) => {
-                let path = log_file_for(&request.key);
+                let path = log_file_for(request);
                 if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir).map_err(spawn_error)?;
                 }
@@ -93,12 +140,7 @@ impl Spawner for LocalSpawner {
             }
             None => Stdio::inherit(),
         };
-        let mut child = tokio::process::Command::new(&self.program)
-            .args(&self.args)
-            .arg("--agent-name")
-            .arg(&request.key.agent_name)
-            .arg("--instance-key")
-            .arg(&request.key.instance_key)
+        let mut child = command
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -115,7 +157,10 @@ impl Spawner for LocalSpawner {
             }
         };
         let pid = child.id();
-        let channel = IpcChannel::from_io(stdout, stdin, key_text);
+        let endpoint = Endpoint::Stdio {
+            from_process: Box::new(stdout),
+            to_process: Box::new(stdin),
+        };
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
         let exit = Box::pin(async move {
             let status = tokio::select! {
@@ -128,7 +173,7 @@ impl Spawner for LocalSpawner {
             status.ok().and_then(|status| status.code())
         });
         Ok(SpawnedProcess {
-            channel,
+            endpoint,
             control: Box::new(LocalControl {
                 pid,
                 kill: Some(kill_tx),

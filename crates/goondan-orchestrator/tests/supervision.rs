@@ -7,14 +7,15 @@
 //! at start, `broken` reports a start error, `stubborn` ignores shutdown.
 //! (The full AgentProcess is covered by the `gdn` end-to-end tests.)
 
-use goondan_ipc::{framing, Notice, RoutingKey, ORCHESTRATOR};
-use goondan_orchestrator::control::{self, ControlRequest};
+use goondan_ipc::protocol::{
+    self, Answer, AnswerOutcome, Inbound, Ready, StartError, TextDelta, TurnFinished,
+    PROTOCOL_VERSION,
+};
+use goondan_ipc::{framing, RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
-use goondan_types::{
-    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject,
-    ProcessStatus, ReplyChannel,
-};
+use goondan_types::{AgentEvent, EventSource, EventSourceKind, IpcMessage, ProcessStatus, ReplyChannel};
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,56 +120,49 @@ fn run_child() {
         out.write_all(&framing::encode(&message)).unwrap();
         out.flush().unwrap();
     };
-    let notice = |notice: Notice| IpcMessage {
-        message_type: IpcMessageType::Event,
-        from: me.clone(),
-        to: ORCHESTRATOR.into(),
-        payload: serde_json::to_value(notice.to_event(&agent)).unwrap(),
-    };
+    let notice = |message: RuntimeMessage| message.to_message(&me, ORCHESTRATOR);
     match agent.as_str() {
         "loopy" => std::process::exit(1),
         "broken" => {
-            send(notice(Notice::StartError {
+            send(notice(RuntimeMessage::StartError(StartError {
                 code: "E_EXTENSION_INIT".into(),
                 message: "extension `x` failed".into(),
                 suggestion: None,
-            }));
+            })));
             std::process::exit(2);
         }
         _ => {}
     }
-    send(notice(Notice::Ready));
+    send(notice(RuntimeMessage::Ready(Ready {
+        protocol_version: PROTOCOL_VERSION,
+    })));
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     while let Some(Ok(line)) = lines.next() {
         let message = framing::decode(line.as_bytes()).unwrap();
-        match message.message_type {
-            IpcMessageType::Shutdown => {
+        match protocol::decode(&message).unwrap() {
+            Inbound::Shutdown(_) => {
                 if agent == "stubborn" {
                     continue;
                 }
-                send(IpcMessage {
-                    message_type: IpcMessageType::ShutdownAck,
-                    from: me.clone(),
-                    to: ORCHESTRATOR.into(),
-                    payload: serde_json::Value::Null,
-                });
+                send(protocol::shutdown_ack_message(
+                    &RoutingKey::new(agent.as_str(), instance.as_str()),
+                    ORCHESTRATOR,
+                ));
                 std::process::exit(0);
             }
-            IpcMessageType::ShutdownAck => {}
-            IpcMessageType::Event => {
-                let event: AgentEvent = serde_json::from_value(message.payload).unwrap();
+            Inbound::Event(event) => {
                 let input = event.input.clone().unwrap_or_default();
-                if input == "crash" {
+                if input == "crash" || (input == "crash-once" && !event.redelivered) {
                     std::process::exit(9);
                 }
                 if input == "stream" {
                     if let Some(reply_to) = &event.reply_to {
                         for delta in ["str", "eam", "ed"] {
-                            send(notice(Notice::TextDelta {
-                                in_reply_to: reply_to.correlation_id.clone(),
+                            send(notice(RuntimeMessage::TextDelta(TextDelta {
+                                delta_for: reply_to.correlation_id.clone(),
                                 delta: delta.into(),
-                            }));
+                            })));
                         }
                     }
                 }
@@ -180,44 +174,42 @@ fn run_child() {
                     request.input = Some("hello".into());
                     request.reply_to = Some(ReplyChannel {
                         target: me.clone(),
-                        correlation_id: format!("c-{}", request.id),
+                        correlation_id: protocol::correlation_id_for(&request),
                     });
-                    send(IpcMessage {
-                        message_type: IpcMessageType::Event,
-                        from: me.clone(),
-                        to: target.to_string(),
-                        payload: serde_json::to_value(&request).unwrap(),
-                    });
+                    send(protocol::event_message(&me, target, &request));
                     let reply_line = lines.next().unwrap().unwrap();
-                    let reply: AgentEvent = serde_json::from_value(
-                        framing::decode(reply_line.as_bytes()).unwrap().payload,
-                    )
-                    .unwrap();
-                    match reply.metadata_value("errorCode").and_then(|v| v.as_str()) {
-                        Some(code) => format!("got-error:{code}"),
-                        None => format!("got:{}", reply.input.unwrap_or_default()),
+                    let reply = framing::decode(reply_line.as_bytes()).unwrap();
+                    let Ok(Inbound::Answer(reply, _)) = protocol::decode(&reply) else {
+                        panic!("not an answer: {reply:?}");
+                    };
+                    match reply.outcome {
+                        AnswerOutcome::Failed(failure) => format!("got-error:{}", failure.code),
+                        AnswerOutcome::Ok { text, .. } => format!("got:{}", text.unwrap_or_default()),
                     }
                 } else {
                     format!("{agent}:{input}")
                 };
                 if let Some(reply_to) = &event.reply_to {
-                    let mut response = AgentEvent::new(
-                        "response",
-                        EventSource::new(EventSourceKind::Agent, agent.as_str()),
-                    );
-                    response.input = Some(answer);
-                    let mut metadata = JsonObject::new();
-                    metadata.insert("inReplyTo".into(), reply_to.correlation_id.clone().into());
-                    response.metadata = Some(metadata);
-                    send(IpcMessage {
-                        message_type: IpcMessageType::Event,
-                        from: me.clone(),
-                        to: reply_to.target.clone(),
-                        payload: serde_json::to_value(&response).unwrap(),
-                    });
+                    let response = Answer {
+                        in_reply_to: reply_to.correlation_id.clone(),
+                        outcome: AnswerOutcome::Ok {
+                            text: Some(answer),
+                            finish_reason: None,
+                            turn_id: None,
+                        },
+                    };
+                    send(protocol::event_message(
+                        &me,
+                        &reply_to.target,
+                        &response.to_event(&agent, None),
+                    ));
                 }
-                send(notice(Notice::TurnFinished { ok: true }));
+                send(notice(RuntimeMessage::TurnFinished(TurnFinished {
+                    ok: true,
+                    event_id: Some(event.id.clone()),
+                })));
             }
+            _ => {}
         }
     }
 }
@@ -231,6 +223,8 @@ fn swarm(agents: &[&str], grace: Duration) -> SwarmInfo {
         agents: agents.iter().map(|a| a.to_string()).collect(),
         instance_key: "main".into(),
         grace_period: grace,
+        max_queued_events: 64,
+        ingress: Vec::new(),
     }
 }
 
@@ -256,12 +250,14 @@ fn with_ledger(
         let spawner = LocalSpawner {
             program: std::env::current_exe().unwrap(),
             args: Vec::new(),
+            connector_args: None,
             env: vec![("GOONDAN_TEST_CHILD".into(), "1".into())],
             log_file: None,
         };
         let (handle, task) = Orchestrator::start(OrchestratorConfig {
             swarm: swarm(agents, grace),
             spawner: Arc::new(spawner),
+            transport: None,
             reconcile_interval: Duration::from_millis(100),
             reset_instance: None,
             crash_ledger,
@@ -296,7 +292,10 @@ async fn ask(
     .await
     .expect("answer in time")
     .expect("request succeeds");
-    answer.input.unwrap_or_default()
+    match Answer::from_event(&answer).map(|answer| answer.outcome) {
+        Some(AnswerOutcome::Ok { text, .. }) => text.unwrap_or_default(),
+        other => panic!("not an answer: {other:?}"),
+    }
 }
 
 async fn wait_for_status(
@@ -371,8 +370,12 @@ fn unknown_target_is_rejected_at_once() {
 fn crashed_agent_respawns_and_keeps_queued_events() {
     with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
         assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
+        // A crash is survived: the event goes to the next process, which
+        // answers it.
+        assert_eq!(ask(&handle, None, "crash-once").await, "alpha:crash-once");
+        // An event that kills every process is given up, and its caller
+        // is told why.
         let crashed = handle.request(None, user_event("crash")).await.unwrap_err();
-        // The caller of the lost Turn is told at once, not left waiting.
         assert_eq!(crashed.code(), "E_AGENT_CRASHED");
         assert!(crashed.to_string().contains("exit code 9"), "{crashed}");
         // The respawned process is still starting: this event waits in the
@@ -494,10 +497,15 @@ fn control_socket_answers_list_and_request() {
         )
         .await
         .unwrap();
-        assert_eq!(answer["ok"], true);
-        assert_eq!(answer["response"]["input"], "alpha:via socket");
+        let ControlResponse::Answer { response } = answer else {
+            panic!("not an answer: {answer:?}");
+        };
+        assert_eq!(response.input.as_deref(), Some("alpha:via socket"));
         let list = control::call(&socket, &ControlRequest::List).await.unwrap();
-        assert_eq!(list["instances"][0]["key"], "alpha:main");
+        let ControlResponse::Instances { instances } = list else {
+            panic!("not a list: {list:?}");
+        };
+        assert_eq!(instances[0].key, "alpha:main");
         let bad = control::call(
             &socket,
             &ControlRequest::Request {
@@ -507,8 +515,7 @@ fn control_socket_answers_list_and_request() {
         )
         .await
         .unwrap();
-        assert_eq!(bad["ok"], false);
-        assert_eq!(bad["code"], "E_AGENT_NOT_FOUND");
+        assert!(matches!(bad, ControlResponse::Failed { code, .. } if code == "E_AGENT_NOT_FOUND"));
         server.abort();
     });
     let _ = RoutingKey::parse("alpha:main", "main");

@@ -58,6 +58,16 @@ pub enum AgentsError {
         /// What it reported.
         message: String,
     },
+    /// Too many requests of this instance are waiting for answers.
+    #[error("{waiting} requests of '{caller}' already wait for answers (limit {limit})")]
+    QueueFull {
+        /// The calling instance.
+        caller: String,
+        /// How many wait.
+        waiting: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The transport to the orchestrator broke.
     #[error("inter-agent transport failed: {message}")]
     Transport {
@@ -72,6 +82,7 @@ impl AgentsError {
         match self {
             AgentsError::Unavailable { .. } => "E_AGENTS_UNAVAILABLE",
             AgentsError::Timeout { .. } => "E_AGENT_REQUEST_TIMEOUT",
+            AgentsError::QueueFull { .. } => "E_QUEUE_FULL",
             AgentsError::Cycle { .. } => "E_AGENT_CYCLE",
             AgentsError::UnknownTarget { .. } => "E_AGENT_UNKNOWN_TARGET",
             AgentsError::Failed { .. } => "E_AGENT_REQUEST_FAILED",
@@ -88,6 +99,9 @@ impl AgentsError {
                 Some("send a fire-and-forget event or an async request instead")
             }
             AgentsError::UnknownTarget { .. } => Some("list the swarm's agents with `catalog`"),
+            AgentsError::QueueFull { .. } => {
+                Some("wait for earlier answers, or raise the Swarm's policy.queues.maxPendingRequests")
+            }
             AgentsError::Failed { .. } | AgentsError::Transport { .. } => None,
         }
     }

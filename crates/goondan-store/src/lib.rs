@@ -26,6 +26,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+mod active;
 mod durability;
 pub mod error;
 mod extension_state;
@@ -38,6 +39,7 @@ mod metadata;
 pub mod paths;
 mod runtime_events;
 
+pub use active::ActiveSwarm;
 pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::FileExtensionState;

@@ -97,6 +97,11 @@ pub struct AgentEvent {
     /// first; a request to any of them is a cycle.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub call_chain: Vec<String>,
+    /// Set when the orchestrator hands this event to a new process because
+    /// the one it was given to died before its Turn finished; the receiver
+    /// then checks whether a Turn already consumed it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redelivered: bool,
 }
 
 impl AgentEvent {
@@ -115,6 +120,7 @@ impl AgentEvent {
             reply_to: None,
             parent_span_id: None,
             call_chain: Vec::new(),
+            redelivered: false,
         }
     }
 

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agents;
+pub mod connector;
 pub mod diagnostic;
 pub mod entry;
 pub mod event;
@@ -26,6 +27,7 @@ pub mod tool;
 pub mod trace;
 pub mod value_source;
 
+pub use connector::{ConnectorEvent, ConnectorMessage};
 pub use diagnostic::{Diagnostic, Severity};
 pub use entry::{Entry, EntryParseError, ScriptRuntime};
 pub use event::{AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth};

@@ -8,8 +8,9 @@ use crate::cli::{GlobalArgs, InstanceArgs, InstanceCommand, RestartArgs};
 use crate::exit::Outcome;
 use crate::project;
 use anyhow::Context;
-use goondan_orchestrator::control::{self, ControlRequest};
-use goondan_store::{InstanceStore, InstanceSummary, StateRoot};
+use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
+use goondan_orchestrator::orchestrator::InstanceStatus;
+use goondan_store::{ActiveSwarm, InstanceStore, InstanceSummary, StateRoot};
 use goondan_types::JsonValue;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -43,14 +44,8 @@ pub(crate) fn target(global: &GlobalArgs) -> anyhow::Result<Target> {
             socket: Some(socket),
         });
     }
-    let active = std::fs::read(state_root.active_file())
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<JsonValue>(&bytes).ok());
-    let (swarm_instance_key, socket) = match active {
-        Some(record) => (
-            record["instanceKey"].as_str().map(str::to_string),
-            record["controlSocket"].as_str().map(PathBuf::from),
-        ),
+    let (swarm_instance_key, socket) = match ActiveSwarm::read(&state_root.active_file()) {
+        Some(record) => (Some(record.instance_key), Some(record.control_socket)),
         None => (None, None),
     };
     Ok(Target {
@@ -60,7 +55,7 @@ pub(crate) fn target(global: &GlobalArgs) -> anyhow::Result<Target> {
     })
 }
 
-async fn call(socket: &Path, request: ControlRequest) -> Option<JsonValue> {
+async fn call(socket: &Path, request: ControlRequest) -> Option<ControlResponse> {
     control::call(socket, &request).await.ok()
 }
 
@@ -94,19 +89,22 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
     report_restart(global, &response)
 }
 
-fn report_restart(global: &GlobalArgs, response: &JsonValue) -> anyhow::Result<Outcome> {
-    if response["ok"] != JsonValue::Bool(true) {
-        eprintln!(
-            "error[{}]: {}",
-            response["code"].as_str().unwrap_or("E_CONTROL"),
-            response["message"].as_str().unwrap_or("restart failed")
-        );
-        return Ok(Outcome::Failure);
-    }
-    let restarted: Vec<&str> = response["restarted"]
-        .as_array()
-        .map(|keys| keys.iter().filter_map(JsonValue::as_str).collect())
-        .unwrap_or_default();
+fn report_restart(global: &GlobalArgs, response: &ControlResponse) -> anyhow::Result<Outcome> {
+    let restarted = match response {
+        ControlResponse::Restarted { restarted } => restarted,
+        ControlResponse::Failed {
+            code,
+            message,
+            suggestion,
+        } => {
+            eprintln!("error[{code}]: {message}");
+            if let Some(suggestion) = suggestion {
+                eprintln!("   = help: {suggestion}");
+            }
+            return Ok(Outcome::Failure);
+        }
+        other => anyhow::bail!("the orchestrator answered a restart with {other:?}"),
+    };
     if global.json {
         println!("{}", serde_json::json!({ "restarted": restarted }));
     } else if restarted.is_empty() {
@@ -158,7 +156,7 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 if let Some(response) =
                     runtime()?.block_on(call(socket, ControlRequest::Delete { key: key.clone() }))
                 {
-                    stopped = response["stopped"] == JsonValue::Bool(true);
+                    stopped = matches!(response, ControlResponse::Deleted { stopped: true });
                 }
             }
             let n_deleted = for_matching(&target, key, |store, summary| {
@@ -240,25 +238,23 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
         Some(socket) => runtime()?.block_on(call(socket, ControlRequest::List)),
         None => None,
     };
-    let live_instances: Vec<JsonValue> = live
-        .as_ref()
-        .and_then(|response| response["instances"].as_array().cloned())
-        .unwrap_or_default();
+    let live_instances: Vec<InstanceStatus> = match live {
+        Some(ControlResponse::Instances { instances }) => instances,
+        _ => Vec::new(),
+    };
     let mut rows = Vec::new();
     for store in stores(target)? {
         for summary in store.list()? {
             let key = format!("{}:{}", summary.agent_name, summary.instance_key);
-            let process = live_instances
-                .iter()
-                .find(|instance| instance["key"] == key.as_str());
+            let process = live_instances.iter().find(|instance| instance.key == key);
             let metadata = summary.metadata.as_ref();
             rows.push(serde_json::json!({
                 "workspace": store.workspace().workspace_id(),
                 "instanceKey": summary.instance_key,
                 "agentName": summary.agent_name,
                 "status": metadata.map(|m| serde_json::to_value(m.status).unwrap_or(JsonValue::Null)),
-                "process": process.map(|p| p["status"].clone()),
-                "pid": process.map(|p| p["pid"].clone()),
+                "process": process.map(|p| p.status),
+                "pid": process.and_then(|p| p.pid),
                 "createdAt": metadata.map(|m| m.created_at.clone()),
                 "updatedAt": metadata.map(|m| m.updated_at.clone()),
             }));

@@ -13,14 +13,16 @@ use crate::cli::{GlobalArgs, RunArgs};
 use crate::exit::Outcome;
 use crate::project::{self, Project};
 use anyhow::Context;
+use goondan_ipc::protocol::{Answer, AnswerOutcome};
 use goondan_ipc::RoutingKey;
-use goondan_orchestrator::control::{self, ControlRequest};
+use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{
-    LocalSpawner, Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo,
+    Ingress, IngressRule, LocalSpawner, Orchestrator, OrchestratorConfig, OrchestratorHandle,
+    SpawnRequest, SwarmInfo,
 };
-use goondan_store::{InstanceMetadata, InstanceStore};
-use goondan_types::{AgentEvent, EventSource, EventSourceKind, JsonValue};
+use goondan_store::{ActiveSwarm, InstanceMetadata, InstanceStore};
+use goondan_types::AgentEvent;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -82,17 +84,21 @@ async fn attach(socket: &Path, input: Option<String>) -> anyhow::Result<Outcome>
 
 async fn ask_over_socket(socket: &Path, input: String) -> anyhow::Result<Outcome> {
     let response = control::call(socket, &ControlRequest::Request { agent: None, input }).await?;
-    if response["ok"] != JsonValue::Bool(true) {
-        eprintln!(
-            "error[{}]: {}",
-            response["code"].as_str().unwrap_or("E_CONTROL"),
-            response["message"].as_str().unwrap_or("the request failed")
-        );
-        return Ok(Outcome::Failure);
+    match response {
+        ControlResponse::Answer { response } => Ok(print_answer(&response, "")),
+        ControlResponse::Failed {
+            code,
+            message,
+            suggestion,
+        } => {
+            eprintln!("error[{code}]: {message}");
+            if let Some(suggestion) = suggestion {
+                eprintln!("   = help: {suggestion}");
+            }
+            Ok(Outcome::Failure)
+        }
+        other => anyhow::bail!("the orchestrator answered a request with {other:?}"),
     }
-    let answer: AgentEvent = serde_json::from_value(response["response"].clone())
-        .context("the orchestrator sent a malformed answer")?;
-    Ok(print_answer(&answer, ""))
 }
 
 /// Starts `gdn run` again in the background, waits until its control
@@ -191,6 +197,8 @@ async fn foreground(
         agents,
         instance_key: project.instance_key.clone(),
         grace_period: swarm.shutdown_grace(),
+        max_queued_events: swarm.max_queued_events(),
+        ingress: ingress_rules(&project),
     };
     let mut agent_args: Vec<String> = vec![
         "agent".into(),
@@ -211,16 +219,17 @@ async fn foreground(
     }
     let log_root = project.state_root.clone();
     let swarm_key = project.instance_key.clone();
-    let log_file: goondan_orchestrator::LogFileFor = Arc::new(move |key: &RoutingKey| {
-        log_root.runtime_log_file(
-            &swarm_key,
-            &format!("{}-{}", key.agent_name, key.instance_key),
-            "stderr",
-        )
+    let log_file: goondan_orchestrator::LogFileFor = Arc::new(move |request: &SpawnRequest| {
+        let process = match request {
+            SpawnRequest::Agent { key } => format!("{}-{}", key.agent_name, key.instance_key),
+            SpawnRequest::Connector { connection } => format!("connection-{connection}"),
+        };
+        log_root.runtime_log_file(&swarm_key, &process, "stderr")
     });
     let spawner = LocalSpawner {
         program: std::env::current_exe().context("locating the gdn binary")?,
         args: agent_args,
+        connector_args: None,
         env: Vec::new(),
         log_file: Some(log_file),
     };
@@ -234,6 +243,7 @@ async fn foreground(
     let (handle, task) = Orchestrator::start(OrchestratorConfig {
         swarm: info,
         spawner: Arc::new(spawner),
+        transport: None,
         reconcile_interval: Duration::from_secs(5),
         reset_instance: Some(reset_instance),
         crash_ledger: Some(crash_ledger(&project)),
@@ -260,10 +270,42 @@ async fn foreground(
     };
     control_server.abort();
     let _ = std::fs::remove_file(&socket);
-    if let Some(active) = active {
-        remove_active_if_ours(&active);
-    }
+    ActiveSwarm::remove_if_owned_by(&active, std::process::id());
     Ok(outcome)
+}
+
+/// The ingress rules of every Connection that delivers to the running
+/// swarm.
+fn ingress_rules(project: &Project) -> Vec<IngressRule> {
+    let mut rules = Vec::new();
+    for connection in project.bundle.connections() {
+        if connection.swarm().name() != project.swarm_name {
+            continue;
+        }
+        for (rule, agent) in connection.rules() {
+            let matcher = rule.matcher.clone().unwrap_or_default();
+            rules.push(IngressRule {
+                connection: connection.name().to_string(),
+                event: matcher.event,
+                properties: matcher
+                    .properties
+                    .into_iter()
+                    .map(|(key, value)| {
+                        let value = match value {
+                            serde_json::Value::String(text) => text,
+                            other => other.to_string(),
+                        };
+                        (key, value)
+                    })
+                    .collect(),
+                agent: Some(agent.name().to_string()),
+                instance_key: rule.route.instance_key.clone(),
+                instance_key_property: rule.route.instance_key_property.clone(),
+                instance_key_prefix: rule.route.instance_key_prefix.clone(),
+            });
+        }
+    }
+    rules
 }
 
 /// Crash counters and backoff deadlines kept in each instance's
@@ -309,12 +351,6 @@ fn crash_ledger(project: &Project) -> CrashLedger {
 /// One input, one answer. Model text is printed as it streams (providers
 /// that stream), and the final answer completes it.
 async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
-    let mut event = AgentEvent::new(
-        "user_message",
-        EventSource::new(EventSourceKind::Connector, "cli"),
-    );
-    event.input = Some(text);
-    event.trace_id = Some(goondan_types::trace::new_trace_id());
     let (deltas, mut streamed_deltas) = tokio::sync::mpsc::unbounded_channel::<String>();
     let printer = tokio::spawn(async move {
         let mut streamed = String::new();
@@ -327,7 +363,7 @@ async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
         streamed
     });
     let answer = tokio::select! {
-        answer = handle.request_streaming(None, event, Some(deltas)) => answer,
+        answer = handle.ask(Ingress::cli(text, None), Some(deltas)) => answer,
         _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
     };
     let streamed = printer.await.unwrap_or_default();
@@ -389,11 +425,15 @@ async fn resident(handle: &OrchestratorHandle, task: tokio::task::JoinHandle<()>
 
 /// Prints an answer, completing text already streamed to the terminal.
 fn print_answer(answer: &AgentEvent, streamed: &str) -> Outcome {
-    if let Some((code, message)) = goondan_ipc::answer::failure(answer) {
-        eprintln!("error[{code}]: {message}");
-        return Outcome::Failure;
-    }
-    let text = answer.input.as_deref().unwrap_or_default();
+    let text = match Answer::from_event(answer).map(|answer| answer.outcome) {
+        Some(AnswerOutcome::Failed(failure)) => {
+            eprintln!("error[{}]: {}", failure.code, failure.message);
+            return Outcome::Failure;
+        }
+        Some(AnswerOutcome::Ok { text, .. }) => text.unwrap_or_default(),
+        None => answer.input.clone().unwrap_or_default(),
+    };
+    let text = text.as_str();
     let mut out = std::io::stdout().lock();
     let _ = if streamed.is_empty() {
         writeln!(out, "{text}")
@@ -416,53 +456,42 @@ fn prompt() {
 /// Lifts the soft limit on open files to the hard limit. The orchestrator
 /// holds two pipes per AgentProcess, so the common default soft limit of
 /// 1024 would cap a swarm at a few hundred live instances.
-#[allow(unsafe_code)]
+#[cfg(unix)]
 fn raise_open_file_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
     };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed
-    // by pointer, which lives on this stack frame for the whole call.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                tracing::warn!("could not raise the open-file limit; large swarms may run out of file descriptors");
-            }
-        }
+    // macOS reports an unlimited hard limit but refuses a soft limit above
+    // OPEN_MAX (10240).
+    #[cfg(target_os = "macos")]
+    let wanted = hard.min(10_240);
+    #[cfg(not(target_os = "macos"))]
+    let wanted = hard;
+    if soft < wanted && setrlimit(Resource::RLIMIT_NOFILE, wanted, hard).is_err() {
+        tracing::warn!(
+            "could not raise the open-file limit; large swarms may run out of file descriptors"
+        );
     }
 }
 
-/// Records this orchestrator in `runtime/active.json`.
-fn write_active(project: &Project, socket: &Path) -> anyhow::Result<Option<PathBuf>> {
+/// Without `setrlimit` the process keeps the limit it was started with.
+#[cfg(not(unix))]
+fn raise_open_file_limit() {}
+
+/// Records this orchestrator in `runtime/active.json`; returns its path.
+fn write_active(project: &Project, socket: &Path) -> anyhow::Result<PathBuf> {
     let path = project.state_root.active_file();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let record = serde_json::json!({
-        "pid": std::process::id(),
-        "bundleDir": project.bundle.root(),
-        "swarm": project.swarm_name,
-        "instanceKey": project.instance_key,
-        "startedAt": goondan_types::now_iso(),
-        "controlSocket": socket,
-    });
-    let temp = path.with_extension("json.tmp");
-    std::fs::write(&temp, serde_json::to_vec_pretty(&record)?)
-        .with_context(|| format!("writing {}", temp.display()))?;
-    std::fs::rename(&temp, &path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(Some(path))
-}
-
-/// Removes `active.json` unless another orchestrator has replaced it.
-fn remove_active_if_ours(path: &Path) {
-    let ours = std::fs::read(path)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<JsonValue>(&bytes).ok())
-        .is_some_and(|record| record["pid"] == std::process::id());
-    if ours {
-        let _ = std::fs::remove_file(path);
-    }
+    let record = ActiveSwarm {
+        pid: std::process::id(),
+        bundle_dir: project.bundle.root().to_path_buf(),
+        swarm: project.swarm_name.clone(),
+        instance_key: project.instance_key.clone(),
+        started_at: goondan_types::now_iso(),
+        control_socket: socket.to_path_buf(),
+    };
+    record
+        .write(&path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }

@@ -3,14 +3,14 @@
 //! export schemas). Rules that follow references are in `resolve`.
 
 use super::parse::{Local, Parsed, Site};
-use crate::base_package::{self, BUILTIN_PREFIX};
+use crate::base_package;
 use crate::codes::Code;
 use crate::env::EnvMap;
 use crate::paths::{resolve_in_root, PathProblem};
 use crate::resource::Kind;
 use crate::spec::{AgentSpec, ConnectionSpec, ModelSpec, SwarmSpec, ToolSpec};
 use crate::suggest::closest;
-use goondan_types::{Diagnostic, ObjectRef, ValueSource};
+use goondan_types::{Diagnostic, Entry, EntryParseError, ObjectRef, ScriptRuntime, ValueSource};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -301,7 +301,16 @@ impl Rules<'_> {
         let policy = &spec.policy;
         let lifecycle = policy.lifecycle.clone().unwrap_or_default();
         let shutdown = policy.shutdown.clone().unwrap_or_default();
+        let queues = policy.queues.clone().unwrap_or_default();
         for (value, field) in [
+            (
+                queues.max_queued_events,
+                "spec.policy.queues.maxQueuedEvents",
+            ),
+            (
+                queues.max_pending_requests,
+                "spec.policy.queues.maxPendingRequests",
+            ),
             (policy.max_steps_per_turn, "spec.policy.maxStepsPerTurn"),
             (lifecycle.ttl_seconds, "spec.policy.lifecycle.ttlSeconds"),
             (
@@ -490,40 +499,51 @@ impl Rules<'_> {
         }
     }
 
-    /// An `entry`: a known `builtin:` name, or an existing file inside the
-    /// root, which cannot run until plugin hosts exist.
+    /// An `entry`, classified by [`Entry::parse`] as the runtime does: a
+    /// known `builtin:` name, or an existing file inside the root, which
+    /// cannot run until plugin hosts exist.
     fn check_entry(&mut self, site: &Site, entry: &str, kind: Kind) {
         let field = "spec.entry";
-        if entry.is_empty() {
-            self.push(
+        match Entry::parse(entry) {
+            Err(EntryParseError::Empty) => self.push(
                 site.at(Code::Schema, "spec.entry must not be empty", field)
                     .with_suggestion("write `builtin:<name>`"),
-            );
-            return;
-        }
-        if let Some(name) = entry.strip_prefix(BUILTIN_PREFIX) {
-            if base_package::find(kind, name).is_none() {
-                let names: Vec<&str> = base_package::builtin_names(kind).collect();
-                let suggestion = match closest(name, names.iter().copied()) {
-                    Some(candidate) => format!("did you mean `builtin:{candidate}`?"),
-                    None => format!("built-in {kind}s are: {}", names.join(", ")),
-                };
-                self.push(
-                    site.at(
-                        Code::BuiltinNotFound,
-                        format!("there is no built-in {kind} named `{name}`"),
-                        field,
-                    )
-                    .with_suggestion(suggestion),
-                );
+            ),
+            // `builtin:` alone is reported like any other unknown name.
+            Err(EntryParseError::EmptyBuiltinName) => self.check_builtin(site, "", kind),
+            Ok(Entry::Native { name }) => self.check_builtin(site, &name, kind),
+            Ok(Entry::Script { path, runtime }) => {
+                if self.check_bundle_file(site, &path, field) {
+                    let what = match runtime {
+                        ScriptRuntime::Executable => "an executable".to_string(),
+                        script => format!("a {script} script"),
+                    };
+                    let builtins: Vec<&str> = base_package::builtin_names(kind).collect();
+                    self.push(site.at(Code::EntryUnsupported, format!("entry `{path}` is {what}; this build runs only built-in {kind}s"), field)
+                        .with_suggestion(format!("use `entry: builtin:<name>` (one of {}); plugin hosts for script entries come later", builtins.join(", "))));
+                }
             }
+        }
+    }
+
+    /// A `builtin:<name>` entry: `name` must be a built-in of `kind`.
+    fn check_builtin(&mut self, site: &Site, name: &str, kind: Kind) {
+        if base_package::find(kind, name).is_some() {
             return;
         }
-        if self.check_bundle_file(site, entry, field) {
-            let builtins: Vec<&str> = base_package::builtin_names(kind).collect();
-            self.push(site.at(Code::EntryUnsupported, format!("entry `{entry}` is a script or executable; this build runs only built-in {kind}s"), field)
-                .with_suggestion(format!("use `entry: builtin:<name>` (one of {}); plugin hosts for script entries come later", builtins.join(", "))));
-        }
+        let names: Vec<&str> = base_package::builtin_names(kind).collect();
+        let suggestion = match closest(name, names.iter().copied()) {
+            Some(candidate) => format!("did you mean `builtin:{candidate}`?"),
+            None => format!("built-in {kind}s are: {}", names.join(", ")),
+        };
+        self.push(
+            site.at(
+                Code::BuiltinNotFound,
+                format!("there is no built-in {kind} named `{name}`"),
+                "spec.entry",
+            )
+            .with_suggestion(suggestion),
+        );
     }
 
     /// Checks a file path of the bundle; true when it exists inside the

@@ -6,18 +6,20 @@
 //! The Step itself (model call and tool calls) is in `turn/step.rs`.
 
 pub mod definition;
+mod redelivery;
 mod step;
 
 pub use definition::{
     AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, ToolExportDefinition,
     DEFAULT_MAX_STEPS_PER_TURN,
 };
+pub use redelivery::{PriorTurn, TOOL_INTERRUPTED};
 
 use crate::agents::{AgentsApi, AsyncResponseInbox};
 use crate::conversation::{Conversation, ConversationState, StateGuard};
 use crate::error::{AgentError, PipelineError};
 use crate::events::RuntimeEventSink;
-use crate::extension::{Entry, EventBus, ExtensionApi, ExtensionStates};
+use crate::extension::{EntryTarget, EventBus, ExtensionApi, ExtensionStates};
 use crate::pipeline::context::StepParts;
 use crate::pipeline::{
     Core, LayerResult, Pipeline, PipelineRegistry, RuntimeContext, StepContext, TurnContext,
@@ -108,46 +110,45 @@ fn milliseconds(since: Instant) -> u64 {
 }
 
 impl Agent {
-    /// Assembles the agent: resolves tool and extension entries, restores
-    /// the conversation (folding and committing the events of an
-    /// interrupted Turn) and extension state, then runs every extension's
-    /// `register` in `spec.extensions` order.
+    /// Assembles the agent: resolves tool and extension entries through
+    /// `services.entries`, restores the conversation (folding and
+    /// committing the events of an interrupted Turn) and extension state,
+    /// then runs every extension's `register` in `spec.extensions` order.
     ///
+    /// Every entry is resolved, in `spec.tools` then `spec.extensions`
+    /// order, before the journal is read, so an entry that does not
+    /// resolve ([`AgentError::Entry`]) leaves the instance untouched.
     /// An extension whose `register` fails stops the start with
     /// [`AgentError::ExtensionInit`] naming it.
-    pub fn start(
+    pub async fn start(
         definition: AgentDefinition,
         services: AgentServices,
     ) -> Result<Agent, AgentError> {
         let AgentServices {
             mut journal,
             mut extension_state,
-            builtins,
+            entries,
             agents,
             inbox,
             runtime_events,
         } = services;
 
-        let tools = ToolRegistry::new();
+        // One at a time, not joined: a script resolver may start a process
+        // per entry, and the first failure in spec order is the one
+        // reported.
+        let mut tool_handlers = Vec::with_capacity(definition.tools.len());
         for tool in &definition.tools {
-            let mut handlers = match Entry::parse(&tool.entry) {
-                Entry::Builtin(name) => {
-                    builtins
-                        .tool(&name)
-                        .ok_or_else(|| AgentError::UnknownBuiltin {
-                            kind: "Tool",
-                            resource: tool.name.clone(),
-                            entry: tool.entry.clone(),
-                        })?
-                }
-                Entry::Script(_) => {
-                    return Err(AgentError::ScriptEntryUnsupported {
-                        kind: "Tool",
-                        resource: tool.name.clone(),
-                        entry: tool.entry.clone(),
-                    })
-                }
-            };
+            let target = EntryTarget::new(&tool.name, &tool.entry);
+            tool_handlers.push(entries.resolve_tool(target).await?);
+        }
+        let mut implementations = Vec::with_capacity(definition.extensions.len());
+        for extension in &definition.extensions {
+            let target = EntryTarget::new(&extension.name, &extension.entry);
+            implementations.push(entries.resolve_extension(target).await?);
+        }
+
+        let tools = ToolRegistry::new();
+        for (tool, mut handlers) in definition.tools.iter().zip(tool_handlers) {
             for export in &tool.exports {
                 let handler =
                     handlers
@@ -199,25 +200,7 @@ impl Agent {
         let mut registry = PipelineRegistry::new();
         let event_bus = EventBus::new();
         let mut extension_states = ExtensionStates::default();
-        for extension in &definition.extensions {
-            let implementation = match Entry::parse(&extension.entry) {
-                Entry::Builtin(name) => {
-                    builtins
-                        .extension(&name)
-                        .ok_or_else(|| AgentError::UnknownBuiltin {
-                            kind: "Extension",
-                            resource: extension.name.clone(),
-                            entry: extension.entry.clone(),
-                        })?
-                }
-                Entry::Script(_) => {
-                    return Err(AgentError::ScriptEntryUnsupported {
-                        kind: "Extension",
-                        resource: extension.name.clone(),
-                        entry: extension.entry.clone(),
-                    })
-                }
-            };
+        for (extension, implementation) in definition.extensions.iter().zip(implementations) {
             let state = extension_states.restore(&mut *extension_state, &extension.name)?;
             let mut api = ExtensionApi::new(
                 &extension.name,
@@ -291,6 +274,14 @@ impl Agent {
     /// The inbox async answers are pushed to.
     pub fn inbox(&self) -> &AsyncResponseInbox {
         &self.core.inbox
+    }
+
+    /// What became of the input event `event_id` if a Turn already
+    /// consumed it (see [`PriorTurn`]); `None` when none did. Hosts ask
+    /// this for redelivered events only: it reads the conversation from
+    /// its end.
+    pub fn prior_turn(&self, event_id: &str) -> Option<PriorTurn> {
+        redelivery::prior_turn(&self.conversation.state().next_messages(), event_id)
     }
 
     /// Runs one Turn for `event`, reporting model text deltas to
@@ -464,7 +455,7 @@ impl TurnCore<'_> {
             MessageSource::User,
         );
         let metadata = &mut message.metadata;
-        metadata.insert("__goondanInbound".into(), JsonValue::Bool(true));
+        metadata.insert(redelivery::INBOUND_MARK.into(), JsonValue::Bool(true));
         metadata.insert("eventId".into(), JsonValue::String(event.id.clone()));
         metadata.insert(
             "sourceKind".into(),
@@ -499,9 +490,24 @@ impl TurnCore<'_> {
     }
 
     async fn step_loop(&self, ctx: &mut TurnContext) -> LayerResult<TurnContext> {
-        ctx.emit_message_event(MessageEvent::Append {
-            message: Self::input_message(ctx.input_event()),
-        })?;
+        let input = ctx.input_event();
+        // A redelivered input whose Turn was cut short resumes that Turn:
+        // its user message is already recorded, and the calls it left
+        // unanswered are closed first.
+        let resumed = input
+            .redelivered
+            .then(|| redelivery::prior_turn(&ctx.conversation().state().next_messages(), &input.id))
+            .flatten();
+        match resumed {
+            Some(PriorTurn::Interrupted { dangling }) => {
+                for message in dangling {
+                    ctx.emit_message_event(MessageEvent::Append { message })?;
+                }
+            }
+            _ => ctx.emit_message_event(MessageEvent::Append {
+                message: Self::input_message(ctx.input_event()),
+            })?,
+        }
         let agent = self.agent;
         let mut previous_steps: Vec<StepResult> = Vec::new();
         let mut response_message = None;

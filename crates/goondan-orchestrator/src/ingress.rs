@@ -1,0 +1,223 @@
+//! Ingress: events from outside the swarm (a connector's, or a person's at
+//! the CLI) become AgentEvents for one routing key.
+//!
+//! [`route`] is the one function that does it, for every source: it picks
+//! the agent by the Connection's rules (`connection.md` §5: first match
+//! wins, a rule without `match` matches everything, a rule without an
+//! agent routes to the entry agent), picks the instance key (the rule's
+//! fixed key, else a prefixed property, else the connector's suggestion,
+//! else the swarm's), and builds the AgentEvent with [`agent_event`], the
+//! only constructor of user input in the runtime.
+
+use crate::orchestrator::SwarmInfo;
+use crate::OrchestratorError;
+use goondan_ipc::RoutingKey;
+use goondan_types::{AgentEvent, ConnectorEvent, EventSource, EventSourceKind, JsonValue};
+use std::collections::BTreeMap;
+
+/// The connection name of input typed at `gdn run`.
+pub const CLI_CONNECTION: &str = "cli";
+
+/// The event name of input typed at `gdn run`.
+pub const CLI_EVENT: &str = "user_message";
+
+/// One ingress rule of a Connection, resolved against the bundle.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngressRule {
+    /// The Connection the rule belongs to.
+    pub connection: String,
+    /// The event name it matches; `None` matches every name.
+    pub event: Option<String>,
+    /// Properties that must all be equal.
+    pub properties: BTreeMap<String, String>,
+    /// The target agent; `None` is the swarm's entry agent.
+    pub agent: Option<String>,
+    /// A fixed instance key.
+    pub instance_key: Option<String>,
+    /// The event property holding the instance key.
+    pub instance_key_property: Option<String>,
+    /// Prefix for a key read from `instance_key_property`.
+    pub instance_key_prefix: Option<String>,
+}
+
+impl IngressRule {
+    fn matches(&self, event: &ConnectorEvent) -> bool {
+        self.event.as_ref().is_none_or(|name| *name == event.name)
+            && self
+                .properties
+                .iter()
+                .all(|(key, value)| event.properties.get(key) == Some(value))
+    }
+}
+
+/// An ingress event with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ingress {
+    /// The Connection it came through.
+    pub connection: String,
+    /// The event.
+    pub event: ConnectorEvent,
+    /// An agent chosen by the caller (`gdn run --agent`), overriding the
+    /// rules.
+    pub agent: Option<String>,
+}
+
+impl Ingress {
+    /// Text typed at the CLI, for `agent` (the entry agent when `None`).
+    pub fn cli(text: impl Into<String>, agent: Option<String>) -> Ingress {
+        Ingress {
+            connection: CLI_CONNECTION.to_string(),
+            event: ConnectorEvent::text(CLI_EVENT, text),
+            agent,
+        }
+    }
+}
+
+/// Where `ingress` goes, as the AgentEvent to deliver there.
+pub fn route(swarm: &SwarmInfo, ingress: &Ingress) -> Result<(RoutingKey, AgentEvent), OrchestratorError> {
+    let mut rules = swarm
+        .ingress
+        .iter()
+        .filter(|rule| rule.connection == ingress.connection)
+        .peekable();
+    let has_rules = rules.peek().is_some();
+    let rule = rules.find(|rule| rule.matches(&ingress.event));
+    if has_rules && rule.is_none() && ingress.agent.is_none() {
+        return Err(OrchestratorError::NoIngressRoute {
+            connection: ingress.connection.clone(),
+            event: ingress.event.name.clone(),
+        });
+    }
+    let agent = ingress
+        .agent
+        .clone()
+        .or_else(|| rule.and_then(|rule| rule.agent.clone()))
+        .unwrap_or_else(|| swarm.entry_agent.clone());
+    if !swarm.agents.contains(&agent) {
+        return Err(OrchestratorError::UnknownAgent {
+            agent,
+            swarm: swarm.swarm_name.clone(),
+        });
+    }
+    let from_property = rule.and_then(|rule| {
+        let property = rule.instance_key_property.as_ref()?;
+        let value = ingress.event.properties.get(property)?;
+        Some(format!(
+            "{}{value}",
+            rule.instance_key_prefix.as_deref().unwrap_or_default()
+        ))
+    });
+    let instance_key = rule
+        .and_then(|rule| rule.instance_key.clone())
+        .or(from_property)
+        .or_else(|| ingress.event.instance_key.clone())
+        .filter(|key| !key.is_empty())
+        .unwrap_or_else(|| swarm.instance_key.clone());
+    let event = agent_event(&ingress.connection, &ingress.event, &instance_key);
+    Ok((RoutingKey::new(agent, instance_key), event))
+}
+
+/// The AgentEvent an ingress event becomes: its name as the type, its
+/// message as the input, its properties as metadata, a new trace.
+pub fn agent_event(connection: &str, event: &ConnectorEvent, instance_key: &str) -> AgentEvent {
+    let mut agent_event = AgentEvent::new(
+        event.name.clone(),
+        EventSource::new(EventSourceKind::Connector, connection),
+    );
+    agent_event.input = Some(event.message.as_input());
+    agent_event.instance_key = Some(instance_key.to_string());
+    agent_event.trace_id = Some(goondan_types::trace::new_trace_id());
+    let mut metadata = event.properties_json();
+    if !matches!(event.message, goondan_types::ConnectorMessage::Text { .. }) {
+        metadata.insert(
+            "message".into(),
+            serde_json::to_value(&event.message).unwrap_or(JsonValue::Null),
+        );
+    }
+    if !metadata.is_empty() {
+        agent_event.metadata = Some(metadata);
+    }
+    agent_event
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn swarm(ingress: Vec<IngressRule>) -> SwarmInfo {
+        SwarmInfo {
+            swarm_name: "s".into(),
+            entry_agent: "coordinator".into(),
+            agents: vec!["coordinator".into(), "support".into()],
+            instance_key: "main".into(),
+            grace_period: Duration::from_secs(1),
+            max_queued_events: 8,
+            ingress,
+        }
+    }
+
+    fn telegram(chat: &str) -> Ingress {
+        let mut event = ConnectorEvent::text("telegram_message", "hi");
+        event.properties.insert("chat_id".into(), chat.into());
+        Ingress {
+            connection: "tg".into(),
+            event,
+            agent: None,
+        }
+    }
+
+    #[test]
+    fn cli_input_without_rules_goes_to_the_entry_agent_of_the_swarm_instance() {
+        let (key, event) = route(&swarm(vec![]), &Ingress::cli("hello", None)).unwrap();
+        assert_eq!(key.to_string(), "coordinator:main");
+        assert_eq!(event.event_type, CLI_EVENT);
+        assert_eq!(event.input.as_deref(), Some("hello"));
+        assert_eq!(event.source.name, "cli");
+        assert!(event.trace_id.is_some());
+        let (key, _) = route(&swarm(vec![]), &Ingress::cli("x", Some("support".into()))).unwrap();
+        assert_eq!(key.agent_name, "support");
+    }
+
+    #[test]
+    fn the_first_matching_rule_picks_agent_and_instance_key() {
+        let rules = vec![
+            IngressRule {
+                connection: "tg".into(),
+                event: Some("telegram_message".into()),
+                properties: [("chat_id".to_string(), "1".to_string())].into(),
+                agent: Some("support".into()),
+                instance_key: Some("vip".into()),
+                ..Default::default()
+            },
+            IngressRule {
+                connection: "tg".into(),
+                instance_key_property: Some("chat_id".into()),
+                instance_key_prefix: Some("telegram:".into()),
+                ..Default::default()
+            },
+        ];
+        let swarm = swarm(rules);
+        let (key, event) = route(&swarm, &telegram("1")).unwrap();
+        assert_eq!(key.to_string(), "support:vip");
+        assert_eq!(event.metadata_value("chat_id").unwrap(), "1");
+        let (key, _) = route(&swarm, &telegram("42")).unwrap();
+        assert_eq!(key.to_string(), "coordinator:telegram:42");
+    }
+
+    #[test]
+    fn an_event_no_rule_matches_is_refused_with_a_code() {
+        let swarm = swarm(vec![IngressRule {
+            connection: "tg".into(),
+            event: Some("other".into()),
+            ..Default::default()
+        }]);
+        let error = route(&swarm, &telegram("1")).unwrap_err();
+        assert_eq!(error.code(), "E_INGRESS_NO_ROUTE");
+        let unknown = Ingress::cli("x", Some("ghost".into()));
+        assert_eq!(
+            route(&swarm, &unknown).unwrap_err().code(),
+            "E_AGENT_NOT_FOUND"
+        );
+    }
+}

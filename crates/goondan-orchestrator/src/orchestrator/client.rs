@@ -1,0 +1,181 @@
+//! [`OrchestratorHandle`]: how everything outside the main loop talks to
+//! it, one [`Input`] at a time.
+
+use super::{InstanceStatus, Reply, SwarmInfo};
+use crate::ingress::Ingress;
+use crate::OrchestratorError;
+use goondan_ipc::Link;
+use goondan_types::AgentEvent;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// The closed set of requests the main loop takes from outside (the
+/// transport's messages arrive on their own channel).
+pub enum Input {
+    /// A process ended (its exit code; `None` when a signal ended it).
+    Exited {
+        /// Which process.
+        link: Link,
+        /// Its exit code.
+        code: Option<i32>,
+    },
+    /// Route an ingress event (or, with `event`, an already built event for
+    /// the agent `ingress.agent`), hand its answer to `reply` and its
+    /// streamed text to `deltas`.
+    Request {
+        /// Where the input came from and where it goes.
+        ingress: Ingress,
+        /// An event built by the caller, used instead of the ingress event's
+        /// own (tests and tools that need full control of the event).
+        event: Option<Box<AgentEvent>>,
+        /// Where the answer goes.
+        reply: Reply,
+        /// Where streamed text goes.
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    },
+    /// Gracefully restart the matching instances.
+    Restart {
+        /// Only this agent's.
+        agent: Option<String>,
+        /// Only this instance key's.
+        instance_key: Option<String>,
+        /// Clear history first.
+        fresh: bool,
+        /// The restarted keys.
+        done: oneshot::Sender<Vec<String>>,
+    },
+    /// Report every instance.
+    List {
+        /// Where the list goes.
+        reply: oneshot::Sender<Vec<InstanceStatus>>,
+    },
+    /// Stop and forget an instance.
+    Delete {
+        /// `agent:instance` or an instance key.
+        key: String,
+        /// True when something was running.
+        reply: oneshot::Sender<bool>,
+    },
+    /// Drain everything and stop.
+    Shutdown {
+        /// Answered once every process is gone.
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// A cheap, cloneable way to talk to a running orchestrator.
+#[derive(Clone)]
+pub struct OrchestratorHandle {
+    inputs: mpsc::Sender<Input>,
+    swarm: Arc<SwarmInfo>,
+}
+
+impl OrchestratorHandle {
+    pub(super) fn new(inputs: mpsc::Sender<Input>, swarm: Arc<SwarmInfo>) -> Self {
+        OrchestratorHandle { inputs, swarm }
+    }
+
+    /// The swarm being run.
+    pub fn swarm(&self) -> &SwarmInfo {
+        &self.swarm
+    }
+
+    /// Routes `ingress` by its Connection's rules and waits for the answer,
+    /// sending the answering Turn's model text to `deltas` as it streams.
+    pub async fn ask(
+        &self,
+        ingress: Ingress,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<AgentEvent, OrchestratorError> {
+        self.submit(ingress, None, deltas).await
+    }
+
+    /// Sends the ready-made `event` to `agent` (the entry agent when
+    /// `None`) and waits for its answer.
+    pub async fn request(
+        &self,
+        agent: Option<String>,
+        event: AgentEvent,
+    ) -> Result<AgentEvent, OrchestratorError> {
+        self.request_streaming(agent, event, None).await
+    }
+
+    /// As [`OrchestratorHandle::request`], also sending the answering
+    /// Turn's model text to `deltas` as the provider streams it.
+    pub async fn request_streaming(
+        &self,
+        agent: Option<String>,
+        event: AgentEvent,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<AgentEvent, OrchestratorError> {
+        let ingress = Ingress::cli(event.input.clone().unwrap_or_default(), agent);
+        self.submit(ingress, Some(Box::new(event)), deltas).await
+    }
+
+    async fn submit(
+        &self,
+        ingress: Ingress,
+        event: Option<Box<AgentEvent>>,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<AgentEvent, OrchestratorError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Input::Request {
+            ingress,
+            event,
+            reply,
+            deltas,
+        })
+        .await?;
+        answer.await.map_err(|_| OrchestratorError::Stopped)?
+    }
+
+    /// Gracefully restarts the known instances of `agent` and/or
+    /// `instance_key` (every instance when both are `None`), clearing their
+    /// history first when `fresh`; returns the keys.
+    pub async fn restart(
+        &self,
+        agent: Option<String>,
+        instance_key: Option<String>,
+        fresh: bool,
+    ) -> Result<Vec<String>, OrchestratorError> {
+        let (done, restarted) = oneshot::channel();
+        self.send(Input::Restart {
+            agent,
+            instance_key,
+            fresh,
+            done,
+        })
+        .await?;
+        restarted.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Every instance the orchestrator knows.
+    pub async fn list(&self) -> Result<Vec<InstanceStatus>, OrchestratorError> {
+        let (reply, list) = oneshot::channel();
+        self.send(Input::List { reply }).await?;
+        list.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Kills the process serving `key` (an `agent:instance` key or an
+    /// instance key, which matches every agent of that instance) and
+    /// forgets it; true when something was running.
+    pub async fn delete(&self, key: String) -> Result<bool, OrchestratorError> {
+        let (reply, deleted) = oneshot::channel();
+        self.send(Input::Delete { key, reply }).await?;
+        deleted.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Drains every child (each finishes its Turn) and stops the loop.
+    pub async fn shutdown(&self) -> Result<(), OrchestratorError> {
+        let (done, finished) = oneshot::channel();
+        self.send(Input::Shutdown { done }).await?;
+        finished.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    async fn send(&self, input: Input) -> Result<(), OrchestratorError> {
+        self.inputs
+            .send(input)
+            .await
+            .map_err(|_| OrchestratorError::Stopped)
+    }
+}

@@ -1,0 +1,288 @@
+//! [`Instance`]: what the orchestrator knows about one routing key, and the
+//! bounded queue of events waiting for it.
+//!
+//! An event is first *queued* (no process can take it yet), then *in
+//! flight* (handed to the current process, whose Turn for it has not
+//! finished), then forgotten when the process reports the Turn that
+//! consumed it. When a process dies, its in-flight events go back to the
+//! front of the queue, marked as redelivered, for the next process; an
+//! event that has now been handed to [`MAX_DELIVERY_ATTEMPTS`] processes
+//! that all died is given up instead of crashing processes forever.
+//! Queued plus in-flight never exceeds the instance's limit: one more is
+//! refused, never buffered.
+
+use crate::spawner::ProcessControl;
+use goondan_ipc::Link;
+use goondan_types::{IpcMessage, ProcessStatus};
+use std::collections::VecDeque;
+use tokio::time::Instant;
+
+/// How many processes may die holding one event before it is given up.
+pub const MAX_DELIVERY_ATTEMPTS: u32 = 3;
+
+/// One message waiting for, or handed to, an instance's process.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Queued {
+    pub(crate) message: IpcMessage,
+    /// The event's id when it starts a Turn (a user event or a request);
+    /// runtime messages and answers have none and are not redelivered.
+    pub(crate) event_id: Option<String>,
+    /// Processes this event was handed to so far.
+    pub(crate) attempts: u32,
+}
+
+impl Queued {
+    /// A message that starts a Turn.
+    pub(crate) fn turn(message: IpcMessage, event_id: String) -> Queued {
+        Queued {
+            message,
+            event_id: Some(event_id),
+            attempts: 0,
+        }
+    }
+
+    /// A message that starts no Turn (an answer, a runtime message).
+    pub(crate) fn plain(message: IpcMessage) -> Queued {
+        Queued {
+            message,
+            event_id: None,
+            attempts: 0,
+        }
+    }
+}
+
+/// A graceful stop under way.
+pub(crate) struct ShutdownIntent {
+    pub(crate) respawn: bool,
+    pub(crate) fresh: bool,
+    pub(crate) kill_at: Instant,
+    /// Set once SIGKILL was sent, so the passed deadline stops waking the
+    /// loop while the exit is on its way.
+    pub(crate) killed: bool,
+}
+
+/// How a process's end is being observed: its exit and the end of its
+/// stream may arrive in either order, and it is over when both did.
+#[derive(Debug, Default)]
+pub(crate) struct Ending {
+    pub(crate) exit: Option<Option<i32>>,
+    pub(crate) stream_ended: bool,
+    /// When to stop waiting for the other half.
+    pub(crate) deadline: Option<Instant>,
+}
+
+/// The orchestrator's view of one routing key.
+pub(crate) struct Instance {
+    pub(crate) status: ProcessStatus,
+    /// The link of the process serving it, while one runs.
+    pub(crate) link: Option<Link>,
+    pub(crate) control: Option<Box<dyn ProcessControl>>,
+    pub(crate) ending: Ending,
+    queue: VecDeque<Queued>,
+    in_flight: VecDeque<Queued>,
+    pub(crate) consecutive_crashes: u32,
+    pub(crate) next_spawn_at: Option<Instant>,
+    pub(crate) shutdown: Option<ShutdownIntent>,
+    /// The instance that asked for this one through `agents__spawn`.
+    pub(crate) owner: Option<goondan_ipc::RoutingKey>,
+    pub(crate) cwd: Option<String>,
+    pub(crate) created_at: String,
+}
+
+impl Instance {
+    pub(crate) fn new() -> Self {
+        Instance {
+            status: ProcessStatus::Terminated,
+            link: None,
+            control: None,
+            ending: Ending::default(),
+            queue: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            consecutive_crashes: 0,
+            next_spawn_at: None,
+            shutdown: None,
+            owner: None,
+            cwd: None,
+            created_at: goondan_types::now_iso(),
+        }
+    }
+
+    /// True while a process is attached (started and not yet over).
+    pub(crate) fn is_running(&self) -> bool {
+        self.control.is_some()
+    }
+
+    /// True when the process finished its handshake and is not draining.
+    pub(crate) fn takes_events(&self) -> bool {
+        matches!(self.status, ProcessStatus::Idle | ProcessStatus::Processing)
+            && self.shutdown.is_none()
+            && self.link.is_some()
+    }
+
+    /// Events queued or in flight.
+    pub(crate) fn waiting(&self) -> usize {
+        self.queue.len() + self.in_flight.len()
+    }
+
+    /// Events queued, not yet handed to a process.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Queues `queued` unless `limit` events already wait; gives it back
+    /// when refused.
+    pub(crate) fn enqueue(&mut self, queued: Queued, limit: usize) -> Result<(), Queued> {
+        // Answers and runtime messages are never refused: they end work
+        // that is already counted, and refusing them would strand it.
+        if queued.event_id.is_some() && self.waiting() >= limit {
+            return Err(queued);
+        }
+        self.queue.push_back(queued);
+        Ok(())
+    }
+
+    /// Puts a message at the front of the queue (a send that found the
+    /// link full).
+    pub(crate) fn requeue_front(&mut self, queued: Queued) {
+        self.queue.push_front(queued);
+    }
+
+    /// The next queued message, counted as handed over when it starts a
+    /// Turn.
+    pub(crate) fn next_to_send(&mut self) -> Option<Queued> {
+        self.queue.pop_front()
+    }
+
+    /// Records that `queued` was handed to the current process.
+    pub(crate) fn handed_over(&mut self, mut queued: Queued) {
+        if queued.event_id.is_some() {
+            queued.attempts += 1;
+            self.in_flight.push_back(queued);
+        }
+    }
+
+    /// The Turn for `event_id` finished: the event is forgotten.
+    pub(crate) fn turn_finished(&mut self, event_id: &str) -> bool {
+        let before = self.in_flight.len();
+        self.in_flight
+            .retain(|queued| queued.event_id.as_deref() != Some(event_id));
+        before != self.in_flight.len()
+    }
+
+    /// The process died: its in-flight events go back to the front of the
+    /// queue, marked as redelivered, except those that were already handed
+    /// to [`MAX_DELIVERY_ATTEMPTS`] processes, which are returned.
+    pub(crate) fn redeliver_in_flight(&mut self) -> Vec<Queued> {
+        let mut given_up = Vec::new();
+        for mut queued in std::mem::take(&mut self.in_flight).into_iter().rev() {
+            if queued.attempts >= MAX_DELIVERY_ATTEMPTS {
+                given_up.push(queued);
+                continue;
+            }
+            if let Some(payload) = queued.message.payload.as_object_mut() {
+                payload.insert("redelivered".into(), true.into());
+            }
+            self.queue.push_front(queued);
+        }
+        given_up.reverse();
+        given_up
+    }
+
+    /// Drops every message, queued or in flight (the instance is deleted).
+    pub(crate) fn drain_all(&mut self) -> Vec<Queued> {
+        let mut all: Vec<Queued> = self.in_flight.drain(..).collect();
+        all.extend(self.queue.drain(..));
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goondan_types::IpcMessageType;
+    use serde_json::json;
+
+    fn event(id: &str) -> Queued {
+        Queued::turn(
+            IpcMessage {
+                message_type: IpcMessageType::Event,
+                from: "orchestrator".into(),
+                to: "alpha:main".into(),
+                payload: json!({ "id": id }),
+            },
+            id.to_string(),
+        )
+    }
+
+    fn ids(instance: &mut Instance) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(queued) = instance.next_to_send() {
+            out.push(queued.event_id.clone().unwrap_or_default());
+            instance.handed_over(queued);
+        }
+        out
+    }
+
+    #[test]
+    fn the_queue_refuses_past_its_limit_counting_in_flight_events() {
+        let mut instance = Instance::new();
+        instance.enqueue(event("a"), 2).unwrap();
+        instance.enqueue(event("b"), 2).unwrap();
+        assert!(instance.enqueue(event("c"), 2).is_err());
+        assert_eq!(ids(&mut instance), ["a", "b"]);
+        assert_eq!(instance.waiting(), 2, "in flight still counts");
+        assert!(instance.enqueue(event("c"), 2).is_err());
+        assert!(instance.turn_finished("a"));
+        instance.enqueue(event("c"), 2).unwrap();
+        // Messages that start no Turn are never refused.
+        let answer = Queued::plain(event("x").message);
+        instance.enqueue(answer, 2).unwrap();
+    }
+
+    #[test]
+    fn in_flight_events_are_redelivered_in_order_and_marked() {
+        let mut instance = Instance::new();
+        for id in ["a", "b", "c"] {
+            instance.enqueue(event(id), 10).unwrap();
+        }
+        let a = instance.next_to_send().unwrap();
+        instance.handed_over(a);
+        let b = instance.next_to_send().unwrap();
+        instance.handed_over(b);
+        assert!(instance.redeliver_in_flight().is_empty());
+        let order: Vec<_> = std::iter::from_fn(|| instance.next_to_send())
+            .map(|queued| {
+                (
+                    queued.event_id.clone().unwrap(),
+                    queued.message.payload.get("redelivered").cloned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("a".into(), Some(json!(true))),
+                ("b".into(), Some(json!(true))),
+                ("c".into(), None)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_event_that_kills_every_process_is_given_up() {
+        let mut instance = Instance::new();
+        instance.enqueue(event("poison"), 10).unwrap();
+        for attempt in 1..=MAX_DELIVERY_ATTEMPTS {
+            let queued = instance.next_to_send().unwrap();
+            instance.handed_over(queued);
+            let given_up = instance.redeliver_in_flight();
+            if attempt < MAX_DELIVERY_ATTEMPTS {
+                assert!(given_up.is_empty());
+            } else {
+                assert_eq!(given_up.len(), 1);
+                assert_eq!(given_up[0].attempts, MAX_DELIVERY_ATTEMPTS);
+            }
+        }
+        assert_eq!(instance.waiting(), 0);
+    }
+}

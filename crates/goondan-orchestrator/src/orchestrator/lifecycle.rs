@@ -1,0 +1,167 @@
+//! Lifecycle: graceful restarts, deletes and the orchestrator's own
+//! shutdown.
+//!
+//! A graceful stop sends `shutdown` ahead of any queued event; the process
+//! finishes its current Turn and acknowledges. Events it was handed but
+//! had not started are redelivered to the next process like those of a
+//! crashed one, so a restart never drops an event.
+
+use super::instance::ShutdownIntent;
+use super::{Orchestrator, PendingDelete};
+use crate::OrchestratorError;
+use goondan_ipc::protocol::{self, ShutdownPayload};
+use goondan_ipc::{Link, RoutingKey, SendError, ORCHESTRATOR};
+use goondan_types::{ProcessStatus, ShutdownReason};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+impl Orchestrator {
+    /// Gracefully restarts the matching instances; returns their keys.
+    pub(super) fn restart(
+        &mut self,
+        agent: Option<&str>,
+        instance_key: Option<&str>,
+        fresh: bool,
+    ) -> Vec<String> {
+        let grace = self.swarm.grace_period;
+        let keys: Vec<RoutingKey> = self
+            .instances
+            .keys()
+            .filter(|key| agent.is_none_or(|agent| key.agent_name == agent))
+            .filter(|key| instance_key.is_none_or(|instance| key.instance_key == instance))
+            .cloned()
+            .collect();
+        for key in &keys {
+            let running = self.instances.get(key).is_some_and(|i| i.is_running());
+            if running {
+                self.request_shutdown(key, ShutdownReason::Restart, grace, true, fresh);
+            } else {
+                if fresh {
+                    if let Some(reset) = &self.reset_instance {
+                        reset(key);
+                    }
+                }
+                if let Some(instance) = self.instances.get_mut(key) {
+                    instance.consecutive_crashes = 0;
+                    instance.next_spawn_at = None;
+                }
+                self.ensure_spawned(key);
+            }
+        }
+        keys.iter().map(ToString::to_string).collect()
+    }
+
+    /// Asks the process of `key` to drain; it is killed after `grace`.
+    pub(super) fn request_shutdown(
+        &mut self,
+        key: &RoutingKey,
+        reason: ShutdownReason,
+        grace: Duration,
+        respawn: bool,
+        fresh: bool,
+    ) {
+        let Some(instance) = self.instances.get_mut(key) else {
+            return;
+        };
+        if instance.shutdown.is_some() {
+            return;
+        }
+        instance.status = ProcessStatus::Draining;
+        instance.shutdown = Some(ShutdownIntent {
+            respawn,
+            fresh,
+            kill_at: Instant::now() + grace,
+            killed: false,
+        });
+        let payload = ShutdownPayload {
+            grace_period_ms: grace.as_millis() as u64,
+            reason,
+        };
+        // Shutdown jumps the queue of undelivered events: they stay queued
+        // and go to the next process.
+        let Some(link) = instance.link.clone() else {
+            return;
+        };
+        let message = protocol::shutdown_message(ORCHESTRATOR, key, &payload);
+        if let Err(SendError::Full(_) | SendError::Closed(_) | SendError::Stale(_)) =
+            self.transport.try_send(&link, message)
+        {
+            if let Some(control) = instance.control.as_mut() {
+                control.kill();
+            }
+        }
+    }
+
+    /// Kills and forgets the instances `key_text` names; `reply` gets
+    /// whether anything ran, once every killed process has exited.
+    pub(super) fn delete(&mut self, key_text: &str, reply: oneshot::Sender<bool>) {
+        let keys: Vec<RoutingKey> = self
+            .instances
+            .keys()
+            .filter(|key| key.to_string() == key_text || key.instance_key == key_text)
+            .cloned()
+            .collect();
+        let mut waiting_for = Vec::new();
+        for key in keys {
+            if let Some(mut instance) = self.instances.remove(&key) {
+                if let (Some(control), Some(link)) = (instance.control.as_mut(), &instance.link) {
+                    control.kill();
+                    self.transport.close(link);
+                    waiting_for.push(link.clone());
+                }
+                instance.drain_all();
+            }
+            let lost: Vec<String> = self
+                .waiters
+                .iter()
+                .filter(|(_, waiter)| waiter.key == key)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in lost {
+                if let Some(waiter) = self.waiters.remove(&id) {
+                    let _ = waiter.reply.send(Err(OrchestratorError::Deleted {
+                        key: key.to_string(),
+                    }));
+                }
+            }
+        }
+        if waiting_for.is_empty() {
+            let _ = reply.send(false);
+        } else {
+            self.deletes.push(PendingDelete { waiting_for, reply });
+        }
+    }
+
+    /// Answers the deletes that were waiting only for this exit.
+    pub(super) fn finish_deletes(&mut self, link: &Link) {
+        for delete in &mut self.deletes {
+            delete.waiting_for.retain(|waiting| waiting != link);
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deletes)
+            .into_iter()
+            .partition(|delete| delete.waiting_for.is_empty());
+        self.deletes = waiting;
+        for delete in done {
+            let _ = delete.reply.send(true);
+        }
+    }
+
+    /// Drains every process; the loop ends once all are gone.
+    pub(super) fn begin_shutdown(&mut self, done: oneshot::Sender<()>) {
+        self.stopping = Some(done);
+        let grace = self.swarm.grace_period;
+        let keys: Vec<RoutingKey> = self.instances.keys().cloned().collect();
+        for key in keys {
+            if self.instances.get(&key).is_some_and(|i| i.is_running()) {
+                self.request_shutdown(
+                    &key,
+                    ShutdownReason::OrchestratorShutdown,
+                    grace,
+                    false,
+                    false,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The orchestrator's main loop.
+//!
+//! One task owns every [`Instance`](instance::Instance) and handles one
+//! input at a time, from three sources: the [`OrchestratorHandle`]
+//! ([`Input`]), the [`Transport`] ([`TransportEvent`]: messages from
+//! children and the ends of their streams) and its own deadlines (grace
+//! periods, backoffs). So routing, supervision and shutdown never race.
+//!
+//! The work is split by responsibility: [`instance`] (the state of one
+//! routing key and its bounded queue), `routing` (where a message goes),
+//! `supervision` (spawning, exits, crash backoff, reconciliation) and
+//! `lifecycle` (restart, delete, shutdown).
+
+mod client;
+pub(crate) mod instance;
+mod lifecycle;
+mod routing;
+mod supervision;
+
+pub use client::{Input, OrchestratorHandle};
+pub use instance::MAX_DELIVERY_ATTEMPTS;
+
+use crate::ingress::IngressRule;
+use crate::spawner::Spawner;
+use crate::OrchestratorError;
+use goondan_ipc::protocol::ProtocolStats;
+use goondan_ipc::{RoutingKey, StdioTransport, Transport, TransportEvent};
+use goondan_types::{AgentEvent, ProcessStatus};
+use instance::Instance;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// What the orchestrator knows about the swarm it runs.
+#[derive(Debug, Clone)]
+pub struct SwarmInfo {
+    /// `Swarm.metadata.name`.
+    pub swarm_name: String,
+    /// `Swarm.spec.entryAgent`.
+    pub entry_agent: String,
+    /// Every agent of the swarm.
+    pub agents: Vec<String>,
+    /// The instance key of the swarm (`Swarm.spec.instanceKey ?? name`);
+    /// the default instance of every agent.
+    pub instance_key: String,
+    /// How long a draining process may take before SIGKILL.
+    pub grace_period: Duration,
+    /// How many events may wait for one instance
+    /// (`policy.queues.maxQueuedEvents`).
+    pub max_queued_events: usize,
+    /// The ingress rules of the Connections that deliver to this swarm.
+    pub ingress: Vec<IngressRule>,
+}
+
+/// Called with a routing key whose message history must be cleared before
+/// the instance restarts (`--fresh`).
+pub type ResetInstance = Arc<dyn Fn(&RoutingKey) + Send + Sync>;
+
+/// Crash counters of one instance as they outlive the orchestrator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CrashRecord {
+    /// Crashes since the last successful Turn.
+    pub consecutive_crashes: u32,
+    /// The wall-clock time before which the instance must not respawn.
+    pub backoff_until: Option<SystemTime>,
+}
+
+/// Where crash counters and backoff deadlines are kept between
+/// orchestrator runs (SYSTEM.md §3: in instance metadata, not only in
+/// memory). `load` is called when an instance is first seen, `save` after
+/// every crash and after the first successful Turn that resets them.
+#[derive(Clone)]
+pub struct CrashLedger {
+    /// Reads an instance's record.
+    pub load: LoadCrashRecord,
+    /// Writes an instance's record.
+    pub save: SaveCrashRecord,
+}
+
+/// Reads the crash record of an instance.
+pub type LoadCrashRecord = Arc<dyn Fn(&RoutingKey) -> CrashRecord + Send + Sync>;
+
+/// Writes the crash record of an instance.
+pub type SaveCrashRecord = Arc<dyn Fn(&RoutingKey, CrashRecord) + Send + Sync>;
+
+/// Builds the transport the orchestrator carries messages with, given
+/// where it must report.
+pub type TransportFactory =
+    Box<dyn FnOnce(mpsc::Sender<TransportEvent>, Arc<ProtocolStats>) -> Arc<dyn Transport> + Send>;
+
+/// Everything the orchestrator needs to run.
+pub struct OrchestratorConfig {
+    /// The swarm.
+    pub swarm: SwarmInfo,
+    /// How processes start.
+    pub spawner: Arc<dyn Spawner>,
+    /// How messages travel; `None` is JSON lines over each child's stdio
+    /// ([`StdioTransport`]).
+    pub transport: Option<TransportFactory>,
+    /// How often desired and actual state are compared.
+    pub reconcile_interval: Duration,
+    /// Clears an instance's history for `--fresh` restarts.
+    pub reset_instance: Option<ResetInstance>,
+    /// Persists crash counters; `None` keeps them in memory only.
+    pub crash_ledger: Option<CrashLedger>,
+}
+
+/// The live state of one instance, as `gdn instance list` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    /// `agentName:instanceKey`.
+    pub key: String,
+    /// The agent.
+    pub agent_name: String,
+    /// The instance.
+    pub instance_key: String,
+    /// Its process state.
+    pub status: ProcessStatus,
+    /// The OS pid while running.
+    pub pid: Option<u32>,
+    /// Crashes since the last successful Turn.
+    pub consecutive_crashes: u32,
+    /// Events waiting for delivery (queued, not yet handed to a process).
+    pub pending_events: usize,
+    /// Events handed to the process whose Turns have not finished.
+    #[serde(default)]
+    pub in_flight_events: usize,
+}
+
+/// Where the streamed model text of an awaited answer goes.
+type DeltaSink = mpsc::UnboundedSender<String>;
+
+/// A reply the orchestrator itself waits for (a CLI input, for example).
+type Reply = oneshot::Sender<Result<AgentEvent, OrchestratorError>>;
+
+/// One of the orchestrator's own pending requests.
+struct Waiter {
+    /// The instance answering.
+    key: RoutingKey,
+    reply: Reply,
+    deltas: Option<DeltaSink>,
+}
+
+/// A `delete` answered once every process it killed has exited, so the
+/// caller can remove the instance's files without racing the process for
+/// its lock.
+struct PendingDelete {
+    waiting_for: Vec<goondan_ipc::Link>,
+    reply: oneshot::Sender<bool>,
+}
+
+/// How long one half of a process's end (its exit, the end of its stream)
+/// may wait for the other. Normally both come within microseconds; a
+/// grandchild that inherited the pipe can hold the stream open.
+const ENDING_DEADLINE: Duration = Duration::from_secs(2);
+
+/// How many inputs may wait for the main loop.
+const INPUT_CAPACITY: usize = 1024;
+
+/// The orchestrator's main loop.
+pub struct Orchestrator {
+    swarm: Arc<SwarmInfo>,
+    spawner: Arc<dyn Spawner>,
+    transport: Arc<dyn Transport>,
+    stats: Arc<ProtocolStats>,
+    reset_instance: Option<ResetInstance>,
+    crash_ledger: Option<CrashLedger>,
+    reconcile_interval: Duration,
+    instances: BTreeMap<RoutingKey, Instance>,
+    /// The orchestrator's own pending requests by correlation id; streamed
+    /// text closes when the entry is removed, however the request ends.
+    waiters: HashMap<String, Waiter>,
+    deletes: Vec<PendingDelete>,
+    inputs_tx: mpsc::Sender<Input>,
+    stopping: Option<oneshot::Sender<()>>,
+    next_generation: u64,
+}
+
+impl Orchestrator {
+    /// Starts the loop on the current tokio runtime.
+    pub fn start(config: OrchestratorConfig) -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
+        let (inputs_tx, inputs_rx) = mpsc::channel(INPUT_CAPACITY);
+        let (transport_tx, transport_rx) = mpsc::channel(INPUT_CAPACITY);
+        let stats = Arc::new(ProtocolStats::default());
+        let transport = match config.transport {
+            Some(factory) => factory(transport_tx, Arc::clone(&stats)),
+            None => Arc::new(StdioTransport::new(transport_tx, Arc::clone(&stats))),
+        };
+        let swarm = Arc::new(config.swarm);
+        let orchestrator = Orchestrator {
+            swarm: swarm.clone(),
+            spawner: config.spawner,
+            transport,
+            stats,
+            reset_instance: config.reset_instance,
+            crash_ledger: config.crash_ledger,
+            reconcile_interval: config.reconcile_interval,
+            instances: BTreeMap::new(),
+            waiters: HashMap::new(),
+            deletes: Vec::new(),
+            inputs_tx: inputs_tx.clone(),
+            stopping: None,
+            next_generation: 1,
+        };
+        let task = tokio::spawn(orchestrator.run(inputs_rx, transport_rx));
+        (OrchestratorHandle::new(inputs_tx, swarm), task)
+    }
+
+    async fn run(
+        mut self,
+        mut inputs: mpsc::Receiver<Input>,
+        mut transport: mpsc::Receiver<TransportEvent>,
+    ) {
+        let mut next_reconcile = Instant::now() + self.reconcile_interval;
+        loop {
+            let wake_at = self
+                .next_deadline()
+                .map_or(next_reconcile, |deadline| deadline.min(next_reconcile));
+            tokio::select! {
+                input = inputs.recv() => match input {
+                    Some(input) => self.handle_input(input),
+                    None => return,
+                },
+                Some(event) = transport.recv() => self.handle_transport(event),
+                _ = tokio::time::sleep_until(wake_at) => {
+                    if Instant::now() >= next_reconcile {
+                        next_reconcile = Instant::now() + self.reconcile_interval;
+                    }
+                    self.reconcile();
+                }
+            }
+            self.flush_queues();
+            if self.stopping.is_some() && self.instances.values().all(|i| !i.is_running()) {
+                self.fail_all_waiters();
+                if let Some(done) = self.stopping.take() {
+                    let _ = done.send(());
+                }
+                return;
+            }
+        }
+    }
+
+    fn handle_input(&mut self, input: Input) {
+        match input {
+            Input::Exited { link, code } => self.on_exit_observed(link, code),
+            Input::Request {
+                ingress,
+                event,
+                reply,
+                deltas,
+            } => self.on_request(ingress, event, reply, deltas),
+            Input::Restart {
+                agent,
+                instance_key,
+                fresh,
+                done,
+            } => {
+                let keys = self.restart(agent.as_deref(), instance_key.as_deref(), fresh);
+                let _ = done.send(keys);
+            }
+            Input::List { reply } => {
+                let _ = reply.send(self.list());
+            }
+            Input::Delete { key, reply } => self.delete(&key, reply),
+            Input::Shutdown { done } => self.begin_shutdown(done),
+        }
+    }
+
+    fn handle_transport(&mut self, event: TransportEvent) {
+        match event {
+            TransportEvent::Message { link, message } => {
+                // The generation fence: only the process now serving a key
+                // speaks for it.
+                let current = self
+                    .instances
+                    .get(&link.key)
+                    .and_then(|instance| instance.link.as_ref());
+                if current == Some(&link) {
+                    self.on_child_message(&link.key, *message);
+                } else {
+                    tracing::warn!(link = %link, code = "E_IPC_STALE", "message from a process that no longer serves its key; refused");
+                }
+            }
+            TransportEvent::EndOfStream { link } => self.on_stream_ended(link),
+        }
+    }
+
+    fn list(&self) -> Vec<InstanceStatus> {
+        self.instances
+            .iter()
+            .map(|(key, instance)| InstanceStatus {
+                key: key.to_string(),
+                agent_name: key.agent_name.clone(),
+                instance_key: key.instance_key.clone(),
+                status: instance.status,
+                pid: instance.control.as_ref().and_then(|control| control.id()),
+                consecutive_crashes: instance.consecutive_crashes,
+                pending_events: instance.queued(),
+                in_flight_events: instance.waiting() - instance.queued(),
+            })
+            .collect()
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.instances
+            .values()
+            .flat_map(|instance| {
+                let kill_at = instance
+                    .shutdown
+                    .as_ref()
+                    .filter(|intent| !intent.killed)
+                    .map(|intent| intent.kill_at);
+                [kill_at, instance.next_spawn_at, instance.ending.deadline]
+            })
+            .flatten()
+            .min()
+    }
+
+    fn fail_all_waiters(&mut self) {
+        for (_, waiter) in self.waiters.drain() {
+            let _ = waiter.reply.send(Err(OrchestratorError::Stopped));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

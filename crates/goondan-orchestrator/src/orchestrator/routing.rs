@@ -1,0 +1,304 @@
+//! Where a message goes: the orchestrator's own requests, events between
+//! agents, answers, queries, and the bounded hand-off to each process.
+
+use super::instance::Queued;
+use super::{Orchestrator, Waiter};
+use crate::ingress::{self, Ingress};
+use crate::OrchestratorError;
+use goondan_ipc::protocol::{
+    self, Answer, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Rejected,
+};
+use goondan_ipc::{Inbound, RoutingKey, RuntimeMessage, SendError, ORCHESTRATOR};
+use goondan_types::agents::SpawnedAgentInfo;
+use goondan_types::{AgentEvent, IpcMessage, ProcessStatus, ReplyChannel};
+use tokio::sync::mpsc;
+
+impl Orchestrator {
+    /// An input from outside the swarm, answered to `reply`.
+    pub(super) fn on_request(
+        &mut self,
+        ingress: Ingress,
+        event: Option<Box<AgentEvent>>,
+        reply: super::Reply,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) {
+        if self.stopping.is_some() {
+            let _ = reply.send(Err(OrchestratorError::Stopped));
+            return;
+        }
+        let (key, mut event) = match ingress::route(&self.swarm, &ingress) {
+            Ok((key, routed)) => match event {
+                Some(mut event) => {
+                    let instance_key = event.instance_key.clone().unwrap_or(key.instance_key);
+                    event.instance_key = Some(instance_key.clone());
+                    (RoutingKey::new(key.agent_name, instance_key), *event)
+                }
+                None => (key, routed),
+            },
+            Err(error) => {
+                let _ = reply.send(Err(error));
+                return;
+            }
+        };
+        let correlation_id = protocol::correlation_id_for(&event);
+        event.reply_to = Some(ReplyChannel {
+            target: ORCHESTRATOR.to_string(),
+            correlation_id: correlation_id.clone(),
+        });
+        let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
+        match self.deliver(&key, Queued::turn(message, event.id.clone())) {
+            Ok(()) => {
+                self.waiters.insert(
+                    correlation_id,
+                    Waiter {
+                        key,
+                        reply,
+                        deltas,
+                    },
+                );
+            }
+            Err(error) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+
+    /// A message from the process serving `key`.
+    pub(super) fn on_child_message(&mut self, key: &RoutingKey, message: IpcMessage) {
+        match protocol::decode(&message) {
+            Ok(Inbound::Runtime(runtime)) => self.on_runtime(key, runtime),
+            Ok(Inbound::Answer(answer, event)) if message.to == ORCHESTRATOR => {
+                self.on_answer(key, answer, *event)
+            }
+            Ok(Inbound::Answer(_, event) | Inbound::Event(event)) => {
+                self.route(key, &message.to, message.clone(), &event)
+            }
+            Ok(Inbound::ShutdownAck) => tracing::debug!(key = %key, "shutdown acknowledged"),
+            Ok(Inbound::Shutdown(_)) => {
+                self.refuse(
+                    key,
+                    goondan_ipc::ProtocolError::Malformed {
+                        what: "shutdown from a child".into(),
+                        reason: "only the orchestrator sends shutdown".into(),
+                        event_id: None,
+                    },
+                );
+            }
+            Err(error) => self.refuse(key, error),
+        }
+    }
+
+    /// Counts, logs and answers a message `key` sent that this side
+    /// cannot accept.
+    fn refuse(&mut self, key: &RoutingKey, error: goondan_ipc::ProtocolError) {
+        self.stats.count(&error);
+        tracing::warn!(key = %key, code = error.code(), "{error}; refused");
+        let rejection = error.rejection().to_message(ORCHESTRATOR, &key.to_string());
+        let _ = self.deliver(key, Queued::plain(rejection));
+    }
+
+    fn on_answer(&mut self, key: &RoutingKey, answer: Answer, event: AgentEvent) {
+        match self.waiters.remove(&answer.in_reply_to) {
+            Some(waiter) => {
+                let _ = waiter.reply.send(Ok(event));
+            }
+            None => {
+                tracing::warn!(key = %key, event_id = %event.id, "answer matches no waiting request (late or duplicate); dropped")
+            }
+        }
+    }
+
+    /// Routes an event (a request, a fire-and-forget event or an answer)
+    /// from `from` to the routing key in `to`.
+    fn route(&mut self, from: &RoutingKey, to: &str, message: IpcMessage, event: &AgentEvent) {
+        let target = match RoutingKey::parse(to, &from.instance_key) {
+            Ok(target) if self.swarm.agents.contains(&target.agent_name) => target,
+            Ok(target) => {
+                let reason = format!(
+                    "agent `{}` is not part of swarm `{}`",
+                    target.agent_name, self.swarm.swarm_name
+                );
+                self.fail_event(from, event, "E_AGENT_NOT_FOUND", &reason);
+                return;
+            }
+            Err(error) => {
+                self.fail_event(from, event, error.code(), &error.to_string());
+                return;
+            }
+        };
+        let mut message = message;
+        message.to = target.to_string();
+        let queued = match protocol::in_reply_to(event) {
+            Some(_) => Queued::plain(message),
+            None => Queued::turn(message, event.id.clone()),
+        };
+        if let Err(error) = self.deliver(&target, queued) {
+            self.fail_event(from, event, error.code(), &error.to_string());
+        }
+    }
+
+    /// Tells `from` that `event` went nowhere: its requester gets a failed
+    /// answer at once instead of waiting for its timeout; a fire-and-forget
+    /// sender gets a refusal naming the event.
+    pub(super) fn fail_event(&mut self, from: &RoutingKey, event: &AgentEvent, code: &str, reason: &str) {
+        tracing::warn!(from = %from, code, "{reason}; event {} refused", event.id);
+        let message = match &event.reply_to {
+            Some(reply_to) => {
+                let answer = Answer::failed(reply_to.correlation_id.clone(), code, reason);
+                let answer = answer.to_event(ORCHESTRATOR, event.trace_id.clone());
+                protocol::event_message(ORCHESTRATOR, &from.to_string(), &answer)
+            }
+            None => RuntimeMessage::Rejected(Rejected {
+                code: code.to_string(),
+                message: reason.to_string(),
+                event_id: Some(event.id.clone()),
+            })
+            .to_message(ORCHESTRATOR, &from.to_string()),
+        };
+        let _ = self.deliver(from, Queued::plain(message));
+    }
+
+    fn on_runtime(&mut self, key: &RoutingKey, message: RuntimeMessage) {
+        match message {
+            RuntimeMessage::Query(query) => self.on_query(key, query),
+            RuntimeMessage::TextDelta(delta) => {
+                if let Some(Waiter {
+                    deltas: Some(deltas),
+                    ..
+                }) = self.waiters.get(&delta.delta_for)
+                {
+                    let _ = deltas.send(delta.delta);
+                }
+            }
+            RuntimeMessage::Rejected(rejected) => {
+                tracing::warn!(key = %key, code = %rejected.code, event_id = ?rejected.event_id, "{} refused a message: {}", key, rejected.message);
+                let waiter = rejected
+                    .event_id
+                    .as_deref()
+                    .map(protocol::correlation_id_for_id)
+                    .and_then(|correlation_id| self.waiters.remove(&correlation_id));
+                if let Some(waiter) = waiter {
+                    let error = if rejected.code == "E_QUEUE_FULL" {
+                        OrchestratorError::QueueFull {
+                            key: key.to_string(),
+                            limit: self.swarm.max_queued_events,
+                        }
+                    } else {
+                        OrchestratorError::AgentStart {
+                            key: key.to_string(),
+                            code: rejected.code,
+                            message: rejected.message,
+                            suggestion: None,
+                        }
+                    };
+                    let _ = waiter.reply.send(Err(error));
+                }
+            }
+            RuntimeMessage::QueryAnswer(_) => self.refuse(
+                key,
+                goondan_ipc::ProtocolError::Malformed {
+                    what: "query answer from a child".into(),
+                    reason: "only the orchestrator answers queries".into(),
+                    event_id: None,
+                },
+            ),
+            lifecycle => self.on_lifecycle(key, lifecycle),
+        }
+    }
+
+    /// The agents API's `spawn` and `list`.
+    fn on_query(&mut self, from: &RoutingKey, request: QueryRequest) {
+        let answer = match request.query {
+            Query::Spawn { target, cwd } => match RoutingKey::parse(&target, &from.instance_key) {
+                Ok(key) if self.swarm.agents.contains(&key.agent_name) => {
+                    let existed = self
+                        .instances
+                        .get(&key)
+                        .is_some_and(super::Instance::is_running);
+                    let instance = self.instance_for(&key);
+                    if instance.owner.is_none() && !existed {
+                        instance.owner = Some(from.clone());
+                        instance.cwd = cwd;
+                    }
+                    self.ensure_spawned(&key);
+                    QueryAnswer::Spawned { spawned: !existed }
+                }
+                _ => QueryAnswer::Failed(Failure {
+                    code: "E_AGENT_NOT_FOUND".into(),
+                    message: format!(
+                        "agent `{target}` is not part of swarm `{}`",
+                        self.swarm.swarm_name
+                    ),
+                }),
+            },
+            Query::List => QueryAnswer::Agents {
+                agents: self
+                    .instances
+                    .iter()
+                    .filter_map(|(key, instance)| {
+                        let owner = instance.owner.as_ref()?;
+                        Some(SpawnedAgentInfo {
+                            target: key.agent_name.clone(),
+                            instance_key: key.instance_key.clone(),
+                            owner_agent: owner.agent_name.clone(),
+                            owner_instance_key: owner.instance_key.clone(),
+                            created_at: instance.created_at.clone(),
+                            cwd: instance.cwd.clone(),
+                        })
+                    })
+                    .collect(),
+            },
+        };
+        let message = RuntimeMessage::QueryAnswer(QueryAnswerMessage {
+            in_reply_to: request.correlation_id,
+            answer,
+        })
+        .to_message(ORCHESTRATOR, &from.to_string());
+        let _ = self.deliver(from, Queued::plain(message));
+    }
+
+    /// Queues a message for `key`, starting its process when none runs;
+    /// refuses an event past the instance's limit.
+    pub(super) fn deliver(&mut self, key: &RoutingKey, queued: Queued) -> Result<(), OrchestratorError> {
+        let limit = self.swarm.max_queued_events;
+        let instance = self.instance_for(key);
+        if let Err(refused) = instance.enqueue(queued, limit) {
+            tracing::warn!(key = %key, code = "E_QUEUE_FULL", limit, event_id = ?refused.event_id, "queue full; event refused");
+            return Err(OrchestratorError::QueueFull {
+                key: key.to_string(),
+                limit,
+            });
+        }
+        if !instance.is_running() && instance.shutdown.is_none() {
+            self.ensure_spawned(key);
+        }
+        Ok(())
+    }
+
+    /// Hands queued messages to ready processes, in order, as far as each
+    /// link takes them.
+    pub(super) fn flush_queues(&mut self) {
+        for instance in self.instances.values_mut() {
+            if !instance.takes_events() {
+                continue;
+            }
+            let Some(link) = instance.link.clone() else {
+                continue;
+            };
+            while let Some(queued) = instance.next_to_send() {
+                match self.transport.try_send(&link, queued.message.clone()) {
+                    Ok(()) => {
+                        if queued.event_id.is_some() && instance.status == ProcessStatus::Idle {
+                            instance.status = ProcessStatus::Processing;
+                        }
+                        instance.handed_over(queued);
+                    }
+                    Err(SendError::Full(_) | SendError::Closed(_) | SendError::Stale(_)) => {
+                        instance.requeue_front(queued);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Supervision: starting processes, their handshake, noticing their end,
+//! redelivering what they held, crash-loop backoff and the periodic
+//! comparison of desired and actual state.
+//!
+//! A process is over when both its exit and the end of its stream were
+//! observed (the transport delivers every message before the end of the
+//! stream, so nothing it said is lost). If one half does not follow the
+//! other within [`ENDING_DEADLINE`](super::ENDING_DEADLINE), the process is
+//! killed or declared over anyway.
+
+use super::instance::{Instance, Queued};
+use super::{CrashRecord, Orchestrator};
+use crate::backoff::respawn_delay;
+use crate::spawner::SpawnRequest;
+use crate::OrchestratorError;
+use goondan_ipc::protocol::{self, StartError, TurnFinished, PROTOCOL_VERSION};
+use goondan_ipc::{Link, ProtocolError, RoutingKey, RuntimeMessage};
+use goondan_types::ProcessStatus;
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+impl Orchestrator {
+    /// The instance of `key`, created (with its persisted crash record) on
+    /// first use.
+    pub(super) fn instance_for(&mut self, key: &RoutingKey) -> &mut Instance {
+        let ledger = &self.crash_ledger;
+        self.instances.entry(key.clone()).or_insert_with(|| {
+            let mut instance = Instance::new();
+            if let Some(ledger) = ledger {
+                let record = (ledger.load)(key);
+                instance.consecutive_crashes = record.consecutive_crashes;
+                instance.next_spawn_at = record
+                    .backoff_until
+                    .and_then(|until| until.duration_since(SystemTime::now()).ok())
+                    .map(|remaining| Instant::now() + remaining);
+            }
+            instance
+        })
+    }
+
+    /// Starts a process for `key` unless one runs, the orchestrator is
+    /// stopping, or the instance is backing off.
+    pub(super) fn ensure_spawned(&mut self, key: &RoutingKey) {
+        let stopping = self.stopping.is_some();
+        let Some(instance) = self.instances.get_mut(key) else {
+            return;
+        };
+        if instance.is_running() || stopping {
+            return;
+        }
+        if let Some(at) = instance.next_spawn_at {
+            if Instant::now() < at {
+                instance.status = ProcessStatus::CrashLoopBackOff;
+                return;
+            }
+        }
+        let link = Link {
+            key: key.clone(),
+            generation: self.next_generation,
+        };
+        self.next_generation += 1;
+        let spawned = self
+            .spawner
+            .spawn(&SpawnRequest::Agent { key: key.clone() })
+            .and_then(|spawned| {
+                self.transport
+                    .open(link.clone(), spawned.endpoint)
+                    .map_err(|error| OrchestratorError::Spawn {
+                        key: key.to_string(),
+                        source: std::io::Error::other(error.to_string()),
+                    })?;
+                Ok((spawned.control, spawned.exit))
+            });
+        match spawned {
+            Ok((control, exit)) => {
+                instance.status = ProcessStatus::Spawning;
+                instance.link = Some(link.clone());
+                instance.control = Some(control);
+                instance.ending = Default::default();
+                instance.next_spawn_at = None;
+                let inputs = self.inputs_tx.clone();
+                tokio::spawn(async move {
+                    let code = exit.await;
+                    let _ = inputs.send(super::Input::Exited { link, code }).await;
+                });
+                tracing::info!(key = %key, generation = self.next_generation - 1, "spawned agent process");
+            }
+            Err(error) => {
+                tracing::error!(key = %key, code = error.code(), "{error}");
+                self.record_crash(key, None);
+            }
+        }
+    }
+
+    /// The handshake and the Turn outcomes of the process serving `key`.
+    pub(super) fn on_lifecycle(&mut self, key: &RoutingKey, message: RuntimeMessage) {
+        match message {
+            RuntimeMessage::Ready(ready) if ready.protocol_version != PROTOCOL_VERSION => {
+                let error = ProtocolError::Version {
+                    expected: PROTOCOL_VERSION,
+                    found: ready.protocol_version,
+                };
+                self.stats.count(&error);
+                self.start_failed(
+                    key,
+                    StartError {
+                        code: error.code().into(),
+                        message: error.to_string(),
+                        suggestion: Some(error.suggestion().into()),
+                    },
+                );
+                if let Some(control) = self.instances.get_mut(key).and_then(|i| i.control.as_mut()) {
+                    control.kill();
+                }
+            }
+            RuntimeMessage::Ready(_) => {
+                if let Some(instance) = self.instances.get_mut(key) {
+                    if instance.shutdown.is_none() {
+                        instance.status = ProcessStatus::Idle;
+                    }
+                }
+                tracing::info!(key = %key, "agent process ready");
+            }
+            RuntimeMessage::TurnFinished(TurnFinished { ok, event_id }) => {
+                let Some(instance) = self.instances.get_mut(key) else {
+                    return;
+                };
+                if let Some(event_id) = &event_id {
+                    instance.turn_finished(event_id);
+                }
+                let had_crashed = ok && instance.consecutive_crashes > 0;
+                if ok {
+                    instance.consecutive_crashes = 0;
+                    instance.next_spawn_at = None;
+                }
+                if instance.status == ProcessStatus::Processing
+                    && instance.waiting() == instance.queued()
+                {
+                    instance.status = ProcessStatus::Idle;
+                }
+                if had_crashed {
+                    self.save_crashes(key, 0, None);
+                }
+            }
+            RuntimeMessage::StartError(error) => self.start_failed(key, error),
+            other => tracing::warn!(key = %key, "unexpected runtime message {other:?}"),
+        }
+    }
+
+    /// Fails every request waiting on `key`: its process cannot start, and
+    /// nothing it would be handed could run.
+    fn start_failed(&mut self, key: &RoutingKey, error: StartError) {
+        tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), "agent process failed to start: {}", error.message);
+        let failed: Vec<String> = self
+            .waiters
+            .iter()
+            .filter(|(_, waiter)| waiter.key == *key)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in failed {
+            if let Some(waiter) = self.waiters.remove(&id) {
+                let _ = waiter.reply.send(Err(OrchestratorError::AgentStart {
+                    key: key.to_string(),
+                    code: error.code.clone(),
+                    message: error.message.clone(),
+                    suggestion: error.suggestion.clone(),
+                }));
+            }
+        }
+    }
+
+    /// A process exited; it is over once its stream has ended too.
+    pub(super) fn on_exit_observed(&mut self, link: Link, code: Option<i32>) {
+        self.finish_deletes(&link);
+        let Some(instance) = self.instances.get_mut(&link.key) else {
+            return;
+        };
+        if instance.link.as_ref() != Some(&link) {
+            return;
+        }
+        instance.ending.exit = Some(code);
+        if instance.ending.stream_ended {
+            self.process_over(&link.key);
+        } else {
+            instance.ending.deadline = Some(Instant::now() + super::ENDING_DEADLINE);
+        }
+    }
+
+    /// A process's stream ended; it is over once it has exited too.
+    pub(super) fn on_stream_ended(&mut self, link: Link) {
+        let Some(instance) = self.instances.get_mut(&link.key) else {
+            return;
+        };
+        if instance.link.as_ref() != Some(&link) {
+            return;
+        }
+        instance.ending.stream_ended = true;
+        if instance.ending.exit.is_some() {
+            self.process_over(&link.key);
+        } else {
+            // A process that closed its output can no longer speak: stop
+            // it if it does not exit by itself.
+            instance.ending.deadline = Some(Instant::now() + super::ENDING_DEADLINE);
+        }
+    }
+
+    /// Both halves of a process's end were seen (or one timed out):
+    /// redeliver what it held and decide whether to respawn.
+    pub(super) fn process_over(&mut self, key: &RoutingKey) {
+        let stopping = self.stopping.is_some();
+        let Some(instance) = self.instances.get_mut(key) else {
+            return;
+        };
+        let code = instance.ending.exit.flatten();
+        if let Some(link) = instance.link.take() {
+            self.transport.close(&link);
+        }
+        instance.control = None;
+        instance.ending = Default::default();
+        let given_up = instance.redeliver_in_flight();
+        let attempts = given_up.first().map_or(0, |queued| queued.attempts);
+        for queued in given_up {
+            self.give_up(key, queued, code, attempts);
+        }
+        let Some(instance) = self.instances.get_mut(key) else {
+            return;
+        };
+        if let Some(intent) = instance.shutdown.take() {
+            instance.status = ProcessStatus::Terminated;
+            tracing::info!(key = %key, ?code, "agent process stopped");
+            if intent.respawn && !stopping {
+                if intent.fresh {
+                    if let Some(reset) = &self.reset_instance {
+                        reset(key);
+                    }
+                }
+                self.ensure_spawned(key);
+            } else if instance.waiting() > 0 && !stopping {
+                self.ensure_spawned(key);
+            }
+            return;
+        }
+        if code == Some(0) {
+            instance.status = ProcessStatus::Terminated;
+            tracing::info!(key = %key, "agent process exited");
+            if instance.waiting() > 0 {
+                self.ensure_spawned(key);
+            }
+            return;
+        }
+        tracing::warn!(key = %key, ?code, "agent process crashed");
+        self.record_crash(key, code);
+    }
+
+    /// An event every process died on: its requester is told, and it is
+    /// not handed out again.
+    fn give_up(&mut self, key: &RoutingKey, queued: Queued, code: Option<i32>, attempts: u32) {
+        let event_id = queued.event_id.unwrap_or_default();
+        tracing::error!(key = %key, event_id = %event_id, attempts, code = "E_AGENT_CRASHED", "every process handed this event died; it is given up");
+        let error = OrchestratorError::AgentExited {
+            attempts,
+            key: key.to_string(),
+            code,
+        };
+        if let Some(waiter) = self
+            .waiters
+            .remove(&protocol::correlation_id_for_id(&event_id))
+        {
+            let _ = waiter.reply.send(Err(error));
+            return;
+        }
+        // A request from another agent: answer its caller.
+        if let Ok(event) =
+            serde_json::from_value::<goondan_types::AgentEvent>(queued.message.payload.clone())
+        {
+            if let Ok(from) = RoutingKey::parse(&queued.message.from, &key.instance_key) {
+                self.fail_event(&from, &event, error.code(), &error.to_string());
+            }
+        }
+    }
+
+    pub(super) fn save_crashes(
+        &self,
+        key: &RoutingKey,
+        consecutive_crashes: u32,
+        delay: Option<Duration>,
+    ) {
+        if let Some(ledger) = &self.crash_ledger {
+            (ledger.save)(
+                key,
+                CrashRecord {
+                    consecutive_crashes,
+                    backoff_until: delay.map(|delay| SystemTime::now() + delay),
+                },
+            );
+        }
+    }
+
+    fn record_crash(&mut self, key: &RoutingKey, code: Option<i32>) {
+        let Some(instance) = self.instances.get_mut(key) else {
+            return;
+        };
+        instance.link = None;
+        instance.control = None;
+        instance.consecutive_crashes += 1;
+        let consecutive_crashes = instance.consecutive_crashes;
+        let delay = respawn_delay(consecutive_crashes);
+        self.save_crashes(key, consecutive_crashes, delay);
+        let Some(instance) = self.instances.get_mut(key) else {
+            return;
+        };
+        match delay {
+            Some(delay) => {
+                instance.status = ProcessStatus::CrashLoopBackOff;
+                instance.next_spawn_at = Some(Instant::now() + delay);
+                tracing::warn!(
+                    key = %key,
+                    status = "crashLoopBackOff",
+                    ?code,
+                    consecutive_crashes,
+                    backoff_ms = delay.as_millis() as u64,
+                    "agent process is crash-looping; next respawn after the backoff"
+                );
+            }
+            None => {
+                instance.status = ProcessStatus::Crashed;
+                self.ensure_spawned(key);
+            }
+        }
+    }
+
+    /// Compares desired and actual state: kills children past their grace
+    /// period or silent past their end, declares over the ones whose other
+    /// half never came, and respawns instances whose backoff expired and
+    /// that still have work or were running.
+    pub(super) fn reconcile(&mut self) {
+        let now = Instant::now();
+        let mut to_spawn = Vec::new();
+        let mut over = Vec::new();
+        for (key, instance) in self.instances.iter_mut() {
+            if instance.ending.deadline.is_some_and(|deadline| now >= deadline) {
+                instance.ending.deadline = None;
+                if instance.ending.exit.is_some() {
+                    tracing::warn!(key = %key, "the process exited but its stream stayed open (a child of it holds the pipe?); treating it as over");
+                    over.push(key.clone());
+                } else if let Some(control) = instance.control.as_mut() {
+                    tracing::warn!(key = %key, "the process closed its output but did not exit; killing it");
+                    control.kill();
+                }
+            }
+            if let Some(intent) = instance.shutdown.as_mut() {
+                if now >= intent.kill_at && !intent.killed {
+                    if let Some(control) = instance.control.as_mut() {
+                        tracing::warn!(key = %key, "grace period over; killing agent process");
+                        control.kill();
+                        intent.killed = true;
+                    }
+                }
+                continue;
+            }
+            let wants_process = instance.waiting() > 0
+                || matches!(
+                    instance.status,
+                    ProcessStatus::Crashed | ProcessStatus::CrashLoopBackOff
+                );
+            let backoff_over = instance.next_spawn_at.is_none_or(|at| now >= at);
+            if !instance.is_running() && wants_process && backoff_over {
+                to_spawn.push(key.clone());
+            }
+        }
+        for key in over {
+            self.process_over(&key);
+        }
+        for key in to_spawn {
+            self.ensure_spawned(&key);
+        }
+    }
+}

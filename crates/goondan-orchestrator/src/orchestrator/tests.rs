@@ -1,0 +1,408 @@
+//! The main loop's state machines driven without processes: a fake
+//! [`Spawner`] whose processes exit when the test says so, and a fake
+//! [`Transport`] that records what is sent and lets the test speak for
+//! each child.
+
+use super::*;
+use crate::ingress::Ingress;
+use crate::spawner::{ProcessControl, SpawnRequest, SpawnedProcess};
+use goondan_ipc::protocol::{self, Answer, AnswerOutcome, Ready, TurnFinished, PROTOCOL_VERSION};
+use goondan_ipc::{Endpoint, Inbound, Link, RuntimeMessage, SendError, TransportEvent, ORCHESTRATOR};
+use goondan_types::IpcMessage;
+use std::sync::Mutex;
+
+type Exit = Arc<Mutex<Option<oneshot::Sender<Option<i32>>>>>;
+
+struct FakeControl {
+    exit: Exit,
+}
+
+impl ProcessControl for FakeControl {
+    fn id(&self) -> Option<u32> {
+        None
+    }
+
+    fn kill(&mut self) {
+        if let Some(exit) = self.exit.lock().unwrap().take() {
+            let _ = exit.send(None);
+        }
+    }
+}
+
+#[derive(Default)]
+struct FakeSpawner {
+    exits: Mutex<Vec<Exit>>,
+}
+
+impl Spawner for FakeSpawner {
+    fn spawn(&self, _request: &SpawnRequest) -> Result<SpawnedProcess, OrchestratorError> {
+        let (exit_tx, exit_rx) = oneshot::channel();
+        let exit: Exit = Arc::new(Mutex::new(Some(exit_tx)));
+        self.exits.lock().unwrap().push(exit.clone());
+        Ok(SpawnedProcess {
+            endpoint: Endpoint::Addressed,
+            control: Box::new(FakeControl { exit }),
+            exit: Box::pin(async move { exit_rx.await.unwrap_or(None) }),
+        })
+    }
+}
+
+struct FakeTransport {
+    opened: mpsc::UnboundedSender<Link>,
+    sent: mpsc::UnboundedSender<(Link, IpcMessage)>,
+    /// How many messages each link takes before reporting `Full`.
+    capacity: Mutex<usize>,
+}
+
+impl Transport for FakeTransport {
+    fn open(&self, link: Link, _endpoint: Endpoint) -> Result<(), goondan_ipc::IpcError> {
+        let _ = self.opened.send(link);
+        Ok(())
+    }
+
+    fn try_send(&self, link: &Link, message: IpcMessage) -> Result<(), SendError> {
+        let mut capacity = self.capacity.lock().unwrap();
+        if *capacity == 0 {
+            return Err(SendError::Full(Box::new(message)));
+        }
+        *capacity -= 1;
+        let _ = self.sent.send((link.clone(), message));
+        Ok(())
+    }
+
+    fn close(&self, _link: &Link) {}
+}
+
+struct Harness {
+    handle: OrchestratorHandle,
+    spawner: Arc<FakeSpawner>,
+    transport: Arc<FakeTransport>,
+    events: mpsc::Sender<TransportEvent>,
+    opened: mpsc::UnboundedReceiver<Link>,
+    sent: mpsc::UnboundedReceiver<(Link, IpcMessage)>,
+}
+
+fn harness(max_queued_events: usize) -> Harness {
+    let spawner = Arc::new(FakeSpawner::default());
+    let (opened_tx, opened) = mpsc::unbounded_channel();
+    let (sent_tx, sent) = mpsc::unbounded_channel();
+    let transport = Arc::new(FakeTransport {
+        opened: opened_tx,
+        sent: sent_tx,
+        capacity: Mutex::new(usize::MAX),
+    });
+    let (events_tx, events_rx) = std::sync::mpsc::channel();
+    let factory_transport = transport.clone();
+    let factory: TransportFactory = Box::new(move |events, _stats| {
+        events_tx.send(events).unwrap();
+        factory_transport
+    });
+    let (handle, _task) = Orchestrator::start(OrchestratorConfig {
+        swarm: SwarmInfo {
+            swarm_name: "s".into(),
+            entry_agent: "alpha".into(),
+            agents: vec!["alpha".into(), "beta".into()],
+            instance_key: "main".into(),
+            grace_period: Duration::from_secs(5),
+            max_queued_events,
+            ingress: Vec::new(),
+        },
+        spawner: spawner.clone(),
+        transport: Some(factory),
+        reconcile_interval: Duration::from_secs(3600),
+        reset_instance: None,
+        crash_ledger: None,
+    });
+    Harness {
+        handle,
+        spawner,
+        transport,
+        events: events_rx.recv().unwrap(),
+        opened,
+        sent,
+    }
+}
+
+impl Harness {
+    async fn say(&self, link: &Link, message: IpcMessage) {
+        self.events
+            .send(TransportEvent::Message {
+                link: link.clone(),
+                message: Box::new(message),
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn ready(&self, link: &Link) {
+        self.say(
+            link,
+            RuntimeMessage::Ready(Ready {
+                protocol_version: PROTOCOL_VERSION,
+            })
+            .to_message(&link.key.to_string(), ORCHESTRATOR),
+        )
+        .await;
+    }
+
+    /// The next process started, already past its handshake.
+    async fn next_ready_process(&mut self) -> Link {
+        let link = self.opened.recv().await.unwrap();
+        self.ready(&link).await;
+        link
+    }
+
+    /// The next user event handed to a process.
+    async fn next_event(&mut self) -> (Link, AgentEvent) {
+        loop {
+            let (link, message) = self.sent.recv().await.unwrap();
+            if let Ok(Inbound::Event(event)) = protocol::decode(&message) {
+                return (link, *event);
+            }
+        }
+    }
+
+    async fn answer(&self, link: &Link, event: &AgentEvent, text: &str) {
+        let reply_to = event.reply_to.clone().unwrap();
+        let answer = Answer {
+            in_reply_to: reply_to.correlation_id,
+            outcome: AnswerOutcome::Ok {
+                text: Some(text.into()),
+                finish_reason: None,
+                turn_id: None,
+            },
+        };
+        self.say(
+            link,
+            protocol::event_message(
+                &link.key.to_string(),
+                ORCHESTRATOR,
+                &answer.to_event(&link.key.agent_name, None),
+            ),
+        )
+        .await;
+        self.say(
+            link,
+            RuntimeMessage::TurnFinished(TurnFinished {
+                ok: true,
+                event_id: Some(event.id.clone()),
+            })
+            .to_message(&link.key.to_string(), ORCHESTRATOR),
+        )
+        .await;
+    }
+
+    /// Ends the process behind the `n`th spawn: its exit, then its stream.
+    async fn end_process(&self, n: usize, link: &Link, code: Option<i32>) {
+        let exit = self.spawner.exits.lock().unwrap()[n].clone();
+        if let Some(exit) = exit.lock().unwrap().take() {
+            let _ = exit.send(code);
+        }
+        self.events
+            .send(TransportEvent::EndOfStream { link: link.clone() })
+            .await
+            .unwrap();
+    }
+
+    fn ask(&self, text: &str) -> tokio::task::JoinHandle<Result<AgentEvent, OrchestratorError>> {
+        let handle = self.handle.clone();
+        let ingress = Ingress::cli(text, None);
+        tokio::spawn(async move { handle.ask(ingress, None).await })
+    }
+}
+
+fn answer_text(answer: &AgentEvent) -> Option<String> {
+    match Answer::from_event(answer)?.outcome {
+        AnswerOutcome::Ok { text, .. } => text,
+        AnswerOutcome::Failed(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn events_wait_for_the_handshake_then_the_answer_reaches_the_requester() {
+    let mut h = harness(8);
+    let asking = h.ask("hi");
+    let link = h.opened.recv().await.unwrap();
+    assert_eq!(link.key.to_string(), "alpha:main");
+    tokio::task::yield_now().await;
+    assert!(h.sent.try_recv().is_err(), "nothing before runtime.ready");
+    h.ready(&link).await;
+    let (to, event) = h.next_event().await;
+    assert_eq!(to, link);
+    assert_eq!(event.input.as_deref(), Some("hi"));
+    h.answer(&link, &event, "hello").await;
+    let answer = asking.await.unwrap().unwrap();
+    assert_eq!(answer_text(&answer).as_deref(), Some("hello"));
+}
+
+#[tokio::test]
+async fn a_burst_past_the_limit_is_refused_not_buffered() {
+    let mut h = harness(4);
+    let mut asking: Vec<_> = (0..4).map(|n| h.ask(&format!("q{n}"))).collect();
+    let link = h.next_ready_process().await;
+    let (_, first) = h.next_event().await;
+    let refused = h.ask("one too many").await.unwrap().unwrap_err();
+    assert_eq!(refused.code(), "E_QUEUE_FULL");
+    assert!(refused.to_string().contains("4 events waiting"), "{refused}");
+    let list = h.handle.list().await.unwrap();
+    assert_eq!(list[0].pending_events + list[0].in_flight_events, 4);
+    // Finishing one Turn makes room for one more.
+    h.answer(&link, &first, "a0").await;
+    assert!(asking.remove(0).await.unwrap().is_ok());
+    let accepted = h.ask("fits now");
+    tokio::task::yield_now().await;
+    assert!(!accepted.is_finished());
+}
+
+#[tokio::test]
+async fn an_event_held_by_a_crashed_process_is_redelivered_and_answered_once() {
+    let mut h = harness(8);
+    let asking = h.ask("important");
+    let first = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    assert!(!event.redelivered);
+    h.end_process(0, &first, Some(9)).await;
+    let second = h.next_ready_process().await;
+    assert_eq!(second.key, first.key);
+    assert!(second.generation > first.generation);
+    let (to, again) = h.next_event().await;
+    assert_eq!(to, second);
+    assert_eq!(again.id, event.id, "the same event, not a copy");
+    assert!(again.redelivered);
+    // A late answer from the dead process is fenced off.
+    h.answer(&first, &event, "from the dead").await;
+    h.answer(&second, &again, "from the living").await;
+    let answer = asking.await.unwrap().unwrap();
+    assert_eq!(answer_text(&answer).as_deref(), Some("from the living"));
+}
+
+#[tokio::test]
+async fn an_event_that_kills_every_process_is_given_up_with_the_cause() {
+    let mut h = harness(8);
+    let asking = h.ask("poison");
+    for n in 0..MAX_DELIVERY_ATTEMPTS as usize {
+        let link = h.next_ready_process().await;
+        let _ = h.next_event().await;
+        h.end_process(n, &link, Some(101)).await;
+    }
+    let error = asking.await.unwrap().unwrap_err();
+    assert_eq!(error.code(), "E_AGENT_CRASHED");
+    assert!(error.to_string().contains("died 3 times"), "{error}");
+    assert!(error.to_string().contains("exit code 101"), "{error}");
+}
+
+#[tokio::test]
+async fn a_full_link_keeps_the_event_queued_until_it_drains() {
+    let mut h = harness(8);
+    *h.transport.capacity.lock().unwrap() = 0;
+    let _asking = h.ask("later");
+    let link = h.next_ready_process().await;
+    tokio::task::yield_now().await;
+    assert!(h.sent.try_recv().is_err());
+    assert_eq!(h.handle.list().await.unwrap()[0].pending_events, 1);
+    *h.transport.capacity.lock().unwrap() = usize::MAX;
+    // Any input wakes the loop, which hands the queue over.
+    h.ready(&link).await;
+    let (_, event) = h.next_event().await;
+    assert_eq!(event.input.as_deref(), Some("later"));
+}
+
+#[tokio::test]
+async fn a_child_of_another_protocol_version_fails_its_requests() {
+    let mut h = harness(8);
+    let asking = h.ask("hi");
+    let link = h.opened.recv().await.unwrap();
+    h.say(
+        &link,
+        RuntimeMessage::Ready(Ready {
+            protocol_version: PROTOCOL_VERSION + 1,
+        })
+        .to_message(&link.key.to_string(), ORCHESTRATOR),
+    )
+    .await;
+    let error = asking.await.unwrap().unwrap_err();
+    assert_eq!(error.code(), "E_IPC_PROTOCOL_VERSION");
+}
+
+#[tokio::test]
+async fn a_malformed_child_message_is_answered_with_a_rejection() {
+    let mut h = harness(8);
+    let _asking = h.ask("hi");
+    let link = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    let mut bogus = AgentEvent::new(
+        "runtime.teleport",
+        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
+    );
+    bogus.id = "evt_bogus".into();
+    h.say(
+        &link,
+        protocol::event_message(&link.key.to_string(), ORCHESTRATOR, &bogus),
+    )
+    .await;
+    loop {
+        let (_, message) = h.sent.recv().await.unwrap();
+        if let Ok(Inbound::Runtime(RuntimeMessage::Rejected(rejected))) = protocol::decode(&message)
+        {
+            assert_eq!(rejected.code, "E_IPC_UNKNOWN_MESSAGE");
+            assert_eq!(rejected.event_id.as_deref(), Some("evt_bogus"));
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_restart_redelivers_events_the_drained_process_never_started() {
+    let mut h = harness(8);
+    let first_ask = h.ask("one");
+    let second_ask = h.ask("two");
+    let first = h.next_ready_process().await;
+    let (_, one) = h.next_event().await;
+    let (_, two) = h.next_event().await;
+    assert_eq!(h.handle.restart(None, None, false).await.unwrap(), ["alpha:main"]);
+    // The process finishes the Turn it is in, acknowledges and exits.
+    h.answer(&first, &one, "1").await;
+    h.end_process(0, &first, Some(0)).await;
+    assert_eq!(answer_text(&first_ask.await.unwrap().unwrap()).as_deref(), Some("1"));
+    let second = h.next_ready_process().await;
+    let (_, again) = h.next_event().await;
+    assert_eq!(again.id, two.id);
+    h.answer(&second, &again, "2").await;
+    assert_eq!(answer_text(&second_ask.await.unwrap().unwrap()).as_deref(), Some("2"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exit_without_the_end_of_its_stream_is_over_after_the_deadline() {
+    let mut h = harness(8);
+    let asking = h.ask("x");
+    let first = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    // The process dies but a grandchild keeps its pipe open: no end of
+    // stream ever comes.
+    let exit = h.spawner.exits.lock().unwrap()[0].clone();
+    let _ = exit.lock().unwrap().take().unwrap().send(Some(1));
+    tokio::time::sleep(ENDING_DEADLINE + Duration::from_millis(10)).await;
+    let second = h.next_ready_process().await;
+    assert!(second.generation > first.generation);
+    let (_, again) = h.next_event().await;
+    assert!(again.redelivered);
+    h.answer(&second, &again, "ok").await;
+    assert!(asking.await.unwrap().is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_process_that_closed_its_output_but_lives_on_is_killed() {
+    let mut h = harness(8);
+    let _asking = h.ask("x");
+    let first = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    h.events
+        .send(TransportEvent::EndOfStream { link: first.clone() })
+        .await
+        .unwrap();
+    tokio::time::sleep(ENDING_DEADLINE + Duration::from_millis(10)).await;
+    let killed = h.spawner.exits.lock().unwrap()[0].lock().unwrap().is_none();
+    assert!(killed, "the silent process was killed");
+    let second = h.next_ready_process().await;
+    assert!(second.generation > first.generation);
+}

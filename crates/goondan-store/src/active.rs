@@ -1,0 +1,80 @@
+//! `runtime/active.json`: which orchestrator serves the state root, so
+//! `gdn instance`, `gdn restart` and a second `gdn run` outside the project
+//! folder can find its control socket.
+
+use crate::durability::{create_dir_all, write_file_atomically, SyncPolicy};
+use crate::StoreError;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The record of the running orchestrator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveSwarm {
+    /// The orchestrator's pid.
+    pub pid: u32,
+    /// The bundle it runs.
+    pub bundle_dir: PathBuf,
+    /// The Swarm's name.
+    pub swarm: String,
+    /// The Swarm's instance key.
+    pub instance_key: String,
+    /// When it started (ISO 8601).
+    pub started_at: String,
+    /// Where its control socket listens.
+    pub control_socket: PathBuf,
+}
+
+impl ActiveSwarm {
+    /// Reads the record at `path`; `None` when there is none or it is not
+    /// a record (it is advisory: a damaged one is as good as none).
+    pub fn read(path: &Path) -> Option<ActiveSwarm> {
+        let bytes = std::fs::read(path).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Writes the record atomically to `path`.
+    pub fn write(&self, path: &Path) -> Result<(), StoreError> {
+        if let Some(dir) = path.parent() {
+            create_dir_all(dir)?;
+        }
+        let bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| StoreError::encode("active.json", e))?;
+        write_file_atomically(path, &bytes, SyncPolicy::ProcessCrash)
+    }
+
+    /// Removes the record at `path` if it still names the process `pid`
+    /// (another orchestrator may have replaced it since).
+    pub fn remove_if_owned_by(path: &Path, pid: u32) {
+        if ActiveSwarm::read(path).is_some_and(|record| record.pid == pid) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_and_is_removed_only_by_its_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runtime").join("active.json");
+        let record = ActiveSwarm {
+            pid: 42,
+            bundle_dir: "/b".into(),
+            swarm: "default".into(),
+            instance_key: "main".into(),
+            started_at: "2026-01-01T00:00:00.000Z".into(),
+            control_socket: "/s.sock".into(),
+        };
+        record.write(&path).unwrap();
+        assert_eq!(ActiveSwarm::read(&path), Some(record));
+        ActiveSwarm::remove_if_owned_by(&path, 7);
+        assert!(path.exists());
+        ActiveSwarm::remove_if_owned_by(&path, 42);
+        assert!(!path.exists());
+        std::fs::write(&path, b"{broken").unwrap();
+        assert_eq!(ActiveSwarm::read(&path), None);
+    }
+}
