@@ -9,9 +9,9 @@ use goondan_base::tools::bash::BashTool;
 use goondan_model::NoStream;
 use goondan_runtime::test_support::{text_answer, user_event, ScriptedModel};
 use goondan_runtime::turn::{AgentDefinition, AgentServices, ExtensionDefinition};
-use goondan_runtime::Agent;
+use goondan_runtime::{Agent, EntryResolvers};
 use goondan_store::{MemoryExtensionState, MemoryJournal, TurnJournal};
-use goondan_types::{ContentPart, JsonValue, Message, MessageSource, ModelMessage};
+use goondan_types::{ContentPart, Entry, JsonValue, Message, MessageSource, ModelMessage};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,14 +33,14 @@ fn conversation() -> Vec<Message> {
         .collect()
 }
 
-fn agent(extensions: &[(&str, JsonValue)]) -> Agent {
+fn agent(runtime: &tokio::runtime::Runtime, extensions: &[(&str, JsonValue)]) -> Agent {
     let model = ScriptedModel::repeating(text_answer("ok"));
     let mut definition = AgentDefinition::new("bench", "main", Arc::new(model), "scripted-1");
     definition.extensions = extensions
         .iter()
         .map(|(name, config)| ExtensionDefinition {
             name: name.to_string(),
-            entry: format!("builtin:{name}"),
+            entry: Entry::native(*name),
             config: config.clone(),
         })
         .collect();
@@ -49,9 +49,11 @@ fn agent(extensions: &[(&str, JsonValue)]) -> Agent {
     let services = AgentServices::new(
         Box::new(journal),
         Box::new(MemoryExtensionState::default()),
-        Arc::new(goondan_base::builtins()),
+        Arc::new(EntryResolvers::new(Arc::new(goondan_base::builtins()))),
     );
-    Agent::start(definition, services).unwrap()
+    runtime
+        .block_on(Agent::start(definition, services))
+        .unwrap()
 }
 
 fn turns(c: &mut Criterion) {
@@ -78,7 +80,7 @@ fn turns(c: &mut Criterion) {
         ),
     ];
     for (name, extensions) in cases {
-        let mut agent = agent(&extensions);
+        let mut agent = agent(&runtime, &extensions);
         group.bench_function(name, |b| {
             b.iter(|| runtime.block_on(agent.run_turn(user_event("and now?"), &NoStream)))
         });

@@ -13,10 +13,11 @@ use goondan_runtime::turn::{
     AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, ToolExportDefinition,
 };
 use goondan_runtime::{
-    handler_fn, Agent, ExtensionApi, ExtensionInitError, MapBuiltinCatalog, MiddlewareOptions,
+    handler_fn, Agent, EntryResolvers, ExtensionApi, ExtensionInitError, MapBuiltinCatalog,
+    MiddlewareOptions,
 };
 use goondan_store::{MemoryExtensionState, MemoryJournal};
-use goondan_types::JsonValue;
+use goondan_types::{Entry, JsonValue};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,7 +43,7 @@ fn pass_through(api: &mut ExtensionApi<'_>, _config: &JsonValue) -> Result<(), E
 
 /// An agent with `LAYERS` pass-through extensions whose model first asks
 /// for `tool_calls` calls (if any), then answers with text.
-fn agent(tool_calls: usize) -> Agent {
+fn agent(runtime: &tokio::runtime::Runtime, tool_calls: usize) -> Agent {
     let model = ScriptedModel::new();
     if tool_calls > 0 {
         let ids: Vec<String> = (0..tool_calls).map(|n| format!("c{n}")).collect();
@@ -64,7 +65,7 @@ fn agent(tool_calls: usize) -> Agent {
         .with_extension("pass", Arc::new(pass_through));
     definition.tools.push(ToolDefinition {
         name: "noop".into(),
-        entry: "builtin:noop".into(),
+        entry: Entry::native("noop"),
         exports: vec![ToolExportDefinition {
             name: "run".into(),
             description: Some("does nothing".into()),
@@ -82,16 +83,16 @@ fn agent(tool_calls: usize) -> Agent {
         builtins = builtins.with_extension(&name, Arc::new(pass_through));
         definition.extensions.push(ExtensionDefinition {
             name: name.clone(),
-            entry: format!("builtin:{name}"),
+            entry: Entry::native(&name),
             config: JsonValue::Null,
         });
     }
     let services = AgentServices::new(
         Box::new(MemoryJournal::default()),
         Box::new(MemoryExtensionState::default()),
-        Arc::new(builtins),
+        Arc::new(EntryResolvers::new(Arc::new(builtins))),
     );
-    match Agent::start(definition, services) {
+    match runtime.block_on(Agent::start(definition, services)) {
         Ok(agent) => agent,
         Err(error) => panic!("bench agent did not start: {error}"),
     }
@@ -113,7 +114,7 @@ fn run_one(runtime: &tokio::runtime::Runtime, mut agent: Agent) {
 fn mean_turn(runtime: &tokio::runtime::Runtime, tool_calls: usize, iterations: u32) -> Duration {
     let mut total = Duration::ZERO;
     for _ in 0..iterations {
-        let fresh = agent(tool_calls);
+        let fresh = agent(runtime, tool_calls);
         let started = Instant::now();
         run_one(runtime, fresh);
         total += started.elapsed();
@@ -129,7 +130,7 @@ fn main() {
             &format!("turn/10x3 middlewares/{tool_calls} tool calls"),
             |bencher| {
                 bencher.iter_batched(
-                    || agent(tool_calls),
+                    || agent(&runtime, tool_calls),
                     |fresh| run_one(&runtime, fresh),
                     BatchSize::SmallInput,
                 )
@@ -139,7 +140,7 @@ fn main() {
     let assembly = {
         let started = Instant::now();
         for _ in 0..200 {
-            drop(agent(0));
+            drop(agent(&runtime, 0));
         }
         started.elapsed() / 200
     };

@@ -92,28 +92,9 @@ pub enum AgentError {
         /// What it reported.
         message: String,
     },
-    /// An entry names a builtin the catalog does not have.
-    #[error("{kind} '{resource}' has entry '{entry}', which is not a known builtin")]
-    UnknownBuiltin {
-        /// `Tool` or `Extension`.
-        kind: &'static str,
-        /// The resource name.
-        resource: String,
-        /// The entry as written.
-        entry: String,
-    },
-    /// An entry is a script file, which needs the plugin host.
-    #[error(
-        "{kind} '{resource}' has script entry '{entry}', but script entries are not supported yet"
-    )]
-    ScriptEntryUnsupported {
-        /// `Tool` or `Extension`.
-        kind: &'static str,
-        /// The resource name.
-        resource: String,
-        /// The entry as written.
-        entry: String,
-    },
+    /// A Tool or Extension entry did not resolve to code.
+    #[error(transparent)]
+    Entry(#[from] crate::extension::EntryError),
     /// A Tool export has no handler in its entry.
     #[error("tool '{tool}' exports '{export}', but its entry has no handler for it")]
     MissingHandler {
@@ -135,8 +116,7 @@ impl AgentError {
     pub fn code(&self) -> &'static str {
         match self {
             AgentError::ExtensionInit { .. } => "E_EXTENSION_INIT",
-            AgentError::UnknownBuiltin { .. } => "E_UNKNOWN_BUILTIN",
-            AgentError::ScriptEntryUnsupported { .. } => "E_SCRIPT_ENTRY_UNSUPPORTED",
+            AgentError::Entry(error) => error.code(),
             AgentError::MissingHandler { .. } => "E_TOOL_HANDLER_MISSING",
             AgentError::ToolRegistration(error) => error.code(),
             AgentError::Store(error) => error.code(),
@@ -149,12 +129,7 @@ impl AgentError {
             AgentError::ExtensionInit { .. } => {
                 Some("check the extension's spec.config and its log lines above")
             }
-            AgentError::UnknownBuiltin { .. } => {
-                Some("use an entry of the form builtin:<name> that @goondan/base provides")
-            }
-            AgentError::ScriptEntryUnsupported { .. } => {
-                Some("use a builtin entry until the plugin host lands")
-            }
+            AgentError::Entry(error) => error.suggestion(),
             AgentError::MissingHandler { .. } => {
                 Some("remove the export or add a handler with that name to the entry")
             }

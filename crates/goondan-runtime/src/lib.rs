@@ -7,7 +7,8 @@
 //!   contract.
 //! * [`conversation`]: `NextMessages = BaseMessages + SUM(Events)`.
 //! * [`tool`]: handlers, the registry, the catalog check and error results.
-//! * [`extension`]: `register(api, config)` and the builtin catalog.
+//! * [`extension`]: `register(api, config)`, the builtin catalog and the
+//!   [`EntryResolver`] seam through which entries become code.
 //! * [`agents`]: calls to other agents and the async answer inbox.
 //! * [`events`]: where the nine runtime events go.
 //! * [`turn`]: [`Agent::start`] assembles an instance (entries, recovery,
@@ -37,8 +38,9 @@ pub use conversation::{Conversation, ConversationState, FoldWarning, MessagesVie
 pub use error::{AgentError, PipelineError};
 pub use events::{CollectEvents, DiscardEvents, RuntimeEventSink};
 pub use extension::{
-    BuiltinCatalog, Entry, EventBus, Extension, ExtensionApi, ExtensionInitError, ExtensionState,
-    MapBuiltinCatalog, Subscription, ToolHandlers,
+    BuiltinCatalog, BuiltinResolver, EntryError, EntryResolver, EntryResolvers, EntryTarget,
+    EventBus, Extension, ExtensionApi, ExtensionInitError, ExtensionState, MapBuiltinCatalog,
+    ResourceKind, Subscription, ToolHandlers,
 };
 pub use pipeline::{
     Middleware, MiddlewareKind, MiddlewareOptions, Next, Pipeline, PipelineRegistry, StepContext,

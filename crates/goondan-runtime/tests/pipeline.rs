@@ -90,7 +90,7 @@ async fn must_onion_order_first_registered_is_outermost_with_two_extensions() {
         .model
         .tool_calls(&[("c1", "echo__say", json!({"x": 1}))]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent
         .run_turn(goondan_runtime::test_support::user_event("hi"), &NoStream)
         .await;
@@ -125,7 +125,7 @@ async fn must_onion_order_with_three_extensions_pre_in_order_post_reversed() {
         harness.extension(id, logging_extension(name, log.clone(), 0));
     }
     harness.model.text("hello");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent
         .run_turn(goondan_runtime::test_support::user_event("hi"), &NoStream)
         .await;
@@ -157,7 +157,7 @@ async fn must_priority_lower_is_outer_and_ties_keep_registration_order() {
     harness.extension("b", logging_extension("B", log.clone(), 5));
     harness.extension("c", logging_extension("C", log.clone(), 10));
     harness.model.text("hello");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent
         .run_turn(goondan_runtime::test_support::user_event("hi"), &NoStream)
         .await;
@@ -201,7 +201,7 @@ async fn must_one_extension_may_register_several_of_one_kind() {
         Ok(())
     });
     harness.model.text("ok");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent
         .run_turn(goondan_runtime::test_support::user_event("hi"), &NoStream)
         .await;
@@ -229,7 +229,7 @@ async fn must_not_calling_next_skips_inner_layers_and_the_core() {
         Ok(())
     });
     harness.extension("inner", logging_extension("INNER", log.clone(), 0));
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent
         .run_turn(goondan_runtime::test_support::user_event("hi"), &NoStream)
         .await;
@@ -280,7 +280,7 @@ async fn must_a_middleware_may_transform_the_result_of_next() {
         .model
         .tool_calls(&[("c1", "echo__say", json!({"x": 1}))]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent
         .run_turn(goondan_runtime::test_support::user_event("hi"), &NoStream)
         .await;
@@ -350,7 +350,7 @@ async fn must_metadata_is_shared_by_the_layers_of_one_chain() {
         Ok(())
     });
     harness.model.text("ok");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent
         .run_turn(goondan_runtime::test_support::user_event("hi"), &NoStream)
         .await;

@@ -37,7 +37,7 @@ async fn must_span_tree_of_a_two_step_turn_with_two_tool_calls() {
         ("c2", "calc__div", json!({"a": 1, "b": 0})),
     ]);
     harness.model.text("3, and you cannot divide by zero");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let mut event = user_event("compute");
     event.trace_id = Some("0123456789abcdef0123456789abcdef".into());
     event.parent_span_id = Some("fedcba9876543210".into());
@@ -159,7 +159,7 @@ async fn must_span_tree_of_a_two_step_turn_with_two_tool_calls() {
 async fn must_a_trace_id_is_created_when_the_input_has_none_and_root_turns_have_no_parent() {
     let harness = Harness::new();
     harness.model.text("hi");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("x"), &NoStream).await;
     let events = harness.events.take();
     let trace_id = &events[0].base().trace_id;
@@ -179,7 +179,7 @@ async fn refused_tool_calls_report_tool_failed() {
     let harness = Harness::new();
     harness.model.tool_calls(&[("c1", "ghost__run", json!({}))]);
     harness.model.text("ok");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("x"), &NoStream).await;
     let events = harness.events.take();
     let failed = events
@@ -216,7 +216,7 @@ async fn runtime_events_reach_extensions_on_the_event_bus() {
         },
     );
     harness.model.text("hi");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("x"), &NoStream).await;
     assert_eq!(seen.lines(), ["1 steps"]);
 }

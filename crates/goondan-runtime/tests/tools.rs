@@ -66,7 +66,7 @@ async fn must_catalog_changes_before_next_are_what_the_model_receives() {
         Ok(())
     });
     harness.model.text("ok");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("hi"), &NoStream).await;
     let requests = harness.model.requests();
     let names: Vec<&str> = requests[0]
@@ -100,7 +100,7 @@ async fn must_a_call_outside_the_step_catalog_is_refused_and_never_runs() {
         ("c2", "nowhere__run", json!({})),
     ]);
     harness.model.text("sorry");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("hi"), &NoStream).await;
     assert!(result.error.is_none());
     assert!(log.lines().is_empty(), "handler ran: {:?}", log.lines());
@@ -138,7 +138,7 @@ async fn registry_direct_calls_run_only_behind_the_explicit_policy_flag() {
         .model
         .tool_calls(&[("c1", "hidden__run", json!({"n": 1}))]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("hi"), &NoStream).await;
     assert_eq!(log.lines(), [r#"{"n":1}"#]);
 }
@@ -167,7 +167,7 @@ async fn must_args_changes_before_next_are_what_the_handler_receives() {
         .model
         .tool_calls(&[("c1", "bash__run", json!({"command": "rm -rf /"}))]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("hi"), &NoStream).await;
     assert_eq!(log.lines(), [r#"{"command":"ls","clamped":true}"#]);
 }
@@ -192,7 +192,7 @@ async fn must_schema_invalid_args_never_run_and_return_a_structured_error() {
         .model
         .tool_calls(&[("c3", "weather__run", json!({"city": "Seoul"}))]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("hi"), &NoStream).await;
     assert_eq!(
         log.lines(),
@@ -239,7 +239,7 @@ async fn error_message_of(message: String, limit: Option<usize>) -> JsonValue {
     failing_tool(&mut harness, message, limit);
     harness.model.tool_calls(&[("c1", "fail__run", json!({}))]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("hi"), &NoStream).await;
     assert!(result.error.is_none(), "a tool error never fails the turn");
     tool_outputs(&agent).remove(0)
@@ -298,7 +298,7 @@ async fn must_a_panicking_handler_becomes_an_error_result() {
     );
     harness.model.tool_calls(&[("c1", "boom__run", json!({}))]);
     harness.model.text("recovered");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("hi"), &NoStream).await;
     assert!(result.error.is_none());
     assert_eq!(result.response_message.unwrap().data.text(), "recovered");
@@ -348,7 +348,7 @@ async fn must_tool_context_carries_the_assistant_message_workdir_and_ids() {
     );
     harness.model.tool_calls(&[("c9", "probe__run", json!({}))]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("hi"), &NoStream).await;
     assert_eq!(log.lines(), ["alpha main c9 true 32"]);
     assert_eq!(
@@ -392,7 +392,7 @@ async fn must_extension_tools_join_the_catalog_and_bad_names_stop_the_start() {
         .model
         .tool_calls(&[("c1", "weather__get", json!({"city": "Seoul"}))]);
     harness.model.text("It is sunny.");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("weather?"), &NoStream).await;
     let request = &harness.model.requests()[0];
     assert_eq!(request.tools[0].name, "weather__get");
@@ -420,7 +420,9 @@ async fn must_extension_tools_join_the_catalog_and_bad_names_stop_the_start() {
         )?;
         Ok(())
     });
-    let error = Agent::start(bad.definition.clone(), bad.services()).unwrap_err();
+    let error = Agent::start(bad.definition.clone(), bad.services())
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), "E_EXTENSION_INIT");
     assert!(error.to_string().contains("broken"), "{error}");
     assert!(error.to_string().contains("E_TOOL_INVALID_NAME"), "{error}");

@@ -68,7 +68,7 @@ async fn must_emits_before_and_after_next_in_a_turn_middleware_land_in_the_fold(
         Ok(())
     });
     harness.model.text("answer");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("question"), &NoStream).await;
     assert!(result.error.is_none(), "{:?}", result.error);
     assert_eq!(texts(&agent), ["before", "question", "answer", "after"]);
@@ -140,7 +140,7 @@ async fn must_journal_records_events_in_order_and_commits_only_after_the_chain()
     );
     harness.model.tool_calls(&[("c1", "probe__run", json!({}))]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("go"), &NoStream).await;
     assert!(result.error.is_none(), "{:?}", result.error);
     let calls = harness.journal.calls();
@@ -216,7 +216,7 @@ async fn must_every_message_event_kind_applies_through_emit() {
         Ok(())
     });
     harness.model.text("fine");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("hi"), &NoStream).await;
     assert!(result.error.is_none());
     let request = &harness.model.requests()[0];
@@ -254,7 +254,9 @@ async fn an_event_that_cannot_be_recorded_is_not_applied_and_fails_the_turn() {
     let harness = Harness::new();
     let mut services = harness.services();
     services.journal = Box::new(FailingJournal);
-    let mut agent = Agent::start(harness.definition.clone(), services).unwrap();
+    let mut agent = Agent::start(harness.definition.clone(), services)
+        .await
+        .unwrap();
     let result = agent.run_turn(user_event("hi"), &NoStream).await;
     assert_eq!(result.finish_reason, TurnFinishReason::Error);
     assert_eq!(result.error.unwrap().code.as_deref(), Some("E_STORE_IO"));
@@ -268,7 +270,7 @@ async fn must_a_failed_turn_keeps_its_events_and_they_are_folded_before_the_next
         .model
         .tool_calls(&[("c1", "nothing__here", json!({}))]);
     // No second answer: the model fails in step 1.
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let failed = agent.run_turn(user_event("first"), &NoStream).await;
     assert_eq!(failed.finish_reason, TurnFinishReason::Error);
     assert_eq!(
@@ -310,7 +312,7 @@ async fn must_recovery_folds_pending_events_of_an_interrupted_turn_at_start() {
     let mut harness = Harness::new();
     harness.journal = journal;
     harness.model.text("after");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     assert_eq!(texts(&agent), ["before the crash"], "restored");
     assert!(harness.journal.pending().is_empty(), "committed at start");
     agent.run_turn(user_event("again"), &NoStream).await;
@@ -336,7 +338,7 @@ async fn must_max_steps_per_turn_ends_the_turn_with_max_steps() {
             .model
             .tool_calls(&[(&format!("c{n}"), "loop__run", json!({}))]);
     }
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("spin"), &NoStream).await;
     assert_eq!(result.finish_reason, TurnFinishReason::MaxSteps);
     assert_eq!(harness.model.requests().len(), 2);
@@ -356,7 +358,7 @@ async fn must_an_empty_answer_after_tool_results_ends_the_turn_normally() {
     );
     harness.model.tool_calls(&[("c1", "t__run", json!({}))]);
     harness.model.empty();
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("x"), &NoStream).await;
     assert_eq!(result.finish_reason, TurnFinishReason::TextResponse);
     assert!(result.error.is_none());
@@ -394,7 +396,7 @@ async fn must_should_continue_defaults_to_tool_calls_and_step_middleware_may_ove
     });
     harness.model.text("draft");
     harness.model.text("final");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("x"), &NoStream).await;
     assert_eq!(result.response_message.unwrap().data.text(), "final");
     assert_eq!(harness.model.requests().len(), 2);
@@ -443,7 +445,7 @@ async fn must_async_answers_are_injected_before_the_next_step() {
     );
     harness.model.tool_calls(&[("c1", "ask__run", json!({}))]);
     harness.model.text("thanks");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     *inbox_slot.lock().unwrap() = Some(agent.inbox().clone());
     agent.run_turn(user_event("ask beta"), &NoStream).await;
     let second = &harness.model.requests()[1];
@@ -474,7 +476,7 @@ impl StreamObserver for Collect {
 async fn the_stream_observer_sees_text_as_it_arrives() {
     let harness = Harness::new();
     harness.model.text("streamed text");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let observer = Collect::default();
     agent.run_turn(user_event("x"), &observer).await;
     assert_eq!(*observer.0.lock().unwrap(), "streamed text");
@@ -532,7 +534,9 @@ async fn must_extension_state_is_restored_at_start_and_written_at_turn_end_when_
     harness.model.text("b");
     let mut services = harness.services();
     services.extension_state = Box::new(store.clone());
-    let mut agent = Agent::start(harness.definition.clone(), services).unwrap();
+    let mut agent = Agent::start(harness.definition.clone(), services)
+        .await
+        .unwrap();
     agent.run_turn(user_event("count"), &NoStream).await;
     assert_eq!(
         store.0.lock().unwrap().load("counter").unwrap(),
@@ -557,7 +561,9 @@ async fn must_extension_state_is_restored_at_start_and_written_at_turn_end_when_
         },
         JsonValue::Null,
     );
-    let error = Agent::start(broken.definition.clone(), broken.services()).unwrap_err();
+    let error = Agent::start(broken.definition.clone(), broken.services())
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), "E_EXTENSION_INIT");
     assert_eq!(
         error.to_string(),
@@ -573,7 +579,7 @@ async fn must_the_core_never_injects_a_system_prompt_but_an_extension_can() {
     });
     harness.model.text("one");
     harness.model.text("two");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("x"), &NoStream).await;
     let request = &harness.model.requests()[0];
     assert!(request.messages.iter().all(|m| m.role() != "system"));
@@ -612,7 +618,7 @@ async fn must_the_core_never_injects_a_system_prompt_but_an_extension_can() {
         Ok(())
     });
     with_prompt.model.text("hi");
-    let mut agent = with_prompt.start();
+    let mut agent = with_prompt.start().await;
     agent.run_turn(user_event("x"), &NoStream).await;
     let request = &with_prompt.model.requests()[0];
     assert_eq!(
@@ -663,7 +669,7 @@ async fn must_ctx_agents_is_available_in_turn_and_step_middleware() {
         },
     );
     harness.model.text("ok");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("x"), &NoStream).await;
     assert_eq!(
         log.lines(),
@@ -676,7 +682,7 @@ async fn a_failed_commit_fails_the_turn_and_loses_nothing() {
     let harness = Harness::new();
     harness.model.text("one");
     harness.model.text("two");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     harness.journal.fail_commits(true);
     let failed = agent.run_turn(user_event("first"), &NoStream).await;
     assert_eq!(failed.finish_reason, TurnFinishReason::Error);
@@ -736,7 +742,7 @@ async fn must_compaction_may_emit_while_reading_the_conversation() {
     for answer in ["a1", "a2", "a3"] {
         harness.model.text(answer);
     }
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("q1"), &NoStream).await;
     agent.run_turn(user_event("q2"), &NoStream).await;
     assert_eq!(texts(&agent), ["q1", "a1", "q2", "a2"]);
@@ -750,7 +756,7 @@ async fn must_compaction_may_emit_while_reading_the_conversation() {
 async fn an_early_answer_comes_after_the_chain_and_before_the_commit() {
     let harness = Harness::new();
     harness.model.text("the answer");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let journal = harness.journal.clone();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
     let seen_in_answer = seen.clone();

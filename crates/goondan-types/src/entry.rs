@@ -184,7 +184,10 @@ mod tests {
         use ScriptRuntime::*;
         let cases: [(&str, Result<Entry, EntryParseError>); 16] = [
             ("builtin:bash", Ok(Entry::native("bash"))),
-            ("builtin:message-window", Ok(Entry::native("message-window"))),
+            (
+                "builtin:message-window",
+                Ok(Entry::native("message-window")),
+            ),
             ("./tools/x.ts", script("./tools/x.ts", TypeScript)),
             ("tools/x.mts", script("tools/x.mts", TypeScript)),
             ("tools/x.cts", script("tools/x.cts", TypeScript)),

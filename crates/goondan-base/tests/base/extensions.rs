@@ -27,7 +27,7 @@ async fn context_message_injects_the_system_prompt_once() {
     });
     harness.extension("context-message", json!({"includeAgentPrompt": true}));
     harness.model.text("one").text("two");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("first"), &NoStream).await;
     agent.run_turn(user_event("second"), &NoStream).await;
     let requests = harness.model.requests();
@@ -56,7 +56,7 @@ async fn message_window_drops_old_messages_but_never_half_a_tool_pair() {
         .tool_calls(&[("c1", "json-query__count", json!({"data": "[1]"}))])
         .text("one")
         .text("two");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("first"), &NoStream).await;
     agent.run_turn(user_event("second"), &NoStream).await;
     let requests = harness.model.requests();
@@ -83,7 +83,7 @@ async fn message_compaction_summarizes_with_the_agents_model() {
         json!({"maxMessages": 2, "retainLastMessages": 1, "mode": "remove", "appendSummary": true}),
     );
     harness.model.text("one").text("two").text("three");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     for input in ["first", "second", "third"] {
         agent.run_turn(user_event(input), &NoStream).await;
     }
@@ -137,7 +137,7 @@ async fn logging_reports_turn_step_and_tool_call_outcomes() {
         .model
         .tool_calls(&[("c1", "wait__seconds", json!({"seconds": 0}))])
         .text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("go"), &NoStream).await;
     let output = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     for expected in [
@@ -170,7 +170,7 @@ async fn logging_below_its_level_stays_quiet() {
     let mut harness = Harness::new();
     harness.extension("logging", json!({"level": "error"}));
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("go"), &NoStream).await;
     let output = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert!(!output.contains("[logging."), "{output}");
@@ -187,7 +187,7 @@ async fn tool_search_narrows_the_catalog_of_the_next_step() {
         .model
         .tool_calls(&[("c1", "tool-search__search", json!({"query": "json"}))])
         .text("found");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent
         .run_turn(user_event("find a json tool"), &NoStream)
         .await;
@@ -227,7 +227,7 @@ async fn required_tools_guard_keeps_the_turn_going_until_the_tool_ran() {
         .text("done early")
         .tool_calls(&[("c1", "wait__seconds", json!({"seconds": 0}))])
         .text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("wait a bit"), &NoStream).await;
     assert_eq!(result.finish_reason, TurnFinishReason::TextResponse);
     let requests = harness.model.requests();
@@ -249,7 +249,7 @@ async fn inter_agent_response_format_rewrites_injected_answers() {
     let mut harness = Harness::new();
     harness.extension("inter-agent-response-format", JsonValue::Null);
     harness.model.text("thanks");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let metadata = serde_json::from_value(json!({
         "kind": "inter_agent_response", "version": 1, "requestId": "corr-1",
         "requestEventId": "evt-1", "fromAgentId": "worker", "toAgentId": "alpha",
@@ -281,7 +281,7 @@ async fn the_window_never_cuts_the_context_message() {
         .extension("context-message", JsonValue::Null)
         .extension("message-window", json!({"maxMessages": 2}));
     harness.model.text("a1").text("a2").text("a3");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     for input in ["u1", "u2", "u3"] {
         agent.run_turn(user_event(input), &NoStream).await;
     }

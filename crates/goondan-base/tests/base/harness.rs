@@ -6,9 +6,9 @@ use goondan_runtime::test_support::{RecordingJournal, ScriptedModel};
 use goondan_runtime::turn::{
     AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, ToolExportDefinition,
 };
-use goondan_runtime::Agent;
+use goondan_runtime::{Agent, EntryResolvers};
 use goondan_store::MemoryExtensionState;
-use goondan_types::{ContentPart, JsonValue, ModelMessage};
+use goondan_types::{ContentPart, Entry, JsonValue, ModelMessage};
 use std::sync::Arc;
 
 pub struct Harness {
@@ -42,7 +42,7 @@ impl Harness {
     pub fn tool(&mut self, name: &str, exports: &[&str]) -> &mut Self {
         self.definition.tools.push(ToolDefinition {
             name: name.to_string(),
-            entry: format!("builtin:{name}"),
+            entry: Entry::native(name),
             exports: exports
                 .iter()
                 .map(|export| ToolExportDefinition {
@@ -60,13 +60,13 @@ impl Harness {
     pub fn extension(&mut self, name: &str, config: JsonValue) -> &mut Self {
         self.definition.extensions.push(ExtensionDefinition {
             name: name.to_string(),
-            entry: format!("builtin:{name}"),
+            entry: Entry::native(name),
             config,
         });
         self
     }
 
-    pub fn start(&self) -> Agent {
+    pub async fn start(&self) -> Agent {
         let builtins = goondan_base::builtins_with(BuiltinOptions {
             summarizer: self.summarizer.clone(),
             tools: self.tool_options.clone(),
@@ -74,9 +74,9 @@ impl Harness {
         let services = AgentServices::new(
             self.journal.boxed(),
             Box::new(MemoryExtensionState::default()),
-            Arc::new(builtins),
+            Arc::new(EntryResolvers::new(Arc::new(builtins))),
         );
-        match Agent::start(self.definition.clone(), services) {
+        match Agent::start(self.definition.clone(), services).await {
             Ok(agent) => agent,
             Err(error) => panic!("agent did not start: [{}] {error}", error.code()),
         }

@@ -10,7 +10,7 @@ use goondan_runtime::pipeline::RuntimePrompt;
 use goondan_runtime::test_support::user_event;
 use goondan_runtime::turn::{ExtensionDefinition, ToolDefinition, ToolExportDefinition};
 use goondan_runtime::BuiltinCatalog;
-use goondan_types::{JsonValue, TurnFinishReason};
+use goondan_types::{Entry, JsonValue, TurnFinishReason};
 use serde_json::json;
 
 const TOOLS: [&str; 7] = [
@@ -110,7 +110,7 @@ async fn an_agent_built_from_the_base_manifests_runs_a_turn() {
         assert_eq!(declared, implemented, "exports of {}", tool.name());
         harness.definition.tools.push(ToolDefinition {
             name: tool.name().to_string(),
-            entry: tool.spec.entry.clone(),
+            entry: Entry::parse(&tool.spec.entry).unwrap(),
             exports: tool
                 .spec
                 .exports
@@ -127,7 +127,7 @@ async fn an_agent_built_from_the_base_manifests_runs_a_turn() {
     for extension in agent_view.extensions() {
         harness.definition.extensions.push(ExtensionDefinition {
             name: extension.name().to_string(),
-            entry: extension.spec.entry.clone(),
+            entry: Entry::parse(&extension.spec.entry).unwrap(),
             config: JsonValue::Object(extension.spec.config.clone()),
         });
     }
@@ -151,7 +151,7 @@ async fn an_agent_built_from_the_base_manifests_runs_a_turn() {
         ),
     ]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("go"), &NoStream).await;
     assert_eq!(result.finish_reason, TurnFinishReason::TextResponse);
     let outputs = tool_outputs(&agent);

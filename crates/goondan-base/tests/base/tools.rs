@@ -65,7 +65,7 @@ async fn bash_runs_in_the_workdir_and_refuses_bad_input_as_results() {
         ),
     ]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let result = agent.run_turn(user_event("run things"), &NoStream).await;
     assert_eq!(result.finish_reason, TurnFinishReason::TextResponse);
     let outputs = tool_outputs(&agent);
@@ -104,7 +104,7 @@ async fn file_system_round_trip_stays_inside_the_workdir() {
         ("c6", "file-system__write", json!({"path": "x"})),
     ]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("write notes"), &NoStream).await;
     let outputs = tool_outputs(&agent);
     assert_eq!(assert_ok(&outputs[0].1)["created"], true);
@@ -150,7 +150,7 @@ async fn http_fetch_talks_to_a_local_server_and_refuses_other_schemes() {
         ),
     ]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("fetch"), &NoStream).await;
     let outputs = tool_outputs(&agent);
     let status = assert_ok(&outputs[0].1);
@@ -193,7 +193,7 @@ async fn json_query_text_transform_and_wait_answer_through_a_turn() {
         ("c7", "wait__seconds", json!({"seconds": 1000})),
     ]);
     harness.model.text("done");
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     agent.run_turn(user_event("transform"), &NoStream).await;
     let outputs = tool_outputs(&agent);
     assert_eq!(assert_ok(&outputs[0].1)["value"], 2);
@@ -219,7 +219,7 @@ async fn file_system_may_leave_the_workdir_only_when_the_options_allow_it() {
             .model
             .tool_calls(&[("c1", "file-system__read", json!({"path": path}))])
             .text("done");
-        let mut agent = harness.start();
+        let mut agent = harness.start().await;
         agent.run_turn(user_event("read it"), &NoStream).await;
         let outputs = tool_outputs(&agent);
         if allow {
@@ -250,7 +250,7 @@ async fn dropping_a_turn_mid_command_kills_the_commands_process_group() {
         "bash__exec",
         json!({"command": "sleep 30 & echo $! > job.pid; wait", "timeoutMs": 1e15}),
     )]);
-    let mut agent = harness.start();
+    let mut agent = harness.start().await;
     let turn = agent.run_turn(user_event("start a long job"), &NoStream);
     // The agent shuts down while the command runs: its Turn is dropped.
     assert!(

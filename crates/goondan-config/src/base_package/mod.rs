@@ -81,8 +81,9 @@ pub fn builtin_names(kind: Kind) -> impl Iterator<Item = &'static str> {
         .map(|manifest| manifest.name)
 }
 
-/// The prefix of entries that name a built-in implementation.
-pub const BUILTIN_PREFIX: &str = "builtin:";
+/// The prefix of entries that name a built-in implementation (one
+/// definition, in `goondan-types`, for the loader and the runtime).
+pub use goondan_types::entry::BUILTIN_PREFIX;
 
 /// The name of the built-in extension that injects `Agent.spec.prompt`.
 pub(crate) const PROMPT_CONSUMER: &str = "context-message";

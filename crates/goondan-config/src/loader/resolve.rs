@@ -5,13 +5,13 @@
 //! capabilities, prompt consumers, declared connector events.
 
 use super::parse::{read_manifest, Local, Parsed, Site};
-use crate::base_package::{self, BASE_PACKAGE, BUILTIN_PREFIX, PROMPT_CONSUMER};
+use crate::base_package::{self, BASE_PACKAGE, PROMPT_CONSUMER};
 use crate::bundle::{AgentLinks, ConnectionLinks, SwarmLinks};
 use crate::codes::Code;
 use crate::resource::{Kind, Resource};
 use crate::spec::{ConnectorSpec, EventSchema, ExtensionSpec, ToolSpec};
 use crate::suggest::closest;
-use goondan_types::{Diagnostic, ObjectRefLike, API_VERSION};
+use goondan_types::{Diagnostic, Entry, ObjectRefLike, API_VERSION};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -466,7 +466,7 @@ impl Resolver<'_> {
                         Target::Local(index) => &parsed.extensions[*index].resource.spec.entry,
                         Target::Base(index) => &self.base.extensions[*index].spec.entry,
                     };
-                    entry.strip_prefix(BUILTIN_PREFIX) == Some(PROMPT_CONSUMER)
+                    matches!(Entry::parse(entry), Ok(Entry::Native { name }) if name == PROMPT_CONSUMER)
                 });
                 if complete && !consumed {
                     self.diagnostics.push(

@@ -1,9 +1,11 @@
-//! How `entry` strings of Tool and Extension resources resolve to code.
+//! The catalog of builtin implementations: what `builtin:<name>` entries
+//! resolve to. The embedded `@goondan/base` package fills one; a library
+//! user embedding the runtime may fill their own.
 //!
-//! `builtin:<name>` resolves through a [`BuiltinCatalog`], which the
-//! embedded `@goondan/base` package fills. A file entry is a script for
-//! the plugin host, which is a separate seam: [`Entry::Script`] is parsed
-//! here and refused at assembly until that host exists.
+//! The catalog only looks names up. Classifying an entry is
+//! [`goondan_types::Entry`]'s job, and turning entries into code is the
+//! [`super::resolver`]'s, whose [`super::BuiltinResolver`] reads this
+//! catalog.
 
 use super::Extension;
 use crate::tool::ToolHandler;
@@ -13,28 +15,6 @@ use std::sync::Arc;
 /// The handlers of one Tool resource's entry, by export name.
 pub type ToolHandlers = HashMap<String, Arc<dyn ToolHandler>>;
 
-/// A resource's `spec.entry`, classified.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    /// `builtin:<name>`.
-    Builtin(String),
-    /// A script file, run by the plugin host.
-    Script(String),
-}
-
-/// The prefix of builtin entries.
-pub const BUILTIN_PREFIX: &str = "builtin:";
-
-impl Entry {
-    /// Classifies an entry string.
-    pub fn parse(text: &str) -> Entry {
-        match text.strip_prefix(BUILTIN_PREFIX) {
-            Some(name) => Entry::Builtin(name.to_string()),
-            None => Entry::Script(text.to_string()),
-        }
-    }
-}
-
 /// Builtin implementations by name.
 pub trait BuiltinCatalog: Send + Sync {
     /// The handlers of builtin tool `name`.
@@ -42,6 +22,13 @@ pub trait BuiltinCatalog: Send + Sync {
 
     /// Builtin extension `name`.
     fn extension(&self, name: &str) -> Option<Arc<dyn Extension>>;
+
+    /// The names of every builtin tool, sorted; unknown names are
+    /// suggested from these.
+    fn tool_names(&self) -> Vec<String>;
+
+    /// The names of every builtin extension, sorted.
+    fn extension_names(&self) -> Vec<String>;
 }
 
 /// A [`BuiltinCatalog`] filled by hand, for example by `goondan-base` or
@@ -88,18 +75,18 @@ impl BuiltinCatalog for MapBuiltinCatalog {
     fn extension(&self, name: &str) -> Option<Arc<dyn Extension>> {
         self.extensions.get(name).cloned()
     }
+
+    fn tool_names(&self) -> Vec<String> {
+        sorted_keys(&self.tools)
+    }
+
+    fn extension_names(&self) -> Vec<String> {
+        sorted_keys(&self.extensions)
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entries_are_builtin_or_script() {
-        assert_eq!(Entry::parse("builtin:bash"), Entry::Builtin("bash".into()));
-        assert_eq!(
-            Entry::parse("./tools/x.ts"),
-            Entry::Script("./tools/x.ts".into())
-        );
-    }
+fn sorted_keys<V>(map: &HashMap<String, V>) -> Vec<String> {
+    let mut names: Vec<String> = map.keys().cloned().collect();
+    names.sort();
+    names
 }

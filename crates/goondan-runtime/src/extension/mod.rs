@@ -1,6 +1,8 @@
 //! Extensions (seed 003): the [`Extension`] trait a library user
-//! implements, the [`ExtensionApi`] its `register` receives, and the
-//! builtin catalog through which `builtin:<name>` entries resolve.
+//! implements, the [`ExtensionApi`] its `register` receives, and how
+//! entries become code: the [`EntryResolver`] seam, the builtin catalog
+//! behind `builtin:<name>` entries, and the composite that sends script
+//! entries to a script resolver when one is installed.
 //!
 //! An extension registers middlewares, tools and event handlers once, when
 //! the agent starts, in the order of `Agent.spec.extensions`. Handles it
@@ -9,10 +11,15 @@
 
 pub mod builtin;
 pub mod events;
+pub mod resolver;
 pub mod state;
 
-pub use builtin::{BuiltinCatalog, Entry, MapBuiltinCatalog, ToolHandlers};
+pub use builtin::{BuiltinCatalog, MapBuiltinCatalog, ToolHandlers};
 pub use events::{EventBus, EventHandler, Subscription};
+pub use resolver::{
+    BuiltinResolver, ConnectorHandle, EntryError, EntryResolver, EntryResolvers, EntryTarget,
+    ResourceKind,
+};
 pub use state::{ExtensionState, ExtensionStates};
 
 use crate::pipeline::PipelineRegistry;

@@ -5,12 +5,12 @@
 
 use crate::agents::{AgentsApi, AsyncResponseInbox, DetachedAgents};
 use crate::events::{DiscardEvents, RuntimeEventSink};
-use crate::extension::BuiltinCatalog;
+use crate::extension::EntryResolver;
 use crate::pipeline::{RuntimeAgentContext, RuntimeSwarmContext};
 use crate::tool::ToolCallPolicy;
 use goondan_model::{Model, ModelParams};
 use goondan_store::{ExtensionStateStore, TurnJournal};
-use goondan_types::{JsonObject, JsonValue};
+use goondan_types::{Entry, JsonObject, JsonValue};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -34,7 +34,7 @@ pub struct ToolDefinition {
     /// `metadata.name`.
     pub name: String,
     /// `spec.entry`, for example `builtin:bash`.
-    pub entry: String,
+    pub entry: Entry,
     /// `spec.exports`.
     pub exports: Vec<ToolExportDefinition>,
     /// `spec.errorMessageLimit`; 1000 when absent.
@@ -47,7 +47,7 @@ pub struct ExtensionDefinition {
     /// `metadata.name`; also the key of its state.
     pub name: String,
     /// `spec.entry`.
-    pub entry: String,
+    pub entry: Entry,
     /// `spec.config`, `null` when absent.
     pub config: JsonValue,
 }
@@ -129,15 +129,15 @@ impl AgentDefinition {
     }
 }
 
-/// What the agent runs against: storage, builtins, other agents, event
-/// output.
+/// What the agent runs against: storage, the code behind entries, other
+/// agents, event output.
 pub struct AgentServices {
     /// The conversation log.
     pub journal: Box<dyn TurnJournal>,
     /// Extension state files.
     pub extension_state: Box<dyn ExtensionStateStore>,
-    /// Builtin tools and extensions.
-    pub builtins: Arc<dyn BuiltinCatalog>,
+    /// Turns tool and extension entries into code, once, at start.
+    pub entries: Arc<dyn EntryResolver>,
     /// Calls to other agents.
     pub agents: Arc<dyn AgentsApi>,
     /// Async answers to inject.
@@ -151,12 +151,12 @@ impl AgentServices {
     pub fn new(
         journal: Box<dyn TurnJournal>,
         extension_state: Box<dyn ExtensionStateStore>,
-        builtins: Arc<dyn BuiltinCatalog>,
+        entries: Arc<dyn EntryResolver>,
     ) -> Self {
         AgentServices {
             journal,
             extension_state,
-            builtins,
+            entries,
             agents: Arc::new(DetachedAgents),
             inbox: AsyncResponseInbox::new(),
             runtime_events: Arc::new(DiscardEvents),

@@ -9,9 +9,9 @@ use goondan_runtime::test_support::{RecordingJournal, ScriptedModel};
 use goondan_runtime::turn::{
     AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, ToolExportDefinition,
 };
-use goondan_runtime::{Agent, Extension, MapBuiltinCatalog, ToolHandler};
+use goondan_runtime::{Agent, EntryResolvers, Extension, MapBuiltinCatalog, ToolHandler};
 use goondan_store::MemoryExtensionState;
-use goondan_types::{JsonObject, JsonValue};
+use goondan_types::{Entry, JsonObject, JsonValue};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -69,7 +69,7 @@ impl Harness {
         self.builtins = builtins.with_extension(name, Arc::new(extension));
         self.definition.extensions.push(ExtensionDefinition {
             name: name.to_string(),
-            entry: format!("builtin:{name}"),
+            entry: Entry::native(name),
             config,
         });
         self
@@ -100,7 +100,7 @@ impl Harness {
         self.builtins = builtins.with_tool(name, handlers);
         self.definition.tools.push(ToolDefinition {
             name: name.to_string(),
-            entry: format!("builtin:{name}"),
+            entry: Entry::native(name),
             exports: definitions,
             error_message_limit,
         });
@@ -111,14 +111,14 @@ impl Harness {
         let mut services = AgentServices::new(
             self.journal.boxed(),
             Box::new(self.extension_state.clone()),
-            Arc::new(self.builtins.clone()),
+            Arc::new(EntryResolvers::new(Arc::new(self.builtins.clone()))),
         );
         services.runtime_events = Arc::new(self.events.clone());
         services
     }
 
-    pub fn start(&self) -> Agent {
-        match Agent::start(self.definition.clone(), self.services()) {
+    pub async fn start(&self) -> Agent {
+        match Agent::start(self.definition.clone(), self.services()).await {
             Ok(agent) => agent,
             Err(error) => panic!("agent did not start: [{}] {error}", error.code()),
         }
