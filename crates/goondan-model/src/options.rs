@@ -94,8 +94,12 @@ pub(crate) struct RetryPolicy {
     pub(crate) max_retries: u32,
     /// The first backoff delay; it doubles per retry.
     pub(crate) base_delay: Duration,
-    /// The cap on one backoff delay and on an honored `retry-after`.
+    /// The cap on one backoff delay.
     pub(crate) max_delay: Duration,
+    /// The cap on a wait the server asked for (`retry-after`,
+    /// `retry-after-ms`), so a hostile or confused header cannot park an
+    /// agent for hours.
+    pub(crate) max_server_delay: Duration,
 }
 
 /// The options every HTTP provider understands.
@@ -119,6 +123,7 @@ pub(crate) const DEFAULT_READ_TIMEOUT_MS: u64 = 120_000;
 pub(crate) const DEFAULT_MAX_RETRIES: u64 = 2;
 pub(crate) const DEFAULT_RETRY_BASE_DELAY_MS: u64 = 500;
 pub(crate) const DEFAULT_RETRY_MAX_DELAY_MS: u64 = 30_000;
+pub(crate) const DEFAULT_RETRY_AFTER_MAX_MS: u64 = 60_000;
 pub(crate) const DEFAULT_MAX_ANSWER_BYTES: u64 = 32 * 1024 * 1024;
 
 impl HttpOptions {
@@ -150,6 +155,11 @@ impl HttpOptions {
                 reader
                     .u64("retryMaxDelayMs")?
                     .unwrap_or(DEFAULT_RETRY_MAX_DELAY_MS),
+            ),
+            max_server_delay: millis(
+                reader
+                    .u64("retryAfterMaxMs")?
+                    .unwrap_or(DEFAULT_RETRY_AFTER_MAX_MS),
             ),
         };
         let headers = reader.string_map("headers")?;
@@ -201,6 +211,7 @@ mod tests {
         let options = object(json!({
             "stream": false,
             "maxRetries": 5,
+            "retryAfterMaxMs": 5,
             "headers": {"x-a": "1"},
             "seed": 7,
             "generationConfig": {"topK": 3},
@@ -209,6 +220,7 @@ mod tests {
         let parsed = HttpOptions::read(OptionReader::new("m", &options)).unwrap();
         assert!(!parsed.stream);
         assert_eq!(parsed.retry.max_retries, 5);
+        assert_eq!(parsed.retry.max_server_delay, Duration::from_millis(5));
         assert_eq!(parsed.headers, vec![("x-a".to_string(), "1".to_string())]);
         assert_eq!(
             JsonValue::Object(parsed.body),
@@ -231,6 +243,7 @@ mod tests {
         let parsed = HttpOptions::read(OptionReader::new("m", &JsonObject::new())).unwrap();
         assert!(parsed.stream);
         assert_eq!(parsed.retry.max_retries, 2);
+        assert_eq!(parsed.retry.max_server_delay, Duration::from_secs(60));
         assert_eq!(parsed.connect_timeout, Duration::from_secs(10));
         assert!(parsed.body.is_empty());
     }

@@ -425,3 +425,42 @@ async fn an_oversized_answer_is_refused() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_absurd_retry_after_waits_the_cap_instead_of_panicking() {
+    let server = MockServer::start(vec![
+        Canned::json(
+            429,
+            json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
+        )
+        .header("retry-after", "1e20"),
+        Canned::json(
+            200,
+            completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+        ),
+    ])
+    .await;
+    // A tiny cap keeps the test fast; the base delay is large so only the
+    // capped server hint can explain a quick retry.
+    let model = build(
+        &http_config(
+            "openai",
+            &server.base_url,
+            json!({"retryAfterMaxMs": 20, "retryBaseDelayMs": 10_000}),
+        ),
+        &no_env(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let answer = model
+        .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+        .await
+        .unwrap();
+    assert_eq!(answer.text(), "ok");
+    assert_eq!(server.requests().len(), 2);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
