@@ -2,7 +2,8 @@
 //!
 //! * crates follow the data flow and nothing depends rightward;
 //! * every Rust file opens with a `//!` header saying what it owns;
-//! * every library crate warns on missing docs and unreachable `pub`.
+//! * every library crate warns on missing docs and unreachable `pub`;
+//! * every dependency a manifest names is used by the code it is for.
 
 use std::path::{Path, PathBuf};
 
@@ -38,25 +39,70 @@ fn crate_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The `goondan-*` names in a manifest's `[dependencies]` table.
-fn normal_dependencies(manifest: &str) -> Vec<String> {
-    let mut in_dependencies = false;
+/// Which table of a manifest a dependency is declared in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DependencyKind {
+    Normal,
+    Dev,
+    Build,
+}
+
+/// One dependency a manifest declares, as `(kind, name)` with the name as
+/// written (`goondan-types`, not `goondan_types`). Reads `[dependencies]`,
+/// `[dev-dependencies]`, `[build-dependencies]`, their
+/// `[target.'cfg(..)'.*]` forms and the `[dependencies.name]` table form.
+fn declared_dependencies(manifest: &str) -> Vec<(DependencyKind, String)> {
+    let mut section: Option<DependencyKind> = None;
     let mut found = Vec::new();
     for line in manifest.lines() {
         let line = line.trim();
-        if line.starts_with('[') {
-            in_dependencies = line == "[dependencies]";
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_end_matches(']').trim();
+            // `target.'cfg(unix)'.dependencies` names the same tables.
+            let table = match header.strip_prefix("target.") {
+                Some(rest) => rest.rsplit_once("'.").map_or(rest, |(_, table)| table),
+                None => header,
+            };
+            let (table, table_form_name) = match table.split_once('.') {
+                Some((table, name)) => (table, Some(name)),
+                None => (table, None),
+            };
+            section = match table {
+                "dependencies" => Some(DependencyKind::Normal),
+                "dev-dependencies" => Some(DependencyKind::Dev),
+                "build-dependencies" => Some(DependencyKind::Build),
+                _ => None,
+            };
+            if let (Some(kind), Some(name)) = (section, table_form_name) {
+                found.push((kind, name.to_string()));
+                // The keys below are that dependency's fields.
+                section = None;
+            }
             continue;
         }
-        if in_dependencies {
-            if let Some(name) = line.split(['=', '.', ' ']).next() {
-                if name.starts_with("goondan-") {
-                    found.push(name.to_string());
-                }
-            }
+        let Some(kind) = section else { continue };
+        let Some(name) = line.split(['=', '.']).next().map(str::trim) else {
+            continue;
+        };
+        let is_key = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if is_key {
+            found.push((kind, name.to_string()));
         }
     }
     found
+}
+
+/// The `goondan-*` names a manifest needs to build its library and
+/// binaries (`[dependencies]`, target-specific ones included).
+fn normal_dependencies(manifest: &str) -> Vec<String> {
+    declared_dependencies(manifest)
+        .into_iter()
+        .filter(|(kind, name)| *kind == DependencyKind::Normal && name.starts_with("goondan-"))
+        .map(|(_, name)| name)
+        .collect()
 }
 
 #[test]
@@ -136,4 +182,187 @@ fn library_crates_warn_on_missing_docs() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Dependencies that are declared but not named in the code they are for,
+/// on purpose: `(crate, dependency, why)`. Keep each entry explained; a
+/// dependency that only turns on a feature of another one, or that is
+/// named only in a doc test, belongs here.
+const UNUSED_DEPENDENCY_ALLOWED: &[(&str, &str, &str)] = &[];
+
+/// The text of every `.rs` file under `dir/sub` for each `sub`, with
+/// `//` comment lines left out; with `skip_unit_tests`, a file's
+/// `#[cfg(test)] mod ..` and everything after it (STYLE.md puts unit tests
+/// at the end of the file) are left out too.
+fn code_under(dir: &Path, subdirs: &[&str], skip_unit_tests: bool) -> String {
+    let mut files = Vec::new();
+    for sub in subdirs {
+        let path = dir.join(sub);
+        if path.is_dir() {
+            rust_files(&path, &mut files);
+        } else if path.is_file() {
+            files.push(path);
+        }
+    }
+    let mut code = String::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            let trimmed = line.trim_start();
+            if skip_unit_tests
+                && trimmed.starts_with("#[cfg(test)]")
+                && lines
+                    .peek()
+                    .is_some_and(|next| next.trim_start().starts_with("mod "))
+            {
+                break;
+            }
+            if !trimmed.starts_with("//") {
+                code.push_str(line);
+                code.push('\n');
+            }
+        }
+    }
+    code
+}
+
+/// Whether `code` names the crate `name` (already with `_` for `-`): as a
+/// path (`name::`, which covers `use name::..`, `#[name::test]` and
+/// `#[derive(name::Trait)]`), as `use name;` / `use name as ..`, or as
+/// `extern crate name`.
+fn names_crate(code: &str, name: &str) -> bool {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.match_indices(name).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(is_ident) {
+            return false;
+        }
+        let after = &code[at + name.len()..];
+        if after.starts_with("::") {
+            return true;
+        }
+        if after.chars().next().is_some_and(is_ident) {
+            return false;
+        }
+        let prefix = code[..at].trim_end();
+        ["use", "extern crate"].iter().any(|keyword| {
+            prefix
+                .strip_suffix(keyword)
+                .is_some_and(|rest| !rest.chars().next_back().is_some_and(is_ident))
+        })
+    })
+}
+
+#[test]
+fn every_declared_dependency_is_used() {
+    let mut problems = Vec::new();
+    for dir in crate_dirs() {
+        let crate_name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let declared = declared_dependencies(&manifest);
+        // `[dependencies]` serve the library and binaries, not their unit
+        // tests: a crate named only under `#[cfg(test)]` is a
+        // dev-dependency.
+        let shipped_code = code_under(&dir, &["src"], true);
+        let dev_code = code_under(&dir, &["src", "tests", "benches", "examples"], false);
+        let build_code = code_under(&dir, &["build.rs"], false);
+        for (kind, dependency) in &declared {
+            let allowed = UNUSED_DEPENDENCY_ALLOWED
+                .iter()
+                .any(|(owner, allowed, _)| *owner == crate_name && allowed == dependency);
+            let code = match kind {
+                DependencyKind::Normal => &shipped_code,
+                DependencyKind::Dev => &dev_code,
+                DependencyKind::Build => &build_code,
+            };
+            if !allowed && !names_crate(code, &dependency.replace('-', "_")) {
+                let (table, searched) = match kind {
+                    DependencyKind::Normal => ("dependencies", "src/ (outside unit tests)"),
+                    DependencyKind::Dev => {
+                        ("dev-dependencies", "src/, tests/, benches/ or examples/")
+                    }
+                    DependencyKind::Build => ("build-dependencies", "build.rs"),
+                };
+                problems.push(format!(
+                    "{crate_name}: [{table}] names `{dependency}`, which nothing in {searched} uses; \
+                     remove it, or add it to UNUSED_DEPENDENCY_ALLOWED in tests/tidy.rs with a reason"
+                ));
+            }
+        }
+    }
+    for (owner, dependency, _) in UNUSED_DEPENDENCY_ALLOWED {
+        let manifest = workspace_root()
+            .join("crates")
+            .join(owner)
+            .join("Cargo.toml");
+        let declared = std::fs::read_to_string(&manifest)
+            .map(|text| declared_dependencies(&text))
+            .unwrap_or_default();
+        if !declared.iter().any(|(_, name)| name == dependency) {
+            problems.push(format!(
+                "UNUSED_DEPENDENCY_ALLOWED names {owner} -> {dependency}, which is no longer declared"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn manifest_tables_are_read_as_cargo_reads_them() {
+    let manifest = r#"
+[package]
+name = "example"
+
+[dependencies]
+serde.workspace = true
+tokio = { workspace = true, features = [
+    "rt",
+] }
+
+[target.'cfg(unix)'.dependencies]
+nix = { workspace = true }
+
+[dev-dependencies]
+tempfile = "3"
+
+[dependencies.goondan-types]
+path = "../goondan-types"
+
+[[bench]]
+name = "load"
+"#;
+    use DependencyKind::*;
+    let expected = [
+        (Normal, "serde"),
+        (Normal, "tokio"),
+        (Normal, "nix"),
+        (Dev, "tempfile"),
+        (Normal, "goondan-types"),
+    ];
+    let found = declared_dependencies(manifest);
+    let found: Vec<(DependencyKind, &str)> = found
+        .iter()
+        .map(|(kind, name)| (*kind, name.as_str()))
+        .collect();
+    assert_eq!(found, expected);
+    assert_eq!(normal_dependencies(manifest), ["goondan-types"]);
+}
+
+#[test]
+fn crate_names_are_found_only_as_crate_paths() {
+    let cases = [
+        ("use rand::RngExt;", "rand", true),
+        ("#[tokio::test]", "tokio", true),
+        ("#[derive(serde::Serialize)]", "serde", true),
+        ("use nix;", "nix", true),
+        ("extern crate libc;", "libc", true),
+        ("let operand::x = 1;", "rand", false),
+        ("serde_json::json!({})", "serde", false),
+        ("let tokio = 1;", "tokio", false),
+        ("fuse nix;", "nix", false),
+    ];
+    for (code, name, expected) in cases {
+        assert_eq!(names_crate(code, name), expected, "{name} in {code:?}");
+    }
 }

@@ -74,7 +74,7 @@ async fn start_mock() -> String {
         .route("/stream/chat/completions", post(|| async {
             ([(CONTENT_TYPE, "text/event-stream")], openai_stream_body()).into_response()
         }))
-        .route("/google/models/:model", post(|| async {
+        .route("/google/models/{model}", post(|| async {
             axum::Json(json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Summary."}]}, "finishReason": "STOP"}]}))
         }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -11,7 +11,7 @@
 use goondan_store::{InstanceStore, StateRoot, StoreError, SyncPolicy, TurnJournal};
 use goondan_types::{Message, MessageEvent, MessageSource, ModelMessage};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -69,7 +69,7 @@ fn apply(state: &mut Vec<Message>, event: &MessageEvent) {
 }
 
 fn text_message(rng: &mut StdRng, size: usize) -> Message {
-    let letter = char::from(rng.gen_range(b'a'..=b'z'));
+    let letter = char::from(rng.random_range(b'a'..=b'z'));
     Message::new(
         ModelMessage::user(letter.to_string().repeat(size)),
         MessageSource::User,
@@ -86,8 +86,8 @@ fn random_event(rng: &mut StdRng, state: &[Message], mode: Mode) -> MessageEvent
             message: text_message(rng, size),
         };
     }
-    let roll = rng.gen_range(0..100);
-    let target = (!state.is_empty()).then(|| state[rng.gen_range(0..state.len())].id.clone());
+    let roll = rng.random_range(0..100);
+    let target = (!state.is_empty()).then(|| state[rng.random_range(0..state.len())].id.clone());
     match (mode, roll, target) {
         (Mode::Rewrite, _, Some(target_id)) | (Mode::Mixed, 70..=84, Some(target_id)) => {
             MessageEvent::Replace {
@@ -127,7 +127,7 @@ fn run_child(root: &Path, seed: u64, mode: Mode) -> ! {
     for turn in 0..100_000u32 {
         let turn_id = format!("{seed}-{turn}");
         let mut events = Vec::new();
-        for _ in 0..rng.gen_range(1..=4) {
+        for _ in 0..rng.random_range(1..=4) {
             let event = random_event(&mut rng, &state, mode);
             writeln!(out, "@@intent {}", serde_json::to_string(&event).unwrap()).unwrap();
             journal
@@ -215,7 +215,7 @@ fn kill_repeatedly(test_name: &str, mode: Mode, iterations: u64, max_micros_befo
             }
         }
         std::thread::sleep(std::time::Duration::from_micros(
-            rng.gen_range(0..max_micros_before_kill),
+            rng.random_range(0..max_micros_before_kill),
         ));
         child.kill().unwrap();
         lines.extend(receiver.iter());

@@ -2,7 +2,7 @@
 //! created once per input chain and a 16-hex `spanId` per Turn, Step and
 //! Tool Call.
 
-use rand::RngCore;
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 /// A 128-bit trace id as 32 lowercase hex digits.
@@ -47,7 +47,7 @@ impl TraceContext {
 /// `n_bytes` random bytes as lowercase hex.
 pub fn random_hex(n_bytes: usize) -> String {
     let mut bytes = vec![0u8; n_bytes];
-    rand::thread_rng().fill_bytes(&mut bytes);
+    rand::rng().fill_bytes(&mut bytes);
     let mut text = String::with_capacity(n_bytes * 2);
     for byte in bytes {
         text.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));

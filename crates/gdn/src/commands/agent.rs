@@ -42,18 +42,24 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
     std::process::exit(code)
 }
 
-/// Asks the kernel to kill this process when the orchestrator dies, so an
-/// AgentProcess never outlives it, even when the orchestrator is
-/// SIGKILLed. Closing stdin covers the orderly cases.
-#[allow(unsafe_code)]
+/// Makes sure an AgentProcess never outlives the orchestrator that
+/// spawned it.
+///
+/// On Linux the kernel sends this process SIGKILL when its parent dies
+/// (`PR_SET_PDEATHSIG`), which covers an orchestrator that was itself
+/// SIGKILLed. Other platforms (macOS, the BSDs) have no such signal and
+/// rely on the IPC stream alone, which every platform also has: when the
+/// orchestrator dies for any reason the kernel closes its end of this
+/// process's stdin, the channel's reader sees the end of the stream, and
+/// `goondan_agent::host::serve` returns `HostExit::OrphanedParentGone`
+/// (after the running Turn, if any, ends), so this process exits.
 fn exit_with_parent() {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) takes plain integers and touches no
-    // memory of this process.
-    let result = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    if result != 0 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err() {
         eprintln!("warning: could not set the parent-death signal");
     }
-    // The parent may have died before the call above took effect.
+    // The parent may have died before the call above took effect, or
+    // before this process started.
     if std::os::unix::process::parent_id() == 1 {
         std::process::exit(0);
     }
