@@ -835,3 +835,60 @@ fn a_model_without_a_key_fails_loudly_naming_model_and_variable() {
     assert!(text.contains("ANTHROPIC_API_KEY"), "{text}");
     assert!(stdout(&output).is_empty());
 }
+
+/// Issue 10: SIGKILLs at random points, with events queued in the
+/// orchestrator, queued in the AgentProcess and in the middle of a Turn:
+/// every input is answered exactly once and recorded exactly once.
+#[test]
+fn random_kills_with_events_queued_and_in_flight_lose_and_double_nothing() {
+    let swarm = Swarm::pair(2, |request| {
+        let text = request.last_user_text();
+        match request.tool_result() {
+            None => Reply::tool("wait__seconds", json!({"seconds": 0.02})),
+            Some(_) => Reply::text(format!("done: {text}")),
+        }
+    });
+    let resident = swarm.start_resident();
+    let inputs: Vec<String> = (0..6).map(|n| format!("job-{n}")).collect();
+    let children: Vec<Child> = inputs.iter().map(|text| swarm.spawn_input(text)).collect();
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
+        | 1;
+    eprintln!("kill schedule seed: {seed}");
+    let mut previous = None;
+    // Two kills: an event survives at most two dead processes before the
+    // orchestrator would give it up, so every input must still be answered.
+    for _ in 0..2 {
+        let pid = wait_until("a live alpha", || {
+            swarm.pid_of("alpha").filter(|pid| Some(*pid) != previous)
+        });
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(5 + seed % 60));
+        sigkill(pid);
+        previous = Some(pid);
+    }
+    for (text, child) in inputs.iter().zip(children) {
+        let output = finish(child, text);
+        assert_eq!(code(&output), 0, "{text}: {}", stderr(&output));
+        assert_eq!(stdout(&output), format!("done: {text}\n"));
+    }
+    assert_eq!(resident.terminate(), 0);
+    let conversation = swarm.conversation("alpha");
+    for text in &inputs {
+        assert_eq!(
+            count_user_messages(&conversation, text),
+            1,
+            "{text} recorded once: {conversation:#?}"
+        );
+        let answers = conversation
+            .iter()
+            .filter(|data| data["role"] == "assistant")
+            .filter(|data| data["content"][0]["text"] == format!("done: {text}").as_str())
+            .count();
+        assert_eq!(answers, 1, "{text} answered once: {conversation:#?}");
+    }
+}
