@@ -1,7 +1,9 @@
 //! The `@goondan/base` package: the built-in tools and extensions compiled
 //! into the binary, reached through `builtin:<name>` entries.
 //!
-//! [`builtins`] is the catalog the runtime resolves those entries in:
+//! [`builtins`] is the catalog the runtime resolves those entries in
+//! (through `goondan_runtime::EntryResolvers::new`, whose builtin
+//! resolver reads it):
 //!
 //! * tools: `agents`, `bash`, `file-system`, `http-fetch`, `json-query`,
 //!   `text-transform`, `wait` (see [`tools`]);
