@@ -1,8 +1,10 @@
 //! Public-API tests of the bundle loader: the invalid-bundle corpus, the
+//! schemas of the built-in Tools, the
 //! YAML safety limits, path escapes, the shipped examples, and the typed
 //! view of a loaded bundle.
 
 mod api;
+mod base_tools;
 mod corpus;
 mod limits;
 
