@@ -220,12 +220,16 @@ impl Orchestrator {
             let wake_at = self
                 .next_deadline()
                 .map_or(next_reconcile, |deadline| deadline.min(next_reconcile));
+            // What children said goes first: it finishes work (answers,
+            // Turn outcomes) before new work is taken, which is the
+            // backpressure a burst meets.
             tokio::select! {
+                biased;
+                Some(event) = transport.recv() => self.handle_transport(event),
                 input = inputs.recv() => match input {
                     Some(input) => self.handle_input(input),
                     None => return,
                 },
-                Some(event) = transport.recv() => self.handle_transport(event),
                 _ = tokio::time::sleep_until(wake_at) => {
                     if Instant::now() >= next_reconcile {
                         next_reconcile = Instant::now() + self.reconcile_interval;
