@@ -3,7 +3,6 @@
 //! instance's durable store.
 
 use crate::{IpcAgents, SwarmView};
-use futures_util::FutureExt;
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::RoutingKey;
 use goondan_model::{ApiKey, EnvLookup, Model, ModelConfig, ModelParams};
@@ -131,7 +130,7 @@ fn parse_entry(resource: &str, text: &str) -> Result<Entry, StartError> {
 }
 
 /// Loads the bundle and starts the agent instance named by `args`.
-pub fn assemble(
+pub async fn assemble(
     args: &AgentProcessArgs,
     builtins_for: &BuiltinsFor,
     outbound: tokio::sync::mpsc::Sender<goondan_types::IpcMessage>,
@@ -339,14 +338,7 @@ pub fn assemble(
         runtime_events: Arc::new(StoreEventSink(parts.runtime_events)),
     };
     // `assemble` is still synchronous because the host loop calls it so.
-    // The only resolver installed above is the builtin catalog, which
-    // never waits, so the start completes on its first poll. Installing a
-    // script resolver (the plugin host) means making `assemble` async and
-    // awaiting it in the host.
-    let started = Agent::start(definition, services)
-        .now_or_never()
-        .expect("builtin entries resolve without waiting");
-    let agent = started.map_err(|error| {
+    let agent = Agent::start(definition, services).await.map_err(|error| {
         StartError::new(
             error.code(),
             error.to_string(),

@@ -439,7 +439,7 @@ pub async fn run_agent_process(args: AgentProcessArgs, builtins_for: &BuiltinsFo
         Arc::new(ProtocolStats::default()),
     );
     let outbound = Outbound::new(me, sender.clone());
-    let code = match assemble(&args, builtins_for, sender) {
+    let code = match assemble(&args, builtins_for, sender).await {
         Ok(assembled) => {
             let exit = serve(
                 assembled.agent,
