@@ -71,6 +71,12 @@ pub enum ControlResponse {
         pid: u32,
         /// The IPC protocol version it speaks.
         protocol_version: u32,
+        /// Messages from children refused as malformed so far.
+        #[serde(default)]
+        refused_malformed: u64,
+        /// Messages from children refused as unknown so far.
+        #[serde(default)]
+        refused_unknown: u64,
     },
     /// Answers [`ControlRequest::Request`].
     Answer {
@@ -164,6 +170,8 @@ async fn execute(request: ControlRequest, handle: &OrchestratorHandle) -> Contro
                 entry_agent: swarm.entry_agent.clone(),
                 pid: std::process::id(),
                 protocol_version: goondan_ipc::PROTOCOL_VERSION,
+                refused_malformed: handle.protocol_stats().malformed(),
+                refused_unknown: handle.protocol_stats().unknown(),
             })
         }
         ControlRequest::Request { agent, input } => handle

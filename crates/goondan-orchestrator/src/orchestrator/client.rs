@@ -4,6 +4,7 @@
 use super::{InstanceStatus, Reply, SwarmInfo};
 use crate::ingress::Ingress;
 use crate::OrchestratorError;
+use goondan_ipc::protocol::ProtocolStats;
 use goondan_ipc::Link;
 use goondan_types::AgentEvent;
 use std::sync::Arc;
@@ -68,16 +69,30 @@ pub enum Input {
 pub struct OrchestratorHandle {
     inputs: mpsc::Sender<Input>,
     swarm: Arc<SwarmInfo>,
+    stats: Arc<ProtocolStats>,
 }
 
 impl OrchestratorHandle {
-    pub(super) fn new(inputs: mpsc::Sender<Input>, swarm: Arc<SwarmInfo>) -> Self {
-        OrchestratorHandle { inputs, swarm }
+    pub(super) fn new(
+        inputs: mpsc::Sender<Input>,
+        swarm: Arc<SwarmInfo>,
+        stats: Arc<ProtocolStats>,
+    ) -> Self {
+        OrchestratorHandle {
+            inputs,
+            swarm,
+            stats,
+        }
     }
 
     /// The swarm being run.
     pub fn swarm(&self) -> &SwarmInfo {
         &self.swarm
+    }
+
+    /// What the orchestrator refused from its children so far.
+    pub fn protocol_stats(&self) -> &ProtocolStats {
+        &self.stats
     }
 
     /// Routes `ingress` by its Connection's rules and waits for the answer,

@@ -195,7 +195,7 @@ impl Orchestrator {
             swarm: swarm.clone(),
             spawner: config.spawner,
             transport,
-            stats,
+            stats: Arc::clone(&stats),
             reset_instance: config.reset_instance,
             crash_ledger: config.crash_ledger,
             reconcile_interval: config.reconcile_interval,
@@ -207,7 +207,7 @@ impl Orchestrator {
             next_generation: 1,
         };
         let task = tokio::spawn(orchestrator.run(inputs_rx, transport_rx));
-        (OrchestratorHandle::new(inputs_tx, swarm), task)
+        (OrchestratorHandle::new(inputs_tx, swarm, stats), task)
     }
 
     async fn run(

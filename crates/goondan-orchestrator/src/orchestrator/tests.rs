@@ -349,6 +349,7 @@ async fn a_malformed_child_message_is_answered_with_a_rejection() {
             break;
         }
     }
+    assert_eq!(h.handle.protocol_stats().unknown(), 1);
 }
 
 #[tokio::test]
