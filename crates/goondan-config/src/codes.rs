@@ -74,7 +74,8 @@ pub enum Code {
     /// A bundle file exists but cannot be read.
     Unreadable,
     /// The bundle path holds no `goondan.yaml` and no recognized resource
-    /// file.
+    /// file, or its files hold no resource document (empty, or only
+    /// comments and `---`).
     BundleEmpty,
     /// A `valueFrom.env` variable is unset (reported by the resolver when a
     /// value is needed; validation reports [`Code::EnvMissingWarning`]).

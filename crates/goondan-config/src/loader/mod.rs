@@ -107,8 +107,15 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
         &mut diagnostics,
     )?;
     let mut parsed = parse::Parsed::default();
+    let n_before_parse = diagnostics.len();
     for file in &files {
         parse::read_file(file, &mut parsed, &mut diagnostics)?;
+    }
+    let parse_failed = diagnostics[n_before_parse..]
+        .iter()
+        .any(Diagnostic::is_error);
+    if parsed.n_resource_documents == 0 && !parse_failed {
+        diagnostics.push(empty_bundle(&files));
     }
     rules::Rules {
         root: &root,
@@ -152,6 +159,30 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
         bundle,
         diagnostics,
     })
+}
+
+/// The error for files that hold no resource: empty, or only comments,
+/// `---` separators and documents without `kind`. Without it an empty
+/// file would validate clean and `gdn run` would fail later, far from the
+/// cause. An empty folder is refused earlier, as [`LoadError::Empty`];
+/// both share the code.
+fn empty_bundle(files: &[BundleFile]) -> Diagnostic {
+    let names = files
+        .iter()
+        .map(|file| file.display.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let diagnostic = crate::codes::Code::BundleEmpty
+        .diagnostic(format!(
+            "no resource in {names}: the bundle is empty or holds only comments, `---` and documents without `kind`"
+        ))
+        .with_suggestion(
+            "add resource documents (apiVersion: goondan.ai/v1, kind, metadata.name, spec), or run `gdn init` to create a project",
+        );
+    match files {
+        [file] => diagnostic.with_file(file.display.clone()),
+        _ => diagnostic,
+    }
 }
 
 /// Assembles the bundle; `None` if a link is missing, which the stages

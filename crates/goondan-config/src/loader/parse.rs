@@ -79,6 +79,9 @@ pub(crate) struct Parsed {
     /// Resources whose document failed to load, by kind and name, so a
     /// reference to one is not reported a second time as missing.
     pub(crate) broken: Vec<(Kind, String)>,
+    /// Documents that declared a `kind`, loadable or not; zero means the
+    /// bundle holds nothing to validate.
+    pub(crate) n_resource_documents: usize,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +201,7 @@ fn read_document(
         // Not a Goondan resource (`bundle.md` §2.2.4).
         return;
     };
+    parsed.n_resource_documents += 1;
     let name = tree
         .get("metadata")
         .and_then(|metadata| metadata.get("name"))

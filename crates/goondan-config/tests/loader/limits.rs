@@ -1,6 +1,7 @@
 //! YAML safety limits and path escapes that need generated files: a YAML
 //! bomb, a file one byte over 1 MiB, 101 documents, absurd nesting, and
-//! symlinks leading out of the bundle root.
+//! symlinks leading out of the bundle root; and bundles with nothing in
+//! them: a missing path, an empty folder, an empty file.
 
 use super::{codes, load, VALID};
 use std::fmt::Write as _;
@@ -47,14 +48,20 @@ fn a_file_over_one_mebibyte_is_refused_before_parsing() {
 
 #[test]
 fn more_than_one_hundred_documents_are_refused() {
-    let document = "note: not a resource\n";
-    let hundred = vec![document; 100].join("---\n");
-    let dir = bundle_with(&hundred);
+    // One resource on one line, so the bundle is not empty and every
+    // document still takes one line.
+    let resource = "{apiVersion: goondan.ai/v1, kind: Model, metadata: {name: main}, spec: {provider: scripted, model: demo}}\n";
+    let documents = |count: usize| {
+        let mut documents = vec!["note: not a resource\n"; count];
+        documents[0] = resource;
+        documents.join("---\n")
+    };
+    let dir = bundle_with(&documents(100));
     assert!(
         load(dir.path()).diagnostics.is_empty(),
         "100 documents are allowed"
     );
-    let hundred_and_one = vec![document; 101].join("---\n");
+    let hundred_and_one = documents(101);
     std::fs::write(dir.path().join("goondan.yaml"), hundred_and_one).unwrap();
     let outcome = load(dir.path());
     assert_eq!(codes(&outcome), ["E_CONFIG_YAML_LIMIT"]);
@@ -132,4 +139,40 @@ fn a_missing_path_and_an_empty_folder_are_load_errors() {
     let empty = goondan_config::load_bundle(dir.path(), &options).unwrap_err();
     assert_eq!(empty.code().as_str(), "E_CONFIG_BUNDLE_EMPTY");
     assert!(empty.suggestion().is_some());
+}
+
+#[test]
+fn an_empty_file_or_one_of_only_comments_is_a_bundle_empty_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("goondan.yaml");
+    for text in [
+        "",
+        "  \n\n",
+        "# only a comment\n",
+        "---\n",
+        "--- # first\n---\n...\n",
+        "notes: not a resource\n",
+    ] {
+        std::fs::write(&file, text).unwrap();
+        for path in [file.as_path(), dir.path()] {
+            let outcome = load(path);
+            assert_eq!(codes(&outcome), ["E_CONFIG_BUNDLE_EMPTY"], "{text:?}");
+            let diagnostic = &outcome.diagnostics[0];
+            assert!(diagnostic.is_error());
+            assert_eq!(diagnostic.file.as_deref(), Some("goondan.yaml"));
+            assert!(diagnostic.suggestion.is_some());
+            assert!(outcome.bundle.is_none());
+        }
+    }
+    #[cfg(unix)]
+    assert_eq!(
+        codes(&load("/dev/null".as_ref())),
+        ["E_CONFIG_BUNDLE_EMPTY"]
+    );
+}
+
+#[test]
+fn a_file_that_fails_to_parse_is_not_also_reported_empty() {
+    let dir = bundle_with("kind: [unclosed\n");
+    assert_eq!(codes(&load(dir.path())), ["E_CONFIG_YAML_SYNTAX"]);
 }
