@@ -3,9 +3,13 @@
 //! provider answers from such a file without a network.
 //!
 //! Matching compares a normalized request (see [`normalize`]): the model,
-//! the messages, the tools and the params, with tool-call ids renumbered in
-//! order of appearance and `providerOptions` left out, so ids a provider or
-//! the runtime made up at random never break a replay.
+//! the messages, the tools and the params, with tool-call ids and every id
+//! the runtime generates (event, correlation, message, trace ids, UUIDs)
+//! renumbered in order of appearance, timestamps blanked and
+//! `providerOptions` left out, so what a provider or the runtime made up at
+//! random never breaks a replay. A replayed response is the recorded one,
+//! tool-call ids included, so the conversation that follows carries the
+//! same ids the recording did.
 
 use crate::config::ModelConfig;
 use crate::error::ModelError;
@@ -13,12 +17,13 @@ use crate::request::{ModelRequest, ModelResponse};
 use crate::{Model, StreamObserver};
 use futures_util::future::BoxFuture;
 use goondan_types::JsonValue;
+use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// One line of a cassette.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,9 +238,18 @@ impl Model for ReplayModel {
 /// - Every tool-call id is replaced by `call_1`, `call_2`, ... in order of
 ///   first appearance, in calls and results alike, so random ids match
 ///   while the pairing of calls and results is still checked.
+/// - Inside every string of the messages (text, tool inputs and results,
+///   system prompts), generated values are replaced: RFC 3339 timestamps
+///   by `<time>`; UUIDs and runs of 12 or more lowercase hex digits mixing
+///   digits and letters (the random part of `evt_…`, `corr_evt_…`,
+///   `msg_…`, trace and span ids) by `<id1>`, `<id2>`, ... in order of
+///   first appearance. The same id always gets the same number, so an
+///   event id and the correlation id built from it still agree. The price:
+///   two requests that differ only in such a value (say, which commit hash
+///   a user quoted) look the same to replay.
 pub fn normalize(request: &ModelRequest) -> JsonValue {
     let mut value = serde_json::to_value(request).unwrap_or(JsonValue::Null);
-    let mut ids: HashMap<String, String> = HashMap::new();
+    let mut ids = Renumbering::default();
     if let Some(messages) = value.get_mut("messages").and_then(JsonValue::as_array_mut) {
         for message in messages {
             if let Some(JsonValue::String(text)) = message.get("content") {
@@ -251,16 +265,93 @@ pub fn normalize(request: &ModelRequest) -> JsonValue {
     value
 }
 
-fn strip_and_renumber(value: &mut JsonValue, ids: &mut HashMap<String, String>) {
+/// The canonical names given so far, per kind of id.
+#[derive(Default)]
+struct Renumbering {
+    tool_calls: HashMap<String, String>,
+    generated: HashMap<String, String>,
+}
+
+impl Renumbering {
+    fn tool_call(&mut self, id: &str) -> String {
+        let next = self.tool_calls.len() + 1;
+        self.tool_calls
+            .entry(id.to_string())
+            .or_insert_with(|| format!("call_{next}"))
+            .clone()
+    }
+
+    fn generated(&mut self, id: &str) -> String {
+        let next = self.generated.len() + 1;
+        self.generated
+            .entry(id.to_string())
+            .or_insert_with(|| format!("<id{next}>"))
+            .clone()
+    }
+
+    /// `text` with its timestamps and generated ids replaced.
+    fn text(&mut self, text: &str) -> String {
+        let patterns = generated_patterns();
+        let text = patterns.timestamp.replace_all(text, "<time>");
+        let text = patterns
+            .uuid
+            .replace_all(&text, |found: &regex::Captures<'_>| {
+                self.generated(&found[0].to_ascii_lowercase())
+            });
+        patterns
+            .alphanumeric_run
+            .replace_all(&text, |found: &regex::Captures<'_>| {
+                let run = &found[0];
+                if looks_generated(run) {
+                    self.generated(run)
+                } else {
+                    run.to_string()
+                }
+            })
+            .into_owned()
+    }
+}
+
+/// True for a random hex id: 12 or more lowercase hex digits with at least
+/// one digit and one letter, so words (`deadbeefcafe` aside) and plain
+/// numbers stay as written.
+fn looks_generated(run: &str) -> bool {
+    run.len() >= 12
+        && run
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+        && run.bytes().any(|byte| byte.is_ascii_digit())
+        && run.bytes().any(|byte| byte.is_ascii_alphabetic())
+}
+
+struct GeneratedPatterns {
+    timestamp: Regex,
+    uuid: Regex,
+    alphanumeric_run: Regex,
+}
+
+fn generated_patterns() -> &'static GeneratedPatterns {
+    static PATTERNS: OnceLock<GeneratedPatterns> = OnceLock::new();
+    PATTERNS.get_or_init(|| GeneratedPatterns {
+        timestamp: Regex::new(
+            r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:?\d{2})?",
+        )
+        .expect("the timestamp pattern is valid"),
+        uuid: Regex::new(
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+        )
+        .expect("the UUID pattern is valid"),
+        // `_` and `-` split runs, so `evt_<hex>` keeps its prefix.
+        alphanumeric_run: Regex::new(r"[0-9A-Za-z]+").expect("the run pattern is valid"),
+    })
+}
+
+fn strip_and_renumber(value: &mut JsonValue, ids: &mut Renumbering) {
     match value {
         JsonValue::Object(object) => {
             object.remove("providerOptions");
             if let Some(JsonValue::String(id)) = object.get("toolCallId") {
-                let next = ids.len() + 1;
-                let canonical = ids
-                    .entry(id.clone())
-                    .or_insert_with(|| format!("call_{next}"))
-                    .clone();
+                let canonical = ids.tool_call(id);
                 object.insert("toolCallId".into(), JsonValue::String(canonical));
             }
             for (_, child) in object.iter_mut() {
@@ -272,7 +363,8 @@ fn strip_and_renumber(value: &mut JsonValue, ids: &mut HashMap<String, String>) 
                 strip_and_renumber(item, ids);
             }
         }
-        _ => {}
+        JsonValue::String(text) => *text = ids.text(text),
+        JsonValue::Null | JsonValue::Bool(_) | JsonValue::Number(_) => {}
     }
 }
 
@@ -407,6 +499,99 @@ mod tests {
             normalize(&request("toolu_1", "hi")),
             normalize(&request("toolu_1", "ho"))
         );
+    }
+
+    /// A delegation's second step as the runtime builds it: the provider's
+    /// tool-call id, and a tool result with the event and correlation ids
+    /// and a system prompt with the inbound context of this run.
+    fn delegation(call_id: &str, event_hex: &str, created_at: &str, trace: &str) -> ModelRequest {
+        ModelRequest {
+            model: "m".into(),
+            messages: vec![
+                ModelMessage::system(format!(
+                    "[runtime_inbound]\neventId=evt_{event_hex}\ncreatedAt={created_at}\ntraceId={trace}"
+                )),
+                ModelMessage::user("tides"),
+                ModelMessage::assistant(vec![ContentPart::tool_call(
+                    call_id,
+                    "agents__request",
+                    json!({"target": "researcher", "input": "tides"}),
+                )]),
+                ModelMessage::tool(vec![ContentPart::tool_result(
+                    call_id,
+                    "agents__request",
+                    ToolResultOutput::Json(json!({
+                        "target": "researcher:default",
+                        "eventId": format!("evt_{event_hex}"),
+                        "correlationId": format!("corr_evt_{event_hex}"),
+                        "response": "facts about tides",
+                    })),
+                )]),
+            ],
+            tools: vec![],
+            params: ModelParams::default(),
+        }
+    }
+
+    #[test]
+    fn generated_ids_and_timestamps_do_not_matter_but_their_pairing_does() {
+        let recorded = normalize(&delegation(
+            "call_mock_1",
+            "b36649bde376c10e1978ceed",
+            "2026-11-24T06:05:08.123Z",
+            "0af7651916cd43dd8448eb211c80319c",
+        ));
+        let replayed = normalize(&delegation(
+            "call_9f8e7d6c5b4a_1",
+            "0123456789abcdef01234567",
+            "2027-01-02T03:04:05+09:00",
+            "4bf92f3577b34da6a3ce929d0e0e4736",
+        ));
+        assert_eq!(recorded, replayed);
+        assert_eq!(
+            recorded["messages"][3]["content"][0]["output"]["value"]["correlationId"],
+            "corr_evt_<id1>"
+        );
+
+        // The correlation id no longer names the request's event.
+        let mut unpaired = delegation("c", "0123456789abcdef01234567", "2026-11-24T06:05:08Z", "x");
+        let ModelMessage::Tool { content, .. } = &mut unpaired.messages[3] else {
+            unreachable!("message 3 is the tool result");
+        };
+        let ContentPart::ToolResult { output, .. } = &mut content[0] else {
+            unreachable!("the tool result part");
+        };
+        *output = ToolResultOutput::Json(json!({
+            "target": "researcher:default",
+            "eventId": "evt_0123456789abcdef01234567",
+            "correlationId": "corr_evt_fedcba9876543210fedcba98",
+            "response": "facts about tides",
+        }));
+        assert_ne!(normalize(&unpaired)["messages"][3], replayed["messages"][3]);
+    }
+
+    #[test]
+    fn only_generated_looking_values_are_rewritten() {
+        let cases = [
+            ("evt_b36649bde376c10e1978ceed", "evt_<id1>"),
+            (
+                "msg_0123456789abcdef01234567 and again msg_0123456789abcdef01234567",
+                "msg_<id1> and again msg_<id1>",
+            ),
+            ("6f1c1a52-8d0e-4b7e-9a3c-2f3b1e0d9c8a", "<id1>"),
+            ("at 2026-11-24T06:05:08Z", "at <time>"),
+            ("at 2026-11-24 06:05:08.5+0900", "at <time>"),
+            (
+                "order 123456789012345 please",
+                "order 123456789012345 please",
+            ),
+            ("deadbeefcafebabe is a word", "deadbeefcafebabe is a word"),
+            ("short 1a2b3c", "short 1a2b3c"),
+            ("2026-11-24 is a date", "2026-11-24 is a date"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(Renumbering::default().text(text), expected, "{text}");
+        }
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! and global flags on either side of the subcommand.
 
 mod init;
+mod ipc;
 mod mock_llm;
+mod replay;
 mod swarm;
 
 use std::path::{Path, PathBuf};
@@ -193,6 +195,10 @@ fn exit_codes_follow_the_spec_table() {
     );
     let empty = tempfile::tempdir().unwrap();
     assert_eq!(code(&gdn(empty.path(), &["validate"])), 3);
+    // An empty file is read, and found to hold nothing: a validation error.
+    let empty_file = gdn(&root, &["validate", "/dev/null"]);
+    assert_eq!(code(&empty_file), 4);
+    assert!(stdout(&empty_file).starts_with("error[E_CONFIG_BUNDLE_EMPTY]: no resource in null"));
     let env_file = gdn(
         &root,
         &[
