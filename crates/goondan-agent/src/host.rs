@@ -18,8 +18,7 @@
 use crate::assemble::{assemble, AgentProcessArgs, BuiltinsFor};
 use crate::{lock, IpcAgents};
 use goondan_ipc::protocol::{
-    self, Answer, AnswerOutcome, Failure, ProtocolStats, Ready, StartError, TextDelta,
-    TurnFinished,
+    self, Answer, AnswerOutcome, Failure, ProtocolStats, Ready, StartError, TextDelta, TurnFinished,
 };
 use goondan_ipc::{Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::turn::{Agent, PriorTurn};
@@ -327,7 +326,10 @@ async fn sort_inbound(
                 }
             }
             Ok(Inbound::Runtime(other)) => {
-                tracing::warn!(code = "E_IPC_UNEXPECTED", "a child does not take {other:?}; refused");
+                tracing::warn!(
+                    code = "E_IPC_UNEXPECTED",
+                    "a child does not take {other:?}; refused"
+                );
             }
             Ok(Inbound::Event(event)) => enqueue(&queue, &outbound, *event).await,
             Err(error) => {
@@ -345,8 +347,7 @@ async fn enqueue(queue: &mpsc::Sender<AgentEvent>, outbound: &Outbound, event: A
     let Err(error) = queue.try_send(event) else {
         return;
     };
-    let (mpsc::error::TrySendError::Full(event) | mpsc::error::TrySendError::Closed(event)) =
-        error;
+    let (mpsc::error::TrySendError::Full(event) | mpsc::error::TrySendError::Closed(event)) = error;
     let limit = queue.max_capacity();
     tracing::warn!(event_id = %event.id, code = "E_QUEUE_FULL", limit, "the event queue is full; event refused");
     let failure = Failure {

@@ -22,7 +22,9 @@ use goondan_types::agents::{
     AgentRuntimeSpawnOptions, AgentRuntimeSpawnResult, InterAgentResponseMetadata,
     InterAgentResponseStatus, DEFAULT_REQUEST_TIMEOUT_MS,
 };
-use goondan_types::{AgentEvent, EventSource, EventSourceKind, IpcMessage, JsonValue, ReplyChannel};
+use goondan_types::{
+    AgentEvent, EventSource, EventSourceKind, IpcMessage, JsonValue, ReplyChannel,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -227,8 +229,13 @@ impl IpcAgents {
                     in_reply_to: correlation_id,
                     outcome: protocol::AnswerOutcome::Failed(failure),
                 };
-                self.inbox
-                    .push(async_answer(&self.me, &target, &request_event, &answer, None));
+                self.inbox.push(async_answer(
+                    &self.me,
+                    &target,
+                    &request_event,
+                    &answer,
+                    None,
+                ));
                 true
             }
             None => false,
@@ -383,13 +390,13 @@ impl AgentsApi for IpcAgents {
                 protocol::AnswerOutcome::Ok { text, .. } => text,
                 protocol::AnswerOutcome::Failed(Failure { code, message }) => {
                     return Err(match code.as_str() {
-                    "E_AGENT_NOT_FOUND" => AgentsError::UnknownTarget {
-                        target: key.to_string(),
-                    },
-                    "E_AGENT_CYCLE" => AgentsError::Cycle {
-                        target: key.to_string(),
-                        chain: event.call_chain.clone(),
-                    },
+                        "E_AGENT_NOT_FOUND" => AgentsError::UnknownTarget {
+                            target: key.to_string(),
+                        },
+                        "E_AGENT_CYCLE" => AgentsError::Cycle {
+                            target: key.to_string(),
+                            chain: event.call_chain.clone(),
+                        },
                         _ => AgentsError::Failed {
                             target: key.to_string(),
                             message: format!("[{code}] {message}"),

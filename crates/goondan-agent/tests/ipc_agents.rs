@@ -8,7 +8,9 @@ use goondan_ipc::protocol::{
 use goondan_ipc::{IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::{AgentsApi, AgentsError, AsyncResponseInbox};
 use goondan_types::agents::{AgentRuntimeRequestOptions, DEFAULT_REQUEST_TIMEOUT_MS};
-use goondan_types::{AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, ReplyChannel};
+use goondan_types::{
+    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, ReplyChannel,
+};
 use std::time::Duration;
 
 fn swarm() -> SwarmView {
@@ -41,7 +43,11 @@ fn event(input: &str) -> AgentEvent {
     event
 }
 
-fn answer_to(request: &IpcMessage, text: &str, error: Option<(&str, &str)>) -> (Answer, AgentEvent) {
+fn answer_to(
+    request: &IpcMessage,
+    text: &str,
+    error: Option<(&str, &str)>,
+) -> (Answer, AgentEvent) {
     let request: AgentEvent = serde_json::from_value(request.payload.clone()).unwrap();
     let in_reply_to = request.reply_to.unwrap().correlation_id;
     let answer = match error {
@@ -269,7 +275,10 @@ async fn an_async_request_expires_at_its_deadline_with_a_timeout_in_the_inbox() 
         timeout_ms: Some(1_000),
         r#async: Some(true),
     };
-    agents.request("beta", event("later"), options).await.unwrap();
+    agents
+        .request("beta", event("later"), options)
+        .await
+        .unwrap();
     let request = orchestrator.receiver.recv().await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_001)).await;
     let answers = inbox.drain();

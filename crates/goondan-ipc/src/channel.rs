@@ -111,30 +111,29 @@ pub(crate) async fn read_messages<R, F, Fut>(
     let mut reader = BufReader::new(reader);
     let mut buffer = Vec::new();
     loop {
-        let refusal = match framing::read_bounded_line(&mut reader, &mut buffer, MAX_LINE_BYTES)
-            .await
-        {
-            Ok(LineRead::Line) if buffer.iter().all(u8::is_ascii_whitespace) => continue,
-            Ok(LineRead::Line) => match framing::decode(&buffer) {
-                Ok(message) => {
-                    if !deliver(message).await {
-                        return;
+        let refusal =
+            match framing::read_bounded_line(&mut reader, &mut buffer, MAX_LINE_BYTES).await {
+                Ok(LineRead::Line) if buffer.iter().all(u8::is_ascii_whitespace) => continue,
+                Ok(LineRead::Line) => match framing::decode(&buffer) {
+                    Ok(message) => {
+                        if !deliver(message).await {
+                            return;
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                Err(error) => ProtocolError::Malformed {
+                    Err(error) => ProtocolError::Malformed {
+                        what: "IPC line".into(),
+                        reason: error.to_string(),
+                        event_id: None,
+                    },
+                },
+                Ok(LineRead::TooLong(len)) => ProtocolError::Malformed {
                     what: "IPC line".into(),
-                    reason: error.to_string(),
+                    reason: format!("{len} bytes exceed the {MAX_LINE_BYTES}-byte limit"),
                     event_id: None,
                 },
-            },
-            Ok(LineRead::TooLong(len)) => ProtocolError::Malformed {
-                what: "IPC line".into(),
-                reason: format!("{len} bytes exceed the {MAX_LINE_BYTES}-byte limit"),
-                event_id: None,
-            },
-            Ok(LineRead::Eof) | Err(_) => return,
-        };
+                Ok(LineRead::Eof) | Err(_) => return,
+            };
         stats.count(&refusal);
         tracing::warn!(code = refusal.code(), "{refusal}; refused");
         if let Some(sender) = rejections.upgrade() {
@@ -164,8 +163,12 @@ mod tests {
         let (far_read, mut far_write) = tokio::io::split(far);
         let (near_read, near_write) = tokio::io::split(near);
         let stats = Arc::new(ProtocolStats::default());
-        let mut channel =
-            IpcChannel::from_io(near_read, near_write, "alpha:main".into(), Arc::clone(&stats));
+        let mut channel = IpcChannel::from_io(
+            near_read,
+            near_write,
+            "alpha:main".into(),
+            Arc::clone(&stats),
+        );
         far_write.write_all(b"garbage\n\n").await.unwrap();
         for n in 0..50 {
             far_write

@@ -345,7 +345,9 @@ impl Answer {
 
 /// The correlation id `event` answers, if it is an answer.
 pub fn in_reply_to(event: &AgentEvent) -> Option<&str> {
-    event.metadata_value(IN_REPLY_TO).and_then(JsonValue::as_str)
+    event
+        .metadata_value(IN_REPLY_TO)
+        .and_then(JsonValue::as_str)
 }
 
 /// The correlation id of the request carried by `event`.

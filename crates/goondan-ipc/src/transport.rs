@@ -274,7 +274,10 @@ mod tests {
         let (endpoint, mut child_out, child_in) = stdio();
         transport.open(link(1), endpoint).unwrap();
         for _ in 0..3 {
-            child_out.write_all(&framing::encode(&ready())).await.unwrap();
+            child_out
+                .write_all(&framing::encode(&ready()))
+                .await
+                .unwrap();
         }
         drop(child_out);
         for _ in 0..3 {

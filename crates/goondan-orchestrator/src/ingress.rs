@@ -74,7 +74,10 @@ impl Ingress {
 }
 
 /// Where `ingress` goes, as the AgentEvent to deliver there.
-pub fn route(swarm: &SwarmInfo, ingress: &Ingress) -> Result<(RoutingKey, AgentEvent), OrchestratorError> {
+pub fn route(
+    swarm: &SwarmInfo,
+    ingress: &Ingress,
+) -> Result<(RoutingKey, AgentEvent), OrchestratorError> {
     let mut rules = swarm
         .ingress
         .iter()

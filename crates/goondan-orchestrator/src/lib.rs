@@ -28,8 +28,8 @@ pub mod orchestrator;
 pub mod spawner;
 
 pub use error::OrchestratorError;
-pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo};
 pub use ingress::{Ingress, IngressRule};
+pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo};
 pub use spawner::{
     LocalSpawner, LogFileFor, ProcessControl, SpawnRequest, SpawnedProcess, Spawner,
 };

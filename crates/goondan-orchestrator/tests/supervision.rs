@@ -15,7 +15,9 @@ use goondan_ipc::{framing, RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
-use goondan_types::{AgentEvent, EventSource, EventSourceKind, IpcMessage, ProcessStatus, ReplyChannel};
+use goondan_types::{
+    AgentEvent, EventSource, EventSourceKind, IpcMessage, ProcessStatus, ReplyChannel,
+};
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,7 +193,9 @@ fn run_child() {
                     };
                     match reply.outcome {
                         AnswerOutcome::Failed(failure) => format!("got-error:{}", failure.code),
-                        AnswerOutcome::Ok { text, .. } => format!("got:{}", text.unwrap_or_default()),
+                        AnswerOutcome::Ok { text, .. } => {
+                            format!("got:{}", text.unwrap_or_default())
+                        }
                     }
                 } else {
                     format!("{agent}:{input}")
@@ -496,7 +500,11 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
             .await
             .expect("drained in time")
             .unwrap();
-        assert_eq!(slow.await.unwrap(), "alpha:slow", "the Turn finished and answered");
+        assert_eq!(
+            slow.await.unwrap(),
+            "alpha:slow",
+            "the Turn finished and answered"
+        );
         task.await.unwrap();
     });
 }

@@ -48,14 +48,8 @@ impl Orchestrator {
         let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
         match self.deliver(&key, Queued::turn(message, event.id.clone())) {
             Ok(()) => {
-                self.waiters.insert(
-                    correlation_id,
-                    Waiter {
-                        key,
-                        reply,
-                        deltas,
-                    },
-                );
+                self.waiters
+                    .insert(correlation_id, Waiter { key, reply, deltas });
             }
             Err(error) => {
                 let _ = reply.send(Err(error));
@@ -140,7 +134,13 @@ impl Orchestrator {
     /// Tells `from` that `event` went nowhere: its requester gets a failed
     /// answer at once instead of waiting for its timeout; a fire-and-forget
     /// sender gets a refusal naming the event.
-    pub(super) fn fail_event(&mut self, from: &RoutingKey, event: &AgentEvent, code: &str, reason: &str) {
+    pub(super) fn fail_event(
+        &mut self,
+        from: &RoutingKey,
+        event: &AgentEvent,
+        code: &str,
+        reason: &str,
+    ) {
         tracing::warn!(from = %from, code, "{reason}; event {} refused", event.id);
         let message = match &event.reply_to {
             Some(reply_to) => {
@@ -259,7 +259,11 @@ impl Orchestrator {
 
     /// Queues a message for `key`, starting its process when none runs;
     /// refuses an event past the instance's limit.
-    pub(super) fn deliver(&mut self, key: &RoutingKey, queued: Queued) -> Result<(), OrchestratorError> {
+    pub(super) fn deliver(
+        &mut self,
+        key: &RoutingKey,
+        queued: Queued,
+    ) -> Result<(), OrchestratorError> {
         let limit = self.swarm.max_queued_events;
         let instance = self.instance_for(key);
         if let Err(refused) = instance.enqueue(queued, limit) {

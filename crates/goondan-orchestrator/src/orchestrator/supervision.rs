@@ -109,7 +109,8 @@ impl Orchestrator {
                         suggestion: Some(error.suggestion().into()),
                     },
                 );
-                if let Some(control) = self.instances.get_mut(key).and_then(|i| i.control.as_mut()) {
+                if let Some(control) = self.instances.get_mut(key).and_then(|i| i.control.as_mut())
+                {
                     control.kill();
                 }
             }
@@ -338,7 +339,11 @@ impl Orchestrator {
         let mut to_spawn = Vec::new();
         let mut over = Vec::new();
         for (key, instance) in self.instances.iter_mut() {
-            if instance.ending.deadline.is_some_and(|deadline| now >= deadline) {
+            if instance
+                .ending
+                .deadline
+                .is_some_and(|deadline| now >= deadline)
+            {
                 instance.ending.deadline = None;
                 if instance.ending.exit.is_some() {
                     tracing::warn!(key = %key, "the process exited but its stream stayed open (a child of it holds the pipe?); treating it as over");

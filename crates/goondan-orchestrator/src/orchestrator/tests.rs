@@ -7,7 +7,9 @@ use super::*;
 use crate::ingress::Ingress;
 use crate::spawner::{ProcessControl, SpawnRequest, SpawnedProcess};
 use goondan_ipc::protocol::{self, Answer, AnswerOutcome, Ready, TurnFinished, PROTOCOL_VERSION};
-use goondan_ipc::{Endpoint, Inbound, Link, RuntimeMessage, SendError, TransportEvent, ORCHESTRATOR};
+use goondan_ipc::{
+    Endpoint, Inbound, Link, RuntimeMessage, SendError, TransportEvent, ORCHESTRATOR,
+};
 use goondan_types::IpcMessage;
 use std::sync::Mutex;
 
@@ -243,7 +245,10 @@ async fn a_burst_past_the_limit_is_refused_not_buffered() {
     let (_, first) = h.next_event().await;
     let refused = h.ask("one too many").await.unwrap().unwrap_err();
     assert_eq!(refused.code(), "E_QUEUE_FULL");
-    assert!(refused.to_string().contains("4 events waiting"), "{refused}");
+    assert!(
+        refused.to_string().contains("4 events waiting"),
+        "{refused}"
+    );
     let list = h.handle.list().await.unwrap();
     assert_eq!(list[0].pending_events + list[0].in_flight_events, 4);
     // Finishing one Turn makes room for one more.
@@ -360,16 +365,25 @@ async fn a_restart_redelivers_events_the_drained_process_never_started() {
     let first = h.next_ready_process().await;
     let (_, one) = h.next_event().await;
     let (_, two) = h.next_event().await;
-    assert_eq!(h.handle.restart(None, None, false).await.unwrap(), ["alpha:main"]);
+    assert_eq!(
+        h.handle.restart(None, None, false).await.unwrap(),
+        ["alpha:main"]
+    );
     // The process finishes the Turn it is in, acknowledges and exits.
     h.answer(&first, &one, "1").await;
     h.end_process(0, &first, Some(0)).await;
-    assert_eq!(answer_text(&first_ask.await.unwrap().unwrap()).as_deref(), Some("1"));
+    assert_eq!(
+        answer_text(&first_ask.await.unwrap().unwrap()).as_deref(),
+        Some("1")
+    );
     let second = h.next_ready_process().await;
     let (_, again) = h.next_event().await;
     assert_eq!(again.id, two.id);
     h.answer(&second, &again, "2").await;
-    assert_eq!(answer_text(&second_ask.await.unwrap().unwrap()).as_deref(), Some("2"));
+    assert_eq!(
+        answer_text(&second_ask.await.unwrap().unwrap()).as_deref(),
+        Some("2")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -398,7 +412,9 @@ async fn a_process_that_closed_its_output_but_lives_on_is_killed() {
     let first = h.next_ready_process().await;
     let _ = h.next_event().await;
     h.events
-        .send(TransportEvent::EndOfStream { link: first.clone() })
+        .send(TransportEvent::EndOfStream {
+            link: first.clone(),
+        })
         .await
         .unwrap();
     tokio::time::sleep(ENDING_DEADLINE + Duration::from_millis(10)).await;

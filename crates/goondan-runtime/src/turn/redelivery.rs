@@ -121,9 +121,7 @@ mod tests {
         message
             .metadata
             .insert(INBOUND_MARK.into(), JsonValue::Bool(true));
-        message
-            .metadata
-            .insert("eventId".into(), event_id.into());
+        message.metadata.insert("eventId".into(), event_id.into());
         message
     }
 
@@ -179,8 +177,7 @@ mod tests {
             assistant(vec![call("c1"), call("c2")]),
             result("c1"),
         ]);
-        let Some(PriorTurn::Interrupted { dangling }) =
-            prior_turn(&state.next_messages(), "evt_a")
+        let Some(PriorTurn::Interrupted { dangling }) = prior_turn(&state.next_messages(), "evt_a")
         else {
             panic!("not interrupted");
         };
