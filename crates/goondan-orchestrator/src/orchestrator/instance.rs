@@ -51,6 +51,10 @@ impl Queued {
     }
 }
 
+/// An event was refused because its instance's queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueFull;
+
 /// A graceful stop under way.
 pub(crate) struct ShutdownIntent {
     pub(crate) respawn: bool,
@@ -129,13 +133,13 @@ impl Instance {
         self.queue.len()
     }
 
-    /// Queues `queued` unless `limit` events already wait; gives it back
-    /// when refused.
-    pub(crate) fn enqueue(&mut self, queued: Queued, limit: usize) -> Result<(), Queued> {
+    /// Queues `queued` unless `limit` events already wait (then it is
+    /// dropped and the caller answers for it).
+    pub(crate) fn enqueue(&mut self, queued: Queued, limit: usize) -> Result<(), QueueFull> {
         // Answers and runtime messages are never refused: they end work
         // that is already counted, and refusing them would strand it.
         if queued.event_id.is_some() && self.waiting() >= limit {
-            return Err(queued);
+            return Err(QueueFull);
         }
         self.queue.push_back(queued);
         Ok(())

@@ -265,9 +265,10 @@ impl Orchestrator {
         queued: Queued,
     ) -> Result<(), OrchestratorError> {
         let limit = self.swarm.max_queued_events;
+        let event_id = queued.event_id.clone();
         let instance = self.instance_for(key);
-        if let Err(refused) = instance.enqueue(queued, limit) {
-            tracing::warn!(key = %key, code = "E_QUEUE_FULL", limit, event_id = ?refused.event_id, "queue full; event refused");
+        if instance.enqueue(queued, limit).is_err() {
+            tracing::warn!(key = %key, code = "E_QUEUE_FULL", limit, event_id = ?event_id, "queue full; event refused");
             return Err(OrchestratorError::QueueFull {
                 key: key.to_string(),
                 limit,
