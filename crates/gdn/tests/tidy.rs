@@ -309,6 +309,41 @@ fn every_declared_dependency_is_used() {
 }
 
 #[test]
+fn every_workspace_dependency_is_declared_by_a_crate() {
+    let root = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
+    let mut in_table = false;
+    let mut offered = Vec::new();
+    for line in root.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_table = line == "[workspace.dependencies]";
+            continue;
+        }
+        let name = line.split(['=', '.']).next().unwrap_or("").trim();
+        if in_table && !name.is_empty() && !name.starts_with('#') {
+            offered.push(name.to_string());
+        }
+    }
+    let declared: Vec<String> = crate_dirs()
+        .iter()
+        .flat_map(|dir| {
+            let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+            declared_dependencies(&manifest)
+                .into_iter()
+                .map(|(_, name)| name)
+        })
+        .collect();
+    let unused: Vec<&String> = offered
+        .iter()
+        .filter(|name| !declared.contains(name))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "[workspace.dependencies] of the root Cargo.toml offers {unused:?}, which no crate declares; remove them"
+    );
+}
+
+#[test]
 fn manifest_tables_are_read_as_cargo_reads_them() {
     let manifest = r#"
 [package]
