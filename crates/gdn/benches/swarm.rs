@@ -116,6 +116,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
             grace_period: Duration::from_secs(10),
             max_queued_events: 4096,
             ingress: Vec::new(),
+            cli_connection: None,
         },
         spawner: Arc::new(spawner),
         transport: None,

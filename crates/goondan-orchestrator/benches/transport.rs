@@ -130,6 +130,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
             grace_period: Duration::from_millis(200),
             max_queued_events: QUEUE_LIMIT,
             ingress: Vec::new(),
+            cli_connection: None,
         },
         spawner: Arc::new(LocalSpawner {
             program: std::env::current_exe().unwrap(),

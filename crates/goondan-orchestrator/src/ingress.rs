@@ -15,11 +15,15 @@ use goondan_ipc::RoutingKey;
 use goondan_types::{AgentEvent, ConnectorEvent, EventSource, EventSourceKind, JsonValue};
 use std::collections::BTreeMap;
 
-/// The connection name of input typed at `gdn run`.
+/// The connection name of input typed at `gdn run`: an alias of the
+/// swarm's Connection that runs the base `cli` connector
+/// ([`SwarmInfo::cli_connection`]), or a Connection without rules when
+/// there is none.
 pub const CLI_CONNECTION: &str = "cli";
 
-/// The event name of input typed at `gdn run`.
-pub const CLI_EVENT: &str = "user_message";
+/// The event name of input typed at `gdn run`, as the base `cli` connector
+/// emits it.
+pub const CLI_EVENT: &str = "stdin_message";
 
 /// One ingress rule of a Connection, resolved against the bundle.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -78,16 +82,20 @@ pub fn route(
     swarm: &SwarmInfo,
     ingress: &Ingress,
 ) -> Result<(RoutingKey, AgentEvent), OrchestratorError> {
+    let connection = match (&swarm.cli_connection, ingress.connection.as_str()) {
+        (Some(cli), CLI_CONNECTION) => cli.as_str(),
+        (_, connection) => connection,
+    };
     let mut rules = swarm
         .ingress
         .iter()
-        .filter(|rule| rule.connection == ingress.connection)
+        .filter(|rule| rule.connection == connection)
         .peekable();
     let has_rules = rules.peek().is_some();
     let rule = rules.find(|rule| rule.matches(&ingress.event));
     if has_rules && rule.is_none() && ingress.agent.is_none() {
         return Err(OrchestratorError::NoIngressRoute {
-            connection: ingress.connection.clone(),
+            connection: connection.to_string(),
             event: ingress.event.name.clone(),
         });
     }
@@ -116,7 +124,7 @@ pub fn route(
         .or_else(|| ingress.event.instance_key.clone())
         .filter(|key| !key.is_empty())
         .unwrap_or_else(|| swarm.instance_key.clone());
-    let event = agent_event(&ingress.connection, &ingress.event, &instance_key);
+    let event = agent_event(connection, &ingress.event, &instance_key);
     Ok((RoutingKey::new(agent, instance_key), event))
 }
 
@@ -157,6 +165,7 @@ mod tests {
             grace_period: Duration::from_secs(1),
             max_queued_events: 8,
             ingress,
+            cli_connection: Some("cli-to-default".into()),
         }
     }
 
@@ -176,7 +185,7 @@ mod tests {
         assert_eq!(key.to_string(), "coordinator:main");
         assert_eq!(event.event_type, CLI_EVENT);
         assert_eq!(event.input.as_deref(), Some("hello"));
-        assert_eq!(event.source.name, "cli");
+        assert_eq!(event.source.name, "cli-to-default");
         assert!(event.trace_id.is_some());
         let (key, _) = route(&swarm(vec![]), &Ingress::cli("x", Some("support".into()))).unwrap();
         assert_eq!(key.agent_name, "support");
@@ -206,6 +215,18 @@ mod tests {
         assert_eq!(event.metadata_value("chat_id").unwrap(), "1");
         let (key, _) = route(&swarm, &telegram("42")).unwrap();
         assert_eq!(key.to_string(), "coordinator:telegram:42");
+    }
+
+    #[test]
+    fn cli_input_follows_the_rules_of_the_cli_connectors_connection() {
+        let swarm = swarm(vec![IngressRule {
+            connection: "cli-to-default".into(),
+            event: Some(CLI_EVENT.into()),
+            agent: Some("support".into()),
+            ..Default::default()
+        }]);
+        let (key, _) = route(&swarm, &Ingress::cli("help", None)).unwrap();
+        assert_eq!(key.to_string(), "support:main");
     }
 
     #[test]

@@ -236,6 +236,7 @@ fn swarm(agents: &[&str], grace: Duration) -> SwarmInfo {
         grace_period: grace,
         max_queued_events: 64,
         ingress: Vec::new(),
+        cli_connection: None,
     }
 }
 

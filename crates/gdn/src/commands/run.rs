@@ -199,6 +199,7 @@ async fn foreground(
         grace_period: swarm.shutdown_grace(),
         max_queued_events: swarm.max_queued_events(),
         ingress: ingress_rules(&project),
+        cli_connection: cli_connection(&project),
     };
     let mut agent_args: Vec<String> = vec![
         "agent".into(),
@@ -272,6 +273,17 @@ async fn foreground(
     let _ = std::fs::remove_file(&socket);
     ActiveSwarm::remove_if_owned_by(&active, std::process::id());
     Ok(outcome)
+}
+
+/// The Connection that runs the base `cli` connector for the running
+/// swarm: its rules route what is typed at `gdn run`.
+fn cli_connection(project: &Project) -> Option<String> {
+    project
+        .bundle
+        .connections()
+        .filter(|connection| connection.swarm().name() == project.swarm_name)
+        .find(|connection| connection.connector().spec.entry == "builtin:cli")
+        .map(|connection| connection.name().to_string())
 }
 
 /// The ingress rules of every Connection that delivers to the running

@@ -53,6 +53,9 @@ pub struct SwarmInfo {
     pub max_queued_events: usize,
     /// The ingress rules of the Connections that deliver to this swarm.
     pub ingress: Vec<IngressRule>,
+    /// The Connection that runs the base `cli` connector for this swarm,
+    /// whose rules route what is typed at `gdn run`.
+    pub cli_connection: Option<String>,
 }
 
 /// Called with a routing key whose message history must be cleared before

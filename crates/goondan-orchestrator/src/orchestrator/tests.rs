@@ -108,6 +108,7 @@ fn harness(max_queued_events: usize) -> Harness {
             grace_period: Duration::from_secs(5),
             max_queued_events,
             ingress: Vec::new(),
+            cli_connection: None,
         },
         spawner: spawner.clone(),
         transport: Some(factory),
