@@ -190,6 +190,7 @@ pub async fn assemble(
 
     let model_resource = agent_view.model();
     let api_key = match &model_resource.spec.api_key {
+        Some(_) if !goondan_model::needs_api_key(&model_resource.spec.provider) => None,
         Some(source) => Some(ApiKey::new(bundle.resolve(source).map_err(|error| {
             StartError::new(
                 "E_MODEL_API_KEY_MISSING",

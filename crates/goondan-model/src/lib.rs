@@ -33,7 +33,7 @@ mod wire;
 pub use cassette::CassetteEntry;
 pub use config::{ApiKey, EnvLookup, ModelConfig, ProcessEnv};
 pub use error::ModelError;
-pub use provider::{build, PROVIDERS};
+pub use provider::{build, needs_api_key, PROVIDERS};
 pub use request::{FinishReason, ModelParams, ModelRequest, ModelResponse, ToolSpec};
 pub use scripted::DEFAULT_RULES_FILE;
 

@@ -18,6 +18,16 @@ use std::sync::Arc;
 /// The providers [`build`] knows, as `spec.provider` spells them.
 pub const PROVIDERS: &[&str] = &["anthropic", "openai", "google", "scripted", "replay"];
 
+/// Whether `provider` calls a remote API and so needs a key; the offline
+/// providers (`scripted`, `replay`) never read one, so a Model switched to
+/// them keeps working without its key variable.
+pub fn needs_api_key(provider: &str) -> bool {
+    !matches!(
+        provider.trim().to_ascii_lowercase().as_str(),
+        "scripted" | "replay"
+    )
+}
+
 /// Builds the model a Model resource describes.
 ///
 /// `env` is consulted only for the provider's usual key variable

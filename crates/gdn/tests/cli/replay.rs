@@ -192,8 +192,9 @@ fn a_recorded_delegation_replays_offline_without_a_key() {
     let n_recordings = std::fs::read_to_string(&cassette).unwrap().lines().count();
     assert_eq!(n_recordings, 3);
 
-    let replay_model =
-        "  provider: replay\n  model: gpt-mock\n  options:\n    cassette: cassette.jsonl\n";
+    // Switched to replay as a user would: the key reference stays, the
+    // variable is not set, and nothing asks for it.
+    let replay_model = "  provider: replay\n  model: gpt-mock\n  apiKey:\n    valueFrom:\n      env: OPENAI_API_KEY\n  options:\n    cassette: cassette.jsonl\n";
     std::fs::write(
         bundle.path().join("goondan.yaml"),
         bundle_text(replay_model),
