@@ -34,7 +34,9 @@
 //!   not happened yet, and the events cleared (rolled forward).
 //!
 //! Messages are therefore never applied twice, and a reader of `base.jsonl`
-//! sees the old base or the new one, never a mix.
+//! sees the old base or the new one, never a mix. Each step boundary
+//! above is a [`FaultPoint`]; `tests/fault.rs` crashes a child process at
+//! every one of them and checks the outcome the rules promise.
 //!
 //! # Turns
 //!
@@ -46,6 +48,7 @@
 //! and reports a warning.
 
 use crate::durability::{open_append, sync_dir, sync_file, temp_path, write_temp, SyncPolicy};
+use crate::fault::{reach, FaultPoint};
 use crate::jsonl::{read_jsonl_repairing, truncate, JsonlLine};
 use crate::lock::InstanceLock;
 use crate::paths::InstancePaths;
@@ -294,6 +297,7 @@ impl FileJournal {
             base_bytes: before,
             base_bytes_after: after,
         })?;
+        reach(FaultPoint::AppendMarkerWritten);
         let base_path = self.paths.base_log();
         let appended = self
             .base_file
@@ -307,6 +311,7 @@ impl FileJournal {
             }
             return Err(error);
         }
+        reach(FaultPoint::AppendBaseWritten);
         self.clear_events()?;
         self.base_len += delta.len();
         self.base_bytes = after;
@@ -322,6 +327,7 @@ impl FileJournal {
             let _ = std::fs::remove_file(&temp);
             return Err(error);
         }
+        reach(FaultPoint::RewriteTempWritten);
         let marker = CommitMarker {
             kind: CommitTag::Commit,
             turn_id: turn_id.to_string(),
@@ -336,11 +342,13 @@ impl FileJournal {
                 return Err(error);
             }
         };
+        reach(FaultPoint::RewriteMarkerWritten);
         if let Err(source) = std::fs::rename(&temp, &base_path) {
             self.undo_events_to(marker_start);
             let _ = std::fs::remove_file(&temp);
             return Err(StoreError::io("renaming into", base_path, source));
         }
+        reach(FaultPoint::RewriteRenamed);
         // From here the new base is in place and the marker rolls it forward,
         // so any failure stops the journal instead of undoing.
         let finished = sync_dir(&self.paths.messages_dir(), self.policy.syncs_commits())
@@ -450,6 +458,7 @@ fn recover(paths: &InstancePaths, policy: SyncPolicy) -> Result<Recovered, Store
     match marker {
         Some((marker, marker_start)) => {
             let committed = finish_interrupted_commit(paths, &marker, policy)?;
+            reach(FaultPoint::RecoveryMarkerResolved);
             if committed {
                 truncate(&events_path, 0)?;
                 events_len = 0;

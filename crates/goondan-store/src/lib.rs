@@ -30,6 +30,7 @@ mod active;
 mod durability;
 pub mod error;
 mod extension_state;
+pub mod fault;
 mod instance;
 mod journal;
 mod jsonl;
