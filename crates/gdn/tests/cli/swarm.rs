@@ -467,9 +467,7 @@ fn an_agent_killed_mid_turn_is_respawned_and_finishes_the_turn_once() {
             None => Reply::tool("wait__seconds", json!({"seconds": 0})),
             // Holds alpha after its first step was recorded, once; the
             // resumed Turn gets its answer.
-            Some(_) if !hung_in_mock.swap(true, std::sync::atomic::Ordering::SeqCst) => {
-                Reply::Hang
-            }
+            Some(_) if !hung_in_mock.swap(true, std::sync::atomic::Ordering::SeqCst) => Reply::Hang,
             Some(_) => Reply::text("first done"),
         }
     });
@@ -891,4 +889,75 @@ fn random_kills_with_events_queued_and_in_flight_lose_and_double_nothing() {
             .count();
         assert_eq!(answers, 1, "{text} answered once: {conversation:#?}");
     }
+}
+
+/// True when every tool call of an assistant message is answered by tool
+/// messages before the conversation goes on, as the OpenAI and Anthropic
+/// APIs require (they answer 400 otherwise).
+fn every_tool_call_answered(messages: &[Value]) -> bool {
+    let mut open: Vec<String> = Vec::new();
+    for message in messages {
+        match message["role"].as_str() {
+            Some("tool") => {
+                let id = message["tool_call_id"].as_str().unwrap_or_default();
+                open.retain(|call| call != id);
+            }
+            _ if !open.is_empty() => return false,
+            Some("assistant") => {
+                if let Some(calls) = message["tool_calls"].as_array() {
+                    open.extend(
+                        calls
+                            .iter()
+                            .filter_map(|call| call["id"].as_str().map(String::from)),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    open.is_empty()
+}
+
+/// Issue 16 #2: a kill -9 of the orchestrator and its agent during a tool
+/// call leaves no dangling call: the next Turn closes it, and the provider
+/// accepts the conversation.
+#[test]
+fn a_tool_call_killed_with_its_orchestrator_leaves_a_conversation_providers_accept() {
+    let swarm = Swarm::pair(2, |request| {
+        if !every_tool_call_answered(request.messages()) {
+            return Reply::text("400: a tool call has no result");
+        }
+        match (request.last_user_text().as_str(), request.tool_result()) {
+            ("first", None) => Reply::tool("wait__seconds", json!({"seconds": 30})),
+            ("first", Some(_)) => Reply::text("first done"),
+            _ => Reply::text("second done"),
+        }
+    });
+    let resident = swarm.start_resident();
+    let first = swarm.spawn_input("first");
+    swarm
+        .mock
+        .wait_for("alpha's tool call", |r| r.last_user_text() == "first");
+    let alpha = wait_until("alpha's pid", || swarm.pid_of("alpha"));
+    // The wait tool is running: kill everything at once.
+    std::thread::sleep(Duration::from_millis(200));
+    sigkill(resident.pid());
+    sigkill(alpha);
+    let _ = finish(first, "the input whose swarm was killed");
+    drop(resident);
+    wait_until("alpha to be gone", || (!alive(alpha)).then_some(()));
+
+    let second = swarm.run(&["run", "--input", "second"]);
+    assert_eq!(code(&second), 0, "{}", stderr(&second));
+    assert_eq!(stdout(&second), "second done\n");
+    let conversation = swarm.conversation("alpha");
+    assert!(every_tool_call_answered(
+        &swarm.mock.requests().last().unwrap().messages().to_vec()
+    ));
+    let interrupted = conversation
+        .iter()
+        .filter(|data| data["role"] == "tool")
+        .filter(|data| data.to_string().contains("E_TOOL_INTERRUPTED"))
+        .count();
+    assert_eq!(interrupted, 1, "{conversation:#?}");
 }

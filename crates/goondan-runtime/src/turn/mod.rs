@@ -504,9 +504,19 @@ impl TurnCore<'_> {
                     ctx.emit_message_event(MessageEvent::Append { message })?;
                 }
             }
-            _ => ctx.emit_message_event(MessageEvent::Append {
-                message: Self::input_message(ctx.input_event()),
-            })?,
+            _ => {
+                // A Turn cut short whose input was not redelivered (the
+                // orchestrator died too, or gave it up) left its calls
+                // open; close them before the new input.
+                let closing =
+                    redelivery::close_last_turn(&ctx.conversation().state().next_messages());
+                for message in closing {
+                    ctx.emit_message_event(MessageEvent::Append { message })?;
+                }
+                ctx.emit_message_event(MessageEvent::Append {
+                    message: Self::input_message(ctx.input_event()),
+                })?
+            }
         }
         let agent = self.agent;
         let mut previous_steps: Vec<StepResult> = Vec::new();

@@ -70,6 +70,20 @@ pub(crate) fn prior_turn(messages: &MessagesView<'_>, event_id: &str) -> Option<
     })
 }
 
+/// Tool results for the calls the latest Turn left unanswered (a process
+/// killed during a tool call whose input was not redelivered). A new Turn
+/// appends them before its input, so the conversation it sends keeps the
+/// shape the providers require.
+pub(crate) fn close_last_turn(messages: &MessagesView<'_>) -> Vec<Message> {
+    let mut turn: Vec<&Message> = messages
+        .iter()
+        .rev()
+        .take_while(|message| !message.metadata.contains_key(INBOUND_MARK))
+        .collect();
+    turn.reverse();
+    unanswered_calls(&turn)
+}
+
 /// Tool results for every call in `turn` that has none.
 fn unanswered_calls(turn: &[&Message]) -> Vec<Message> {
     let answered: Vec<String> = turn
@@ -168,6 +182,30 @@ mod tests {
             })
         );
         assert_eq!(prior_turn(&state.next_messages(), "evt_z"), None);
+    }
+
+    #[test]
+    fn a_new_turn_closes_only_the_calls_the_latest_turn_left_open() {
+        let state = ConversationState::new(vec![
+            inbound("evt_a"),
+            assistant(vec![call("c1")]),
+            result("c1"),
+            assistant(vec![ContentPart::text("done")]),
+            inbound("evt_b"),
+            assistant(vec![call("c2"), call("c3")]),
+            result("c2"),
+        ]);
+        let closing = close_last_turn(&state.next_messages());
+        assert_eq!(closing.len(), 1);
+        assert!(matches!(
+            &closing[0].data.parts()[0],
+            ContentPart::ToolResult { tool_call_id, .. } if tool_call_id == "c3"
+        ));
+        let tidy = ConversationState::new(vec![
+            inbound("evt_a"),
+            assistant(vec![ContentPart::text("ok")]),
+        ]);
+        assert!(close_last_turn(&tidy.next_messages()).is_empty());
     }
 
     #[test]
