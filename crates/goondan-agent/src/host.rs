@@ -20,7 +20,7 @@ use crate::{lock, IpcAgents};
 use goondan_ipc::protocol::{
     self, Answer, AnswerOutcome, Failure, ProtocolStats, Ready, StartError, TextDelta, TurnFinished,
 };
-use goondan_ipc::{Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_ipc::{framing, Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::turn::{Agent, PriorTurn};
 use goondan_store::{InstanceStatus, MetadataFile};
 use goondan_types::{AgentEvent, IpcMessage, TurnFinishReason, TurnResult};
@@ -61,8 +61,32 @@ impl Outbound {
             .await;
     }
 
+    /// Sends `answer`; one too large for an IPC frame is replaced by a
+    /// failure saying so (the whole answer stays in the conversation), so
+    /// the caller never waits for a message no reader would accept.
     async fn answer(&self, to: &str, answer: &Answer, trace_id: Option<String>) {
-        let event = answer.to_event(&self.me.agent_name, trace_id);
+        let event = answer.to_event(&self.me.agent_name, trace_id.clone());
+        let message = protocol::event_message(&self.me.to_string(), to, &event);
+        if framing::fits(&message) {
+            self.send(message).await;
+            return;
+        }
+        let bytes = framing::encoded_len(&message);
+        tracing::warn!(
+            code = "E_IPC_TOO_LARGE",
+            bytes,
+            "answer over the IPC frame bound replaced by an error"
+        );
+        let refusal = Answer::failed(
+            answer.in_reply_to.clone(),
+            "E_IPC_TOO_LARGE",
+            &format!(
+                "{} answered with {bytes} bytes, over the {}-byte IPC limit; the whole answer is kept in its conversation",
+                self.me,
+                framing::MAX_LINE_BYTES
+            ),
+        );
+        let event = refusal.to_event(&self.me.agent_name, trace_id);
         self.event(to, &event).await;
     }
 

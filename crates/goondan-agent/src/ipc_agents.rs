@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use goondan_ipc::protocol::{
     self, Answer, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest,
 };
-use goondan_ipc::{RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_ipc::{framing, RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::{AgentsApi, AgentsError, AsyncResponseInbox, InterAgentResponse};
 use goondan_types::agents::{
     AgentRuntimeCatalogResult, AgentRuntimeListOptions, AgentRuntimeListResult,
@@ -270,8 +270,14 @@ impl IpcAgents {
     }
 
     async fn post(&self, to: &str, event: &AgentEvent) -> Result<(), AgentsError> {
-        self.send_message(protocol::event_message(&self.me.to_string(), to, event))
-            .await
+        let message = protocol::event_message(&self.me.to_string(), to, event);
+        if !framing::fits(&message) {
+            return Err(AgentsError::TooLarge {
+                bytes: framing::encoded_len(&message),
+                limit: framing::MAX_LINE_BYTES,
+            });
+        }
+        self.send_message(message).await
     }
 
     async fn send_message(&self, message: IpcMessage) -> Result<(), AgentsError> {

@@ -341,3 +341,15 @@ async fn a_refusal_naming_the_request_fails_it_at_once() {
     let error = call.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("E_QUEUE_FULL"));
 }
+
+#[tokio::test]
+async fn a_request_over_the_frame_bound_fails_at_once_and_sends_nothing() {
+    let (agents, mut orchestrator, _) = alpha();
+    let huge = "\"".repeat(goondan_ipc::framing::MAX_LINE_BYTES / 2 + 16);
+    let error = agents
+        .request("beta", event(&huge), AgentRuntimeRequestOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_IPC_TOO_LARGE");
+    assert!(orchestrator.receiver.try_recv().is_err());
+}

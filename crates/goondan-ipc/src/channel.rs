@@ -41,7 +41,9 @@ impl IpcChannel {
     {
         let (outbound_tx, outbound_rx) = mpsc::channel(DEFAULT_CAPACITY);
         let (inbound_tx, inbound_rx) = mpsc::channel(DEFAULT_CAPACITY);
-        let writer = tokio::spawn(write_lines(writer, outbound_rx));
+        let writer = tokio::spawn(write_lines(writer, outbound_rx, |message| {
+            framing::encode(&message)
+        }));
         // A weak sender, so that the writer still finishes once the
         // process drops its own senders while stdin stays open.
         let rejections = outbound_tx.downgrade();
@@ -79,14 +81,15 @@ impl IpcChannel {
     }
 }
 
-/// Writes each message as one line until every sender is gone or the
-/// stream breaks.
-pub(crate) async fn write_lines<W: AsyncWrite + Unpin>(
+/// Writes each queued item as one line (`encode` makes the line) until
+/// every sender is gone or the stream breaks.
+pub(crate) async fn write_lines<W: AsyncWrite + Unpin, T>(
     mut writer: W,
-    mut outbound: mpsc::Receiver<IpcMessage>,
+    mut outbound: mpsc::Receiver<T>,
+    encode: impl Fn(T) -> Vec<u8>,
 ) {
-    while let Some(message) = outbound.recv().await {
-        let line = framing::encode(&message);
+    while let Some(item) = outbound.recv().await {
+        let line = encode(item);
         if writer.write_all(&line).await.is_err() || writer.flush().await.is_err() {
             break;
         }
@@ -97,11 +100,11 @@ pub(crate) async fn write_lines<W: AsyncWrite + Unpin>(
 /// returns false to stop). A line that is not a message is counted in
 /// `stats`, logged, and answered through `rejections` with what `reject`
 /// builds.
-pub(crate) async fn read_messages<R, F, Fut>(
+pub(crate) async fn read_messages<R, F, Fut, T>(
     reader: R,
     stats: &ProtocolStats,
-    rejections: mpsc::WeakSender<IpcMessage>,
-    reject: impl Fn(&ProtocolError) -> IpcMessage,
+    rejections: mpsc::WeakSender<T>,
+    reject: impl Fn(&ProtocolError) -> T,
     mut deliver: F,
 ) where
     R: AsyncRead + Unpin,

@@ -18,6 +18,28 @@ pub fn encode(message: &IpcMessage) -> Vec<u8> {
     line
 }
 
+/// The length of `message`'s line, newline included, without building it.
+pub fn encoded_len(message: &IpcMessage) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(1);
+    let _ = serde_json::to_writer(&mut count, message);
+    count.0
+}
+
+/// True when `message` fits one frame ([`MAX_LINE_BYTES`]).
+pub fn fits(message: &IpcMessage) -> bool {
+    encoded_len(message) <= MAX_LINE_BYTES
+}
+
 /// Parses one line (without its newline) into a message.
 pub fn decode(line: &[u8]) -> Result<IpcMessage, IpcError> {
     serde_json::from_slice(line).map_err(|error| IpcError::Malformed {
@@ -111,6 +133,7 @@ mod tests {
         };
         let line = encode(&message);
         assert_eq!(line.last(), Some(&b'\n'));
+        assert_eq!(encoded_len(&message), line.len());
         assert_eq!(decode(&line[..line.len() - 1]).unwrap(), message);
         let error = decode(b"{not json").unwrap_err();
         assert_eq!(error.code(), "E_IPC_MALFORMED");

@@ -13,6 +13,7 @@
 //! for a dead process's last lines.
 
 use crate::channel::{read_messages, write_lines};
+use crate::framing;
 use crate::protocol::{ProtocolError, ProtocolStats};
 use crate::{RoutingKey, ORCHESTRATOR};
 use goondan_types::IpcMessage;
@@ -90,15 +91,25 @@ pub enum SendError {
     Closed(Box<IpcMessage>),
     /// The link is of an older generation than the one now open.
     Stale(Box<IpcMessage>),
+    /// The message would be a line over the frame bound
+    /// ([`MAX_LINE_BYTES`](crate::framing::MAX_LINE_BYTES)); no peer would
+    /// accept it.
+    TooLarge {
+        /// The message.
+        message: Box<IpcMessage>,
+        /// Its encoded size.
+        bytes: usize,
+    },
 }
 
 impl SendError {
     /// The message that was not sent.
     pub fn into_message(self) -> IpcMessage {
         match self {
-            SendError::Full(message) | SendError::Closed(message) | SendError::Stale(message) => {
-                *message
-            }
+            SendError::Full(message)
+            | SendError::Closed(message)
+            | SendError::Stale(message)
+            | SendError::TooLarge { message, .. } => *message,
         }
     }
 }
@@ -121,7 +132,7 @@ pub trait Transport: Send + Sync {
 }
 
 /// The open links of a [`StdioTransport`]: the newest generation per key.
-type Links = Arc<Mutex<HashMap<RoutingKey, (u64, mpsc::Sender<IpcMessage>)>>>;
+type Links = Arc<Mutex<HashMap<RoutingKey, (u64, mpsc::Sender<Vec<u8>>)>>>;
 
 /// JSON lines over each child's stdio.
 pub struct StdioTransport {
@@ -153,7 +164,7 @@ impl Transport for StdioTransport {
             });
         };
         let (outbound, outbound_rx) = mpsc::channel(LINK_CAPACITY);
-        tokio::spawn(write_lines(to_process, outbound_rx));
+        tokio::spawn(write_lines(to_process, outbound_rx, |line| line));
         let rejections = outbound.downgrade();
         self.links
             .lock()
@@ -178,9 +189,17 @@ impl Transport for StdioTransport {
         if *generation != link.generation {
             return Err(SendError::Stale(Box::new(message)));
         }
-        sender.try_send(message).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(message) => SendError::Full(Box::new(message)),
-            mpsc::error::TrySendError::Closed(message) => SendError::Closed(Box::new(message)),
+        let line = framing::encode(&message);
+        if line.len() > framing::MAX_LINE_BYTES {
+            let bytes = line.len();
+            return Err(SendError::TooLarge {
+                message: Box::new(message),
+                bytes,
+            });
+        }
+        sender.try_send(line).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => SendError::Full(Box::new(message)),
+            mpsc::error::TrySendError::Closed(_) => SendError::Closed(Box::new(message)),
         })
     }
 
@@ -209,10 +228,11 @@ async fn read_lines<R: AsyncRead + Unpin>(
     events: mpsc::Sender<TransportEvent>,
     links: Links,
     stats: Arc<ProtocolStats>,
-    rejections: mpsc::WeakSender<IpcMessage>,
+    rejections: mpsc::WeakSender<Vec<u8>>,
 ) {
     let to = link.key.to_string();
-    let reject = |error: &ProtocolError| error.rejection().to_message(ORCHESTRATOR, &to);
+    let reject =
+        |error: &ProtocolError| framing::encode(&error.rejection().to_message(ORCHESTRATOR, &to));
     read_messages(reader, &stats, rejections, reject, |message| {
         let link = link.clone();
         let events = events.clone();
@@ -236,7 +256,6 @@ async fn read_lines<R: AsyncRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framing;
     use crate::protocol::{decode, Inbound, Ready, RuntimeMessage, PROTOCOL_VERSION};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -331,6 +350,20 @@ mod tests {
             Inbound::Runtime(RuntimeMessage::Rejected(rejected)) if rejected.code == "E_IPC_MALFORMED"
         ));
         assert_eq!(stats.malformed(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_message_over_the_frame_bound_is_refused_at_once() {
+        let (events_tx, _events) = mpsc::channel(16);
+        let transport = StdioTransport::new(events_tx, Arc::default());
+        let (endpoint, _child_out, _child_in) = stdio();
+        transport.open(link(1), endpoint).unwrap();
+        let mut huge = ready();
+        huge.payload["metadata"]["padding"] = "\"".repeat(framing::MAX_LINE_BYTES / 2 + 1).into();
+        match transport.try_send(&link(1), huge) {
+            Err(SendError::TooLarge { bytes, .. }) => assert!(bytes > framing::MAX_LINE_BYTES),
+            other => panic!("not refused: {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -61,6 +61,18 @@ pub enum OrchestratorError {
         /// The limit (`policy.queues.maxQueuedEvents`).
         limit: usize,
     },
+    /// A message would exceed the IPC frame bound.
+    #[error(
+        "a message for {key} is {bytes} bytes, over the {limit}-byte IPC limit; it was refused"
+    )]
+    TooLarge {
+        /// The instance.
+        key: String,
+        /// Its encoded size.
+        bytes: usize,
+        /// The bound.
+        limit: usize,
+    },
     /// No ingress rule of the Connection matches the event.
     #[error("no ingress rule of Connection/{connection} matches event `{event}`")]
     NoIngressRoute {
@@ -101,6 +113,7 @@ impl OrchestratorError {
             OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
             OrchestratorError::QueueFull { .. } => "E_QUEUE_FULL",
             OrchestratorError::NoIngressRoute { .. } => "E_INGRESS_NO_ROUTE",
+            OrchestratorError::TooLarge { .. } => "E_IPC_TOO_LARGE",
             OrchestratorError::Protocol { source, .. } => source.code(),
             OrchestratorError::Control { .. } => "E_CONTROL_SOCKET",
         }
@@ -119,6 +132,9 @@ impl OrchestratorError {
             )),
             OrchestratorError::QueueFull { .. } => Some(
                 "retry later, or raise the Swarm's policy.queues.maxQueuedEvents".into(),
+            ),
+            OrchestratorError::TooLarge { .. } => Some(
+                "send large content as a file and pass its path instead".into(),
             ),
             OrchestratorError::NoIngressRoute { connection, .. } => Some(format!(
                 "add a rule without `match` at the end of Connection/{connection} spec.ingress.rules"

@@ -68,6 +68,14 @@ pub enum AgentsError {
         /// The limit.
         limit: usize,
     },
+    /// The request is too large for one IPC message.
+    #[error("the request is {bytes} bytes, over the {limit}-byte IPC limit")]
+    TooLarge {
+        /// Its encoded size.
+        bytes: usize,
+        /// The bound.
+        limit: usize,
+    },
     /// The transport to the orchestrator broke.
     #[error("inter-agent transport failed: {message}")]
     Transport {
@@ -83,6 +91,7 @@ impl AgentsError {
             AgentsError::Unavailable { .. } => "E_AGENTS_UNAVAILABLE",
             AgentsError::Timeout { .. } => "E_AGENT_REQUEST_TIMEOUT",
             AgentsError::QueueFull { .. } => "E_QUEUE_FULL",
+            AgentsError::TooLarge { .. } => "E_IPC_TOO_LARGE",
             AgentsError::Cycle { .. } => "E_AGENT_CYCLE",
             AgentsError::UnknownTarget { .. } => "E_AGENT_UNKNOWN_TARGET",
             AgentsError::Failed { .. } => "E_AGENT_REQUEST_FAILED",
@@ -99,9 +108,12 @@ impl AgentsError {
                 Some("send a fire-and-forget event or an async request instead")
             }
             AgentsError::UnknownTarget { .. } => Some("list the swarm's agents with `catalog`"),
-            AgentsError::QueueFull { .. } => {
-                Some("wait for earlier answers, or raise the Swarm's policy.queues.maxPendingRequests")
+            AgentsError::TooLarge { .. } => {
+                Some("write large content to a file and pass its path instead")
             }
+            AgentsError::QueueFull { .. } => Some(
+                "wait for earlier answers, or raise the Swarm's policy.queues.maxPendingRequests",
+            ),
             AgentsError::Failed { .. } | AgentsError::Transport { .. } => None,
         }
     }

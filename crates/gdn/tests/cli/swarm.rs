@@ -961,3 +961,29 @@ fn a_tool_call_killed_with_its_orchestrator_leaves_a_conversation_providers_acce
         .count();
     assert_eq!(interrupted, 1, "{conversation:#?}");
 }
+
+/// Issue 16 #4: a model answer whose IPC message would exceed the frame
+/// bound reaches the caller as a clear error at once instead of a hang; the
+/// whole answer stays in the conversation.
+#[test]
+fn an_answer_over_the_ipc_frame_bound_is_a_clear_error_not_a_hang() {
+    // Each U+0001 is escaped to six bytes in JSON: 1.5 MB of text becomes
+    // a 9 MB line.
+    let swarm = Swarm::pair(2, |_| Reply::text("\u{1}".repeat(1_500_000)));
+    let started = Instant::now();
+    let output = swarm.run(&["run", "--input", "big"]);
+    assert_ne!(code(&output), 0);
+    assert!(
+        stderr(&output).contains("E_IPC_TOO_LARGE"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let conversation = swarm.conversation("alpha");
+    let last = conversation.last().unwrap();
+    assert_eq!(last["role"], "assistant");
+    assert_eq!(
+        last["content"][0]["text"].as_str().unwrap().chars().count(),
+        1_500_000
+    );
+}

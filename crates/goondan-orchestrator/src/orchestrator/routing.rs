@@ -283,7 +283,8 @@ impl Orchestrator {
     /// Hands queued messages to ready processes, in order, as far as each
     /// link takes them.
     pub(super) fn flush_queues(&mut self) {
-        for instance in self.instances.values_mut() {
+        let mut oversized = Vec::new();
+        for (key, instance) in self.instances.iter_mut() {
             if !instance.takes_events() {
                 continue;
             }
@@ -298,12 +299,26 @@ impl Orchestrator {
                         }
                         instance.handed_over(queued);
                     }
+                    Err(SendError::TooLarge { bytes, .. }) => {
+                        oversized.push((key.clone(), queued, bytes));
+                    }
                     Err(SendError::Full(_) | SendError::Closed(_) | SendError::Stale(_)) => {
                         instance.requeue_front(queued);
                         break;
                     }
                 }
             }
+        }
+        // A message no process can take is refused to its sender at once
+        // instead of waiting forever.
+        for (key, queued, bytes) in oversized {
+            tracing::warn!(key = %key, code = "E_IPC_TOO_LARGE", bytes, "message over the IPC frame bound refused");
+            let error = OrchestratorError::TooLarge {
+                key: key.to_string(),
+                bytes,
+                limit: goondan_ipc::framing::MAX_LINE_BYTES,
+            };
+            self.fail_queued(&key, &queued, error);
         }
     }
 }

@@ -256,21 +256,32 @@ impl Orchestrator {
     /// An event every process died on: its requester is told, and it is
     /// not handed out again.
     fn give_up(&mut self, key: &RoutingKey, queued: Queued, code: Option<i32>, attempts: u32) {
-        let event_id = queued.event_id.unwrap_or_default();
-        tracing::error!(key = %key, event_id = %event_id, attempts, code = "E_AGENT_CRASHED", "every process handed this event died; it is given up");
+        tracing::error!(key = %key, event_id = ?queued.event_id, attempts, code = "E_AGENT_CRASHED", "every process handed this event died; it is given up");
         let error = OrchestratorError::AgentExited {
             attempts,
             key: key.to_string(),
             code,
         };
-        if let Some(waiter) = self
-            .waiters
-            .remove(&protocol::correlation_id_for_id(&event_id))
-        {
-            let _ = waiter.reply.send(Err(error));
-            return;
+        self.fail_queued(key, &queued, error);
+    }
+
+    /// Tells whoever waits for `queued` (a request of the orchestrator's
+    /// own, or of another agent) that it failed with `error`.
+    pub(super) fn fail_queued(
+        &mut self,
+        key: &RoutingKey,
+        queued: &Queued,
+        error: OrchestratorError,
+    ) {
+        if let Some(event_id) = &queued.event_id {
+            if let Some(waiter) = self
+                .waiters
+                .remove(&protocol::correlation_id_for_id(event_id))
+            {
+                let _ = waiter.reply.send(Err(error));
+                return;
+            }
         }
-        // A request from another agent: answer its caller.
         if let Ok(event) =
             serde_json::from_value::<goondan_types::AgentEvent>(queued.message.payload.clone())
         {

@@ -63,6 +63,13 @@ impl Transport for FakeTransport {
     }
 
     fn try_send(&self, link: &Link, message: IpcMessage) -> Result<(), SendError> {
+        let bytes = goondan_ipc::framing::encode(&message).len();
+        if bytes > goondan_ipc::framing::MAX_LINE_BYTES {
+            return Err(SendError::TooLarge {
+                message: Box::new(message),
+                bytes,
+            });
+        }
         let mut capacity = self.capacity.lock().unwrap();
         if *capacity == 0 {
             return Err(SendError::Full(Box::new(message)));
@@ -423,4 +430,19 @@ async fn a_process_that_closed_its_output_but_lives_on_is_killed() {
     assert!(killed, "the silent process was killed");
     let second = h.next_ready_process().await;
     assert!(second.generation > first.generation);
+}
+
+#[tokio::test]
+async fn an_event_over_the_frame_bound_fails_at_once_and_the_instance_serves_on() {
+    let mut h = harness(8);
+    let huge = "\"".repeat(goondan_ipc::framing::MAX_LINE_BYTES / 2 + 16);
+    let asking = h.ask(&huge);
+    let link = h.next_ready_process().await;
+    let error = asking.await.unwrap().unwrap_err();
+    assert_eq!(error.code(), "E_IPC_TOO_LARGE");
+    let next = h.ask("small");
+    let (_, event) = h.next_event().await;
+    assert_eq!(event.input.as_deref(), Some("small"));
+    h.answer(&link, &event, "ok").await;
+    assert!(next.await.unwrap().is_ok());
 }
