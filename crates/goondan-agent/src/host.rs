@@ -192,7 +192,7 @@ pub async fn serve(
 ) -> HostExit {
     let (queue_tx, mut queue) = mpsc::channel::<AgentEvent>(max_queued.max(1));
     let (control_tx, mut control) = watch::channel(Control::Running);
-    let sorter = tokio::spawn(sort_inbound(
+    let mut sorter = tokio::spawn(sort_inbound(
         receiver,
         agents.clone(),
         outbound.clone(),
@@ -211,6 +211,16 @@ pub async fn serve(
         let event = tokio::select! {
             biased;
             _ = control.changed() => continue,
+            ended = &mut sorter => {
+                // The reader never ends on its own while the channel is
+                // open; if it panicked, so does the process.
+                if let Err(error) = ended {
+                    if error.is_panic() {
+                        std::panic::resume_unwind(error.into_panic());
+                    }
+                }
+                break;
+            }
             event = queue.recv() => match event {
                 Some(event) => event,
                 None => break,

@@ -5,6 +5,9 @@ use crate::cli::AgentArgs;
 use goondan_agent::assemble::AgentProcessArgs;
 use std::sync::Arc;
 
+/// The exit code of an AgentProcess that panicked.
+const PANIC_EXIT_CODE: i32 = 101;
+
 /// Runs one AgentProcess and exits with its code.
 pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> ! {
     exit_with_parent();
@@ -34,12 +37,34 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         Arc::new(goondan_base::builtins_with_model(summarizer))
             as Arc<dyn goondan_runtime::BuiltinCatalog>
     };
-    let code = runtime.block_on(goondan_agent::host::run_agent_process(
-        process_args,
-        &builtins_for,
-    ));
-    // Leave at once: the runtime may still hold a blocked stdin read.
+    let code = exit_code_of(
+        &runtime,
+        goondan_agent::host::run_agent_process(process_args, &builtins_for),
+    );
+    // Leave at once, whatever happened: the runtime may still hold a
+    // blocked stdin read, and dropping it would wait for that read.
     std::process::exit(code)
+}
+
+/// Runs `process` to its exit code. A panic outside a tool call (tool
+/// panics are caught and become tool errors) is [`PANIC_EXIT_CODE`], so
+/// the process ends at once, the orchestrator sees a crash and redelivers
+/// the event instead of waiting on a half-alive process.
+fn exit_code_of(
+    runtime: &tokio::runtime::Runtime,
+    process: impl std::future::Future<Output = i32>,
+) -> i32 {
+    let run = std::panic::AssertUnwindSafe(|| runtime.block_on(process));
+    match std::panic::catch_unwind(run) {
+        Ok(code) => code,
+        Err(_) => {
+            tracing::error!(
+                code = "E_AGENT_PANICKED",
+                "the agent process panicked; exiting"
+            );
+            PANIC_EXIT_CODE
+        }
+    }
 }
 
 /// Makes sure an AgentProcess never outlives the orchestrator that
@@ -62,5 +87,31 @@ fn exit_with_parent() {
     // before this process started.
     if std::os::unix::process::parent_id() == 1 {
         std::process::exit(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_panic_ends_the_run_at_once_even_with_a_blocked_read_pending() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let code = exit_code_of(&runtime, async {
+            // Stands for the stdin read that never returns.
+            tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_secs(30)));
+            tokio::task::yield_now().await;
+            panic!("a bug outside any tool call");
+        });
+        assert_eq!(code, PANIC_EXIT_CODE);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // Dropping the runtime would wait for the blocked read; the
+        // process exits instead.
+        std::mem::forget(runtime);
     }
 }
