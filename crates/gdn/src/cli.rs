@@ -125,9 +125,14 @@ pub(crate) struct RunArgs {
     /// Send one message to the entry agent, print the answer and exit.
     #[arg(long, conflicts_with = "input_file")]
     pub(crate) input: Option<String>,
-    /// Like --input, reading the message from a file.
+    /// Like --input, reading the message from a file (at most 1 MiB; a
+    /// FIFO or device is read through the same bound).
     #[arg(long, value_name = "PATH")]
     pub(crate) input_file: Option<PathBuf>,
+    /// Talk to this instance of the entry agent (default: the Swarm's
+    /// instance key); each key keeps its own conversation.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) instance_key: Option<String>,
     /// Run in the background; logs go under the System Root.
     #[arg(long)]
     pub(crate) detach: bool,

@@ -2,15 +2,20 @@
 //! the bundle, the selected Swarm, its instance key and the System Root,
 //! resolved once. Failures are rendered here, as `gdn validate` renders
 //! them, so every command fails the same way.
+//!
+//! The System Root is scoped to the bundle (`goondan_store::paths::bundle_scope`):
+//! two projects whose swarms share an instance key get separate
+//! workspaces, control sockets and orchestrators.
 
 use crate::cli::{Format, GlobalArgs};
 use crate::exit::Outcome;
 use crate::render::{Renderer, Style};
 use goondan_config::{load_bundle, Bundle, LoadOptions};
-use goondan_store::{StateRoot, StateRootSources};
+use goondan_store::paths::{bundle_scope, MAX_SOCKET_PATH_BYTES};
+use goondan_store::{StateRoot, StateRootSources, WorkspacePaths};
 use goondan_types::Diagnostic;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A loaded bundle with its selected Swarm.
 pub(crate) struct Project {
@@ -20,16 +25,48 @@ pub(crate) struct Project {
     pub(crate) swarm_name: String,
     /// `Swarm.spec.instanceKey ?? Swarm.metadata.name`.
     pub(crate) instance_key: String,
-    /// The System Root.
+    /// The System Root, scoped to this bundle.
     pub(crate) state_root: StateRoot,
 }
 
 impl Project {
-    /// The control socket of this swarm's orchestrator.
-    pub(crate) fn control_socket(&self) -> PathBuf {
-        let workspace = self.state_root.workspace(&self.instance_key);
-        self.state_root.control_socket(workspace.workspace_id())
+    /// The workspace of the selected Swarm: its conversations, control
+    /// socket, lock, active record and process logs.
+    pub(crate) fn workspace(&self) -> WorkspacePaths {
+        self.state_root.workspace(&self.instance_key)
     }
+}
+
+/// The System Root scoped to `bundle`'s identity.
+pub(crate) fn scoped_state_root(state_root: StateRoot, bundle: &Bundle) -> StateRoot {
+    let package_name = bundle
+        .package()
+        .map(|package| package.metadata.name.as_str());
+    let scope = bundle_scope(bundle.root(), package_name);
+    state_root.with_bundle_scope(scope)
+}
+
+/// The control socket of `workspace`, or, when the System Root lies too
+/// deep for a Unix socket address, `Err` after printing a coded error:
+/// nothing may start that no client could ever reach.
+pub(crate) fn control_socket(workspace: &WorkspacePaths) -> Result<PathBuf, Outcome> {
+    let socket = workspace.control_socket();
+    if fits_socket_address(&socket) {
+        return Ok(socket);
+    }
+    eprintln!(
+        "error[E_STATE_ROOT_TOO_DEEP]: the control socket {} is {} bytes long; a Unix socket path holds at most {MAX_SOCKET_PATH_BYTES}",
+        socket.display(),
+        socket.as_os_str().len()
+    );
+    eprintln!(
+        "   = help: use a shorter System Root (--state-root or GOONDAN_STATE_ROOT); nothing was started"
+    );
+    Err(Outcome::ConfigError)
+}
+
+fn fits_socket_address(socket: &Path) -> bool {
+    socket.as_os_str().len() <= MAX_SOCKET_PATH_BYTES
 }
 
 /// The System Root from `--state-root`, `GOONDAN_STATE_ROOT` or
@@ -100,7 +137,7 @@ pub(crate) fn load(
     };
     let swarm_name = selected.name().to_string();
     let instance_key = selected.instance_key().to_string();
-    let state_root = state_root(global)?;
+    let state_root = scoped_state_root(state_root(global)?, &bundle);
     Ok(Ok(Project {
         bundle,
         swarm_name,

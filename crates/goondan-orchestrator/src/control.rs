@@ -1,20 +1,38 @@
-//! The control socket: a Unix socket under the state root's `runtime/`
-//! folder through which `gdn restart`, `gdn instance ...` and a second
-//! `gdn run` (attach) talk to a running orchestrator.
+//! The control socket: a Unix socket under the state root's
+//! `runtime/sockets/` folder through which `gdn restart`, `gdn instance ...`
+//! and a second `gdn run` (attach) talk to a running orchestrator.
 //!
 //! Protocol: one JSON request line ([`ControlRequest`], at most
 //! [`MAX_REQUEST_BYTES`]), one JSON response line ([`ControlResponse`],
-//! tagged by `result`), per connection.
+//! tagged by `result`), per connection. Every line gets an answer, a refusal
+//! a coded [`ControlResponse::Failed`].
+//!
+//! The socket is the orchestrator's edge, so it is hardened against its
+//! own users: the folder is 0700 and the socket 0600; a connection has
+//! [`REQUEST_LINE_TIMEOUT`] to send its line; at most
+//! [`MAX_WAITING_CONNECTIONS`] wait for theirs (one more evicts the one that
+//! waited longest, so idle connections can never lock out a real request)
+//! and at most [`MAX_ACTIVE_REQUESTS`] are served at once (one more is
+//! refused with `E_CONTROL_BUSY`); a failing `accept` (EMFILE) is logged and
+//! retried, never fatal. What it does not own: who may start an
+//! orchestrator (the caller holds the workspace's lock before binding).
 
 use crate::ingress::Ingress;
 use crate::orchestrator::InstanceStatus;
 use crate::{OrchestratorError, OrchestratorHandle};
-use goondan_ipc::framing::{self, LineRead};
 use goondan_types::AgentEvent;
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedReadHalf;
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{oneshot, Semaphore};
+use tokio::task::JoinSet;
 
 /// A control request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +46,14 @@ pub enum ControlRequest {
         /// The target agent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<String>,
+        /// The instance of it to talk to (the Swarm's instance key when
+        /// absent, or when a Connection rule fixes the key).
+        #[serde(
+            default,
+            rename = "instanceKey",
+            skip_serializing_if = "Option::is_none"
+        )]
+        instance_key: Option<String>,
         /// The text input.
         input: String,
     },
@@ -77,6 +103,9 @@ pub enum ControlResponse {
         /// Messages from children refused as unknown so far.
         #[serde(default)]
         refused_unknown: u64,
+        /// Which bundle it serves (absent from servers that do not say).
+        #[serde(default, flatten)]
+        identity: ControlIdentity,
     },
     /// Answers [`ControlRequest::Request`].
     Answer {
@@ -112,55 +141,290 @@ pub enum ControlResponse {
     },
 }
 
+/// Which bundle and workspace an orchestrator serves, reported by
+/// [`ControlResponse::Status`] so a client attaches only to its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlIdentity {
+    /// The workspace id (the Swarm's instance key and the bundle scope).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    /// The bundle folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle_dir: Option<PathBuf>,
+}
+
 /// The largest control request accepted, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+/// How long a connection may take to send its request line.
+pub const REQUEST_LINE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections waiting for their request line; one more evicts the oldest.
+pub const MAX_WAITING_CONNECTIONS: usize = 64;
+/// Requests being served at once; one more is refused with
+/// `E_CONTROL_BUSY`.
+pub const MAX_ACTIVE_REQUESTS: usize = 256;
+/// How long an answer may take to reach a client that stopped reading.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The pause after a failed `accept` (EMFILE, ENFILE), so a listener out
+/// of descriptors does not spin.
+const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
-/// Serves control requests until the listener fails. Removes a stale
-/// socket file first.
+/// Serves control requests at `path` until the task is dropped, with no
+/// identity; see [`ControlServer`] for the full form.
 pub async fn serve(path: PathBuf, handle: OrchestratorHandle) -> Result<(), OrchestratorError> {
-    let control_error = |source| OrchestratorError::Control {
-        path: path.display().to_string(),
-        source,
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(control_error)?;
+    ControlServer::bind(path, ControlIdentity::default())?
+        .run(handle, std::future::pending())
+        .await;
+    Ok(())
+}
+
+/// A bound control socket, not yet serving.
+#[derive(Debug)]
+pub struct ControlServer {
+    path: PathBuf,
+    listener: UnixListener,
+    identity: ControlIdentity,
+}
+
+impl ControlServer {
+    /// Creates the socket's folder (0700) and binds the socket (0600),
+    /// replacing a stale socket file. The caller must hold the workspace's
+    /// lock: only then is a file at `path` known to be a dead
+    /// orchestrator's and not a live one's. Needs a Tokio runtime.
+    pub fn bind(path: PathBuf, identity: ControlIdentity) -> Result<Self, OrchestratorError> {
+        let control_error = |source| OrchestratorError::Control {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(control_error)?;
+            // A folder made before this rule is narrowed too: not every
+            // system honors a socket file's own mode.
+            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))
+                .map_err(control_error)?;
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(control_error(error)),
+        }
+        let listener = UnixListener::bind(&path).map_err(control_error)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(control_error)?;
+        Ok(ControlServer {
+            path,
+            listener,
+            identity,
+        })
     }
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path).map_err(control_error)?;
-    loop {
-        let (stream, _) = listener.accept().await.map_err(control_error)?;
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            if let Err(error) = answer(stream, handle).await {
+
+    /// Serves until `stop` completes, then closes: removes the socket file,
+    /// serves the connections already queued behind the listener and waits
+    /// until every accepted connection has its answer. Never fails: a
+    /// failing `accept` is logged and retried.
+    pub async fn run(self, handle: OrchestratorHandle, stop: impl Future<Output = ()>) {
+        let ControlServer {
+            path,
+            listener,
+            identity,
+        } = self;
+        let mut admission = Admission {
+            waiting: Arc::new(Mutex::new(VecDeque::new())),
+            active: Arc::new(Semaphore::new(MAX_ACTIVE_REQUESTS)),
+            next_id: 0,
+        };
+        let mut connections = JoinSet::new();
+        let serving = Serving {
+            handle,
+            identity: Arc::new(identity),
+        };
+        tokio::pin!(stop);
+        loop {
+            while connections.try_join_next().is_some() {}
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                () = &mut stop => break,
+            };
+            match accepted {
+                Ok((stream, _)) => admission.admit(stream, &serving, &mut connections),
+                Err(error) => {
+                    tracing::warn!(socket = %path.display(), "control socket accept failed: {error}");
+                    tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
+                }
+            }
+        }
+        // Unlinked first, so no new client can reach the listener; then
+        // whatever connected before is accepted and answered, so a client
+        // whose connect succeeded never loses its request.
+        let _ = std::fs::remove_file(&path);
+        if let Ok(listener) = listener.into_std() {
+            while let Ok((stream, _)) = listener.accept() {
+                let stream = stream
+                    .set_nonblocking(true)
+                    .and_then(|()| UnixStream::from_std(stream));
+                match stream {
+                    Ok(stream) => admission.admit(stream, &serving, &mut connections),
+                    Err(error) => tracing::warn!("control connection failed: {error}"),
+                }
+            }
+        }
+        while connections.join_next().await.is_some() {}
+    }
+}
+
+/// What every connection task needs.
+#[derive(Clone)]
+struct Serving {
+    handle: OrchestratorHandle,
+    identity: Arc<ControlIdentity>,
+}
+
+/// Connections waiting for their request line, oldest first, each with
+/// the sender that evicts it.
+type WaitingList = Arc<Mutex<VecDeque<(u64, oneshot::Sender<()>)>>>;
+
+/// The bounds on connections: who is waiting for a line, and how many
+/// requests are being served.
+struct Admission {
+    waiting: WaitingList,
+    active: Arc<Semaphore>,
+    next_id: u64,
+}
+
+impl Admission {
+    fn admit(&mut self, stream: UnixStream, serving: &Serving, connections: &mut JoinSet<()>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let (evict, evicted) = oneshot::channel();
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            if waiting.len() >= MAX_WAITING_CONNECTIONS {
+                if let Some((_, oldest)) = waiting.pop_front() {
+                    let _ = oldest.send(());
+                }
+            }
+            waiting.push_back((id, evict));
+        }
+        let connection = Connection {
+            id,
+            evicted,
+            waiting: self.waiting.clone(),
+            active: self.active.clone(),
+        };
+        let serving = serving.clone();
+        connections.spawn(async move {
+            if let Err(error) = answer(stream, serving, connection).await {
                 tracing::warn!("control connection failed: {error}");
             }
         });
     }
 }
 
-async fn answer(stream: UnixStream, handle: OrchestratorHandle) -> std::io::Result<()> {
-    let (read, mut write) = stream.into_split();
-    let mut reader = BufReader::new(read);
-    let mut line = Vec::new();
-    let response =
-        match framing::read_bounded_line(&mut reader, &mut line, MAX_REQUEST_BYTES).await? {
-            LineRead::Eof => return Ok(()),
-            LineRead::TooLong(len) => failure(
-                "E_CONTROL_BAD_REQUEST",
-                &format!("a request of {len} bytes exceeds the {MAX_REQUEST_BYTES}-byte limit"),
-            ),
-            LineRead::Line => match serde_json::from_slice::<ControlRequest>(&line) {
-                Ok(request) => execute(request, &handle).await,
-                Err(error) => failure("E_CONTROL_BAD_REQUEST", &error.to_string()),
-            },
-        };
-    let mut bytes = serde_json::to_vec(&response).unwrap_or_default();
-    bytes.push(b'\n');
-    write.write_all(&bytes).await?;
-    write.shutdown().await
+/// One connection's place in the [`Admission`] bounds.
+struct Connection {
+    id: u64,
+    evicted: oneshot::Receiver<()>,
+    waiting: WaitingList,
+    active: Arc<Semaphore>,
 }
 
-async fn execute(request: ControlRequest, handle: &OrchestratorHandle) -> ControlResponse {
+impl Connection {
+    fn stop_waiting(&self) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        waiting.retain(|(id, _)| *id != self.id);
+    }
+}
+
+enum RequestLine {
+    Eof,
+    Line(Vec<u8>),
+    TooLong,
+}
+
+/// Reads one line, never more than [`MAX_REQUEST_BYTES`] of it: a longer
+/// one is refused as soon as the bound is passed, without reading the rest.
+async fn read_request_line(reader: &mut BufReader<OwnedReadHalf>) -> std::io::Result<RequestLine> {
+    let mut line = Vec::new();
+    let limit = MAX_REQUEST_BYTES as u64 + 1;
+    let n_read = (&mut *reader)
+        .take(limit)
+        .read_until(b'\n', &mut line)
+        .await?;
+    if n_read == 0 {
+        return Ok(RequestLine::Eof);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    } else if line.len() > MAX_REQUEST_BYTES {
+        return Ok(RequestLine::TooLong);
+    }
+    Ok(RequestLine::Line(line))
+}
+
+async fn answer(
+    stream: UnixStream,
+    serving: Serving,
+    mut connection: Connection,
+) -> std::io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let line = tokio::select! {
+        // A line already sent wins over an eviction decided meanwhile.
+        biased;
+        line = tokio::time::timeout(REQUEST_LINE_TIMEOUT, read_request_line(&mut reader)) => Some(line),
+        _ = &mut connection.evicted => None,
+    };
+    connection.stop_waiting();
+    let response = match line {
+        None => failure(
+            "E_CONTROL_BUSY",
+            &format!(
+                "more than {MAX_WAITING_CONNECTIONS} connections were waiting to send a request; this one waited longest"
+            ),
+        ),
+        Some(Err(_elapsed)) => failure(
+            "E_CONTROL_TIMEOUT",
+            &format!("no request line within {} s", REQUEST_LINE_TIMEOUT.as_secs()),
+        ),
+        Some(Ok(Err(error))) => return Err(error),
+        Some(Ok(Ok(RequestLine::Eof))) => return Ok(()),
+        Some(Ok(Ok(RequestLine::TooLong))) => failure(
+            "E_CONTROL_REQUEST_TOO_LARGE",
+            &format!("the request line is longer than the {MAX_REQUEST_BYTES}-byte limit"),
+        ),
+        Some(Ok(Ok(RequestLine::Line(bytes)))) => match std::str::from_utf8(&bytes) {
+            Err(error) => failure(
+                "E_CONTROL_BAD_REQUEST",
+                &format!("the request line is not UTF-8: {error}"),
+            ),
+            Ok(text) => match serde_json::from_str::<ControlRequest>(text) {
+                Err(error) => failure("E_CONTROL_BAD_REQUEST", &error.to_string()),
+                Ok(request) => match connection.active.clone().try_acquire_owned() {
+                    Ok(_permit) => execute(request, &serving).await,
+                    Err(_) => failure(
+                        "E_CONTROL_BUSY",
+                        &format!("{MAX_ACTIVE_REQUESTS} control requests are already being served"),
+                    ),
+                },
+            },
+        },
+    };
+    let mut bytes = serde_json::to_vec(&response).unwrap_or_default();
+    bytes.push(b'\n');
+    let written = tokio::time::timeout(WRITE_TIMEOUT, async {
+        write.write_all(&bytes).await?;
+        write.shutdown().await
+    })
+    .await;
+    written.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
+async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse {
+    let handle = &serving.handle;
     let outcome = match request {
         ControlRequest::Status => {
             let swarm = handle.swarm();
@@ -172,14 +436,23 @@ async fn execute(request: ControlRequest, handle: &OrchestratorHandle) -> Contro
                 protocol_version: goondan_ipc::PROTOCOL_VERSION,
                 refused_malformed: handle.protocol_stats().malformed(),
                 refused_unknown: handle.protocol_stats().unknown(),
+                identity: (*serving.identity).clone(),
             })
         }
-        ControlRequest::Request { agent, input } => handle
-            .ask(Ingress::cli(input, agent), None)
-            .await
-            .map(|answer| ControlResponse::Answer {
-                response: Box::new(answer),
-            }),
+        ControlRequest::Request {
+            agent,
+            instance_key,
+            input,
+        } => {
+            let mut ingress = Ingress::cli(input, agent);
+            ingress.event.instance_key = instance_key;
+            handle
+                .ask(ingress, None)
+                .await
+                .map(|answer| ControlResponse::Answer {
+                    response: Box::new(answer),
+                })
+        }
         ControlRequest::Restart {
             agent,
             instance_key,

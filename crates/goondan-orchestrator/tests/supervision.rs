@@ -542,6 +542,7 @@ fn control_socket_answers_list_and_request() {
             &socket,
             &ControlRequest::Request {
                 agent: None,
+                instance_key: None,
                 input: "via socket".into(),
             },
         )
@@ -560,6 +561,7 @@ fn control_socket_answers_list_and_request() {
             &socket,
             &ControlRequest::Request {
                 agent: Some("ghost".into()),
+                instance_key: None,
                 input: "x".into(),
             },
         )

@@ -12,6 +12,11 @@
 //! - An instance folder is keyed by `agentName:instanceKey`, the routing
 //!   key, as the original does: two agents serving the same instance key
 //!   keep separate conversations.
+//! - A swarm's runtime (its workspace, control socket, lock and active
+//!   record) is keyed by the Swarm's instance key *and* its bundle's
+//!   identity (the bundle scope, [`bundle_scope`]), so two projects whose
+//!   swarms share an instance key never share an orchestrator or a
+//!   conversation on one System Root.
 
 use crate::StoreError;
 use std::ffi::OsString;
@@ -23,8 +28,13 @@ use std::path::{Path, PathBuf};
 const MAX_COMPONENT_BYTES: usize = 160;
 /// Bytes of the encoded prefix kept in front of the hash of a cut name.
 const CUT_PREFIX_BYTES: usize = 140;
-/// Unix socket paths must fit `sun_path` (108 bytes on Linux, 104 on macOS).
-const MAX_SOCKET_PATH_BYTES: usize = 100;
+/// Unix socket paths must fit `sun_path` (108 bytes on Linux, 104 on macOS,
+/// both counting the terminating NUL); this bound leaves room for either.
+pub const MAX_SOCKET_PATH_BYTES: usize = 100;
+/// The environment variable through which an orchestrator hands its bundle
+/// scope to the AgentProcesses it spawns, so they open the workspace it
+/// chose without recomputing the bundle's identity.
+pub const BUNDLE_SCOPE_ENV: &str = "GOONDAN_BUNDLE_SCOPE";
 
 /// The inputs that decide the System Root, gathered by the caller so that
 /// tests never touch the process environment.
@@ -36,6 +46,9 @@ pub struct StateRootSources {
     pub env_state_root: Option<OsString>,
     /// The user's home folder.
     pub home_dir: Option<PathBuf>,
+    /// The value of [`BUNDLE_SCOPE_ENV`], set by an orchestrator for the
+    /// processes it spawns.
+    pub env_bundle_scope: Option<OsString>,
 }
 
 impl StateRootSources {
@@ -45,12 +58,15 @@ impl StateRootSources {
             cli_state_root,
             env_state_root: std::env::var_os("GOONDAN_STATE_ROOT"),
             home_dir: std::env::var_os("HOME").map(PathBuf::from),
+            env_bundle_scope: std::env::var_os(BUNDLE_SCOPE_ENV),
         }
     }
 
     /// The System Root: the CLI option, then `GOONDAN_STATE_ROOT`, then
     /// `~/.goondan`. Relative paths are made absolute against the current
-    /// folder, as the original's `path.resolve` does.
+    /// folder, as the original's `path.resolve` does. A bundle scope from
+    /// the environment is kept only when it looks like one (hex digits), so
+    /// it can never name a folder outside `workspaces/`.
     pub fn resolve(&self) -> Result<StateRoot, StoreError> {
         let chosen = if let Some(cli) = self
             .cli_state_root
@@ -67,21 +83,46 @@ impl StateRootSources {
         };
         let absolute = std::path::absolute(&chosen)
             .map_err(|source| StoreError::io("resolving", &chosen, source))?;
-        Ok(StateRoot { root: absolute })
+        let bundle_scope = self
+            .env_bundle_scope
+            .as_ref()
+            .and_then(|scope| scope.to_str())
+            .filter(|scope| is_bundle_scope(scope))
+            .map(str::to_string);
+        Ok(StateRoot {
+            root: absolute,
+            bundle_scope,
+        })
     }
 }
 
 /// The System Root (`goondanHome`) and the paths under it that are not
-/// per workspace.
+/// per workspace, optionally scoped to one bundle (see [`bundle_scope`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateRoot {
     root: PathBuf,
+    bundle_scope: Option<String>,
 }
 
 impl StateRoot {
-    /// A System Root at `root`, taken as given.
+    /// A System Root at `root`, taken as given, scoped to no bundle.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        StateRoot { root: root.into() }
+        StateRoot {
+            root: root.into(),
+            bundle_scope: None,
+        }
+    }
+
+    /// The same System Root, its workspaces keyed by `scope` (from
+    /// [`bundle_scope`]) as well as by the Swarm's instance key.
+    pub fn with_bundle_scope(mut self, scope: impl Into<String>) -> Self {
+        self.bundle_scope = Some(scope.into());
+        self
+    }
+
+    /// The bundle scope its workspaces are keyed by, if any.
+    pub fn bundle_scope(&self) -> Option<&str> {
+        self.bundle_scope.as_deref()
     }
 
     /// The folder itself.
@@ -114,50 +155,26 @@ impl StateRoot {
         self.root.join("runtime")
     }
 
-    /// `runtime/active.json`: the active orchestrator.
-    pub fn active_file(&self) -> PathBuf {
-        self.runtime_dir().join("active.json")
+    /// `runtime/active/`: one record per running orchestrator
+    /// (`<workspaceId>.json`, see [`WorkspacePaths::active_file`]).
+    pub fn active_dir(&self) -> PathBuf {
+        self.runtime_dir().join("active")
     }
 
-    /// `runtime/logs/<instanceKey>/`: stdout and stderr logs of the
-    /// processes of one orchestrator instance (`cli.md` §9.3).
-    pub fn runtime_logs_dir(&self, swarm_instance_key: &str) -> PathBuf {
-        self.runtime_dir()
-            .join("logs")
-            .join(encode_path_component(swarm_instance_key))
-    }
-
-    /// `runtime/logs/<instanceKey>/<process>.<stream>.log`.
-    pub fn runtime_log_file(
-        &self,
-        swarm_instance_key: &str,
-        process: &str,
-        stream: &str,
-    ) -> PathBuf {
-        self.runtime_logs_dir(swarm_instance_key).join(format!(
-            "{}.{}.log",
-            encode_path_component(process),
-            encode_path_component(stream)
-        ))
-    }
-
-    /// The orchestrator's control socket for one workspace:
-    /// `runtime/sockets/<workspaceId>.sock`, or a hashed short name when the
-    /// readable one would not fit a Unix socket address.
-    pub fn control_socket(&self, workspace_id: &str) -> PathBuf {
-        let sockets = self.runtime_dir().join("sockets");
-        let readable = sockets.join(format!("{workspace_id}.sock"));
-        if readable.as_os_str().len() <= MAX_SOCKET_PATH_BYTES {
-            readable
-        } else {
-            sockets.join(format!("{:016x}.sock", fnv1a64(workspace_id.as_bytes())))
-        }
+    /// `runtime/sockets/`: the control sockets and their lock files. Kept
+    /// owner-only (0700) by whoever creates it.
+    pub fn sockets_dir(&self) -> PathBuf {
+        self.runtime_dir().join("sockets")
     }
 
     /// The paths of one workspace, from the Swarm's instance key
-    /// (`Swarm.spec.instanceKey ?? Swarm.metadata.name`).
+    /// (`Swarm.spec.instanceKey ?? Swarm.metadata.name`) and this root's
+    /// bundle scope.
     pub fn workspace(&self, swarm_instance_key: &str) -> WorkspacePaths {
-        self.workspace_by_id(&workspace_id(swarm_instance_key))
+        self.workspace_by_id(&scoped_workspace_id(
+            swarm_instance_key,
+            self.bundle_scope.as_deref(),
+        ))
     }
 
     /// The paths of a workspace whose id is already known (for listing).
@@ -251,6 +268,37 @@ pub fn workspace_id(swarm_instance_key: &str) -> String {
     trimmed[..trimmed.len().min(128)].to_string()
 }
 
+/// The identity of a bundle as a short hex string: a hash of its canonical
+/// folder path and its Package name. The original hashes the absolute
+/// bundle path (`workspace.md` §2.2); the Package name is added so a
+/// renamed package under the same folder starts afresh. FNV-1a is enough:
+/// the scope separates one user's projects, it is no security boundary
+/// (the System Root is owner-only).
+pub fn bundle_scope(bundle_root: &Path, package_name: Option<&str>) -> String {
+    let canonical = std::fs::canonicalize(bundle_root)
+        .or_else(|_| std::path::absolute(bundle_root))
+        .unwrap_or_else(|_| bundle_root.to_path_buf());
+    let mut identity = canonical.as_os_str().as_encoded_bytes().to_vec();
+    // A NUL never occurs in a path, so path and name cannot run together.
+    identity.push(0);
+    identity.extend_from_slice(package_name.unwrap_or_default().as_bytes());
+    format!("{:016x}", fnv1a64(&identity))
+}
+
+fn is_bundle_scope(scope: &str) -> bool {
+    (1..=16).contains(&scope.len()) && scope.bytes().all(|byte| byte.is_ascii_hexdigit())
+}
+
+/// The workspace id of a Swarm instance key within a bundle scope:
+/// [`workspace_id`], suffixed with `-<scope>` when there is one.
+pub fn scoped_workspace_id(swarm_instance_key: &str, bundle_scope: Option<&str>) -> String {
+    let id = workspace_id(swarm_instance_key);
+    match bundle_scope {
+        Some(scope) => format!("{id}-{scope}"),
+        None => id,
+    }
+}
+
 /// The paths of one workspace (`workspaces/<workspaceId>/`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspacePaths {
@@ -284,6 +332,56 @@ impl WorkspacePaths {
     /// lifecycle operation (delete, reset), kept when instances go.
     pub fn audit_log(&self) -> PathBuf {
         self.dir.join("audit.jsonl")
+    }
+
+    /// `runtime/active/<workspaceId>.json`: the orchestrator serving this
+    /// workspace.
+    pub fn active_file(&self) -> PathBuf {
+        self.state_root
+            .active_dir()
+            .join(format!("{}.json", self.workspace_id))
+    }
+
+    /// `runtime/logs/<workspaceId>/`: stdout and stderr logs of the
+    /// processes of this workspace's orchestrator (`cli.md` §9.3).
+    pub fn runtime_logs_dir(&self) -> PathBuf {
+        self.state_root
+            .runtime_dir()
+            .join("logs")
+            .join(&self.workspace_id)
+    }
+
+    /// `runtime/logs/<workspaceId>/<process>.<stream>.log`.
+    pub fn runtime_log_file(&self, process: &str, stream: &str) -> PathBuf {
+        self.runtime_logs_dir().join(format!(
+            "{}.{}.log",
+            encode_path_component(process),
+            encode_path_component(stream)
+        ))
+    }
+
+    /// The control socket of this workspace's orchestrator:
+    /// `runtime/sockets/<workspaceId>.sock`, or a hashed short name when
+    /// the readable one would not fit a Unix socket address. The caller
+    /// checks the result against [`MAX_SOCKET_PATH_BYTES`]: under a deep
+    /// System Root even the short name does not fit.
+    pub fn control_socket(&self) -> PathBuf {
+        let sockets = self.state_root.sockets_dir();
+        let readable = sockets.join(format!("{}.sock", self.workspace_id));
+        if readable.as_os_str().len() <= MAX_SOCKET_PATH_BYTES {
+            readable
+        } else {
+            sockets.join(format!(
+                "{:016x}.sock",
+                fnv1a64(self.workspace_id.as_bytes())
+            ))
+        }
+    }
+
+    /// The lock file beside the control socket, held exclusively by the
+    /// one orchestrator of this workspace for its whole life.
+    pub fn control_lock(&self) -> PathBuf {
+        self.control_socket().with_extension("lock")
     }
 
     /// The paths of the instance `agent_name` serves for `instance_key`.
@@ -487,6 +585,7 @@ mod tests {
             cli_state_root: Some(PathBuf::from("/cli")),
             env_state_root: Some(OsString::from("/env")),
             home_dir: Some(PathBuf::from("/home/u")),
+            env_bundle_scope: None,
         };
         assert_eq!(sources.resolve().unwrap().path(), Path::new("/cli"));
         let sources = StateRootSources {
@@ -541,18 +640,26 @@ mod tests {
                 "/s/workspaces/main-prod/instances/coder:user:123/messages/runtime-events.jsonl"
             )
         );
-        assert_eq!(root.active_file(), Path::new("/s/runtime/active.json"));
         assert_eq!(
-            root.runtime_logs_dir("default"),
+            workspace.active_file(),
+            Path::new("/s/runtime/active/main-prod.json")
+        );
+        assert_eq!(
+            root.workspace("default").runtime_logs_dir(),
             Path::new("/s/runtime/logs/default")
         );
         assert_eq!(
-            root.runtime_log_file("default", "orchestrator", "stderr"),
+            root.workspace("default")
+                .runtime_log_file("orchestrator", "stderr"),
             Path::new("/s/runtime/logs/default/orchestrator.stderr.log")
         );
         assert_eq!(
-            root.control_socket("main-prod"),
+            workspace.control_socket(),
             Path::new("/s/runtime/sockets/main-prod.sock")
+        );
+        assert_eq!(
+            workspace.control_lock(),
+            Path::new("/s/runtime/sockets/main-prod.lock")
         );
         assert_eq!(root.config_file(), Path::new("/s/config.json"));
         assert_eq!(
@@ -589,9 +696,47 @@ mod tests {
     #[test]
     fn long_socket_paths_fall_back_to_a_short_hashed_name() {
         let root = StateRoot::new(format!("/{}", "d".repeat(60)));
-        let socket = root.control_socket(&"w".repeat(100));
-        assert!(socket.as_os_str().len() <= MAX_SOCKET_PATH_BYTES + 20);
+        let socket = root.workspace(&"w".repeat(100)).control_socket();
+        assert!(socket.as_os_str().len() <= MAX_SOCKET_PATH_BYTES);
         assert_eq!(socket.extension().unwrap(), "sock");
+    }
+
+    #[test]
+    fn two_bundles_with_one_instance_key_get_separate_workspaces() {
+        let a = bundle_scope(Path::new("/projects/a"), Some("app"));
+        let b = bundle_scope(Path::new("/projects/b"), Some("app"));
+        let renamed = bundle_scope(Path::new("/projects/a"), Some("other"));
+        assert_ne!(a, b);
+        assert_ne!(a, renamed);
+        assert_eq!(a, bundle_scope(Path::new("/projects/a"), Some("app")));
+        let root = StateRoot::new("/s");
+        let in_a = root.clone().with_bundle_scope(a.clone()).workspace("main");
+        let in_b = root.clone().with_bundle_scope(b).workspace("main");
+        assert_ne!(in_a.dir(), in_b.dir());
+        assert_ne!(in_a.control_socket(), in_b.control_socket());
+        assert_ne!(in_a.active_file(), in_b.active_file());
+        assert_eq!(in_a.workspace_id(), format!("main-{a}"));
+    }
+
+    #[test]
+    fn a_bundle_scope_from_the_environment_must_be_hex() {
+        let scoped = |value: &str| {
+            StateRootSources {
+                cli_state_root: Some(PathBuf::from("/s")),
+                env_bundle_scope: Some(OsString::from(value)),
+                ..StateRootSources::default()
+            }
+            .resolve()
+            .unwrap()
+            .bundle_scope()
+            .map(str::to_string)
+        };
+        assert_eq!(
+            scoped("00ff12ab34cd56ef").as_deref(),
+            Some("00ff12ab34cd56ef")
+        );
+        assert_eq!(scoped("../../etc"), None);
+        assert_eq!(scoped(""), None);
     }
 
     #[test]

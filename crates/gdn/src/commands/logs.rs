@@ -13,22 +13,22 @@ use std::time::Duration;
 /// Runs `gdn logs`.
 pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcome> {
     let target = manage::target(global)?;
-    let Some(swarm_key) = args
-        .instance_key
-        .clone()
-        .or(target.swarm_instance_key.clone())
-    else {
-        eprintln!("error[E_INSTANCE_NOT_FOUND]: no swarm to read logs of");
-        eprintln!("   = help: run inside a bundle folder, pass --config, or pass --instance-key");
-        return Ok(Outcome::ConfigError);
+    let workspace = match (&args.instance_key, &target.workspace) {
+        (Some(swarm_key), _) => target.state_root.workspace(swarm_key),
+        (None, Some(workspace)) => workspace.clone(),
+        (None, None) => {
+            eprintln!("error[E_INSTANCE_NOT_FOUND]: no swarm to read logs of");
+            eprintln!(
+                "   = help: run inside a bundle folder, pass --config, or pass --instance-key"
+            );
+            return Ok(Outcome::ConfigError);
+        }
     };
     if let Some(process) = &args.process {
-        let path = target
-            .state_root
-            .runtime_log_file(&swarm_key, process, "stderr");
+        let path = workspace.runtime_log_file(process, "stderr");
         return tail_file(&path, args.lines, args.stream);
     }
-    let store = InstanceStore::new(target.state_root.workspace(&swarm_key));
+    let store = InstanceStore::new(workspace);
     let files: Vec<PathBuf> = store
         .list()?
         .into_iter()

@@ -2,7 +2,8 @@
 //! state and, through its control socket, on a running orchestrator.
 //!
 //! The orchestrator is found from the bundle (`--config` or the current
-//! folder) when one loads, else from `runtime/active.json`.
+//! folder) when one loads, its workspace keyed by the bundle's identity;
+//! else from the one record under `runtime/active/`.
 
 use crate::cli::{GlobalArgs, InstanceArgs, InstanceCommand, RestartArgs};
 use crate::exit::Outcome;
@@ -10,49 +11,83 @@ use crate::project;
 use anyhow::Context;
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::InstanceStatus;
-use goondan_store::{ActiveSwarm, InstanceStore, InstanceSummary, StateRoot};
+use goondan_store::{ActiveSwarm, InstanceStore, InstanceSummary, StateRoot, WorkspacePaths};
 use goondan_types::JsonValue;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 /// The orchestrator a management command talks to.
 pub(crate) struct Target {
+    /// The System Root, scoped to the bundle when one loaded.
     pub(crate) state_root: StateRoot,
-    /// The Swarm's instance key (the workspace), when known.
-    pub(crate) swarm_instance_key: Option<String>,
+    /// The Swarm's workspace, when known.
+    pub(crate) workspace: Option<WorkspacePaths>,
     pub(crate) socket: Option<PathBuf>,
 }
 
-/// Finds the orchestrator from the bundle, else from `active.json`.
+/// Finds the orchestrator from the bundle, else from the only record under
+/// `runtime/active/`.
 pub(crate) fn target(global: &GlobalArgs) -> anyhow::Result<Target> {
     let state_root = project::state_root(global)?;
     let bundle_path = global.config.clone().unwrap_or_else(|| PathBuf::from("."));
-    let from_bundle = goondan_config::load_bundle(&bundle_path, &Default::default())
+    let bundle = goondan_config::load_bundle(&bundle_path, &Default::default())
         .ok()
-        .and_then(|outcome| outcome.bundle)
-        .and_then(|bundle| {
-            bundle
-                .default_swarm()
-                .map(|swarm| swarm.instance_key().to_string())
-        });
-    if let Some(instance_key) = from_bundle {
-        let workspace = state_root.workspace(&instance_key);
-        let socket = state_root.control_socket(workspace.workspace_id());
-        return Ok(Target {
-            state_root,
-            swarm_instance_key: Some(instance_key),
-            socket: Some(socket),
-        });
+        .and_then(|outcome| outcome.bundle);
+    if let Some(bundle) = bundle {
+        if let Some(swarm) = bundle.default_swarm() {
+            let state_root = project::scoped_state_root(state_root, &bundle);
+            let workspace = state_root.workspace(swarm.instance_key());
+            return Ok(Target {
+                state_root,
+                socket: Some(workspace.control_socket()),
+                workspace: Some(workspace),
+            });
+        }
     }
-    let (swarm_instance_key, socket) = match ActiveSwarm::read(&state_root.active_file()) {
-        Some(record) => (Some(record.instance_key), Some(record.control_socket)),
-        None => (None, None),
+    let mut records = active_records(&state_root);
+    let (workspace, socket) = match records.len() {
+        1 => {
+            let (workspace_id, record) = records.remove(0);
+            (
+                Some(state_root.workspace_by_id(&workspace_id)),
+                Some(record.control_socket),
+            )
+        }
+        0 => (None, None),
+        _ => {
+            let bundles: Vec<String> = records
+                .iter()
+                .map(|(_, record)| record.bundle_dir.display().to_string())
+                .collect();
+            anyhow::bail!(
+                "several orchestrators run on {} (bundles {}); pass --config with one of them",
+                state_root.path().display(),
+                bundles.join(", ")
+            );
+        }
     };
     Ok(Target {
         state_root,
-        swarm_instance_key,
+        workspace,
         socket,
     })
+}
+
+/// Every `runtime/active/<workspaceId>.json` that reads, with its id.
+fn active_records(state_root: &StateRoot) -> Vec<(String, ActiveSwarm)> {
+    let Ok(entries) = std::fs::read_dir(state_root.active_dir()) else {
+        return Vec::new();
+    };
+    let mut records: Vec<(String, ActiveSwarm)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let path = entry.path();
+            let workspace_id = path.file_stem()?.to_str()?.to_string();
+            Some((workspace_id, ActiveSwarm::read(&path)?))
+        })
+        .collect();
+    records.sort_by(|a, b| a.0.cmp(&b.0));
+    records
 }
 
 async fn call(socket: &Path, request: ControlRequest) -> Option<ControlResponse> {
@@ -194,7 +229,12 @@ fn matches(summary: &InstanceSummary, key: &str) -> bool {
     summary.instance_key == key || format!("{}:{}", summary.agent_name, summary.instance_key) == key
 }
 
+/// The stores of the target's workspace, or of every workspace when no
+/// bundle names one.
 fn stores(target: &Target) -> anyhow::Result<Vec<InstanceStore>> {
+    if let Some(workspace) = &target.workspace {
+        return Ok(vec![InstanceStore::new(workspace.clone())]);
+    }
     let workspaces = target.state_root.workspaces_dir();
     let mut stores = Vec::new();
     let entries = match std::fs::read_dir(&workspaces) {

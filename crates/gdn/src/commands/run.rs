@@ -1,13 +1,21 @@
 //! `gdn run`: starts the orchestrator of the selected Swarm in the
 //! foreground (or, with `--detach`, in the background), or attaches to the
-//! one already serving that instance key.
+//! one already serving this bundle's workspace.
 //!
-//! * `--input TEXT` / `--input-file PATH`: one event for the entry agent;
-//!   prints the answer, drains every agent and exits (0, or 1 when the
-//!   Turn failed).
+//! * `--input TEXT` / `--input-file PATH`: one event for the entry agent
+//!   (of the instance `--instance-key`, else the Swarm's); prints the
+//!   answer and exits (0, or 1 when the Turn failed). Input is bounded by
+//!   [`MAX_INPUT_BYTES`]; a file, FIFO or device is read through that bound,
+//!   so `/dev/zero` costs one MiB, not all memory.
 //! * no input on a terminal: an interactive chat, one event per line.
 //! * no input and no terminal (a detached daemon): stays resident until
 //!   SIGINT, SIGTERM or `shutdown` on the control socket.
+//!
+//! One orchestrator per workspace: whoever takes the exclusive lock beside
+//! the control socket starts it and holds the lock for its whole life;
+//! every other `gdn run` waits (at most [`ATTACH_WAIT`]) for the socket to
+//! answer `Status` with this workspace's identity, then attaches. A socket
+//! file is only ever replaced by the lock's holder.
 
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::exit::Outcome;
@@ -15,19 +23,29 @@ use crate::project::{self, Project};
 use anyhow::Context;
 use goondan_ipc::protocol::{Answer, AnswerOutcome};
 use goondan_ipc::RoutingKey;
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
+use goondan_orchestrator::control::{
+    self, ControlIdentity, ControlRequest, ControlResponse, ControlServer,
+};
 use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{
-    Ingress, IngressRule, LocalSpawner, Orchestrator, OrchestratorConfig, OrchestratorHandle,
-    SpawnRequest, SwarmInfo,
+    Ingress, IngressRule, LocalSpawner, Orchestrator, OrchestratorConfig, OrchestratorError,
+    OrchestratorHandle, SpawnRequest, SwarmInfo,
 };
-use goondan_store::{ActiveSwarm, InstanceMetadata, InstanceStore};
+use goondan_store::paths::BUNDLE_SCOPE_ENV;
+use goondan_store::{ActiveSwarm, InstanceMetadata, InstanceStore, WorkspacePaths};
 use goondan_types::AgentEvent;
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::io::AsyncBufReadExt;
+
+/// The largest input `gdn run` sends, in bytes (`--input` or
+/// `--input-file`).
+const MAX_INPUT_BYTES: usize = 1024 * 1024;
+/// How long a `gdn run` that lost the start lock waits for the winner's
+/// socket to answer.
+const ATTACH_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs `gdn run`.
 pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome> {
@@ -35,57 +53,237 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
         Ok(project) => project,
         Err(outcome) => return Ok(outcome),
     };
-    let input = match (&args.input, &args.input_file) {
-        (Some(text), _) => Some(text.clone()),
-        (None, Some(path)) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("reading --input-file {}", path.display()))?,
-        ),
-        (None, None) => None,
+    let input = match read_input(args) {
+        Ok(input) => input,
+        Err(outcome) => return Ok(outcome),
+    };
+    let workspace = project.workspace();
+    let socket = match project::control_socket(&workspace) {
+        Ok(socket) => socket,
+        Err(outcome) => return Ok(outcome),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let socket = project.control_socket();
-        if control::call(&socket, &ControlRequest::Status)
-            .await
-            .is_ok()
-        {
-            return attach(&socket, input).await;
+        loop {
+            let lock = match claim(&workspace, &socket).await? {
+                Claim::Running => {
+                    let Some(text) = &input else {
+                        return attach_chat(&socket, args.instance_key.clone()).await;
+                    };
+                    eprintln!("attached to the orchestrator at {}", socket.display());
+                    match ask_over_socket(&socket, args.instance_key.clone(), text.clone()).await? {
+                        Delivery::Answered(outcome) => return Ok(outcome),
+                        // It closed between `Status` and the request: claim
+                        // again, and maybe start one ourselves.
+                        Delivery::NotDelivered => continue,
+                    }
+                }
+                Claim::Refused(outcome) => return Ok(outcome),
+                Claim::Won(lock) => lock,
+            };
+            if args.detach {
+                // The background process takes the lock itself.
+                drop(lock);
+                return detach(global, args, &project, &socket, input).await;
+            }
+            return foreground(global, args, project, socket, input, lock).await;
         }
-        if args.detach {
-            return detach(global, args, &project, &socket, input).await;
-        }
-        foreground(global, args, project, socket, input).await
     })
 }
 
-/// Sends input to an orchestrator that is already running.
-async fn attach(socket: &Path, input: Option<String>) -> anyhow::Result<Outcome> {
-    eprintln!("attached to the orchestrator at {}", socket.display());
-    match input {
-        Some(text) => ask_over_socket(socket, text).await,
-        None => {
-            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-            let mut outcome = Outcome::Success;
-            prompt();
-            while let Some(line) = lines.next_line().await? {
-                if !line.trim().is_empty() {
-                    outcome = ask_over_socket(socket, line).await?;
-                }
-                prompt();
+/// The input of `--input` or `--input-file`, at most [`MAX_INPUT_BYTES`];
+/// `Err` after printing a coded error.
+fn read_input(args: &RunArgs) -> Result<Option<String>, Outcome> {
+    let bytes = match (&args.input, &args.input_file) {
+        (Some(text), _) => text.clone().into_bytes(),
+        (None, Some(path)) => read_input_file(path)?,
+        (None, None) => return Ok(None),
+    };
+    if bytes.len() > MAX_INPUT_BYTES {
+        let source = match &args.input_file {
+            Some(path) if args.input.is_none() => format!("--input-file {}", path.display()),
+            _ => "--input".to_string(),
+        };
+        return Err(input_error(
+            "E_INPUT_TOO_LARGE",
+            &format!("{source} is larger than the {MAX_INPUT_BYTES}-byte input limit (1 MiB)"),
+            "send a shorter message; put large documents where a tool can read them",
+        ));
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| {
+        input_error(
+            "E_INPUT_NOT_UTF8",
+            "the input is not UTF-8 text",
+            "convert the file to UTF-8",
+        )
+    })
+}
+
+/// Reads at most one byte past the limit from any file: a regular file, a
+/// FIFO (`<(cmd)`) or a character device alike, so an endless source costs
+/// the limit and no more.
+fn read_input_file(path: &Path) -> Result<Vec<u8>, Outcome> {
+    let unreadable = |error: std::io::Error| {
+        input_error(
+            "E_INPUT_FILE_UNREADABLE",
+            &format!("cannot read --input-file {}: {error}", path.display()),
+            "pass a readable file",
+        )
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    Ok(bytes)
+}
+
+fn input_error(code: &str, message: &str, help: &str) -> Outcome {
+    eprintln!("error[{code}]: {message}");
+    eprintln!("   = help: {help}");
+    eprintln!("nothing was started");
+    Outcome::BadArguments
+}
+
+/// What `gdn run` found at its workspace's control socket.
+enum Claim {
+    /// This workspace's orchestrator answers there.
+    Running,
+    /// No orchestrator runs; this process holds the start lock.
+    Won(std::fs::File),
+    /// Neither; the error was printed.
+    Refused(Outcome),
+}
+
+/// Attaches to this workspace's orchestrator, or takes the lock to start
+/// one. A process that loses the lock waits for the winner's socket.
+async fn claim(workspace: &WorkspacePaths, socket: &Path) -> anyhow::Result<Claim> {
+    let lock_path = workspace.control_lock();
+    let deadline = tokio::time::Instant::now() + ATTACH_WAIT;
+    loop {
+        if let Ok(ControlResponse::Status { identity, .. }) =
+            control::call(socket, &ControlRequest::Status).await
+        {
+            if identity.workspace_id.as_deref() == Some(workspace.workspace_id()) {
+                return Ok(Claim::Running);
             }
-            Ok(outcome)
+            eprintln!(
+                    "error[E_CONTROL_SOCKET_FOREIGN]: the control socket {} answers for workspace {} (bundle {}), not {}; not attaching",
+                    socket.display(),
+                    identity.workspace_id.as_deref().unwrap_or("(unnamed)"),
+                    identity
+                        .bundle_dir
+                        .as_deref()
+                        .map_or_else(|| "(unnamed)".into(), |dir| dir.display().to_string()),
+                    workspace.workspace_id()
+                );
+            eprintln!(
+                    "   = help: stop that orchestrator (`gdn --config <its bundle> instance list` finds it) or use another --state-root"
+                );
+            return Ok(Claim::Refused(Outcome::Failure));
+        }
+        if let Some(lock) = try_lock(&lock_path)? {
+            return Ok(Claim::Won(lock));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            eprintln!(
+                "error[E_ORCHESTRATOR_START]: another `gdn run` holds {} but its control socket did not answer within {} s",
+                lock_path.display(),
+                ATTACH_WAIT.as_secs()
+            );
+            eprintln!(
+                "   = help: try again; if it persists, read the logs under {}",
+                workspace.runtime_logs_dir().display()
+            );
+            return Ok(Claim::Refused(Outcome::Failure));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Takes the exclusive start lock, creating its owner-only folder; `None`
+/// when another process holds it.
+fn try_lock(path: &Path) -> anyhow::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("locking {}", path.display()))
         }
     }
 }
 
-async fn ask_over_socket(socket: &Path, input: String) -> anyhow::Result<Outcome> {
-    let response = control::call(socket, &ControlRequest::Request { agent: None, input }).await?;
-    match response {
-        ControlResponse::Answer { response } => Ok(print_answer(&response, "")),
+/// An interactive chat with an orchestrator that is already running.
+async fn attach_chat(socket: &Path, instance_key: Option<String>) -> anyhow::Result<Outcome> {
+    eprintln!("attached to the orchestrator at {}", socket.display());
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut outcome = Outcome::Success;
+    prompt();
+    while let Some(line) = lines.next_line().await? {
+        if !line.trim().is_empty() {
+            outcome = match ask_over_socket(socket, instance_key.clone(), line).await? {
+                Delivery::Answered(outcome) => outcome,
+                Delivery::NotDelivered => {
+                    eprintln!("error[E_ORCHESTRATOR_NOT_RUNNING]: the orchestrator stopped");
+                    return Ok(Outcome::Failure);
+                }
+            };
+        }
+        prompt();
+    }
+    Ok(outcome)
+}
+
+/// Whether a request reached the orchestrator.
+enum Delivery {
+    /// It did, and this is how it ended.
+    Answered(Outcome),
+    /// The socket refused the connection: nothing was sent.
+    NotDelivered,
+}
+
+async fn ask_over_socket(
+    socket: &Path,
+    instance_key: Option<String>,
+    input: String,
+) -> anyhow::Result<Delivery> {
+    let request = ControlRequest::Request {
+        agent: None,
+        instance_key,
+        input,
+    };
+    let response = match control::call(socket, &request).await {
+        Ok(response) => response,
+        Err(OrchestratorError::Control { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(Delivery::NotDelivered)
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let outcome = match response {
+        ControlResponse::Answer { response } => print_answer(&response, ""),
         ControlResponse::Failed {
             code,
             message,
@@ -95,10 +293,11 @@ async fn ask_over_socket(socket: &Path, input: String) -> anyhow::Result<Outcome
             if let Some(suggestion) = suggestion {
                 eprintln!("   = help: {suggestion}");
             }
-            Ok(Outcome::Failure)
+            Outcome::Failure
         }
         other => anyhow::bail!("the orchestrator answered a request with {other:?}"),
-    }
+    };
+    Ok(Delivery::Answered(outcome))
 }
 
 /// Starts `gdn run` again in the background, waits until its control
@@ -110,10 +309,8 @@ async fn detach(
     socket: &Path,
     input: Option<String>,
 ) -> anyhow::Result<Outcome> {
-    let log_path =
-        project
-            .state_root
-            .runtime_log_file(&project.instance_key, "orchestrator", "stderr");
+    let workspace = project.workspace();
+    let log_path = workspace.runtime_log_file("orchestrator", "stderr");
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -151,20 +348,29 @@ async fn detach(
         .spawn()
         .context("starting the background orchestrator")?;
     // Poll finely: the daemon is usually ready within a few milliseconds.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    // The pid printed is the one that answers: another `gdn run` may have
+    // won the start lock first, and then the child attached to it.
+    let deadline = tokio::time::Instant::now() + ATTACH_WAIT;
+    drop(child);
     while tokio::time::Instant::now() < deadline {
-        if control::call(socket, &ControlRequest::Status).await.is_ok() {
-            println!(
-                "started orchestrator (pid {}) for Swarm/{} (instanceKey {}); logs: {}",
-                child.id(),
-                project.swarm_name,
-                project.instance_key,
-                log_path.display()
-            );
-            return match input {
-                Some(text) => ask_over_socket(socket, text).await,
-                None => Ok(Outcome::Success),
-            };
+        if let Ok(ControlResponse::Status { pid, identity, .. }) =
+            control::call(socket, &ControlRequest::Status).await
+        {
+            if identity.workspace_id.as_deref() == Some(workspace.workspace_id()) {
+                println!(
+                    "started orchestrator (pid {pid}) for Swarm/{} (instanceKey {}); logs: {}",
+                    project.swarm_name,
+                    project.instance_key,
+                    log_path.display()
+                );
+                let Some(text) = input else {
+                    return Ok(Outcome::Success);
+                };
+                return match ask_over_socket(socket, args.instance_key.clone(), text).await? {
+                    Delivery::Answered(outcome) => Ok(outcome),
+                    Delivery::NotDelivered => Ok(not_delivered()),
+                };
+            }
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -175,12 +381,23 @@ async fn detach(
     Ok(Outcome::Failure)
 }
 
+fn not_delivered() -> Outcome {
+    eprintln!(
+        "error[E_ORCHESTRATOR_NOT_RUNNING]: the orchestrator stopped before it took the input"
+    );
+    eprintln!("   = help: run the command again");
+    Outcome::Failure
+}
+
+/// Runs the orchestrator in this process, holding `lock` (the workspace's
+/// start lock) until it has stopped.
 async fn foreground(
     global: &GlobalArgs,
     args: &RunArgs,
     project: Project,
     socket: PathBuf,
     input: Option<String>,
+    lock: std::fs::File,
 ) -> anyhow::Result<Outcome> {
     raise_open_file_limit();
     let swarm = project
@@ -218,23 +435,30 @@ async fn foreground(
         agent_args.push("--record".into());
         agent_args.push(std::path::absolute(record)?.display().to_string());
     }
-    let log_root = project.state_root.clone();
-    let swarm_key = project.instance_key.clone();
+    let workspace = project.workspace();
+    let log_workspace = workspace.clone();
     let log_file: goondan_orchestrator::LogFileFor = Arc::new(move |request: &SpawnRequest| {
         let process = match request {
             SpawnRequest::Agent { key } => format!("{}-{}", key.agent_name, key.instance_key),
             SpawnRequest::Connector { connection } => format!("connection-{connection}"),
         };
-        log_root.runtime_log_file(&swarm_key, &process, "stderr")
+        log_workspace.runtime_log_file(&process, "stderr")
     });
+    // Agents open the workspace this orchestrator chose: the scope names
+    // the bundle, which `gdn agent` does not hash again.
+    let env = project
+        .state_root
+        .bundle_scope()
+        .map(|scope| vec![(BUNDLE_SCOPE_ENV.to_string(), scope.to_string())])
+        .unwrap_or_default();
     let spawner = LocalSpawner {
         program: std::env::current_exe().context("locating the gdn binary")?,
         args: agent_args,
         connector_args: None,
-        env: Vec::new(),
+        env,
         log_file: Some(log_file),
     };
-    let store = InstanceStore::new(project.state_root.workspace(&project.instance_key));
+    let store = InstanceStore::new(workspace.clone());
     let reset_instance: goondan_orchestrator::orchestrator::ResetInstance =
         Arc::new(move |key: &RoutingKey| {
             if let Err(error) = store.reset_messages(&key.agent_name, &key.instance_key) {
@@ -249,29 +473,50 @@ async fn foreground(
         reset_instance: Some(reset_instance),
         crash_ledger: Some(crash_ledger(&project)),
     });
-    let control_server = tokio::spawn(control::serve(socket.clone(), handle.clone()));
-    let active = write_active(&project, &socket)?;
-
-    let outcome = match input {
-        Some(text) => {
-            let outcome = ask(&handle, text).await;
+    let identity = ControlIdentity {
+        workspace_id: Some(workspace.workspace_id().to_string()),
+        bundle_dir: Some(project.bundle.root().to_path_buf()),
+    };
+    let server = match ControlServer::bind(socket.clone(), identity) {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("error[{}]: {error}", error.code());
             handle.shutdown().await.ok();
-            outcome
+            return Ok(Outcome::Failure);
         }
+    };
+    let (stop_control, control_stopped) = tokio::sync::oneshot::channel::<()>();
+    let control_server = tokio::spawn(server.run(handle.clone(), async {
+        let _ = control_stopped.await;
+    }));
+    let active = write_active(&project, &workspace, &socket)?;
+
+    let instance_key = args.instance_key.clone();
+    let (outcome, signalled) = match input {
+        Some(text) => (ask(&handle, text, instance_key).await, false),
         None if std::io::stdin().is_terminal() && !global.quiet => {
             eprintln!(
                 "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
                 project.swarm_name, project.instance_key
             );
-            let outcome = chat(&handle).await;
-            handle.shutdown().await.ok();
-            outcome
+            (chat(&handle, instance_key).await, false)
         }
-        None => resident(&handle, task).await,
+        None => (resident(task).await, true),
     };
-    control_server.abort();
-    let _ = std::fs::remove_file(&socket);
+    // The socket goes first, so no new request arrives. When this run's own
+    // work is done, the requests other `gdn run`s attached with are
+    // answered before the agents stop; on a signal the drain starts at
+    // once, and its grace period bounds them.
+    let _ = stop_control.send(());
+    if signalled {
+        handle.shutdown().await.ok();
+        let _ = control_server.await;
+    } else {
+        let _ = control_server.await;
+        handle.shutdown().await.ok();
+    }
     ActiveSwarm::remove_if_owned_by(&active, std::process::id());
+    drop(lock);
     Ok(outcome)
 }
 
@@ -323,7 +568,7 @@ fn ingress_rules(project: &Project) -> Vec<IngressRule> {
 /// Crash counters and backoff deadlines kept in each instance's
 /// `metadata.json`, so a restarted orchestrator keeps backing off.
 fn crash_ledger(project: &Project) -> CrashLedger {
-    let workspace = project.state_root.workspace(&project.instance_key);
+    let workspace = project.workspace();
     let reader = workspace.clone();
     let store = InstanceStore::new(workspace);
     CrashLedger {
@@ -362,7 +607,7 @@ fn crash_ledger(project: &Project) -> CrashLedger {
 
 /// One input, one answer. Model text is printed as it streams (providers
 /// that stream), and the final answer completes it.
-async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
+async fn ask(handle: &OrchestratorHandle, text: String, instance_key: Option<String>) -> Outcome {
     let (deltas, mut streamed_deltas) = tokio::sync::mpsc::unbounded_channel::<String>();
     let printer = tokio::spawn(async move {
         let mut streamed = String::new();
@@ -374,8 +619,10 @@ async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
         }
         streamed
     });
+    let mut ingress = Ingress::cli(text, None);
+    ingress.event.instance_key = instance_key;
     let answer = tokio::select! {
-        answer = handle.ask(Ingress::cli(text, None), Some(deltas)) => answer,
+        answer = handle.ask(ingress, Some(deltas)) => answer,
         _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
     };
     let streamed = printer.await.unwrap_or_default();
@@ -394,7 +641,7 @@ async fn ask(handle: &OrchestratorHandle, text: String) -> Outcome {
     }
 }
 
-async fn chat(handle: &OrchestratorHandle) -> Outcome {
+async fn chat(handle: &OrchestratorHandle, instance_key: Option<String>) -> Outcome {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     prompt();
     loop {
@@ -405,7 +652,7 @@ async fn chat(handle: &OrchestratorHandle) -> Outcome {
         match line {
             Ok(Some(line)) if line.trim().is_empty() => {}
             Ok(Some(line)) => {
-                if ask(handle, line).await == Outcome::Interrupted {
+                if ask(handle, line, instance_key.clone()).await == Outcome::Interrupted {
                     return Outcome::Interrupted;
                 }
             }
@@ -415,8 +662,8 @@ async fn chat(handle: &OrchestratorHandle) -> Outcome {
     }
 }
 
-/// Serves until a signal or a control `shutdown`.
-async fn resident(handle: &OrchestratorHandle, task: tokio::task::JoinHandle<()>) -> Outcome {
+/// Serves until a signal or a control `shutdown`; the caller shuts down.
+async fn resident(task: tokio::task::JoinHandle<()>) -> Outcome {
     let mut terminate =
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(signal) => signal,
@@ -425,14 +672,11 @@ async fn resident(handle: &OrchestratorHandle, task: tokio::task::JoinHandle<()>
                 return Outcome::Failure;
             }
         };
-    let mut task = task;
-    let outcome = tokio::select! {
+    tokio::select! {
         _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
         _ = terminate.recv() => Outcome::Success,
-        _ = &mut task => return Outcome::Success,
-    };
-    handle.shutdown().await.ok();
-    outcome
+        _ = task => Outcome::Success,
+    }
 }
 
 /// Prints an answer, completing text already streamed to the terminal.
@@ -491,9 +735,14 @@ fn raise_open_file_limit() {
 #[cfg(not(unix))]
 fn raise_open_file_limit() {}
 
-/// Records this orchestrator in `runtime/active.json`; returns its path.
-fn write_active(project: &Project, socket: &Path) -> anyhow::Result<PathBuf> {
-    let path = project.state_root.active_file();
+/// Records this orchestrator in `runtime/active/<workspaceId>.json`;
+/// returns its path.
+fn write_active(
+    project: &Project,
+    workspace: &WorkspacePaths,
+    socket: &Path,
+) -> anyhow::Result<PathBuf> {
+    let path = workspace.active_file();
     let record = ActiveSwarm {
         pid: std::process::id(),
         bundle_dir: project.bundle.root().to_path_buf(),

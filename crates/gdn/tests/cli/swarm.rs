@@ -952,7 +952,7 @@ fn a_tool_call_killed_with_its_orchestrator_leaves_a_conversation_providers_acce
     assert_eq!(stdout(&second), "second done\n");
     let conversation = swarm.conversation("alpha");
     assert!(every_tool_call_answered(
-        &swarm.mock.requests().last().unwrap().messages().to_vec()
+        swarm.mock.requests().last().unwrap().messages()
     ));
     let interrupted = conversation
         .iter()
