@@ -25,15 +25,15 @@ const BETA: &str = "agent BETA";
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// A bundle, a System Root and a mock LLM, all private to one test.
-struct Swarm {
-    bundle: TempDir,
-    state: TempDir,
-    mock: MockLlm,
+pub(crate) struct Swarm {
+    pub(crate) bundle: TempDir,
+    pub(crate) state: TempDir,
+    pub(crate) mock: MockLlm,
 }
 
 impl Swarm {
     /// The `pair` fixture pointed at a new mock that answers with `decide`.
-    fn pair(
+    pub(crate) fn pair(
         grace_seconds: u32,
         decide: impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static,
     ) -> Swarm {
@@ -54,11 +54,11 @@ impl Swarm {
 
     /// `gdn --config BUNDLE --state-root ROOT ARGS...` with the API key in
     /// the environment.
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         gdn_command(self.bundle.path(), self.state.path(), args)
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         run_with_deadline(self.command(args))
     }
 
@@ -79,27 +79,7 @@ impl Swarm {
     /// `NextMessages = base + SUM(events)` of `agent:default`, as the
     /// `data` of each message.
     fn conversation(&self, agent: &str) -> Vec<Value> {
-        let messages = self.instance_dir(agent).join("messages");
-        let mut folded: Vec<Value> = read_jsonl(&messages.join("base.jsonl"));
-        for event in read_jsonl(&messages.join("events.jsonl")) {
-            match event["type"].as_str() {
-                Some("append") => folded.push(event["message"].clone()),
-                Some("replace") => {
-                    for message in folded.iter_mut() {
-                        if message["id"] == event["targetId"] {
-                            *message = event["message"].clone();
-                        }
-                    }
-                }
-                Some("remove") => folded.retain(|message| message["id"] != event["targetId"]),
-                Some("truncate") => folded.clear(),
-                _ => {}
-            }
-        }
-        folded
-            .into_iter()
-            .map(|message| message["data"].clone())
-            .collect()
+        conversation_of(&self.instance_dir(agent))
     }
 
     /// `gdn instance list --json`.
@@ -121,7 +101,7 @@ impl Swarm {
 
     /// Starts `gdn run` with no input as a resident orchestrator (our own
     /// child) and waits until its control socket accepts connections.
-    fn start_resident(&self) -> Resident {
+    pub(crate) fn start_resident(&self) -> Resident {
         let log = std::fs::File::create(self.bundle.path().join("orchestrator.log")).unwrap();
         let child = self
             .command(&["run"])
@@ -158,9 +138,35 @@ impl Swarm {
     }
 }
 
+/// `NextMessages = base + SUM(events)` of the instance stored in
+/// `instance_dir`, as the `data` of each message.
+pub(crate) fn conversation_of(instance_dir: &Path) -> Vec<Value> {
+    let messages = instance_dir.join("messages");
+    let mut folded: Vec<Value> = read_jsonl(&messages.join("base.jsonl"));
+    for event in read_jsonl(&messages.join("events.jsonl")) {
+        match event["type"].as_str() {
+            Some("append") => folded.push(event["message"].clone()),
+            Some("replace") => {
+                for message in folded.iter_mut() {
+                    if message["id"] == event["targetId"] {
+                        *message = event["message"].clone();
+                    }
+                }
+            }
+            Some("remove") => folded.retain(|message| message["id"] != event["targetId"]),
+            Some("truncate") => folded.clear(),
+            _ => {}
+        }
+    }
+    folded
+        .into_iter()
+        .map(|message| message["data"].clone())
+        .collect()
+}
+
 /// Copies `crates/gdn/tests/fixtures/swarm/NAME` into a temporary folder,
 /// replacing each placeholder.
-fn fixture(name: &str, replacements: &[(&str, String)]) -> TempDir {
+pub(crate) fn fixture(name: &str, replacements: &[(&str, String)]) -> TempDir {
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/swarm")
         .join(name);
@@ -176,7 +182,7 @@ fn fixture(name: &str, replacements: &[(&str, String)]) -> TempDir {
     target
 }
 
-fn gdn_command(bundle: &Path, state: &Path, args: &[&str]) -> Command {
+pub(crate) fn gdn_command(bundle: &Path, state: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gdn"));
     command
         .arg("--config")
@@ -193,7 +199,7 @@ fn gdn_command(bundle: &Path, state: &Path, args: &[&str]) -> Command {
 }
 
 /// Runs a command to completion, killing it if it outlives [`DEADLINE`].
-fn run_with_deadline(mut command: Command) -> Output {
+pub(crate) fn run_with_deadline(mut command: Command) -> Output {
     let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -206,7 +212,7 @@ fn run_with_deadline(mut command: Command) -> Output {
 /// Waits for a child with a deadline and collects its output. The pipes
 /// are drained while it runs, so a chatty child never blocks on a full
 /// pipe.
-fn finish(mut child: Child, what: &str) -> Output {
+pub(crate) fn finish(mut child: Child, what: &str) -> Output {
     fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -244,7 +250,7 @@ fn finish(mut child: Child, what: &str) -> Output {
     output
 }
 
-fn wait_until<T>(what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_until<T>(what: &str, mut condition: impl FnMut() -> Option<T>) -> T {
     let started = Instant::now();
     loop {
         if let Some(value) = condition() {
@@ -269,7 +275,7 @@ fn find_instance_dir(state: &Path, agent: &str) -> Option<PathBuf> {
         .find(|dir| dir.is_dir())
 }
 
-fn read_jsonl(path: &Path) -> Vec<Value> {
+pub(crate) fn read_jsonl(path: &Path) -> Vec<Value> {
     match std::fs::read_to_string(path) {
         Ok(text) => text
             .lines()
@@ -281,15 +287,15 @@ fn read_jsonl(path: &Path) -> Vec<Value> {
     }
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn code(output: &Output) -> i32 {
+pub(crate) fn code(output: &Output) -> i32 {
     output.status.code().unwrap_or(-1)
 }
 
@@ -308,7 +314,7 @@ fn sigkill(pid: i32) {
 }
 
 /// A resident orchestrator we started; SIGKILLed if the test ends early.
-struct Resident {
+pub(crate) struct Resident {
     child: Option<Child>,
 }
 
@@ -318,7 +324,7 @@ impl Resident {
     }
 
     /// Sends SIGTERM and waits for the exit code.
-    fn terminate(mut self) -> i32 {
+    pub(crate) fn terminate(mut self) -> i32 {
         kill(Pid::from_raw(self.pid()), Signal::SIGTERM).unwrap();
         let child = self.child.take().unwrap();
         let output = finish(child, "the resident orchestrator");
