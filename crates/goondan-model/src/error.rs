@@ -34,6 +34,31 @@ pub enum ModelError {
         /// What happened.
         message: String,
     },
+    /// The whole call (every attempt, waits between them and the streamed
+    /// answer) took longer than the Model's `spec.options.timeoutMs`.
+    #[error("Model/{model_resource} ({provider}) did not finish its answer within {limit_ms} ms (spec.options.timeoutMs)")]
+    Timeout {
+        /// The Model resource's `metadata.name`.
+        model_resource: String,
+        /// The provider name.
+        provider: String,
+        /// The limit that was reached, in milliseconds.
+        limit_ms: u64,
+    },
+    /// The answer grew past one of the Model's size limits.
+    #[error(
+        "{provider} sent an answer larger than {limit} bytes of {what} (spec.options.{option})"
+    )]
+    AnswerTooLarge {
+        /// The provider name.
+        provider: String,
+        /// What was counted: `HTTP body` or `text and tool-call arguments`.
+        what: &'static str,
+        /// The option holding the limit.
+        option: &'static str,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// The model is not usable as configured.
     #[error("{message}")]
     Config {
@@ -119,6 +144,8 @@ impl ModelError {
             ModelError::Http { .. } => "E_MODEL_HTTP",
             ModelError::MalformedResponse { .. } => "E_MODEL_MALFORMED_RESPONSE",
             ModelError::Transport { .. } => "E_MODEL_TRANSPORT",
+            ModelError::Timeout { .. } => "E_MODEL_TIMEOUT",
+            ModelError::AnswerTooLarge { .. } => "E_MODEL_ANSWER_TOO_LARGE",
             ModelError::Config { .. } => "E_MODEL_CONFIG",
             ModelError::RetriesExhausted { .. } => "E_MODEL_RETRIES_EXHAUSTED",
             ModelError::ApiKeyMissing { .. } => "E_MODEL_API_KEY_MISSING",
@@ -147,6 +174,14 @@ impl ModelError {
             ModelError::Transport { .. } => {
                 Some("check spec.endpoint, the network, and spec.options.connectTimeoutMs / readTimeoutMs")
             }
+            ModelError::Timeout { .. } => Some(
+                "raise spec.options.timeoutMs for long answers, or check that the provider is answering at all",
+            ),
+            ModelError::AnswerTooLarge { option, .. } => Some(if *option == "maxContentBytes" {
+                "lower params.maxTokens, or raise spec.options.maxContentBytes if answers this large are expected"
+            } else {
+                "lower params.maxTokens, or raise spec.options.maxAnswerBytes if answers this large are expected"
+            }),
             ModelError::ApiKeyMissing { .. } => {
                 Some("add spec.apiKey (valueFrom.env is recommended) or export the variable before `gdn run`")
             }

@@ -34,7 +34,9 @@ pub use cassette::CassetteEntry;
 pub use config::{ApiKey, EnvLookup, ModelConfig, ProcessEnv};
 pub use error::ModelError;
 pub use provider::{build, needs_api_key, PROVIDERS};
-pub use request::{FinishReason, ModelParams, ModelRequest, ModelResponse, ToolSpec};
+pub use request::{
+    FinishReason, InvalidToolArguments, ModelParams, ModelRequest, ModelResponse, ToolSpec,
+};
 pub use scripted::DEFAULT_RULES_FILE;
 
 use futures_util::future::BoxFuture;

@@ -109,11 +109,19 @@ pub(crate) struct HttpOptions {
     pub(crate) connect_timeout: Duration,
     pub(crate) read_timeout: Duration,
     pub(crate) request_timeout: Option<Duration>,
+    /// The deadline of one whole call: every attempt, the waits between
+    /// them and the streamed answer. The connect and read timeouts only
+    /// bound silences, so without it a server trickling a token (or a
+    /// keep-alive) every few seconds would hold an agent forever.
+    pub(crate) timeout: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) headers: Vec<(String, String)>,
     /// The most an answer may weigh, streamed or not, so a runaway or
     /// hostile server cannot make an agent buffer without bound.
     pub(crate) max_answer_bytes: u64,
+    /// The most text, reasoning and tool-call argument bytes an answer may
+    /// accumulate; SSE framing and keep-alives do not count here.
+    pub(crate) max_content_bytes: u64,
     /// `options.body` plus every unknown option, merged into each request.
     pub(crate) body: JsonObject,
 }
@@ -125,6 +133,8 @@ pub(crate) const DEFAULT_RETRY_BASE_DELAY_MS: u64 = 500;
 pub(crate) const DEFAULT_RETRY_MAX_DELAY_MS: u64 = 30_000;
 pub(crate) const DEFAULT_RETRY_AFTER_MAX_MS: u64 = 60_000;
 pub(crate) const DEFAULT_MAX_ANSWER_BYTES: u64 = 32 * 1024 * 1024;
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+pub(crate) const DEFAULT_MAX_CONTENT_BYTES: u64 = 4 * 1024 * 1024;
 
 impl HttpOptions {
     /// Takes the shared keys; call after the provider took its own, since
@@ -143,6 +153,7 @@ impl HttpOptions {
                 .unwrap_or(DEFAULT_READ_TIMEOUT_MS),
         );
         let request_timeout = reader.u64("requestTimeoutMs")?.map(millis);
+        let timeout = millis(reader.u64("timeoutMs")?.unwrap_or(DEFAULT_TIMEOUT_MS));
         let max_retries = reader.u64("maxRetries")?.unwrap_or(DEFAULT_MAX_RETRIES);
         let retry = RetryPolicy {
             max_retries: u32::try_from(max_retries).unwrap_or(u32::MAX),
@@ -166,6 +177,9 @@ impl HttpOptions {
         let max_answer_bytes = reader
             .u64("maxAnswerBytes")?
             .unwrap_or(DEFAULT_MAX_ANSWER_BYTES);
+        let max_content_bytes = reader
+            .u64("maxContentBytes")?
+            .unwrap_or(DEFAULT_MAX_CONTENT_BYTES);
         let explicit_body = reader.object("body")?.unwrap_or_default();
         let mut body = reader.into_rest();
         merge_json(&mut body, explicit_body);
@@ -174,9 +188,11 @@ impl HttpOptions {
             connect_timeout,
             read_timeout,
             request_timeout,
+            timeout,
             retry,
             headers,
             max_answer_bytes,
+            max_content_bytes,
             body,
         })
     }
@@ -245,6 +261,8 @@ mod tests {
         assert_eq!(parsed.retry.max_retries, 2);
         assert_eq!(parsed.retry.max_server_delay, Duration::from_secs(60));
         assert_eq!(parsed.connect_timeout, Duration::from_secs(10));
+        assert_eq!(parsed.timeout, Duration::from_secs(300));
+        assert_eq!(parsed.max_content_bytes, 4 * 1024 * 1024);
         assert!(parsed.body.is_empty());
     }
 }

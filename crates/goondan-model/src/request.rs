@@ -1,7 +1,78 @@
 //! The provider-neutral request and response.
 
-use goondan_types::{ContentPart, JsonObject, ModelMessage, TokenUsage, ToolCall};
+use goondan_types::{ContentPart, JsonObject, JsonValue, ModelMessage, TokenUsage, ToolCall};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The `providerOptions` namespace under which this crate marks a tool
+/// call whose arguments were not a JSON object. Wires read only their own
+/// namespace, so the mark never travels back to a provider.
+const GOONDAN_OPTIONS: &str = "goondan";
+
+/// How many characters of unparsable arguments are kept with the call.
+const INVALID_ARGUMENTS_PREVIEW_CHARS: usize = 500;
+
+/// Tool-call arguments the provider sent that are not a JSON object.
+///
+/// A model that writes broken JSON should be told so and get another
+/// try, not end the Turn, so the wires keep such a call with empty
+/// arguments (`{}`, which every provider accepts when the conversation is
+/// sent back) and this mark; the runtime answers the call with an
+/// `E_TOOL_INVALID_ARGS` result instead of running it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidToolArguments {
+    /// The start of the text as sent (at most 500 characters).
+    pub preview: String,
+    /// The length of the whole text, in bytes.
+    pub n_bytes: u64,
+    /// Why it was refused, for example the JSON parser's message.
+    pub problem: String,
+}
+
+impl InvalidToolArguments {
+    /// A tool-call part carrying `raw` as invalid arguments.
+    pub(crate) fn tool_call(
+        tool_call_id: String,
+        tool_name: String,
+        raw: &str,
+        problem: String,
+    ) -> ContentPart {
+        let preview: String = raw.chars().take(INVALID_ARGUMENTS_PREVIEW_CHARS).collect();
+        ContentPart::ToolCall {
+            tool_call_id,
+            tool_name,
+            input: JsonValue::Object(JsonObject::new()),
+            provider_options: Some(json!({GOONDAN_OPTIONS: {"invalidArguments": {
+                "preview": preview,
+                "bytes": raw.len(),
+                "problem": problem,
+            }}})),
+        }
+    }
+
+    /// The mark on a tool-call part, if it has one.
+    pub fn of(part: &ContentPart) -> Option<InvalidToolArguments> {
+        let ContentPart::ToolCall {
+            provider_options: Some(options),
+            ..
+        } = part
+        else {
+            return None;
+        };
+        let mark = options.get(GOONDAN_OPTIONS)?.get("invalidArguments")?;
+        let text = |field: &str| {
+            mark.get(field)
+                .and_then(JsonValue::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Some(InvalidToolArguments {
+            preview: text("preview"),
+            n_bytes: mark.get("bytes").and_then(JsonValue::as_u64).unwrap_or(0),
+            problem: text("problem"),
+        })
+    }
+}
 
 /// A tool offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +173,17 @@ impl ModelResponse {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The mark of the call `tool_call_id` when its arguments were not a
+    /// JSON object (see [`InvalidToolArguments`]).
+    pub fn invalid_arguments(&self, tool_call_id: &str) -> Option<InvalidToolArguments> {
+        self.content.iter().find_map(|part| match part {
+            ContentPart::ToolCall {
+                tool_call_id: id, ..
+            } if id == tool_call_id => InvalidToolArguments::of(part),
+            _ => None,
+        })
     }
 
     /// The concatenated text parts.

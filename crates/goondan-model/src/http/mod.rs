@@ -1,5 +1,6 @@
 //! The HTTP transport shared by the Anthropic, OpenAI and Gemini wires:
-//! one `reqwest` client per Model with connect and read timeouts, retries
+//! one `reqwest` client per Model with connect and read timeouts, a total
+//! deadline per call, size caps on what an answer may accumulate, retries
 //! with backoff on 429 / 5xx / connection failures, streaming or whole
 //! answers, and key scrubbing of every message that leaves.
 //!
@@ -24,6 +25,7 @@ use std::error::Error as _;
 /// A [`Model`] that speaks `W` over HTTP.
 pub(crate) struct HttpModel<W> {
     wire: W,
+    model_resource: String,
     client: reqwest::Client,
     base_url: String,
     default_model: String,
@@ -75,6 +77,7 @@ impl<W: Wire> HttpModel<W> {
         })?;
         Ok(HttpModel {
             wire,
+            model_resource: model_resource.to_string(),
             client,
             base_url: base_url.trim_end_matches('/').to_string(),
             default_model: default_model.to_string(),
@@ -95,6 +98,33 @@ impl<W: Wire> HttpModel<W> {
         ModelError::Transport {
             provider: self.wire.provider().to_string(),
             message: self.scrub(&error_chain(error)),
+        }
+    }
+
+    /// One call under the Model's total deadline. Dropping the inner
+    /// future on expiry closes the connection, so a trickling stream or a
+    /// silent server costs at most `timeoutMs`.
+    async fn call_with_deadline(
+        &self,
+        request: ModelRequest,
+        observer: &dyn StreamObserver,
+    ) -> Result<ModelResponse, ModelError> {
+        let limit = self.options.timeout;
+        match tokio::time::timeout(limit, self.call(request, observer)).await {
+            Ok(outcome) => outcome,
+            Err(_elapsed) => {
+                tracing::warn!(
+                    provider = self.wire.provider(),
+                    model_resource = %self.model_resource,
+                    limit_ms = limit.as_millis() as u64,
+                    "model call cut at its deadline"
+                );
+                Err(ModelError::Timeout {
+                    model_resource: self.model_resource.clone(),
+                    provider: self.wire.provider().to_string(),
+                    limit_ms: u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
+                })
+            }
         }
     }
 
@@ -198,14 +228,11 @@ impl<W: Wire> HttpModel<W> {
             .is_some_and(|value| value.starts_with("text/event-stream"));
         let mut chunks = response.bytes_stream();
         let mut n_bytes: u64 = 0;
-        let too_large = || {
-            crate::wire::malformed(
-                provider,
-                format!(
-                    "the answer is larger than {} bytes (options.maxAnswerBytes)",
-                    self.options.max_answer_bytes
-                ),
-            )
+        let too_large = || ModelError::AnswerTooLarge {
+            provider: provider.to_string(),
+            what: "HTTP body",
+            option: "maxAnswerBytes",
+            limit: self.options.max_answer_bytes,
         };
         if !is_event_stream {
             // A server that ignores `stream: true` and answers with one JSON
@@ -228,7 +255,9 @@ impl<W: Wire> HttpModel<W> {
                     ),
                 )
             })?;
-            return self.wire.decode(body);
+            let answer = self.wire.decode(body)?;
+            self.check_content_bytes(crate::wire::content_bytes(&answer.content))?;
+            return Ok(answer);
         }
         let mut assembler = self.wire.stream();
         let mut decoder = sse::SseDecoder::default();
@@ -239,15 +268,32 @@ impl<W: Wire> HttpModel<W> {
                 return Err(too_large());
             }
             for event in decoder.feed(&chunk) {
-                if assembler.on_event(event, observer)? == StreamProgress::Done {
+                let progress = assembler.on_event(event, observer)?;
+                self.check_content_bytes(assembler.content_bytes())?;
+                if progress == StreamProgress::Done {
                     return assembler.finish();
                 }
             }
         }
         if let Some(event) = decoder.finish() {
             assembler.on_event(event, observer)?;
+            self.check_content_bytes(assembler.content_bytes())?;
         }
         assembler.finish()
+    }
+
+    /// Refuses an answer whose text, reasoning and tool-call arguments
+    /// passed `maxContentBytes`.
+    fn check_content_bytes(&self, n_content_bytes: u64) -> Result<(), ModelError> {
+        if n_content_bytes > self.options.max_content_bytes {
+            return Err(ModelError::AnswerTooLarge {
+                provider: self.wire.provider().to_string(),
+                what: "text and tool-call arguments",
+                option: "maxContentBytes",
+                limit: self.options.max_content_bytes,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -257,7 +303,7 @@ impl<W: Wire> Model for HttpModel<W> {
         request: ModelRequest,
         observer: &'a dyn StreamObserver,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(self.call(request, observer))
+        Box::pin(self.call_with_deadline(request, observer))
     }
 }
 

@@ -7,7 +7,7 @@
 //! blocks with their signature kept in `providerOptions.anthropic`.
 
 use super::{
-    count, malformed, media, parse_arguments, required_str, tool_output_text, Media,
+    count, malformed, media, required_str, tool_call_from_text, tool_output_text, Media,
     StreamAssembler, StreamProgress, Wire,
 };
 use crate::error::ModelError;
@@ -157,6 +157,17 @@ impl Wire for AnthropicWire {
             .get("content")
             .and_then(JsonValue::as_array)
             .ok_or_else(|| malformed(PROVIDER, "the answer has no `content` array"))?;
+        if blocks.is_empty()
+            && body
+                .get("stop_reason")
+                .and_then(JsonValue::as_str)
+                .is_none()
+        {
+            return Err(malformed(
+                PROVIDER,
+                "the answer has no content block and no stop_reason",
+            ));
+        }
         let mut content = Vec::new();
         for block in blocks {
             match block.get("type").and_then(JsonValue::as_str) {
@@ -169,8 +180,17 @@ impl Wire for AnthropicWire {
                 Some("tool_use") => {
                     let id = required_str(PROVIDER, block, "id", "a tool_use block")?;
                     let name = required_str(PROVIDER, block, "name", "a tool_use block")?;
-                    let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
-                    content.push(ContentPart::tool_call(id, name, input));
+                    content.push(match block.get("input") {
+                        None | Some(JsonValue::Null) => ContentPart::tool_call(id, name, json!({})),
+                        Some(input @ JsonValue::Object(_)) => {
+                            ContentPart::tool_call(id, name, input.clone())
+                        }
+                        Some(other) => tool_call_from_text(
+                            id.to_string(),
+                            name.to_string(),
+                            &other.to_string(),
+                        ),
+                    });
                 }
                 Some("thinking") => content.push(reasoning(
                     block
@@ -411,6 +431,7 @@ pub(crate) struct AnthropicStream {
     output_tokens: u64,
     saw_usage: bool,
     stopped: bool,
+    n_content_bytes: u64,
 }
 
 impl AnthropicStream {
@@ -470,6 +491,7 @@ impl StreamAssembler for AnthropicStream {
                         if !text.is_empty() {
                             observer.on_text_delta(text);
                         }
+                        self.n_content_bytes += text.len() as u64;
                         Block::Text(text.to_string())
                     }
                     Some("tool_use") => Block::Tool {
@@ -527,12 +549,17 @@ impl StreamAssembler for AnthropicStream {
                         let piece = piece("text");
                         observer.on_text_delta(&piece);
                         text.push_str(&piece);
+                        self.n_content_bytes += piece.len() as u64;
                     }
                     (Some("input_json_delta"), Block::Tool { arguments, .. }) => {
-                        arguments.push_str(&piece("partial_json"));
+                        let piece = piece("partial_json");
+                        arguments.push_str(&piece);
+                        self.n_content_bytes += piece.len() as u64;
                     }
                     (Some("thinking_delta"), Block::Thinking { text, .. }) => {
-                        text.push_str(&piece("thinking"));
+                        let piece = piece("thinking");
+                        text.push_str(&piece);
+                        self.n_content_bytes += piece.len() as u64;
                     }
                     (Some("signature_delta"), Block::Thinking { signature, .. }) => {
                         *signature = Some(piece("signature"));
@@ -576,6 +603,14 @@ impl StreamAssembler for AnthropicStream {
                 message: "the stream ended before message_stop".into(),
             });
         }
+        if self.blocks.is_empty() && self.stop_reason.is_none() {
+            // An empty answer still says why it stopped; one that says
+            // nothing at all is not an answer.
+            return Err(malformed(
+                PROVIDER,
+                "the stream ended without any content block or stop_reason",
+            ));
+        }
         let mut content = Vec::new();
         for block in self.blocks {
             match block {
@@ -585,8 +620,7 @@ impl StreamAssembler for AnthropicStream {
                     name,
                     arguments,
                 } => {
-                    let input = parse_arguments(PROVIDER, &name, &id, &arguments)?;
-                    content.push(ContentPart::tool_call(id, name, input));
+                    content.push(tool_call_from_text(id, name, &arguments));
                 }
                 Block::Thinking { text, signature } => {
                     content.push(reasoning(&text, "signature", signature.as_deref()));
@@ -602,6 +636,10 @@ impl StreamAssembler for AnthropicStream {
                 .saw_usage
                 .then(|| usage_from(self.input_tokens, self.output_tokens)),
         })
+    }
+
+    fn content_bytes(&self) -> u64 {
+        self.n_content_bytes
     }
 }
 

@@ -8,7 +8,10 @@
 //! `thoughtSignature` is kept in `providerOptions.google` and sent back.
 //! Tool schemas are cut down to the OpenAPI subset Gemini accepts.
 
-use super::{count, malformed, media, required_str, Media, StreamAssembler, StreamProgress, Wire};
+use super::{
+    count, malformed, media, required_str, tool_call_from_text, Media, StreamAssembler,
+    StreamProgress, Wire,
+};
 use crate::error::ModelError;
 use crate::http::sse::SseEvent;
 use crate::request::{FinishReason, ModelRequest, ModelResponse};
@@ -332,6 +335,7 @@ pub(crate) struct GoogleStream {
     usage: Option<TokenUsage>,
     saw_candidate: bool,
     n_calls: usize,
+    n_content_bytes: u64,
 }
 
 impl GoogleStream {
@@ -379,28 +383,50 @@ impl GoogleStream {
                     ),
                 };
                 self.n_calls += 1;
-                let input = match call.get("args") {
-                    None | Some(JsonValue::Null) => json!({}),
-                    Some(args @ JsonValue::Object(_)) => args.clone(),
+                let part = match call.get("args") {
+                    None | Some(JsonValue::Null) => ContentPart::ToolCall {
+                        tool_call_id: id,
+                        tool_name: name.to_string(),
+                        input: json!({}),
+                        provider_options: signature_options(signature),
+                    },
+                    Some(args @ JsonValue::Object(_)) => {
+                        self.n_content_bytes += args.to_string().len() as u64;
+                        ContentPart::ToolCall {
+                            tool_call_id: id,
+                            tool_name: name.to_string(),
+                            input: args.clone(),
+                            provider_options: signature_options(signature),
+                        }
+                    }
+                    // Args that are not an object are marked for the runtime
+                    // to refuse; the signature stays beside the mark, since
+                    // Gemini wants it back with every call it made.
                     Some(other) => {
-                        return Err(malformed(
-                            PROVIDER,
-                            format!("functionCall {name} has args that are not an object: {other}"),
-                        ))
+                        let text = other.to_string();
+                        self.n_content_bytes += text.len() as u64;
+                        let mut part = tool_call_from_text(id, name.to_string(), &text);
+                        if let (
+                            ContentPart::ToolCall {
+                                provider_options: Some(JsonValue::Object(options)),
+                                ..
+                            },
+                            Some(JsonValue::Object(signature)),
+                        ) = (&mut part, signature_options(signature))
+                        {
+                            options.extend(signature);
+                        }
+                        part
                     }
                 };
-                self.content.push(ContentPart::ToolCall {
-                    tool_call_id: id,
-                    tool_name: name.to_string(),
-                    input,
-                    provider_options: signature_options(signature),
-                });
+                self.content.push(part);
                 continue;
             }
             let Some(text) = part.get("text").and_then(JsonValue::as_str) else {
                 continue;
             };
             let is_thought = part.get("thought").and_then(JsonValue::as_bool) == Some(true);
+            self.n_content_bytes += text.len() as u64;
             // Streamed text arrives in many parts; consecutive pieces of one
             // kind are joined so the stored message has one part per run.
             match (self.content.last_mut(), is_thought) {
@@ -480,6 +506,14 @@ impl StreamAssembler for GoogleStream {
     }
 
     fn finish(self) -> Result<ModelResponse, ModelError> {
+        if !self.saw_candidate && self.finish_reason.is_none() {
+            // Chunks of `candidates: []` carry nothing; an answer that never
+            // had a candidate nor a blockReason is not an empty answer.
+            return Err(malformed(
+                PROVIDER,
+                "the stream ended without any candidate or blockReason",
+            ));
+        }
         if self.finish_reason.is_none() {
             return Err(ModelError::Transport {
                 provider: PROVIDER.into(),
@@ -487,6 +521,10 @@ impl StreamAssembler for GoogleStream {
             });
         }
         self.build()
+    }
+
+    fn content_bytes(&self) -> u64 {
+        self.n_content_bytes
     }
 }
 

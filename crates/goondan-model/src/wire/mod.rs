@@ -11,9 +11,9 @@ pub(crate) mod openai;
 
 use crate::error::ModelError;
 use crate::http::sse::SseEvent;
-use crate::request::{ModelRequest, ModelResponse};
+use crate::request::{InvalidToolArguments, ModelRequest, ModelResponse};
 use crate::StreamObserver;
-use goondan_types::{JsonObject, JsonValue, ToolResultOutput};
+use goondan_types::{ContentPart, JsonObject, JsonValue, ToolResultOutput};
 
 /// One provider's wire format.
 pub(crate) trait Wire: Send + Sync + 'static {
@@ -56,6 +56,25 @@ pub(crate) trait StreamAssembler: Send {
 
     /// The whole answer once the body ended.
     fn finish(self) -> Result<ModelResponse, ModelError>;
+
+    /// How many bytes of text, reasoning and tool-call arguments the
+    /// answer holds so far, which the transport caps.
+    fn content_bytes(&self) -> u64;
+}
+
+/// The bytes of text, reasoning and tool-call input in a whole answer,
+/// counted as [`StreamAssembler::content_bytes`] counts a streamed one.
+pub(crate) fn content_bytes(content: &[ContentPart]) -> u64 {
+    content
+        .iter()
+        .map(|part| match part {
+            ContentPart::Text { text, .. } | ContentPart::Reasoning { text, .. } => text.len(),
+            ContentPart::ToolCall {
+                tool_name, input, ..
+            } => tool_name.len() + serde_json::to_string(input).map_or(0, |text| text.len()),
+            _ => 0,
+        } as u64)
+        .sum()
 }
 
 /// A `MalformedResponse` for `provider`.
@@ -66,25 +85,37 @@ pub(crate) fn malformed(provider: &str, message: impl Into<String>) -> ModelErro
     }
 }
 
-/// Parses tool-call arguments sent as a JSON string; empty means `{}`.
-pub(crate) fn parse_arguments(
-    provider: &str,
-    tool_name: &str,
-    tool_call_id: &str,
+/// A tool-call part from arguments sent as a JSON string; empty means
+/// `{}`. Text that is not a JSON object is kept as
+/// [`InvalidToolArguments`], so the model hears about it instead of the
+/// Turn failing.
+pub(crate) fn tool_call_from_text(
+    tool_call_id: String,
+    tool_name: String,
     arguments: &str,
-) -> Result<JsonValue, ModelError> {
+) -> ContentPart {
     if arguments.trim().is_empty() {
-        return Ok(JsonValue::Object(JsonObject::new()));
+        return ContentPart::tool_call(
+            tool_call_id,
+            tool_name,
+            JsonValue::Object(JsonObject::new()),
+        );
     }
-    serde_json::from_str(arguments).map_err(|error| {
-        let preview: String = arguments.chars().take(200).collect();
-        malformed(
-            provider,
-            format!(
-                "tool call {tool_name} ({tool_call_id}) has arguments that are not JSON ({error}): {preview}"
-            ),
-        )
-    })
+    match serde_json::from_str::<JsonValue>(arguments) {
+        Ok(input @ JsonValue::Object(_)) => ContentPart::tool_call(tool_call_id, tool_name, input),
+        Ok(_) => InvalidToolArguments::tool_call(
+            tool_call_id,
+            tool_name,
+            arguments,
+            "the arguments are JSON but not an object".into(),
+        ),
+        Err(error) => InvalidToolArguments::tool_call(
+            tool_call_id,
+            tool_name,
+            arguments,
+            format!("the arguments are not JSON ({error})"),
+        ),
+    }
 }
 
 /// A string field of a JSON object, or a malformed-response error naming
@@ -166,15 +197,24 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn arguments_parse_or_fail_structured() {
-        assert_eq!(parse_arguments("p", "t", "c", "").unwrap(), json!({}));
+    fn arguments_that_are_not_a_json_object_are_kept_as_marked_calls() {
+        let parse = |text: &str| tool_call_from_text("c9".into(), "bash__exec".into(), text);
         assert_eq!(
-            parse_arguments("p", "t", "c", "{\"a\":1}").unwrap(),
-            json!({"a": 1})
+            parse(""),
+            ContentPart::tool_call("c9", "bash__exec", json!({}))
         );
-        let error = parse_arguments("p", "bash__exec", "c9", "{\"a\":").unwrap_err();
-        assert_eq!(error.code(), "E_MODEL_MALFORMED_RESPONSE");
-        assert!(error.to_string().contains("bash__exec (c9)"));
+        assert_eq!(
+            parse("{\"a\":1}"),
+            ContentPart::tool_call("c9", "bash__exec", json!({"a": 1}))
+        );
+        for (text, problem) in [("{\"a\":", "not JSON"), ("[1]", "not an object")] {
+            let part = parse(text);
+            let mark = InvalidToolArguments::of(&part).unwrap();
+            assert_eq!(mark.preview, text);
+            assert_eq!(mark.n_bytes, text.len() as u64);
+            assert!(mark.problem.contains(problem), "{}", mark.problem);
+            assert!(matches!(part, ContentPart::ToolCall { input, .. } if input == json!({})));
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! is read into reasoning parts.
 
 use super::{
-    count, malformed, media, parse_arguments, required_str, tool_output_text, Media,
+    count, malformed, media, required_str, tool_call_from_text, tool_output_text, Media,
     StreamAssembler, StreamProgress, Wire,
 };
 use crate::error::ModelError;
@@ -189,21 +189,16 @@ impl Wire for OpenAiWire {
                 .ok_or_else(|| malformed(PROVIDER, format!("tool call {index} has no function")))?;
             let name = required_str(PROVIDER, function, "name", "a tool call's function")?;
             let id = call_id(call.get("id").and_then(JsonValue::as_str), index);
-            let input = match function.get("arguments") {
+            let part = match function.get("arguments") {
                 Some(JsonValue::String(arguments)) => {
-                    parse_arguments(PROVIDER, name, &id, arguments)?
+                    tool_call_from_text(id, name.to_string(), arguments)
                 }
-                // Some compatible servers send the arguments as an object.
-                Some(JsonValue::Object(arguments)) => JsonValue::Object(arguments.clone()),
-                None | Some(JsonValue::Null) => json!({}),
-                Some(other) => {
-                    return Err(malformed(
-                        PROVIDER,
-                        format!("tool call {name} ({id}) has arguments of the wrong type: {other}"),
-                    ))
-                }
+                None | Some(JsonValue::Null) => ContentPart::tool_call(id, name, json!({})),
+                // Some compatible servers send the arguments as an object;
+                // anything else is marked as invalid arguments.
+                Some(other) => tool_call_from_text(id, name.to_string(), &other.to_string()),
             };
-            content.push(ContentPart::tool_call(id, name, input));
+            content.push(part);
         }
         Ok(ModelResponse {
             content,
@@ -308,6 +303,10 @@ pub(crate) struct OpenAiStream {
     finish_reason: Option<String>,
     usage: Option<TokenUsage>,
     done: bool,
+    /// Whether any chunk carried a choice; a stream of `choices: []` and
+    /// `[DONE]` said nothing at all.
+    saw_choice: bool,
+    n_content_bytes: u64,
 }
 
 impl StreamAssembler for OpenAiStream {
@@ -337,15 +336,18 @@ impl StreamAssembler for OpenAiStream {
         let Some(choice) = chunk.pointer("/choices/0") else {
             return Ok(StreamProgress::Continue);
         };
+        self.saw_choice = true;
         if let Some(delta) = choice.get("delta") {
             if let Some(piece) = delta.get("content").and_then(JsonValue::as_str) {
                 if !piece.is_empty() {
                     observer.on_text_delta(piece);
                     self.text.push_str(piece);
+                    self.n_content_bytes += piece.len() as u64;
                 }
             }
             if let Some(piece) = reasoning_text(delta) {
                 self.reasoning.push_str(piece);
+                self.n_content_bytes += piece.len() as u64;
             }
             for call in delta
                 .get("tool_calls")
@@ -360,11 +362,16 @@ impl StreamAssembler for OpenAiStream {
                 }
                 if let Some(name) = call.pointer("/function/name").and_then(JsonValue::as_str) {
                     pending.name.push_str(name);
+                    self.n_content_bytes += name.len() as u64;
                 }
                 match call.pointer("/function/arguments") {
-                    Some(JsonValue::String(piece)) => pending.arguments.push_str(piece),
+                    Some(JsonValue::String(piece)) => {
+                        pending.arguments.push_str(piece);
+                        self.n_content_bytes += piece.len() as u64;
+                    }
                     Some(JsonValue::Object(arguments)) => {
                         pending.arguments = JsonValue::Object(arguments.clone()).to_string();
+                        self.n_content_bytes += pending.arguments.len() as u64;
                     }
                     _ => {}
                 }
@@ -382,6 +389,15 @@ impl StreamAssembler for OpenAiStream {
                 provider: PROVIDER.into(),
                 message: "the stream ended before a finish_reason or [DONE]".into(),
             });
+        }
+        if !self.saw_choice {
+            // An answer is at least a choice with a finish reason; taking
+            // `choices: []` for an empty answer would end the Turn as if
+            // the model had nothing to say.
+            return Err(malformed(
+                PROVIDER,
+                "the stream ended without any choice (every chunk had `choices: []`)",
+            ));
         }
         let mut content = Vec::new();
         if !self.reasoning.is_empty() {
@@ -401,14 +417,17 @@ impl StreamAssembler for OpenAiStream {
                 ));
             }
             let id = call_id(call.id.as_deref(), index as usize);
-            let input = parse_arguments(PROVIDER, &call.name, &id, &call.arguments)?;
-            content.push(ContentPart::tool_call(id, call.name, input));
+            content.push(tool_call_from_text(id, call.name, &call.arguments));
         }
         Ok(ModelResponse {
             content,
             finish_reason: finish_reason(self.finish_reason.as_deref()),
             usage: self.usage,
         })
+    }
+
+    fn content_bytes(&self) -> u64 {
+        self.n_content_bytes
     }
 }
 

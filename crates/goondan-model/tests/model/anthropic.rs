@@ -285,12 +285,57 @@ async fn malformed_answers_become_structured_errors() {
     let bad_json = streaming
         .generate(request(vec![ModelMessage::user("c")]), &NoStream)
         .await
-        .unwrap_err();
-    assert_eq!(bad_json.code(), "E_MODEL_MALFORMED_RESPONSE");
-    assert!(
-        bad_json.to_string().contains("bash__exec (t1)"),
-        "{bad_json}"
+        .unwrap();
+    let mark = bad_json
+        .invalid_arguments("t1")
+        .expect("marked as invalid arguments");
+    assert_eq!(mark.preview, "{\"command\": \"ls");
+    assert_eq!(bad_json.tool_calls()[0].args, serde_json::Map::new());
+}
+
+/// Issue 16 #21: an answer that says nothing (no block, no stop_reason)
+/// is malformed, not an empty answer that ends the Turn.
+#[tokio::test]
+async fn an_answer_without_blocks_or_stop_reason_is_malformed() {
+    let start = (
+        "message_start",
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 0}}}),
     );
+    let stop = ("message_stop", json!({"type": "message_stop"}));
+    let server = MockServer::start(vec![
+        Canned::json(200, json!({"content": []})),
+        Canned::sse(&[start.clone(), stop.clone()]),
+        Canned::sse(&[
+            start,
+            ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 0}})),
+            stop,
+        ]),
+    ])
+    .await;
+    for stream in [false, true] {
+        let model = build(
+            &http_config("anthropic", &server.base_url, json!({"stream": stream})),
+            &no_env(),
+        )
+        .unwrap();
+        let error = model
+            .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "E_MODEL_MALFORMED_RESPONSE", "{error}");
+        assert!(error.to_string().contains("stop_reason"), "{error}");
+    }
+    let streaming = build(
+        &http_config("anthropic", &server.base_url, json!({"stream": true})),
+        &no_env(),
+    )
+    .unwrap();
+    let empty_but_finished = streaming
+        .generate(request(vec![ModelMessage::user("y")]), &NoStream)
+        .await
+        .unwrap();
+    assert!(empty_but_finished.content.is_empty());
+    assert_eq!(empty_but_finished.finish_reason, FinishReason::Stop);
 }
 
 #[tokio::test]

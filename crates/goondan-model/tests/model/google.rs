@@ -221,7 +221,7 @@ async fn malformed_function_calls_are_a_structured_error() {
         Canned::json(
             200,
             answer(
-                json!([{"functionCall": {"name": "weather__get", "args": "{not json"}}]),
+                json!([{"functionCall": {"name": "weather__get", "args": "{not json"}, "thoughtSignature": "sig"}]),
                 "STOP",
             ),
         ),
@@ -233,17 +233,52 @@ async fn malformed_function_calls_are_a_structured_error() {
         &no_env(),
     )
     .unwrap();
+    // Args that are not an object go to the runtime as a marked call, so
+    // the model is told and may try again (issue 16 #20).
     let bad_args = model
         .generate(request(vec![ModelMessage::user("x")]), &NoStream)
         .await
-        .unwrap_err();
-    assert_eq!(bad_args.code(), "E_MODEL_MALFORMED_RESPONSE");
-    assert!(bad_args.to_string().contains("weather__get"), "{bad_args}");
+        .unwrap();
+    let call = &bad_args.tool_calls()[0];
+    assert_eq!(call.name, "weather__get");
+    let mark = bad_args.invalid_arguments(&call.id).unwrap();
+    assert_eq!(mark.preview, "\"{not json\"");
+    assert!(
+        matches!(&bad_args.content[0], ContentPart::ToolCall { provider_options: Some(options), .. }
+            if options["google"]["thoughtSignature"] == "sig"),
+        "{:?}",
+        bad_args.content
+    );
     let no_name = model
         .generate(request(vec![ModelMessage::user("y")]), &NoStream)
         .await
         .unwrap_err();
     assert_eq!(no_name.code(), "E_MODEL_MALFORMED_RESPONSE");
+}
+
+/// Issue 16 #21: a stream of chunks without candidates is not an empty
+/// answer.
+#[tokio::test]
+async fn a_stream_without_candidates_is_malformed() {
+    let server = MockServer::start(vec![Canned::sse(&[
+        ("", json!({"candidates": []})),
+        ("", json!({"usageMetadata": {"promptTokenCount": 3}})),
+    ])])
+    .await;
+    let model = build(
+        &http_config("google", &server.base_url, json!({"stream": true})),
+        &no_env(),
+    )
+    .unwrap();
+    let error = model
+        .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "E_MODEL_MALFORMED_RESPONSE");
+    assert!(
+        error.to_string().contains("without any candidate"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

@@ -210,37 +210,75 @@ async fn server_errors_exhaust_retries_with_the_providers_message() {
     assert_eq!(server.requests().len(), 3);
 }
 
+/// Issue 16 #20: arguments that are not JSON reach the runtime as a
+/// marked call (with empty arguments and the raw text's start), streamed
+/// or not, instead of failing the whole Turn.
 #[tokio::test]
-async fn malformed_tool_call_arguments_are_a_structured_error() {
+async fn tool_call_arguments_that_are_not_json_are_marked_not_fatal() {
+    let bad_call = json!({"id": "call_x", "type": "function", "function": {"name": "file__read", "arguments": "{not json"}});
     let server = MockServer::start(vec![
         Canned::json(200, completion(json!({
-            "role": "assistant", "content": null,
-            "tool_calls": [{"id": "call_x", "type": "function", "function": {"name": "file__read", "arguments": "{\"path\": "}}]
+            "role": "assistant", "content": null, "tool_calls": [bad_call]
         }), "tool_calls")),
-        Canned::json(200, json!({"id": "x", "choices": []})),
+        Canned::sse_raw(format!(
+            "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_x", "type": "function", "function": {"name": "file__read", "arguments": "{not "}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "json"}}]}, "finish_reason": "tool_calls"}]}),
+        )),
     ])
     .await;
-    let model = build(
-        &http_config("openai", &server.base_url, json!({})),
-        &no_env(),
-    )
-    .unwrap();
-    let error = model
-        .generate(request(vec![ModelMessage::user("x")]), &NoStream)
-        .await
-        .unwrap_err();
-    assert_eq!(error.code(), "E_MODEL_MALFORMED_RESPONSE");
-    assert!(
-        error
-            .to_string()
-            .contains("file__read (call_x) has arguments that are not JSON"),
-        "{error}"
-    );
-    let no_choices = model
-        .generate(request(vec![ModelMessage::user("y")]), &NoStream)
-        .await
-        .unwrap_err();
-    assert_eq!(no_choices.code(), "E_MODEL_MALFORMED_RESPONSE");
+    for stream in [false, true] {
+        let model = build(
+            &http_config("openai", &server.base_url, json!({"stream": stream})),
+            &no_env(),
+        )
+        .unwrap();
+        let answer = model
+            .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+            .await
+            .unwrap();
+        assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
+        let calls = answer.tool_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].id, "call_x");
+        assert!(calls[0].args.is_empty());
+        let mark = answer.invalid_arguments("call_x").unwrap();
+        assert_eq!(mark.preview, "{not json");
+        assert_eq!(mark.n_bytes, 9);
+        assert!(mark.problem.contains("not JSON"), "{}", mark.problem);
+    }
+}
+
+/// Issue 16 #21: `choices: []` is a malformed answer, streamed or not,
+/// never an empty one.
+#[tokio::test]
+async fn an_answer_without_choices_is_malformed() {
+    let server = MockServer::start(vec![
+        Canned::json(200, json!({"id": "x", "choices": []})),
+        Canned::sse_raw(format!(
+            "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+            json!({"id": "x", "choices": []}),
+            json!({"id": "x", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 0}}),
+        )),
+    ])
+    .await;
+    for stream in [false, true] {
+        let model = build(
+            &http_config("openai", &server.base_url, json!({"stream": stream})),
+            &no_env(),
+        )
+        .unwrap();
+        let error = model
+            .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.code(),
+            "E_MODEL_MALFORMED_RESPONSE",
+            "stream {stream}: {error}"
+        );
+        assert!(error.to_string().contains("choice"), "{error}");
+    }
 }
 
 #[tokio::test]
@@ -418,9 +456,11 @@ async fn an_oversized_answer_is_refused() {
             .generate(request(vec![ModelMessage::user("x")]), &NoStream)
             .await
             .unwrap_err();
-        assert_eq!(error.code(), "E_MODEL_MALFORMED_RESPONSE");
+        assert_eq!(error.code(), "E_MODEL_ANSWER_TOO_LARGE");
         assert!(
-            error.to_string().contains("larger than 1024 bytes"),
+            error
+                .to_string()
+                .contains("larger than 1024 bytes of HTTP body"),
             "{error}"
         );
     }
@@ -463,4 +503,41 @@ async fn an_absurd_retry_after_waits_the_cap_instead_of_panicking() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Issue 16 #8: what a stream accumulates (text, tool-call arguments) is
+/// capped apart from the HTTP body, whose framing may be much larger.
+#[tokio::test]
+async fn accumulated_text_and_arguments_are_capped() {
+    let piece = "x".repeat(600);
+    let text_chunk = json!({"choices": [{"index": 0, "delta": {"content": piece}}]});
+    let argument_chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "file__read", "arguments": piece}}]}}]});
+    let server = MockServer::start(vec![
+        Canned::sse_raw(format!(
+            "data: {text_chunk}\n\n: keep-alive\n\ndata: {text_chunk}\n\n"
+        )),
+        Canned::sse_raw(format!(
+            "data: {argument_chunk}\n\ndata: {argument_chunk}\n\n"
+        )),
+    ])
+    .await;
+    let config = http_config(
+        "openai",
+        &server.base_url,
+        json!({"stream": true, "maxContentBytes": 1024}),
+    );
+    let model = build(&config, &no_env()).unwrap();
+    for _ in 0..2 {
+        let error = model
+            .generate(request(vec![ModelMessage::user("x")]), &NoStream)
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "E_MODEL_ANSWER_TOO_LARGE");
+        assert!(
+            error
+                .to_string()
+                .contains("1024 bytes of text and tool-call arguments"),
+            "{error}"
+        );
+    }
 }

@@ -138,3 +138,83 @@ async fn dropping_the_future_closes_the_connection() {
         .unwrap();
     assert_eq!(read_after_drop, 0, "the client closed its end");
 }
+
+/// Answers one request with SSE headers, then an OpenAI text chunk every
+/// 200 ms for as long as the client listens; returns the address.
+async fn trickling_server() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        read_request(&mut socket).await;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        if socket.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        loop {
+            let event = format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {"content": "tick "}}]})
+            );
+            let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+            if socket.write_all(chunk.as_bytes()).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    address
+}
+
+/// Issue 16 #8: a stream that never stops trickling is cut at the Model's
+/// total deadline, although no read ever waits long.
+#[tokio::test]
+async fn a_trickling_stream_is_cut_at_the_total_deadline() {
+    let address = trickling_server().await;
+    let config = http_config(
+        "openai",
+        &format!("http://{address}"),
+        json!({"stream": true, "timeoutMs": 1000, "readTimeoutMs": 5000}),
+    );
+    let model = build(&config, &no_env()).unwrap();
+    let deltas = Deltas::default();
+    let started = std::time::Instant::now();
+    let error = model.generate(request(), &deltas).await.unwrap_err();
+    let elapsed = started.elapsed();
+    assert_eq!(error.code(), "E_MODEL_TIMEOUT");
+    assert!(
+        error.to_string().contains("Model/test-model") && error.to_string().contains("1000 ms"),
+        "{error}"
+    );
+    assert!(error.suggestion().unwrap().contains("timeoutMs"));
+    assert!(
+        elapsed >= Duration::from_millis(1000) && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
+    assert!(deltas.all().len() >= 2, "the stream did trickle");
+}
+
+/// Issue 16 #8: a server that accepts and never answers costs the total
+/// deadline, not every retry's read timeout.
+#[tokio::test]
+async fn a_silent_server_is_cut_at_the_total_deadline_across_retries() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut sockets = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            read_request(&mut socket).await;
+            sockets.push(socket);
+        }
+    });
+    let config = http_config(
+        "openai",
+        &format!("http://{address}"),
+        json!({"timeoutMs": 1000, "readTimeoutMs": 600, "maxRetries": 5}),
+    );
+    let model = build(&config, &no_env()).unwrap();
+    let started = std::time::Instant::now();
+    let error = model.generate(request(), &NoStream).await.unwrap_err();
+    assert_eq!(error.code(), "E_MODEL_TIMEOUT", "{error}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
