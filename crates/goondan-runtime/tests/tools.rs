@@ -4,12 +4,15 @@
 
 mod common;
 
+use common::mock_llm::MockLlm;
 use common::{Harness, Log};
-use goondan_model::NoStream;
+use goondan_model::{ModelConfig, NoStream};
 use goondan_runtime::test_support::user_event;
-use goondan_runtime::tool::ToolCallPolicy;
+use goondan_runtime::tool::{ToolCallPolicy, DEFAULT_MAX_TOOL_CALLS_PER_STEP};
 use goondan_runtime::{handler_fn, Agent, ExtensionApi, MiddlewareOptions, ToolFailure};
-use goondan_types::{ContentPart, JsonValue, ModelMessage, ToolCatalogItem};
+use goondan_types::{
+    ContentPart, JsonValue, ModelMessage, RuntimeEvent, ToolCatalogItem, TurnFinishReason,
+};
 use serde_json::json;
 
 /// The tool-result outputs of the conversation, in order.
@@ -133,6 +136,7 @@ async fn registry_direct_calls_run_only_behind_the_explicit_policy_flag() {
     });
     harness.definition.tool_call_policy = ToolCallPolicy {
         allow_registry_direct: true,
+        ..ToolCallPolicy::default()
     };
     harness
         .model
@@ -426,4 +430,132 @@ async fn must_extension_tools_join_the_catalog_and_bad_names_stop_the_start() {
     assert_eq!(error.code(), "E_EXTENSION_INIT");
     assert!(error.to_string().contains("broken"), "{error}");
     assert!(error.to_string().contains("E_TOOL_INVALID_NAME"), "{error}");
+}
+
+/// Issue 16 #19: one model answer asking for more calls than a Step runs
+/// gets the first `max_calls_per_step` run and every other one answered
+/// with `E_TOOL_CALL_LIMIT`, so each call still has its result.
+#[tokio::test]
+async fn calls_past_the_step_limit_are_answered_with_a_limit_error_and_not_run() {
+    let log = Log::default();
+    let mut harness = Harness::new();
+    recording_tool(&mut harness, "rec", log.clone(), None);
+    let calls: Vec<(String, JsonValue)> = (0..40)
+        .map(|index| (format!("c{index}"), json!({"n": index})))
+        .collect();
+    let call_refs: Vec<(&str, &str, JsonValue)> = calls
+        .iter()
+        .map(|(id, args)| (id.as_str(), "rec__run", args.clone()))
+        .collect();
+    harness.model.tool_calls(&call_refs);
+    harness.model.text("done");
+    let mut agent = harness.start().await;
+    let result = agent.run_turn(user_event("go"), &NoStream).await;
+    assert_eq!(result.finish_reason, TurnFinishReason::TextResponse);
+    assert_eq!(log.lines().len(), DEFAULT_MAX_TOOL_CALLS_PER_STEP);
+    assert_eq!(log.lines()[31], r#"{"n":31}"#);
+    let outputs = tool_outputs(&agent);
+    assert_eq!(outputs.len(), 40, "every call has a result");
+    for refused in &outputs[32..] {
+        assert_eq!(refused["type"], "error-json");
+        assert_eq!(refused["value"]["code"], "E_TOOL_CALL_LIMIT");
+        assert!(
+            refused["value"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("at most 32 tool calls per step"),
+            "{refused}"
+        );
+    }
+    let n_failed = harness
+        .events
+        .take()
+        .iter()
+        .filter(|event| matches!(event, RuntimeEvent::ToolFailed { .. }))
+        .count();
+    assert_eq!(n_failed, 8);
+}
+
+#[tokio::test]
+async fn the_step_limit_comes_from_the_tool_call_policy() {
+    let log = Log::default();
+    let mut harness = Harness::new();
+    recording_tool(&mut harness, "rec", log.clone(), None);
+    harness.definition.tool_call_policy = ToolCallPolicy {
+        max_calls_per_step: 2,
+        ..ToolCallPolicy::default()
+    };
+    harness.model.tool_calls(&[
+        ("a", "rec__run", json!({"n": 1})),
+        ("b", "rec__run", json!({"n": 2})),
+        ("c", "rec__run", json!({"n": 3})),
+    ]);
+    harness.model.text("done");
+    let mut agent = harness.start().await;
+    agent.run_turn(user_event("go"), &NoStream).await;
+    assert_eq!(log.lines(), [r#"{"n":1}"#, r#"{"n":2}"#]);
+    assert_eq!(
+        tool_outputs(&agent)[2]["value"]["code"],
+        "E_TOOL_CALL_LIMIT"
+    );
+}
+
+/// Issue 16 #20: a provider answer whose tool-call arguments are not JSON
+/// (`{not json`) gets an `E_TOOL_INVALID_ARGS` result quoting the text;
+/// the handler does not run and the Turn goes on to the model's next
+/// answer.
+#[tokio::test]
+async fn arguments_that_are_not_json_are_answered_and_the_turn_goes_on() {
+    let server = MockLlm::start(vec![
+        json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "rec__run", "arguments": "{not json"}}]
+        }}]}),
+        json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "sorry, fixed"}}]}),
+    ])
+    .await;
+    let mut config = ModelConfig::new("llm", "openai", "gpt-test", "/nonexistent");
+    config.endpoint = Some(server.base_url.clone());
+    config.options = json!({"stream": false, "maxRetries": 0})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let model =
+        goondan_model::build(&config, &std::collections::HashMap::<String, String>::new()).unwrap();
+    let log = Log::default();
+    let mut harness = Harness::new();
+    harness.definition.model = model;
+    recording_tool(&mut harness, "rec", log.clone(), None);
+    let mut agent = harness.start().await;
+    let result = agent.run_turn(user_event("go"), &NoStream).await;
+    assert_eq!(
+        result.finish_reason,
+        TurnFinishReason::TextResponse,
+        "{result:?}"
+    );
+    assert!(log.lines().is_empty(), "the handler did not run");
+    let outputs = tool_outputs(&agent);
+    assert_eq!(outputs[0]["value"]["code"], "E_TOOL_INVALID_ARGS");
+    let message = outputs[0]["value"]["message"].as_str().unwrap();
+    assert!(message.contains("{not json"), "{message}");
+    assert!(message.contains("not JSON"), "{message}");
+    let second = &server.requests()[1]["messages"];
+    let sent_back = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|message| message["role"] == "tool")
+        .unwrap();
+    assert_eq!(sent_back["tool_call_id"], "call_1");
+    assert!(sent_back["content"]
+        .as_str()
+        .unwrap()
+        .contains("E_TOOL_INVALID_ARGS"));
+    let assistant = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|message| message["role"] == "assistant")
+        .unwrap();
+    assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], "{}");
 }

@@ -44,13 +44,32 @@ pub fn truncate_error_message(message: &str, limit: usize) -> String {
     text
 }
 
+/// How many tool calls of one model answer run when the policy does not
+/// say otherwise. Calls run one after another, so an answer asking for
+/// hundreds would hold the Turn for as long as all of them take; the ones
+/// past the limit are answered with an `E_TOOL_CALL_LIMIT` result instead.
+pub const DEFAULT_MAX_TOOL_CALLS_PER_STEP: usize = 32;
+
 /// Which calls may run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolCallPolicy {
     /// Lets the model call any registered tool, even one step middleware
     /// removed from the catalog. Off by default; turn it on only as an
     /// explicit security decision (seed 002 §2.3).
     pub allow_registry_direct: bool,
+    /// The most tool calls of one Step that run; every call past it still
+    /// gets a result (providers require one per call), an
+    /// `E_TOOL_CALL_LIMIT` error naming the limit.
+    pub max_calls_per_step: usize,
+}
+
+impl Default for ToolCallPolicy {
+    fn default() -> Self {
+        ToolCallPolicy {
+            allow_registry_direct: false,
+            max_calls_per_step: DEFAULT_MAX_TOOL_CALLS_PER_STEP,
+        }
+    }
 }
 
 struct CachedValidator {
@@ -97,6 +116,11 @@ impl ToolExecutor {
     /// The registry it runs from.
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry
+    }
+
+    /// Which calls may run.
+    pub fn policy(&self) -> ToolCallPolicy {
+        self.policy
     }
 
     /// The core of the `toolCall` chain for a Step whose model saw

@@ -20,6 +20,7 @@ pub mod registry;
 
 pub use executor::{
     truncate_error_message, ToolCallPolicy, ToolExecutor, DEFAULT_ERROR_MESSAGE_LIMIT,
+    DEFAULT_MAX_TOOL_CALLS_PER_STEP,
 };
 pub use registry::{RegisteredTool, ToolRegistrationError, ToolRegistry};
 
@@ -34,8 +35,12 @@ use std::sync::Arc;
 pub mod codes {
     /// The tool is not in the current Step's catalog.
     pub const NOT_IN_CATALOG: &str = "E_TOOL_NOT_IN_CATALOG";
-    /// The arguments do not match the catalog item's JSON Schema.
+    /// The arguments are not a JSON object, or do not match the catalog
+    /// item's JSON Schema.
     pub const INVALID_ARGS: &str = "E_TOOL_INVALID_ARGS";
+    /// The call was one too many for its Step
+    /// ([`super::ToolCallPolicy::max_calls_per_step`]) and did not run.
+    pub const CALL_LIMIT: &str = "E_TOOL_CALL_LIMIT";
     /// The catalog item's JSON Schema does not compile.
     pub const INVALID_SCHEMA: &str = "E_TOOL_INVALID_SCHEMA";
     /// The tool is in the catalog but nothing can run it.
@@ -48,7 +53,12 @@ pub mod codes {
     pub fn is_runtime_refusal(code: &str) -> bool {
         matches!(
             code,
-            NOT_IN_CATALOG | INVALID_ARGS | INVALID_SCHEMA | HANDLER_MISSING | PANICKED
+            NOT_IN_CATALOG
+                | INVALID_ARGS
+                | INVALID_SCHEMA
+                | HANDLER_MISSING
+                | PANICKED
+                | CALL_LIMIT
         )
     }
 }

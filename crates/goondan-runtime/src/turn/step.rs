@@ -3,16 +3,24 @@
 //! model, record the assistant message (durable before any tool runs),
 //! then run each tool call in order through the `toolCall` chain and
 //! record its result.
+//!
+//! Two kinds of call are answered without running the chain, since there
+//! is nothing a handler or middleware could do with them: a call past the
+//! Step's limit (`E_TOOL_CALL_LIMIT`) and a call whose arguments the
+//! provider sent as something other than a JSON object
+//! (`E_TOOL_INVALID_ARGS`, quoting the start of the text). Both still get
+//! a result and the `tool.called` / `tool.failed` events, so the model
+//! reads why and may try again, and the Turn goes on.
 
 use super::{milliseconds, AgentCore};
 use crate::pipeline::context::ToolCallParts;
 use crate::pipeline::{Core, LayerResult, StepContext, ToolCallContext};
-use crate::tool::codes;
+use crate::tool::{codes, ToolFailure, DEFAULT_ERROR_MESSAGE_LIMIT};
 use futures_util::future::BoxFuture;
-use goondan_model::{ModelRequest, StreamObserver, ToolSpec};
+use goondan_model::{InvalidToolArguments, ModelRequest, StreamObserver, ToolSpec};
 use goondan_types::{
     ContentPart, JsonObject, JsonValue, Message, MessageEvent, MessageSource, ModelMessage,
-    RuntimeEvent, StepResult, StepStatus, TokenUsage, ToolCallResult, ToolCallStatus,
+    RuntimeEvent, StepResult, StepStatus, TokenUsage, ToolCall, ToolCallResult, ToolCallStatus,
     ToolCatalogItem, ToolResultOutput,
 };
 use std::sync::{Arc, Mutex};
@@ -44,6 +52,57 @@ fn tool_spec(item: &ToolCatalogItem) -> ToolSpec {
             schema
         }),
     }
+}
+
+/// How many characters of unparsable arguments an error result quotes.
+const INVALID_ARGUMENTS_QUOTE_CHARS: usize = 200;
+
+/// Why a call is answered without running, if it is: it is past the
+/// Step's limit, or its arguments were not a JSON object.
+fn refusal_before_chain(
+    index: usize,
+    max_calls_per_step: usize,
+    call: &ToolCall,
+    invalid_arguments: Option<&InvalidToolArguments>,
+) -> Option<ToolFailure> {
+    if index >= max_calls_per_step {
+        return Some(
+            ToolFailure::new(
+                codes::CALL_LIMIT,
+                format!(
+                    "Tool call {} ({}) was not run: one model answer may make at most {max_calls_per_step} tool calls per step.",
+                    index + 1,
+                    call.name
+                ),
+            )
+            .with_name("ToolCallLimitError")
+            .with_suggestion(format!(
+                "Make at most {max_calls_per_step} tool calls at once; ask again for the calls that did not run."
+            )),
+        );
+    }
+    let invalid = invalid_arguments?;
+    let quote: String = invalid
+        .preview
+        .chars()
+        .take(INVALID_ARGUMENTS_QUOTE_CHARS)
+        .collect();
+    let cut = if invalid.n_bytes as usize > quote.len() {
+        "..."
+    } else {
+        ""
+    };
+    Some(
+        ToolFailure::new(
+            codes::INVALID_ARGS,
+            format!(
+                "Arguments for '{}' must be a JSON object, but {} ({} bytes): {quote}{cut}",
+                call.name, invalid.problem, invalid.n_bytes
+            ),
+        )
+        .with_name("ToolInputError")
+        .with_suggestion("Call the tool again with its arguments as one valid JSON object."),
+    )
 }
 
 /// The tool-result part the model reads back.
@@ -78,6 +137,10 @@ impl StepCore<'_> {
         self.observer.on_model_call_start();
         let response = agent.model.generate(request, self.observer).await?;
         let tool_calls = response.tool_calls();
+        let invalid_arguments: Vec<Option<InvalidToolArguments>> = tool_calls
+            .iter()
+            .map(|call| response.invalid_arguments(&call.id))
+            .collect();
         let assistant = if response.content.is_empty() {
             // An empty answer (typical right after tool results) ends the
             // Turn normally; storing an empty assistant message would only
@@ -107,7 +170,16 @@ impl StepCore<'_> {
         let mut tool_results = Vec::with_capacity(tool_calls.len());
         if let Some(message) = assistant {
             let tool_core = agent.executor.core(&ctx.tool_catalog);
-            for call in &tool_calls {
+            let max_calls_per_step = agent.executor.policy().max_calls_per_step;
+            if tool_calls.len() > max_calls_per_step {
+                tracing::warn!(
+                    n_tool_calls = tool_calls.len(),
+                    max_calls_per_step,
+                    step_id = ctx.step_id(),
+                    "the model asked for more tool calls than a step runs; the rest are refused"
+                );
+            }
+            for (index, call) in tool_calls.iter().enumerate() {
                 let trace = ctx.trace().child();
                 agent.emit(RuntimeEvent::ToolCalled {
                     base: agent.event_base(&trace),
@@ -117,17 +189,31 @@ impl StepCore<'_> {
                     turn_id: ctx.turn_id().to_string(),
                 });
                 let started = Instant::now();
-                let mut call_ctx = ToolCallContext::new(ToolCallParts {
-                    info: Arc::clone(ctx.turn_info_handle()),
-                    step_index: ctx.step_index(),
-                    step_id: ctx.step_id().to_string(),
-                    tool_name: call.name.clone(),
-                    tool_call_id: call.id.clone(),
-                    trace: trace.clone(),
-                    message: Arc::clone(&message),
-                    args: call.args.clone(),
-                });
-                let result = agent.pipeline.run(&mut call_ctx, &tool_core).await?;
+                let refusal = refusal_before_chain(
+                    index,
+                    max_calls_per_step,
+                    call,
+                    invalid_arguments[index].as_ref(),
+                );
+                let result = match refusal {
+                    Some(tool_failure) => ToolCallResult::error(
+                        call,
+                        tool_failure.into_tool_error(DEFAULT_ERROR_MESSAGE_LIMIT),
+                    ),
+                    None => {
+                        let mut call_ctx = ToolCallContext::new(ToolCallParts {
+                            info: Arc::clone(ctx.turn_info_handle()),
+                            step_index: ctx.step_index(),
+                            step_id: ctx.step_id().to_string(),
+                            tool_name: call.name.clone(),
+                            tool_call_id: call.id.clone(),
+                            trace: trace.clone(),
+                            message: Arc::clone(&message),
+                            args: call.args.clone(),
+                        });
+                        agent.pipeline.run(&mut call_ctx, &tool_core).await?
+                    }
+                };
                 let refused = result
                     .error
                     .as_ref()

@@ -3,6 +3,8 @@
 //! in-memory journal.
 #![allow(dead_code)]
 
+pub mod mock_llm;
+
 use goondan_runtime::events::CollectEvents;
 use goondan_runtime::extension::ToolHandlers;
 use goondan_runtime::test_support::{RecordingJournal, ScriptedModel};
