@@ -94,6 +94,22 @@ pub enum BuiltinToolError {
         /// What the transport reported.
         message: String,
     },
+    /// `http-fetch` refused a destination that is internal (loopback,
+    /// private, link-local, metadata and the like) and not on its allow
+    /// list, checked after DNS resolution and on every redirect.
+    #[error("{method} {url} refused: {host} is {address}, a {category} address; http-fetch does not reach internal addresses")]
+    HttpBlocked {
+        /// The method.
+        method: &'static str,
+        /// The URL of the refused hop.
+        url: String,
+        /// The host as written in that URL.
+        host: String,
+        /// The address that was refused.
+        address: String,
+        /// What kind of address it is (`loopback`, `private`, ...).
+        category: &'static str,
+    },
     /// A string argument that must hold JSON does not.
     #[error("`{field}` is not valid JSON: {message}")]
     InvalidJson {
@@ -127,6 +143,7 @@ impl BuiltinToolError {
             BuiltinToolError::UnsupportedScheme { .. } => "E_HTTP_UNSUPPORTED_SCHEME",
             BuiltinToolError::HttpTimeout { .. } => "E_HTTP_TIMEOUT",
             BuiltinToolError::HttpRequest { .. } => "E_HTTP_REQUEST",
+            BuiltinToolError::HttpBlocked { .. } => "E_HTTP_FETCH_BLOCKED",
             BuiltinToolError::InvalidJson { .. } => "E_JSON_PARSE",
             BuiltinToolError::JsonShape { .. } => "E_JSON_SHAPE",
         }
@@ -150,6 +167,9 @@ impl BuiltinToolError {
             BuiltinToolError::HttpTimeout { .. } => {
                 "Retry later or raise timeoutMs."
             }
+            BuiltinToolError::HttpBlocked { .. } => {
+                "Fetch a public address. If this host must be reachable, the operator can list it (host or host:port) in GOONDAN_HTTP_FETCH_ALLOW."
+            }
             BuiltinToolError::InvalidJson { .. } => {
                 "Pass the data as a JSON string, for example \"{\\\"a\\\": 1}\"."
             }
@@ -172,7 +192,8 @@ impl BuiltinToolError {
             BuiltinToolError::InvalidUrl { .. }
             | BuiltinToolError::UnsupportedScheme { .. }
             | BuiltinToolError::HttpTimeout { .. }
-            | BuiltinToolError::HttpRequest { .. } => "HttpError",
+            | BuiltinToolError::HttpRequest { .. }
+            | BuiltinToolError::HttpBlocked { .. } => "HttpError",
             BuiltinToolError::InvalidJson { .. } | BuiltinToolError::JsonShape { .. } => {
                 "JsonError"
             }

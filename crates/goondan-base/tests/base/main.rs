@@ -5,5 +5,6 @@
 
 mod extensions;
 mod harness;
+mod http_fetch;
 mod manifests;
 mod tools;

@@ -132,6 +132,8 @@ async fn http_fetch_talks_to_a_local_server_and_refuses_other_schemes() {
 
     let mut harness = Harness::new();
     harness.tool("http-fetch", &["get", "post"]);
+    // Loopback is refused unless allowed (issue 16 #15).
+    harness.tool_options.http_fetch.allow_hosts = vec![base.trim_start_matches("http://").into()];
     harness.model.tool_calls(&[
         (
             "c1",
