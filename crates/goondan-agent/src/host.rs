@@ -347,6 +347,9 @@ async fn sort_inbound(
                     tracing::warn!("query answer for an unknown or expired query; dropped");
                 }
             }
+            Ok(Inbound::Runtime(RuntimeMessage::Accepted(accepted))) => {
+                agents.accepted(&accepted.event_id);
+            }
             Ok(Inbound::Runtime(RuntimeMessage::Rejected(rejected))) => {
                 tracing::warn!(code = %rejected.code, event_id = ?rejected.event_id, "the orchestrator refused a message: {}", rejected.message);
                 if let Some(event_id) = &rejected.event_id {

@@ -45,6 +45,8 @@ pub struct SwarmView {
 pub const DEFAULT_MAX_PENDING_REQUESTS: usize = 256;
 
 enum Pending {
+    /// A fire-and-forget event waiting to reach its target's process.
+    Delivery(oneshot::Sender<Result<(), Failure>>),
     Blocking(oneshot::Sender<Answer>),
     Query(oneshot::Sender<QueryAnswer>),
     Async {
@@ -204,12 +206,34 @@ impl IpcAgents {
         }
     }
 
+    /// Completes the `send` waiting for event `event_id` to reach its
+    /// target's process; false when none waits.
+    pub fn accepted(&self, event_id: &str) -> bool {
+        let correlation_id = protocol::correlation_id_for_id(event_id);
+        let pending = lock(&self.pending).remove(&correlation_id);
+        match pending {
+            Some(Pending::Delivery(waiter)) => {
+                let _ = waiter.send(Ok(()));
+                true
+            }
+            Some(other) => {
+                lock(&self.pending).insert(correlation_id, other);
+                false
+            }
+            None => false,
+        }
+    }
+
     /// Fails the request the orchestrator refused to route (it named the
     /// refused event); false when none waits for it.
     pub fn reject(&self, event_id: &str, failure: Failure) -> bool {
         let correlation_id = protocol::correlation_id_for_id(event_id);
         let pending = lock(&self.pending).remove(&correlation_id);
         match pending {
+            Some(Pending::Delivery(waiter)) => {
+                let _ = waiter.send(Err(failure));
+                true
+            }
             Some(Pending::Blocking(waiter)) => {
                 let _ = waiter.send(Answer {
                     in_reply_to: correlation_id,
@@ -432,12 +456,34 @@ impl AgentsApi for IpcAgents {
             event.reply_to = None;
             event.call_chain = Vec::new();
             event.instance_key = Some(key.instance_key.clone());
-            self.post(&key.to_string(), &event).await?;
-            Ok(AgentRuntimeSendResult {
-                event_id: event.id,
-                target: key.to_string(),
-                accepted: true,
-            })
+            // The send returns once the event reached the target's process
+            // (or was refused, for example because it cannot start).
+            let correlation_id = protocol::correlation_id_for(&event);
+            let (waiter, delivered) = oneshot::channel();
+            self.register(&correlation_id, Pending::Delivery(waiter))?;
+            if let Err(error) = self.post(&key.to_string(), &event).await {
+                lock(&self.pending).remove(&correlation_id);
+                return Err(error);
+            }
+            let timeout = Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS);
+            match tokio::time::timeout(timeout, delivered).await {
+                Ok(Ok(Ok(()))) => Ok(AgentRuntimeSendResult {
+                    event_id: event.id,
+                    target: key.to_string(),
+                    accepted: true,
+                }),
+                Ok(Ok(Err(failure))) => Err(AgentsError::Failed {
+                    target: key.to_string(),
+                    message: format!("[{}] {}", failure.code, failure.message),
+                }),
+                _ => {
+                    lock(&self.pending).remove(&correlation_id);
+                    Err(AgentsError::Timeout {
+                        target: key.to_string(),
+                        timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+                    })
+                }
+            }
         })
     }
 

@@ -353,3 +353,34 @@ async fn a_request_over_the_frame_bound_fails_at_once_and_sends_nothing() {
     assert_eq!(error.code(), "E_IPC_TOO_LARGE");
     assert!(orchestrator.receiver.try_recv().is_err());
 }
+
+#[tokio::test]
+async fn a_send_returns_once_its_event_reached_the_target_or_was_refused() {
+    let (agents, mut orchestrator, _) = alpha();
+    let sender = agents.clone();
+    let sending = tokio::spawn(async move { sender.send("beta", event("fyi")).await });
+    let posted = orchestrator.receiver.recv().await.unwrap();
+    let sent: AgentEvent = serde_json::from_value(posted.payload).unwrap();
+    assert!(sent.reply_to.is_none(), "a send asks for no answer");
+    tokio::task::yield_now().await;
+    assert!(
+        !sending.is_finished(),
+        "not before the orchestrator says so"
+    );
+    assert!(agents.accepted(&sent.id));
+    assert!(sending.await.unwrap().unwrap().accepted);
+
+    let sender = agents.clone();
+    let refused = tokio::spawn(async move { sender.send("beta", event("fyi")).await });
+    let posted = orchestrator.receiver.recv().await.unwrap();
+    let sent: AgentEvent = serde_json::from_value(posted.payload).unwrap();
+    assert!(agents.reject(
+        &sent.id,
+        Failure {
+            code: "E_EXTENSION_INIT".into(),
+            message: "beta:main failed to start".into(),
+        }
+    ));
+    let error = refused.await.unwrap().unwrap_err();
+    assert!(error.to_string().contains("E_EXTENSION_INIT"), "{error}");
+}

@@ -72,6 +72,18 @@ pub enum RuntimeMessage {
     /// Either way: a message the receiver could not accept, and why.
     #[serde(rename = "runtime.rejected")]
     Rejected(Rejected),
+    /// Orchestrator → child: a fire-and-forget event the child sent was
+    /// handed to its target's process.
+    #[serde(rename = "runtime.accepted")]
+    Accepted(Accepted),
+}
+
+/// A fire-and-forget event reached its target's process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    /// The event's id.
+    pub event_id: String,
 }
 
 /// The handshake: the child's protocol version.
@@ -613,6 +625,9 @@ mod tests {
                 code: "E_AGENT_NOT_FOUND".into(),
                 message: "no".into(),
             }),
+        }));
+        round_trip(RuntimeMessage::Accepted(Accepted {
+            event_id: "evt_3".into(),
         }));
         round_trip(RuntimeMessage::Rejected(Rejected {
             code: "E_IPC_MALFORMED".into(),

@@ -70,6 +70,10 @@ fn main() {
             graceful_shutdown_drains_and_kills_after_grace,
         ),
         (
+            "an_agent_request_to_an_instance_that_cannot_start_fails_at_once",
+            an_agent_request_to_an_instance_that_cannot_start_fails_at_once,
+        ),
+        (
             "graceful_shutdown_drains_the_turn_in_flight",
             graceful_shutdown_drains_the_turn_in_flight,
         ),
@@ -468,6 +472,20 @@ fn graceful_shutdown_drains_and_kills_after_grace() {
         async |handle| {
             assert_eq!(ask(&handle, None, "a").await, "alpha:a");
             assert_eq!(ask(&handle, Some("stubborn"), "b").await, "stubborn:b");
+        },
+    );
+}
+
+fn an_agent_request_to_an_instance_that_cannot_start_fails_at_once() {
+    with_orchestrator(
+        &["alpha", "broken"],
+        Duration::from_secs(5),
+        async |handle| {
+            assert_eq!(
+                ask(&handle, None, "ask:broken").await,
+                "got-error:E_EXTENSION_INIT",
+                "the caller learns the real cause, not its request's timeout"
+            );
         },
     );
 }

@@ -29,6 +29,9 @@ pub(crate) struct Queued {
     pub(crate) event_id: Option<String>,
     /// Processes this event was handed to so far.
     pub(crate) attempts: u32,
+    /// The instance to tell once the event is handed over (the sender of
+    /// a fire-and-forget event, which waits for that).
+    pub(crate) ack_to: Option<goondan_ipc::RoutingKey>,
 }
 
 impl Queued {
@@ -38,6 +41,7 @@ impl Queued {
             message,
             event_id: Some(event_id),
             attempts: 0,
+            ack_to: None,
         }
     }
 
@@ -47,6 +51,7 @@ impl Queued {
             message,
             event_id: None,
             attempts: 0,
+            ack_to: None,
         }
     }
 }
@@ -157,12 +162,29 @@ impl Instance {
         self.queue.pop_front()
     }
 
-    /// Records that `queued` was handed to the current process.
-    pub(crate) fn handed_over(&mut self, mut queued: Queued) {
+    /// Records that `queued` was handed to the current process; returns
+    /// whom to tell (once: a redelivery is not acknowledged again).
+    pub(crate) fn handed_over(
+        &mut self,
+        mut queued: Queued,
+    ) -> Option<(goondan_ipc::RoutingKey, String)> {
+        let ack = queued.ack_to.take().zip(queued.event_id.clone());
         if queued.event_id.is_some() {
             queued.attempts += 1;
             self.in_flight.push_back(queued);
         }
+        ack
+    }
+
+    /// Drops every queued event (not those in flight), for a process that
+    /// cannot start: nothing queued could run.
+    pub(crate) fn drain_queued(&mut self) -> Vec<Queued> {
+        let (turns, plain): (Vec<Queued>, Vec<Queued>) = self
+            .queue
+            .drain(..)
+            .partition(|queued| queued.event_id.is_some());
+        self.queue.extend(plain);
+        turns
     }
 
     /// The Turn for `event_id` finished: the event is forgotten.

@@ -122,9 +122,14 @@ impl Orchestrator {
         };
         let mut message = message;
         message.to = target.to_string();
-        let queued = match protocol::in_reply_to(event) {
-            Some(_) => Queued::plain(message),
-            None => Queued::turn(message, event.id.clone()),
+        let queued = match (protocol::in_reply_to(event), &event.reply_to) {
+            (Some(_), _) => Queued::plain(message),
+            (None, Some(_)) => Queued::turn(message, event.id.clone()),
+            // Its sender waits to learn the event reached a process.
+            (None, None) => Queued {
+                ack_to: Some(from.clone()),
+                ..Queued::turn(message, event.id.clone())
+            },
         };
         if let Err(error) = self.deliver(&target, queued) {
             self.fail_event(from, event, error.code(), &error.to_string());
@@ -194,11 +199,11 @@ impl Orchestrator {
                     let _ = waiter.reply.send(Err(error));
                 }
             }
-            RuntimeMessage::QueryAnswer(_) => self.refuse(
+            RuntimeMessage::QueryAnswer(_) | RuntimeMessage::Accepted(_) => self.refuse(
                 key,
                 goondan_ipc::ProtocolError::Malformed {
-                    what: "query answer from a child".into(),
-                    reason: "only the orchestrator answers queries".into(),
+                    what: "query answer or acceptance from a child".into(),
+                    reason: "only the orchestrator sends them".into(),
                     event_id: None,
                 },
             ),
@@ -284,6 +289,7 @@ impl Orchestrator {
     /// link takes them.
     pub(super) fn flush_queues(&mut self) {
         let mut oversized = Vec::new();
+        let mut acks = Vec::new();
         for (key, instance) in self.instances.iter_mut() {
             if !instance.takes_events() {
                 continue;
@@ -297,7 +303,7 @@ impl Orchestrator {
                         if queued.event_id.is_some() && instance.status == ProcessStatus::Idle {
                             instance.status = ProcessStatus::Processing;
                         }
-                        instance.handed_over(queued);
+                        acks.extend(instance.handed_over(queued));
                     }
                     Err(SendError::TooLarge { bytes, .. }) => {
                         oversized.push((key.clone(), queued, bytes));
@@ -309,6 +315,12 @@ impl Orchestrator {
                 }
             }
         }
+        let acknowledged = !acks.is_empty();
+        for (sender, event_id) in acks {
+            let accepted = RuntimeMessage::Accepted(protocol::Accepted { event_id })
+                .to_message(ORCHESTRATOR, &sender.to_string());
+            let _ = self.deliver(&sender, Queued::plain(accepted));
+        }
         // A message no process can take is refused to its sender at once
         // instead of waiting forever.
         for (key, queued, bytes) in oversized {
@@ -319,6 +331,11 @@ impl Orchestrator {
                 limit: goondan_ipc::framing::MAX_LINE_BYTES,
             };
             self.fail_queued(&key, &queued, error);
+        }
+        // Acknowledgements are plain messages: this second pass sends them
+        // and raises none of its own.
+        if acknowledged {
+            self.flush_queues();
         }
     }
 }

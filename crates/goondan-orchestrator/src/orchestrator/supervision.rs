@@ -152,6 +152,23 @@ impl Orchestrator {
     /// nothing it would be handed could run.
     fn start_failed(&mut self, key: &RoutingKey, error: StartError) {
         tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), "agent process failed to start: {}", error.message);
+        // Requests from other agents fail now with the real cause rather
+        // than at their callers' timeouts; a fire-and-forget sender learns
+        // its event was refused.
+        let queued = self
+            .instances
+            .get_mut(key)
+            .map(Instance::drain_queued)
+            .unwrap_or_default();
+        for queued in queued {
+            let cause = OrchestratorError::AgentStart {
+                key: key.to_string(),
+                code: error.code.clone(),
+                message: error.message.clone(),
+                suggestion: error.suggestion.clone(),
+            };
+            self.fail_queued(key, &queued, cause);
+        }
         let failed: Vec<String> = self
             .waiters
             .iter()

@@ -446,3 +446,32 @@ async fn an_event_over_the_frame_bound_fails_at_once_and_the_instance_serves_on(
     h.answer(&link, &event, "ok").await;
     assert!(next.await.unwrap().is_ok());
 }
+
+#[tokio::test]
+async fn a_fire_and_forget_sender_is_told_once_its_event_reached_a_process() {
+    let mut h = harness(8);
+    let _asking = h.ask("start alpha");
+    let alpha = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    let mut note = AgentEvent::new(
+        "note",
+        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
+    );
+    note.input = Some("fyi".into());
+    h.say(
+        &alpha,
+        protocol::event_message("alpha:main", "beta:main", &note),
+    )
+    .await;
+    let beta = h.next_ready_process().await;
+    assert_eq!(beta.key.to_string(), "beta:main");
+    loop {
+        let (to, message) = h.sent.recv().await.unwrap();
+        if let Ok(Inbound::Runtime(RuntimeMessage::Accepted(accepted))) = protocol::decode(&message)
+        {
+            assert_eq!(to, alpha);
+            assert_eq!(accepted.event_id, note.id);
+            break;
+        }
+    }
+}
