@@ -37,7 +37,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const GET: &str = "http-fetch__get";
@@ -226,9 +226,11 @@ pub struct HttpFetchTool {
     allowed: Arc<[AllowedHost]>,
     /// The pool for hops to IP literals, or why it could not be built (no
     /// TLS roots, for example); that becomes each call's error rather than
-    /// a panic at startup. Hops to domains get a client of their own, with
-    /// the checked resolution pinned.
-    client: Result<reqwest::Client, Arc<str>>,
+    /// a panic at startup. Built on first use: building a client reads the
+    /// platform's certificate store, which an agent that never fetches
+    /// should not pay for at start-up. Hops to domains get a client of
+    /// their own, with the checked resolution pinned.
+    client: Arc<OnceLock<Result<reqwest::Client, Arc<str>>>>,
 }
 
 fn client_builder() -> reqwest::ClientBuilder {
@@ -270,9 +272,7 @@ impl HttpFetchTool {
         HttpFetchTool {
             config,
             allowed: allowed.into(),
-            client: client_builder()
-                .build()
-                .map_err(|error| Arc::from(error_chain(&error))),
+            client: Arc::default(),
         }
     }
 
@@ -412,6 +412,11 @@ impl HttpFetchTool {
         match destination {
             Destination::Literal => self
                 .client
+                .get_or_init(|| {
+                    client_builder()
+                        .build()
+                        .map_err(|error| Arc::from(error_chain(&error)))
+                })
                 .clone()
                 .map_err(|message| failed(message.to_string())),
             Destination::Resolved { domain, addresses } => client_builder()
