@@ -11,9 +11,9 @@
 //! on loopback or the private network. So every hop is checked *after*
 //! DNS resolution: each address the host resolves to must be public (see
 //! [`blocked_category`]), and the connection then goes to exactly the
-//! addresses checked (the resolution is pinned in the hop's client), so a
-//! DNS answer that changes between the check and the connect cannot swap
-//! them. Redirects are followed by hand, at most five, each hop checked the
+//! addresses checked (the shared client's resolver answers a domain only
+//! with the addresses its hop pinned, [`PinnedResolver`]), so a DNS answer
+//! that changes between the check and the connect cannot swap them. Redirects are followed by hand, at most five, each hop checked the
 //! same way and reported in the result (`redirects`).
 //!
 //! Hosts meant to be reachable anyway are listed in
@@ -36,8 +36,9 @@ use reqwest::header::{
 use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
 use serde_json::json;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const GET: &str = "http-fetch__get";
@@ -224,13 +225,92 @@ struct Exchange {
 pub struct HttpFetchTool {
     config: HttpFetchConfig,
     allowed: Arc<[AllowedHost]>,
-    /// The pool for hops to IP literals, or why it could not be built (no
+    /// The connection pool of every hop, or why it could not be built (no
     /// TLS roots, for example); that becomes each call's error rather than
     /// a panic at startup. Built on first use: building a client reads the
     /// platform's certificate store, which an agent that never fetches
-    /// should not pay for at start-up. Hops to domains get a client of
-    /// their own, with the checked resolution pinned.
+    /// should not pay for at start-up, and which one client reads once.
     client: Arc<OnceLock<Result<reqwest::Client, Arc<str>>>>,
+    /// The client's DNS: the checked addresses of the hops under way.
+    resolver: Arc<PinnedResolver>,
+}
+
+/// The shared client's DNS. A hop pins its domain to the addresses it
+/// checked for as long as it connects ([`PinnedResolver::pin`]), and the
+/// client then connects to exactly those. A name no hop pinned is one the
+/// tool never asked for (a proxy named by `HTTPS_PROXY`, chosen by the
+/// user), and the system resolves it.
+#[derive(Debug, Default)]
+struct PinnedResolver {
+    pinned: Mutex<HashMap<String, PinnedName>>,
+}
+
+#[derive(Debug)]
+struct PinnedName {
+    addresses: Arc<[SocketAddr]>,
+    /// Hops connecting to this name now; the pin goes with the last.
+    hops: usize,
+}
+
+impl PinnedResolver {
+    /// Pins `domain` to `addresses` until the guard is dropped. Two hops
+    /// to one domain at once both pass their checks, so the later set is
+    /// as safe to connect to as the earlier.
+    fn pin(self: &Arc<Self>, domain: &str, addresses: &[SocketAddr]) -> PinGuard {
+        let mut pinned = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = pinned.entry(domain.to_string()).or_insert(PinnedName {
+            addresses: Arc::from(addresses),
+            hops: 0,
+        });
+        entry.addresses = Arc::from(addresses);
+        entry.hops += 1;
+        PinGuard {
+            resolver: self.clone(),
+            domain: domain.to_string(),
+        }
+    }
+}
+
+impl reqwest::dns::Resolve for PinnedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let pinned = self
+            .pinned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name.as_str())
+            .map(|pin| pin.addresses.clone());
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addresses: Vec<SocketAddr> = match pinned {
+                Some(addresses) => addresses.to_vec(),
+                // Port 0: the client puts the URL's port in.
+                None => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
+            };
+            Ok(Box::new(addresses.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Releases a hop's pin.
+struct PinGuard {
+    resolver: Arc<PinnedResolver>,
+    domain: String,
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        let mut pinned = self
+            .resolver
+            .pinned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = pinned.get_mut(&self.domain) {
+            entry.hops -= 1;
+            if entry.hops == 0 {
+                pinned.remove(&self.domain);
+            }
+        }
+    }
 }
 
 fn client_builder() -> reqwest::ClientBuilder {
@@ -273,6 +353,7 @@ impl HttpFetchTool {
             config,
             allowed: allowed.into(),
             client: Arc::default(),
+            resolver: Arc::default(),
         }
     }
 
@@ -396,34 +477,22 @@ impl HttpFetchTool {
         })
     }
 
-    /// The client for one hop: the shared pool for an IP literal, else one
-    /// that connects only to the addresses just checked.
-    fn client_for(
-        &self,
-        method: &'static str,
-        url: &Url,
-        destination: &Destination,
-    ) -> Result<reqwest::Client, BuiltinToolError> {
-        let failed = |message: String| BuiltinToolError::HttpRequest {
-            method,
-            url: url.to_string(),
-            message,
-        };
-        match destination {
-            Destination::Literal => self
-                .client
-                .get_or_init(|| {
-                    client_builder()
-                        .build()
-                        .map_err(|error| Arc::from(error_chain(&error)))
-                })
-                .clone()
-                .map_err(|message| failed(message.to_string())),
-            Destination::Resolved { domain, addresses } => client_builder()
-                .resolve_to_addrs(domain, addresses)
-                .build()
-                .map_err(|error| failed(error_chain(&error))),
-        }
+    /// The shared client, built on first use.
+    fn client(&self, method: &'static str, url: &Url) -> Result<reqwest::Client, BuiltinToolError> {
+        let resolver = self.resolver.clone();
+        self.client
+            .get_or_init(|| {
+                client_builder()
+                    .dns_resolver(resolver)
+                    .build()
+                    .map_err(|error| Arc::from(error_chain(&error)))
+            })
+            .clone()
+            .map_err(|message| BuiltinToolError::HttpRequest {
+                method,
+                url: url.to_string(),
+                message: message.to_string(),
+            })
     }
 
     async fn send(&self, exchange: Exchange) -> Result<JsonValue, BuiltinToolError> {
@@ -441,7 +510,13 @@ impl HttpFetchTool {
             let mut response = loop {
                 let name = method_name(&method);
                 let destination = self.destination(name, &url).await?;
-                let client = self.client_for(name, &url, &destination)?;
+                let client = self.client(name, &url)?;
+                let _pin = match &destination {
+                    Destination::Literal => None,
+                    Destination::Resolved { domain, addresses } => {
+                        Some(self.resolver.pin(domain, addresses))
+                    }
+                };
                 let mut request = client
                     .request(method.clone(), url.clone())
                     .headers(headers.clone());
@@ -628,6 +703,30 @@ mod tests {
 
     fn object(value: JsonValue) -> JsonObject {
         value.as_object().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn a_pinned_domain_resolves_to_its_checked_addresses_while_a_hop_holds_it() {
+        use reqwest::dns::Resolve;
+        let resolver = Arc::new(PinnedResolver::default());
+        let checked: SocketAddr = "93.184.216.34:0".parse().unwrap();
+        let resolve =
+            |resolver: &Arc<PinnedResolver>| resolver.resolve("example.invalid".parse().unwrap());
+        let first = resolver.pin("example.invalid", &[checked]);
+        let second = resolver.pin("example.invalid", &[checked]);
+        let addresses: Vec<_> = resolve(&resolver).await.unwrap().collect();
+        assert_eq!(addresses, vec![checked], "never a fresh DNS answer");
+        drop(first);
+        assert_eq!(resolve(&resolver).await.unwrap().count(), 1, "still pinned");
+        drop(second);
+        assert!(
+            resolver.pinned.lock().unwrap().is_empty(),
+            "the pin went with its last hop"
+        );
+        assert!(
+            resolve(&resolver).await.is_err(),
+            "an unpinned name goes to the system resolver (.invalid never resolves)"
+        );
     }
 
     fn app() -> Router {
