@@ -453,8 +453,8 @@ fn push(out: &mut Vec<String>, limit: usize, line: String) {
 
 fn preview(value: &JsonValue) -> String {
     let text = value.to_string();
-    if text.chars().count() > 120 {
-        format!("{}...", text.chars().take(120).collect::<String>())
+    if text.chars().count() > 400 {
+        format!("{}...", text.chars().take(400).collect::<String>())
     } else {
         text
     }

@@ -209,8 +209,9 @@ fn a_recorded_delegation_replays_offline_without_a_key() {
     );
     assert!(
         replayed.status.success(),
-        "stderr: {}",
-        text(&replayed.stderr)
+        "stderr: {}\n{}",
+        text(&replayed.stderr),
+        state_report(replay_state.path())
     );
     assert_eq!(text(&replayed.stdout), answer);
 
@@ -244,6 +245,32 @@ fn collect_tool_call_ids(value: &Value, out: &mut Vec<String>) {
             .for_each(|item| collect_tool_call_ids(item, out)),
         _ => {}
     }
+}
+
+/// Every log and stored message under a System Root, for a failure
+/// message: a delegation that failed shows its cause only in the
+/// researcher's log or conversation.
+fn state_report(state: &Path) -> String {
+    fn walk(dir: &Path, out: &mut String) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path
+                .extension()
+                .is_some_and(|extension| extension == "log" || extension == "jsonl")
+            {
+                let body = std::fs::read_to_string(&path).unwrap_or_default();
+                out.push_str(&format!("--- {}\n{body}\n", path.display()));
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(state, &mut out);
+    out
 }
 
 /// The stored conversation of `coordinator:default` under a System Root:
