@@ -37,3 +37,71 @@ pub(crate) fn make_non_dumpable() {
         eprintln!("warning: could not mark the process non-dumpable: {error}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goondan_config::{load_bundle, LoadOptions};
+
+    const BUNDLE: &str = "apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: llm
+spec:
+  provider: openai
+  model: gpt-x
+  apiKey:
+    valueFrom:
+      env: MY_KEY
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: solo
+spec:
+  modelConfig:
+    modelRef: Model/llm
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/solo
+  agents:
+    - ref: Agent/solo
+";
+
+    #[test]
+    fn children_are_handed_the_set_secrets_and_denied_every_secret_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("goondan.yaml"), BUNDLE).unwrap();
+        std::fs::write(dir.path().join(".env"), "MY_KEY=sk-from-dotenv-1234\n").unwrap();
+        let options = LoadOptions {
+            inherit_process_env: false,
+            ..LoadOptions::default()
+        };
+        let bundle = load_bundle(dir.path(), &options).unwrap().bundle.unwrap();
+        let (secrets, withheld) = for_children(&bundle);
+        assert_eq!(
+            secrets.iter().collect::<Vec<_>>(),
+            [("MY_KEY", "sk-from-dotenv-1234")]
+        );
+        assert_eq!(
+            withheld,
+            [
+                "MY_KEY",
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY",
+                "GOOGLE_GENERATIVE_AI_API_KEY"
+            ]
+        );
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn the_process_becomes_non_dumpable() {
+        make_non_dumpable();
+        assert!(!nix::sys::prctl::get_dumpable().unwrap());
+    }
+}
