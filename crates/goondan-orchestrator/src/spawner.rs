@@ -73,7 +73,9 @@ pub trait Spawner: Send + Sync {
 }
 
 /// Starts children by fork/exec of a program (normally this same `gdn`
-/// binary in its hidden `agent` mode) with IPC on stdin/stdout.
+/// binary in its hidden `agent` mode) with IPC on stdin/stdout. Every
+/// child it starts, an AgentProcess or a ConnectorProcess, first reads
+/// the spawn handshake from its stdin.
 #[derive(Clone)]
 pub struct LocalSpawner {
     /// The program to run.
@@ -226,6 +228,9 @@ fn write_handshake(stdin: &tokio::process::ChildStdin, frame: &[u8]) -> Result<(
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => rest = &rest[n..],
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            // The child is already gone; its exit tells the orchestrator
+            // so, as for any child that dies at start.
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
             Err(error)
                 if error.kind() == std::io::ErrorKind::WouldBlock
                     && started.elapsed() < PATIENCE =>

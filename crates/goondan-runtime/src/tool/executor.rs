@@ -314,6 +314,8 @@ impl ToolExecutor {
                     .map(|text| (*text).to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a non-text panic payload".to_string());
+                // Masked before the log line and before the cut.
+                let detail = self.secrets.mask(&detail).into_owned();
                 tracing::error!(
                     tool_name = name,
                     tool_call_id = ctx.tool_call_id(),
