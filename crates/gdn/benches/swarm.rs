@@ -105,6 +105,8 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         ],
         connector_args: None,
         env: vec![("GOONDAN_LOG_LEVEL".into(), "warn".into())],
+        secrets: Default::default(),
+        withheld_env: Vec::new(),
         log_file: None,
     };
     let (handle, task) = Orchestrator::start(OrchestratorConfig {

@@ -11,6 +11,7 @@ mod exit;
 mod logging;
 mod project;
 mod render;
+mod secrets;
 
 use exit::Outcome;
 use std::process::ExitCode;

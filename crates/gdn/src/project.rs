@@ -101,6 +101,7 @@ pub(crate) fn load(
     let options = LoadOptions {
         env_file,
         inherit_process_env: true,
+        ..LoadOptions::default()
     };
     let outcome = match load_bundle(&path, &options) {
         Ok(outcome) => outcome,

@@ -13,7 +13,7 @@ use goondan_runtime::turn::{
 };
 use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, EntryResolvers, RuntimeEventSink};
 use goondan_store::{InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources, SyncPolicy};
-use goondan_types::{Entry, JsonValue, RuntimeEvent};
+use goondan_types::{Entry, JsonValue, RuntimeEvent, Secrets};
 use std::path::PathBuf;
 use std::sync::Arc;
 use thiserror::Error;
@@ -38,6 +38,11 @@ pub struct AgentProcessArgs {
     /// How hard the store pushes writes to the disk, as operators write it
     /// (`GOONDAN_DURABILITY`); `turn-commit` when absent.
     pub durability: Option<String>,
+    /// The secret variables the orchestrator handed over in the spawn
+    /// handshake ([`crate::host::run_agent_process`] fills it). They join
+    /// the bundle's environment as if they were process variables, never
+    /// this process's real environment, and are masked in tool results.
+    pub secrets: Secrets,
 }
 
 /// Reads a durability level:
@@ -139,6 +144,7 @@ pub async fn assemble(
         &args.bundle_dir,
         &LoadOptions {
             env_file: args.env_file.clone(),
+            process_env_overlay: args.secrets.clone(),
             ..LoadOptions::default()
         },
     )
@@ -329,6 +335,13 @@ pub async fn assemble(
         swarm: swarm_context,
         workdir: bundle.root().to_path_buf(),
         tool_call_policy: Default::default(),
+        // What the orchestrator handed over, and whatever else this
+        // process resolved itself (an `--env-file` read here).
+        secrets: bundle
+            .secrets(goondan_model::DEFAULT_KEY_VARIABLES)
+            .iter()
+            .chain(args.secrets.iter())
+            .collect(),
     };
     let services = AgentServices {
         journal: Box::new(parts.journal),

@@ -17,6 +17,7 @@
 
 use crate::assemble::{assemble, AgentProcessArgs, BuiltinsFor};
 use crate::{lock, IpcAgents};
+use goondan_ipc::handshake::{read_handshake, HANDSHAKE_TIMEOUT};
 use goondan_ipc::protocol::{
     self, Answer, AnswerOutcome, Failure, ProtocolStats, Ready, StartError, TextDelta, TurnFinished,
 };
@@ -459,25 +460,42 @@ fn turn_answer(result: &TurnResult, correlation_id: &str) -> Answer {
     }
 }
 
-/// Runs a whole AgentProcess over this process's stdin and stdout: builds
-/// the agent, performs the start-up handshake (`runtime.ready` or
+/// Runs a whole AgentProcess over this process's stdin and stdout: reads
+/// the spawn handshake (its secrets; a missing or malformed one is a
+/// `runtime.start_error` with the handshake's code), builds the agent,
+/// performs the start-up handshake (`runtime.ready` or
 /// `runtime.start_error`), serves Turns, and returns the exit code (0 after
 /// a drained shutdown or a vanished parent, 2 when the agent could not
 /// start).
-pub async fn run_agent_process(args: AgentProcessArgs, builtins_for: &BuiltinsFor) -> i32 {
+pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &BuiltinsFor) -> i32 {
     let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
+    // The spawn handshake comes first; what follows it stays buffered for
+    // the channel.
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let handshake = read_handshake(&mut stdin, HANDSHAKE_TIMEOUT).await;
     let IpcChannel {
         sender,
         receiver,
         writer,
     } = IpcChannel::from_io(
-        tokio::io::stdin(),
+        stdin,
         tokio::io::stdout(),
         me.to_string(),
         Arc::new(ProtocolStats::default()),
     );
     let outbound = Outbound::new(me, sender.clone());
-    let code = match assemble(&args, builtins_for, sender).await {
+    let assembled = match handshake {
+        Ok(handshake) => {
+            args.secrets = handshake.secrets;
+            assemble(&args, builtins_for, sender).await
+        }
+        Err(error) => Err(crate::assemble::StartError::new(
+            error.code(),
+            error.to_string(),
+            Some(error.suggestion().to_string()),
+        )),
+    };
+    let code = match assembled {
         Ok(assembled) => {
             let exit = serve(
                 assembled.agent,

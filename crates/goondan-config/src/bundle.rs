@@ -12,7 +12,8 @@ use crate::spec::{
     AgentSpec, ConnectionSpec, ConnectorSpec, ExtensionSpec, IngressRule, ModelSpec, PackageSpec,
     SwarmSpec, ToolSpec,
 };
-use goondan_types::ValueSource;
+use goondan_types::{Secrets, ValueSource};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -80,6 +81,41 @@ impl Bundle {
     /// Resolves a ValueSource against [`Bundle::env`].
     pub fn resolve(&self, source: &ValueSource) -> Result<String, ResolveError> {
         self.env.resolve(source)
+    }
+
+    /// The environment variables the bundle's ValueSources read
+    /// (`valueFrom.env` of every Model's `apiKey` and every Connection's
+    /// `config` and `secrets`), sorted. The orchestrator treats them as
+    /// secrets: it hands their values to its children over the spawn
+    /// handshake and withholds them from their exec environment.
+    pub fn env_references(&self) -> BTreeSet<&str> {
+        let model_keys = self
+            .models
+            .iter()
+            .filter_map(|model| model.spec.api_key.as_ref());
+        let connection_values = self.connections.iter().flat_map(|connection| {
+            connection
+                .spec
+                .config
+                .values()
+                .chain(connection.spec.secrets.values())
+        });
+        model_keys
+            .chain(connection_values)
+            .filter_map(|source| source.value_from.as_ref()?.env.as_deref())
+            .collect()
+    }
+
+    /// The values of the secret variables: every
+    /// [`Bundle::env_references`] name and each of `extra_names` (the
+    /// providers' usual key variables) that has a value in
+    /// [`Bundle::env`].
+    pub fn secrets(&self, extra_names: &[&str]) -> Secrets {
+        self.env_references()
+            .into_iter()
+            .chain(extra_names.iter().copied())
+            .filter_map(|name| Some((name, self.env.get(name)?)))
+            .collect()
     }
 
     /// Every Model of the bundle (and the packages it uses).

@@ -5,7 +5,7 @@
 
 use crate::codes::Code;
 use crate::error::{LoadError, ResolveError};
-use goondan_types::{Diagnostic, ValueSource};
+use goondan_types::{Diagnostic, Secrets, ValueSource};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -64,6 +64,7 @@ pub(crate) fn load_env(
     root: &Path,
     env_file: Option<&Path>,
     inherit_process_env: bool,
+    process_env_overlay: &Secrets,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<EnvMap, LoadError> {
     let mut vars: HashMap<String, String> = if inherit_process_env {
@@ -73,6 +74,9 @@ pub(crate) fn load_env(
     } else {
         HashMap::new()
     };
+    for (name, value) in process_env_overlay.iter() {
+        vars.insert(name.to_string(), value.to_string());
+    }
     let mut layers = vec![
         (root.join(".env"), ".env".to_string()),
         (root.join(".env.local"), ".env.local".to_string()),
@@ -135,7 +139,14 @@ mod tests {
         let custom = dir.path().join("custom.env");
         std::fs::write(&custom, "C=custom\n").unwrap();
         let mut diagnostics = Vec::new();
-        let env = load_env(dir.path(), Some(&custom), true, &mut diagnostics).unwrap();
+        let env = load_env(
+            dir.path(),
+            Some(&custom),
+            true,
+            &Secrets::new(),
+            &mut diagnostics,
+        )
+        .unwrap();
         assert!(diagnostics.is_empty());
         assert_eq!(
             (env.get("A"), env.get("B"), env.get("C")),
@@ -144,9 +155,32 @@ mod tests {
         assert!(env.get("PATH").is_some(), "process env is inherited");
         let missing = dir.path().join("nope.env");
         assert!(matches!(
-            load_env(dir.path(), Some(&missing), false, &mut diagnostics),
+            load_env(
+                dir.path(),
+                Some(&missing),
+                false,
+                &Secrets::new(),
+                &mut diagnostics
+            ),
             Err(LoadError::EnvFileNotFound { .. })
         ));
+    }
+
+    #[test]
+    fn the_handshake_overlay_acts_as_process_env_without_entering_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".env"), "FROM_FILE=file\n").unwrap();
+        let overlay: Secrets = [
+            ("GOONDAN_TEST_OVERLAY_ONLY", "handed-over"),
+            ("FROM_FILE", "overlay"),
+        ]
+        .into_iter()
+        .collect();
+        let mut diagnostics = Vec::new();
+        let env = load_env(dir.path(), None, true, &overlay, &mut diagnostics).unwrap();
+        assert_eq!(env.get("GOONDAN_TEST_OVERLAY_ONLY"), Some("handed-over"));
+        assert_eq!(env.get("FROM_FILE"), Some("file"), "env files still win");
+        assert!(std::env::var_os("GOONDAN_TEST_OVERLAY_ONLY").is_none());
     }
 
     #[test]

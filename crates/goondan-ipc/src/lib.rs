@@ -10,19 +10,22 @@
 //! **The protocol** ([`protocol`]) is the one typed vocabulary both sides
 //! speak: user events, answers, and the runtime's own messages. Messages are
 //! addressed by routing key ([`RoutingKey`]), never by pid or pipe, and are
-//! self-contained JSON.
+//! self-contained JSON. Before any message, a locally spawned child reads
+//! one [`SpawnHandshake`] frame: the protocol version and its secrets.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod channel;
 pub mod error;
 pub mod framing;
+pub mod handshake;
 pub mod protocol;
 pub mod routing;
 pub mod transport;
 
 pub use channel::IpcChannel;
-pub use error::IpcError;
+pub use error::{HandshakeError, IpcError};
+pub use handshake::{read_handshake, SpawnHandshake};
 pub use protocol::{Inbound, ProtocolError, RuntimeMessage, ShutdownPayload, PROTOCOL_VERSION};
 pub use routing::{RoutingKey, ORCHESTRATOR};
 pub use transport::{Endpoint, Link, SendError, StdioTransport, Transport, TransportEvent};

@@ -25,8 +25,12 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The protocol version a child announces in its handshake. The
-/// orchestrator refuses a child that speaks another one.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// orchestrator refuses a child that speaks another one, and a child
+/// refuses a [`SpawnHandshake`](crate::SpawnHandshake) of another one.
+///
+/// Version 2: the orchestrator writes the spawn handshake (with the
+/// child's secrets) before any message.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The event-type prefix reserved for [`RuntimeMessage`]s.
 pub const RUNTIME_PREFIX: &str = "runtime.";

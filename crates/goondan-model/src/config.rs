@@ -38,7 +38,7 @@ impl ApiKey {
         if self.0.len() < 4 {
             return text.to_string();
         }
-        text.replace(&self.0, "***")
+        goondan_types::secret::mask_value(text, &self.0, "***").into_owned()
     }
 }
 

@@ -33,7 +33,7 @@ mod wire;
 pub use cassette::CassetteEntry;
 pub use config::{ApiKey, EnvLookup, ModelConfig, ProcessEnv};
 pub use error::ModelError;
-pub use provider::{build, needs_api_key, PROVIDERS};
+pub use provider::{build, needs_api_key, DEFAULT_KEY_VARIABLES, PROVIDERS};
 pub use request::{
     FinishReason, InvalidToolArguments, ModelParams, ModelRequest, ModelResponse, ToolSpec,
 };

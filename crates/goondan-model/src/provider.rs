@@ -18,6 +18,18 @@ use std::sync::Arc;
 /// The providers [`build`] knows, as `spec.provider` spells them.
 pub const PROVIDERS: &[&str] = &["anthropic", "openai", "google", "scripted", "replay"];
 
+/// The variables [`build`] falls back to for a Model without `apiKey`:
+/// secrets whichever Model uses them, so the orchestrator withholds them
+/// from every child's exec environment.
+pub const DEFAULT_KEY_VARIABLES: &[&str] = &[
+    ANTHROPIC_KEY_VARIABLE,
+    OPENAI_KEY_VARIABLE,
+    GOOGLE_KEY_VARIABLE,
+];
+const ANTHROPIC_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
+const OPENAI_KEY_VARIABLE: &str = "OPENAI_API_KEY";
+const GOOGLE_KEY_VARIABLE: &str = "GOOGLE_GENERATIVE_AI_API_KEY";
+
 /// Whether `provider` calls a remote API and so needs a key; the offline
 /// providers (`scripted`, `replay`) never read one, so a Model switched to
 /// them keeps working without its key variable.
@@ -106,7 +118,7 @@ fn build_anthropic(
     config: &ModelConfig,
     env: &dyn EnvLookup,
 ) -> Result<HttpModel<anthropic::AnthropicWire>, ModelError> {
-    let api_key = resolve_key(config, env, "anthropic", "ANTHROPIC_API_KEY", true)?;
+    let api_key = resolve_key(config, env, "anthropic", ANTHROPIC_KEY_VARIABLE, true)?;
     let mut reader = OptionReader::new(&config.name, &config.options);
     let version = reader
         .string("anthropicVersion")?
@@ -141,7 +153,7 @@ fn build_openai(
     // A custom endpoint is usually a local server (Ollama, vLLM) that needs
     // no key; OpenAI itself always does.
     let required = config.endpoint.is_none();
-    let api_key = resolve_key(config, env, "openai", "OPENAI_API_KEY", required)?;
+    let api_key = resolve_key(config, env, "openai", OPENAI_KEY_VARIABLE, required)?;
     let mut reader = OptionReader::new(&config.name, &config.options);
     let organization = reader.string("organization")?;
     let project = reader.string("project")?;
@@ -185,7 +197,7 @@ fn build_google(
     config: &ModelConfig,
     env: &dyn EnvLookup,
 ) -> Result<HttpModel<google::GoogleWire>, ModelError> {
-    let api_key = resolve_key(config, env, "google", "GOOGLE_GENERATIVE_AI_API_KEY", true)?;
+    let api_key = resolve_key(config, env, "google", GOOGLE_KEY_VARIABLE, true)?;
     let options = HttpOptions::read(OptionReader::new(&config.name, &config.options))?;
     let mut headers = Vec::new();
     if let Some(key) = &api_key {

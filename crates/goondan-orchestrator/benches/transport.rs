@@ -137,6 +137,8 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
             args: Vec::new(),
             connector_args: None,
             env: vec![("GOONDAN_BENCH_CHILD".into(), "1".into())],
+            secrets: Default::default(),
+            withheld_env: Vec::new(),
             log_file: None,
         }),
         transport: None,
@@ -180,6 +182,10 @@ fn child() {
     let stdin = std::io::stdin();
     let mut lines = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
     let mut line = String::new();
+    // The spawn handshake comes before any message.
+    lines.read_line(&mut line).unwrap();
+    goondan_ipc::SpawnHandshake::decode(line.trim_end().as_bytes()).unwrap();
+    line.clear();
     while lines.read_line(&mut line).unwrap_or(0) > 0 {
         let message = framing::decode(line.trim_end().as_bytes()).unwrap();
         line.clear();

@@ -6,12 +6,21 @@
 //! ([`LocalSpawner`]) returns the child's stdio pipes, a remote spawner (a
 //! pod, another host) returns [`Endpoint::Addressed`] and the child joins
 //! the message bus by its routing key.
+//!
+//! Secrets never travel through a child's exec environment or its
+//! arguments: [`LocalSpawner`] removes every secret variable from the
+//! child's environment and writes their values as the spawn handshake
+//! ([`SpawnHandshake`]), the first line on the child's stdin, before the
+//! transport sends any message.
 
 use crate::OrchestratorError;
 use futures_util::future::BoxFuture;
-use goondan_ipc::{Endpoint, RoutingKey};
+use goondan_ipc::{Endpoint, RoutingKey, SpawnHandshake};
+use goondan_types::Secrets;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// What to start.
@@ -64,7 +73,9 @@ pub trait Spawner: Send + Sync {
 }
 
 /// Starts children by fork/exec of a program (normally this same `gdn`
-/// binary in its hidden `agent` mode) with IPC on stdin/stdout.
+/// binary in its hidden `agent` mode) with IPC on stdin/stdout. Every
+/// child it starts, an AgentProcess or a ConnectorProcess, first reads
+/// the spawn handshake from its stdin.
 #[derive(Clone)]
 pub struct LocalSpawner {
     /// The program to run.
@@ -77,6 +88,12 @@ pub struct LocalSpawner {
     pub connector_args: Option<Vec<String>>,
     /// Extra environment for the child.
     pub env: Vec<(String, String)>,
+    /// The secret variables the child needs: written in its spawn
+    /// handshake, removed from its exec environment.
+    pub secrets: Secrets,
+    /// More variables removed from the child's exec environment: every
+    /// secret name, whether or not it has a value here.
+    pub withheld_env: Vec<String>,
     /// Where each child's stderr (its structured log) goes, appended; `None`
     /// inherits the orchestrator's stderr.
     pub log_file: Option<LogFileFor>,
@@ -91,6 +108,7 @@ impl std::fmt::Debug for LocalSpawner {
             .field("program", &self.program)
             .field("args", &self.args)
             .field("logs_to_file", &self.log_file.is_some())
+            .field("secrets", &self.secrets)
             .finish_non_exhaustive()
     }
 }
@@ -140,8 +158,18 @@ impl Spawner for LocalSpawner {
             }
             None => Stdio::inherit(),
         };
+        let handshake = SpawnHandshake::new(self.secrets.clone())
+            .encode()
+            .map_err(|error| spawn_error(std::io::Error::other(error.to_string())))?;
+        command.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        for name in self
+            .secrets
+            .names()
+            .chain(self.withheld_env.iter().map(String::as_str))
+        {
+            command.env_remove(name);
+        }
         let mut child = command
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -156,6 +184,7 @@ impl Spawner for LocalSpawner {
                 )))
             }
         };
+        write_handshake(&stdin, &handshake).map_err(spawn_error)?;
         let pid = child.id();
         let endpoint = Endpoint::Stdio {
             from_process: Box::new(stdout),
@@ -181,6 +210,37 @@ impl Spawner for LocalSpawner {
             exit,
         })
     }
+}
+
+/// Writes the handshake frame into the child's fresh stdin pipe through a
+/// duplicate of its descriptor, before the transport owns the pipe. The
+/// frame is bounded below a pipe's usual capacity, so the write normally
+/// completes at once; a pipe shrunk by the system is waited on briefly
+/// (the child reads the frame first thing).
+fn write_handshake(stdin: &tokio::process::ChildStdin, frame: &[u8]) -> Result<(), std::io::Error> {
+    use std::os::fd::AsFd;
+    const PATIENCE: Duration = Duration::from_secs(5);
+    let mut pipe = std::fs::File::from(stdin.as_fd().try_clone_to_owned()?);
+    let started = Instant::now();
+    let mut rest = frame;
+    while !rest.is_empty() {
+        match pipe.write(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            // The child is already gone; its exit tells the orchestrator
+            // so, as for any child that dies at start.
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(error)
+                if error.kind() == std::io::ErrorKind::WouldBlock
+                    && started.elapsed() < PATIENCE =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
 }
 
 struct LocalControl {

@@ -11,7 +11,7 @@ use goondan_ipc::protocol::{
     self, Answer, AnswerOutcome, Inbound, Ready, StartError, TextDelta, TurnFinished,
     PROTOCOL_VERSION,
 };
-use goondan_ipc::{framing, RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_ipc::{framing, RoutingKey, RuntimeMessage, SpawnHandshake, ORCHESTRATOR};
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
@@ -22,6 +22,11 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A secret the orchestrator hands to its children: present in the
+/// spawner's environment list (as if inherited), yet it must reach the
+/// child only through the spawn handshake.
+const TEST_SECRET: &str = "GOONDAN_TEST_SECRET";
+
 fn main() {
     if std::env::var_os("GOONDAN_TEST_CHILD").is_some() {
         run_child();
@@ -31,6 +36,10 @@ fn main() {
         (
             "request_reaches_entry_agent_and_answer_returns",
             request_reaches_entry_agent_and_answer_returns,
+        ),
+        (
+            "secrets_reach_the_child_by_handshake_not_by_environment",
+            secrets_reach_the_child_by_handshake_not_by_environment,
         ),
         (
             "agent_to_agent_request_is_routed_by_key",
@@ -124,6 +133,11 @@ fn run_child() {
     let agent = value_of("--agent-name");
     let instance = value_of("--instance-key");
     let me = format!("{agent}:{instance}");
+    // The spawn handshake comes before any message, as in `gdn agent`.
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let handshake_line = lines.next().unwrap().unwrap();
+    let handshake = SpawnHandshake::decode(handshake_line.as_bytes()).unwrap();
     let stdout = std::io::stdout();
     let send = |message: IpcMessage| {
         let mut out = stdout.lock();
@@ -146,8 +160,6 @@ fn run_child() {
     send(notice(RuntimeMessage::Ready(Ready {
         protocol_version: PROTOCOL_VERSION,
     })));
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
     while let Some(Ok(line)) = lines.next() {
         let message = framing::decode(line.as_bytes()).unwrap();
         match protocol::decode(&message).unwrap() {
@@ -201,6 +213,12 @@ fn run_child() {
                             format!("got:{}", text.unwrap_or_default())
                         }
                     }
+                } else if input == "secret" {
+                    format!(
+                        "{agent}:env={}:handshake={}",
+                        std::env::var_os(TEST_SECRET).is_some(),
+                        handshake.secrets.get(TEST_SECRET).unwrap_or("-")
+                    )
                 } else {
                     format!("{agent}:{input}")
                 };
@@ -267,7 +285,12 @@ fn with_ledger(
             program: std::env::current_exe().unwrap(),
             args: Vec::new(),
             connector_args: None,
-            env: vec![("GOONDAN_TEST_CHILD".into(), "1".into())],
+            env: vec![
+                ("GOONDAN_TEST_CHILD".into(), "1".into()),
+                (TEST_SECRET.into(), "leaked-through-the-environment".into()),
+            ],
+            secrets: [(TEST_SECRET, "handed-over-secret")].into_iter().collect(),
+            withheld_env: vec!["GOONDAN_TEST_UNSET_SECRET".into()],
             log_file: None,
         };
         let (handle, task) = Orchestrator::start(OrchestratorConfig {
@@ -351,6 +374,17 @@ fn request_reaches_entry_agent_and_answer_returns() {
             .map(|s| s.key)
             .collect();
         assert_eq!(keys, ["alpha:main", "beta:main"]);
+    });
+}
+
+/// Issue 16 #1: a secret the orchestrator holds reaches its child in the
+/// spawn handshake, never through the child's exec environment.
+fn secrets_reach_the_child_by_handshake_not_by_environment() {
+    with_orchestrator(&["alpha"], Duration::from_secs(2), async |handle| {
+        assert_eq!(
+            ask(&handle, None, "secret").await,
+            "alpha:env=false:handshake=handed-over-secret"
+        );
     });
 }
 
@@ -503,6 +537,8 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
                 args: Vec::new(),
                 connector_args: None,
                 env: vec![("GOONDAN_TEST_CHILD".into(), "1".into())],
+                secrets: Default::default(),
+                withheld_env: Vec::new(),
                 log_file: None,
             }),
             transport: None,

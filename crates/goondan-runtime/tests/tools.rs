@@ -559,3 +559,88 @@ async fn arguments_that_are_not_json_are_answered_and_the_turn_goes_on() {
         .unwrap();
     assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], "{}");
 }
+
+/// Issue 16 #1: a secret value in any tool result (text output, JSON
+/// output, error message cut to the limit, or a result a `toolCall`
+/// middleware substituted) is masked before it is stored or sent to the
+/// model; short values and other text are left alone.
+#[tokio::test]
+async fn secrets_in_tool_results_are_masked_before_the_model_or_the_log_sees_them() {
+    const KEY: &str = "sk-test-SECRET-9f3a7c2e1b";
+    let mut harness = Harness::new();
+    harness.definition.secrets = [("MY_KEY", KEY), ("SHORT", "abc")].into_iter().collect();
+    harness.tool(
+        "leak",
+        vec![
+            (
+                "text",
+                None,
+                handler_fn(|_ctx, _args| {
+                    Box::pin(async { Ok(JsonValue::String(format!("MY_KEY={KEY}\nabc"))) })
+                }),
+            ),
+            (
+                "json",
+                None,
+                handler_fn(|_ctx, _args| {
+                    Box::pin(async { Ok(json!({"stdout": KEY, "nested": [{KEY: 1}]})) })
+                }),
+            ),
+            (
+                "fail",
+                None,
+                handler_fn(|_ctx, _args| {
+                    // The secret straddles the 40-character limit.
+                    Box::pin(async {
+                        Err(ToolFailure::new(
+                            "E_UPSTREAM",
+                            format!("{}{KEY}{}", "x".repeat(20), "y".repeat(30)),
+                        ))
+                    })
+                }),
+            ),
+        ],
+        Some(40),
+    );
+    harness.extension("swap", |api: &mut ExtensionApi<'_>, _: &JsonValue| {
+        api.pipeline().tool_call(
+            |ctx, next| {
+                Box::pin(async move {
+                    let substitute = ctx.tool_name() == "leak__json";
+                    let mut result = next.run(ctx).await?;
+                    if substitute {
+                        result.output = Some(json!(format!("middleware says {KEY}")));
+                    }
+                    Ok(result)
+                })
+            },
+            MiddlewareOptions::default(),
+        );
+        Ok(())
+    });
+    harness.model.tool_calls(&[
+        ("c1", "leak__text", json!({})),
+        ("c2", "leak__json", json!({})),
+        ("c3", "leak__fail", json!({})),
+    ]);
+    harness.model.text("done");
+    let mut agent = harness.start().await;
+    let result = agent.run_turn(user_event("hi"), &NoStream).await;
+    assert!(result.error.is_none());
+    let outputs = tool_outputs(&agent);
+    assert_eq!(
+        outputs[0],
+        json!({"type": "text", "value": "MY_KEY=[REDACTED:MY_KEY]\nabc"})
+    );
+    assert_eq!(
+        outputs[1],
+        json!({"type": "text", "value": "middleware says [REDACTED:MY_KEY]"})
+    );
+    // Masked before the cut: no piece of the key survives it.
+    assert_eq!(
+        outputs[2]["value"]["message"],
+        format!("{}[REDA... (truncated)", "x".repeat(20))
+    );
+    let sent = serde_json::to_string(&harness.model.requests()).unwrap();
+    assert!(!sent.contains(KEY), "the model saw the key: {sent}");
+}

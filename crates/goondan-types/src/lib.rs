@@ -23,6 +23,7 @@ pub mod message;
 pub mod refs;
 pub mod result;
 pub mod runtime_event;
+pub mod secret;
 pub mod tool;
 pub mod trace;
 pub mod value_source;
@@ -40,6 +41,7 @@ pub use message::{
 pub use refs::{ObjectRef, ObjectRefLike, ObjectRefParseError, RefItem};
 pub use result::{StepResult, StepStatus, TokenUsage, TurnError, TurnFinishReason, TurnResult};
 pub use runtime_event::{RuntimeEvent, RuntimeEventBase};
+pub use secret::Secrets;
 pub use tool::{
     ExecutionContext, ToolCall, ToolCallResult, ToolCallStatus, ToolCatalogItem, ToolError,
     ToolName, ToolSource, ToolSourceType,

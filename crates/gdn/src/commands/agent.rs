@@ -10,6 +10,7 @@ const PANIC_EXIT_CODE: i32 = 101;
 
 /// Runs one AgentProcess and exits with its code.
 pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> ! {
+    crate::secrets::make_non_dumpable();
     exit_with_parent();
     crate::logging::init_json_stderr("info");
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -31,6 +32,8 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         env_file: args.env_file.clone(),
         record_to: args.record.clone(),
         durability: std::env::var("GOONDAN_DURABILITY").ok(),
+        // Filled from the spawn handshake, never from the environment.
+        secrets: goondan_types::Secrets::new(),
     };
     let builtins_for = |model, model_name: &str, params: &goondan_model::ModelParams| {
         let summarizer = goondan_base::Summarizer::new(model, model_name, params.clone());

@@ -405,6 +405,7 @@ fn project_checks(global: &GlobalArgs, args: &DoctorArgs) -> (Vec<Check>, Option
     let options = LoadOptions {
         env_file: args.env_file.clone(),
         inherit_process_env: true,
+        ..LoadOptions::default()
     };
     let outcome = match load_bundle(&path, &options) {
         Ok(outcome) => outcome,

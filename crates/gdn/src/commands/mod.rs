@@ -16,6 +16,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match &cli.command {
         Command::Validate(args) => validate::run(&cli.global, args),
         Command::Run(args) => {
+            // It holds the keys from the first instruction on: its
+            // environment, the bundle's `.env` files, the orchestrator.
+            crate::secrets::make_non_dumpable();
             crate::logging::init_json_stderr(if cli.global.verbose > 0 {
                 "info"
             } else {

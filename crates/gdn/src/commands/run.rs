@@ -451,11 +451,16 @@ async fn foreground(
         .bundle_scope()
         .map(|scope| vec![(BUNDLE_SCOPE_ENV.to_string(), scope.to_string())])
         .unwrap_or_default();
+    // Keys reach agents in the spawn handshake, never through their
+    // environment (which every tool they run would inherit) or argv.
+    let (secrets, withheld_env) = crate::secrets::for_children(&project.bundle);
     let spawner = LocalSpawner {
         program: std::env::current_exe().context("locating the gdn binary")?,
         args: agent_args,
         connector_args: None,
         env,
+        secrets,
+        withheld_env,
         log_file: Some(log_file),
     };
     let store = InstanceStore::new(workspace.clone());

@@ -3,8 +3,8 @@
 //! or hostile peer sends.
 
 use goondan_ipc::protocol::{self, AnswerOutcome, Inbound, RuntimeMessage, PROTOCOL_VERSION};
-use goondan_ipc::{framing, ORCHESTRATOR};
-use goondan_types::{AgentEvent, EventSource, EventSourceKind, IpcMessage, ReplyChannel};
+use goondan_ipc::{framing, SpawnHandshake, ORCHESTRATOR};
+use goondan_types::{AgentEvent, EventSource, EventSourceKind, IpcMessage, ReplyChannel, Secrets};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use tempfile::TempDir;
@@ -68,14 +68,30 @@ const RULES: &str = r#"rules:
 /// A live `gdn agent` for `alpha:k`, past its handshake.
 struct AgentProcess {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     _bundle: TempDir,
     _state: TempDir,
 }
 
 impl AgentProcess {
+    /// A `gdn agent` past both handshakes: the spawn handshake written,
+    /// `runtime.ready` read.
     fn start() -> AgentProcess {
+        let frame = SpawnHandshake::new(Secrets::new()).encode().unwrap();
+        let mut process = AgentProcess::spawn(Some(&frame));
+        match process.read() {
+            Inbound::Runtime(RuntimeMessage::Ready(ready)) => {
+                assert_eq!(ready.protocol_version, PROTOCOL_VERSION)
+            }
+            other => panic!("no handshake: {other:?}"),
+        }
+        process
+    }
+
+    /// A `gdn agent` whose stdin starts with `first` (the spawn handshake
+    /// as the orchestrator writes it) or is closed at once (`None`).
+    fn spawn(first: Option<&[u8]>) -> AgentProcess {
         let bundle = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         std::fs::write(bundle.path().join("goondan.yaml"), BUNDLE).unwrap();
@@ -101,24 +117,24 @@ impl AgentProcess {
             .spawn()
             .unwrap();
         let mut process = AgentProcess {
-            stdin: child.stdin.take().unwrap(),
+            stdin: child.stdin.take(),
             stdout: BufReader::new(child.stdout.take().unwrap()),
             child,
             _bundle: bundle,
             _state: state,
         };
-        match process.read() {
-            Inbound::Runtime(RuntimeMessage::Ready(ready)) => {
-                assert_eq!(ready.protocol_version, PROTOCOL_VERSION)
-            }
-            other => panic!("no handshake: {other:?}"),
+        match first {
+            Some(bytes) => process.write(bytes),
+            // Closes stdin: the stream ends before any handshake.
+            None => process.stdin = None,
         }
         process
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        self.stdin.write_all(bytes).unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
     }
 
     fn send(&mut self, message: &IpcMessage) {
@@ -202,6 +218,40 @@ fn garbage_and_unknown_messages_are_answered_with_refusals_and_the_agent_serves_
     let hello = request("hello");
     agent.send(&to_alpha(&hello));
     assert_eq!(agent.outcome_of(&hello.id), Ok("echo: hello".into()));
+}
+
+/// Issue 16 #1: an AgentProcess takes its secrets from the spawn handshake
+/// only; without a readable one it refuses to start with a coded
+/// `runtime.start_error` and exits, instead of hanging or starting
+/// without its keys.
+#[test]
+fn a_missing_or_malformed_spawn_handshake_is_a_coded_start_error() {
+    let old_version = br#"{"type":"runtime.spawn","protocolVersion":1,"secrets":{}}
+"#;
+    let cases: [(Option<&[u8]>, &str); 4] = [
+        (None, "E_IPC_HANDSHAKE_MISSING"),
+        (
+            Some(b"{\"type\":\"runtime.spawn\",\"secr\n"),
+            "E_IPC_HANDSHAKE_MALFORMED",
+        ),
+        (
+            Some(&framing::encode(&to_alpha(&request("hi")))),
+            "E_IPC_HANDSHAKE_MALFORMED",
+        ),
+        (Some(old_version), "E_IPC_PROTOCOL_VERSION"),
+    ];
+    for (first, code) in cases {
+        let mut agent = AgentProcess::spawn(first);
+        match agent.read() {
+            Inbound::Runtime(RuntimeMessage::StartError(error)) => {
+                assert_eq!(error.code, code);
+                assert!(error.suggestion.is_some(), "{error:?}");
+            }
+            other => panic!("no start error for {code}: {other:?}"),
+        }
+        let status = agent.child.wait().unwrap();
+        assert_eq!(status.code(), Some(2), "{code}");
+    }
 }
 
 #[test]

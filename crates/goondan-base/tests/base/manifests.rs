@@ -83,6 +83,7 @@ async fn an_agent_built_from_the_base_manifests_runs_a_turn() {
     let options = LoadOptions {
         env_file: None,
         inherit_process_env: false,
+        ..LoadOptions::default()
     };
     let outcome = load_bundle(bundle_dir.path(), &options).unwrap();
     let errors: Vec<String> = outcome.errors().map(|error| error.to_string()).collect();

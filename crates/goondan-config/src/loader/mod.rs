@@ -10,7 +10,7 @@ use crate::bundle::Bundle;
 use crate::discover::{discover, BundleFile};
 use crate::env::load_env;
 use crate::error::LoadError;
-use goondan_types::Diagnostic;
+use goondan_types::{Diagnostic, Secrets};
 use std::path::{Path, PathBuf};
 
 /// How to load a bundle.
@@ -22,6 +22,11 @@ pub struct LoadOptions {
     /// Start the environment from the process environment (true by
     /// default); tests turn it off to see only the env files.
     pub inherit_process_env: bool,
+    /// Variables handed over by the spawn handshake: laid over the
+    /// inherited process environment as if they were process variables
+    /// (the env files still win), without ever entering this process's
+    /// own environment, so the processes it starts never inherit them.
+    pub process_env_overlay: Secrets,
 }
 
 impl Default for LoadOptions {
@@ -29,6 +34,7 @@ impl Default for LoadOptions {
         LoadOptions {
             env_file: None,
             inherit_process_env: true,
+            process_env_overlay: Secrets::new(),
         }
     }
 }
@@ -104,6 +110,7 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
         &root,
         options.env_file.as_deref(),
         options.inherit_process_env,
+        &options.process_env_overlay,
         &mut diagnostics,
     )?;
     let mut parsed = parse::Parsed::default();

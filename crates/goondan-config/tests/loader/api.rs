@@ -135,10 +135,20 @@ fn env_files_follow_cli_precedence_and_feed_the_resolver() {
     let options = LoadOptions {
         env_file: Some(custom),
         inherit_process_env: false,
+        ..LoadOptions::default()
     };
     let bundle = load_bundle(dir.path(), &options).unwrap().bundle.unwrap();
     let api_key = bundle.model("main").unwrap().spec.api_key.clone().unwrap();
     assert_eq!(bundle.resolve(&api_key).unwrap(), "from-flag");
+    assert_eq!(
+        bundle.env_references().into_iter().collect::<Vec<_>>(),
+        ["DEMO_KEY"]
+    );
+    let secrets = bundle.secrets(&["UNSET_DEFAULT_KEY"]);
+    assert_eq!(
+        secrets.iter().collect::<Vec<_>>(),
+        [("DEMO_KEY", "from-flag")]
+    );
     let without_flag = load(dir.path()).bundle.unwrap();
     assert_eq!(without_flag.resolve(&api_key).unwrap(), "from-local");
 

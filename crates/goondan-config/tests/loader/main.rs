@@ -17,6 +17,7 @@ fn load(path: &Path) -> LoadOutcome {
     let options = LoadOptions {
         env_file: None,
         inherit_process_env: false,
+        ..LoadOptions::default()
     };
     load_bundle(path, &options).expect("the bundle is readable")
 }

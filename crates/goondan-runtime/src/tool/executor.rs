@@ -5,13 +5,20 @@
 //! The check runs inside the chain, after the `toolCall` layers, so the
 //! arguments validated are exactly the ones the handler would receive and
 //! middleware still observes refused calls.
+//!
+//! Every result leaves the core with the agent's secrets masked
+//! ([`mask_tool_result`]): a tool's output is the one way outside text
+//! (a process environment, a file, an HTTP body) reaches the model, the
+//! conversation log and the cassette.
 
 use super::{codes, ToolContext, ToolFailure, ToolRegistry};
 use crate::agents::AgentsApi;
 use crate::pipeline::{Core, LayerResult, ToolCallContext};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
-use goondan_types::{JsonObject, JsonValue, ToolCallResult, ToolCallStatus, ToolCatalogItem};
+use goondan_types::{
+    JsonObject, JsonValue, Secrets, ToolCallResult, ToolCallStatus, ToolCatalogItem,
+};
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -84,6 +91,7 @@ pub struct ToolExecutor {
     workdir: PathBuf,
     agents: Arc<dyn AgentsApi>,
     validators: Mutex<HashMap<String, CachedValidator>>,
+    secrets: Secrets,
 }
 
 impl std::fmt::Debug for ToolExecutor {
@@ -110,7 +118,20 @@ impl ToolExecutor {
             workdir,
             agents,
             validators: Mutex::new(HashMap::new()),
+            secrets: Secrets::new(),
         }
+    }
+
+    /// Masks these secrets in every result before it leaves the executor
+    /// (see [`mask_tool_result`]).
+    pub fn with_secrets(mut self, secrets: Secrets) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// The secrets masked in results.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
     }
 
     /// The registry it runs from.
@@ -162,6 +183,16 @@ impl ToolExecutor {
     }
 
     async fn execute(&self, catalog: &[ToolCatalogItem], ctx: &ToolCallContext) -> ToolCallResult {
+        let mut result = self.execute_unmasked(catalog, ctx).await;
+        mask_tool_result(&self.secrets, &mut result);
+        result
+    }
+
+    async fn execute_unmasked(
+        &self,
+        catalog: &[ToolCatalogItem],
+        ctx: &ToolCallContext,
+    ) -> ToolCallResult {
         let name = ctx.tool_name();
         let in_catalog = catalog.iter().find(|item| item.name == name);
         if in_catalog.is_none() && !self.policy.allow_registry_direct {
@@ -271,13 +302,20 @@ impl ToolExecutor {
                 status: ToolCallStatus::Ok,
                 error: None,
             },
-            Ok(Err(tool_failure)) => failure(ctx, tool_failure, limit),
+            Ok(Err(mut tool_failure)) => {
+                // Before the message is cut, so no cut-off piece of a
+                // secret survives.
+                self.secrets.mask_string(&mut tool_failure.message);
+                failure(ctx, tool_failure, limit)
+            }
             Err(panic) => {
                 let detail = panic
                     .downcast_ref::<&str>()
                     .map(|text| (*text).to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a non-text panic payload".to_string());
+                // Masked before the log line and before the cut.
+                let detail = self.secrets.mask(&detail).into_owned();
                 tracing::error!(
                     tool_name = name,
                     tool_call_id = ctx.tool_call_id(),
@@ -291,6 +329,29 @@ impl ToolExecutor {
                     limit,
                 )
             }
+        }
+    }
+}
+
+/// Replaces every secret value in `result` (its output, text or JSON, and
+/// its error's message, suggestion and URL) with `[REDACTED:NAME]`
+/// ([`Secrets::mask`]). The executor applies it to what a handler
+/// returned, and the Step again to what the `toolCall` chain returned, so
+/// neither a tool nor a middleware can put a secret into the conversation.
+pub fn mask_tool_result(secrets: &Secrets, result: &mut ToolCallResult) {
+    if secrets.is_empty() {
+        return;
+    }
+    if let Some(output) = &mut result.output {
+        secrets.mask_json(output);
+    }
+    if let Some(error) = &mut result.error {
+        secrets.mask_string(&mut error.message);
+        for text in [&mut error.suggestion, &mut error.help_url, &mut error.name]
+            .into_iter()
+            .flatten()
+        {
+            secrets.mask_string(text);
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::pipeline::{RuntimeAgentContext, RuntimeSwarmContext};
 use crate::tool::ToolCallPolicy;
 use goondan_model::{Model, ModelParams};
 use goondan_store::{ExtensionStateStore, TurnJournal};
-use goondan_types::{Entry, JsonObject, JsonValue};
+use goondan_types::{Entry, JsonObject, JsonValue, Secrets};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -79,6 +79,10 @@ pub struct AgentDefinition {
     pub workdir: PathBuf,
     /// Which tool calls may run.
     pub tool_call_policy: ToolCallPolicy,
+    /// The secret variables this process holds (from the spawn
+    /// handshake): masked in every tool result before it is stored or
+    /// sent to the model.
+    pub secrets: Secrets,
 }
 
 impl std::fmt::Debug for AgentDefinition {
@@ -125,6 +129,7 @@ impl AgentDefinition {
             },
             workdir: PathBuf::from("."),
             tool_call_policy: ToolCallPolicy::default(),
+            secrets: Secrets::new(),
         }
     }
 }

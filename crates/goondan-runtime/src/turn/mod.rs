@@ -222,7 +222,8 @@ impl Agent {
             definition.tool_call_policy,
             definition.workdir,
             Arc::clone(&agents),
-        );
+        )
+        .with_secrets(definition.secrets);
         Ok(Agent {
             core: AgentCore {
                 agent_name: definition.agent_name,

@@ -15,7 +15,7 @@
 use super::{milliseconds, AgentCore};
 use crate::pipeline::context::ToolCallParts;
 use crate::pipeline::{Core, LayerResult, StepContext, ToolCallContext};
-use crate::tool::{codes, ToolFailure, DEFAULT_ERROR_MESSAGE_LIMIT};
+use crate::tool::{codes, mask_tool_result, ToolFailure, DEFAULT_ERROR_MESSAGE_LIMIT};
 use futures_util::future::BoxFuture;
 use goondan_model::{InvalidToolArguments, ModelRequest, StreamObserver, ToolSpec};
 use goondan_types::{
@@ -214,6 +214,10 @@ impl StepCore<'_> {
                         agent.pipeline.run(&mut call_ctx, &tool_core).await?
                     }
                 };
+                // A `toolCall` middleware may have replaced what the
+                // executor masked.
+                let mut result = result;
+                mask_tool_result(agent.executor.secrets(), &mut result);
                 let refused = result
                     .error
                     .as_ref()

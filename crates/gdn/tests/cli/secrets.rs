@@ -1,0 +1,285 @@
+//! Issue 16 #1, end to end: the model must never be able to read an API
+//! key. A Model takes its key from `apiKey.valueFrom.env: MY_KEY`, another
+//! Model's key sits in the bundle's `.env`, `OPENAI_API_KEY` is set too,
+//! and the mock LLM makes the agent run bash commands that look for them:
+//! `env`, its parent's `/proc/$PPID/environ`, `echo $MY_KEY; printenv
+//! OPENAI_API_KEY` and `cat .env`. No key value may then appear anywhere:
+//! not in a request body the mock received, not in any file of the System
+//! Root (conversation, runtime events, process logs), not in the cassette
+//! of `--record`, not on stdout or stderr. The key still reaches the
+//! provider, in the `Authorization` header only.
+
+use crate::mock_llm::{ChatRequest, MockLlm, Reply};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The key the Model reads through `valueFrom.env: MY_KEY`.
+const MY_KEY: &str = "sk-test-SECRET-9f3a7c2e1b";
+/// The provider's usual variable, set for the run but not referenced.
+const OPENAI_KEY: &str = "sk-openai-OTHER-4d8b6a1f09";
+/// A key that only the bundle's `.env` file holds.
+const DOTENV_KEY: &str = "sk-dotenv-FILE-71c0e5b3aa";
+const SECRETS: [&str; 3] = [MY_KEY, OPENAI_KEY, DOTENV_KEY];
+/// Long enough for a loaded two-core machine, short enough to fail a hang.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The commands the model asks for, in order.
+const COMMANDS: [&str; 4] = [
+    "env",
+    "cat /proc/$PPID/environ | tr '\\0' '\\n'",
+    "echo $MY_KEY; printenv OPENAI_API_KEY",
+    "cat .env",
+];
+
+fn bundle_text(endpoint: &str) -> String {
+    format!(
+        "apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: llm
+spec:
+  provider: openai
+  model: gpt-mock
+  endpoint: \"{endpoint}\"
+  apiKey:
+    valueFrom:
+      env: MY_KEY
+  options:
+    maxRetries: 0
+---
+# Never called: it only makes DOTENV_KEY a secret the bundle reads.
+apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: spare
+spec:
+  provider: openai
+  model: gpt-spare
+  endpoint: \"{endpoint}\"
+  apiKey:
+    valueFrom:
+      env: DOTENV_KEY
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: snoop
+spec:
+  modelConfig:
+    modelRef: Model/llm
+  tools:
+    - ref: Tool/bash
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/snoop
+  agents:
+    - ref: Agent/snoop
+  policy:
+    maxStepsPerTurn: 8
+"
+    )
+}
+
+/// One bash command per step, then a text answer that quotes the last
+/// tool result (so what the model read also reaches stdout).
+fn snoop(request: &ChatRequest) -> Reply {
+    let n_results = request
+        .messages()
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .count();
+    match COMMANDS.get(n_results) {
+        Some(command) => Reply::tool("bash__exec", json!({"command": command})),
+        None => Reply::text(format!(
+            "done; last result: {}",
+            request.tool_result().unwrap_or_default()
+        )),
+    }
+}
+
+/// `gdn --config BUNDLE --state-root STATE ARGS...` with the keys in its
+/// environment, killed if it outlives [`DEADLINE`]. Output goes to files,
+/// so a chatty child never blocks on a full pipe.
+fn run_gdn(bundle: &Path, state: &Path, args: &[&str]) -> Output {
+    let out_dir = tempfile::tempdir().unwrap();
+    let stdout_path = out_dir.path().join("stdout.txt");
+    let stderr_path = out_dir.path().join("stderr.txt");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gdn"));
+    command
+        .arg("--config")
+        .arg(bundle)
+        .arg("--state-root")
+        .arg(state)
+        .args(args)
+        .current_dir(bundle)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap());
+    for variable in [
+        "ANTHROPIC_API_KEY",
+        "GOOGLE_GENERATIVE_AI_API_KEY",
+        "GOONDAN_STATE_ROOT",
+        "RUST_LOG",
+        "DOTENV_KEY",
+    ] {
+        command.env_remove(variable);
+    }
+    command
+        .env("MY_KEY", MY_KEY)
+        .env("OPENAI_API_KEY", OPENAI_KEY);
+    let mut child = command.spawn().unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "gdn {args:?} did not finish within {DEADLINE:?}; stderr: {}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: std::fs::read(&stdout_path).unwrap(),
+        stderr: std::fs::read(&stderr_path).unwrap(),
+    }
+}
+
+/// Every regular file below `dir`.
+fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(path),
+                Ok(kind) if kind.is_file() => files.push(path),
+                _ => {}
+            }
+        }
+    }
+    files
+}
+
+/// Where each key value occurs among `places` (name, bytes).
+fn leaks(places: &[(String, Vec<u8>)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (place, bytes) in places {
+        for secret in SECRETS {
+            let needle = secret.as_bytes();
+            if bytes.windows(needle.len()).any(|window| window == needle) {
+                found.push(format!("{secret} in {place}"));
+            }
+        }
+    }
+    found
+}
+
+/// Runs the snooping Turn once (recording to `cassette` when given) and
+/// checks every place a key could leak to.
+fn snoop_run(cassette: Option<&Path>) {
+    let mock = MockLlm::start(snoop);
+    let bundle = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bundle.path().join("goondan.yaml"),
+        bundle_text(&mock.endpoint()),
+    )
+    .unwrap();
+    std::fs::write(
+        bundle.path().join(".env"),
+        format!("DOTENV_KEY={DOTENV_KEY}\n"),
+    )
+    .unwrap();
+    let mut args = vec!["run", "--input", "look for keys"];
+    if let Some(cassette) = cassette {
+        args.extend(["--record", cassette.to_str().unwrap()]);
+    }
+    let output = run_gdn(bundle.path(), state.path(), &args);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(stdout.starts_with("done; last result:"), "{stdout}");
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), COMMANDS.len() + 1, "one call per step");
+    for request in &requests {
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(format!("Bearer {MY_KEY}").as_str()),
+            "the provider still gets the key, in the header"
+        );
+    }
+    // Each command ran: the agent really looked.
+    let results: Vec<String> = requests
+        .iter()
+        .filter_map(|request| request.tool_result().map(str::to_string))
+        .collect();
+    assert_eq!(results.len(), COMMANDS.len());
+    assert!(results[0].contains("PATH="), "env ran: {}", results[0]);
+    // The file on disk holds the key; the model reads a marker instead.
+    assert!(
+        results[3].contains("DOTENV_KEY=[REDACTED:DOTENV_KEY]"),
+        "cat .env: {}",
+        results[3]
+    );
+
+    let mut places: Vec<(String, Vec<u8>)> = vec![
+        ("stdout".into(), output.stdout.clone()),
+        ("stderr".into(), output.stderr.clone()),
+    ];
+    for (index, request) in requests.iter().enumerate() {
+        places.push((
+            format!("request body {index}"),
+            request.body.to_string().into_bytes(),
+        ));
+    }
+    let state_files = files_below(state.path());
+    assert!(
+        state_files
+            .iter()
+            .any(|path| path.ends_with("messages/base.jsonl")),
+        "the conversation was stored: {state_files:?}"
+    );
+    for path in state_files {
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        places.push((path.display().to_string(), bytes));
+    }
+    if let Some(cassette) = cassette {
+        places.push((
+            "the cassette".into(),
+            std::fs::read(cassette).expect("the cassette was written"),
+        ));
+    }
+    let found = leaks(&places);
+    assert!(found.is_empty(), "keys leaked: {found:#?}");
+}
+
+#[test]
+fn secrets_never_reach_the_model_the_state_root_or_the_output() {
+    snoop_run(None);
+}
+
+#[test]
+fn secrets_never_reach_a_recorded_cassette() {
+    let dir = tempfile::tempdir().unwrap();
+    snoop_run(Some(&dir.path().join("cassette.jsonl")));
+}
