@@ -6,6 +6,7 @@ mod init;
 mod ipc;
 mod mock_llm;
 mod replay;
+mod store_damage;
 mod swarm;
 
 use std::path::{Path, PathBuf};
