@@ -5,10 +5,11 @@
 //! entry agent's instance, and runs again.
 
 use crate::mock_llm::{MockLlm, Reply};
-use crate::swarm::{code, fixture, gdn_command, run_with_deadline, stderr, stdout};
+use crate::swarm::{code, fixture, gdn_command, read_jsonl, run_with_deadline, stderr, stdout};
+use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use tempfile::TempDir;
 
 /// The `pair` bundle on a System Root that does not exist yet (so `gdn`
@@ -44,6 +45,47 @@ impl Damage {
     fn command(&self, args: &[&str]) -> Command {
         gdn_command(self.bundle.path(), &self.state(), args)
     }
+
+    /// `gdn run --input TEXT`, to completion.
+    fn ask(&self, text: &str) -> Output {
+        run_with_deadline(self.command(&["run", "--input", text]))
+    }
+
+    /// `gdn run --input TEXT`, which must answer.
+    fn ask_ok(&self, text: &str) {
+        let output = self.ask(text);
+        assert_eq!(code(&output), 0, "stderr: {}", stderr(&output));
+        assert_eq!(stdout(&output), format!("heard {text}\n"));
+    }
+
+    /// The folder of `alpha:default`.
+    fn alpha_dir(&self) -> PathBuf {
+        let workspaces = self.state().join("workspaces");
+        std::fs::read_dir(&workspaces)
+            .unwrap()
+            .map(|entry| entry.unwrap().path().join("instances/alpha:default"))
+            .find(|dir| dir.is_dir())
+            .expect("the folder of alpha:default")
+    }
+
+    fn base_log(&self) -> PathBuf {
+        self.alpha_dir().join("messages/base.jsonl")
+    }
+
+    fn events_log(&self) -> PathBuf {
+        self.alpha_dir().join("messages/events.jsonl")
+    }
+
+    /// Every log file of every process of the workspace, concatenated.
+    fn runtime_logs(&self) -> String {
+        let mut text = String::new();
+        for entry in walk(&self.state().join("runtime/logs")) {
+            if entry.is_file() {
+                text.push_str(&std::fs::read_to_string(&entry).unwrap_or_default());
+            }
+        }
+        text
+    }
 }
 
 /// Every path under `root`, `root` included, depth first.
@@ -62,6 +104,28 @@ fn walk(root: &Path) -> Vec<PathBuf> {
         found.push(path);
     }
     found
+}
+
+/// The `id` of each line of a `base.jsonl`.
+fn ids(base: &[Value]) -> Vec<String> {
+    base.iter()
+        .map(|message| message["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The text of each user and assistant message of a `base.jsonl`.
+fn texts(base: &[Value]) -> Vec<String> {
+    base.iter()
+        .filter(|message| matches!(message["data"]["role"].as_str(), Some("user" | "assistant")))
+        .map(|message| match &message["data"]["content"] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|part| part["text"].as_str())
+                .collect::<String>(),
+            other => other.to_string(),
+        })
+        .collect()
 }
 
 #[test]
@@ -110,4 +174,73 @@ fn issue_16_22_state_files_and_folders_are_owner_only_whatever_the_umask() {
         exposed.is_empty(),
         "group or world can reach these: {exposed:#?}"
     );
+}
+
+/// A commit marker edited to `baseBytesAfter: 0` used to make the next
+/// start cut `base.jsonl` to nothing. Now the agent refuses to start with
+/// E_STORE_CORRUPT_LOG naming the file, nothing is cut, and following the
+/// suggestion (deleting the marker) brings the conversation back with
+/// every message once.
+#[test]
+fn issue_16_11_an_impossible_commit_marker_stops_the_agent_and_keeps_history() {
+    let damage = Damage::new();
+    damage.ask_ok("one");
+    let base_before = std::fs::read_to_string(damage.base_log()).unwrap();
+    let base = read_jsonl(&damage.base_log());
+    assert_eq!(texts(&base), ["one", "heard one"]);
+
+    // What a crash after a finished append leaves (the Turn's events and
+    // its marker), with the marker's end offset damaged.
+    let answer_line = base_before.lines().last().unwrap();
+    let n_before_answer = base_before.len() - answer_line.len() - 1;
+    let mut answer_event: Value = serde_json::json!({
+        "type": "append",
+        "message": serde_json::from_str::<Value>(answer_line).unwrap(),
+        "turnId": "t-damaged",
+    });
+    let event_line = format!("{answer_event}\n");
+    answer_event = serde_json::json!({
+        "type": "commit", "turnId": "t-damaged", "mode": "append",
+        "baseBytes": n_before_answer, "baseBytesAfter": 0,
+    });
+    let events = format!("{event_line}{answer_event}\n");
+    std::fs::write(damage.events_log(), &events).unwrap();
+
+    let refused = damage.ask("two");
+    assert_ne!(code(&refused), 0, "stdout: {}", stdout(&refused));
+    let said = format!(
+        "{}{}{}",
+        stdout(&refused),
+        stderr(&refused),
+        damage.runtime_logs()
+    );
+    assert!(
+        stderr(&refused).contains("error[E_STORE_CORRUPT_LOG]"),
+        "{said}"
+    );
+    assert!(
+        said.contains("events.jsonl:2: impossible commit marker"),
+        "{said}"
+    );
+    assert!(said.contains("= help:"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(damage.base_log()).unwrap(),
+        base_before,
+        "nothing stored is cut"
+    );
+    assert_eq!(
+        std::fs::read_to_string(damage.events_log()).unwrap(),
+        events
+    );
+
+    // The suggested repair: delete the marker line. The answer it carried
+    // is already in the base and is not appended again.
+    std::fs::write(damage.events_log(), &event_line).unwrap();
+    damage.ask_ok("two");
+    let base = read_jsonl(&damage.base_log());
+    assert_eq!(texts(&base), ["one", "heard one", "two", "heard two"]);
+    let mut unique = ids(&base);
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), base.len(), "no message twice");
 }
