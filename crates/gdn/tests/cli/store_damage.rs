@@ -244,3 +244,53 @@ fn issue_16_11_an_impossible_commit_marker_stops_the_agent_and_keeps_history() {
     unique.dedup();
     assert_eq!(unique.len(), base.len(), "no message twice");
 }
+
+/// A `metadata.json` that does not parse (garbage, empty, cut short) used
+/// to keep the agent from starting. It is advisory, so the next start
+/// moves it aside, rebuilds it, says so in the agent's log and answers
+/// with the whole conversation.
+#[test]
+fn issue_16_18_a_damaged_metadata_file_is_rebuilt_and_the_agent_answers() {
+    let damage = Damage::new();
+    damage.ask_ok("one");
+    let metadata_file = damage.alpha_dir().join("metadata.json");
+    let intact = std::fs::read_to_string(&metadata_file).unwrap();
+    let cut = &intact[..intact.len() / 2];
+    let damaged_versions: [&[u8]; 3] = [b"\xff\x00garbage{{", b"", cut.as_bytes()];
+
+    let mut said = Vec::new();
+    for (n, damaged) in damaged_versions.iter().enumerate() {
+        std::fs::write(&metadata_file, damaged).unwrap();
+        let text = format!("after damage {n}");
+        damage.ask_ok(&text);
+        said.push(text);
+
+        let rebuilt: Value =
+            serde_json::from_str(&std::fs::read_to_string(&metadata_file).unwrap()).unwrap();
+        assert_eq!(rebuilt["agentName"], "alpha", "{rebuilt:#}");
+        assert_eq!(rebuilt["instanceKey"], "default", "{rebuilt:#}");
+        let moved_aside = if n == 0 {
+            damage.alpha_dir().join("metadata.json.damaged")
+        } else {
+            damage
+                .alpha_dir()
+                .join(format!("metadata.json.damaged.{}", n + 1))
+        };
+        assert_eq!(
+            std::fs::read(&moved_aside).unwrap(),
+            *damaged,
+            "the damaged bytes are kept in {}",
+            moved_aside.display()
+        );
+    }
+    let logs = damage.runtime_logs();
+    assert!(logs.contains("metadata.json was damaged"), "{logs}");
+
+    let base = read_jsonl(&damage.base_log());
+    let mut expected = vec!["one".to_string(), "heard one".to_string()];
+    for text in said {
+        expected.push(format!("heard {text}"));
+        expected.insert(expected.len() - 1, text);
+    }
+    assert_eq!(texts(&base), expected);
+}
