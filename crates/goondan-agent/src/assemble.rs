@@ -300,6 +300,9 @@ pub async fn assemble(
     let instance = store
         .open(&args.agent_name, &args.instance_key)
         .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
+    for warning in instance.warnings() {
+        tracing::warn!(agent = %args.agent_name, warning, "instance opened with a warning");
+    }
     let parts = instance.into_parts();
 
     let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());

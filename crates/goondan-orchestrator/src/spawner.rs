@@ -18,6 +18,7 @@ use futures_util::future::BoxFuture;
 use goondan_ipc::{Endpoint, RoutingKey, SpawnHandshake};
 use goondan_types::Secrets;
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -146,10 +147,19 @@ impl Spawner for LocalSpawner {
         let stderr = match &self.log_file {
             Some(log_file_for) => {
                 let path = log_file_for(request);
+                // Runtime logs live under the System Root and are made
+                // owner-only like everything else there (the modes of
+                // `goondan_store::owner_only`, which this crate does not
+                // depend on).
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(spawn_error)?;
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(dir)
+                        .map_err(spawn_error)?;
                 }
                 let file = std::fs::OpenOptions::new()
+                    .mode(0o600)
                     .create(true)
                     .append(true)
                     .open(&path)

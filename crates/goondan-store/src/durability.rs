@@ -8,8 +8,9 @@
 //! survive a power loss or kernel crash, at the price of a disk flush
 //! (tens of microseconds on tmpfs, milliseconds on real disks).
 
+use crate::owner_only;
 use crate::StoreError;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -101,7 +102,7 @@ pub(crate) fn write_file_atomically(
 
 /// Creates or truncates `temp` with `bytes`, flushed per `policy`.
 pub(crate) fn write_temp(temp: &Path, bytes: &[u8], policy: SyncPolicy) -> Result<(), StoreError> {
-    let mut file = OpenOptions::new()
+    let mut file = owner_only::open_options()
         .write(true)
         .create(true)
         .truncate(true)
@@ -112,18 +113,18 @@ pub(crate) fn write_temp(temp: &Path, bytes: &[u8], policy: SyncPolicy) -> Resul
     sync_file(&file, temp, policy.syncs_commits())
 }
 
-/// Opens `path` for appending, creating it if needed.
+/// Opens `path` for appending, creating it (owner-only) if needed.
 pub(crate) fn open_append(path: &Path) -> Result<File, StoreError> {
-    OpenOptions::new()
+    owner_only::open_options()
         .create(true)
         .append(true)
         .open(path)
         .map_err(|source| StoreError::io("opening", path, source))
 }
 
-/// Creates `dir` and its parents.
+/// Creates `dir` and its parents, owner-only.
 pub(crate) fn create_dir_all(dir: &Path) -> Result<(), StoreError> {
-    std::fs::create_dir_all(dir).map_err(|source| StoreError::io("creating", dir, source))
+    owner_only::create_dir_all(dir).map_err(|source| StoreError::io("creating", dir, source))
 }
 
 #[cfg(test)]

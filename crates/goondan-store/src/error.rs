@@ -89,6 +89,25 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// The commit marker at the end of `events.jsonl` describes a fold
+    /// that cannot have happened to `base.jsonl` as it is (a hand edit, a
+    /// copy of mismatched files, disk damage). Recovery changed nothing.
+    #[error(
+        "{}:{line}: impossible commit marker: {reason}; {} was left as it is",
+        events_path.display(),
+        base_path.display()
+    )]
+    ImpossibleCommitMarker {
+        /// The `events.jsonl` holding the marker.
+        events_path: PathBuf,
+        /// One-based line number of the marker.
+        line: usize,
+        /// The `base.jsonl` it does not match.
+        base_path: PathBuf,
+        /// What does not match.
+        reason: String,
+    },
+
     /// A JSON state file (metadata or extension state) is not valid.
     #[error("{}: {reason}", path.display())]
     CorruptState {
@@ -127,7 +146,9 @@ impl StoreError {
             StoreError::InstanceLocked { .. } => "E_STORE_INSTANCE_LOCKED",
             StoreError::InstanceKeyConflict { .. } => "E_STORE_INSTANCE_KEY_CONFLICT",
             StoreError::InstanceNotFound { .. } => "E_STORE_INSTANCE_NOT_FOUND",
-            StoreError::CorruptLog { .. } => "E_STORE_CORRUPT_LOG",
+            StoreError::CorruptLog { .. } | StoreError::ImpossibleCommitMarker { .. } => {
+                "E_STORE_CORRUPT_LOG"
+            }
             StoreError::CorruptState { .. } => "E_STORE_CORRUPT_STATE",
             StoreError::Encode { .. } => "E_STORE_ENCODE",
             StoreError::JournalPoisoned { .. } => "E_STORE_JOURNAL_POISONED",
@@ -161,6 +182,12 @@ impl StoreError {
             StoreError::CorruptLog { path, line, .. } => Some(format!(
                 "inspect line {line} of {}; remove or repair it (keep a copy) and retry",
                 path.display()
+            )),
+            StoreError::ImpossibleCommitMarker {
+                events_path, line, ..
+            } => Some(format!(
+                "keep a copy of the instance's messages/ folder; if base.jsonl holds the conversation you expect, delete line {line} of {} and start again (messages already in base.jsonl are not appended twice)",
+                events_path.display()
             )),
             StoreError::CorruptState { path, .. } => Some(format!(
                 "repair or remove {} (keep a copy) and retry",

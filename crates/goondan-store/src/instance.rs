@@ -76,14 +76,22 @@ impl InstanceStore {
             instance_key,
             self.lock_wait,
         )?);
-        let mut metadata = match InstanceMetadata::read(&paths.metadata_file())? {
+        // Under the lock, so no other writer sees the file between the move
+        // and the rewrite below.
+        let (existing, metadata_warning) = InstanceMetadata::read_or_rebuild(
+            &paths.metadata_file(),
+            agent_name,
+            instance_key,
+            &paths.base_log(),
+        )?;
+        let mut metadata = match existing {
             Some(existing) => {
                 check_owner(&existing, agent_name, instance_key, paths.dir())?;
                 existing
             }
             None => InstanceMetadata::new(agent_name, instance_key),
         };
-        metadata.epoch += 1;
+        metadata.epoch = metadata.epoch.saturating_add(1);
         // Whatever Turn the last owner was running is over now.
         metadata.status = InstanceStatus::Idle;
         metadata.updated_at = goondan_types::now_iso();
@@ -97,6 +105,7 @@ impl InstanceStore {
             journal,
             extension_state,
             runtime_events,
+            warnings: metadata_warning.into_iter().collect(),
             metadata: MetadataFile {
                 paths,
                 metadata,
@@ -214,7 +223,16 @@ impl InstanceStore {
     ) -> Result<InstanceMetadata, StoreError> {
         let paths = self.existing(agent_name, instance_key)?;
         let _lock = InstanceLock::acquire(&paths.lock_file(), instance_key, self.lock_wait)?;
-        let mut metadata = match InstanceMetadata::read(&paths.metadata_file())? {
+        // A damaged file is rebuilt here as on open; the bytes moved aside
+        // beside it are the record of that, since no opener is there to
+        // log it.
+        let (existing, _) = InstanceMetadata::read_or_rebuild(
+            &paths.metadata_file(),
+            agent_name,
+            instance_key,
+            &paths.base_log(),
+        )?;
+        let mut metadata = match existing {
             Some(existing) => {
                 check_owner(&existing, agent_name, instance_key, paths.dir())?;
                 existing
@@ -321,10 +339,19 @@ pub struct Instance {
     journal: FileJournal,
     extension_state: FileExtensionState,
     runtime_events: RuntimeEventLog,
+    warnings: Vec<String>,
     metadata: MetadataFile,
 }
 
 impl Instance {
+    /// What opening repaired outside the message log (a damaged
+    /// `metadata.json` rebuilt, for example), for the opener to log; the
+    /// journal reports its own recovery in
+    /// [`crate::LoadedConversation::warnings`].
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     /// The instance's files.
     pub fn paths(&self) -> &InstancePaths {
         &self.metadata.paths

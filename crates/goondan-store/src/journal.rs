@@ -34,7 +34,24 @@
 //!   not happened yet, and the events cleared (rolled forward).
 //!
 //! Messages are therefore never applied twice, and a reader of `base.jsonl`
-//! sees the old base or the new one, never a mix. Each step boundary
+//! sees the old base or the new one, never a mix.
+//!
+//! A marker is followed only when it can describe the files as a crash at
+//! some step of its fold would have left them: an append starts at a line
+//! boundary inside the base, adds no more bytes than its events carry, the
+//! base is not longer than its end, and every message between its start and
+//! the end of the base is one the Turn appended; a rewrite's temporary base
+//! (or, once renamed, the base) has the length it records. Any other marker
+//! (a hand edit, mismatched copies, disk damage) fails the open with
+//! `E_STORE_CORRUPT_LOG` before a byte is cut or renamed.
+//!
+//! A marker can also be lost (deleted by hand, or not flushed before a
+//! power loss) after its fold finished. Recovery then finds the Turn's
+//! events pending although the base already holds their messages, so it
+//! drops every pending append whose message id is in the base (a Turn with
+//! other events was folded atomically: one of its messages in the base
+//! means all of it is). This costs one pass over the base ids, on open
+//! only. Each step boundary
 //! above is a [`FaultPoint`]; `tests/fault.rs` crashes a child process at
 //! every one of them and checks the outcome the rules promise.
 //!
@@ -55,6 +72,7 @@ use crate::paths::InstancePaths;
 use crate::{LoadedConversation, StoreError, TurnJournal};
 use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::sync::Arc;
@@ -452,11 +470,21 @@ fn recover(paths: &InstancePaths, policy: SyncPolicy) -> Result<Recovered, Store
     }
 
     let marker = match parsed.last() {
-        Some((EventsLine::Commit(marker), line)) => Some((marker.clone(), line.start)),
+        Some((EventsLine::Commit(marker), line)) => Some((marker.clone(), line.start, line.number)),
         _ => None,
     };
     match marker {
-        Some((marker, marker_start)) => {
+        Some((marker, marker_start, marker_line)) => {
+            // Nothing is cut or renamed before the marker is known to
+            // describe these files: a wrong one would otherwise wipe history.
+            check_marker(paths, &marker, &parsed).map_err(|reason| {
+                StoreError::ImpossibleCommitMarker {
+                    events_path: events_path.clone(),
+                    line: marker_line,
+                    base_path: base_path.clone(),
+                    reason,
+                }
+            })?;
             let committed = finish_interrupted_commit(paths, &marker, policy)?;
             reach(FaultPoint::RecoveryMarkerResolved);
             if committed {
@@ -521,6 +549,24 @@ fn recover(paths: &InstancePaths, policy: SyncPolicy) -> Result<Recovered, Store
             }
         }
     }
+    if let Some(warning) = drop_already_folded(&base, &mut pending_events) {
+        warnings.push(warning);
+        if pending_events.is_empty() {
+            // The whole Turn is in the base: its commit finished and only
+            // the marker is missing, so the Turn is over as if it had been
+            // found. Lines of abandoned Turns are still set aside below.
+            pending_lines.clear();
+            if orphaned_lines.is_empty() {
+                truncate(&events_path, 0)?;
+                events_len = 0;
+            }
+        }
+    }
+    let pending_turn_id = if pending_events.is_empty() {
+        None
+    } else {
+        pending_turn_id
+    };
     if !orphaned_lines.is_empty() {
         let mut orphaned = Vec::new();
         for line in &orphaned_lines {
@@ -574,10 +620,8 @@ fn finish_interrupted_commit(
     };
     match marker.mode {
         FoldMode::Append => {
+            // `check_marker` refused a base longer than `baseBytesAfter`.
             if base_len >= marker.base_bytes_after {
-                if base_len > marker.base_bytes_after {
-                    truncate(&base_path, marker.base_bytes_after)?;
-                }
                 Ok(true)
             } else {
                 if base_len > marker.base_bytes {
@@ -596,4 +640,158 @@ fn finish_interrupted_commit(
             Ok(true)
         }
     }
+}
+
+/// Why `marker` cannot describe the files of `paths`, if it cannot: the
+/// sizes it records must fit `base.jsonl` (and `base.jsonl.tmp`) as a crash
+/// at some step of that fold would have left them, and the bytes an append
+/// added must be messages the Turn's events append. `events` are the
+/// parsed lines of `events.jsonl`, marker included.
+fn check_marker(
+    paths: &InstancePaths,
+    marker: &CommitMarker,
+    events: &[(EventsLine, &JsonlLine)],
+) -> Result<(), String> {
+    let base_path = paths.base_log();
+    let file_len = |path: &std::path::Path| match std::fs::metadata(path) {
+        Ok(metadata) => Ok(Some(metadata.len())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(format!("cannot read {}: {error}", path.display())),
+    };
+    let base_len = file_len(&base_path)?.unwrap_or(0);
+    let before = marker.base_bytes;
+    let after = marker.base_bytes_after;
+    match marker.mode {
+        FoldMode::Rewrite => {
+            let temp = temp_path(&base_path);
+            match file_len(&temp)? {
+                Some(temp_len) if temp_len != after => Err(format!(
+                    "it says the new base has {after} bytes, but {} has {temp_len}",
+                    temp.display()
+                )),
+                None if base_len != after => Err(format!(
+                    "it says the new base has {after} bytes, but base.jsonl has {base_len}"
+                )),
+                _ => Ok(()),
+            }
+        }
+        FoldMode::Append => {
+            let mut appended_ids = HashSet::new();
+            let mut appended_bytes = 0u64;
+            for (parsed, line) in events {
+                if let EventsLine::Event { event, .. } = parsed {
+                    if let MessageEvent::Append { message } = event.as_ref() {
+                        appended_ids.insert(message.id.as_str());
+                        // A message's line in the base is shorter than the
+                        // event line that carries it.
+                        appended_bytes += line.text.len() as u64 + 1;
+                    }
+                }
+            }
+            if before >= after {
+                return Err(format!(
+                    "an append from {before} to {after} bytes adds nothing"
+                ));
+            }
+            if after - before > appended_bytes {
+                return Err(format!(
+                    "it appends {} bytes, more than the {appended_bytes} bytes of appended events before it",
+                    after - before
+                ));
+            }
+            if before > base_len {
+                return Err(format!(
+                    "it says the base had {before} bytes before the commit, but base.jsonl has only {base_len}"
+                ));
+            }
+            if base_len > after {
+                return Err(format!(
+                    "it says the base has {after} bytes after the commit, but base.jsonl has {base_len}: following it would cut committed messages"
+                ));
+            }
+            let region = read_range(&base_path, before.saturating_sub(1), base_len)?;
+            let (boundary, added) = if before == 0 {
+                (None, region.as_slice())
+            } else {
+                (region.first(), &region[1..])
+            };
+            if boundary.is_some_and(|&byte| byte != b'\n') {
+                return Err(format!(
+                    "byte {before} of base.jsonl, where it says the append started, is not the start of a line"
+                ));
+            }
+            let complete_len = added.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            if base_len == after && complete_len != added.len() {
+                return Err(format!(
+                    "byte {after} of base.jsonl, where it says the append ended, is not the end of a line"
+                ));
+            }
+            for (index, raw) in added[..complete_len]
+                .split(|&b| b == b'\n')
+                .filter(|raw| !raw.is_empty())
+                .enumerate()
+            {
+                let id = serde_json::from_slice::<Message>(raw).ok().map(|m| m.id);
+                if !id.as_deref().is_some_and(|id| appended_ids.contains(id)) {
+                    return Err(format!(
+                        "message {} after byte {before} of base.jsonl is not one the Turn appended",
+                        index + 1
+                    ));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Bytes `start..end` of `path`.
+fn read_range(path: &std::path::Path, start: u64, end: u64) -> Result<Vec<u8>, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut bytes = vec![0u8; end.saturating_sub(start) as usize];
+        if bytes.is_empty() {
+            return Ok(bytes);
+        }
+        let mut file = File::open(path)?;
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut bytes)?;
+        Ok(bytes)
+    };
+    read().map_err(|error| format!("cannot read {}: {error}", path.display()))
+}
+
+/// Drops the pending events the base already holds, and returns a warning
+/// when there were some. They are there when a commit finished but its
+/// marker was lost (deleted by hand, or never flushed before a power loss):
+/// replaying them would append their messages a second time.
+///
+/// An append whose message id is in the base is done. A Turn of appends
+/// only may be partly in the base (an append cut short), so the rest stays
+/// pending; a Turn with other events was folded by an atomic rewrite, so
+/// one of its messages in the base means all of it is.
+fn drop_already_folded(base: &[Message], pending: &mut Vec<MessageEvent>) -> Option<String> {
+    let appended = |event: &MessageEvent| match event {
+        MessageEvent::Append { message } => Some(message.id.clone()),
+        _ => None,
+    };
+    if !pending.iter().any(|event| appended(event).is_some()) {
+        return None;
+    }
+    let mut seen: HashSet<String> = base.iter().map(|message| message.id.clone()).collect();
+    let n_pending = pending.len();
+    if pending.iter().all(MessageEvent::is_append) {
+        pending.retain(|event| appended(event).is_some_and(|id| seen.insert(id)));
+    } else if pending
+        .iter()
+        .filter_map(appended)
+        .any(|id| seen.contains(&id))
+    {
+        pending.clear();
+    }
+    let n_dropped = n_pending - pending.len();
+    (n_dropped > 0).then(|| {
+        format!(
+            "{n_dropped} pending event(s) were already folded into the base (a lost commit marker) and are not applied again"
+        )
+    })
 }

@@ -37,6 +37,7 @@ mod jsonl;
 mod lock;
 pub mod memory;
 mod metadata;
+pub mod owner_only;
 pub mod paths;
 mod runtime_events;
 

@@ -10,7 +10,7 @@
 //! is only read after a lock attempt failed, that is while someone holds it.
 
 use crate::StoreError;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ impl InstanceLock {
         instance_key: &str,
         wait: Duration,
     ) -> Result<Self, StoreError> {
-        let mut file = OpenOptions::new()
+        let mut file = crate::owner_only::open_options()
             .read(true)
             .write(true)
             .create(true)

@@ -198,7 +198,7 @@ impl StateRoot {
             crate::durability::create_dir_all(&dir)?;
         }
         let config = self.config_file();
-        match std::fs::OpenOptions::new()
+        match crate::owner_only::open_options()
             .write(true)
             .create_new(true)
             .open(&config)

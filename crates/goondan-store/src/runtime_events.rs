@@ -6,15 +6,22 @@
 //! messages (§2.4 rule 7). Lines are written with `write(2)` and never
 //! flushed to disk explicitly; losing the last observability lines to a
 //! power loss is an accepted price for not slowing every Step.
+//!
+//! A write cut short (a crash, a full disk) leaves a torn last line. Like
+//! the message logs, this log repairs such a tail before it appends again
+//! (`jsonl::repair_torn_tail`): when the log is opened, and after a failed
+//! append, so the next event never gets glued to a fragment. Only the tail
+//! is read, never the whole log.
 
 use crate::durability::open_append;
+use crate::jsonl::repair_torn_tail;
 use crate::lock::InstanceLock;
 use crate::StoreError;
 use goondan_types::RuntimeEvent;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Bytes read per step when scanning a log backwards.
 const SCAN_CHUNK_BYTES: u64 = 64 * 1024;
@@ -23,20 +30,30 @@ const SCAN_CHUNK_BYTES: u64 = 64 * 1024;
 #[derive(Debug)]
 pub struct RuntimeEventLog {
     path: PathBuf,
-    file: File,
+    writer: Mutex<Writer>,
     _lock: Arc<InstanceLock>,
 }
 
+/// The appending side; one append at a time.
+#[derive(Debug)]
+struct Writer {
+    file: File,
+    /// A failed append may have left a fragment that is not repaired yet.
+    torn: bool,
+}
+
 impl RuntimeEventLog {
-    /// Opens the log in append mode. The caller holds the instance lock.
+    /// Opens the log in append mode, repairing a torn last line. The caller
+    /// holds the instance lock.
     pub(crate) fn open(path: PathBuf, lock: Arc<InstanceLock>) -> Result<Self, StoreError> {
         if let Some(parent) = path.parent() {
             crate::durability::create_dir_all(parent)?;
         }
+        repair_torn_tail(&path)?;
         let file = open_append(&path)?;
         Ok(RuntimeEventLog {
             path,
-            file,
+            writer: Mutex::new(Writer { file, torn: false }),
             _lock: lock,
         })
     }
@@ -46,16 +63,28 @@ impl RuntimeEventLog {
         &self.path
     }
 
-    /// Appends one event as one line.
+    /// Appends one event as one line. When the write fails (a full disk),
+    /// what it left is cut away at once, or before the next append if that
+    /// fails too.
     pub fn append(&self, event: &RuntimeEvent) -> Result<(), StoreError> {
         let mut line =
             serde_json::to_vec(event).map_err(|e| StoreError::encode("a runtime event", e))?;
         line.push(b'\n');
+        let mut writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if writer.torn {
+            repair_torn_tail(&self.path)?;
+            writer.torn = false;
+        }
         // One `write_all` on an `O_APPEND` file: concurrent readers see whole
         // lines or a torn last line, which they skip.
-        (&self.file)
-            .write_all(&line)
-            .map_err(|source| StoreError::io("appending to", &self.path, source))
+        if let Err(source) = writer.file.write_all(&line) {
+            writer.torn = repair_torn_tail(&self.path).is_err();
+            return Err(StoreError::io("appending to", &self.path, source));
+        }
+        Ok(())
     }
 }
 

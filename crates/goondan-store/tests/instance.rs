@@ -171,6 +171,34 @@ fn metadata_has_the_original_fields_and_stays_current() {
 }
 
 #[test]
+fn recording_a_crash_over_a_damaged_metadata_file_rebuilds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    drop(store.open("coder", "k").unwrap());
+    let metadata_file = store.workspace().instance("coder", "k").metadata_file();
+    std::fs::write(&metadata_file, b"{\"status\": \"idle\", \"agentN").unwrap();
+
+    let updated = store
+        .update_metadata("coder", "k", |metadata| metadata.consecutive_crashes = 3)
+        .unwrap();
+    assert_eq!(updated.agent_name, "coder");
+    assert_eq!(updated.consecutive_crashes, 3);
+    let damaged = metadata_file.with_file_name("metadata.json.damaged");
+    assert_eq!(
+        std::fs::read(damaged).unwrap(),
+        b"{\"status\": \"idle\", \"agentN"
+    );
+    assert_eq!(
+        store
+            .open("coder", "k")
+            .unwrap()
+            .metadata()
+            .consecutive_crashes,
+        3
+    );
+}
+
+#[test]
 fn a_folder_holding_another_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());

@@ -405,6 +405,232 @@ fn interrupted_commits_resolve_to_all_or_nothing() {
     }
 }
 
+/// The files of one instance written by hand: `base` messages, then
+/// `events` lines (each an append of Turn `t2` unless given as raw text).
+struct HandWritten {
+    _dir: tempfile::TempDir,
+    store: InstanceStore,
+    paths: goondan_store::InstancePaths,
+}
+
+fn message_line(message: &Message) -> String {
+    format!("{}\n", serde_json::to_string(message).unwrap())
+}
+
+fn event_line(turn_id: &str, event: &MessageEvent) -> String {
+    let mut value = serde_json::to_value(event).unwrap();
+    value["turnId"] = turn_id.into();
+    format!("{value}\n")
+}
+
+fn hand_written(base: &str, events: &str, temp: Option<&str>) -> HandWritten {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let paths = store.workspace().instance("coder", "k");
+    std::fs::create_dir_all(paths.messages_dir()).unwrap();
+    std::fs::write(paths.base_log(), base).unwrap();
+    std::fs::write(paths.events_log(), events).unwrap();
+    if let Some(temp) = temp {
+        std::fs::write(paths.base_log().with_file_name("base.jsonl.tmp"), temp).unwrap();
+    }
+    HandWritten {
+        _dir: dir,
+        store,
+        paths,
+    }
+}
+
+/// A marker that cannot describe the files (a hand edit, mismatched
+/// copies) used to be followed anyway: `baseBytesAfter: 0` cut the base to
+/// nothing, a huge `baseBytes` replayed a finished append a second time.
+/// Now the open fails with the place and a way out, and no byte changes.
+#[test]
+fn issue_16_11_an_impossible_commit_marker_is_refused_and_nothing_is_cut() {
+    let history: Vec<Message> = (0..3).map(|i| user(&format!("old {i}"))).collect();
+    let turn_message = user("this turn");
+    let old_base: String = history.iter().map(message_line).collect();
+    let full_base = format!("{old_base}{}", message_line(&turn_message));
+    let n_old = old_base.len();
+    let n_full = full_base.len();
+    let marker = |mode: &str, before: &str, after: &str| {
+        format!(
+            "{}{{\"type\":\"commit\",\"turnId\":\"t2\",\"mode\":\"{mode}\",\"baseBytes\":{before},\"baseBytesAfter\":{after}}}\n",
+            event_line("t2", &append(&turn_message))
+        )
+    };
+    let huge = "1000000000000000000";
+    // (what, base, events, temp)
+    let cases: Vec<(&str, String, String, Option<String>)> = vec![
+        (
+            "append to 0 bytes",
+            full_base.clone(),
+            marker("append", &n_old.to_string(), "0"),
+            None,
+        ),
+        (
+            "append from and to 0",
+            full_base.clone(),
+            marker("append", "0", "0"),
+            None,
+        ),
+        (
+            "append to 1e18 bytes",
+            full_base.clone(),
+            marker("append", &n_old.to_string(), huge),
+            None,
+        ),
+        (
+            "append to 1e18 as a float",
+            full_base.clone(),
+            marker("append", &n_old.to_string(), "1e18"),
+            None,
+        ),
+        (
+            "append from 1e18 bytes",
+            full_base.clone(),
+            marker("append", huge, &format!("{huge}1")),
+            None,
+        ),
+        (
+            "append claiming the whole history",
+            full_base.clone(),
+            marker("append", "0", &n_full.to_string()),
+            None,
+        ),
+        (
+            "append claiming history, cut short",
+            full_base.clone(),
+            marker("append", "0", &(n_full + 10).to_string()),
+            None,
+        ),
+        (
+            "append starting mid-line",
+            full_base.clone(),
+            marker("append", &(n_old - 5).to_string(), &n_full.to_string()),
+            None,
+        ),
+        (
+            "append shorter than the base",
+            full_base.clone(),
+            marker(
+                "append",
+                &(n_old - message_line(&history[2]).len()).to_string(),
+                &n_old.to_string(),
+            ),
+            None,
+        ),
+        (
+            "rewrite to 0 bytes",
+            full_base.clone(),
+            marker("rewrite", &n_old.to_string(), "0"),
+            None,
+        ),
+        (
+            "rewrite whose temp does not match",
+            old_base.clone(),
+            marker("rewrite", &n_old.to_string(), "0"),
+            Some(message_line(&turn_message)),
+        ),
+    ];
+    for (what, base, events, temp) in cases {
+        let files = hand_written(&base, &events, temp.as_deref());
+        let error = files.store.open("coder", "k").unwrap_err();
+        assert_eq!(error.code(), "E_STORE_CORRUPT_LOG", "{what}: {error}");
+        let text = error.to_string();
+        assert!(text.contains("events.jsonl:2"), "{what}: {text}");
+        assert!(error.suggestion().is_some(), "{what}");
+        assert_eq!(
+            std::fs::read_to_string(files.paths.base_log()).unwrap(),
+            base,
+            "{what}: the base must be left as it is"
+        );
+        assert_eq!(
+            std::fs::read_to_string(files.paths.events_log()).unwrap(),
+            events,
+            "{what}: the events must be left as they are"
+        );
+        let temp_path = files.paths.base_log().with_file_name("base.jsonl.tmp");
+        assert_eq!(
+            std::fs::read_to_string(&temp_path).ok(),
+            temp,
+            "{what}: the temporary base must be left as it is"
+        );
+    }
+}
+
+/// A commit that finished but lost its marker (deleted by hand) leaves the
+/// Turn's events pending; replaying them used to append their messages a
+/// second time. Recovery now skips what the base already holds, by id.
+#[test]
+fn issue_16_11_a_lost_commit_marker_does_not_duplicate_messages() {
+    let first = user("first");
+    let second = user("second");
+    let third = user("third");
+    let base_two = format!("{}{}", message_line(&first), message_line(&second));
+
+    // The append finished: nothing is pending and the events are cleared.
+    let files = hand_written(&base_two, &event_line("t2", &append(&second)), None);
+    let mut instance = files.store.open("coder", "k").unwrap();
+    let loaded = instance.journal_mut().load().unwrap();
+    assert_eq!(ids(&loaded.base), [first.id.as_str(), second.id.as_str()]);
+    assert!(
+        loaded.pending_events.is_empty(),
+        "{:?}",
+        loaded.pending_events
+    );
+    assert_eq!(loaded.pending_turn_id, None);
+    assert!(
+        loaded.warnings.iter().any(|w| w.contains("already folded")),
+        "{:?}",
+        loaded.warnings
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.paths.events_log()).unwrap(),
+        ""
+    );
+    drop(instance);
+
+    // Only part of the append reached the base: the rest stays pending,
+    // and folding it gives each message once.
+    let events = format!(
+        "{}{}",
+        event_line("t2", &append(&second)),
+        event_line("t2", &append(&third))
+    );
+    let files = hand_written(&base_two, &events, None);
+    let mut instance = files.store.open("coder", "k").unwrap();
+    let journal = instance.journal_mut();
+    let loaded = journal.load().unwrap();
+    assert_eq!(loaded.pending_events, vec![append(&third)]);
+    let next = vec![first.clone(), second.clone(), third.clone()];
+    journal
+        .commit_turn("t2", &loaded.pending_events, &next)
+        .unwrap();
+    drop(instance);
+    let mut instance = files.store.open("coder", "k").unwrap();
+    assert_eq!(instance.journal_mut().load().unwrap().base, next);
+    drop(instance);
+
+    // A rewrite (remove + append) that was renamed into place: the whole
+    // Turn is done, the remove is not replayed against the new base.
+    let events = format!(
+        "{}{}",
+        event_line(
+            "t2",
+            &MessageEvent::Remove {
+                target_id: first.id.clone()
+            }
+        ),
+        event_line("t2", &append(&third))
+    );
+    let rewritten = format!("{}{}", message_line(&second), message_line(&third));
+    let files = hand_written(&rewritten, &events, None);
+    let mut instance = files.store.open("coder", "k").unwrap();
+    let loaded = instance.journal_mut().load().unwrap();
+    assert_eq!(ids(&loaded.base), [second.id.as_str(), third.id.as_str()]);
+    assert!(loaded.pending_events.is_empty());
+}
+
 #[test]
 fn every_sync_policy_round_trips() {
     for policy in [

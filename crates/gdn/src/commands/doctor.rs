@@ -205,9 +205,14 @@ fn probe_writable(root: &Path) -> std::io::Result<Probe> {
         cursor = dir.parent();
     }
     let result = (|| {
-        std::fs::create_dir_all(root)?;
+        goondan_store::owner_only::create_dir_all(root)?;
         let probe = root.join(format!(".gdn-doctor-probe-{}", std::process::id()));
-        std::fs::write(&probe, b"probe")?;
+        goondan_store::owner_only::open_options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&probe)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, b"probe"))?;
         std::fs::remove_file(&probe)
     })();
     for dir in &missing {

@@ -207,19 +207,14 @@ async fn claim(workspace: &WorkspacePaths, socket: &Path) -> anyhow::Result<Clai
 /// Takes the exclusive start lock, creating its owner-only folder; `None`
 /// when another process holds it.
 fn try_lock(path: &Path) -> anyhow::Result<Option<std::fs::File>> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
+        goondan_store::owner_only::create_dir_all(dir)
             .with_context(|| format!("creating {}", dir.display()))?;
     }
-    let file = std::fs::OpenOptions::new()
+    let file = goondan_store::owner_only::open_options()
         .create(true)
         .truncate(false)
         .write(true)
-        .mode(0o600)
         .open(path)
         .with_context(|| format!("opening {}", path.display()))?;
     match file.try_lock() {
@@ -312,9 +307,10 @@ async fn detach(
     let workspace = project.workspace();
     let log_path = workspace.runtime_log_file("orchestrator", "stderr");
     if let Some(dir) = log_path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        goondan_store::owner_only::create_dir_all(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
     }
-    let log = std::fs::OpenOptions::new()
+    let log = goondan_store::owner_only::open_options()
         .create(true)
         .append(true)
         .open(&log_path)

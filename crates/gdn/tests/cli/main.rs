@@ -7,6 +7,7 @@ mod ipc;
 mod mock_llm;
 mod replay;
 mod secrets;
+mod store_damage;
 mod swarm;
 
 use std::path::{Path, PathBuf};
