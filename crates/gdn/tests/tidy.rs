@@ -14,6 +14,7 @@ const FLOW: &[&str] = &[
     "goondan-store",
     "goondan-model",
     "goondan-ipc",
+    "goondan-connector",
     "goondan-runtime",
     "goondan-base",
     "goondan-agent",

@@ -1,0 +1,56 @@
+//! Goondan's built-in connectors: how the world's requests become
+//! [`ConnectorEvent`]s.
+//!
+//! A connector never talks to an agent. It checks what arrives, turns it
+//! into a `ConnectorEvent` and hands it to an [`Emitter`]; the process
+//! that runs the connector implements `Emitter` by sending the event to
+//! the orchestrator, whose ingress routes it by the Connection's rules. So
+//! this crate knows nothing of processes, queues or agents, and every
+//! platform here is tested against a real HTTP listener with an emitter
+//! that records.
+//!
+//! Every platform that receives HTTP shares one front ([`http`]): it binds
+//! loopback unless told otherwise, bounds bodies, body time and concurrent
+//! requests, and asks the platform to check the request's signature before
+//! the body is parsed. The platforms ([`webhook`], [`github`], [`slack`],
+//! [`discord`]) each own their signature scheme (all in [`verify`]) and
+//! the mapping of their payloads to events, with the original base
+//! package's event names and properties.
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod discord;
+pub mod github;
+pub mod http;
+pub mod slack;
+pub mod verify;
+pub mod webhook;
+
+pub use config::{ConnectorConfig, ConnectorConfigError};
+pub use http::{HttpFront, Platform, PlatformOutcome, PlatformReply, PlatformRequest};
+pub use verify::SignatureError;
+
+use futures_util::future::BoxFuture;
+use goondan_types::ConnectorEvent;
+
+/// Where a connector's events go.
+///
+/// The future resolves once the event is accepted (queued for its
+/// instance), so an HTTP platform can answer its sender truthfully: 200
+/// when accepted, 429 when the instance's queue is full.
+pub trait Emitter: Send + Sync + 'static {
+    /// Hands one event to the swarm.
+    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<(), EmitError>>;
+}
+
+/// Why an event was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EmitError {
+    /// The target's queue is full; the sender should retry later.
+    #[error("E_QUEUE_FULL: {0}")]
+    QueueFull(String),
+    /// The swarm is shutting down or gone.
+    #[error("the swarm is not accepting events: {0}")]
+    Closed(String),
+}
