@@ -119,6 +119,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
             max_queued_events: 4096,
             ingress: Vec::new(),
             cli_connection: None,
+            connections: Vec::new(),
         },
         spawner: Arc::new(spawner),
         transport: None,

@@ -64,6 +64,9 @@ pub(crate) enum Command {
     /// Run one AgentProcess (spawned by the orchestrator; not for people).
     #[command(hide = true)]
     Agent(AgentArgs),
+    /// Run one ConnectorProcess (spawned by the orchestrator; not for people).
+    #[command(hide = true)]
+    Connector(ConnectorArgs),
     /// Create a new project from a template.
     Init(InitArgs),
     /// Check this machine and the current project: version, System Root,
@@ -234,6 +237,20 @@ pub(crate) struct AgentArgs {
     /// Record model exchanges to this cassette.
     #[arg(long)]
     pub(crate) record: Option<PathBuf>,
+}
+
+/// `gdn connector` (hidden).
+#[derive(Debug, Args)]
+pub(crate) struct ConnectorArgs {
+    /// The bundle folder.
+    #[arg(long)]
+    pub(crate) bundle_dir: PathBuf,
+    /// The Connection resource to run.
+    #[arg(long)]
+    pub(crate) connection: String,
+    /// An extra env file.
+    #[arg(long)]
+    pub(crate) env_file: Option<PathBuf>,
 }
 
 /// `gdn validate`.

@@ -294,6 +294,10 @@ async fn answer(shared: &Shared, headers: HeaderMap, body: Body) -> Response {
         Err(error @ EmitError::Closed(_)) => {
             PlatformReply::error(StatusCode::SERVICE_UNAVAILABLE, error).into_response()
         }
+        Err(error @ EmitError::Refused(_)) => {
+            tracing::error!(connector = name, "{error}");
+            PlatformReply::error(StatusCode::INTERNAL_SERVER_ERROR, error).into_response()
+        }
     }
 }
 

@@ -22,6 +22,7 @@
 pub mod config;
 pub mod discord;
 pub mod github;
+pub mod host;
 pub mod http;
 pub mod slack;
 pub mod verify;
@@ -53,4 +54,7 @@ pub enum EmitError {
     /// The swarm is shutting down or gone.
     #[error("the swarm is not accepting events: {0}")]
     Closed(String),
+    /// The swarm refused this event (no such agent, for example).
+    #[error("the swarm refused the event: {0}")]
+    Refused(String),
 }

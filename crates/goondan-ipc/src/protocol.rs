@@ -18,8 +18,8 @@
 use crate::RoutingKey;
 use goondan_types::agents::SpawnedAgentInfo;
 use goondan_types::{
-    AgentEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType, JsonObject, JsonValue,
-    ShutdownReason,
+    AgentEvent, ConnectorEvent, EventSource, EventSourceKind, IpcMessage, IpcMessageType,
+    JsonObject, JsonValue, ShutdownReason,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -161,6 +161,13 @@ pub enum Query {
     },
     /// The instances spawned through the agents API.
     List,
+    /// A ConnectorProcess's event, to route by its Connection's ingress
+    /// rules and queue for the agent they pick. Only a ConnectorProcess
+    /// may ask.
+    Ingest {
+        /// The event.
+        event: ConnectorEvent,
+    },
 }
 
 /// The orchestrator's answer to a [`QueryRequest`].
@@ -186,6 +193,18 @@ pub enum QueryAnswer {
     Agents {
         /// The instances spawned through the agents API.
         agents: Vec<SpawnedAgentInfo>,
+    },
+    /// Answers [`Query::Ingest`]: the event is queued for `target`, or
+    /// no rule routes it (`target` absent) and it was dropped, which is
+    /// not an error for the connector.
+    #[serde(rename_all = "camelCase")]
+    Ingested {
+        /// The AgentEvent's id, when queued.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event_id: Option<String>,
+        /// The routing key it was queued for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
     },
     /// The query failed.
     Failed(Failure),

@@ -6,6 +6,12 @@ use std::fmt;
 /// The address of the orchestrator itself.
 pub const ORCHESTRATOR: &str = "orchestrator";
 
+/// The agent-name part of a ConnectorProcess's routing key
+/// (`@connection:<name>`). Resource names cannot start with `@`, so it
+/// never names an agent, and [`RoutingKey::parse`] refuses it: an agent
+/// cannot address a connector.
+const CONNECTION_AGENT: &str = "@connection";
+
 /// The address of one agent instance. The instance key may itself contain
 /// `:` (for example `user:123`); the agent name may not.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -25,6 +31,17 @@ impl RoutingKey {
         }
     }
 
+    /// The key of the ConnectorProcess of Connection `name`.
+    pub fn connection(name: impl Into<String>) -> Self {
+        RoutingKey::new(CONNECTION_AGENT, name)
+    }
+
+    /// The Connection whose ConnectorProcess this key addresses, if it is
+    /// one.
+    pub fn connection_name(&self) -> Option<&str> {
+        (self.agent_name == CONNECTION_AGENT).then_some(self.instance_key.as_str())
+    }
+
     /// Parses `agentName:instanceKey`; a bare `agentName` takes
     /// `default_instance_key`.
     pub fn parse(text: &str, default_instance_key: &str) -> Result<Self, IpcError> {
@@ -32,7 +49,11 @@ impl RoutingKey {
             Some((agent_name, instance_key)) => (agent_name, instance_key),
             None => (text, default_instance_key),
         };
-        if agent_name.is_empty() || instance_key.is_empty() || agent_name == ORCHESTRATOR {
+        if agent_name.is_empty()
+            || instance_key.is_empty()
+            || agent_name == ORCHESTRATOR
+            || agent_name.starts_with('@')
+        {
             return Err(IpcError::BadRoutingKey(text.to_string()));
         }
         Ok(RoutingKey::new(agent_name, instance_key))
@@ -58,7 +79,7 @@ mod tests {
             RoutingKey::parse("beta", "main").unwrap().instance_key,
             "main"
         );
-        for bad in ["", ":x", "beta:", "orchestrator"] {
+        for bad in ["", ":x", "beta:", "orchestrator", "@connection:webhook"] {
             assert!(RoutingKey::parse(bad, "main").is_err(), "{bad}");
         }
     }

@@ -131,6 +131,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
             max_queued_events: QUEUE_LIMIT,
             ingress: Vec::new(),
             cli_connection: None,
+            connections: Vec::new(),
         },
         spawner: Arc::new(LocalSpawner {
             program: std::env::current_exe().unwrap(),

@@ -166,6 +166,7 @@ mod tests {
             max_queued_events: 8,
             ingress,
             cli_connection: Some("cli-to-default".into()),
+            connections: Vec::new(),
         }
     }
 

@@ -259,6 +259,7 @@ fn swarm(agents: &[&str], grace: Duration) -> SwarmInfo {
         max_queued_events: 64,
         ingress: Vec::new(),
         cli_connection: None,
+        connections: Vec::new(),
     }
 }
 

@@ -70,8 +70,8 @@ fn exit_code_of(
     }
 }
 
-/// Makes sure an AgentProcess never outlives the orchestrator that
-/// spawned it.
+/// Makes sure a child process (an AgentProcess or a ConnectorProcess)
+/// never outlives the orchestrator that spawned it.
 ///
 /// On Linux the kernel sends this process SIGKILL when its parent dies
 /// (`PR_SET_PDEATHSIG`), which covers an orchestrator that was itself
@@ -81,7 +81,7 @@ fn exit_code_of(
 /// process's stdin, the channel's reader sees the end of the stream, and
 /// `goondan_agent::host::serve` returns `HostExit::OrphanedParentGone`
 /// (after the running Turn, if any, ends), so this process exits.
-fn exit_with_parent() {
+pub(crate) fn exit_with_parent() {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err() {
         eprintln!("warning: could not set the parent-death signal");

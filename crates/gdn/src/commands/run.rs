@@ -413,6 +413,7 @@ async fn foreground(
         max_queued_events: swarm.max_queued_events(),
         ingress: ingress_rules(&project),
         cli_connection: cli_connection(&project),
+        connections: connector_connections(&project),
     };
     let mut agent_args: Vec<String> = vec![
         "agent".into(),
@@ -426,6 +427,15 @@ async fn foreground(
     if let Some(env_file) = &args.env_file {
         agent_args.push("--env-file".into());
         agent_args.push(std::path::absolute(env_file)?.display().to_string());
+    }
+    let mut connector_args: Vec<String> = vec![
+        "connector".into(),
+        "--bundle-dir".into(),
+        project.bundle.root().display().to_string(),
+    ];
+    if let Some(env_file) = &args.env_file {
+        connector_args.push("--env-file".into());
+        connector_args.push(std::path::absolute(env_file)?.display().to_string());
     }
     if let Some(record) = &args.record {
         agent_args.push("--record".into());
@@ -453,7 +463,7 @@ async fn foreground(
     let spawner = LocalSpawner {
         program: std::env::current_exe().context("locating the gdn binary")?,
         args: agent_args,
-        connector_args: None,
+        connector_args: Some(connector_args),
         env,
         secrets,
         withheld_env,
@@ -530,6 +540,18 @@ fn cli_connection(project: &Project) -> Option<String> {
         .filter(|connection| connection.swarm().name() == project.swarm_name)
         .find(|connection| connection.connector().spec.entry == "builtin:cli")
         .map(|connection| connection.name().to_string())
+}
+
+/// The Connections of the running swarm that run in a ConnectorProcess of
+/// their own: every one but `builtin:cli`, which is `gdn run`'s terminal.
+fn connector_connections(project: &Project) -> Vec<String> {
+    project
+        .bundle
+        .connections()
+        .filter(|connection| connection.swarm().name() == project.swarm_name)
+        .filter(|connection| connection.connector().spec.entry != "builtin:cli")
+        .map(|connection| connection.name().to_string())
+        .collect()
 }
 
 /// The ingress rules of every Connection that delivers to the running

@@ -96,6 +96,11 @@ pub(crate) struct Instance {
     pub(crate) owner: Option<goondan_ipc::RoutingKey>,
     pub(crate) cwd: Option<String>,
     pub(crate) created_at: String,
+    /// Kept running whether or not anything waits for it (a
+    /// ConnectorProcess).
+    pub(crate) resident: bool,
+    /// When the current process finished its handshake.
+    pub(crate) ready_at: Option<Instant>,
 }
 
 impl Instance {
@@ -113,6 +118,8 @@ impl Instance {
             owner: None,
             cwd: None,
             created_at: goondan_types::now_iso(),
+            resident: false,
+            ready_at: None,
         }
     }
 

@@ -12,6 +12,7 @@
 //! `lifecycle` (restart, delete, shutdown).
 
 mod client;
+mod connectors;
 pub(crate) mod instance;
 mod lifecycle;
 mod routing;
@@ -56,6 +57,9 @@ pub struct SwarmInfo {
     /// The Connection that runs the base `cli` connector for this swarm,
     /// whose rules route what is typed at `gdn run`.
     pub cli_connection: Option<String>,
+    /// The Connections whose connector runs in a ConnectorProcess of its
+    /// own (every one of the swarm but the `cli` one).
+    pub connections: Vec<String>,
 }
 
 /// Called with a routing key whose message history must be cleared before
@@ -181,6 +185,8 @@ pub struct Orchestrator {
     inputs_tx: mpsc::Sender<Input>,
     stopping: Option<oneshot::Sender<()>>,
     next_generation: u64,
+    /// Connector events no ingress rule matched, dropped.
+    unrouted_events: u64,
 }
 
 impl Orchestrator {
@@ -208,6 +214,7 @@ impl Orchestrator {
             inputs_tx: inputs_tx.clone(),
             stopping: None,
             next_generation: 1,
+            unrouted_events: 0,
         };
         let task = tokio::spawn(orchestrator.run(inputs_rx, transport_rx));
         (OrchestratorHandle::new(inputs_tx, swarm, stats), task)
@@ -218,6 +225,7 @@ impl Orchestrator {
         mut inputs: mpsc::Receiver<Input>,
         mut transport: mpsc::Receiver<TransportEvent>,
     ) {
+        self.start_connections();
         let mut next_reconcile = Instant::now() + self.reconcile_interval;
         loop {
             let wake_at = self
@@ -299,6 +307,7 @@ impl Orchestrator {
     fn list(&self) -> Vec<InstanceStatus> {
         self.instances
             .iter()
+            .filter(|(key, _)| key.connection_name().is_none())
             .map(|(key, instance)| InstanceStatus {
                 key: key.to_string(),
                 agent_name: key.agent_name.clone(),

@@ -64,6 +64,12 @@ impl Orchestrator {
             Ok(Inbound::Answer(answer, event)) if message.to == ORCHESTRATOR => {
                 self.on_answer(key, answer, *event)
             }
+            Ok(Inbound::Answer(_, event) | Inbound::Event(event))
+                if key.connection_name().is_some() =>
+            {
+                let reason = "a ConnectorProcess sends its events as runtime.query ingest";
+                self.fail_event(key, &event, "E_IPC_NOT_AN_AGENT", reason);
+            }
             Ok(Inbound::Answer(_, event) | Inbound::Event(event)) => {
                 self.route(key, &message.to, message.clone(), &event)
             }
@@ -236,6 +242,7 @@ impl Orchestrator {
                     ),
                 }),
             },
+            Query::Ingest { event } => self.ingest(from, event),
             Query::List => QueryAnswer::Agents {
                 agents: self
                     .instances

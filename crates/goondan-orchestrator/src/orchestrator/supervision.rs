@@ -11,7 +11,6 @@
 use super::instance::{Instance, Queued};
 use super::{CrashRecord, Orchestrator};
 use crate::backoff::respawn_delay;
-use crate::spawner::SpawnRequest;
 use crate::OrchestratorError;
 use goondan_ipc::protocol::{self, StartError, TurnFinished, PROTOCOL_VERSION};
 use goondan_ipc::{Link, ProtocolError, RoutingKey, RuntimeMessage};
@@ -23,7 +22,11 @@ impl Orchestrator {
     /// The instance of `key`, created (with its persisted crash record) on
     /// first use.
     pub(super) fn instance_for(&mut self, key: &RoutingKey) -> &mut Instance {
-        let ledger = &self.crash_ledger;
+        // A ConnectorProcess has no instance folder to keep counters in.
+        let ledger = self
+            .crash_ledger
+            .as_ref()
+            .filter(|_| key.connection_name().is_none());
         self.instances.entry(key.clone()).or_insert_with(|| {
             let mut instance = Instance::new();
             if let Some(ledger) = ledger {
@@ -61,7 +64,7 @@ impl Orchestrator {
         self.next_generation += 1;
         let spawned = self
             .spawner
-            .spawn(&SpawnRequest::Agent { key: key.clone() })
+            .spawn(&super::connectors::spawn_request(key))
             .and_then(|spawned| {
                 self.transport
                     .open(link.clone(), spawned.endpoint)
@@ -78,6 +81,7 @@ impl Orchestrator {
                 instance.control = Some(control);
                 instance.ending = Default::default();
                 instance.next_spawn_at = None;
+                instance.ready_at = None;
                 let inputs = self.inputs_tx.clone();
                 tokio::spawn(async move {
                     let code = exit.await;
@@ -119,6 +123,7 @@ impl Orchestrator {
                     if instance.shutdown.is_none() {
                         instance.status = ProcessStatus::Idle;
                     }
+                    instance.ready_at = Some(Instant::now());
                 }
                 tracing::info!(key = %key, "agent process ready");
             }
@@ -331,6 +336,13 @@ impl Orchestrator {
         };
         instance.link = None;
         instance.control = None;
+        let stable = instance
+            .ready_at
+            .take()
+            .is_some_and(|at| at.elapsed() >= super::connectors::STABLE_AFTER);
+        if instance.resident && stable {
+            instance.consecutive_crashes = 0;
+        }
         instance.consecutive_crashes += 1;
         let consecutive_crashes = instance.consecutive_crashes;
         let delay = respawn_delay(consecutive_crashes);
@@ -392,6 +404,7 @@ impl Orchestrator {
                 continue;
             }
             let wants_process = instance.waiting() > 0
+                || instance.resident
                 || matches!(
                     instance.status,
                     ProcessStatus::Crashed | ProcessStatus::CrashLoopBackOff

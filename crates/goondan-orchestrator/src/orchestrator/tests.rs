@@ -116,6 +116,7 @@ fn harness(max_queued_events: usize) -> Harness {
             max_queued_events,
             ingress: Vec::new(),
             cli_connection: None,
+            connections: Vec::new(),
         },
         spawner: spawner.clone(),
         transport: Some(factory),

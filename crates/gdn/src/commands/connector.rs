@@ -1,0 +1,33 @@
+//! `gdn connector` (hidden): the ConnectorProcess an orchestrator spawns
+//! for one Connection. Speaks IPC on stdin/stdout, serves the platform's
+//! webhook and writes JSON log lines to stderr.
+
+use crate::cli::ConnectorArgs;
+use goondan_connector::host::ConnectorProcessArgs;
+
+/// Runs one ConnectorProcess and exits with its code.
+pub(crate) fn run(args: &ConnectorArgs) -> ! {
+    // It holds the Connection's signing secrets.
+    crate::secrets::make_non_dumpable();
+    super::agent::exit_with_parent();
+    crate::logging::init_json_stderr("info");
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: starting the async runtime: {error}");
+            std::process::exit(1);
+        }
+    };
+    let code = runtime.block_on(goondan_connector::host::run_connector_process(
+        ConnectorProcessArgs {
+            bundle_dir: args.bundle_dir.clone(),
+            connection: args.connection.clone(),
+            env_file: args.env_file.clone(),
+        },
+    ));
+    // Leave at once: a blocked stdin read would hold the runtime's drop.
+    std::process::exit(code)
+}

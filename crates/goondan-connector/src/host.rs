@@ -1,0 +1,396 @@
+//! The ConnectorProcess: one Connection's connector, run as a child of the
+//! orchestrator (`gdn connector`, hidden), speaking the IPC protocol on
+//! stdin and stdout.
+//!
+//! It reads the spawn handshake (the secrets the Connection's ValueSources
+//! need), loads the bundle, resolves the Connection's `config` and
+//! `secrets`, builds the connector its `entry` names and binds its port;
+//! only then does it say `runtime.ready`, so a port already taken or a
+//! missing secret is a `runtime.start_error` with a code, and the
+//! orchestrator's crash backoff applies. Each event is sent as a
+//! `runtime.query` [`Query::Ingest`] and its answer decides what the
+//! sender is told. A `shutdown` stops the listener, lets requests in
+//! progress finish and is acknowledged; the end of stdin (the orchestrator
+//! gone) stops it too.
+
+use crate::config::ConnectorConfig;
+use crate::http::{self, HttpFront, Platform};
+use crate::{discord, github, slack, webhook, EmitError, Emitter};
+use futures_util::future::BoxFuture;
+use goondan_config::{Bundle, LoadOptions};
+use goondan_ipc::handshake::{read_handshake, HANDSHAKE_TIMEOUT};
+use goondan_ipc::protocol::{
+    self, ProtocolStats, Query, QueryAnswer, QueryRequest, Ready, StartError, PROTOCOL_VERSION,
+};
+use goondan_ipc::{Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_types::{ConnectorEvent, Entry, IpcMessage, Secrets};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long an event may wait for the orchestrator to queue it.
+const INGEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `gdn connector` was started with.
+#[derive(Debug, Clone)]
+pub struct ConnectorProcessArgs {
+    /// The bundle folder.
+    pub bundle_dir: PathBuf,
+    /// The Connection to run.
+    pub connection: String,
+    /// An extra env file (`--env-file`).
+    pub env_file: Option<PathBuf>,
+}
+
+/// Why the connector cannot start: sent as `runtime.start_error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refusal {
+    code: String,
+    message: String,
+    suggestion: Option<String>,
+}
+
+impl Refusal {
+    fn new(code: &str, message: impl Into<String>, suggestion: impl Into<String>) -> Refusal {
+        Refusal {
+            code: code.to_string(),
+            message: message.into(),
+            suggestion: Some(suggestion.into()),
+        }
+    }
+}
+
+/// A connector ready to serve: its platform, its front and the bound
+/// listener.
+struct Started {
+    platform: Arc<dyn Platform>,
+    front: HttpFront,
+    listener: tokio::net::TcpListener,
+}
+
+/// Runs the ConnectorProcess to its exit code: 0 after a shutdown or the
+/// orchestrator's end, 2 when it could not start.
+pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
+    let me = RoutingKey::connection(args.connection.clone());
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let handshake = read_handshake(&mut stdin, HANDSHAKE_TIMEOUT).await;
+    let IpcChannel {
+        sender,
+        receiver,
+        writer,
+    } = IpcChannel::from_io(
+        stdin,
+        tokio::io::stdout(),
+        me.to_string(),
+        Arc::new(ProtocolStats::default()),
+    );
+    let started = match handshake {
+        Ok(handshake) => start(&args, handshake.secrets).await,
+        Err(error) => Err(Refusal {
+            code: error.code().to_string(),
+            message: error.to_string(),
+            suggestion: Some(error.suggestion().to_string()),
+        }),
+    };
+    let code = match started {
+        Err(refusal) => {
+            tracing::error!(code = %refusal.code, connection = %args.connection, "connector failed to start: {}", refusal.message);
+            let message = RuntimeMessage::StartError(StartError {
+                code: refusal.code,
+                message: refusal.message,
+                suggestion: refusal.suggestion,
+            });
+            let _ = sender
+                .send(message.to_message(&me.to_string(), ORCHESTRATOR))
+                .await;
+            2
+        }
+        Ok(started) => {
+            serve(&me, started, sender, receiver).await;
+            0
+        }
+    };
+    if let Some(writer) = writer {
+        let _ = writer.await;
+    }
+    code
+}
+
+/// Loads the Connection and builds its connector, bound and ready.
+async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started, Refusal> {
+    let options = LoadOptions {
+        env_file: args.env_file.clone(),
+        process_env_overlay: secrets,
+        ..LoadOptions::default()
+    };
+    let outcome = goondan_config::load_bundle(&args.bundle_dir, &options).map_err(|error| {
+        Refusal::new(
+            error.code().as_str(),
+            error.to_string(),
+            "run `gdn validate` on the bundle",
+        )
+    })?;
+    let Some(bundle) = outcome.bundle else {
+        let first = outcome.diagnostics.iter().find(|d| d.is_error());
+        return Err(Refusal::new(
+            first.map_or("E_CONFIG", |d| d.code.as_str()),
+            first.map_or_else(
+                || "the bundle did not load".to_string(),
+                ToString::to_string,
+            ),
+            "run `gdn validate` on the bundle",
+        ));
+    };
+    let (entry, config) = connection_config(&bundle, &args.connection)?;
+    let (platform, front) = platform_for(&args.connection, &entry, &config)?;
+    let listener = front.bind().await.map_err(|error| {
+        Refusal::new(
+            "E_CONNECTOR_BIND",
+            format!(
+                "Connection/{}: cannot listen on {}: {error}",
+                args.connection, front.addr
+            ),
+            "choose a free PORT in the Connection's config, or stop what holds this one",
+        )
+    })?;
+    tracing::info!(connection = %args.connection, connector = platform.name(), addr = %listener.local_addr().map_or(front.addr, |a| a), path = %front.path, "connector listening");
+    Ok(Started {
+        platform,
+        front,
+        listener,
+    })
+}
+
+/// The connector's entry name and its resolved config and secrets.
+fn connection_config(bundle: &Bundle, name: &str) -> Result<(String, ConnectorConfig), Refusal> {
+    let connection = bundle
+        .connections()
+        .find(|connection| connection.name() == name)
+        .ok_or_else(|| {
+            Refusal::new(
+                "E_CONFIG_REF_NOT_FOUND",
+                format!("Connection/{name} is not in the bundle"),
+                "the bundle changed since the swarm started; restart it",
+            )
+        })?;
+    let connector = connection.connector();
+    let entry = match Entry::parse(&connector.spec.entry) {
+        Ok(Entry::Native { name }) => name,
+        Ok(Entry::Script { .. }) | Err(_) => {
+            return Err(Refusal::new(
+                "E_CONFIG_ENTRY_UNSUPPORTED",
+                format!(
+                    "Connector/{} has entry `{}`, which this build cannot run",
+                    connector.metadata.name, connector.spec.entry
+                ),
+                "use a built-in connector (builtin:webhook, builtin:github, builtin:slack, builtin:discord)",
+            ))
+        }
+    };
+    let spec = &connection.resource().spec;
+    let mut config = ConnectorConfig::default();
+    for (key, source) in &spec.config {
+        let value = bundle.resolve(source).map_err(|error| {
+            Refusal::new(
+                "E_CONNECTOR_CONFIG",
+                format!("Connection/{name}: config.{key}: {error}"),
+                "set the variable in the environment or in .env",
+            )
+        })?;
+        config.config.insert(key.clone(), value);
+    }
+    for (key, source) in &spec.secrets {
+        let value = bundle.resolve(source).map_err(|error| {
+            Refusal::new(
+                "E_CONNECTOR_CONFIG",
+                format!("Connection/{name}: secrets.{key}: {error}"),
+                "set the variable in the environment or in .env",
+            )
+        })?;
+        config.secrets.insert(key.clone(), value);
+    }
+    Ok((entry, config))
+}
+
+/// The platform a built-in entry names, from the Connection's config.
+fn platform_for(
+    connection: &str,
+    entry: &str,
+    config: &ConnectorConfig,
+) -> Result<(Arc<dyn Platform>, HttpFront), Refusal> {
+    fn shared<P: Platform>((platform, front): (P, HttpFront)) -> (Arc<dyn Platform>, HttpFront) {
+        (Arc::new(platform), front)
+    }
+    let built = match entry {
+        "webhook" => webhook::Webhook::from_config(config).map(shared),
+        "github" => github::Github::from_config(config).map(shared),
+        "slack" => slack::Slack::from_config(config).map(shared),
+        "discord" => discord::Discord::from_config(config).map(shared),
+        "cli" => {
+            return Err(Refusal::new(
+                "E_CONNECTOR_UNSUPPORTED",
+                format!("Connection/{connection}: the cli connector reads `gdn run`'s own terminal and runs in no process of its own"),
+                "talk to the swarm with `gdn run`",
+            ))
+        }
+        other => {
+            return Err(Refusal::new(
+                "E_CONNECTOR_UNSUPPORTED",
+                format!("Connection/{connection}: builtin:{other} is not a connector this build can run"),
+                "use builtin:webhook, builtin:github, builtin:slack or builtin:discord",
+            ))
+        }
+    };
+    built.map_err(|error| {
+        Refusal::new(
+            error.code(),
+            format!("Connection/{connection}: {error}"),
+            "fix the Connection's config or secrets in goondan.yaml",
+        )
+    })
+}
+
+/// Answers waiting for their questions, by correlation id.
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<QueryAnswer>>>>;
+
+/// Sends events to the orchestrator as ingest queries.
+struct IpcEmitter {
+    me: String,
+    sender: mpsc::Sender<IpcMessage>,
+    pending: Pending,
+}
+
+impl Emitter for IpcEmitter {
+    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<(), EmitError>> {
+        Box::pin(async move {
+            let correlation_id = protocol::new_correlation_id();
+            let (answer_tx, answer_rx) = oneshot::channel();
+            self.pending
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(correlation_id.clone(), answer_tx);
+            let query = RuntimeMessage::Query(QueryRequest {
+                correlation_id: correlation_id.clone(),
+                query: Query::Ingest { event },
+            });
+            let forget = || {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .remove(&correlation_id);
+            };
+            if self
+                .sender
+                .send(query.to_message(&self.me, ORCHESTRATOR))
+                .await
+                .is_err()
+            {
+                forget();
+                return Err(EmitError::Closed("the orchestrator is gone".into()));
+            }
+            match tokio::time::timeout(INGEST_TIMEOUT, answer_rx).await {
+                Ok(Ok(QueryAnswer::Ingested { .. })) => Ok(()),
+                Ok(Ok(QueryAnswer::Failed(failure))) if failure.code == "E_QUEUE_FULL" => {
+                    Err(EmitError::QueueFull(failure.message))
+                }
+                Ok(Ok(QueryAnswer::Failed(failure))) => Err(EmitError::Refused(format!(
+                    "{}: {}",
+                    failure.code, failure.message
+                ))),
+                Ok(Ok(other)) => Err(EmitError::Refused(format!("unexpected answer {other:?}"))),
+                Ok(Err(_)) => Err(EmitError::Closed("the orchestrator is gone".into())),
+                Err(_) => {
+                    forget();
+                    Err(EmitError::Closed(format!(
+                        "the orchestrator did not queue the event within {} s",
+                        INGEST_TIMEOUT.as_secs()
+                    )))
+                }
+            }
+        })
+    }
+}
+
+/// Says ready, serves until a shutdown or the orchestrator's end, then
+/// acknowledges.
+async fn serve(
+    me: &RoutingKey,
+    started: Started,
+    sender: mpsc::Sender<IpcMessage>,
+    mut receiver: mpsc::Receiver<IpcMessage>,
+) {
+    let ready = RuntimeMessage::Ready(Ready {
+        protocol_version: PROTOCOL_VERSION,
+    });
+    if sender
+        .send(ready.to_message(&me.to_string(), ORCHESTRATOR))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let pending: Pending = Arc::default();
+    let (stop_tx, stop_rx) = oneshot::channel::<bool>();
+    let answers = pending.clone();
+    let name = me.to_string();
+    // Reads what the orchestrator says; ends at a shutdown (true: to be
+    // acknowledged) or at the end of the stream (false).
+    tokio::spawn(async move {
+        let acknowledge = loop {
+            let Some(message) = receiver.recv().await else {
+                break false;
+            };
+            match protocol::decode(&message) {
+                Ok(Inbound::Runtime(RuntimeMessage::QueryAnswer(answer))) => {
+                    let waiting = answers
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .remove(&answer.in_reply_to);
+                    if let Some(waiting) = waiting {
+                        let _ = waiting.send(answer.answer);
+                    }
+                }
+                Ok(Inbound::Shutdown(payload)) => {
+                    tracing::info!(connector = %name, reason = ?payload.reason, "shutting down");
+                    break true;
+                }
+                Ok(Inbound::Runtime(RuntimeMessage::Rejected(rejected))) => {
+                    tracing::warn!(connector = %name, code = %rejected.code, "the orchestrator refused a message: {}", rejected.message);
+                }
+                Ok(other) => {
+                    tracing::warn!(connector = %name, "unexpected message {other:?}; ignored")
+                }
+                Err(error) => tracing::warn!(connector = %name, code = error.code(), "{error}"),
+            }
+        };
+        let _ = stop_tx.send(acknowledge);
+    });
+    let emitter = Arc::new(IpcEmitter {
+        me: me.to_string(),
+        sender: sender.clone(),
+        pending,
+    });
+    let (acknowledge_tx, acknowledge_rx) = oneshot::channel();
+    let stopped = async move {
+        let acknowledge = stop_rx.await.unwrap_or(false);
+        let _ = acknowledge_tx.send(acknowledge);
+    };
+    if let Err(error) = http::serve(
+        started.listener,
+        started.front,
+        started.platform,
+        emitter,
+        stopped,
+    )
+    .await
+    {
+        tracing::error!(connector = %me, "the listener failed: {error}");
+    }
+    if acknowledge_rx.await.unwrap_or(false) {
+        let _ = sender
+            .send(protocol::shutdown_ack_message(me, ORCHESTRATOR))
+            .await;
+    }
+}

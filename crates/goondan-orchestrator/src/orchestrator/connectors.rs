@@ -1,0 +1,101 @@
+//! ConnectorProcesses: one per Connection of the swarm (except the `cli`
+//! one, whose input is `gdn run`'s own), supervised like agents and
+//! speaking to the orchestrator only by [`Query::Ingest`].
+//!
+//! A connector is an [`Instance`](super::instance::Instance) under its
+//! Connection's routing key ([`RoutingKey::connection`]) marked
+//! *resident*: it is started with the orchestrator and kept running by
+//! reconciliation, with the agents' crash backoff, whether or not anything
+//! waits for it. Its crash counter starts over once it has stayed up for
+//! [`STABLE_AFTER`], since no Turn ever reports it healthy. Its events are
+//! routed by [`ingress::route`] and queued for their agent like any
+//! other input; each becomes its own Turn with its own trace.
+
+use super::instance::Queued;
+use super::Orchestrator;
+use crate::ingress::{self, Ingress};
+use crate::spawner::SpawnRequest;
+use crate::OrchestratorError;
+use goondan_ipc::protocol::{self, Failure, QueryAnswer};
+use goondan_ipc::{RoutingKey, ORCHESTRATOR};
+use goondan_types::ConnectorEvent;
+use std::time::Duration;
+
+/// How long a ConnectorProcess must stay up before its crashes are
+/// forgiven.
+pub(super) const STABLE_AFTER: Duration = Duration::from_secs(30);
+
+/// What starts the process serving `key`.
+pub(super) fn spawn_request(key: &RoutingKey) -> SpawnRequest {
+    match key.connection_name() {
+        Some(connection) => SpawnRequest::Connector {
+            connection: connection.to_string(),
+        },
+        None => SpawnRequest::Agent { key: key.clone() },
+    }
+}
+
+impl Orchestrator {
+    /// Starts the ConnectorProcess of every Connection of the swarm.
+    pub(super) fn start_connections(&mut self) {
+        for connection in self.swarm.connections.clone() {
+            let key = RoutingKey::connection(connection);
+            self.instance_for(&key).resident = true;
+            self.ensure_spawned(&key);
+        }
+    }
+
+    /// Routes a connector's event by its Connection's rules and queues it
+    /// for the agent they pick.
+    pub(super) fn ingest(&mut self, from: &RoutingKey, event: ConnectorEvent) -> QueryAnswer {
+        let Some(connection) = from.connection_name() else {
+            return QueryAnswer::Failed(Failure {
+                code: "E_IPC_NOT_A_CONNECTOR".into(),
+                message: format!("{from} is an agent; only a ConnectorProcess may ingest events"),
+            });
+        };
+        if self.stopping.is_some() {
+            return failed(OrchestratorError::Stopped);
+        }
+        let ingress = Ingress {
+            connection: connection.to_string(),
+            event,
+            agent: None,
+        };
+        let (key, event) = match ingress::route(&self.swarm, &ingress) {
+            Ok(routed) => routed,
+            Err(error @ OrchestratorError::NoIngressRoute { .. }) => {
+                self.unrouted_events += 1;
+                tracing::warn!(
+                    connection,
+                    code = error.code(),
+                    unrouted_events = self.unrouted_events,
+                    "{error}; event dropped"
+                );
+                return QueryAnswer::Ingested {
+                    event_id: None,
+                    target: None,
+                };
+            }
+            Err(error) => return failed(error),
+        };
+        let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
+        match self.deliver(&key, Queued::turn(message, event.id.clone())) {
+            Ok(()) => {
+                tracing::info!(connection, target = %key, event_id = %event.id, trace_id = ?event.trace_id, "connector event queued");
+                QueryAnswer::Ingested {
+                    event_id: Some(event.id),
+                    target: Some(key.to_string()),
+                }
+            }
+            Err(error) => failed(error),
+        }
+    }
+}
+
+fn failed(error: OrchestratorError) -> QueryAnswer {
+    QueryAnswer::Failed(Failure {
+        code: error.code().to_string(),
+        message: error.to_string(),
+    })
+}
