@@ -115,7 +115,7 @@ impl Swarm {
         resident
     }
 
-    fn wait_for_socket(&self) {
+    pub(crate) fn wait_for_socket(&self) {
         let sockets = self.state.path().join("runtime/sockets");
         wait_until("the control socket to accept connections", || {
             std::fs::read_dir(&sockets)
@@ -263,6 +263,11 @@ pub(crate) fn wait_until<T>(what: &str, mut condition: impl FnMut() -> Option<T>
 
 /// The folder of `agent:default`, once some workspace has it.
 fn find_instance_dir(state: &Path, agent: &str) -> Option<PathBuf> {
+    find_instance(state, agent, "default")
+}
+
+/// The folder of `agent:instance_key` under any workspace of `state`.
+pub(crate) fn find_instance(state: &Path, agent: &str, instance_key: &str) -> Option<PathBuf> {
     std::fs::read_dir(state.join("workspaces"))
         .ok()?
         .filter_map(Result::ok)
@@ -270,7 +275,7 @@ fn find_instance_dir(state: &Path, agent: &str) -> Option<PathBuf> {
             entry
                 .path()
                 .join("instances")
-                .join(format!("{agent}:default"))
+                .join(format!("{agent}:{instance_key}"))
         })
         .find(|dir| dir.is_dir())
 }
@@ -300,7 +305,7 @@ pub(crate) fn code(output: &Output) -> i32 {
 }
 
 /// True while `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -309,17 +314,17 @@ fn alive(pid: i32) -> bool {
     !state.is_some_and(|rest| rest.starts_with('Z'))
 }
 
-fn sigkill(pid: i32) {
+pub(crate) fn sigkill(pid: i32) {
     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
 }
 
 /// A resident orchestrator we started; SIGKILLed if the test ends early.
 pub(crate) struct Resident {
-    child: Option<Child>,
+    pub(crate) child: Option<Child>,
 }
 
 impl Resident {
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.as_ref().unwrap().id() as i32
     }
 

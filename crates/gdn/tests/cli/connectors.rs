@@ -1,0 +1,242 @@
+//! End to end: a resident `gdn run` starts the ConnectorProcess of a
+//! webhook Connection, and signed posts from outside become Turns routed
+//! by the Connection's ingress rules, each under its own instance key.
+//! Forged posts start nothing; a connector killed with SIGKILL comes back
+//! and its Connection keeps working.
+
+use crate::mock_llm::{MockLlm, Reply};
+use crate::swarm::{
+    alive, conversation_of, find_instance, fixture, gdn_command, sigkill, wait_until, Resident,
+    Swarm,
+};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::Duration;
+
+const SECRET: &str = "whsec-e2e-77a1";
+
+/// The `hooks` fixture on a free port, with a mock that echoes the last
+/// user message.
+fn hooks() -> (Swarm, u16) {
+    let mock = MockLlm::start(|request| Reply::text(format!("got: {}", request.last_user_text())));
+    let port = free_port();
+    let bundle = fixture(
+        "hooks",
+        &[
+            ("@ENDPOINT@", mock.endpoint()),
+            ("@PORT@", port.to_string()),
+        ],
+    );
+    let swarm = Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    };
+    (swarm, port)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `gdn run` with no input, our own child, with the signing secret in its
+/// environment.
+fn start(swarm: &Swarm) -> Resident {
+    let log = std::fs::File::create(swarm.bundle.path().join("orchestrator.log")).unwrap();
+    let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"])
+        .env("HOOK_SECRET", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let resident = Resident { child: Some(child) };
+    swarm.wait_for_socket();
+    resident
+}
+
+/// One HTTP/1.1 POST on a fresh connection: the status and the body, or
+/// `None` while nothing listens.
+fn post(port: u16, body: &str, headers: &[(&str, String)]) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .ok()?;
+    let mut request = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let status = answer.split(' ').nth(1)?.parse().ok()?;
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// Sends only the head of a post that declares a 64 MiB body, and returns
+/// the status the connector answers before reading any of it.
+fn declare_huge_body(port: u16) -> u16 {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let head = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 67108864\r\n\r\n";
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = [0u8; 64];
+    let read = stream.read(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]).into_owned();
+    answer.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+fn signed(body: &str) -> Vec<(&'static str, String)> {
+    let signature = goondan_connector::verify::hmac_sha256_hex(SECRET.as_bytes(), body.as_bytes());
+    vec![("X-Webhook-Signature", format!("sha256={signature}"))]
+}
+
+/// Posts `body` signed until the connector answers (it may still be
+/// starting, or coming back from a crash).
+fn post_signed_when_up(port: u16, body: &str) -> (u16, String) {
+    wait_until("the webhook connector to answer", || {
+        post(port, body, &signed(body))
+    })
+}
+
+/// The pids of `gdn connector` processes whose parent is `parent`.
+fn connector_pids(parent: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let parent_of = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            parent_of == Some(parent)
+                && cmdline
+                    .split(|byte| *byte == 0)
+                    .any(|argument| argument == b"connector")
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
+fn conversation_texts(swarm: &Swarm, agent: &str, key: &str) -> Vec<String> {
+    let dir = wait_until("the instance folder", || {
+        find_instance(swarm.state.path(), agent, key)
+    });
+    conversation_of(&dir)
+        .iter()
+        .map(|message| message["content"].to_string())
+        .collect()
+}
+
+fn wait_for_answer(swarm: &Swarm, agent: &str, key: &str, text: &str) {
+    wait_until(&format!("{agent}:{key} to answer {text:?}"), || {
+        conversation_texts(swarm, agent, key)
+            .iter()
+            .any(|content| content.contains(&format!("got: {text}")))
+            .then_some(())
+    });
+}
+
+#[test]
+fn signed_posts_become_turns_routed_by_the_connection_rules() {
+    let (swarm, port) = hooks();
+    let resident = start(&swarm);
+
+    let ticket = r#"{"event":"ticket","text":"printer on fire","properties":{"ticket":"42"}}"#;
+    let (status, body) = post_signed_when_up(port, ticket);
+    assert_eq!(status, 200, "{body}");
+    wait_for_answer(&swarm, "beta", "ticket-42", "printer on fire");
+
+    let other = r#"{"event":"note","text":"lunch at noon","instanceKey":"hook-7"}"#;
+    let (status, body) = post_signed_when_up(port, other);
+    assert_eq!(status, 200, "{body}");
+    wait_for_answer(&swarm, "alpha", "hook-7", "lunch at noon");
+
+    // Each conversation holds its own event only.
+    let beta = conversation_texts(&swarm, "beta", "ticket-42");
+    assert!(
+        !beta.iter().any(|content| content.contains("lunch")),
+        "{beta:?}"
+    );
+    assert!(find_instance(swarm.state.path(), "alpha", "default").is_none());
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn forged_missing_and_stale_signatures_start_nothing() {
+    let (swarm, port) = hooks();
+    let _resident = start(&swarm);
+    // Up and verifying: a well-signed post goes through first.
+    let warm = r#"{"text":"warm up","instanceKey":"warm"}"#;
+    assert_eq!(post_signed_when_up(port, warm).0, 200);
+
+    let body = r#"{"text":"transfer all funds","instanceKey":"evil"}"#;
+    let forged = goondan_connector::verify::hmac_sha256_hex(b"not-the-secret", body.as_bytes());
+    let attempts: Vec<Vec<(&str, String)>> = vec![
+        vec![("X-Webhook-Signature", format!("sha256={forged}"))],
+        vec![],
+        vec![("X-Webhook-Signature", "sha256=zz".to_string())],
+        // The signature of another body.
+        signed(warm),
+    ];
+    for headers in attempts {
+        let (status, answer) = post(port, body, &headers).expect("the connector answers");
+        assert_eq!(status, 401, "{headers:?}: {answer}");
+    }
+    // Malformed and oversized bodies, even when signed, are refused.
+    let malformed = "{not json";
+    assert_eq!(post(port, malformed, &signed(malformed)).unwrap().0, 400);
+    assert_eq!(declare_huge_body(port), 413);
+
+    wait_for_answer(&swarm, "alpha", "warm", "warm up");
+    assert!(
+        !swarm
+            .mock
+            .requests()
+            .iter()
+            .any(|request| request.last_user_text().contains("transfer all funds")),
+        "a forged post reached the model"
+    );
+    assert!(find_instance(swarm.state.path(), "alpha", "evil").is_none());
+}
+
+#[test]
+fn a_connector_killed_with_sigkill_comes_back_and_keeps_its_connection() {
+    let (swarm, port) = hooks();
+    let resident = start(&swarm);
+    let first = r#"{"text":"before the crash","instanceKey":"crash"}"#;
+    assert_eq!(post_signed_when_up(port, first).0, 200);
+    let pids = connector_pids(resident.pid());
+    assert_eq!(pids.len(), 1, "one connector process: {pids:?}");
+    sigkill(pids[0]);
+    wait_until("the killed connector to be gone", || {
+        (!alive(pids[0])).then_some(())
+    });
+
+    let second = r#"{"text":"after the crash","instanceKey":"crash"}"#;
+    let (status, body) = post_signed_when_up(port, second);
+    assert_eq!(status, 200, "{body}");
+    let replaced = connector_pids(resident.pid());
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert_ne!(replaced[0], pids[0]);
+    wait_for_answer(&swarm, "alpha", "crash", "before the crash");
+    wait_for_answer(&swarm, "alpha", "crash", "after the crash");
+}
