@@ -12,6 +12,7 @@ mod logging;
 mod project;
 mod render;
 mod secrets;
+mod stdin_lines;
 
 use exit::Outcome;
 use std::process::ExitCode;

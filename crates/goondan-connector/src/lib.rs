@@ -24,6 +24,7 @@ pub mod discord;
 pub mod github;
 pub mod host;
 pub mod http;
+pub mod payload;
 pub mod slack;
 pub mod verify;
 pub mod webhook;

@@ -22,8 +22,11 @@ use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{
     BadRequest, HttpFront, Platform, PlatformOutcome, PlatformReply, PlatformRequest,
 };
+use crate::payload;
 use crate::verify::{self, ReplayGuard, SignatureError};
-use goondan_types::{ConnectorEvent, ConnectorMessage};
+use goondan_types::ConnectorEvent;
+#[cfg(test)]
+use goondan_types::ConnectorMessage;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
@@ -33,6 +36,10 @@ const SIGNATURE_HEADERS: [&str; 3] = [
     "x-signature-256",
     "x-hub-signature-256",
 ];
+/// The event name of a payload that names none.
+const DEFAULT_EVENT: &str = "webhook_message";
+/// The instance key of a payload that names none.
+const DEFAULT_INSTANCE_KEY: &str = "webhook:default";
 /// The timestamp header.
 const TIMESTAMP_HEADER: &str = "x-webhook-timestamp";
 /// Default port (`PORT`).
@@ -135,56 +142,8 @@ impl Platform for Webhook {
 
 /// The event a webhook payload describes.
 pub fn event_from_payload(payload: &Map<String, Value>) -> Result<ConnectorEvent, BadRequest> {
-    let string = |key: &str| {
-        payload
-            .get(key)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
-    let name = string("event")
-        .or_else(|| string("name"))
-        .unwrap_or("webhook_message");
-    let message = match (payload.get("text"), payload.get("message")) {
-        (Some(Value::String(text)), _) | (None, Some(Value::String(text))) => {
-            ConnectorMessage::Text { text: text.clone() }
-        }
-        (None, Some(object @ Value::Object(_))) => {
-            serde_json::from_value(object.clone()).map_err(|error| {
-                BadRequest(format!(
-                    "`message` is not a text, image or file message: {error}"
-                ))
-            })?
-        }
-        (None, None) => ConnectorMessage::Text {
-            text: String::new(),
-        },
-        _ => return Err(BadRequest("`text` must be a string".into())),
-    };
-    let properties = match payload.get("properties") {
-        Some(Value::Object(properties)) => properties
-            .iter()
-            .filter_map(|(key, value)| {
-                let text = match value {
-                    Value::String(text) => text.clone(),
-                    Value::Number(number) => number.to_string(),
-                    Value::Bool(flag) => flag.to_string(),
-                    _ => return None,
-                };
-                Some((key.clone(), text))
-            })
-            .collect(),
-        _ => Default::default(),
-    };
-    Ok(ConnectorEvent {
-        name: name.to_string(),
-        message,
-        properties,
-        instance_key: Some(
-            string("instanceKey")
-                .unwrap_or("webhook:default")
-                .to_string(),
-        ),
-    })
+    payload::event_from_object(payload, DEFAULT_EVENT, Some(DEFAULT_INSTANCE_KEY))
+        .map_err(|error| BadRequest(error.to_string()))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 use crate::ingress::Ingress;
 use crate::orchestrator::InstanceStatus;
 use crate::{OrchestratorError, OrchestratorHandle};
-use goondan_types::AgentEvent;
+use goondan_types::{AgentEvent, ConnectorEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -40,22 +40,16 @@ use tokio::task::JoinSet;
 pub enum ControlRequest {
     /// Who is running.
     Status,
-    /// Sends `input` to `agent` (the entry agent when absent) and waits for
-    /// the answer.
+    /// Sends `event`, as if typed at `gdn run`, to `agent` (else where the
+    /// cli Connection's rules route it) and waits for the answer. Its
+    /// `instanceKey` picks the instance (the Swarm's instance key when
+    /// absent, or when a rule fixes the key).
     Request {
         /// The target agent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<String>,
-        /// The instance of it to talk to (the Swarm's instance key when
-        /// absent, or when a Connection rule fixes the key).
-        #[serde(
-            default,
-            rename = "instanceKey",
-            skip_serializing_if = "Option::is_none"
-        )]
-        instance_key: Option<String>,
-        /// The text input.
-        input: String,
+        /// The input.
+        event: ConnectorEvent,
     },
     /// Graceful restart of the matching instances.
     Restart {
@@ -439,20 +433,12 @@ async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse 
                 identity: (*serving.identity).clone(),
             })
         }
-        ControlRequest::Request {
-            agent,
-            instance_key,
-            input,
-        } => {
-            let mut ingress = Ingress::cli(input, agent);
-            ingress.event.instance_key = instance_key;
-            handle
-                .ask(ingress, None)
-                .await
-                .map(|answer| ControlResponse::Answer {
-                    response: Box::new(answer),
-                })
-        }
+        ControlRequest::Request { agent, event } => handle
+            .ask(Ingress::cli_event(event, agent), None)
+            .await
+            .map(|answer| ControlResponse::Answer {
+                response: Box::new(answer),
+            }),
         ControlRequest::Restart {
             agent,
             instance_key,

@@ -69,9 +69,15 @@ pub struct Ingress {
 impl Ingress {
     /// Text typed at the CLI, for `agent` (the entry agent when `None`).
     pub fn cli(text: impl Into<String>, agent: Option<String>) -> Ingress {
+        Ingress::cli_event(ConnectorEvent::text(CLI_EVENT, text), agent)
+    }
+
+    /// An event given at the CLI (a JSON line of `gdn run`), for `agent`
+    /// (where the cli Connection's rules route it when `None`).
+    pub fn cli_event(event: ConnectorEvent, agent: Option<String>) -> Ingress {
         Ingress {
             connection: CLI_CONNECTION.to_string(),
-            event: ConnectorEvent::text(CLI_EVENT, text),
+            event,
             agent,
         }
     }

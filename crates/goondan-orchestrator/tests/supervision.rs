@@ -16,7 +16,8 @@ use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
 use goondan_types::{
-    AgentEvent, EventSource, EventSourceKind, IpcMessage, ProcessStatus, ReplyChannel,
+    AgentEvent, ConnectorEvent, EventSource, EventSourceKind, IpcMessage, ProcessStatus,
+    ReplyChannel,
 };
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -597,8 +598,7 @@ fn control_socket_answers_list_and_request() {
             &socket,
             &ControlRequest::Request {
                 agent: None,
-                instance_key: None,
-                input: "via socket".into(),
+                event: ConnectorEvent::text("stdin_message", "via socket"),
             },
         )
         .await
@@ -616,8 +616,7 @@ fn control_socket_answers_list_and_request() {
             &socket,
             &ControlRequest::Request {
                 agent: Some("ghost".into()),
-                instance_key: None,
-                input: "x".into(),
+                event: ConnectorEvent::text("stdin_message", "x"),
             },
         )
         .await

@@ -8,8 +8,13 @@
 //!   [`MAX_INPUT_BYTES`]; a file, FIFO or device is read through that bound,
 //!   so `/dev/zero` costs one MiB, not all memory.
 //! * no input on a terminal: an interactive chat, one event per line.
-//! * no input and no terminal (a detached daemon): stays resident until
-//!   SIGINT, SIGTERM or `shutdown` on the control socket.
+//! * no input on a pipe or a file (`cat questions.txt | gdn run`): every
+//!   line is an event, in order, a JSON object line giving its name, text,
+//!   instance key and properties; each answer is printed as its Turn ends
+//!   (one JSON line each with `--json`); at the end of the input the Turns
+//!   in flight finish, then `gdn run` exits.
+//! * no input otherwise (`/dev/null`, a detached daemon, a service): stays
+//!   resident until SIGINT, SIGTERM or `shutdown` on the control socket.
 //!
 //! One orchestrator per workspace: whoever takes the exclusive lock beside
 //! the control socket starts it and holds the lock for its whole life;
@@ -20,12 +25,14 @@
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::exit::Outcome;
 use crate::project::{self, Project};
+use crate::stdin_lines::{self, Line};
 use anyhow::Context;
 use goondan_ipc::protocol::{Answer, AnswerOutcome};
 use goondan_ipc::RoutingKey;
 use goondan_orchestrator::control::{
     self, ControlIdentity, ControlRequest, ControlResponse, ControlServer,
 };
+use goondan_orchestrator::ingress::CLI_EVENT;
 use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
 use goondan_orchestrator::{
     Ingress, IngressRule, LocalSpawner, Orchestrator, OrchestratorConfig, OrchestratorError,
@@ -33,16 +40,17 @@ use goondan_orchestrator::{
 };
 use goondan_store::paths::BUNDLE_SCOPE_ENV;
 use goondan_store::{ActiveSwarm, InstanceMetadata, InstanceStore, WorkspacePaths};
-use goondan_types::AgentEvent;
+use goondan_types::{AgentEvent, ConnectorEvent};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::io::AsyncBufReadExt;
 
 /// The largest input `gdn run` sends, in bytes (`--input` or
 /// `--input-file`).
 const MAX_INPUT_BYTES: usize = 1024 * 1024;
+/// How many lines of piped input may wait for their answers at once.
+const MAX_LINES_IN_FLIGHT: usize = 256;
 /// How long a `gdn run` that lost the start lock waits for the winner's
 /// socket to answer.
 const ATTACH_WAIT: Duration = Duration::from_secs(5);
@@ -71,11 +79,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
             let lock = match claim(&workspace, &socket).await? {
                 Claim::Running => {
                     let Some(text) = &input else {
-                        return attach_chat(&socket, args.instance_key.clone()).await;
+                        return attach_chat(global, &socket, args.instance_key.clone()).await;
                     };
                     eprintln!("attached to the orchestrator at {}", socket.display());
-                    match ask_over_socket(&socket, args.instance_key.clone(), text.clone()).await? {
-                        Delivery::Answered(outcome) => return Ok(outcome),
+                    let event = typed_event(text.clone(), args.instance_key.clone());
+                    match ask_over_socket(&socket, event).await? {
+                        Delivery::Answered(reply) => {
+                            return Ok(report(reply.map(|answer| *answer), None, false))
+                        }
                         // It closed between `Status` and the request: claim
                         // again, and maybe start one ourselves.
                         Delivery::NotDelivered => continue,
@@ -226,45 +237,64 @@ fn try_lock(path: &Path) -> anyhow::Result<Option<std::fs::File>> {
     }
 }
 
-/// An interactive chat with an orchestrator that is already running.
-async fn attach_chat(socket: &Path, instance_key: Option<String>) -> anyhow::Result<Outcome> {
+/// Input for an orchestrator that is already running: a chat on a
+/// terminal, else every line of the pipe, one after another.
+async fn attach_chat(
+    global: &GlobalArgs,
+    socket: &Path,
+    instance_key: Option<String>,
+) -> anyhow::Result<Outcome> {
     eprintln!("attached to the orchestrator at {}", socket.display());
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let terminal = std::io::stdin().is_terminal();
+    let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     let mut outcome = Outcome::Success;
-    prompt();
-    while let Some(line) = lines.next_line().await? {
-        if !line.trim().is_empty() {
-            outcome = match ask_over_socket(socket, instance_key.clone(), line).await? {
-                Delivery::Answered(outcome) => outcome,
-                Delivery::NotDelivered => {
-                    eprintln!("error[E_ORCHESTRATOR_NOT_RUNNING]: the orchestrator stopped");
-                    return Ok(Outcome::Failure);
-                }
-            };
-        }
+    if terminal {
         prompt();
+    }
+    while let Some(line) = lines.recv().await {
+        let event = match line_event(line, instance_key.as_deref()) {
+            Ok(Some(event)) => event,
+            Ok(None) => continue,
+            Err(failed) => {
+                outcome = failed;
+                continue;
+            }
+        };
+        let sent_key = event.instance_key.clone();
+        let answer = match ask_over_socket(socket, event).await? {
+            Delivery::Answered(answer) => answer.map(|answer| *answer),
+            Delivery::NotDelivered => {
+                eprintln!("error[E_ORCHESTRATOR_NOT_RUNNING]: the orchestrator stopped");
+                return Ok(Outcome::Failure);
+            }
+        };
+        if report(answer, sent_key.as_deref(), global.json) == Outcome::Failure {
+            outcome = Outcome::Failure;
+        }
+        if terminal {
+            prompt();
+        }
     }
     Ok(outcome)
 }
 
+/// Text typed at `gdn run` (or given with `--input`), for `instance_key`.
+fn typed_event(text: String, instance_key: Option<String>) -> ConnectorEvent {
+    let mut event = ConnectorEvent::text(CLI_EVENT, text);
+    event.instance_key = instance_key;
+    event
+}
+
 /// Whether a request reached the orchestrator.
 enum Delivery {
-    /// It did, and this is how it ended.
-    Answered(Outcome),
+    /// It did, and this is what came back.
+    Answered(Result<Box<AgentEvent>, Refused>),
     /// The socket refused the connection: nothing was sent.
     NotDelivered,
 }
 
-async fn ask_over_socket(
-    socket: &Path,
-    instance_key: Option<String>,
-    input: String,
-) -> anyhow::Result<Delivery> {
-    let request = ControlRequest::Request {
-        agent: None,
-        instance_key,
-        input,
-    };
+async fn ask_over_socket(socket: &Path, event: ConnectorEvent) -> anyhow::Result<Delivery> {
+    let request = ControlRequest::Request { agent: None, event };
     let response = match control::call(socket, &request).await {
         Ok(response) => response,
         Err(OrchestratorError::Control { source, .. })
@@ -277,22 +307,19 @@ async fn ask_over_socket(
         }
         Err(error) => return Err(error.into()),
     };
-    let outcome = match response {
-        ControlResponse::Answer { response } => print_answer(&response, ""),
+    match response {
+        ControlResponse::Answer { response } => Ok(Delivery::Answered(Ok(response))),
         ControlResponse::Failed {
             code,
             message,
             suggestion,
-        } => {
-            eprintln!("error[{code}]: {message}");
-            if let Some(suggestion) = suggestion {
-                eprintln!("   = help: {suggestion}");
-            }
-            Outcome::Failure
-        }
+        } => Ok(Delivery::Answered(Err(Refused {
+            code,
+            message,
+            suggestion,
+        }))),
         other => anyhow::bail!("the orchestrator answered a request with {other:?}"),
-    };
-    Ok(Delivery::Answered(outcome))
+    }
 }
 
 /// Starts `gdn run` again in the background, waits until its control
@@ -362,8 +389,11 @@ async fn detach(
                 let Some(text) = input else {
                     return Ok(Outcome::Success);
                 };
-                return match ask_over_socket(socket, args.instance_key.clone(), text).await? {
-                    Delivery::Answered(outcome) => Ok(outcome),
+                let event = typed_event(text, args.instance_key.clone());
+                return match ask_over_socket(socket, event).await? {
+                    Delivery::Answered(reply) => {
+                        Ok(report(reply.map(|answer| *answer), None, false))
+                    }
                     Delivery::NotDelivered => Ok(not_delivered()),
                 };
             }
@@ -505,14 +535,17 @@ async fn foreground(
     let instance_key = args.instance_key.clone();
     let (outcome, signalled) = match input {
         Some(text) => (ask(&handle, text, instance_key).await, false),
-        None if std::io::stdin().is_terminal() && !global.quiet => {
-            eprintln!(
-                "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
-                project.swarm_name, project.instance_key
-            );
-            (chat(&handle, instance_key).await, false)
-        }
-        None => (resident(task).await, true),
+        None => match console(global) {
+            Console::Terminal => {
+                eprintln!(
+                    "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
+                    project.swarm_name, project.instance_key
+                );
+                (chat(&handle, instance_key).await, false)
+            }
+            Console::Lines => (lines(&handle, instance_key, global.json).await, false),
+            Console::Idle => (resident(task).await, true),
+        },
     };
     // The socket goes first, so no new request arrives. When this run's own
     // work is done, the requests other `gdn run`s attached with are
@@ -642,8 +675,7 @@ async fn ask(handle: &OrchestratorHandle, text: String, instance_key: Option<Str
         }
         streamed
     });
-    let mut ingress = Ingress::cli(text, None);
-    ingress.event.instance_key = instance_key;
+    let ingress = Ingress::cli_event(typed_event(text, instance_key), None);
     let answer = tokio::select! {
         answer = handle.ask(ingress, Some(deltas)) => answer,
         _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
@@ -665,24 +697,217 @@ async fn ask(handle: &OrchestratorHandle, text: String, instance_key: Option<Str
 }
 
 async fn chat(handle: &OrchestratorHandle, instance_key: Option<String>) -> Outcome {
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     prompt();
     loop {
         let line = tokio::select! {
-            line = lines.next_line() => line,
+            line = lines.recv() => line,
             _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
         };
         match line {
-            Ok(Some(line)) if line.trim().is_empty() => {}
-            Ok(Some(line)) => {
-                if ask(handle, line, instance_key.clone()).await == Outcome::Interrupted {
+            None => return Outcome::Success,
+            Some(Line::Text(text)) if text.trim().is_empty() => {}
+            Some(Line::Text(text)) => {
+                if ask(handle, text, instance_key.clone()).await == Outcome::Interrupted {
                     return Outcome::Interrupted;
                 }
             }
-            Ok(None) | Err(_) => return Outcome::Success,
+            Some(unusable) => {
+                // It says why the line is skipped.
+                let _ = line_event(unusable, None);
+            }
         }
         prompt();
     }
+}
+
+/// Where `gdn run` without `--input` takes its input from.
+enum Console {
+    /// A person at a terminal: a chat.
+    Terminal,
+    /// A pipe or a file: one event per line, until its end.
+    Lines,
+    /// Nothing to read (`/dev/null`, no terminal, `--quiet` on one): the
+    /// swarm serves its Connections until it is stopped.
+    Idle,
+}
+
+fn console(global: &GlobalArgs) -> Console {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return if global.quiet {
+            Console::Idle
+        } else {
+            Console::Terminal
+        };
+    }
+    let kind = stdin
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|file| file.metadata())
+        .map(|metadata| metadata.file_type());
+    match kind {
+        Ok(kind) if kind.is_fifo() || kind.is_socket() || kind.is_file() => Console::Lines,
+        _ => Console::Idle,
+    }
+}
+
+/// The event a line of input is: a JSON object line names its event,
+/// text, instance key and properties; any other line is text. `None` for
+/// a blank line; `Err` (after printing why) for a line that cannot be
+/// used.
+fn line_event(line: Line, instance_key: Option<&str>) -> Result<Option<ConnectorEvent>, Outcome> {
+    let text = match line {
+        Line::Text(text) => text,
+        Line::TooLong => {
+            eprintln!(
+                "error[E_INPUT_TOO_LARGE]: a line of input is larger than the {MAX_INPUT_BYTES}-byte limit (1 MiB); it was skipped"
+            );
+            eprintln!("   = help: put large documents where a tool can read them");
+            return Err(Outcome::Failure);
+        }
+        Line::NotUtf8 => {
+            eprintln!("error[E_INPUT_NOT_UTF8]: a line of input is not UTF-8 text; it was skipped");
+            eprintln!("   = help: convert the input to UTF-8");
+            return Err(Outcome::Failure);
+        }
+    };
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    let object = trimmed
+        .starts_with('{')
+        .then(|| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(trimmed).ok())
+        .flatten();
+    let mut event = match object {
+        Some(object) => goondan_connector::payload::event_from_object(&object, CLI_EVENT, None)
+            .map_err(|error| {
+                eprintln!("error[E_INPUT_INVALID]: a JSON line of input is not an event: {error}; it was skipped");
+                eprintln!("   = help: write {{\"text\": \"...\", \"instanceKey\": \"...\"}}, or plain text");
+                Outcome::Failure
+            })?,
+        None => ConnectorEvent::text(CLI_EVENT, text),
+    };
+    if event.instance_key.is_none() {
+        event.instance_key = instance_key.map(str::to_string);
+    }
+    Ok(Some(event))
+}
+
+/// Every line of standard input is an event, queued in order; each answer
+/// is printed as its Turn ends. At the end of the input the Turns in
+/// flight finish, then this returns (a failure if any line failed).
+async fn lines(handle: &OrchestratorHandle, instance_key: Option<String>, json: bool) -> Outcome {
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
+    let mut in_flight = FuturesUnordered::new();
+    let mut outcome = Outcome::Success;
+    let mut input_ended = false;
+    loop {
+        if input_ended && in_flight.is_empty() {
+            return outcome;
+        }
+        tokio::select! {
+            line = lines.recv(), if !input_ended && in_flight.len() < MAX_LINES_IN_FLIGHT => {
+                let Some(line) = line else {
+                    input_ended = true;
+                    continue;
+                };
+                let event = match line_event(line, instance_key.as_deref()) {
+                    Ok(Some(event)) => event,
+                    Ok(None) => continue,
+                    Err(failed) => {
+                        outcome = failed;
+                        continue;
+                    }
+                };
+                let sent_key = event.instance_key.clone();
+                match handle.enqueue(Ingress::cli_event(event, None), None).await {
+                    Ok(pending) => in_flight.push(async move {
+                        (pending.answer().await.map_err(Refused::from), sent_key)
+                    }),
+                    Err(error) => {
+                        outcome = report(Err(error.into()), sent_key.as_deref(), json);
+                    }
+                }
+            }
+            Some((answer, sent_key)) = in_flight.next() => {
+                if report(answer, sent_key.as_deref(), json) == Outcome::Failure {
+                    outcome = Outcome::Failure;
+                }
+            }
+            _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
+        }
+    }
+}
+
+/// Why an input got no answer: the orchestrator's error (here or over
+/// the control socket), or the failed Turn's.
+#[derive(Debug, Clone)]
+struct Refused {
+    code: String,
+    message: String,
+    suggestion: Option<String>,
+}
+
+impl Refused {
+    fn print(&self) -> Outcome {
+        eprintln!("error[{}]: {}", self.code, self.message);
+        if let Some(suggestion) = &self.suggestion {
+            eprintln!("   = help: {suggestion}");
+        }
+        Outcome::Failure
+    }
+}
+
+impl From<OrchestratorError> for Refused {
+    fn from(error: OrchestratorError) -> Refused {
+        Refused {
+            code: error.code().to_string(),
+            message: error.to_string(),
+            suggestion: error.suggestion(),
+        }
+    }
+}
+
+/// Prints what came of one input: the answer text (or one JSON line with
+/// `json`), or the error on stderr (in the JSON line with `json`).
+/// `sent_key` is the instance key the input asked for, when it named one.
+fn report(reply: Result<AgentEvent, Refused>, sent_key: Option<&str>, json: bool) -> Outcome {
+    let text = reply.as_ref().map_err(Refused::clone).and_then(answer_text);
+    if !json {
+        return match text {
+            Ok(text) => print_text(&text, ""),
+            Err(refused) => refused.print(),
+        };
+    }
+    let answer = reply.as_ref().ok();
+    let mut line = serde_json::json!({
+        "instanceKey": answer.and_then(|answer| answer.instance_key.as_deref()).or(sent_key),
+        "traceId": answer.and_then(|answer| answer.trace_id.as_deref()),
+    });
+    let outcome = match text {
+        Ok(text) => {
+            line["text"] = text.into();
+            Outcome::Success
+        }
+        Err(refused) => {
+            line["error"] = serde_json::json!({
+                "code": refused.code,
+                "message": refused.message,
+                "suggestion": refused.suggestion,
+            });
+            Outcome::Failure
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+    outcome
 }
 
 /// Serves until a signal or a control `shutdown`; the caller shuts down.
@@ -702,17 +927,28 @@ async fn resident(task: tokio::task::JoinHandle<()>) -> Outcome {
     }
 }
 
+/// The text of an answer, or why the Turn failed.
+fn answer_text(answer: &AgentEvent) -> Result<String, Refused> {
+    match Answer::from_event(answer).map(|answer| answer.outcome) {
+        Some(AnswerOutcome::Failed(failure)) => Err(Refused {
+            code: failure.code,
+            message: failure.message,
+            suggestion: None,
+        }),
+        Some(AnswerOutcome::Ok { text, .. }) => Ok(text.unwrap_or_default()),
+        None => Ok(answer.input.clone().unwrap_or_default()),
+    }
+}
+
 /// Prints an answer, completing text already streamed to the terminal.
 fn print_answer(answer: &AgentEvent, streamed: &str) -> Outcome {
-    let text = match Answer::from_event(answer).map(|answer| answer.outcome) {
-        Some(AnswerOutcome::Failed(failure)) => {
-            eprintln!("error[{}]: {}", failure.code, failure.message);
-            return Outcome::Failure;
-        }
-        Some(AnswerOutcome::Ok { text, .. }) => text.unwrap_or_default(),
-        None => answer.input.clone().unwrap_or_default(),
-    };
-    let text = text.as_str();
+    match answer_text(answer) {
+        Ok(text) => print_text(&text, streamed),
+        Err(refused) => refused.print(),
+    }
+}
+
+fn print_text(text: &str, streamed: &str) -> Outcome {
     let mut out = std::io::stdout().lock();
     let _ = if streamed.is_empty() {
         writeln!(out, "{text}")

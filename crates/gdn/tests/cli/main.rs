@@ -8,6 +8,7 @@ mod ipc;
 mod mock_llm;
 mod replay;
 mod secrets;
+mod stdin;
 mod store_damage;
 mod swarm;
 

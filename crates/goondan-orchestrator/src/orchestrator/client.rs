@@ -127,12 +127,35 @@ impl OrchestratorHandle {
         self.submit(ingress, Some(Box::new(event)), deltas).await
     }
 
+    /// Queues `ingress` and returns once the orchestrator has it, with its
+    /// answer still to come: inputs queued one after another reach their
+    /// instance in that order, while their answers are awaited together.
+    pub async fn enqueue(
+        &self,
+        ingress: Ingress,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<PendingAnswer, OrchestratorError> {
+        self.enqueue_event(ingress, None, deltas).await
+    }
+
     async fn submit(
         &self,
         ingress: Ingress,
         event: Option<Box<AgentEvent>>,
         deltas: Option<mpsc::UnboundedSender<String>>,
     ) -> Result<AgentEvent, OrchestratorError> {
+        self.enqueue_event(ingress, event, deltas)
+            .await?
+            .answer()
+            .await
+    }
+
+    async fn enqueue_event(
+        &self,
+        ingress: Ingress,
+        event: Option<Box<AgentEvent>>,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<PendingAnswer, OrchestratorError> {
         let (reply, answer) = oneshot::channel();
         self.send(Input::Request {
             ingress,
@@ -141,7 +164,7 @@ impl OrchestratorHandle {
             deltas,
         })
         .await?;
-        answer.await.map_err(|_| OrchestratorError::Stopped)?
+        Ok(PendingAnswer(answer))
     }
 
     /// Gracefully restarts the known instances of `agent` and/or
@@ -192,5 +215,16 @@ impl OrchestratorHandle {
             .send(input)
             .await
             .map_err(|_| OrchestratorError::Stopped)
+    }
+}
+
+/// The answer to an input [`OrchestratorHandle::enqueue`] queued.
+#[derive(Debug)]
+pub struct PendingAnswer(oneshot::Receiver<Result<AgentEvent, OrchestratorError>>);
+
+impl PendingAnswer {
+    /// Waits for the answer.
+    pub async fn answer(self) -> Result<AgentEvent, OrchestratorError> {
+        self.0.await.map_err(|_| OrchestratorError::Stopped)?
     }
 }

@@ -18,7 +18,7 @@ mod lifecycle;
 mod routing;
 mod supervision;
 
-pub use client::{Input, OrchestratorHandle};
+pub use client::{Input, OrchestratorHandle, PendingAnswer};
 pub use instance::MAX_DELIVERY_ATTEMPTS;
 
 use crate::ingress::IngressRule;

@@ -97,9 +97,14 @@ impl Orchestrator {
         let _ = self.deliver(key, Queued::plain(rejection));
     }
 
-    fn on_answer(&mut self, key: &RoutingKey, answer: Answer, event: AgentEvent) {
+    fn on_answer(&mut self, key: &RoutingKey, answer: Answer, mut event: AgentEvent) {
         match self.waiters.remove(&answer.in_reply_to) {
             Some(waiter) => {
+                // The requester learns which instance answered (the rules
+                // may have chosen it).
+                event
+                    .instance_key
+                    .get_or_insert_with(|| key.instance_key.clone());
                 let _ = waiter.reply.send(Ok(event));
             }
             None => {

@@ -1,0 +1,170 @@
+//! End to end: `gdn run` fed by a pipe. Every line is an event (a JSON
+//! object line names its instance), every answer is printed, and the end
+//! of the input lets the Turns in flight finish before `gdn run` exits 0.
+
+use crate::mock_llm::{MockLlm, Reply};
+use crate::swarm::{code, find_instance, fixture, gdn_command, stderr, stdout, Swarm};
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Output, Stdio};
+
+fn echo_swarm() -> Swarm {
+    let mock = MockLlm::start(|request| Reply::text(format!("got: {}", request.last_user_text())));
+    let bundle = fixture(
+        "pair",
+        &[
+            ("@ENDPOINT@", mock.endpoint()),
+            ("@GRACE@", "5".to_string()),
+        ],
+    );
+    Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    }
+}
+
+/// `gdn run ARGS` with `input` piped to its standard input, to its exit.
+fn pipe(swarm: &Swarm, args: &[&str], input: &[u8]) -> Output {
+    let mut child = gdn_command(swarm.bundle.path(), swarm.state.path(), args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let output = crate::swarm::finish(child, "gdn run fed by a pipe");
+    writer.join().unwrap();
+    output
+}
+
+#[test]
+fn every_piped_line_is_answered_and_the_end_of_input_exits_zero() {
+    let swarm = echo_swarm();
+    let input = concat!(
+        "first question\n",
+        "\n",
+        "{\"text\": \"for ann\", \"instanceKey\": \"ann\"}\n",
+        "{\"text\": \"for bob\", \"instanceKey\": \"bob\", \"properties\": {\"tier\": 2}}\n",
+        "{\"text\": \"ann again\", \"instanceKey\": \"ann\"}\n",
+        "last question",
+    );
+    let output = pipe(&swarm, &["run"], input.as_bytes());
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let printed = stdout(&output);
+    let answers: Vec<&str> = printed.lines().collect();
+    assert_eq!(answers.len(), 5, "{printed}");
+    for expected in [
+        "got: first question",
+        "got: for ann",
+        "got: for bob",
+        "got: ann again",
+        "got: last question",
+    ] {
+        assert!(
+            answers.contains(&expected),
+            "{expected:?} missing: {printed}"
+        );
+    }
+    // Per instance, answers come in the order the lines came.
+    let position = |text: &str| answers.iter().position(|line| *line == text).unwrap();
+    assert!(position("got: for ann") < position("got: ann again"));
+    assert!(position("got: first question") < position("got: last question"));
+
+    // Each instance keeps its own conversation.
+    let history = |key: &str| {
+        let dir = find_instance(swarm.state.path(), "alpha", key).unwrap();
+        crate::swarm::conversation_of(&dir)
+            .iter()
+            .map(|message| message["content"].to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let ann = history("ann");
+    assert!(
+        ann.contains("for ann") && ann.contains("ann again"),
+        "{ann}"
+    );
+    assert!(!ann.contains("for bob") && !ann.contains("first question"));
+    let bob = history("bob");
+    assert!(bob.contains("for bob") && !bob.contains("ann"), "{bob}");
+    let default = history("default");
+    assert!(default.contains("first question") && default.contains("last question"));
+}
+
+#[test]
+fn with_json_each_answer_is_a_line_with_its_instance_and_trace() {
+    let swarm = echo_swarm();
+    let input = "{\"text\": \"one\", \"instanceKey\": \"k1\"}\nplain\n";
+    let output = pipe(&swarm, &["--json", "run"], input.as_bytes());
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let lines: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", stdout(&output));
+    let one = lines
+        .iter()
+        .find(|line| line["text"] == "got: one")
+        .unwrap();
+    assert_eq!(one["instanceKey"], "k1");
+    assert!(one["traceId"]
+        .as_str()
+        .is_some_and(|trace| !trace.is_empty()));
+    let plain = lines
+        .iter()
+        .find(|line| line["text"] == "got: plain")
+        .unwrap();
+    assert_eq!(plain["instanceKey"], "default");
+    assert_ne!(
+        plain["traceId"], one["traceId"],
+        "each line is its own trace"
+    );
+}
+
+#[test]
+fn unusable_lines_are_skipped_with_an_error_and_the_rest_answered() {
+    let swarm = echo_swarm();
+    let mut input = b"before\n".to_vec();
+    input.extend(std::iter::repeat_n(b'x', 2 * 1024 * 1024));
+    input.extend(b"\n\xff\xfe\n{\"text\": 7}\nafter\n");
+    let output = pipe(&swarm, &["run"], &input);
+    assert_eq!(code(&output), 1, "a skipped line is a failure");
+    let errors = stderr(&output);
+    for expected in ["E_INPUT_TOO_LARGE", "E_INPUT_NOT_UTF8", "E_INPUT_INVALID"] {
+        assert!(errors.contains(expected), "{expected} missing: {errors}");
+    }
+    let printed = stdout(&output);
+    assert!(
+        printed.contains("got: before") && printed.contains("got: after"),
+        "{printed}"
+    );
+    assert_eq!(
+        swarm.mock.requests().len(),
+        2,
+        "nothing else reached the model"
+    );
+}
+
+#[test]
+fn a_pipe_into_a_second_run_is_answered_by_the_running_orchestrator() {
+    let swarm = echo_swarm();
+    let resident = swarm.start_resident();
+    let input = "{\"text\": \"via attach\", \"instanceKey\": \"att\"}\nplain attach\n";
+    let output = pipe(&swarm, &["--json", "run"], input.as_bytes());
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stderr(&output).contains("attached to the orchestrator"));
+    let lines: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines[0]["text"], "got: via attach");
+    assert_eq!(lines[0]["instanceKey"], "att");
+    assert_eq!(lines[1]["text"], "got: plain attach");
+    assert!(find_instance(swarm.state.path(), "alpha", "att").is_some());
+    assert_eq!(resident.terminate(), 0);
+}
