@@ -486,6 +486,7 @@ pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &Builti
     let outbound = Outbound::new(me, sender.clone());
     let assembled = match handshake {
         Ok(handshake) => {
+            goondan_types::secret::mask_in_logs(&handshake.secrets);
             args.secrets = handshake.secrets;
             assemble(&args, builtins_for, sender).await
         }

@@ -87,7 +87,10 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
         Arc::new(ProtocolStats::default()),
     );
     let started = match handshake {
-        Ok(handshake) => start(&args, handshake.secrets).await,
+        Ok(handshake) => {
+            goondan_types::secret::mask_in_logs(&handshake.secrets);
+            start(&args, handshake.secrets).await
+        }
         Err(error) => Err(Refusal {
             code: error.code().to_string(),
             message: error.to_string(),

@@ -156,6 +156,26 @@ impl fmt::Debug for Secrets {
     }
 }
 
+/// The secrets [`mask_for_logs`] masks in this process.
+static LOG_SECRETS: std::sync::OnceLock<Secrets> = std::sync::OnceLock::new();
+
+/// Makes [`mask_for_logs`] mask `secrets` from now on, in this process.
+/// A process that receives secrets (in its spawn handshake, or from its
+/// environment) calls it once, before it logs anything that could hold
+/// one; later calls change nothing.
+pub fn mask_in_logs(secrets: &Secrets) {
+    let _ = LOG_SECRETS.set(secrets.clone());
+}
+
+/// `text` with the secrets given to [`mask_in_logs`] masked: what every
+/// log line goes through before it is written.
+pub fn mask_for_logs(text: &str) -> Cow<'_, str> {
+    match LOG_SECRETS.get() {
+        Some(secrets) => secrets.mask(text),
+        None => Cow::Borrowed(text),
+    }
+}
+
 /// The marker that stands for the value of `name`.
 fn marker(name: &str) -> String {
     format!("[REDACTED:{name}]")

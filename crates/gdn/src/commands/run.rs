@@ -490,6 +490,7 @@ async fn foreground(
     // Keys reach agents in the spawn handshake, never through their
     // environment (which every tool they run would inherit) or argv.
     let (secrets, withheld_env) = crate::secrets::for_children(&project.bundle);
+    goondan_types::secret::mask_in_logs(&secrets);
     let spawner = LocalSpawner {
         program: std::env::current_exe().context("locating the gdn binary")?,
         args: agent_args,

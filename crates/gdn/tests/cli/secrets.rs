@@ -157,7 +157,7 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str]) -> Output {
 }
 
 /// Every regular file below `dir`.
-fn files_below(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_below(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
