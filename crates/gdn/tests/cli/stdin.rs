@@ -168,3 +168,63 @@ fn a_pipe_into_a_second_run_is_answered_by_the_running_orchestrator() {
     assert!(find_instance(swarm.state.path(), "alpha", "att").is_some());
     assert_eq!(resident.terminate(), 0);
 }
+
+#[test]
+fn a_terminal_session_is_a_chat_that_keeps_one_conversation_and_ends_with_ctrl_d() {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    let swarm = echo_swarm();
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let terminal = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
+    let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"])
+        .stdin(terminal(&pty.slave))
+        .stdout(terminal(&pty.slave))
+        .stderr(terminal(&pty.slave))
+        .spawn()
+        .unwrap();
+    drop(pty.slave);
+    let mut master = std::fs::File::from(pty.master);
+    let screen = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let screen = screen.clone();
+        let mut master = master.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            // Ends with EIO once the last holder of the terminal exits.
+            while let Ok(read) = master.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                screen
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buffer[..read]));
+            }
+        })
+    };
+    let shows = |text: &str| {
+        let text = text.to_string();
+        let screen = screen.clone();
+        crate::swarm::wait_until(&format!("the terminal to show {text:?}"), move || {
+            screen.lock().unwrap().contains(&text).then_some(())
+        })
+    };
+    shows("type a message");
+    master.write_all(b"hello there\n").unwrap();
+    shows("got: hello there");
+    master.write_all(b"and again\n").unwrap();
+    shows("got: and again");
+    // Ctrl-D at the start of a line is the end of the input.
+    master.write_all(&[4]).unwrap();
+    let output = crate::swarm::finish(child, "gdn run on a terminal");
+    assert_eq!(code(&output), 0, "{}", screen.lock().unwrap());
+    drop(master);
+    let _ = reader.join();
+    let dir = find_instance(swarm.state.path(), "alpha", "default").unwrap();
+    let history = crate::swarm::conversation_of(&dir);
+    assert_eq!(
+        history.len(),
+        4,
+        "one conversation for the session: {history:?}"
+    );
+}
