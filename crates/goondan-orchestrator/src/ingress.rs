@@ -251,4 +251,83 @@ mod tests {
             "E_AGENT_NOT_FOUND"
         );
     }
+
+    #[test]
+    fn event_and_properties_must_both_match_and_a_rule_without_match_catches_the_rest() {
+        let rules = vec![
+            IngressRule {
+                connection: "tg".into(),
+                event: Some("telegram_message".into()),
+                properties: [("chat_id".to_string(), "7".to_string())].into(),
+                agent: Some("support".into()),
+                ..Default::default()
+            },
+            IngressRule {
+                connection: "tg".into(),
+                event: Some("edited_message".into()),
+                agent: Some("support".into()),
+                instance_key: Some("edits".into()),
+                ..Default::default()
+            },
+            // Catch-all: the entry agent, the event's own key.
+            IngressRule {
+                connection: "tg".into(),
+                ..Default::default()
+            },
+        ];
+        let swarm = swarm(rules);
+        // The event name matches the first rule, the property does not.
+        let mut own_key = telegram("8");
+        own_key.event.instance_key = Some("chat-8".into());
+        let (key, _) = route(&swarm, &own_key).unwrap();
+        assert_eq!(key.to_string(), "coordinator:chat-8");
+        // Both match: the first rule, and without a key of its own the
+        // event's suggestion stands.
+        let mut vip = telegram("7");
+        vip.event.instance_key = Some("chat-7".into());
+        assert_eq!(route(&swarm, &vip).unwrap().0.to_string(), "support:chat-7");
+        // A fixed key overrides the event's.
+        let mut edit = telegram("7");
+        edit.event.name = "edited_message".into();
+        edit.event.instance_key = Some("chat-7".into());
+        assert_eq!(route(&swarm, &edit).unwrap().0.to_string(), "support:edits");
+        // Nothing suggested and nothing fixed: the swarm's key.
+        assert_eq!(
+            route(&swarm, &telegram("9")).unwrap().0.to_string(),
+            "coordinator:main"
+        );
+    }
+
+    #[test]
+    fn a_prefixed_key_needs_its_property_and_a_connection_without_rules_goes_to_the_entry_agent() {
+        let swarm = swarm(vec![IngressRule {
+            connection: "tg".into(),
+            instance_key_property: Some("thread".into()),
+            instance_key_prefix: Some("t-".into()),
+            ..Default::default()
+        }]);
+        let mut threaded = telegram("1");
+        threaded
+            .event
+            .properties
+            .insert("thread".into(), "55".into());
+        assert_eq!(
+            route(&swarm, &threaded).unwrap().0.to_string(),
+            "coordinator:t-55"
+        );
+        // The property is missing: no prefixed key, the swarm's.
+        assert_eq!(
+            route(&swarm, &telegram("1")).unwrap().0.to_string(),
+            "coordinator:main"
+        );
+        let unruled = Ingress {
+            connection: "hooks".into(),
+            event: ConnectorEvent::text("webhook_message", "x"),
+            agent: None,
+        };
+        assert_eq!(
+            route(&swarm, &unruled).unwrap().0.to_string(),
+            "coordinator:main"
+        );
+    }
 }

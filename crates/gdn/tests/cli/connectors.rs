@@ -19,13 +19,23 @@ const SECRET: &str = "whsec-e2e-77a1";
 /// The `hooks` fixture on a free port, with a mock that echoes the last
 /// user message.
 fn hooks() -> (Swarm, u16) {
-    let mock = MockLlm::start(|request| Reply::text(format!("got: {}", request.last_user_text())));
+    hooks_with(64, Duration::ZERO)
+}
+
+/// As [`hooks`], with `queue` events per instance and a model that takes
+/// `think` per answer (one answer at a time).
+fn hooks_with(queue: usize, think: Duration) -> (Swarm, u16) {
+    let mock = MockLlm::start(move |request| {
+        std::thread::sleep(think);
+        Reply::text(format!("got: {}", request.last_user_text()))
+    });
     let port = free_port();
     let bundle = fixture(
         "hooks",
         &[
             ("@ENDPOINT@", mock.endpoint()),
             ("@PORT@", port.to_string()),
+            ("@QUEUE@", queue.to_string()),
         ],
     );
     let swarm = Swarm {
@@ -255,4 +265,59 @@ fn a_connector_killed_with_sigkill_comes_back_and_keeps_its_connection() {
     assert_ne!(replaced[0], pids[0]);
     wait_for_answer(&swarm, "alpha", "crash", "before the crash");
     wait_for_answer(&swarm, "alpha", "crash", "after the crash");
+}
+
+#[test]
+fn a_flood_beyond_the_queue_gets_429_and_every_accepted_post_is_answered_once() {
+    let (swarm, port) = hooks_with(2, Duration::from_millis(150));
+    let _resident = start(&swarm);
+    let warm = r#"{"text":"warm","instanceKey":"flood"}"#;
+    assert_eq!(post_signed_when_up(port, warm).0, 200);
+    let posts: Vec<_> = (0..16)
+        .map(|n| {
+            std::thread::spawn(move || {
+                let body = format!(r#"{{"text":"flood {n:02}","instanceKey":"flood"}}"#);
+                let (status, answer) = post(port, &body, &signed(&body)).unwrap();
+                (n, status, answer)
+            })
+        })
+        .collect();
+    let results: Vec<(usize, u16, String)> =
+        posts.into_iter().map(|post| post.join().unwrap()).collect();
+    let accepted: Vec<usize> = results
+        .iter()
+        .filter(|(_, status, _)| *status == 200)
+        .map(|(n, _, _)| *n)
+        .collect();
+    let refused: Vec<usize> = results
+        .iter()
+        .filter(|(_, status, _)| *status == 429)
+        .map(|(n, _, _)| *n)
+        .collect();
+    assert_eq!(
+        accepted.len() + refused.len(),
+        16,
+        "only 200 or 429: {results:?}"
+    );
+    assert!(
+        !refused.is_empty(),
+        "a queue of 2 took 16 posts: {results:?}"
+    );
+    assert!(!accepted.is_empty(), "{results:?}");
+    for n in &accepted {
+        wait_for_answer(&swarm, "alpha", "flood", &format!("flood {n:02}"));
+    }
+    let history = conversation_texts(&swarm, "alpha", "flood");
+    for n in &accepted {
+        let asked = format!("\"flood {n:02}\"");
+        let times = history.iter().filter(|content| **content == asked).count();
+        assert_eq!(times, 1, "flood {n:02} stored {times} times: {history:?}");
+    }
+    for n in &refused {
+        let text = format!("flood {n:02}");
+        assert!(
+            !history.iter().any(|content| content.contains(&text)),
+            "refused {text} was stored"
+        );
+    }
 }
