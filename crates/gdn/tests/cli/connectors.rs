@@ -321,3 +321,71 @@ fn a_flood_beyond_the_queue_gets_429_and_every_accepted_post_is_answered_once() 
         );
     }
 }
+
+/// `examples/webhook` driven as its README says: signed with `openssl`,
+/// posted with `curl` (on a free port instead of 8080).
+#[test]
+fn the_webhook_example_works_with_curl_and_openssl_as_its_readme_says() {
+    let have = |tool: &str| {
+        std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    if !have("curl") || !have("openssl") {
+        eprintln!("skipped: curl or openssl is not installed");
+        return;
+    }
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/webhook");
+    let bundle = tempfile::tempdir().unwrap();
+    let port = free_port();
+    for name in ["goondan.yaml", "scripted-rules.yaml"] {
+        let text = std::fs::read_to_string(example.join(name)).unwrap();
+        let text = text.replace("\"8080\"", &format!("\"{port}\""));
+        std::fs::write(bundle.path().join(name), text).unwrap();
+    }
+    let state = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(bundle.path().join("orchestrator.log")).unwrap();
+    let child = gdn_command(bundle.path(), state.path(), &["run"])
+        .env("WEBHOOK_SECRET", "change-me-please")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let resident = Resident { child: Some(child) };
+    let readme_post = |body: &str| {
+        let script = format!(
+            r#"body='{body}'
+sig=$(printf '%s' "$body" | openssl dgst -sha256 -hmac "$WEBHOOK_SECRET" | sed 's/^.*= //')
+curl -s -o /dev/null -w '%{{http_code}}' -H "X-Webhook-Signature: sha256=$sig" -H 'Content-Type: application/json' --data "$body" http://127.0.0.1:{port}/hooks"#
+        );
+        let output = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .env("WEBHOOK_SECRET", "change-me-please")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let order =
+        r#"{"event":"order_paid","text":"Order 1042 was paid","properties":{"customer":"ann"}}"#;
+    wait_until("the example's webhook to accept a signed post", || {
+        (readme_post(order) == "200").then_some(())
+    });
+    let ticket =
+        r#"{"event":"ticket_opened","text":"The printer is on fire","properties":{"ticket":"77"}}"#;
+    assert_eq!(readme_post(ticket), "200");
+    let answered = |agent: &str, key: &str, text: &str| {
+        wait_until(&format!("{agent}:{key} to answer"), || {
+            let dir = find_instance(state.path(), agent, key)?;
+            conversation_of(&dir)
+                .iter()
+                .any(|message| message["content"].to_string().contains(text))
+                .then_some(())
+        })
+    };
+    answered("orders", "customer-ann", "Confirmed: Order 1042 was paid");
+    answered("support", "ticket-77", "Ticket received");
+    assert_eq!(resident.terminate(), 0);
+}

@@ -82,8 +82,19 @@ fn warning_bundle() -> tempfile::TempDir {
 
 #[test]
 fn examples_are_valid_and_exit_zero() {
-    for example in ["examples/single-agent", "examples/two-agents"] {
-        let output = gdn(&workspace_root(), &["validate", example]);
+    for example in [
+        "examples/single-agent",
+        "examples/two-agents",
+        "examples/webhook",
+    ] {
+        let state = tempfile::tempdir().unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_gdn"))
+            .args(["validate", example])
+            .current_dir(workspace_root())
+            .env("GOONDAN_STATE_ROOT", state.path())
+            .env("WEBHOOK_SECRET", "the-secret-the-readme-exports")
+            .output()
+            .unwrap();
         assert_eq!(code(&output), 0, "{example}: {}", stdout(&output));
         assert_eq!(stdout(&output), "Errors: 0, Warnings: 0\n");
     }

@@ -15,6 +15,10 @@ use goondan_types::{Diagnostic, Entry, ObjectRefLike, API_VERSION};
 use std::collections::HashMap;
 use std::path::Path;
 
+/// Connector entries whose events are named by their sender, so an ingress
+/// rule may match any event name.
+const SENDER_NAMED_EVENTS: [&str; 2] = ["builtin:webhook", "builtin:cli"];
+
 /// A resolved reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -602,10 +606,16 @@ impl Resolver<'_> {
             }
             None => Some(0),
         };
-        let events: Option<Vec<EventSchema>> = connector.map(|target| match target {
-            Target::Local(index) => parsed.connectors[index].resource.spec.events.clone(),
-            Target::Base(index) => self.base.connectors[index].spec.events.clone(),
+        let connector_spec = connector.map(|target| match target {
+            Target::Local(index) => &parsed.connectors[index].resource.spec,
+            Target::Base(index) => &self.base.connectors[index].spec,
         });
+        // The webhook and cli connectors take the event name from what the
+        // sender writes (`"event": "order_paid"`); what they declare is
+        // only their default name, so any name can match.
+        let events: Option<Vec<EventSchema>> = connector_spec
+            .filter(|spec| !SENDER_NAMED_EVENTS.contains(&spec.entry.as_str()))
+            .map(|spec| spec.events.clone());
         let connector_name = match connector {
             Some(Target::Local(index)) => parsed.connectors[index].resource.name().to_string(),
             Some(Target::Base(index)) => self.base.connectors[index].name().to_string(),
