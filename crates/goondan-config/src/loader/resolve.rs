@@ -16,8 +16,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 /// Connector entries whose events are named by their sender, so an ingress
-/// rule may match any event name.
-const SENDER_NAMED_EVENTS: [&str; 2] = ["builtin:webhook", "builtin:cli"];
+/// rule may match any event name. (`cli` JSON lines may name theirs too,
+/// but a rule for it is far more often a typo of `stdin_message`.)
+const SENDER_NAMED_EVENTS: [&str; 1] = ["builtin:webhook"];
 
 /// A resolved reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -610,9 +611,9 @@ impl Resolver<'_> {
             Target::Local(index) => &parsed.connectors[index].resource.spec,
             Target::Base(index) => &self.base.connectors[index].spec,
         });
-        // The webhook and cli connectors take the event name from what the
-        // sender writes (`"event": "order_paid"`); what they declare is
-        // only their default name, so any name can match.
+        // The webhook connector takes the event name from what the sender
+        // writes (`"event": "order_paid"`); what it declares is only its
+        // default name, so any name can match.
         let events: Option<Vec<EventSchema>> = connector_spec
             .filter(|spec| !SENDER_NAMED_EVENTS.contains(&spec.entry.as_str()))
             .map(|spec| spec.events.clone());
