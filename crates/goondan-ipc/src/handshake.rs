@@ -10,7 +10,7 @@
 //! environment.
 //!
 //! Wire shape, one JSON line:
-//! `{"type":"runtime.spawn","protocolVersion":2,"secrets":{"NAME":"value"}}`.
+//! `{"type":"runtime.spawn","protocolVersion":3,"secrets":{"NAME":"value"}}`.
 //! This module is the only encoder ([`SpawnHandshake::encode`]) and
 //! decoder ([`SpawnHandshake::decode`], [`read_handshake`]). It does not
 //! decide which variables are secrets (the binary does) nor how a remote

@@ -242,6 +242,7 @@ fn run_child() {
                     event_id: Some(event.id.clone()),
                 })));
             }
+            Inbound::Runtime(RuntimeMessage::Ping(ping)) => send(notice(ping.pong())),
             _ => {}
         }
     }
@@ -257,6 +258,7 @@ fn swarm(agents: &[&str], grace: Duration) -> SwarmInfo {
         instance_key: "main".into(),
         grace_period: grace,
         max_queued_events: 64,
+        processes: Default::default(),
         ingress: Vec::new(),
         cli_connection: None,
         connections: Vec::new(),
@@ -301,6 +303,7 @@ fn with_ledger(
             reconcile_interval: Duration::from_millis(100),
             reset_instance: None,
             crash_ledger,
+            liveness: Default::default(),
         });
         body(handle.clone()).await;
         tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
@@ -546,6 +549,7 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
             reconcile_interval: Duration::from_millis(100),
             reset_instance: None,
             crash_ledger: None,
+            liveness: Default::default(),
         });
         assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
         let asking = handle.clone();

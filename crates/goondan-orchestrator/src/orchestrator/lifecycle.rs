@@ -42,9 +42,16 @@ impl Orchestrator {
                         reset(key);
                     }
                 }
-                if let Some(instance) = self.instances.get_mut(key) {
+                let backed_off = self.instances.get_mut(key).is_some_and(|instance| {
+                    let backed_off = instance.consecutive_crashes > 0;
                     instance.consecutive_crashes = 0;
                     instance.next_spawn_at = None;
+                    backed_off
+                });
+                // A restart clears the backoff on disk too, so the next
+                // orchestrator does not resume it.
+                if backed_off {
+                    self.save_crashes(key, 0, None);
                 }
                 self.ensure_spawned(key);
             }

@@ -10,7 +10,7 @@
 
 use super::instance::{Instance, Queued};
 use super::{CrashRecord, Orchestrator};
-use crate::backoff::respawn_delay;
+use crate::backoff::{respawn_delay, MAX_BACKOFF_MS};
 use crate::OrchestratorError;
 use goondan_ipc::protocol::{self, StartError, TurnFinished, PROTOCOL_VERSION};
 use goondan_ipc::{Link, ProtocolError, RoutingKey, RuntimeMessage};
@@ -32,10 +32,20 @@ impl Orchestrator {
             if let Some(ledger) = ledger {
                 let record = (ledger.load)(key);
                 instance.consecutive_crashes = record.consecutive_crashes;
+                // A deadline read from disk is clamped to the longest
+                // backoff this orchestrator would ever set: a clock that
+                // jumped, or a hand-edited file, must not park an instance
+                // for years.
+                let longest = Duration::from_millis(MAX_BACKOFF_MS);
                 instance.next_spawn_at = record
                     .backoff_until
                     .and_then(|until| until.duration_since(SystemTime::now()).ok())
-                    .map(|remaining| Instant::now() + remaining);
+                    .map(|remaining| {
+                        if remaining > longest {
+                            tracing::warn!(key = %key, remaining_s = remaining.as_secs(), max_s = longest.as_secs(), "backoffUntil in metadata.json is further away than the longest backoff; clamped");
+                        }
+                        Instant::now() + remaining.min(longest)
+                    });
             }
             instance
         })
@@ -45,6 +55,7 @@ impl Orchestrator {
     /// stopping, or the instance is backing off.
     pub(super) fn ensure_spawned(&mut self, key: &RoutingKey) {
         let stopping = self.stopping.is_some();
+        let room = self.has_room(key);
         let Some(instance) = self.instances.get_mut(key) else {
             return;
         };
@@ -56,6 +67,11 @@ impl Orchestrator {
                 instance.status = ProcessStatus::CrashLoopBackOff;
                 return;
             }
+        }
+        if !room {
+            // Started by `fill_free_slots` once a process ends.
+            tracing::info!(key = %key, max_live = self.swarm.processes.max_live, "process cap reached; the instance waits for a free slot");
+            return;
         }
         let link = Link {
             key: key.clone(),
@@ -82,6 +98,8 @@ impl Orchestrator {
                 instance.ending = Default::default();
                 instance.next_spawn_at = None;
                 instance.ready_at = None;
+                instance.last_active = Instant::now();
+                instance.liveness = Default::default();
                 let inputs = self.inputs_tx.clone();
                 tokio::spawn(async move {
                     let code = exit.await;
@@ -125,6 +143,7 @@ impl Orchestrator {
                     }
                     instance.ready_at = Some(Instant::now());
                 }
+                self.start_pinging(key);
                 tracing::info!(key = %key, "agent process ready");
             }
             RuntimeMessage::TurnFinished(TurnFinished { ok, event_id }) => {
@@ -134,6 +153,7 @@ impl Orchestrator {
                 if let Some(event_id) = &event_id {
                     instance.turn_finished(event_id);
                 }
+                instance.last_active = Instant::now();
                 let had_crashed = ok && instance.consecutive_crashes > 0;
                 if ok {
                     instance.consecutive_crashes = 0;
@@ -228,13 +248,20 @@ impl Orchestrator {
     }
 
     /// Both halves of a process's end were seen (or one timed out):
-    /// redeliver what it held and decide whether to respawn.
+    /// redeliver what it held, decide whether to respawn, and give the
+    /// slot it held to an instance waiting for one.
     pub(super) fn process_over(&mut self, key: &RoutingKey) {
+        self.end_process(key);
+        self.fill_free_slots();
+    }
+
+    fn end_process(&mut self, key: &RoutingKey) {
         let stopping = self.stopping.is_some();
         let Some(instance) = self.instances.get_mut(key) else {
             return;
         };
         let code = instance.ending.exit.flatten();
+        let unresponsive = std::mem::take(&mut instance.liveness).unresponsive;
         if let Some(link) = instance.link.take() {
             self.transport.close(&link);
         }
@@ -271,7 +298,11 @@ impl Orchestrator {
             }
             return;
         }
-        tracing::warn!(key = %key, ?code, "agent process crashed");
+        if unresponsive {
+            tracing::warn!(key = %key, code = "E_AGENT_UNRESPONSIVE", "unresponsive agent process killed; counted as a crash");
+        } else {
+            tracing::warn!(key = %key, ?code, "agent process crashed");
+        }
         self.record_crash(key, code);
     }
 

@@ -114,6 +114,7 @@ fn harness(max_queued_events: usize) -> Harness {
             instance_key: "main".into(),
             grace_period: Duration::from_secs(5),
             max_queued_events,
+            processes: Default::default(),
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
@@ -123,6 +124,7 @@ fn harness(max_queued_events: usize) -> Harness {
         reconcile_interval: Duration::from_secs(3600),
         reset_instance: None,
         crash_ledger: None,
+        liveness: Default::default(),
     });
     Harness {
         handle,
