@@ -4,6 +4,7 @@
 mod hardening;
 mod init;
 mod ipc;
+mod liveness;
 mod mock_llm;
 mod replay;
 mod secrets;

@@ -43,6 +43,15 @@ impl Orchestrator {
                     .map(|remaining| {
                         if remaining > longest {
                             tracing::warn!(key = %key, remaining_s = remaining.as_secs(), max_s = longest.as_secs(), "backoffUntil in metadata.json is further away than the longest backoff; clamped");
+                            // Written back, so what `gdn instance list`
+                            // shows is what applies.
+                            (ledger.save)(
+                                key,
+                                CrashRecord {
+                                    consecutive_crashes: record.consecutive_crashes,
+                                    backoff_until: Some(SystemTime::now() + longest),
+                                },
+                            );
                         }
                         Instant::now() + remaining.min(longest)
                     });
