@@ -215,6 +215,35 @@ fn issue_16_14_over_the_cap_the_lru_idle_instance_is_passivated_or_the_new_one_r
     drop(hanging);
 }
 
+/// The cap reaches agents too: a request to an instance that cannot get a
+/// process is a tool error naming `E_INSTANCE_LIMIT`, not a hang.
+#[test]
+fn issue_16_14_agents_request_over_the_cap_is_a_tool_error_with_e_instance_limit() {
+    let swarm = Swarm::pair(2, |request: &ChatRequest| {
+        if request.is_from("agent BETA") {
+            return Reply::text("beta answered");
+        }
+        match request.tool_result() {
+            Some(result) => Reply::text(format!("tool said: {result}")),
+            None => Reply::tool(
+                "agents__request",
+                serde_json::json!({"target": "beta", "input": "hi"}),
+            ),
+        }
+    });
+    let path = swarm.bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "    shutdown:\n",
+        "    processes:\n      maxLive: 1\n    shutdown:\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let output = swarm.run(&["run", "--input", "ask beta"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with("tool said:"), "{text}");
+    assert!(text.contains("E_INSTANCE_LIMIT"), "{text}");
+}
+
 #[test]
 fn issue_16_14_an_idle_instance_is_passivated_and_reactivated_with_its_history() {
     let swarm = swarm_with_processes("      idleSeconds: 1\n");
