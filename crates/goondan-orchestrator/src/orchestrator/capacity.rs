@@ -207,7 +207,9 @@ impl Orchestrator {
     }
 
     /// Starts the instances waiting for a slot, longest waiting first, as
-    /// far as the cap allows.
+    /// far as the cap allows; for those still waiting, passivates idle
+    /// instances (one each, counting passivations already under way), so
+    /// an instance that took its slot back meanwhile cannot starve them.
     pub(super) fn fill_free_slots(&mut self) {
         if self.stopping.is_some() {
             return;
@@ -226,11 +228,29 @@ impl Orchestrator {
             .map(|(key, instance)| (instance.last_active, key.clone()))
             .collect();
         waiting.sort();
+        let mut still_waiting = Vec::new();
         for (_, key) in waiting {
-            if !self.has_room(&key) {
-                break;
+            if self.has_room(&key) {
+                self.ensure_spawned(&key);
+            } else {
+                still_waiting.push(key);
             }
-            self.ensure_spawned(&key);
+        }
+        let mut freeing = self
+            .instances
+            .iter()
+            .filter(|(key, instance)| counts(key, instance) && instance.is_freeing_slot())
+            .count();
+        for key in still_waiting {
+            if freeing > 0 {
+                freeing -= 1;
+                continue;
+            }
+            let Some(victim) = least_recently_used(&self.instances, &key) else {
+                break;
+            };
+            tracing::info!(key = %key, passivated = %victim, "an instance waits for a process slot; passivating the least recently used idle instance");
+            self.passivate(&victim);
         }
     }
 }

@@ -176,6 +176,9 @@ impl Orchestrator {
                 if had_crashed {
                     self.save_crashes(key, 0, None);
                 }
+                // An instance that just became idle may make room for one
+                // waiting for a process slot.
+                self.fill_free_slots();
             }
             RuntimeMessage::StartError(error) => self.start_failed(key, error),
             other => tracing::warn!(key = %key, "unexpected runtime message {other:?}"),
@@ -460,5 +463,6 @@ impl Orchestrator {
         for key in to_spawn {
             self.ensure_spawned(&key);
         }
+        self.fill_free_slots();
     }
 }

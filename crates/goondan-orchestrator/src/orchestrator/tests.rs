@@ -582,3 +582,42 @@ async fn an_idle_instance_is_passivated_and_reactivated_by_its_next_event() {
     h.answer(&second, &event, "2").await;
     assert!(asking.await.unwrap().is_ok());
 }
+
+/// Issue 16 #14: an instance that takes its slot back while another waits
+/// for it (an event arrived during its passivation) is passivated again as
+/// soon as it is idle, so the waiting one is not starved.
+#[tokio::test]
+async fn an_instance_waiting_for_a_slot_gets_one_when_the_holder_turns_idle() {
+    let mut h = harness_with(
+        8,
+        ProcessPolicy {
+            max_live: 1,
+            idle_after: None,
+        },
+    );
+    let asking = h.ask_agent(Some("alpha"), "a");
+    let alpha = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    h.answer(&alpha, &event, "A").await;
+    assert!(asking.await.unwrap().is_ok());
+
+    let beta_asking = h.ask_agent(Some("beta"), "b");
+    h.next_shutdown_to(&alpha).await;
+    // Alpha gets an event while it drains: it comes back first.
+    let alpha_asking = h.ask_agent(Some("alpha"), "again");
+    tokio::task::yield_now().await;
+    h.end_process(0, &alpha, Some(0)).await;
+    let alpha_again = h.next_ready_process().await;
+    assert_eq!(alpha_again.key.agent_name, "alpha");
+    let (_, event) = h.next_event().await;
+    h.answer(&alpha_again, &event, "A2").await;
+    assert!(alpha_asking.await.unwrap().is_ok());
+    // Idle now: it gives the slot to beta.
+    h.next_shutdown_to(&alpha_again).await;
+    h.end_process(1, &alpha_again, Some(0)).await;
+    let beta = h.next_ready_process().await;
+    assert_eq!(beta.key.agent_name, "beta");
+    let (_, event) = h.next_event().await;
+    h.answer(&beta, &event, "B").await;
+    assert!(beta_asking.await.unwrap().is_ok());
+}
