@@ -129,6 +129,22 @@ fn issue_16_7_a_stopped_agent_is_killed_and_replaced_and_its_queued_event_answer
     assert_eq!(row(&swarm, "default")["consecutiveCrashes"], 0);
 }
 
+/// The agent answers pings from its IPC reader: a Turn longer than the
+/// deadline (a 1.5 s tool call against 600 ms) is not taken for a dead
+/// process.
+#[test]
+fn issue_16_7_a_turn_longer_than_the_deadline_is_not_killed() {
+    let swarm = Swarm::pair(2, |request: &ChatRequest| match request.tool_result() {
+        None => Reply::tool("wait__seconds", serde_json::json!({"seconds": 1.5})),
+        Some(_) => Reply::text("heard: waited"),
+    });
+    let _resident = swarm.start_resident_with(&[FAST_LIVENESS]);
+    assert_answer(&ask(&swarm, &["run", "--input", "wait"]), "waited");
+    let log = std::fs::read_to_string(swarm.bundle.path().join("orchestrator.log")).unwrap();
+    assert!(!log.contains("E_AGENT_UNRESPONSIVE"), "{log}");
+    assert_eq!(row(&swarm, "default")["consecutiveCrashes"], 0);
+}
+
 #[test]
 fn issue_16_7_instance_restart_reports_what_happened() {
     let swarm = Swarm::pair(2, echo);
