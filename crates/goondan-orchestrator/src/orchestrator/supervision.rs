@@ -290,6 +290,19 @@ impl Orchestrator {
         if let Some(intent) = instance.shutdown.take() {
             instance.status = ProcessStatus::Terminated;
             tracing::info!(key = %key, ?code, "agent process stopped");
+            if unresponsive {
+                // Killed for its silence while draining: still a crash,
+                // so a process that keeps wedging backs off.
+                instance.consecutive_crashes += 1;
+                let consecutive_crashes = instance.consecutive_crashes;
+                let delay = respawn_delay(consecutive_crashes);
+                instance.next_spawn_at = delay.map(|delay| Instant::now() + delay);
+                tracing::warn!(key = %key, code = "E_AGENT_UNRESPONSIVE", consecutive_crashes, "unresponsive agent process killed while stopping; counted as a crash");
+                self.save_crashes(key, consecutive_crashes, delay);
+            }
+            let Some(instance) = self.instances.get_mut(key) else {
+                return;
+            };
             if intent.respawn && !stopping {
                 if intent.fresh {
                     if let Some(reset) = &self.reset_instance {
