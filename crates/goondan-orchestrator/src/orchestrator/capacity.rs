@@ -143,8 +143,13 @@ impl Orchestrator {
     /// process: passivates the least recently used idle instance when the
     /// cap is reached, or refuses with `E_INSTANCE_LIMIT`.
     pub(super) fn make_room(&mut self, key: &RoutingKey) -> Result<(), OrchestratorError> {
+        // One backing off starts no process before its backoff ends; its
+        // room is found then (`fill_free_slots`).
         let needs_slot = self.instances.get(key).is_none_or(|instance| {
-            !instance.resident && !instance.is_running() && instance.waiting() == 0
+            !instance.resident
+                && !instance.is_running()
+                && instance.waiting() == 0
+                && instance.backoff_remaining().is_none()
         });
         if key.connection_name().is_some() || !needs_slot {
             return Ok(());
