@@ -286,7 +286,7 @@ fn swarm(agents: &[&str], grace: Duration) -> SwarmInfo {
 /// Short enough for a test to see a silent process killed, long enough
 /// for the `slow` input (300 ms without reading) to survive.
 const LIVENESS: Liveness = Liveness {
-    interval: Duration::from_millis(200),
+    interval: Duration::from_millis(250),
     missed_pings: 3,
 };
 

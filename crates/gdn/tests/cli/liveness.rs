@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Pings every 200 ms: a silent agent is killed after 600 ms.
-const FAST_LIVENESS: (&str, &str) = ("GOONDAN_LIVENESS_INTERVAL_MS", "200");
+/// Pings every 300 ms: a silent agent is killed after 900 ms.
+const FAST_LIVENESS: (&str, &str) = ("GOONDAN_LIVENESS_INTERVAL_MS", "300");
 
 /// Answers every user message with `heard: TEXT`; `hang` never answers.
 fn echo(request: &ChatRequest) -> Reply {
@@ -130,12 +130,12 @@ fn issue_16_7_a_stopped_agent_is_killed_and_replaced_and_its_queued_event_answer
 }
 
 /// The agent answers pings from its IPC reader: a Turn longer than the
-/// deadline (a 1.5 s tool call against 600 ms) is not taken for a dead
+/// deadline (a 2 s tool call against 900 ms) is not taken for a dead
 /// process.
 #[test]
 fn issue_16_7_a_turn_longer_than_the_deadline_is_not_killed() {
     let swarm = Swarm::pair(2, |request: &ChatRequest| match request.tool_result() {
-        None => Reply::tool("wait__seconds", serde_json::json!({"seconds": 1.5})),
+        None => Reply::tool("wait__seconds", serde_json::json!({"seconds": 2.0})),
         Some(_) => Reply::text("heard: waited"),
     });
     let _resident = swarm.start_resident_with(&[FAST_LIVENESS]);
