@@ -31,6 +31,8 @@ fn bundle(port: u16) -> String {
 kind: Package
 metadata:
   name: connector-bench
+spec:
+  version: "0.1.0"
 ---
 apiVersion: goondan.ai/v1
 kind: Model
@@ -98,13 +100,21 @@ fn main() {
     let mut resident = gdn(dir.path(), state.path(), &["run"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("run.log")).unwrap())
         .spawn()
         .unwrap();
     let routed = r#"{"event":"routed","text":"ping"}"#;
     let unrouted = r#"{"event":"nobody","text":"ping"}"#;
     while post_once(port, routed) != Some(200) {
-        assert!(started.elapsed() < Duration::from_secs(20), "never ready");
+        let log = || std::fs::read_to_string(dir.path().join("run.log")).unwrap_or_default();
+        if let Some(status) = resident.try_wait().unwrap() {
+            panic!("gdn run exited with {status}: {}", log());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never ready: {}",
+            log()
+        );
         std::thread::sleep(Duration::from_micros(200));
     }
     println!(
@@ -145,7 +155,10 @@ fn main() {
     for pid in children(resident.id() as i32, "connector") {
         println!("idle ConnectorProcess: {}", memory(pid));
     }
-    println!("orchestrator (gdn run, resident): {}", memory(resident.id() as i32));
+    println!(
+        "orchestrator (gdn run, resident): {}",
+        memory(resident.id() as i32)
+    );
     terminate(&mut resident);
 
     stdin_round_trips(dir.path(), state.path());
@@ -221,7 +234,10 @@ fn flood(port: u16, body: &'static str) -> (u64, u64) {
     for client in clients {
         client.join().unwrap();
     }
-    (accepted.load(Ordering::Relaxed), refused.load(Ordering::Relaxed))
+    (
+        accepted.load(Ordering::Relaxed),
+        refused.load(Ordering::Relaxed),
+    )
 }
 
 /// A keep-alive HTTP/1.1 connection posting signed bodies.

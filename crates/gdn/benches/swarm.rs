@@ -117,6 +117,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
             instance_key: "i0".into(),
             grace_period: Duration::from_secs(10),
             max_queued_events: 4096,
+            processes: Default::default(),
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
@@ -126,6 +127,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         reconcile_interval: Duration::from_secs(5),
         reset_instance: None,
         crash_ledger: None,
+        liveness: Default::default(),
     });
 
     let mut cold = Vec::with_capacity(n_instances);

@@ -6,7 +6,9 @@
 //! `shutdown` flips the process into draining, and every other event joins
 //! the bounded FIFO queue (one more than it holds is answered with
 //! `E_QUEUE_FULL`). A message that does not decode is counted, logged and
-//! answered with `runtime.rejected`. The loop takes one event at a time,
+//! answered with `runtime.rejected`; a `runtime.ping` is answered with
+//! `runtime.pong` by the reader itself, so a Turn in progress never makes
+//! the process look dead. The loop takes one event at a time,
 //! runs its Turn, answers the caller when the event asked for a reply, and
 //! reports the Turn's outcome, naming the event it consumed, so the
 //! orchestrator can stop keeping it for redelivery. A redelivered event
@@ -350,6 +352,11 @@ async fn sort_inbound(
             }
             Ok(Inbound::Runtime(RuntimeMessage::Accepted(accepted))) => {
                 agents.accepted(&accepted.event_id);
+            }
+            // Answered here, by the reader, so a long Turn is not taken
+            // for a dead process.
+            Ok(Inbound::Runtime(RuntimeMessage::Ping(ping))) => {
+                outbound.runtime(ping.pong()).await;
             }
             Ok(Inbound::Runtime(RuntimeMessage::Rejected(rejected))) => {
                 tracing::warn!(code = %rejected.code, event_id = ?rejected.event_id, "the orchestrator refused a message: {}", rejected.message);

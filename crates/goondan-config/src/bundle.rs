@@ -311,6 +311,16 @@ impl<'a> SwarmView<'a> {
     pub fn max_pending_requests(&self) -> usize {
         self.resource().spec.max_pending_requests()
     }
+
+    /// `policy.processes.maxLive`, default 256.
+    pub fn max_live_processes(&self) -> usize {
+        self.resource().spec.max_live_processes()
+    }
+
+    /// `policy.processes.idleSeconds`, default 900 s; `None` when 0.
+    pub fn idle_passivation(&self) -> Option<Duration> {
+        self.resource().spec.idle_passivation()
+    }
 }
 
 /// A connection with its resolved connector, swarm and routes.

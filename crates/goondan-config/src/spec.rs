@@ -204,6 +204,27 @@ pub struct SwarmPolicy {
     /// Bounds on what may wait (a Goondan-rs extension).
     #[serde(default)]
     pub queues: Option<SwarmQueues>,
+    /// Bounds on agent processes (a Goondan-rs extension).
+    #[serde(default)]
+    pub processes: Option<SwarmProcesses>,
+}
+
+/// `Swarm.spec.policy.processes`: how many agent processes may run at
+/// once, and when an idle one is stopped (its state stays on disk; the next
+/// event starts it again).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SwarmProcesses {
+    /// Live agent processes per swarm (ConnectorProcesses not counted);
+    /// default 256. At the cap, the least recently used idle instance is
+    /// passivated; with none idle, a new instance is refused with
+    /// `E_INSTANCE_LIMIT`.
+    #[serde(default)]
+    pub max_live: Option<i64>,
+    /// Seconds without a Turn after which an instance's process is
+    /// stopped; default 900, 0 never.
+    #[serde(default)]
+    pub idle_seconds: Option<i64>,
 }
 
 /// `Swarm.spec.policy.queues`: every place a message can pile up has a
@@ -280,6 +301,34 @@ impl SwarmSpec {
             .and_then(field)
             .and_then(|limit| usize::try_from(limit).ok())
             .filter(|limit| *limit > 0)
+    }
+
+    /// The default `policy.processes.maxLive`.
+    pub const DEFAULT_MAX_LIVE_PROCESSES: usize = 256;
+    /// The default `policy.processes.idleSeconds`.
+    pub const DEFAULT_IDLE_SECONDS: u64 = 900;
+
+    /// `policy.processes.maxLive`, default 256.
+    pub fn max_live_processes(&self) -> usize {
+        self.policy
+            .processes
+            .as_ref()
+            .and_then(|processes| processes.max_live)
+            .and_then(|limit| usize::try_from(limit).ok())
+            .filter(|limit| *limit > 0)
+            .unwrap_or(Self::DEFAULT_MAX_LIVE_PROCESSES)
+    }
+
+    /// `policy.processes.idleSeconds`, default 900 s; `None` (never) for 0.
+    pub fn idle_passivation(&self) -> Option<Duration> {
+        let seconds = self
+            .policy
+            .processes
+            .as_ref()
+            .and_then(|processes| processes.idle_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .unwrap_or(Self::DEFAULT_IDLE_SECONDS);
+        (seconds > 0).then(|| Duration::from_secs(seconds))
     }
 
     /// `policy.shutdown.gracePeriodSeconds`, default 300 s.

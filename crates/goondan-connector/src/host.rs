@@ -337,6 +337,7 @@ async fn serve(
     let pending: Pending = Arc::default();
     let (stop_tx, stop_rx) = oneshot::channel::<bool>();
     let answers = pending.clone();
+    let pongs = sender.clone();
     let name = me.to_string();
     // Reads what the orchestrator says; ends at a shutdown (true: to be
     // acknowledged) or at the end of the stream (false).
@@ -354,6 +355,11 @@ async fn serve(
                     if let Some(waiting) = waiting {
                         let _ = waiting.send(answer.answer);
                     }
+                }
+                Ok(Inbound::Runtime(RuntimeMessage::Ping(ping))) => {
+                    let _ = pongs
+                        .send(ping.pong().to_message(&name, ORCHESTRATOR))
+                        .await;
                 }
                 Ok(Inbound::Shutdown(payload)) => {
                     tracing::info!(connector = %name, reason = ?payload.reason, "shutting down");

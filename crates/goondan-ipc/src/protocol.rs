@@ -29,8 +29,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// refuses a [`SpawnHandshake`](crate::SpawnHandshake) of another one.
 ///
 /// Version 2: the orchestrator writes the spawn handshake (with the
-/// child's secrets) before any message.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// child's secrets) before any message. Version 3: the orchestrator pings
+/// every ready child ([`RuntimeMessage::Ping`]) and kills one that stops
+/// answering ([`RuntimeMessage::Pong`]).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The event-type prefix reserved for [`RuntimeMessage`]s.
 pub const RUNTIME_PREFIX: &str = "runtime.";
@@ -80,6 +82,29 @@ pub enum RuntimeMessage {
     /// handed to its target's process.
     #[serde(rename = "runtime.accepted")]
     Accepted(Accepted),
+    /// Orchestrator → child: are you alive? Answered with a
+    /// [`RuntimeMessage::Pong`] of the same sequence number by the child's
+    /// IPC reader, even while a Turn runs.
+    #[serde(rename = "runtime.ping")]
+    Ping(Ping),
+    /// Child → orchestrator: the answer to a [`RuntimeMessage::Ping`].
+    #[serde(rename = "runtime.pong")]
+    Pong(Ping),
+}
+
+/// A liveness probe and its answer: the same sequence number both ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ping {
+    /// Increases with every ping the orchestrator sends to one process.
+    pub seq: u64,
+}
+
+impl Ping {
+    /// The answer to this ping.
+    pub fn pong(self) -> RuntimeMessage {
+        RuntimeMessage::Pong(self)
+    }
 }
 
 /// A fire-and-forget event reached its target's process.
@@ -652,6 +677,8 @@ mod tests {
         round_trip(RuntimeMessage::Accepted(Accepted {
             event_id: "evt_3".into(),
         }));
+        round_trip(RuntimeMessage::Ping(Ping { seq: 7 }));
+        round_trip(Ping { seq: 7 }.pong());
         round_trip(RuntimeMessage::Rejected(Rejected {
             code: "E_IPC_MALFORMED".into(),
             message: "bad".into(),

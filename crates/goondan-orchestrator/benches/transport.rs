@@ -129,6 +129,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
             instance_key: "i0".into(),
             grace_period: Duration::from_millis(200),
             max_queued_events: QUEUE_LIMIT,
+            processes: Default::default(),
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
@@ -146,6 +147,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
         reconcile_interval: Duration::from_secs(60),
         reset_instance: None,
         crash_ledger: None,
+        liveness: Default::default(),
     })
 }
 

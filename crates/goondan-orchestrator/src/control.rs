@@ -18,7 +18,7 @@
 //! orchestrator (the caller holds the workspace's lock before binding).
 
 use crate::ingress::Ingress;
-use crate::orchestrator::InstanceStatus;
+use crate::orchestrator::{InstanceStatus, RestartOutcome};
 use crate::{OrchestratorError, OrchestratorHandle};
 use goondan_types::{AgentEvent, ConnectorEvent};
 use serde::{Deserialize, Serialize};
@@ -106,10 +106,14 @@ pub enum ControlResponse {
         /// The agent's answer event.
         response: Box<AgentEvent>,
     },
-    /// Answers [`ControlRequest::Restart`].
+    /// Answers [`ControlRequest::Restart`] once every old process has
+    /// exited and its replacement is ready, or the wait ran out.
     Restarted {
-        /// The restarted keys.
+        /// The keys of the instances asked to restart.
         restarted: Vec<String>,
+        /// Where each of them stands (absent from servers that do not say).
+        #[serde(default)]
+        outcomes: Vec<RestartOutcome>,
     },
     /// Answers [`ControlRequest::List`].
     Instances {
@@ -157,6 +161,9 @@ pub const MAX_WAITING_CONNECTIONS: usize = 64;
 /// Requests being served at once; one more is refused with
 /// `E_CONTROL_BUSY`.
 pub const MAX_ACTIVE_REQUESTS: usize = 256;
+/// How long a restart waits, past the grace period, for the new process
+/// to become ready.
+const RESTART_SETTLE: Duration = Duration::from_secs(5);
 /// How long an answer may take to reach a client that stopped reading.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after a failed `accept` (EMFILE, ENFILE), so a listener out
@@ -443,10 +450,18 @@ async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse 
             agent,
             instance_key,
             fresh,
-        } => handle
-            .restart(agent, instance_key, fresh)
-            .await
-            .map(|restarted| ControlResponse::Restarted { restarted }),
+        } => {
+            // Long enough for a Turn to finish inside its grace period, or
+            // for the process to be killed at its end.
+            let wait = handle.swarm().grace_period + RESTART_SETTLE;
+            handle
+                .restart_and_wait(agent, instance_key, fresh, wait)
+                .await
+                .map(|outcomes| ControlResponse::Restarted {
+                    restarted: outcomes.iter().map(|outcome| outcome.key.clone()).collect(),
+                    outcomes,
+                })
+        }
         ControlRequest::List => handle
             .list()
             .await

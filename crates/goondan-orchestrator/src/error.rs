@@ -61,6 +61,27 @@ pub enum OrchestratorError {
         /// The limit (`policy.queues.maxQueuedEvents`).
         limit: usize,
     },
+    /// The swarm runs as many agent processes as `policy.processes.maxLive`
+    /// allows and none of them is idle.
+    #[error("{key} needs a process, but the swarm already runs {limit} agent processes (policy.processes.maxLive) and none is idle; the event was refused")]
+    InstanceLimit {
+        /// The instance that needed a process.
+        key: String,
+        /// The cap.
+        limit: usize,
+    },
+    /// The instance crashed repeatedly and must not start before `until`.
+    #[error("{key} crashed {consecutive_crashes} times in a row and is backing off until {until}; the input was not delivered")]
+    Backoff {
+        /// The instance.
+        key: String,
+        /// When the next process may start (RFC 3339).
+        until: String,
+        /// How long that is from now.
+        remaining_ms: u64,
+        /// Crashes since its last successful Turn.
+        consecutive_crashes: u32,
+    },
     /// A message would exceed the IPC frame bound.
     #[error(
         "a message for {key} is {bytes} bytes, over the {limit}-byte IPC limit; it was refused"
@@ -112,6 +133,8 @@ impl OrchestratorError {
             OrchestratorError::Deleted { .. } => "E_INSTANCE_DELETED",
             OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
             OrchestratorError::QueueFull { .. } => "E_QUEUE_FULL",
+            OrchestratorError::InstanceLimit { .. } => "E_INSTANCE_LIMIT",
+            OrchestratorError::Backoff { .. } => "E_AGENT_BACKOFF",
             OrchestratorError::NoIngressRoute { .. } => "E_INGRESS_NO_ROUTE",
             OrchestratorError::TooLarge { .. } => "E_IPC_TOO_LARGE",
             OrchestratorError::Protocol { source, .. } => source.code(),
@@ -133,6 +156,13 @@ impl OrchestratorError {
             OrchestratorError::QueueFull { .. } => Some(
                 "retry later, or raise the Swarm's policy.queues.maxQueuedEvents".into(),
             ),
+            OrchestratorError::InstanceLimit { .. } => Some(
+                "retry when an instance has finished its Turn (idle instances are passivated to make room), delete instances you no longer need with `gdn instance delete`, or raise the Swarm's policy.processes.maxLive".into(),
+            ),
+            OrchestratorError::Backoff { key, until, .. } => Some(format!(
+                "retry after {until}, or clear the backoff and start it now with `gdn instance restart {key}`; `gdn logs --process {}` shows why it crashed",
+                key.replacen(':', "-", 1)
+            )),
             OrchestratorError::TooLarge { .. } => Some(
                 "send large content as a file and pass its path instead".into(),
             ),

@@ -170,6 +170,7 @@ mod tests {
             instance_key: "main".into(),
             grace_period: Duration::from_secs(1),
             max_queued_events: 8,
+            processes: Default::default(),
             ingress,
             cli_connection: Some("cli-to-default".into()),
             connections: Vec::new(),

@@ -13,7 +13,8 @@ use goondan_ipc::protocol::{
 };
 use goondan_ipc::{framing, RoutingKey, RuntimeMessage, SpawnHandshake, ORCHESTRATOR};
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
-use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
+use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord, Liveness};
+use goondan_orchestrator::OrchestratorError;
 use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
 use goondan_types::{
     AgentEvent, ConnectorEvent, EventSource, EventSourceKind, IpcMessage, ProcessStatus,
@@ -70,6 +71,14 @@ fn main() {
         (
             "a_persisted_backoff_holds_after_an_orchestrator_restart",
             a_persisted_backoff_holds_after_an_orchestrator_restart,
+        ),
+        (
+            "a_far_future_persisted_backoff_is_clamped_to_the_longest_backoff",
+            a_far_future_persisted_backoff_is_clamped_to_the_longest_backoff,
+        ),
+        (
+            "a_process_that_answers_no_ping_is_killed_and_replaced",
+            a_process_that_answers_no_ping_is_killed_and_replaced,
         ),
         (
             "start_error_fails_the_request_loudly",
@@ -203,10 +212,16 @@ fn run_child() {
                         correlation_id: protocol::correlation_id_for(&request),
                     });
                     send(protocol::event_message(&me, target, &request));
-                    let reply_line = lines.next().unwrap().unwrap();
-                    let reply = framing::decode(reply_line.as_bytes()).unwrap();
-                    let Ok(Inbound::Answer(reply, _)) = protocol::decode(&reply) else {
-                        panic!("not an answer: {reply:?}");
+                    let reply = loop {
+                        let reply_line = lines.next().unwrap().unwrap();
+                        let reply = framing::decode(reply_line.as_bytes()).unwrap();
+                        match protocol::decode(&reply) {
+                            Ok(Inbound::Answer(reply, _)) => break reply,
+                            Ok(Inbound::Runtime(RuntimeMessage::Ping(ping))) => {
+                                send(notice(ping.pong()))
+                            }
+                            _ => panic!("not an answer: {reply:?}"),
+                        }
                     };
                     match reply.outcome {
                         AnswerOutcome::Failed(failure) => format!("got-error:{}", failure.code),
@@ -243,6 +258,10 @@ fn run_child() {
                     event_id: Some(event.id.clone()),
                 })));
             }
+            // `mute` stands for a stopped or wedged process.
+            Inbound::Runtime(RuntimeMessage::Ping(ping)) if agent != "mute" => {
+                send(notice(ping.pong()))
+            }
             _ => {}
         }
     }
@@ -258,11 +277,19 @@ fn swarm(agents: &[&str], grace: Duration) -> SwarmInfo {
         instance_key: "main".into(),
         grace_period: grace,
         max_queued_events: 64,
+        processes: Default::default(),
         ingress: Vec::new(),
         cli_connection: None,
         connections: Vec::new(),
     }
 }
+
+/// Short enough for a test to see a silent process killed, long enough
+/// for the `slow` input (300 ms without reading) to survive.
+const LIVENESS: Liveness = Liveness {
+    interval: Duration::from_millis(250),
+    missed_pings: 3,
+};
 
 fn with_orchestrator(
     agents: &[&str],
@@ -302,6 +329,7 @@ fn with_ledger(
             reconcile_interval: Duration::from_millis(100),
             reset_instance: None,
             crash_ledger,
+            liveness: LIVENESS,
         });
         body(handle.clone()).await;
         tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
@@ -547,6 +575,7 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
             reconcile_interval: Duration::from_millis(100),
             reset_instance: None,
             crash_ledger: None,
+            liveness: Default::default(),
         });
         assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
         let asking = handle.clone();
@@ -683,14 +712,46 @@ fn a_persisted_backoff_holds_after_an_orchestrator_restart() {
         Duration::from_secs(5),
         Some(ledger),
         async |handle| {
-            let alpha = handle.clone();
-            let waiting = tokio::spawn(async move { alpha.request(None, user_event("x")).await });
+            // The input is refused at once with the deadline, not held
+            // silently until it passes (issue 16 #18).
+            let error = handle.request(None, user_event("x")).await.unwrap_err();
+            assert_eq!(error.code(), "E_AGENT_BACKOFF", "{error}");
+            assert!(error
+                .suggestion()
+                .unwrap()
+                .contains("gdn instance restart alpha:main"));
             let status =
                 wait_for_status(&handle, "alpha:main", ProcessStatus::CrashLoopBackOff).await;
             assert_eq!(status.pid, None, "no process before the deadline");
             assert_eq!(status.consecutive_crashes, 7);
-            assert_eq!(status.pending_events, 1);
-            waiting.abort();
+            assert_eq!(status.pending_events, 0);
+            assert!(status.backoff_until.is_some(), "{status:?}");
+        },
+    );
+}
+
+/// Issue 16 #18: a far-future `backoffUntil` (a hand-edited file, a clock
+/// that jumped) is clamped to the longest backoff when it is loaded.
+fn a_far_future_persisted_backoff_is_clamped_to_the_longest_backoff() {
+    let (ledger, _saves) = recording_ledger(CrashRecord {
+        consecutive_crashes: 9,
+        backoff_until: Some(
+            std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600),
+        ),
+    });
+    with_ledger(
+        &["alpha"],
+        Duration::from_secs(5),
+        Some(ledger),
+        async |handle| {
+            let error = handle.request(None, user_event("x")).await.unwrap_err();
+            let OrchestratorError::Backoff { remaining_ms, .. } = error else {
+                panic!("not a backoff: {error}");
+            };
+            assert!(
+                remaining_ms <= goondan_orchestrator::backoff::MAX_BACKOFF_MS,
+                "{remaining_ms} ms"
+            );
         },
     );
 }
@@ -713,5 +774,51 @@ fn streamed_text_reaches_the_requester_before_the_answer() {
             streamed, "streamed",
             "every delta, in order, before the final answer"
         );
+    });
+}
+
+/// Issue 16 #7: a process that stops answering pings (stopped, wedged) is
+/// killed after the deadline, counted as a crash and replaced.
+fn a_process_that_answers_no_ping_is_killed_and_replaced() {
+    with_orchestrator(&["alpha", "mute"], Duration::from_secs(5), async |handle| {
+        assert_eq!(ask(&handle, Some("mute"), "x").await, "mute:x");
+        let first = handle
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|status| status.key == "mute:main")
+            .and_then(|status| status.pid)
+            .expect("mute runs");
+        let started = std::time::Instant::now();
+        let replaced = loop {
+            let status = handle
+                .list()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|status| status.key == "mute:main")
+                .unwrap();
+            if status.consecutive_crashes >= 1 && status.pid.is_some_and(|pid| pid != first) {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "not replaced: {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(replaced.consecutive_crashes >= 1);
+        // A process that answers its pings lives on.
+        assert_eq!(ask(&handle, Some("alpha"), "a").await, "alpha:a");
+        tokio::time::sleep(LIVENESS.deadline() * 2).await;
+        let alpha = handle
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|status| status.key == "alpha:main")
+            .unwrap();
+        assert_eq!(alpha.consecutive_crashes, 0, "{alpha:?}");
     });
 }

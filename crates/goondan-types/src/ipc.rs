@@ -62,6 +62,10 @@ pub enum ShutdownReason {
     ConfigChange,
     /// The orchestrator is stopping.
     OrchestratorShutdown,
+    /// The instance is passivated: idle too long, or its process slot is
+    /// needed (`policy.processes`). Its state stays on disk and the next
+    /// event starts a new process (a Goondan-rs extension).
+    Passivate,
 }
 
 #[cfg(test)]

@@ -57,3 +57,8 @@ pub const API_VERSION: &str = "goondan.ai/v1";
 pub fn now_iso() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
+
+/// `time` as an RFC 3339 UTC timestamp with milliseconds, like [`now_iso`].
+pub fn iso_at(time: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

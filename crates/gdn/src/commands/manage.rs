@@ -10,7 +10,7 @@ use crate::exit::Outcome;
 use crate::project;
 use anyhow::Context;
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
-use goondan_orchestrator::orchestrator::InstanceStatus;
+use goondan_orchestrator::orchestrator::{InstanceStatus, RestartOutcome, RestartState};
 use goondan_store::{ActiveSwarm, InstanceStore, InstanceSummary, StateRoot, WorkspacePaths};
 use goondan_types::JsonValue;
 use std::io::{BufRead, IsTerminal, Write};
@@ -125,8 +125,11 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
 }
 
 fn report_restart(global: &GlobalArgs, response: &ControlResponse) -> anyhow::Result<Outcome> {
-    let restarted = match response {
-        ControlResponse::Restarted { restarted } => restarted,
+    let (restarted, outcomes) = match response {
+        ControlResponse::Restarted {
+            restarted,
+            outcomes,
+        } => (restarted, outcomes),
         ControlResponse::Failed {
             code,
             message,
@@ -140,16 +143,62 @@ fn report_restart(global: &GlobalArgs, response: &ControlResponse) -> anyhow::Re
         }
         other => anyhow::bail!("the orchestrator answered a restart with {other:?}"),
     };
+    // Only what the orchestrator saw happen is reported as done.
+    let failed = outcomes
+        .iter()
+        .any(|outcome| outcome.state == RestartState::NotRunning);
     if global.json {
-        println!("{}", serde_json::json!({ "restarted": restarted }));
+        println!(
+            "{}",
+            serde_json::json!({ "restarted": restarted, "outcomes": outcomes })
+        );
     } else if restarted.is_empty() {
         println!("no running instance matched; nothing restarted");
-    } else {
+    } else if outcomes.is_empty() {
+        // An older orchestrator that does not report outcomes.
         for key in restarted {
-            println!("restarted {key}");
+            println!("restart requested for {key}");
+        }
+    } else {
+        for outcome in outcomes {
+            println!("{}", restart_line(outcome));
         }
     }
-    Ok(Outcome::Success)
+    Ok(if failed {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    })
+}
+
+/// One instance's restart, as it stands.
+fn restart_line(outcome: &RestartOutcome) -> String {
+    let key = &outcome.key;
+    let pid = |pid: Option<u32>| pid.map_or_else(|| "?".to_string(), |pid| pid.to_string());
+    match (outcome.state, outcome.old_pid) {
+        (RestartState::Restarted, Some(old)) => format!(
+            "restarted {key} (pid {old} exited; pid {} ready)",
+            pid(outcome.new_pid)
+        ),
+        (RestartState::Restarted, None) => {
+            format!("started {key} (pid {} ready)", pid(outcome.new_pid))
+        }
+        (RestartState::Stopping, old) => format!(
+            "stopping {key}: pid {} is still finishing its Turn; it is killed at the end of the grace period and then replaced (not restarted yet)",
+            pid(old)
+        ),
+        (RestartState::Starting, _) => format!(
+            "stopped {key}; its new process (pid {}) is still starting (not ready yet)",
+            pid(outcome.new_pid)
+        ),
+        (RestartState::NotRunning, _) => {
+            let status = serde_json::to_value(outcome.status)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_string))
+                .unwrap_or_default();
+            format!("stopped {key}; no new process runs ({status}); see `gdn instance list` and `gdn logs --process {}`", key.replacen(':', "-", 1))
+        }
+    }
 }
 
 /// `gdn instance ...`.
@@ -288,6 +337,16 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
             let key = format!("{}:{}", summary.agent_name, summary.instance_key);
             let process = live_instances.iter().find(|instance| instance.key == key);
             let metadata = summary.metadata.as_ref();
+            // The live orchestrator's view wins; without one, what the
+            // next one would apply: the stored deadline, clamped like it
+            // clamps it, and only while it lies ahead.
+            let backoff_until = match process {
+                Some(process) => process.backoff_until.clone(),
+                None => metadata.and_then(|m| stored_backoff(m.backoff_until.as_deref())),
+            };
+            let consecutive_crashes = process
+                .map(|p| p.consecutive_crashes)
+                .or_else(|| metadata.map(|m| m.consecutive_crashes));
             rows.push(serde_json::json!({
                 "workspace": store.workspace().workspace_id(),
                 "instanceKey": summary.instance_key,
@@ -297,6 +356,8 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
                 "pid": process.and_then(|p| p.pid),
                 "createdAt": metadata.map(|m| m.created_at.clone()),
                 "updatedAt": metadata.map(|m| m.updated_at.clone()),
+                "consecutiveCrashes": consecutive_crashes,
+                "backoffUntil": backoff_until,
             }));
         }
     }
@@ -307,8 +368,8 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
     }
     writeln!(
         out,
-        "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25}",
-        "INSTANCE KEY", "AGENT", "STATUS", "PROCESS", "CREATED", "UPDATED"
+        "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
+        "INSTANCE KEY", "AGENT", "STATUS", "PROCESS", "CREATED", "UPDATED", "BACKOFF UNTIL"
     )?;
     for row in &rows {
         let text = |value: &JsonValue| match value {
@@ -318,13 +379,14 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
         };
         writeln!(
             out,
-            "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25}",
+            "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
             text(&row["instanceKey"]),
             text(&row["agentName"]),
             text(&row["status"]),
             text(&row["process"]),
             text(&row["createdAt"]),
             text(&row["updatedAt"]),
+            text(&row["backoffUntil"]),
         )?;
     }
     if rows.is_empty() && !global.quiet {
@@ -335,6 +397,17 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
         )?;
     }
     Ok(Outcome::Success)
+}
+
+/// A `backoffUntil` read from `metadata.json` as an orchestrator would
+/// apply it: `None` once past, at most `MAX_BACKOFF_MS` from now.
+fn stored_backoff(text: Option<&str>) -> Option<String> {
+    let until = chrono::DateTime::parse_from_rfc3339(text?).ok()?;
+    let until = std::time::SystemTime::from(until);
+    let now = std::time::SystemTime::now();
+    let remaining = until.duration_since(now).ok()?;
+    let longest = std::time::Duration::from_millis(goondan_orchestrator::backoff::MAX_BACKOFF_MS);
+    Some(goondan_types::iso_at(now + remaining.min(longest)))
 }
 
 fn confirm(key: &str) -> anyhow::Result<bool> {

@@ -33,7 +33,7 @@ use goondan_orchestrator::control::{
     self, ControlIdentity, ControlRequest, ControlResponse, ControlServer,
 };
 use goondan_orchestrator::ingress::CLI_EVENT;
-use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord};
+use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord, Liveness, ProcessPolicy};
 use goondan_orchestrator::{
     Ingress, IngressRule, LocalSpawner, Orchestrator, OrchestratorConfig, OrchestratorError,
     OrchestratorHandle, SpawnRequest, SwarmInfo,
@@ -441,6 +441,10 @@ async fn foreground(
         instance_key: project.instance_key.clone(),
         grace_period: swarm.shutdown_grace(),
         max_queued_events: swarm.max_queued_events(),
+        processes: ProcessPolicy {
+            max_live: swarm.max_live_processes(),
+            idle_after: swarm.idle_passivation(),
+        },
         ingress: ingress_rules(&project),
         cli_connection: cli_connection(&project),
         connections: connector_connections(&project),
@@ -514,6 +518,7 @@ async fn foreground(
         reconcile_interval: Duration::from_secs(5),
         reset_instance: Some(reset_instance),
         crash_ledger: Some(crash_ledger(&project)),
+        liveness: Liveness::from_env(),
     });
     let identity = ControlIdentity {
         workspace_id: Some(workspace.workspace_id().to_string()),

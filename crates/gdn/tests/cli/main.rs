@@ -5,6 +5,7 @@ mod connectors;
 mod hardening;
 mod init;
 mod ipc;
+mod liveness;
 mod mock_llm;
 mod replay;
 mod secrets;

@@ -83,7 +83,7 @@ impl Swarm {
     }
 
     /// `gdn instance list --json`.
-    fn instances(&self) -> Vec<Value> {
+    pub(crate) fn instances(&self) -> Vec<Value> {
         let output = self.run(&["instance", "list", "--json"]);
         assert_eq!(code(&output), 0, "{}", stderr(&output));
         let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
@@ -91,7 +91,7 @@ impl Swarm {
     }
 
     /// The live pid of `agent:default`, once it has one.
-    fn pid_of(&self, agent: &str) -> Option<i32> {
+    pub(crate) fn pid_of(&self, agent: &str) -> Option<i32> {
         self.instances()
             .into_iter()
             .find(|row| row["agentName"] == agent)
@@ -102,9 +102,16 @@ impl Swarm {
     /// Starts `gdn run` with no input as a resident orchestrator (our own
     /// child) and waits until its control socket accepts connections.
     pub(crate) fn start_resident(&self) -> Resident {
+        self.start_resident_with(&[])
+    }
+
+    /// As [`Swarm::start_resident`], with `env` added to the
+    /// orchestrator's environment.
+    pub(crate) fn start_resident_with(&self, env: &[(&str, &str)]) -> Resident {
         let log = std::fs::File::create(self.bundle.path().join("orchestrator.log")).unwrap();
         let child = self
             .command(&["run"])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -752,7 +759,19 @@ fn a_detached_orchestrator_is_managed_from_the_command_line() {
     let beta_history = swarm.conversation("beta");
     let restarted = swarm.run(&["restart", "--agent", "beta"]);
     assert_eq!(code(&restarted), 0, "{}", stderr(&restarted));
-    assert_eq!(stdout(&restarted), "restarted beta:default\n");
+    // The restart is reported done only once it is: the old process has
+    // exited and the new one is ready.
+    assert!(
+        stdout(&restarted).starts_with(&format!(
+            "restarted beta:default (pid {beta_pid} exited; pid "
+        )),
+        "{}",
+        stdout(&restarted)
+    );
+    assert!(
+        !alive(beta_pid),
+        "the old beta still runs after `restarted`"
+    );
     let new_beta = wait_until("beta's new process", || {
         swarm.pid_of("beta").filter(|pid| *pid != beta_pid)
     });

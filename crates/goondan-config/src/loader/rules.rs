@@ -302,7 +302,18 @@ impl Rules<'_> {
         let lifecycle = policy.lifecycle.clone().unwrap_or_default();
         let shutdown = policy.shutdown.clone().unwrap_or_default();
         let queues = policy.queues.clone().unwrap_or_default();
+        let processes = policy.processes.clone().unwrap_or_default();
+        if let Some(value) = processes.idle_seconds {
+            if !(0..=i64::from(u32::MAX)).contains(&value) {
+                self.push(site.at(
+                    Code::OutOfRange,
+                    format!("spec.policy.processes.idleSeconds is {value}; it must be 0 (never) or a positive integer"),
+                    "spec.policy.processes.idleSeconds",
+                ));
+            }
+        }
         for (value, field) in [
+            (processes.max_live, "spec.policy.processes.maxLive"),
             (
                 queues.max_queued_events,
                 "spec.policy.queues.maxQueuedEvents",

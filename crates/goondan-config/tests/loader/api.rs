@@ -97,6 +97,30 @@ spec:
     assert_eq!(bundle.agent("a").unwrap().system_prompt(), None);
     let swarm = bundle.swarm("default").unwrap();
     assert_eq!(swarm.max_steps_per_turn(), 32, "default maxStepsPerTurn");
+    assert_eq!(swarm.max_live_processes(), 256, "default maxLive");
+    assert_eq!(
+        swarm.idle_passivation(),
+        Some(std::time::Duration::from_secs(900)),
+        "default idleSeconds"
+    );
+}
+
+/// `policy.processes` (issue 16 #14): read like `policy.queues`, and
+/// `idleSeconds: 0` turns idle passivation off.
+#[test]
+fn swarm_process_policy_is_read_with_zero_idle_seconds_meaning_never() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("goondan.yaml"),
+        "apiVersion: goondan.ai/v1\nkind: Model\nmetadata:\n  name: main\nspec:\n  provider: scripted\n  model: demo\n---\napiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: a\nspec:\n  modelConfig:\n    modelRef: Model/main\n---\napiVersion: goondan.ai/v1\nkind: Swarm\nmetadata:\n  name: default\nspec:\n  entryAgent: Agent/a\n  agents:\n    - ref: Agent/a\n  policy:\n    processes:\n      maxLive: 3\n      idleSeconds: 0\n",
+    )
+    .unwrap();
+    let outcome = load(dir.path());
+    assert!(outcome.diagnostics.is_empty(), "{:#?}", outcome.diagnostics);
+    let bundle = outcome.bundle.unwrap();
+    let swarm = bundle.swarm("default").unwrap();
+    assert_eq!(swarm.max_live_processes(), 3);
+    assert_eq!(swarm.idle_passivation(), None);
 }
 
 #[test]

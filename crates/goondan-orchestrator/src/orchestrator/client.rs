@@ -7,8 +7,51 @@ use crate::OrchestratorError;
 use goondan_ipc::protocol::ProtocolStats;
 use goondan_ipc::Link;
 use goondan_types::AgentEvent;
+use goondan_types::ProcessStatus;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+
+/// How often [`OrchestratorHandle::restart_and_wait`] looks again.
+const RESTART_POLL: Duration = Duration::from_millis(20);
+/// The longest [`OrchestratorHandle::restart_and_wait`] waits.
+pub const MAX_RESTART_WAIT: Duration = Duration::from_secs(60);
+
+/// Where the restart of one instance stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RestartState {
+    /// The old process has exited and a new one is ready.
+    Restarted,
+    /// The old process is still finishing its Turn; it is killed at the
+    /// end of the grace period and then replaced.
+    Stopping,
+    /// The old process has exited; the new one has not finished starting.
+    Starting,
+    /// The old process has exited and no new one runs (it failed to
+    /// start, backs off, or waits for a process slot).
+    NotRunning,
+}
+
+/// What became of one instance a restart named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartOutcome {
+    /// `agentName:instanceKey`.
+    pub key: String,
+    /// Where it stands.
+    pub state: RestartState,
+    /// The pid of the process that served it before, if one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_pid: Option<u32>,
+    /// The pid of the process serving it now, if one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_pid: Option<u32>,
+    /// Its process status now.
+    pub status: ProcessStatus,
+}
 
 /// The closed set of requests the main loop takes from outside (the
 /// transport's messages arrive on their own channel).
@@ -187,6 +230,48 @@ impl OrchestratorHandle {
         restarted.await.map_err(|_| OrchestratorError::Stopped)
     }
 
+    /// Restarts like [`OrchestratorHandle::restart`], then waits (at most
+    /// `wait`, itself at most [`MAX_RESTART_WAIT`]) until every old process
+    /// has exited and its replacement is ready, and reports where each
+    /// instance stands then; nothing is reported done that is not.
+    pub async fn restart_and_wait(
+        &self,
+        agent: Option<String>,
+        instance_key: Option<String>,
+        fresh: bool,
+        wait: Duration,
+    ) -> Result<Vec<RestartOutcome>, OrchestratorError> {
+        let before: HashMap<String, InstanceStatus> = self
+            .list()
+            .await?
+            .into_iter()
+            .map(|status| (status.key.clone(), status))
+            .collect();
+        let keys = self.restart(agent, instance_key, fresh).await?;
+        let deadline = tokio::time::Instant::now() + wait.min(MAX_RESTART_WAIT);
+        loop {
+            let now: HashMap<String, InstanceStatus> = self
+                .list()
+                .await?
+                .into_iter()
+                .map(|status| (status.key.clone(), status))
+                .collect();
+            let outcomes: Vec<RestartOutcome> = keys
+                .iter()
+                .map(|key| restart_outcome(key, before.get(key), now.get(key)))
+                .collect();
+            // Backing off is settled too: nothing changes before it ends.
+            let settled = outcomes.iter().all(|outcome| {
+                outcome.state == RestartState::Restarted
+                    || outcome.status == ProcessStatus::CrashLoopBackOff
+            });
+            if settled || tokio::time::Instant::now() >= deadline {
+                return Ok(outcomes);
+            }
+            tokio::time::sleep(RESTART_POLL).await;
+        }
+    }
+
     /// Every instance the orchestrator knows.
     pub async fn list(&self) -> Result<Vec<InstanceStatus>, OrchestratorError> {
         let (reply, list) = oneshot::channel();
@@ -226,5 +311,33 @@ impl PendingAnswer {
     /// Waits for the answer.
     pub async fn answer(self) -> Result<AgentEvent, OrchestratorError> {
         self.0.await.map_err(|_| OrchestratorError::Stopped)?
+    }
+}
+
+/// Compares an instance before and after a restart.
+fn restart_outcome(
+    key: &str,
+    before: Option<&InstanceStatus>,
+    now: Option<&InstanceStatus>,
+) -> RestartOutcome {
+    let old_generation = before.and_then(|status| status.generation);
+    let old_pid = before.and_then(|status| status.pid);
+    let generation = now.and_then(|status| status.generation);
+    let status = now.map_or(ProcessStatus::Terminated, |status| status.status);
+    let new_pid = now.and_then(|status| status.pid);
+    let state = match (old_generation, generation) {
+        (Some(old), Some(current)) if old == current => RestartState::Stopping,
+        (_, Some(_)) if matches!(status, ProcessStatus::Idle | ProcessStatus::Processing) => {
+            RestartState::Restarted
+        }
+        (_, Some(_)) => RestartState::Starting,
+        (_, None) => RestartState::NotRunning,
+    };
+    RestartOutcome {
+        key: key.to_string(),
+        state,
+        old_pid,
+        new_pid: new_pid.filter(|_| state != RestartState::Stopping),
+        status,
     }
 }

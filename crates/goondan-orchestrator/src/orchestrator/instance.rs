@@ -101,6 +101,11 @@ pub(crate) struct Instance {
     pub(crate) resident: bool,
     /// When the current process finished its handshake.
     pub(crate) ready_at: Option<Instant>,
+    /// When a Turn last started or finished here, or its process started:
+    /// the least recently used idle instance is passivated first.
+    pub(crate) last_active: Instant,
+    /// Whether the current process answers its pings.
+    pub(crate) liveness: super::liveness::LivenessState,
 }
 
 impl Instance {
@@ -120,7 +125,38 @@ impl Instance {
             created_at: goondan_types::now_iso(),
             resident: false,
             ready_at: None,
+            last_active: Instant::now(),
+            liveness: Default::default(),
         }
+    }
+
+    /// True when the process could stop now without losing or delaying
+    /// anything: ready, no Turn running, nothing queued or in flight, not
+    /// already stopping, and not a resident ConnectorProcess.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.is_running()
+            && !self.resident
+            && self.status == ProcessStatus::Idle
+            && self.shutdown.is_none()
+            && self.waiting() == 0
+            && self.ready_at.is_some()
+    }
+
+    /// How long the instance still backs off after crashes, when it does
+    /// and no process runs.
+    pub(crate) fn backoff_remaining(&self) -> Option<std::time::Duration> {
+        if self.is_running() {
+            return None;
+        }
+        self.next_spawn_at
+            .map(|at| at.saturating_duration_since(Instant::now()))
+            .filter(|remaining| !remaining.is_zero())
+    }
+
+    /// True when a process is being stopped and will not be replaced (a
+    /// passivation), so its slot is about to be free.
+    pub(crate) fn is_freeing_slot(&self) -> bool {
+        self.is_running() && self.shutdown.as_ref().is_some_and(|intent| !intent.respawn)
     }
 
     /// True while a process is attached (started and not yet over).

@@ -25,12 +25,23 @@ impl Orchestrator {
         fresh: bool,
     ) -> Vec<String> {
         let grace = self.swarm.grace_period;
+        // A passivated instance (stopped on purpose, nothing waiting) is
+        // left alone: restarting it would only undo the passivation.
         let keys: Vec<RoutingKey> = self
             .instances
-            .keys()
-            .filter(|key| agent.is_none_or(|agent| key.agent_name == agent))
-            .filter(|key| instance_key.is_none_or(|instance| key.instance_key == instance))
-            .cloned()
+            .iter()
+            .filter(|(key, _)| agent.is_none_or(|agent| key.agent_name == agent))
+            .filter(|(key, _)| instance_key.is_none_or(|instance| key.instance_key == instance))
+            .filter(|(_, instance)| {
+                instance.is_running()
+                    || instance.waiting() > 0
+                    || instance.next_spawn_at.is_some()
+                    || matches!(
+                        instance.status,
+                        ProcessStatus::Crashed | ProcessStatus::CrashLoopBackOff
+                    )
+            })
+            .map(|(key, _)| key.clone())
             .collect();
         for key in &keys {
             let running = self.instances.get(key).is_some_and(|i| i.is_running());
@@ -42,9 +53,16 @@ impl Orchestrator {
                         reset(key);
                     }
                 }
-                if let Some(instance) = self.instances.get_mut(key) {
+                let backed_off = self.instances.get_mut(key).is_some_and(|instance| {
+                    let backed_off = instance.consecutive_crashes > 0;
                     instance.consecutive_crashes = 0;
                     instance.next_spawn_at = None;
+                    backed_off
+                });
+                // A restart clears the backoff on disk too, so the next
+                // orchestrator does not resume it.
+                if backed_off {
+                    self.save_crashes(key, 0, None);
                 }
                 self.ensure_spawned(key);
             }

@@ -8,18 +8,25 @@
 //!
 //! The work is split by responsibility: [`instance`] (the state of one
 //! routing key and its bounded queue), `routing` (where a message goes),
-//! `supervision` (spawning, exits, crash backoff, reconciliation) and
-//! `lifecycle` (restart, delete, shutdown).
+//! `supervision` (spawning, exits, crash backoff, reconciliation),
+//! `liveness` (pings and the deadline), `capacity` (the process cap and
+//! idle passivation) and `lifecycle` (restart, delete, shutdown).
 
+mod capacity;
 mod client;
 mod connectors;
 pub(crate) mod instance;
 mod lifecycle;
+mod liveness;
 mod routing;
 mod supervision;
 
-pub use client::{Input, OrchestratorHandle, PendingAnswer};
+pub use capacity::ProcessPolicy;
+pub use client::{
+    Input, OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState, MAX_RESTART_WAIT,
+};
 pub use instance::MAX_DELIVERY_ATTEMPTS;
+pub use liveness::{Liveness, LIVENESS_INTERVAL_ENV};
 
 use crate::ingress::IngressRule;
 use crate::spawner::Spawner;
@@ -52,6 +59,9 @@ pub struct SwarmInfo {
     /// How many events may wait for one instance
     /// (`policy.queues.maxQueuedEvents`).
     pub max_queued_events: usize,
+    /// The cap on live agent processes and idle passivation
+    /// (`policy.processes`).
+    pub processes: ProcessPolicy,
     /// The ingress rules of the Connections that deliver to this swarm.
     pub ingress: Vec<IngressRule>,
     /// The Connection that runs the base `cli` connector for this swarm,
@@ -113,6 +123,8 @@ pub struct OrchestratorConfig {
     pub reset_instance: Option<ResetInstance>,
     /// Persists crash counters; `None` keeps them in memory only.
     pub crash_ledger: Option<CrashLedger>,
+    /// How processes are pinged and when a silent one is killed.
+    pub liveness: Liveness,
 }
 
 /// The live state of one instance, as `gdn instance list` shows it.
@@ -136,6 +148,14 @@ pub struct InstanceStatus {
     /// Events handed to the process whose Turns have not finished.
     #[serde(default)]
     pub in_flight_events: usize,
+    /// While backing off after crashes: when the next process may start
+    /// (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_until: Option<String>,
+    /// Which process serves the instance (increases with every process
+    /// started), while one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
 }
 
 /// Where the streamed model text of an awaited answer goes.
@@ -176,6 +196,7 @@ pub struct Orchestrator {
     stats: Arc<ProtocolStats>,
     reset_instance: Option<ResetInstance>,
     crash_ledger: Option<CrashLedger>,
+    liveness: Liveness,
     reconcile_interval: Duration,
     instances: BTreeMap<RoutingKey, Instance>,
     /// The orchestrator's own pending requests by correlation id; streamed
@@ -207,6 +228,7 @@ impl Orchestrator {
             stats: Arc::clone(&stats),
             reset_instance: config.reset_instance,
             crash_ledger: config.crash_ledger,
+            liveness: config.liveness,
             reconcile_interval: config.reconcile_interval,
             instances: BTreeMap::new(),
             waiters: HashMap::new(),
@@ -245,6 +267,8 @@ impl Orchestrator {
                     if Instant::now() >= next_reconcile {
                         next_reconcile = Instant::now() + self.reconcile_interval;
                     }
+                    self.check_liveness();
+                    self.passivate_idle();
                     self.reconcile();
                 }
             }
@@ -295,6 +319,7 @@ impl Orchestrator {
                     .get(&link.key)
                     .and_then(|instance| instance.link.as_ref());
                 if current == Some(&link) {
+                    self.heard_from(&link.key);
                     self.on_child_message(&link.key, *message);
                 } else {
                     tracing::warn!(link = %link, code = "E_IPC_STALE", "message from a process that no longer serves its key; refused");
@@ -317,6 +342,10 @@ impl Orchestrator {
                 consecutive_crashes: instance.consecutive_crashes,
                 pending_events: instance.queued(),
                 in_flight_events: instance.waiting() - instance.queued(),
+                backoff_until: instance
+                    .backoff_remaining()
+                    .map(|remaining| goondan_types::iso_at(SystemTime::now() + remaining)),
+                generation: instance.link.as_ref().map(|link| link.generation),
             })
             .collect()
     }
@@ -333,6 +362,8 @@ impl Orchestrator {
                 [kill_at, instance.next_spawn_at, instance.ending.deadline]
             })
             .flatten()
+            .chain(self.next_liveness_check())
+            .chain(self.next_idle_deadline())
             .min()
     }
 

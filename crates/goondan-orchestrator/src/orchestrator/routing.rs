@@ -40,6 +40,12 @@ impl Orchestrator {
                 return;
             }
         };
+        // An instance backing off after crashes would hold the input
+        // silently until the backoff ends: say so at once instead.
+        if let Err(error) = self.refuse_if_backing_off(&key) {
+            let _ = reply.send(Err(error));
+            return;
+        }
         let correlation_id = protocol::correlation_id_for(&event);
         event.reply_to = Some(ReplyChannel {
             target: ORCHESTRATOR.to_string(),
@@ -55,6 +61,25 @@ impl Orchestrator {
                 let _ = reply.send(Err(error));
             }
         }
+    }
+
+    /// `Err(E_AGENT_BACKOFF)` when `key` has no process and backs off
+    /// after crashes.
+    fn refuse_if_backing_off(&mut self, key: &RoutingKey) -> Result<(), OrchestratorError> {
+        let instance = self.instance_for(key);
+        let Some(remaining) = instance.backoff_remaining() else {
+            return Ok(());
+        };
+        instance.status = ProcessStatus::CrashLoopBackOff;
+        let until = goondan_types::iso_at(std::time::SystemTime::now() + remaining);
+        let consecutive_crashes = instance.consecutive_crashes;
+        tracing::warn!(key = %key, code = "E_AGENT_BACKOFF", until = %until, consecutive_crashes, "input refused: the instance is backing off after crashes");
+        Err(OrchestratorError::Backoff {
+            key: key.to_string(),
+            until,
+            remaining_ms: remaining.as_millis() as u64,
+            consecutive_crashes,
+        })
     }
 
     /// A message from the process serving `key`.
@@ -231,13 +256,21 @@ impl Orchestrator {
                         .instances
                         .get(&key)
                         .is_some_and(super::Instance::is_running);
-                    let instance = self.instance_for(&key);
-                    if instance.owner.is_none() && !existed {
-                        instance.owner = Some(from.clone());
-                        instance.cwd = cwd;
+                    match self.make_room(&key) {
+                        Ok(()) => {
+                            let instance = self.instance_for(&key);
+                            if instance.owner.is_none() && !existed {
+                                instance.owner = Some(from.clone());
+                                instance.cwd = cwd;
+                            }
+                            self.ensure_spawned(&key);
+                            QueryAnswer::Spawned { spawned: !existed }
+                        }
+                        Err(error) => QueryAnswer::Failed(Failure {
+                            code: error.code().to_string(),
+                            message: error.to_string(),
+                        }),
                     }
-                    self.ensure_spawned(&key);
-                    QueryAnswer::Spawned { spawned: !existed }
                 }
                 _ => QueryAnswer::Failed(Failure {
                     code: "E_AGENT_NOT_FOUND".into(),
@@ -283,6 +316,10 @@ impl Orchestrator {
     ) -> Result<(), OrchestratorError> {
         let limit = self.swarm.max_queued_events;
         let event_id = queued.event_id.clone();
+        if event_id.is_some() {
+            self.instance_for(key);
+            self.make_room(key)?;
+        }
         let instance = self.instance_for(key);
         if instance.enqueue(queued, limit).is_err() {
             tracing::warn!(key = %key, code = "E_QUEUE_FULL", limit, event_id = ?event_id, "queue full; event refused");
@@ -312,8 +349,11 @@ impl Orchestrator {
             while let Some(queued) = instance.next_to_send() {
                 match self.transport.try_send(&link, queued.message.clone()) {
                     Ok(()) => {
-                        if queued.event_id.is_some() && instance.status == ProcessStatus::Idle {
-                            instance.status = ProcessStatus::Processing;
+                        if queued.event_id.is_some() {
+                            instance.last_active = tokio::time::Instant::now();
+                            if instance.status == ProcessStatus::Idle {
+                                instance.status = ProcessStatus::Processing;
+                            }
                         }
                         acks.extend(instance.handed_over(queued));
                     }

@@ -10,7 +10,7 @@
 
 use super::instance::{Instance, Queued};
 use super::{CrashRecord, Orchestrator};
-use crate::backoff::respawn_delay;
+use crate::backoff::{respawn_delay, MAX_BACKOFF_MS};
 use crate::OrchestratorError;
 use goondan_ipc::protocol::{self, StartError, TurnFinished, PROTOCOL_VERSION};
 use goondan_ipc::{Link, ProtocolError, RoutingKey, RuntimeMessage};
@@ -32,10 +32,29 @@ impl Orchestrator {
             if let Some(ledger) = ledger {
                 let record = (ledger.load)(key);
                 instance.consecutive_crashes = record.consecutive_crashes;
+                // A deadline read from disk is clamped to the longest
+                // backoff this orchestrator would ever set: a clock that
+                // jumped, or a hand-edited file, must not park an instance
+                // for years.
+                let longest = Duration::from_millis(MAX_BACKOFF_MS);
                 instance.next_spawn_at = record
                     .backoff_until
                     .and_then(|until| until.duration_since(SystemTime::now()).ok())
-                    .map(|remaining| Instant::now() + remaining);
+                    .map(|remaining| {
+                        if remaining > longest {
+                            tracing::warn!(key = %key, remaining_s = remaining.as_secs(), max_s = longest.as_secs(), "backoffUntil in metadata.json is further away than the longest backoff; clamped");
+                            // Written back, so what `gdn instance list`
+                            // shows is what applies.
+                            (ledger.save)(
+                                key,
+                                CrashRecord {
+                                    consecutive_crashes: record.consecutive_crashes,
+                                    backoff_until: Some(SystemTime::now() + longest),
+                                },
+                            );
+                        }
+                        Instant::now() + remaining.min(longest)
+                    });
             }
             instance
         })
@@ -45,6 +64,7 @@ impl Orchestrator {
     /// stopping, or the instance is backing off.
     pub(super) fn ensure_spawned(&mut self, key: &RoutingKey) {
         let stopping = self.stopping.is_some();
+        let room = self.has_room(key);
         let Some(instance) = self.instances.get_mut(key) else {
             return;
         };
@@ -56,6 +76,11 @@ impl Orchestrator {
                 instance.status = ProcessStatus::CrashLoopBackOff;
                 return;
             }
+        }
+        if !room {
+            // Started by `fill_free_slots` once a process ends.
+            tracing::info!(key = %key, max_live = self.swarm.processes.max_live, "process cap reached; the instance waits for a free slot");
+            return;
         }
         let link = Link {
             key: key.clone(),
@@ -82,6 +107,8 @@ impl Orchestrator {
                 instance.ending = Default::default();
                 instance.next_spawn_at = None;
                 instance.ready_at = None;
+                instance.last_active = Instant::now();
+                instance.liveness = Default::default();
                 let inputs = self.inputs_tx.clone();
                 tokio::spawn(async move {
                     let code = exit.await;
@@ -125,6 +152,7 @@ impl Orchestrator {
                     }
                     instance.ready_at = Some(Instant::now());
                 }
+                self.start_pinging(key);
                 tracing::info!(key = %key, "agent process ready");
             }
             RuntimeMessage::TurnFinished(TurnFinished { ok, event_id }) => {
@@ -134,6 +162,7 @@ impl Orchestrator {
                 if let Some(event_id) = &event_id {
                     instance.turn_finished(event_id);
                 }
+                instance.last_active = Instant::now();
                 let had_crashed = ok && instance.consecutive_crashes > 0;
                 if ok {
                     instance.consecutive_crashes = 0;
@@ -147,6 +176,9 @@ impl Orchestrator {
                 if had_crashed {
                     self.save_crashes(key, 0, None);
                 }
+                // An instance that just became idle may make room for one
+                // waiting for a process slot.
+                self.fill_free_slots();
             }
             RuntimeMessage::StartError(error) => self.start_failed(key, error),
             other => tracing::warn!(key = %key, "unexpected runtime message {other:?}"),
@@ -228,13 +260,20 @@ impl Orchestrator {
     }
 
     /// Both halves of a process's end were seen (or one timed out):
-    /// redeliver what it held and decide whether to respawn.
+    /// redeliver what it held, decide whether to respawn, and give the
+    /// slot it held to an instance waiting for one.
     pub(super) fn process_over(&mut self, key: &RoutingKey) {
+        self.end_process(key);
+        self.fill_free_slots();
+    }
+
+    fn end_process(&mut self, key: &RoutingKey) {
         let stopping = self.stopping.is_some();
         let Some(instance) = self.instances.get_mut(key) else {
             return;
         };
         let code = instance.ending.exit.flatten();
+        let unresponsive = std::mem::take(&mut instance.liveness).unresponsive;
         if let Some(link) = instance.link.take() {
             self.transport.close(&link);
         }
@@ -251,6 +290,19 @@ impl Orchestrator {
         if let Some(intent) = instance.shutdown.take() {
             instance.status = ProcessStatus::Terminated;
             tracing::info!(key = %key, ?code, "agent process stopped");
+            if unresponsive {
+                // Killed for its silence while draining: still a crash,
+                // so a process that keeps wedging backs off.
+                instance.consecutive_crashes += 1;
+                let consecutive_crashes = instance.consecutive_crashes;
+                let delay = respawn_delay(consecutive_crashes);
+                instance.next_spawn_at = delay.map(|delay| Instant::now() + delay);
+                tracing::warn!(key = %key, code = "E_AGENT_UNRESPONSIVE", consecutive_crashes, "unresponsive agent process killed while stopping; counted as a crash");
+                self.save_crashes(key, consecutive_crashes, delay);
+            }
+            let Some(instance) = self.instances.get_mut(key) else {
+                return;
+            };
             if intent.respawn && !stopping {
                 if intent.fresh {
                     if let Some(reset) = &self.reset_instance {
@@ -271,7 +323,11 @@ impl Orchestrator {
             }
             return;
         }
-        tracing::warn!(key = %key, ?code, "agent process crashed");
+        if unresponsive {
+            tracing::warn!(key = %key, code = "E_AGENT_UNRESPONSIVE", "unresponsive agent process killed; counted as a crash");
+        } else {
+            tracing::warn!(key = %key, ?code, "agent process crashed");
+        }
         self.record_crash(key, code);
     }
 
@@ -420,5 +476,6 @@ impl Orchestrator {
         for key in to_spawn {
             self.ensure_spawned(&key);
         }
+        self.fill_free_slots();
     }
 }

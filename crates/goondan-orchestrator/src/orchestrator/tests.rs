@@ -92,6 +92,10 @@ struct Harness {
 }
 
 fn harness(max_queued_events: usize) -> Harness {
+    harness_with(max_queued_events, ProcessPolicy::default())
+}
+
+fn harness_with(max_queued_events: usize, processes: ProcessPolicy) -> Harness {
     let spawner = Arc::new(FakeSpawner::default());
     let (opened_tx, opened) = mpsc::unbounded_channel();
     let (sent_tx, sent) = mpsc::unbounded_channel();
@@ -114,6 +118,7 @@ fn harness(max_queued_events: usize) -> Harness {
             instance_key: "main".into(),
             grace_period: Duration::from_secs(5),
             max_queued_events,
+            processes,
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
@@ -123,6 +128,11 @@ fn harness(max_queued_events: usize) -> Harness {
         reconcile_interval: Duration::from_secs(3600),
         reset_instance: None,
         crash_ledger: None,
+        // The fake children answer no ping; liveness has its own test.
+        liveness: Liveness {
+            interval: Duration::from_secs(24 * 3600),
+            missed_pings: 3,
+        },
     });
     Harness {
         handle,
@@ -216,9 +226,27 @@ impl Harness {
     }
 
     fn ask(&self, text: &str) -> tokio::task::JoinHandle<Result<AgentEvent, OrchestratorError>> {
+        self.ask_agent(None, text)
+    }
+
+    fn ask_agent(
+        &self,
+        agent: Option<&str>,
+        text: &str,
+    ) -> tokio::task::JoinHandle<Result<AgentEvent, OrchestratorError>> {
         let handle = self.handle.clone();
-        let ingress = Ingress::cli(text, None);
+        let ingress = Ingress::cli(text, agent.map(str::to_string));
         tokio::spawn(async move { handle.ask(ingress, None).await })
+    }
+
+    /// Waits for a `shutdown` sent to `link`.
+    async fn next_shutdown_to(&mut self, link: &Link) {
+        loop {
+            let (to, message) = self.sent.recv().await.unwrap();
+            if to == *link && matches!(protocol::decode(&message), Ok(Inbound::Shutdown(_))) {
+                return;
+            }
+        }
     }
 }
 
@@ -475,4 +503,121 @@ async fn a_fire_and_forget_sender_is_told_once_its_event_reached_a_process() {
             break;
         }
     }
+}
+
+/// Issue 16 #14: at the cap, the least recently used idle instance is
+/// passivated for a new one (which starts once the slot is free); with
+/// none idle, a new instance is refused with `E_INSTANCE_LIMIT`.
+#[tokio::test]
+async fn at_the_process_cap_an_idle_instance_is_passivated_or_the_new_one_refused() {
+    let mut h = harness_with(
+        8,
+        ProcessPolicy {
+            max_live: 1,
+            idle_after: None,
+        },
+    );
+    let asking = h.ask_agent(Some("alpha"), "a");
+    let alpha = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    h.answer(&alpha, &event, "A").await;
+    assert!(asking.await.unwrap().is_ok());
+
+    let asking = h.ask_agent(Some("beta"), "b");
+    h.next_shutdown_to(&alpha).await;
+    tokio::task::yield_now().await;
+    assert!(h.opened.try_recv().is_err(), "beta waits for the slot");
+    h.end_process(0, &alpha, Some(0)).await;
+    let beta = h.next_ready_process().await;
+    assert_eq!(beta.key.agent_name, "beta");
+    let (_, event) = h.next_event().await;
+    h.answer(&beta, &event, "B").await;
+    assert!(asking.await.unwrap().is_ok());
+    let alpha_status = h.handle.list().await.unwrap();
+    let alpha_status = alpha_status.iter().find(|s| s.key == "alpha:main").unwrap();
+    assert_eq!(
+        alpha_status.consecutive_crashes, 0,
+        "a passivation is no crash"
+    );
+
+    // Beta is busy now: nothing is idle, so alpha cannot come back.
+    let _busy = h.ask_agent(Some("beta"), "busy");
+    let _ = h.next_event().await;
+    let refused = h
+        .ask_agent(Some("alpha"), "again")
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.code(), "E_INSTANCE_LIMIT", "{refused}");
+    assert!(refused.suggestion().unwrap().contains("maxLive"));
+}
+
+/// Issue 16 #14: an instance without a Turn for `idleSeconds` is
+/// passivated (not a crash) and its next event starts it again.
+#[tokio::test(start_paused = true)]
+async fn an_idle_instance_is_passivated_and_reactivated_by_its_next_event() {
+    let mut h = harness_with(
+        8,
+        ProcessPolicy {
+            max_live: 8,
+            idle_after: Some(Duration::from_secs(60)),
+        },
+    );
+    let asking = h.ask("one");
+    let first = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    h.answer(&first, &event, "1").await;
+    assert!(asking.await.unwrap().is_ok());
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    h.next_shutdown_to(&first).await;
+    h.end_process(0, &first, Some(0)).await;
+    tokio::task::yield_now().await;
+    let status = h.handle.list().await.unwrap();
+    assert_eq!(status[0].status, ProcessStatus::Terminated);
+    assert_eq!(status[0].consecutive_crashes, 0);
+    let asking = h.ask("two");
+    let second = h.next_ready_process().await;
+    assert!(second.generation > first.generation);
+    let (_, event) = h.next_event().await;
+    h.answer(&second, &event, "2").await;
+    assert!(asking.await.unwrap().is_ok());
+}
+
+/// Issue 16 #14: an instance that takes its slot back while another waits
+/// for it (an event arrived during its passivation) is passivated again as
+/// soon as it is idle, so the waiting one is not starved.
+#[tokio::test]
+async fn an_instance_waiting_for_a_slot_gets_one_when_the_holder_turns_idle() {
+    let mut h = harness_with(
+        8,
+        ProcessPolicy {
+            max_live: 1,
+            idle_after: None,
+        },
+    );
+    let asking = h.ask_agent(Some("alpha"), "a");
+    let alpha = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    h.answer(&alpha, &event, "A").await;
+    assert!(asking.await.unwrap().is_ok());
+
+    let beta_asking = h.ask_agent(Some("beta"), "b");
+    h.next_shutdown_to(&alpha).await;
+    // Alpha gets an event while it drains: it comes back first.
+    let alpha_asking = h.ask_agent(Some("alpha"), "again");
+    tokio::task::yield_now().await;
+    h.end_process(0, &alpha, Some(0)).await;
+    let alpha_again = h.next_ready_process().await;
+    assert_eq!(alpha_again.key.agent_name, "alpha");
+    let (_, event) = h.next_event().await;
+    h.answer(&alpha_again, &event, "A2").await;
+    assert!(alpha_asking.await.unwrap().is_ok());
+    // Idle now: it gives the slot to beta.
+    h.next_shutdown_to(&alpha_again).await;
+    h.end_process(1, &alpha_again, Some(0)).await;
+    let beta = h.next_ready_process().await;
+    assert_eq!(beta.key.agent_name, "beta");
+    let (_, event) = h.next_event().await;
+    h.answer(&beta, &event, "B").await;
+    assert!(beta_asking.await.unwrap().is_ok());
 }
