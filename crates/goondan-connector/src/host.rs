@@ -436,7 +436,7 @@ async fn serve(
             listener,
         } => {
             if let Err(error) =
-                http::serve(listener, front, platform, emitter, shutdown.into_future()).await
+                http::serve(listener, front, platform, emitter, shutdown.stopped()).await
             {
                 tracing::error!(connector = %me, "the listener failed: {error}");
             }

@@ -83,10 +83,10 @@ impl Shutdown {
         }
     }
 
-    /// This signal as a future, for APIs that take one (the HTTP front's
-    /// graceful shutdown).
-    pub fn into_future(mut self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        async move { self.requested().await }
+    /// Resolves once a shutdown is requested, owning the signal: for APIs
+    /// that take a `'static` future (the HTTP front's graceful shutdown).
+    pub async fn stopped(mut self) {
+        self.requested().await
     }
 }
 
