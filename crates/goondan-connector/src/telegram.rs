@@ -349,9 +349,11 @@ impl TelegramPolling {
                 answer = call => answer,
                 () = shutdown.requested() => break 'polling,
             };
-            confirmed = offset;
             let mut updates = match answer {
                 Ok(updates) => {
+                    // Telegram has seen this offset: what it confirms is
+                    // gone from its queue.
+                    confirmed = offset;
                     failures = 0;
                     updates
                 }
