@@ -110,6 +110,58 @@ pub enum BuiltinToolError {
         /// What kind of address it is (`loopback`, `private`, ...).
         category: &'static str,
     },
+    /// A chat tool (`telegram`, `slack`) has no bot token to call with.
+    #[error("{tool} has no bot token: {reason}")]
+    BotTokenMissing {
+        /// The catalog name of the tool.
+        tool: String,
+        /// Where it looked, or why it may not use the operator's token.
+        reason: String,
+    },
+    /// A chat platform's API answered with an error.
+    #[error("{platform} {method} failed (HTTP {status}): {description}")]
+    BotApi {
+        /// `Telegram` or `Slack`.
+        platform: &'static str,
+        /// The API method (`sendMessage`, `chat.postMessage`).
+        method: String,
+        /// The HTTP status.
+        status: u16,
+        /// The platform's error description, with the token masked.
+        description: String,
+    },
+    /// A chat platform asked to slow down.
+    #[error("{platform} {method} was rate limited; retry after {retry_after_seconds} s")]
+    BotApiRateLimited {
+        /// `Telegram` or `Slack`.
+        platform: &'static str,
+        /// The API method.
+        method: String,
+        /// How long the platform asked to wait (0 when it did not say).
+        retry_after_seconds: u64,
+    },
+    /// A model-supplied `apiBaseUrl` leads to an internal address.
+    #[error("{tool} refused apiBaseUrl {url}: it resolves to {address}, a {category} address")]
+    BotApiBlocked {
+        /// The catalog name of the tool.
+        tool: String,
+        /// The base URL as given.
+        url: String,
+        /// The address refused.
+        address: String,
+        /// What kind of address it is.
+        category: &'static str,
+    },
+    /// A download is larger than the call allows.
+    #[error("{what} is {size} bytes, over maxBytes {limit}")]
+    TooLarge {
+        /// What was downloaded.
+        what: String,
+        /// Its size, or the bytes read before giving up.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A string argument that must hold JSON does not.
     #[error("`{field}` is not valid JSON: {message}")]
     InvalidJson {
@@ -144,6 +196,14 @@ impl BuiltinToolError {
             BuiltinToolError::HttpTimeout { .. } => "E_HTTP_TIMEOUT",
             BuiltinToolError::HttpRequest { .. } => "E_HTTP_REQUEST",
             BuiltinToolError::HttpBlocked { .. } => "E_HTTP_FETCH_BLOCKED",
+            BuiltinToolError::BotTokenMissing { .. } => "E_BOT_TOKEN_MISSING",
+            BuiltinToolError::BotApi {
+                platform: "Slack", ..
+            } => "E_SLACK_API",
+            BuiltinToolError::BotApi { .. } => "E_TELEGRAM_API",
+            BuiltinToolError::BotApiRateLimited { .. } => "E_BOT_API_RATE_LIMITED",
+            BuiltinToolError::BotApiBlocked { .. } => "E_BOT_API_BLOCKED",
+            BuiltinToolError::TooLarge { .. } => "E_TOO_LARGE",
             BuiltinToolError::InvalidJson { .. } => "E_JSON_PARSE",
             BuiltinToolError::JsonShape { .. } => "E_JSON_SHAPE",
         }
@@ -170,6 +230,16 @@ impl BuiltinToolError {
             BuiltinToolError::HttpBlocked { .. } => {
                 "Fetch a public address. If this host must be reachable, the operator can list it (host or host:port) in GOONDAN_HTTP_FETCH_ALLOW."
             }
+            BuiltinToolError::BotTokenMissing { .. } => {
+                "Ask the operator to set the bot token in the agent's environment (TELEGRAM_BOT_TOKEN or SLACK_BOT_TOKEN), or pass `token` together with your own `apiBaseUrl`."
+            }
+            BuiltinToolError::BotApiRateLimited { .. } => {
+                "Wait the number of seconds given, then call again."
+            }
+            BuiltinToolError::BotApiBlocked { .. } => {
+                "Leave apiBaseUrl out to use the operator's API address."
+            }
+            BuiltinToolError::TooLarge { .. } => "Raise maxBytes, up to its maximum, or skip this file.",
             BuiltinToolError::InvalidJson { .. } => {
                 "Pass the data as a JSON string, for example \"{\\\"a\\\": 1}\"."
             }
@@ -177,7 +247,9 @@ impl BuiltinToolError {
                 "Query the part of the data that has the needed shape first with json-query__query."
             }
             BuiltinToolError::Spawn { .. } => "Check that the shell or interpreter exists and is executable.",
-            BuiltinToolError::Io { .. } | BuiltinToolError::HttpRequest { .. } => return None,
+            BuiltinToolError::Io { .. }
+            | BuiltinToolError::HttpRequest { .. }
+            | BuiltinToolError::BotApi { .. } => return None,
         })
     }
 
@@ -193,7 +265,12 @@ impl BuiltinToolError {
             | BuiltinToolError::UnsupportedScheme { .. }
             | BuiltinToolError::HttpTimeout { .. }
             | BuiltinToolError::HttpRequest { .. }
-            | BuiltinToolError::HttpBlocked { .. } => "HttpError",
+            | BuiltinToolError::HttpBlocked { .. }
+            | BuiltinToolError::BotApiBlocked { .. }
+            | BuiltinToolError::TooLarge { .. } => "HttpError",
+            BuiltinToolError::BotTokenMissing { .. }
+            | BuiltinToolError::BotApi { .. }
+            | BuiltinToolError::BotApiRateLimited { .. } => "BotApiError",
             BuiltinToolError::InvalidJson { .. } | BuiltinToolError::JsonShape { .. } => {
                 "JsonError"
             }

@@ -6,7 +6,7 @@
 //! resolver reads it):
 //!
 //! * tools: `agents`, `bash`, `file-system`, `http-fetch`, `json-query`,
-//!   `text-transform`, `wait` (see [`tools`]);
+//!   `slack`, `telegram`, `text-transform`, `wait` (see [`tools`]);
 //! * extensions: `context-message`, `inter-agent-response-format`,
 //!   `logging`, `message-compaction`, `message-window`,
 //!   `required-tools-guard`, `tool-search` (see [`extensions`]).
@@ -35,7 +35,8 @@ pub struct BuiltinOptions {
     /// The model `message-compaction` summarizes with; without one it
     /// writes plain notes.
     pub summarizer: Option<Summarizer>,
-    /// Options of `bash`, `file-system` and `http-fetch`.
+    /// Options of `bash`, `file-system`, `http-fetch`, `telegram` and
+    /// `slack`.
     pub tools: ToolOptions,
 }
 

@@ -55,6 +55,13 @@ impl ConnectorConfig {
         })
     }
 
+    /// A setting the original reads from config or secrets alike: the
+    /// non-empty config value of `key`, else the non-empty secret.
+    pub fn setting(&self, key: &str) -> Option<&str> {
+        self.value(key)
+            .or_else(|| self.secrets.get(key).filter(|value| !value.is_empty()))
+    }
+
     /// The first of `keys` that is set, as a port; `default` when none is.
     pub fn port(&self, keys: &[&str], default: u16) -> Result<u16, ConnectorConfigError> {
         let Some((key, text)) = keys.iter().find_map(|key| Some((*key, self.value(key)?))) else {
@@ -191,6 +198,18 @@ mod tests {
             Some(("WEBHOOK_SECRET", "two"))
         );
         assert_eq!(c.secret(&["OTHER"]), None);
+    }
+
+    #[test]
+    fn settings_read_config_before_secrets() {
+        let mut c = config(&[("A", "from-config"), ("EMPTY", "")]);
+        c.secrets.insert("A", "from-secret");
+        c.secrets.insert("B", "only-secret");
+        c.secrets.insert("EMPTY", "secret-wins-over-empty");
+        assert_eq!(c.setting("A"), Some("from-config"));
+        assert_eq!(c.setting("B"), Some("only-secret"));
+        assert_eq!(c.setting("EMPTY"), Some("secret-wins-over-empty"));
+        assert_eq!(c.setting("C"), None);
     }
 
     #[test]

@@ -4,18 +4,23 @@
 //!
 //! It reads the spawn handshake (the secrets the Connection's ValueSources
 //! need), loads the bundle, resolves the Connection's `config` and
-//! `secrets`, builds the connector its `entry` names and binds its port;
-//! only then does it say `runtime.ready`, so a port already taken or a
-//! missing secret is a `runtime.start_error` with a code, and the
-//! orchestrator's crash backoff applies. Each event is sent as a
+//! `secrets` and builds the connector its `entry` names, which is one of
+//! two kinds ([`Connector`]): an HTTP [`Platform`] behind the shared front,
+//! whose port is bound now, or a [`Source`] task (cron, Telegram long
+//! polling). Only then does it say `runtime.ready`, so a port already
+//! taken or a missing secret is a `runtime.start_error` with a code, and
+//! the orchestrator's crash backoff applies. Each event is sent as a
 //! `runtime.query` [`Query::Ingest`] and its answer decides what the
-//! sender is told. A `shutdown` stops the listener, lets requests in
-//! progress finish and is acknowledged; the end of stdin (the orchestrator
-//! gone) stops it too.
+//! sender is told (or, for a source, whether to wait and try again). A
+//! `shutdown` stops the listener or the source, lets work in progress
+//! finish and is acknowledged; the end of stdin (the orchestrator gone)
+//! stops it too. A source that ends on its own is a crash: exit code 1.
 
-use crate::config::ConnectorConfig;
+use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{self, HttpFront, Platform};
-use crate::{discord, github, slack, webhook, EmitError, Emitter};
+use crate::source::{Shutdown, Source};
+use crate::telegram::TelegramConnector;
+use crate::{cron, discord, github, slack, webhook, EmitError, Emitter};
 use futures_util::future::BoxFuture;
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::handshake::{read_handshake, HANDSHAKE_TIMEOUT};
@@ -62,16 +67,47 @@ impl Refusal {
     }
 }
 
-/// A connector ready to serve: its platform, its front and the bound
-/// listener.
-struct Started {
-    platform: Arc<dyn Platform>,
-    front: HttpFront,
-    listener: tokio::net::TcpListener,
+/// What a built-in entry builds: the one seam between the host and the
+/// connectors.
+pub enum Connector {
+    /// A platform that answers posts behind the shared HTTP front.
+    Http(Arc<dyn Platform>, HttpFront),
+    /// A task that emits events by itself until shutdown.
+    Source(Box<dyn Source>),
+}
+
+impl Connector {
+    fn http<P: Platform>((platform, front): (P, HttpFront)) -> Connector {
+        Connector::Http(Arc::new(platform), front)
+    }
+
+    fn source<S: Source>(source: S) -> Connector {
+        Connector::Source(Box::new(source))
+    }
+
+    /// The connector's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Connector::Http(platform, _) => platform.name(),
+            Connector::Source(source) => source.name(),
+        }
+    }
+}
+
+/// A connector ready to run: an HTTP platform with its bound listener, or
+/// a source.
+enum Started {
+    Http {
+        platform: Arc<dyn Platform>,
+        front: HttpFront,
+        listener: tokio::net::TcpListener,
+    },
+    Source(Box<dyn Source>),
 }
 
 /// Runs the ConnectorProcess to its exit code: 0 after a shutdown or the
-/// orchestrator's end, 2 when it could not start.
+/// orchestrator's end, 1 when a source ended by itself, 2 when it could
+/// not start.
 pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
     let me = RoutingKey::connection(args.connection.clone());
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
@@ -110,10 +146,7 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
                 .await;
             2
         }
-        Ok(started) => {
-            serve(&me, started, sender, receiver).await;
-            0
-        }
+        Ok(started) => serve(&me, started, sender, receiver).await,
     };
     if let Some(writer) = writer {
         let _ = writer.await;
@@ -147,7 +180,21 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
         ));
     };
     let (entry, config) = connection_config(&bundle, &args.connection)?;
-    let (platform, front) = platform_for(&args.connection, &entry, &config)?;
+    let (platform, front) = match connector_for(&entry, &config) {
+        Ok(Some(Connector::Http(platform, front))) => (platform, front),
+        Ok(Some(Connector::Source(source))) => {
+            tracing::info!(connection = %args.connection, connector = source.name(), "connector started");
+            return Ok(Started::Source(source));
+        }
+        Ok(None) => return Err(unsupported(&args.connection, &entry)),
+        Err(error) => {
+            return Err(Refusal::new(
+                error.code(),
+                format!("Connection/{}: {error}", args.connection),
+                "fix the Connection's config or secrets in goondan.yaml",
+            ))
+        }
+    };
     let listener = front.bind().await.map_err(|error| {
         Refusal::new(
             "E_CONNECTOR_BIND",
@@ -159,7 +206,7 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
         )
     })?;
     tracing::info!(connection = %args.connection, connector = platform.name(), addr = %listener.local_addr().map_or(front.addr, |a| a), path = %front.path, "connector listening");
-    Ok(Started {
+    Ok(Started::Http {
         platform,
         front,
         listener,
@@ -188,7 +235,7 @@ fn connection_config(bundle: &Bundle, name: &str) -> Result<(String, ConnectorCo
                     "Connector/{} has entry `{}`, which this build cannot run",
                     connector.metadata.name, connector.spec.entry
                 ),
-                "use a built-in connector (builtin:webhook, builtin:github, builtin:slack, builtin:discord)",
+                SUPPORTED_HELP,
             ))
         }
     };
@@ -217,42 +264,45 @@ fn connection_config(bundle: &Bundle, name: &str) -> Result<(String, ConnectorCo
     Ok((entry, config))
 }
 
-/// The platform a built-in entry names, from the Connection's config.
-fn platform_for(
-    connection: &str,
+/// What to suggest for an entry this build cannot run.
+const SUPPORTED_HELP: &str = "use a built-in connector: builtin:webhook, builtin:github, builtin:slack, builtin:discord, builtin:telegram, builtin:telegram-polling or builtin:cron";
+
+/// The connector a built-in entry names, from the Connection's config;
+/// `None` for a name this build does not run as a process.
+pub fn connector_for(
     entry: &str,
     config: &ConnectorConfig,
-) -> Result<(Arc<dyn Platform>, HttpFront), Refusal> {
-    fn shared<P: Platform>((platform, front): (P, HttpFront)) -> (Arc<dyn Platform>, HttpFront) {
-        (Arc::new(platform), front)
+) -> Result<Option<Connector>, ConnectorConfigError> {
+    Ok(Some(match entry {
+        "webhook" => webhook::Webhook::from_config(config).map(Connector::http)?,
+        "github" => github::Github::from_config(config).map(Connector::http)?,
+        "slack" => slack::Slack::from_config(config).map(Connector::http)?,
+        "discord" => discord::Discord::from_config(config).map(Connector::http)?,
+        "telegram" | "telegram-polling" => {
+            match TelegramConnector::from_config(config, entry == "telegram-polling")? {
+                TelegramConnector::Polling(polling) => Connector::source(polling),
+                TelegramConnector::Webhook(platform, front) => Connector::http((platform, front)),
+            }
+        }
+        "cron" => Connector::source(cron::Cron::from_config(config)?),
+        _ => return Ok(None),
+    }))
+}
+
+/// The refusal for an entry [`connector_for`] does not know.
+fn unsupported(connection: &str, entry: &str) -> Refusal {
+    if entry == "cli" {
+        return Refusal::new(
+            "E_CONNECTOR_UNSUPPORTED",
+            format!("Connection/{connection}: the cli connector reads `gdn run`'s own terminal and runs in no process of its own"),
+            "talk to the swarm with `gdn run`",
+        );
     }
-    let built = match entry {
-        "webhook" => webhook::Webhook::from_config(config).map(shared),
-        "github" => github::Github::from_config(config).map(shared),
-        "slack" => slack::Slack::from_config(config).map(shared),
-        "discord" => discord::Discord::from_config(config).map(shared),
-        "cli" => {
-            return Err(Refusal::new(
-                "E_CONNECTOR_UNSUPPORTED",
-                format!("Connection/{connection}: the cli connector reads `gdn run`'s own terminal and runs in no process of its own"),
-                "talk to the swarm with `gdn run`",
-            ))
-        }
-        other => {
-            return Err(Refusal::new(
-                "E_CONNECTOR_UNSUPPORTED",
-                format!("Connection/{connection}: builtin:{other} is not a connector this build can run"),
-                "use builtin:webhook, builtin:github, builtin:slack or builtin:discord",
-            ))
-        }
-    };
-    built.map_err(|error| {
-        Refusal::new(
-            error.code(),
-            format!("Connection/{connection}: {error}"),
-            "fix the Connection's config or secrets in goondan.yaml",
-        )
-    })
+    Refusal::new(
+        "E_CONNECTOR_UNSUPPORTED",
+        format!("Connection/{connection}: builtin:{entry} is not a connector this build can run"),
+        SUPPORTED_HELP,
+    )
 }
 
 /// Answers waiting for their questions, by correlation id.
@@ -317,13 +367,13 @@ impl Emitter for IpcEmitter {
 }
 
 /// Says ready, serves until a shutdown or the orchestrator's end, then
-/// acknowledges.
+/// acknowledges; returns the exit code.
 async fn serve(
     me: &RoutingKey,
     started: Started,
     sender: mpsc::Sender<IpcMessage>,
     mut receiver: mpsc::Receiver<IpcMessage>,
-) {
+) -> i32 {
     let ready = RuntimeMessage::Ready(Ready {
         protocol_version: PROTOCOL_VERSION,
     });
@@ -332,7 +382,7 @@ async fn serve(
         .await
         .is_err()
     {
-        return;
+        return 0;
     }
     let pending: Pending = Arc::default();
     let (stop_tx, stop_rx) = oneshot::channel::<bool>();
@@ -382,24 +432,37 @@ async fn serve(
         pending,
     });
     let (acknowledge_tx, acknowledge_rx) = oneshot::channel();
-    let stopped = async move {
+    let (trigger, shutdown) = Shutdown::new();
+    tokio::spawn(async move {
         let acknowledge = stop_rx.await.unwrap_or(false);
         let _ = acknowledge_tx.send(acknowledge);
-    };
-    if let Err(error) = http::serve(
-        started.listener,
-        started.front,
-        started.platform,
-        emitter,
-        stopped,
-    )
-    .await
-    {
-        tracing::error!(connector = %me, "the listener failed: {error}");
+        trigger.fire();
+    });
+    match started {
+        Started::Http {
+            platform,
+            front,
+            listener,
+        } => {
+            if let Err(error) =
+                http::serve(listener, front, platform, emitter, shutdown.stopped()).await
+            {
+                tracing::error!(connector = %me, "the listener failed: {error}");
+            }
+        }
+        Started::Source(source) => {
+            let name = source.name();
+            source.run(emitter, shutdown.clone()).await;
+            if !shutdown.is_requested() {
+                tracing::error!(connector = %me, source = name, "the connector stopped by itself");
+                return 1;
+            }
+        }
     }
     if acknowledge_rx.await.unwrap_or(false) {
         let _ = sender
             .send(protocol::shutdown_ack_message(me, ORCHESTRATOR))
             .await;
     }
+    0
 }

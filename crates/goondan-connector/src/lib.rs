@@ -9,28 +9,35 @@
 //! platform here is tested against a real HTTP listener with an emitter
 //! that records.
 //!
-//! Every platform that receives HTTP shares one front ([`http`]): it binds
-//! loopback unless told otherwise, bounds bodies, body time and concurrent
+//! A connector is one of two kinds ([`host::Connector`]). Every platform
+//! that receives HTTP shares one front ([`http`]): it binds loopback
+//! unless told otherwise, bounds bodies, body time and concurrent
 //! requests, and asks the platform to check the request's signature before
 //! the body is parsed. The platforms ([`webhook`], [`github`], [`slack`],
-//! [`discord`]) each own their signature scheme (all in [`verify`]) and
-//! the mapping of their payloads to events, with the original base
-//! package's event names and properties.
+//! [`discord`], and [`telegram`] in webhook mode) each own their signature
+//! scheme (all in [`verify`]) and the mapping of their payloads to events,
+//! with the original base package's event names and properties. The other
+//! kind is a [`source::Source`]: a task that makes events by itself until
+//! shutdown, the [`cron`] clock and [`telegram`] long polling.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod cron;
 pub mod discord;
 pub mod github;
 pub mod host;
 pub mod http;
 pub mod payload;
 pub mod slack;
+pub mod source;
+pub mod telegram;
 pub mod verify;
 pub mod webhook;
 
 pub use config::{ConnectorConfig, ConnectorConfigError};
 pub use http::{HttpFront, Platform, PlatformOutcome, PlatformReply, PlatformRequest};
+pub use source::{Shutdown, Source};
 pub use verify::SignatureError;
 
 use futures_util::future::BoxFuture;

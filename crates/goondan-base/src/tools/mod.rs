@@ -7,10 +7,13 @@
 
 pub mod agents;
 pub mod bash;
+pub mod bot_api;
 mod capped_text;
 pub mod file_system;
 pub mod http_fetch;
 pub mod json_query;
+pub mod slack;
+pub mod telegram;
 pub mod text_transform;
 pub mod wait;
 mod workdir;
@@ -24,12 +27,14 @@ use goondan_types::{JsonObject, JsonValue};
 use std::sync::Arc;
 
 /// The builtin names of the tools this crate provides (`builtin:<name>`).
-pub const TOOL_NAMES: [&str; 7] = [
+pub const TOOL_NAMES: [&str; 9] = [
     "agents",
     "bash",
     "file-system",
     "http-fetch",
     "json-query",
+    "slack",
+    "telegram",
     "text-transform",
     "wait",
 ];
@@ -96,6 +101,20 @@ macro_rules! in_workdir {
     }};
 }
 
+/// Runs an async export of a stateful tool that needs only its arguments.
+macro_rules! args_only {
+    ($tool:ty, $method:ident) => {{
+        fn run<'a>(
+            tool: &'a $tool,
+            _ctx: &'a ToolContext,
+            args: JsonObject,
+        ) -> BoxFuture<'a, Result<JsonValue, BuiltinToolError>> {
+            Box::pin(async move { tool.$method(&args).await })
+        }
+        run as ExportFn<$tool>
+    }};
+}
+
 /// Options of the configurable tools. The runtime hands Tools no config
 /// of their own, so whoever builds the catalog decides these.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -106,6 +125,11 @@ pub struct ToolOptions {
     pub file_system: file_system::FileSystemConfig,
     /// `http-fetch`.
     pub http_fetch: http_fetch::HttpFetchConfig,
+    /// `telegram`: the operator's API address and token (unset fields
+    /// come from the environment).
+    pub telegram: bot_api::BotApiConfig,
+    /// `slack`: likewise.
+    pub slack: bot_api::BotApiConfig,
 }
 
 /// The handlers of builtin tool `name`, by export name.
@@ -179,6 +203,34 @@ pub fn handlers(name: &str, options: &ToolOptions) -> Option<ToolHandlers> {
                 Box::pin(async move { wait::seconds(&args).await })
             }
             handlers_of((), &[("seconds", seconds as ExportFn<()>)])
+        }
+        "telegram" => {
+            use telegram::TelegramTool;
+            handlers_of(
+                TelegramTool::new(options.telegram.clone()),
+                &[
+                    ("send", args_only!(TelegramTool, send)),
+                    ("edit", args_only!(TelegramTool, edit)),
+                    ("delete", args_only!(TelegramTool, remove)),
+                    ("react", args_only!(TelegramTool, react)),
+                    ("setChatAction", args_only!(TelegramTool, set_chat_action)),
+                    ("downloadFile", in_workdir!(TelegramTool, download_file)),
+                ],
+            )
+        }
+        "slack" => {
+            use slack::SlackTool;
+            handlers_of(
+                SlackTool::new(options.slack.clone()),
+                &[
+                    ("send", args_only!(SlackTool, send)),
+                    ("read", args_only!(SlackTool, read)),
+                    ("edit", args_only!(SlackTool, edit)),
+                    ("delete", args_only!(SlackTool, remove)),
+                    ("react", args_only!(SlackTool, react)),
+                    ("downloadFile", in_workdir!(SlackTool, download_file)),
+                ],
+            )
         }
         "agents" => agents::handlers(),
         _ => return None,

@@ -3,6 +3,7 @@
 //! scripted model, on a temporary workdir and (for http-fetch) a real
 //! HTTP server on 127.0.0.1.
 
+mod bot_apis;
 mod extensions;
 mod harness;
 mod http_fetch;

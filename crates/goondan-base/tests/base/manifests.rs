@@ -13,12 +13,14 @@ use goondan_runtime::BuiltinCatalog;
 use goondan_types::{Entry, JsonValue, TurnFinishReason};
 use serde_json::json;
 
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 9] = [
     "agents",
     "bash",
     "file-system",
     "http-fetch",
     "json-query",
+    "slack",
+    "telegram",
     "text-transform",
     "wait",
 ];

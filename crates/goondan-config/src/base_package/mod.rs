@@ -50,6 +50,8 @@ pub(crate) const MANIFESTS: &[BaseManifest] = &[
     manifest!(Tool, "tools", "text-transform"),
     manifest!(Tool, "tools", "wait"),
     manifest!(Tool, "tools", "agents"),
+    manifest!(Tool, "tools", "telegram"),
+    manifest!(Tool, "tools", "slack"),
     manifest!(Extension, "extensions", "logging"),
     manifest!(Extension, "extensions", "message-window"),
     manifest!(Extension, "extensions", "message-compaction"),

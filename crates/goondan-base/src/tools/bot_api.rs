@@ -1,0 +1,546 @@
+//! What the chat tools ([`telegram`](super::telegram) and
+//! [`slack`](super::slack)) share: where their calls go and with which
+//! token, one HTTP client, bounded reads, and the file results of their
+//! `downloadFile` exports. The API methods and their payloads are each
+//! tool's own.
+//!
+//! # Where the token goes
+//!
+//! The operator's bot token (from [`BotApiConfig`], else the environment:
+//! `TELEGRAM_BOT_TOKEN`, `SLACK_BOT_TOKEN` and their aliases) is only ever
+//! sent to the operator's API address (`TELEGRAM_API_BASE_URL`,
+//! `SLACK_API_BASE_URL`, else the platform's). A call may name another
+//! `apiBaseUrl`, as the original allows, but then it must bring its own
+//! `token`, and the address must not be internal (loopback, private,
+//! link-local, metadata), checked as `http-fetch` checks its hops. So a
+//! model cannot send the operator's token somewhere else, nor use a chat
+//! tool to reach what `http-fetch` refuses.
+//!
+//! The token is part of Telegram's URLs, so no URL or transport error
+//! leaves this module unmasked ([`Credentials::mask`]).
+
+use crate::error::BuiltinToolError;
+use crate::tools::http_fetch::blocked_category;
+use crate::tools::workdir::Workdir;
+use base64::Engine as _;
+use goondan_types::secret::mask_value;
+use goondan_types::{JsonObject, JsonValue};
+use reqwest::{StatusCode, Url};
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The default timeout of one call (`timeoutMs`), as in the original.
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 15_000;
+/// The default and largest `maxBytes` of a download.
+pub(crate) const DEFAULT_MAX_DOWNLOAD_BYTES: u64 = 3_000_000;
+/// The largest `maxBytes` a call may ask for.
+pub(crate) const MAX_DOWNLOAD_BYTES: u64 = 20_000_000;
+/// The most bytes of an API answer read (a page of history is well
+/// under this).
+const MAX_ANSWER_BYTES: u64 = 8 * 1024 * 1024;
+/// What stands for the token in every message.
+const TOKEN_MARKER: &str = "[REDACTED:token]";
+
+/// Where a chat tool calls and with which token, as the operator sets
+/// them; unset fields are read from the environment when the tool is
+/// built. `Debug` never shows the token.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct BotApiConfig {
+    /// The API's base URL.
+    pub api_base_url: Option<String>,
+    /// The bot token.
+    pub token: Option<String>,
+}
+
+impl fmt::Debug for BotApiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BotApiConfig")
+            .field("api_base_url", &self.api_base_url)
+            .field("token", &self.token.as_ref().map(|_| TOKEN_MARKER))
+            .finish()
+    }
+}
+
+impl BotApiConfig {
+    /// `self` with unset fields taken from `base_var` and the first set of
+    /// `token_vars`.
+    pub(crate) fn with_env(mut self, base_var: &str, token_vars: &[&str]) -> Self {
+        let read = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        if self.api_base_url.is_none() {
+            self.api_base_url = read(base_var);
+        }
+        if self.token.is_none() {
+            self.token = token_vars.iter().find_map(|name| read(name));
+        }
+        self
+    }
+}
+
+/// The base URL and token of one call.
+pub(crate) struct Credentials {
+    pub(crate) base_url: String,
+    pub(crate) token: String,
+}
+
+impl Credentials {
+    /// `text` with the token masked.
+    pub(crate) fn mask(&self, text: &str) -> String {
+        mask_value(text, &self.token, TOKEN_MARKER).into_owned()
+    }
+}
+
+/// One platform's client: its operator config and a connection pool.
+pub(crate) struct BotClient {
+    /// How the platform's env variables are named, for messages.
+    pub(crate) token_vars: &'static [&'static str],
+    default_base_url: &'static str,
+    config: BotApiConfig,
+    client: OnceLock<Result<reqwest::Client, Arc<str>>>,
+}
+
+impl BotClient {
+    pub(crate) fn new(
+        default_base_url: &'static str,
+        base_var: &str,
+        token_vars: &'static [&'static str],
+        config: BotApiConfig,
+    ) -> BotClient {
+        BotClient {
+            token_vars,
+            default_base_url,
+            config: config.with_env(base_var, token_vars),
+            client: OnceLock::new(),
+        }
+    }
+
+    /// The operator's base URL.
+    pub(crate) fn operator_base_url(&self) -> &str {
+        self.config
+            .api_base_url
+            .as_deref()
+            .unwrap_or(self.default_base_url)
+    }
+
+    /// Where one call goes and with which token (see the module docs).
+    pub(crate) async fn credentials(
+        &self,
+        tool: &str,
+        token: Option<&str>,
+        api_base_url: Option<&str>,
+    ) -> Result<Credentials, BuiltinToolError> {
+        let token = token.map(str::trim).filter(|token| !token.is_empty());
+        let base_url = match api_base_url.map(str::trim).filter(|url| !url.is_empty()) {
+            None => self.operator_base_url().to_string(),
+            Some(url) => {
+                if token.is_none() {
+                    return Err(BuiltinToolError::BotTokenMissing {
+                        tool: tool.to_string(),
+                        reason: "a call that sets its own apiBaseUrl must pass its own `token`; the operator's token only goes to the operator's API address".into(),
+                    });
+                }
+                check_public(tool, url).await?;
+                url.to_string()
+            }
+        };
+        let token = token
+            .map(str::to_string)
+            .or_else(|| self.config.token.clone())
+            .ok_or_else(|| BuiltinToolError::BotTokenMissing {
+                tool: tool.to_string(),
+                reason: format!(
+                    "pass `token` or set {} in the agent's environment",
+                    self.token_vars.join(", ")
+                ),
+            })?;
+        Ok(Credentials {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            token,
+        })
+    }
+
+    /// The shared client, built on first use.
+    pub(crate) fn client(&self, url: &str) -> Result<reqwest::Client, BuiltinToolError> {
+        self.client
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .user_agent(concat!("goondan-base/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|error| Arc::from(error.to_string()))
+            })
+            .clone()
+            .map_err(|message| BuiltinToolError::HttpRequest {
+                method: "POST",
+                url: url.to_string(),
+                message: message.to_string(),
+            })
+    }
+}
+
+/// Refuses a model-supplied base URL that is not http(s) or leads to an
+/// internal address.
+async fn check_public(tool: &str, text: &str) -> Result<(), BuiltinToolError> {
+    let url = Url::parse(text).map_err(|error| BuiltinToolError::InvalidUrl {
+        url: text.to_string(),
+        message: error.to_string(),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(BuiltinToolError::UnsupportedScheme {
+            url: text.to_string(),
+            scheme: url.scheme().to_string(),
+        });
+    }
+    let host = url
+        .host_str()
+        .unwrap_or_default()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let addresses: Vec<IpAddr> = match host.parse::<IpAddr>() {
+        Ok(address) => vec![address],
+        Err(_) => {
+            tokio::net::lookup_host((host.as_str(), url.port_or_known_default().unwrap_or(443)))
+                .await
+                .map_err(|error| BuiltinToolError::HttpRequest {
+                    method: "POST",
+                    url: text.to_string(),
+                    message: format!("cannot resolve {host}: {error}"),
+                })?
+                .map(|address| address.ip())
+                .collect()
+        }
+    };
+    for address in addresses {
+        if let Some(category) = blocked_category(address) {
+            return Err(BuiltinToolError::BotApiBlocked {
+                tool: tool.to_string(),
+                url: text.to_string(),
+                address: address.to_string(),
+                category,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A complete answer: status, headers and (capped) body.
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Answer {
+    /// The body as JSON, if it is.
+    pub(crate) fn json(&self) -> Option<JsonValue> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+/// Sends `request` and reads the answer, all within `timeout`; at most
+/// `max_bytes` of body (more is [`BuiltinToolError::TooLarge`] for a
+/// download, or cut for an API answer when `cut` is set). Every error is
+/// masked; `what` names the call in messages (`sendMessage`).
+pub(crate) async fn exchange(
+    credentials: &Credentials,
+    request: reqwest::RequestBuilder,
+    what: &str,
+    timeout: Duration,
+    max_bytes: Option<u64>,
+) -> Result<Answer, BuiltinToolError> {
+    let label = credentials.mask(what);
+    let work = async {
+        let transport = |error: reqwest::Error| BuiltinToolError::HttpRequest {
+            method: "POST",
+            url: label.clone(),
+            message: credentials.mask(&error_chain(error.without_url())),
+        };
+        let mut response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let limit = max_bytes.unwrap_or(MAX_ANSWER_BYTES);
+        let declared = response.content_length();
+        if max_bytes.is_some() && declared.is_some_and(|length| length > limit) {
+            return Err(BuiltinToolError::TooLarge {
+                what: label.clone(),
+                size: declared.unwrap_or_default(),
+                limit,
+            });
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            if (body.len() + chunk.len()) as u64 > limit {
+                if max_bytes.is_some() {
+                    return Err(BuiltinToolError::TooLarge {
+                        what: label.clone(),
+                        size: (body.len() + chunk.len()) as u64,
+                        limit,
+                    });
+                }
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(answer) => answer,
+        Err(_elapsed) => Err(BuiltinToolError::HttpTimeout {
+            method: "POST",
+            url: label.clone(),
+            timeout_ms: timeout.as_millis() as u64,
+        }),
+    }
+}
+
+/// The error and its causes on one line.
+fn error_chain(error: reqwest::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// A timeout from `timeoutMs` (default [`DEFAULT_TIMEOUT_MS`]).
+pub(crate) fn timeout(tool: &str, requested: Option<u64>) -> Result<Duration, BuiltinToolError> {
+    match requested.unwrap_or(DEFAULT_TIMEOUT_MS) {
+        0 => Err(crate::args::invalid(tool, "`timeoutMs` must be at least 1")),
+        millis => Ok(Duration::from_millis(millis)),
+    }
+}
+
+/// `maxBytes` of a download, within its bounds.
+pub(crate) fn max_download_bytes(
+    tool: &str,
+    requested: Option<u64>,
+) -> Result<u64, BuiltinToolError> {
+    match requested.unwrap_or(DEFAULT_MAX_DOWNLOAD_BYTES) {
+        bytes @ 1..=MAX_DOWNLOAD_BYTES => Ok(bytes),
+        _ => Err(crate::args::invalid(
+            tool,
+            format!("`maxBytes` must be between 1 and {MAX_DOWNLOAD_BYTES}"),
+        )),
+    }
+}
+
+/// How a download is returned.
+pub(crate) struct FileOutput<'a> {
+    pub(crate) include_base64: bool,
+    pub(crate) include_data_url: bool,
+    pub(crate) save_path: Option<&'a str>,
+}
+
+/// Adds a downloaded file's fields to `result`: `contentType`,
+/// `sizeBytes`, `savedPath` (written under the workdir), `base64`,
+/// `dataUrl`.
+pub(crate) async fn add_file_fields(
+    result: &mut JsonObject,
+    workdir: &Path,
+    answer: Answer,
+    output: FileOutput<'_>,
+) -> Result<(), BuiltinToolError> {
+    let content_type = answer
+        .headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .filter(|value| !value.is_empty())
+        .map(str::to_string);
+    let saved_path = match output.save_path.map(str::trim).filter(|p| !p.is_empty()) {
+        None => None,
+        Some(requested) => {
+            let workdir = workdir.to_path_buf();
+            let requested_path = workdir.join(requested);
+            let requested = requested.to_string();
+            let bytes = answer.body.clone();
+            let saved = tokio::task::spawn_blocking(move || {
+                let target = Workdir::open(&workdir, false)?.resolve(&requested)?;
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent).map_err(|source| {
+                        BuiltinToolError::io("create directory", parent.to_path_buf(), source)
+                    })?;
+                }
+                std::fs::write(&target, &bytes)
+                    .map_err(|source| BuiltinToolError::io("write", target.clone(), source))?;
+                Ok::<_, BuiltinToolError>(target)
+            })
+            .await
+            .map_err(|error| BuiltinToolError::Io {
+                operation: "write",
+                path: requested_path,
+                source: std::io::Error::other(error.to_string()),
+            })??;
+            Some(saved.display().to_string())
+        }
+    };
+    let encoded = output
+        .include_base64
+        .then(|| base64::engine::general_purpose::STANDARD.encode(&answer.body));
+    let data_url = match (&encoded, &content_type) {
+        (Some(encoded), Some(content_type))
+            if output.include_data_url && !answer.body.is_empty() =>
+        {
+            Some(format!("data:{content_type};base64,{encoded}"))
+        }
+        _ => None,
+    };
+    result.insert("contentType".into(), content_type.into());
+    result.insert("sizeBytes".into(), (answer.body.len() as u64).into());
+    result.insert("savedPath".into(), saved_path.into());
+    result.insert("base64".into(), encoded.into());
+    result.insert("dataUrl".into(), data_url.into());
+    Ok(())
+}
+
+/// Reads a chat id: a non-empty string or an integer.
+pub(crate) fn chat_id(
+    tool: &str,
+    field: &str,
+    value: &JsonValue,
+) -> Result<String, BuiltinToolError> {
+    match value {
+        JsonValue::String(text) if !text.trim().is_empty() => Ok(text.trim().to_string()),
+        JsonValue::Number(number) if number.is_i64() => Ok(number.to_string()),
+        _ => Err(crate::args::invalid(
+            tool,
+            format!("`{field}` must be a non-empty string or an integer"),
+        )),
+    }
+}
+
+/// Reads a positive integer given as a number or as digits.
+pub(crate) fn positive_integer(
+    tool: &str,
+    field: &str,
+    value: &JsonValue,
+) -> Result<i64, BuiltinToolError> {
+    let parsed = match value {
+        JsonValue::Number(number) => number.as_i64().or_else(|| {
+            number
+                .as_f64()
+                .filter(|f| f.fract() == 0.0)
+                .map(|f| f as i64)
+        }),
+        JsonValue::String(text) => text.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    parsed
+        .filter(|n| *n > 0)
+        .ok_or_else(|| crate::args::invalid(tool, format!("`{field}` must be a positive integer")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(config: BotApiConfig) -> BotClient {
+        BotClient::new(
+            "https://api.example.org",
+            "GOONDAN_TEST_UNSET_BASE",
+            &["GOONDAN_TEST_UNSET_TOKEN"],
+            config,
+        )
+    }
+
+    #[tokio::test]
+    async fn the_operator_token_only_goes_to_the_operator_address() {
+        let operator = client(BotApiConfig {
+            api_base_url: None,
+            token: Some("operator-token-123456".into()),
+        });
+        let plain = operator.credentials("t__send", None, None).await.unwrap();
+        assert_eq!(plain.base_url, "https://api.example.org");
+        assert_eq!(plain.token, "operator-token-123456");
+
+        let own = operator
+            .credentials("t__send", Some("my-token"), None)
+            .await
+            .unwrap();
+        assert_eq!(own.token, "my-token");
+
+        let stolen = operator
+            .credentials("t__send", None, Some("https://attacker.example/"))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(stolen.code(), "E_BOT_TOKEN_MISSING");
+
+        for internal in [
+            "http://127.0.0.1:9/",
+            "http://169.254.169.254",
+            "http://[::1]:80",
+        ] {
+            let error = operator
+                .credentials("t__send", Some("my-token"), Some(internal))
+                .await
+                .err()
+                .unwrap();
+            assert_eq!(error.code(), "E_BOT_API_BLOCKED", "{internal}");
+        }
+        let scheme = operator
+            .credentials("t__send", Some("my-token"), Some("file:///etc"))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(scheme.code(), "E_HTTP_UNSUPPORTED_SCHEME");
+
+        let none = client(BotApiConfig::default())
+            .credentials("t__send", None, None)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(none.code(), "E_BOT_TOKEN_MISSING");
+        assert!(
+            none.to_string().contains("GOONDAN_TEST_UNSET_TOKEN"),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn debug_and_masks_hide_the_token() {
+        let config = BotApiConfig {
+            api_base_url: Some("http://x".into()),
+            token: Some("999:very-secret".into()),
+        };
+        assert!(!format!("{config:?}").contains("very-secret"));
+        let credentials = Credentials {
+            base_url: "http://x".into(),
+            token: "999:very-secret".into(),
+        };
+        assert_eq!(
+            credentials.mask("GET http://x/bot999:very-secret/getFile"),
+            "GET http://x/bot[REDACTED:token]/getFile"
+        );
+    }
+
+    #[test]
+    fn ids_accept_numbers_and_digits() {
+        use serde_json::json;
+        assert_eq!(chat_id("t", "chatId", &json!(-100123)).unwrap(), "-100123");
+        assert_eq!(
+            chat_id("t", "chatId", &json!("@channel")).unwrap(),
+            "@channel"
+        );
+        assert!(chat_id("t", "chatId", &json!("")).is_err());
+        assert!(chat_id("t", "chatId", &json!(1.5)).is_err());
+        assert_eq!(
+            positive_integer("t", "messageId", &json!("42")).unwrap(),
+            42
+        );
+        assert_eq!(
+            positive_integer("t", "messageId", &json!(42.0)).unwrap(),
+            42
+        );
+        assert!(positive_integer("t", "messageId", &json!(0)).is_err());
+        assert!(positive_integer("t", "messageId", &json!("x")).is_err());
+    }
+}
