@@ -119,7 +119,8 @@ impl RuntimeEventSink for StoreEventSink {
 
 /// Builds the builtin catalog of one agent from its model (the
 /// `message-compaction` extension summarizes with the agent's own model).
-pub type BuiltinsFor = dyn Fn(Arc<dyn Model>, &str, &ModelParams) -> Arc<dyn BuiltinCatalog>;
+pub type BuiltinsFor =
+    dyn Fn(Arc<dyn Model>, &str, &ModelParams, &Secrets) -> Arc<dyn BuiltinCatalog>;
 
 /// Classifies a resource's entry. The loader classified it with the same
 /// parser before the bundle existed, so this fails only if the two
@@ -318,7 +319,12 @@ pub async fn assemble(
         inbox.clone(),
     )
     .with_max_pending_requests(swarm.max_pending_requests());
-    let builtins = builtins_for(model.clone(), &model_resource.spec.model, &model_params);
+    let builtins = builtins_for(
+        model.clone(),
+        &model_resource.spec.model,
+        &model_params,
+        &args.secrets,
+    );
     let definition = AgentDefinition {
         agent_name: args.agent_name.clone(),
         instance_key: args.instance_key.clone(),

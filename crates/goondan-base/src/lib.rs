@@ -28,6 +28,7 @@ pub use extensions::Summarizer;
 pub use tools::ToolOptions;
 
 use goondan_runtime::MapBuiltinCatalog;
+use goondan_types::Secrets;
 
 /// How [`builtins_with`] configures the builtins.
 #[derive(Debug, Clone, Default)]
@@ -46,12 +47,16 @@ pub fn builtins() -> MapBuiltinCatalog {
 }
 
 /// Every builtin tool and extension, with `message-compaction` summarizing
-/// through `summarizer` (the agent's own model). An agent process builds
-/// its catalog this way, since it runs exactly one agent.
-pub fn builtins_with_model(summarizer: Summarizer) -> MapBuiltinCatalog {
+/// through `summarizer` (the agent's own model) and the tools that need
+/// the operator's tokens finding them in `secrets`. An agent process
+/// builds its catalog this way, since it runs exactly one agent.
+pub fn builtins_for_agent(summarizer: Summarizer, secrets: Secrets) -> MapBuiltinCatalog {
     builtins_with(BuiltinOptions {
         summarizer: Some(summarizer),
-        tools: ToolOptions::default(),
+        tools: ToolOptions {
+            secrets,
+            ..ToolOptions::default()
+        },
     })
 }
 

@@ -35,10 +35,15 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         // Filled from the spawn handshake, never from the environment.
         secrets: goondan_types::Secrets::new(),
     };
-    let builtins_for = |model, model_name: &str, params: &goondan_model::ModelParams| {
+    let builtins_for = |model,
+                        model_name: &str,
+                        params: &goondan_model::ModelParams,
+                        secrets: &goondan_types::Secrets| {
         let summarizer = goondan_base::Summarizer::new(model, model_name, params.clone());
-        Arc::new(goondan_base::builtins_with_model(summarizer))
-            as Arc<dyn goondan_runtime::BuiltinCatalog>
+        Arc::new(goondan_base::builtins_for_agent(
+            summarizer,
+            secrets.clone(),
+        )) as Arc<dyn goondan_runtime::BuiltinCatalog>
     };
     let code = exit_code_of(
         &runtime,

@@ -12,6 +12,7 @@ mod secrets;
 mod stdin;
 mod store_damage;
 mod swarm;
+mod telegram;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

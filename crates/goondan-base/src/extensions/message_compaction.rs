@@ -6,7 +6,7 @@
 //!
 //! The summary is written by the agent's own model when a [`Summarizer`]
 //! is given (the runtime's `ExtensionApi` offers no model, so the builtin
-//! catalog is built with one; see [`crate::builtins_with_model`]); without
+//! catalog is built with one; see [`crate::builtins_for_agent`]); without
 //! one, or when the model call fails, it is a short factual note of what
 //! was removed, so compaction never fails a Turn.
 //!

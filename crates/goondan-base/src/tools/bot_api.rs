@@ -24,7 +24,7 @@ use crate::tools::http_fetch::blocked_category;
 use crate::tools::workdir::Workdir;
 use base64::Engine as _;
 use goondan_types::secret::mask_value;
-use goondan_types::{JsonObject, JsonValue};
+use goondan_types::{JsonObject, JsonValue, Secrets};
 use reqwest::{StatusCode, Url};
 use std::fmt;
 use std::net::IpAddr;
@@ -66,9 +66,21 @@ impl fmt::Debug for BotApiConfig {
 
 impl BotApiConfig {
     /// `self` with unset fields taken from `base_var` and the first set of
-    /// `token_vars`.
-    pub(crate) fn with_env(mut self, base_var: &str, token_vars: &[&str]) -> Self {
-        let read = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    /// `token_vars`, each read from `secrets` (the operator's, from the
+    /// agent's spawn handshake), else from the environment.
+    pub(crate) fn with_variables(
+        mut self,
+        secrets: &Secrets,
+        base_var: &str,
+        token_vars: &[&str],
+    ) -> Self {
+        let read = |name: &str| {
+            secrets
+                .get(name)
+                .map(str::to_string)
+                .or_else(|| std::env::var(name).ok())
+                .filter(|value| !value.is_empty())
+        };
         if self.api_base_url.is_none() {
             self.api_base_url = read(base_var);
         }
@@ -107,11 +119,12 @@ impl BotClient {
         base_var: &str,
         token_vars: &'static [&'static str],
         config: BotApiConfig,
+        secrets: &Secrets,
     ) -> BotClient {
         BotClient {
             token_vars,
             default_base_url,
-            config: config.with_env(base_var, token_vars),
+            config: config.with_variables(secrets, base_var, token_vars),
             client: OnceLock::new(),
         }
     }

@@ -126,10 +126,14 @@ pub struct ToolOptions {
     /// `http-fetch`.
     pub http_fetch: http_fetch::HttpFetchConfig,
     /// `telegram`: the operator's API address and token (unset fields
-    /// come from the environment).
+    /// come from `secrets`, else the environment).
     pub telegram: bot_api::BotApiConfig,
     /// `slack`: likewise.
     pub slack: bot_api::BotApiConfig,
+    /// The operator's secrets (an agent's come in its spawn handshake,
+    /// never in its environment): where `telegram` and `slack` find their
+    /// tokens.
+    pub secrets: goondan_types::Secrets,
 }
 
 /// The handlers of builtin tool `name`, by export name.
@@ -207,7 +211,7 @@ pub fn handlers(name: &str, options: &ToolOptions) -> Option<ToolHandlers> {
         "telegram" => {
             use telegram::TelegramTool;
             handlers_of(
-                TelegramTool::new(options.telegram.clone()),
+                TelegramTool::new(options.telegram.clone(), &options.secrets),
                 &[
                     ("send", args_only!(TelegramTool, send)),
                     ("edit", args_only!(TelegramTool, edit)),
@@ -221,7 +225,7 @@ pub fn handlers(name: &str, options: &ToolOptions) -> Option<ToolHandlers> {
         "slack" => {
             use slack::SlackTool;
             handlers_of(
-                SlackTool::new(options.slack.clone()),
+                SlackTool::new(options.slack.clone(), &options.secrets),
                 &[
                     ("send", args_only!(SlackTool, send)),
                     ("read", args_only!(SlackTool, read)),

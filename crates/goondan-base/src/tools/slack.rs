@@ -150,10 +150,17 @@ pub struct SlackTool {
 }
 
 impl SlackTool {
-    /// The tool with `config`, unset fields read from the environment.
-    pub fn new(config: BotApiConfig) -> SlackTool {
+    /// The tool with `config`, unset fields read from `secrets`, else
+    /// from the environment.
+    pub fn new(config: BotApiConfig, secrets: &goondan_types::Secrets) -> SlackTool {
         SlackTool {
-            api: BotClient::new(DEFAULT_API_BASE_URL, API_BASE_URL_ENV, &TOKEN_ENV, config),
+            api: BotClient::new(
+                DEFAULT_API_BASE_URL,
+                API_BASE_URL_ENV,
+                &TOKEN_ENV,
+                config,
+                secrets,
+            ),
         }
     }
 

@@ -182,10 +182,17 @@ pub struct TelegramTool {
 }
 
 impl TelegramTool {
-    /// The tool with `config`, unset fields read from the environment.
-    pub fn new(config: BotApiConfig) -> TelegramTool {
+    /// The tool with `config`, unset fields read from `secrets`, else
+    /// from the environment.
+    pub fn new(config: BotApiConfig, secrets: &goondan_types::Secrets) -> TelegramTool {
         TelegramTool {
-            api: BotClient::new(DEFAULT_API_BASE_URL, API_BASE_URL_ENV, &TOKEN_ENV, config),
+            api: BotClient::new(
+                DEFAULT_API_BASE_URL,
+                API_BASE_URL_ENV,
+                &TOKEN_ENV,
+                config,
+                secrets,
+            ),
         }
     }
 

@@ -1,0 +1,288 @@
+//! End to end: a Telegram bot. The ConnectorProcess long-polls a mock Bot
+//! API on 127.0.0.1; an update becomes a Turn for `telegram:<chat>`; the
+//! agent answers through `telegram__send` with the operator's token, which
+//! reaches the agent only through its spawn handshake; the mock records
+//! the answer. A 500 and a 429 from the Bot API are retried without a
+//! second event.
+
+use crate::mock_llm::{ChatRequest, MockLlm, Reply};
+use crate::swarm::{fixture, gdn_command, wait_until, Resident, Swarm};
+use axum::extract::{Path as UrlPath, State};
+use axum::Json;
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+const TOKEN: &str = "123456:tg-e2e-token-5d1f";
+
+/// What the mock Bot API saw and still has to give.
+#[derive(Default)]
+struct BotApi {
+    /// Answers of `getUpdates`, in order: a status and a body.
+    scripted: Vec<(u16, Value)>,
+    /// Every call: the path's method and the query or JSON body.
+    calls: Vec<(String, Value)>,
+}
+
+type Shared = Arc<Mutex<BotApi>>;
+
+fn update(id: i64, chat: i64, text: &str) -> Value {
+    json!({
+        "update_id": id,
+        "message": {
+            "message_id": id,
+            "date": 1_700_000_000,
+            "chat": {"id": chat, "type": "private"},
+            "from": {"id": 7, "is_bot": false, "first_name": "Ann"},
+            "text": text,
+        }
+    })
+}
+
+async fn bot_method(
+    State(shared): State<Shared>,
+    UrlPath((token, method)): UrlPath<(String, String)>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+    body: axum::body::Bytes,
+) -> (axum::http::StatusCode, Json<Value>) {
+    let status = |code: u16| axum::http::StatusCode::from_u16(code).unwrap();
+    if token != format!("bot{TOKEN}") {
+        return (status(401), Json(json!({"ok": false, "error_code": 401})));
+    }
+    let query: serde_json::Map<String, Value> = query
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(key, value)| (key.to_string(), Value::String(value.to_string())))
+        .collect();
+    let argument = serde_json::from_slice(&body).unwrap_or(Value::Object(query));
+    let scripted = {
+        let mut api = shared.lock().unwrap();
+        api.calls.push((method.clone(), argument.clone()));
+        (method == "getUpdates" && !api.scripted.is_empty()).then(|| api.scripted.remove(0))
+    };
+    match (method.as_str(), scripted) {
+        ("getUpdates", Some((code, body))) => (status(code), Json(body)),
+        ("getUpdates", None) => {
+            // A long poll with nothing new.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            (status(200), Json(json!({"ok": true, "result": []})))
+        }
+        ("sendMessage", _) => (
+            status(200),
+            Json(
+                json!({"ok": true, "result": {"message_id": 900, "chat": {"id": argument["chat_id"]}}}),
+            ),
+        ),
+        _ => (status(404), Json(json!({"ok": false, "error_code": 404}))),
+    }
+}
+
+/// Starts the mock Bot API; returns its base URL and state.
+fn start_bot_api(scripted: Vec<(u16, Value)>) -> (String, Shared) {
+    let shared: Shared = Arc::new(Mutex::new(BotApi {
+        scripted,
+        calls: Vec::new(),
+    }));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap();
+    let state = shared.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let app = axum::Router::new()
+                .route("/{token}/{method}", axum::routing::any(bot_method))
+                .with_state(state);
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    (format!("http://{address}"), shared)
+}
+
+/// The model: a user message from Telegram is answered with
+/// `telegram__send` to its chat, then a short final text.
+fn bot_model(request: &ChatRequest) -> Reply {
+    if request.tool_result().is_some() {
+        return Reply::text("sent");
+    }
+    Reply::tool(
+        "telegram__send",
+        json!({"chatId": "42", "text": format!("echo: {}", request.last_user_text())}),
+    )
+}
+
+#[test]
+fn an_update_becomes_a_turn_answered_through_telegram_send_despite_500_and_429() {
+    let (base_url, api) = start_bot_api(vec![
+        (
+            500,
+            json!({"ok": false, "error_code": 500, "description": "boom"}),
+        ),
+        (
+            429,
+            json!({"ok": false, "error_code": 429, "parameters": {"retry_after": 1}}),
+        ),
+        (
+            200,
+            json!({"ok": true, "result": [update(100, 42, "hello bot")]}),
+        ),
+        // Sent again below the offset: must not become a second event.
+        (
+            200,
+            json!({"ok": true, "result": [update(100, 42, "hello bot")]}),
+        ),
+    ]);
+    let mock = MockLlm::start(bot_model);
+    let swarm = Swarm {
+        bundle: fixture("telegram", &[("@ENDPOINT@", mock.endpoint())]),
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    };
+    let log = std::fs::File::create(swarm.bundle.path().join("orchestrator.log")).unwrap();
+    let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"])
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_API_BASE_URL", &base_url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let resident = Resident { child: Some(child) };
+
+    let sent = wait_until("the agent to answer through sendMessage", || {
+        api.lock()
+            .unwrap()
+            .calls
+            .iter()
+            .find(|(method, _)| method == "sendMessage")
+            .map(|(_, body)| body.clone())
+    });
+    assert_eq!(sent["chat_id"], "42");
+    assert_eq!(sent["text"], "echo: hello bot");
+    let dir = wait_until("the telegram:42 instance", || {
+        crate::swarm::find_instance(swarm.state.path(), "bot", "telegram:42")
+    });
+    // Let the redelivered update and a few more polls go by.
+    wait_until("two polls past the update", || {
+        let api = api.lock().unwrap();
+        let polls = api
+            .calls
+            .iter()
+            .filter(|(method, query)| method == "getUpdates" && query["offset"] == "101")
+            .count();
+        (polls >= 2).then_some(())
+    });
+    let asked = swarm
+        .mock
+        .requests()
+        .iter()
+        .filter(|request| request.tool_result().is_none())
+        .count();
+    assert_eq!(asked, 1, "one update, one Turn");
+    let history = crate::swarm::conversation_of(&dir);
+    let users = history
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .count();
+    assert_eq!(users, 1, "{history:?}");
+    assert_eq!(resident.terminate(), 0);
+
+    // The token is in no log, conversation or state file.
+    for path in crate::secrets::files_below(swarm.state.path())
+        .into_iter()
+        .chain(crate::secrets::files_below(swarm.bundle.path()))
+    {
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !bytes
+                .windows(TOKEN.len())
+                .any(|window| window == TOKEN.as_bytes()),
+            "the bot token is in {}",
+            path.display()
+        );
+    }
+}
+
+/// A cron Connection fires on its schedule through the real ConnectorProcess,
+/// each fire its own Turn.
+#[test]
+fn a_cron_connection_fires_turns_on_its_schedule() {
+    let mock = MockLlm::start(|_| Reply::text("done"));
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bundle.path().join("goondan.yaml"),
+        format!(
+            r#"apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: mock-gpt
+spec:
+  provider: openai
+  model: gpt-mock
+  endpoint: "{}"
+  options:
+    maxRetries: 0
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: reporter
+spec:
+  modelConfig:
+    modelRef: Model/mock-gpt
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/reporter
+  agents:
+    - ref: Agent/reporter
+---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: clock
+spec:
+  connectorRef: Connector/cron
+  config:
+    EVERY:
+      value: 300ms
+    TEXT:
+      value: write the report
+    INSTANCE_KEY:
+      value: reports
+"#,
+            mock.endpoint()
+        ),
+    )
+    .unwrap();
+    let swarm = Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    };
+    let resident = swarm.start_resident();
+    wait_until("three scheduled Turns", || {
+        let fired = swarm
+            .mock
+            .requests()
+            .iter()
+            .filter(|request| request.last_user_text() == "write the report")
+            .count();
+        (fired >= 3).then_some(())
+    });
+    let dir = crate::swarm::find_instance(swarm.state.path(), "reporter", "reports").unwrap();
+    let users = crate::swarm::conversation_of(&dir)
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .count();
+    assert!(users >= 2, "the fires share the instance's conversation");
+    assert_eq!(resident.terminate(), 0);
+}
