@@ -461,7 +461,28 @@ mod tests {
             "GOONDAN_TEST_UNSET_BASE",
             &["GOONDAN_TEST_UNSET_TOKEN"],
             config,
+            &Secrets::new(),
         )
+    }
+
+    #[tokio::test]
+    async fn the_operator_token_and_address_come_from_the_handshake_secrets() {
+        let secrets: Secrets = [
+            ("GOONDAN_TEST_SECRET_TOKEN", "handshake-token-998877"),
+            ("GOONDAN_TEST_SECRET_BASE", "https://bots.example.org"),
+        ]
+        .into_iter()
+        .collect();
+        let operator = BotClient::new(
+            "https://api.example.org",
+            "GOONDAN_TEST_SECRET_BASE",
+            &["GOONDAN_TEST_UNSET_TOKEN", "GOONDAN_TEST_SECRET_TOKEN"],
+            BotApiConfig::default(),
+            &secrets,
+        );
+        let credentials = operator.credentials("t__send", None, None).await.unwrap();
+        assert_eq!(credentials.token, "handshake-token-998877");
+        assert_eq!(credentials.base_url, "https://bots.example.org");
     }
 
     #[tokio::test]
