@@ -131,11 +131,9 @@ impl Platform for Webhook {
         let payload: Map<String, Value> = serde_json::from_slice(request.body)
             .map_err(|error| BadRequest(format!("the body is not a JSON object: {error}")))?;
         let event = event_from_payload(&payload)?;
-        let reply = PlatformReply::json(json!({
-            "ok": true,
-            "event": event.name,
-            "instanceKey": event.instance_key,
-        }));
+        // The rules may route the event elsewhere than the key it
+        // suggests, so the reply names only what was received.
+        let reply = PlatformReply::json(json!({"ok": true, "event": event.name}));
         Ok(PlatformOutcome::Emit { event, reply })
     }
 }
