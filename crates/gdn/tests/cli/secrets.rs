@@ -156,8 +156,22 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str]) -> Output {
     }
 }
 
+/// Fails if `secret` occurs in any file below any of `dirs`.
+pub(crate) fn assert_nowhere_below(secret: &str, dirs: &[&Path]) {
+    for path in dirs.iter().flat_map(|dir| files_below(dir)) {
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !bytes
+                .windows(secret.len())
+                .any(|window| window == secret.as_bytes()),
+            "a secret is in {}",
+            path.display()
+        );
+    }
+}
+
 /// Every regular file below `dir`.
-pub(crate) fn files_below(dir: &Path) -> Vec<PathBuf> {
+fn files_below(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
