@@ -723,3 +723,159 @@ mod linux {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Issue 16 #1 with real processes. The agent's side of the test runs
+    //! in a child copy of this test binary, so the secret sits in that
+    //! process's environment without `set_var` racing other tests.
+
+    use super::super::process::{run, ProcessSpec};
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    /// Set in the child copy: the secret the agent's environment holds.
+    const SECRET_VARIABLE: &str = "MY_SECRET_KEY";
+    const SECRET: &str = "sk-probe-SECRET-5e1d9c0b7a";
+    /// Set in the child copy: run the probe rather than return.
+    const PROBE_VARIABLE: &str = "GOONDAN_BASH_SANDBOX_PROBE";
+    const PROBE_TEST: &str = "tools::bash::sandbox::tests::secrets_probe";
+
+    fn spec(command: &str, isolation: Isolation) -> ProcessSpec {
+        ProcessSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-lc".into(), command.into()],
+            cwd: std::env::temp_dir(),
+            env: vec![("DECLARED".into(), "yes".into())],
+            isolation,
+            timeout: Duration::from_secs(20),
+            max_output_bytes: 1_000_000,
+        }
+    }
+
+    /// Runs the probe in a child copy of this binary with `SECRET` in its
+    /// environment, as `uid` when given (through `setpriv`).
+    fn run_probe(as_nobody: bool) -> std::process::Output {
+        let exe = std::env::current_exe().unwrap();
+        let mut command = if as_nobody {
+            let mut command = std::process::Command::new("setpriv");
+            command
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(exe);
+            command
+        } else {
+            std::process::Command::new(exe)
+        };
+        command
+            .args([PROBE_TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env(SECRET_VARIABLE, SECRET)
+            .env(PROBE_VARIABLE, "1")
+            .env_remove(SANDBOX_VARIABLE)
+            .current_dir(std::env::temp_dir())
+            .output()
+            .unwrap()
+    }
+
+    fn assert_probe_passed(output: &std::process::Output, who: &str) {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains("1 passed"),
+            "the probe failed as {who}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        print!("{stdout}");
+    }
+
+    #[test]
+    fn the_model_cannot_read_the_agents_secrets_through_bash() {
+        assert_probe_passed(&run_probe(false), "this user");
+        // As root the id maps are written with privileges a normal user
+        // lacks; run the probe as `nobody` too, where `setpriv` can.
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let root = unsafe { nix::libc::geteuid() } == 0;
+        let setpriv = std::path::Path::new("/usr/bin/setpriv").exists();
+        if root && setpriv {
+            assert_probe_passed(&run_probe(true), "nobody");
+        } else {
+            println!("note: not root or no setpriv; the probe ran as this user only");
+        }
+    }
+
+    /// The variable names `env` printed.
+    fn names(env_output: &str) -> BTreeSet<String> {
+        env_output
+            .lines()
+            .filter_map(|line| line.split_once('=').map(|(name, _)| name.to_string()))
+            .collect()
+    }
+
+    /// The child half of the test above; returns at once unless that test
+    /// started it.
+    #[tokio::test]
+    async fn secrets_probe() {
+        if std::env::var_os(PROBE_VARIABLE).is_none() {
+            return;
+        }
+        assert_eq!(std::env::var(SECRET_VARIABLE).unwrap(), SECRET);
+        // Like `gdn agent`: the agent holds secrets, so it is non-dumpable
+        // (which is also what the id maps must work around).
+        // SAFETY: prctl with integer arguments.
+        unsafe {
+            nix::libc::prctl(nix::libc::PR_SET_DUMPABLE, 0 as nix::libc::c_ulong, 0, 0, 0);
+        }
+        let leaks = |text: &str| text.contains(SECRET);
+        // Only what the shell itself exports may join the allowed list.
+        let allowed: BTreeSet<String> = [
+            "PATH", "HOME", "LANG", "DECLARED", "PWD", "SHLVL", "_", "OLDPWD",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+
+        for isolation in [Isolation::Namespaces, Isolation::EnvironmentOnly] {
+            let outcome = run(&spec("env", isolation)).await.unwrap();
+            let stdout = outcome.stdout.text();
+            assert_eq!(outcome.exit_code, Some(0), "{isolation:?}: {stdout}");
+            assert!(!leaks(&stdout), "{isolation:?}: {stdout}");
+            let seen = names(&stdout);
+            assert!(seen.is_subset(&allowed), "{isolation:?}: {seen:?}");
+            for required in ["PATH", "LANG", "DECLARED"] {
+                assert!(seen.contains(required), "{isolation:?}: {seen:?}");
+            }
+        }
+
+        let snoop = "cat /proc/$PPID/environ; cat /proc/1/environ; cat /proc/self/environ; \
+                     for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat $f; done; true";
+        let outcome = run(&spec(snoop, Isolation::Namespaces)).await.unwrap();
+        let (stdout, stderr) = (outcome.stdout.text(), outcome.stderr.text());
+        assert!(!leaks(&stdout) && !leaks(&stderr), "{stdout}\n{stderr}");
+
+        if !wanted(Isolation::Namespaces) {
+            println!(
+                "note: namespaces refused here ({}); the PID checks are skipped",
+                REFUSAL.get().map(String::as_str).unwrap_or("?")
+            );
+            return;
+        }
+        // The command is PID 2 under the namespace's init, and /proc lists
+        // only the sandbox: the init, the shell, `ls` and `grep`. Unmounting
+        // /proc (possible for uid 0 inside, were it not locked) changes
+        // nothing.
+        let listing = "echo $$; ls /proc | grep -c '^[0-9]*$'; ps -e -o pid= | wc -l; \
+                       umount /proc 2>/dev/null; umount -l /proc 2>/dev/null; \
+                       ls /proc | grep -c '^[0-9]*$'";
+        let outcome = run(&spec(listing, Isolation::Namespaces)).await.unwrap();
+        let stdout = outcome.stdout.text();
+        let numbers: Vec<u32> = stdout
+            .split_whitespace()
+            .map(|word| word.parse().unwrap())
+            .collect();
+        println!("sandbox listing ($$, /proc, ps, /proc after umount): {stdout:?}");
+        assert_eq!(numbers.len(), 4, "{stdout}");
+        assert_eq!(numbers[0], 2, "the command is not PID 2: {stdout}");
+        for count in &numbers[1..] {
+            assert!(*count <= 5, "the sandbox sees too many processes: {stdout}");
+        }
+    }
+}
