@@ -724,7 +724,7 @@ mod linux {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     //! Issue 16 #1 with real processes. The agent's side of the test runs
     //! in a child copy of this test binary, so the secret sits in that
