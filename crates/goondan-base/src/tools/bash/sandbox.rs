@@ -42,6 +42,13 @@
 //!   `uid_map`, which the kernel otherwise refuses to a non-dumpable process
 //!   of a non-root user.
 //!
+//! The price of P and I never exec'ing: each is a copy-on-write image of
+//! the agent, so every page the agent writes while they live is copied
+//! once more. For a command that runs seconds that is noise; a detached job
+//! that runs for hours keeps up to two stale copies of the agent's heap
+//! alive. Re-exec'ing a tiny waiter would drop them, at the price of
+//! shipping one; not done yet.
+//!
 //! Between `fork` and `exec` only async-signal-safe calls are allowed (the
 //! agent has other threads that may hold the allocator's lock), so that code
 //! uses raw system calls, stack buffers and `_exit`, and never allocates.
@@ -376,16 +383,20 @@ mod linux {
         gid_map: MapLine,
         /// The writing end of the status pipe the agent reads.
         status_fd: RawFd,
+        /// The agent, P's parent while the agent lives.
+        agent_pid: libc::pid_t,
     }
 
     impl Plan {
         pub(super) fn new(status_fd: RawFd) -> Plan {
-            // SAFETY: getuid and getgid cannot fail and touch no memory.
-            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            // SAFETY: getuid, getgid and getpid cannot fail and touch no
+            // memory.
+            let (uid, gid, agent_pid) = unsafe { (libc::getuid(), libc::getgid(), libc::getpid()) };
             Plan {
                 uid_map: MapLine::identity(uid),
                 gid_map: MapLine::identity(gid),
                 status_fd,
+                agent_pid,
             }
         }
     }
@@ -529,11 +540,18 @@ mod linux {
             // Inherited by everything below, across exec.
             check(Step::NoNewPrivs, prctl(libc::PR_SET_NO_NEW_PRIVS, 1))?;
             // The agent gone (killed, crashed) takes P, and with it the
-            // namespace, along.
+            // namespace, along. The signal follows the *thread* that
+            // forked P: the agent spawns from its runtime's thread, which
+            // lives as long as the agent does.
             check(
                 Step::ParentDeathSignal,
                 prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong),
             )?;
+            // The agent died between the fork and the line above: nobody
+            // would send the signal, so go now.
+            if libc::getppid() != plan.agent_pid {
+                libc::_exit(1);
+            }
             check(
                 Step::Unshare,
                 libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID),
