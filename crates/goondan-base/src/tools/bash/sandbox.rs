@@ -863,19 +863,23 @@ mod tests {
             }
         }
 
+        // Without namespaces another process's environment is only as safe
+        // as its owner keeps it (the agent: non-dumpable), so the /proc
+        // checks below are the sandbox's alone.
+        if !wanted(Isolation::Namespaces) {
+            println!(
+                "note: namespaces refused here ({}); the /proc checks need them",
+                REFUSAL.get().map(String::as_str).unwrap_or("?")
+            );
+            return;
+        }
+        // Every environment and command line the command can find.
         let snoop = "cat /proc/$PPID/environ; cat /proc/1/environ; cat /proc/self/environ; \
                      for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat $f; done; true";
         let outcome = run(&spec(snoop, Isolation::Namespaces)).await.unwrap();
         let (stdout, stderr) = (outcome.stdout.text(), outcome.stderr.text());
         assert!(!leaks(&stdout) && !leaks(&stderr), "{stdout}\n{stderr}");
 
-        if !wanted(Isolation::Namespaces) {
-            println!(
-                "note: namespaces refused here ({}); the PID checks are skipped",
-                REFUSAL.get().map(String::as_str).unwrap_or("?")
-            );
-            return;
-        }
         // The command is PID 2 under the namespace's init, and /proc lists
         // only the sandbox: the init, the shell, `ls` and `grep`. Unmounting
         // /proc (possible for uid 0 inside, were it not locked) changes
