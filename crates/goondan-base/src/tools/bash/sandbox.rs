@@ -820,6 +820,26 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_environment_is_an_allow_list_the_call_can_extend_and_override() {
+        let environment = command_environment(&[
+            ("PATH".into(), "/opt/tools/bin".into()),
+            ("DECLARED".into(), "yes".into()),
+        ]);
+        let names: Vec<&str> = environment
+            .iter()
+            .map(|(name, _)| name.to_str().unwrap())
+            .collect();
+        let expected: &[&str] = if std::env::var_os("HOME").is_some_and(|home| !home.is_empty()) {
+            &["HOME", "LANG", "PATH", "DECLARED"]
+        } else {
+            &["LANG", "PATH", "DECLARED"]
+        };
+        assert_eq!(names, expected);
+        let path = environment.iter().find(|(name, _)| name == "PATH").unwrap();
+        assert_eq!(path.1, "/opt/tools/bin");
+    }
+
     /// The variable names `env` printed.
     fn names(env_output: &str) -> BTreeSet<String> {
         env_output
