@@ -1,6 +1,7 @@
 //! What the builtins cost per call: a Turn on a 1,000-message conversation
 //! with and without the message-window and message-compaction extensions,
-//! and one `bash__exec` of `true` (process group spawn, wait, capture).
+//! and one `bash__exec` of `true` (process group spawn, wait, capture), with
+//! and without the namespace sandbox.
 //!
 //! Run with `cargo bench -p goondan-base --bench builtins`.
 
@@ -100,9 +101,18 @@ fn bash_exec(c: &mut Criterion) {
     group
         .sample_size(30)
         .measurement_time(Duration::from_secs(3));
-    group.bench_function("exec_true", |b| {
-        b.iter(|| runtime.block_on(tool.exec(workdir.path(), &args)).unwrap())
-    });
+    // The same call with and without the namespace sandbox (issue 16 #1);
+    // the variable is read per call, and criterion runs one bench at a time.
+    for (name, sandbox) in [("exec_true", None), ("exec_true_sandbox_off", Some("off"))] {
+        match sandbox {
+            Some(value) => std::env::set_var("GOONDAN_BASH_SANDBOX", value),
+            None => std::env::remove_var("GOONDAN_BASH_SANDBOX"),
+        }
+        group.bench_function(name, |b| {
+            b.iter(|| runtime.block_on(tool.exec(workdir.path(), &args)).unwrap())
+        });
+    }
+    std::env::remove_var("GOONDAN_BASH_SANDBOX");
     group.finish();
 }
 

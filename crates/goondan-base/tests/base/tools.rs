@@ -232,25 +232,41 @@ async fn file_system_may_leave_the_workdir_only_when_the_options_allow_it() {
     }
 }
 
-/// A zombie counts as dead: killed, only its reaping is left, and in a
-/// container nobody may reap it.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+/// Whether a live process has `marker` among its arguments. In the bash
+/// sandbox `$!` is a PID of the command's own namespace, meaningless here,
+/// so a job is found by a unique argument (`sleep 30.0201`). A zombie
+/// counts as dead: killed, only its reaping is left, and in a container
+/// nobody may reap it.
+fn running_with(marker: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let path = entry.path();
+        let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
+        let zombie = std::fs::read_to_string(path.join("stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        !zombie
+            && cmdline
+                .split(|byte| *byte == 0)
+                .any(|argument| argument == marker.as_bytes())
+    })
 }
 
 #[tokio::test]
 async fn dropping_a_turn_mid_command_kills_the_commands_process_group() {
+    let marker = "30.0201";
     let mut harness = Harness::new();
     harness.tool("bash", &["exec"]);
     harness.model.tool_calls(&[(
         "c1",
         "bash__exec",
-        json!({"command": "sleep 30 & echo $! > job.pid; wait", "timeoutMs": 1e15}),
+        json!({"command": format!("sleep {marker} & echo started > job.started; wait"), "timeoutMs": 1e15}),
     )]);
     let mut agent = harness.start().await;
     let turn = agent.run_turn(user_event("start a long job"), &NoStream);
@@ -260,14 +276,13 @@ async fn dropping_a_turn_mid_command_kills_the_commands_process_group() {
             .await
             .is_err()
     );
-    let pid: i32 = std::fs::read_to_string(harness.workdir.path().join("job.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    assert!(
+        harness.workdir.path().join("job.started").exists(),
+        "the job never started"
+    );
     let mut dead = false;
     for _ in 0..100 {
-        if !alive(pid) {
+        if !running_with(marker) {
             dead = true;
             break;
         }

@@ -1,8 +1,11 @@
 //! The `bash` tool: `exec` runs one shell command, `script` runs a script
 //! file from the workdir; both in the instance workdir, in their own
-//! process group, with a deadline and capped output (see the `process` module).
+//! process group, with a deadline and capped output (see the `process`
+//! module), with a cleared environment and, on Linux, in their own user,
+//! PID and mount namespaces (see the `sandbox` module).
 
 mod process;
+mod sandbox;
 
 use crate::args::{self, parse, primitive_map, require_non_empty, whole_number};
 use crate::error::BuiltinToolError;
@@ -106,6 +109,7 @@ impl BashTool {
             args: vec!["-lc".into(), parsed.command.clone()],
             cwd: cwd.clone(),
             env,
+            isolation: sandbox::Isolation::from_env(),
             timeout,
             max_output_bytes: self.config.max_output_bytes,
         };
@@ -150,6 +154,7 @@ impl BashTool {
             args: process_args,
             cwd,
             env,
+            isolation: sandbox::Isolation::from_env(),
             timeout,
             max_output_bytes: self.config.max_output_bytes,
         };

@@ -10,16 +10,22 @@
 //!
 //! A run that finishes on its own leaves the group alone: a job the command
 //! detached on purpose (`nohup server &` with its output redirected) keeps
-//! running. One that still holds our pipes open keeps the run going until
+//! running, in the sandbox until the agent stops (see the `sandbox`
+//! module). One that still holds our pipes open keeps the run going until
 //! the deadline, which then kills it.
+//!
+//! What the child sees (its environment, its namespaces) is the `sandbox`
+//! module's business; this one spawns, waits and captures.
 //!
 //! Output beyond the cap is read and thrown away rather than left in the
 //! pipe, so a chatty child never blocks on a full pipe.
 
+use super::sandbox::{self, Isolation, SpawnAttempt};
 use crate::error::BuiltinToolError;
 use crate::tools::capped_text::decode_prefix;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -39,8 +45,11 @@ pub(crate) struct ProcessSpec {
     pub(crate) args: Vec<String>,
     /// The working directory.
     pub(crate) cwd: PathBuf,
-    /// Variables set on top of the inherited environment.
+    /// Variables the call declares, on top of `PATH`, `HOME` and `LANG`
+    /// (see [`sandbox::command_environment`]); nothing else is inherited.
     pub(crate) env: Vec<(String, String)>,
+    /// Namespaces, or the cleared environment only.
+    pub(crate) isolation: Isolation,
     /// The deadline, from spawn.
     pub(crate) timeout: Duration,
     /// Bytes kept per stream.
@@ -105,41 +114,33 @@ impl Drop for ProcessGroupGuard {
     }
 }
 
-/// The model providers' key variables, removed from every command's
-/// inherited environment.
-pub(crate) const PROVIDER_KEY_VARIABLES: [&str; 3] = [
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "GOOGLE_GENERATIVE_AI_API_KEY",
-];
-
 /// Runs `spec` to completion or to its deadline.
 pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToolError> {
     let started = Instant::now();
-    let mut command = tokio::process::Command::new(&spec.program);
-    // The agent's own model keys are not the command's business: a
-    // command the model wrote could print them back into the conversation.
-    // A call that needs one passes it explicitly in `env`.
-    for key in PROVIDER_KEY_VARIABLES {
-        command.env_remove(key);
-    }
-    command
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .envs(
-            spec.env
-                .iter()
-                .map(|(key, value)| (key.as_str(), value.as_str())),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|source| BuiltinToolError::Spawn {
+    let environment = sandbox::command_environment(&spec.env);
+    let spawn_error = |source| BuiltinToolError::Spawn {
         program: spec.program.clone(),
         source,
-    })?;
+    };
+    let mut sandboxed = None;
+    let mut spawned = None;
+    if sandbox::wanted(spec.isolation) {
+        match sandbox::spawn(&mut command(spec, &environment)) {
+            SpawnAttempt::Sandboxed(child, status) => {
+                spawned = Some(child);
+                sandboxed = Some(status);
+            }
+            SpawnAttempt::Refused => {}
+            SpawnAttempt::Failed(source) => return Err(spawn_error(source)),
+        }
+    }
+    let mut child = match spawned {
+        Some(child) => child,
+        None => command(spec, &environment)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(spawn_error)?,
+    };
     let mut guard = ProcessGroupGuard {
         pgid: child
             .id()
@@ -155,7 +156,17 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
         let (_, _, status) = tokio::join!(
             drain(stdout_pipe.as_mut(), &mut stdout, spec.max_output_bytes),
             drain(stderr_pipe.as_mut(), &mut stderr, spec.max_output_bytes),
-            child.wait(),
+            async {
+                // In the sandbox the command's status comes from the
+                // namespace's init; the direct child stays while a job the
+                // command detached runs (see the `sandbox` module).
+                if let Some(sandboxed) = sandboxed.as_mut() {
+                    if let Some(status) = sandboxed.status().await {
+                        return Some(status);
+                    }
+                }
+                child.wait().await.ok()
+            },
         );
         status
     })
@@ -164,7 +175,7 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
     let (status, timed_out) = match finished {
         Ok(status) => {
             guard.disarm();
-            (status.ok(), false)
+            (status, false)
         }
         Err(_elapsed) => {
             guard.kill();
@@ -191,6 +202,24 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
         timed_out,
         duration: started.elapsed(),
     })
+}
+
+/// The command for `spec`: its own process group, the cleared
+/// `environment`, no stdin, piped output. Not killed on drop here: the
+/// guard kills the whole group when that matters, and in the sandbox the
+/// direct child must outlive a finished run while a job it detached runs.
+fn command(spec: &ProcessSpec, environment: &[(OsString, OsString)]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(environment.iter().map(|(key, value)| (key, value)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    command
 }
 
 fn signal_name(status: ExitStatus) -> Option<String> {
@@ -230,25 +259,46 @@ mod tests {
             args: vec!["-c".into(), command.into()],
             cwd: std::env::temp_dir(),
             env: vec![("GOONDAN_TEST_VAR".into(), "from-env".into())],
+            isolation: Isolation::Namespaces,
             timeout: Duration::from_millis(timeout_ms),
             max_output_bytes: cap,
         }
     }
 
-    /// A zombie counts as dead: it was killed, only its reaping is left,
-    /// and in a container nobody may reap it.
-    fn alive(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => !stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-            Err(_) => false,
-        }
+    /// The host PIDs of live processes with `marker` among their arguments.
+    ///
+    /// In the sandbox `$!` is a PID of the command's namespace, which means
+    /// nothing to the test, so a background job is found by a unique
+    /// argument instead (`sleep 30.0101`). A zombie counts as dead: it was
+    /// killed, only its reaping is left, and in a container nobody may
+    /// reap it.
+    fn running_with(marker: &str) -> Vec<i32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        stat.rsplit_once(')')
+                            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+                    })
+                    .unwrap_or(true);
+                !zombie
+                    && cmdline
+                        .split(|byte| *byte == 0)
+                        .any(|argument| argument == marker.as_bytes())
+            })
+            .collect()
     }
 
-    async fn wait_dead(pid: i32) -> bool {
+    async fn wait_gone(marker: &str) -> bool {
         for _ in 0..100 {
-            if !alive(pid) {
+            if running_with(marker).is_empty() {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -273,6 +323,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_command_killed_by_a_signal_reports_the_signal() {
+        for isolation in [Isolation::Namespaces, Isolation::EnvironmentOnly] {
+            let mut spec = shell("echo before; kill -TERM $$; echo after", 5000, 1000);
+            spec.isolation = isolation;
+            let outcome = run(&spec).await.unwrap();
+            assert_eq!(outcome.stdout.text(), "before\n", "{isolation:?}");
+            assert_eq!(outcome.exit_code, None, "{isolation:?}");
+            assert_eq!(outcome.signal.as_deref(), Some("SIGTERM"), "{isolation:?}");
+            assert!(!outcome.timed_out, "{isolation:?}");
+        }
+    }
+
+    #[tokio::test]
     async fn huge_output_is_capped_and_flagged_without_blocking() {
         let outcome = run(&shell(
             "head -c 5000000 /dev/zero | tr '\\0' x",
@@ -289,51 +352,103 @@ mod tests {
 
     #[tokio::test]
     async fn timeout_kills_the_whole_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let pid_file = dir.path().join("pid");
-        let command = format!(
-            "sleep 30 & echo $! > {}; echo started; wait",
-            pid_file.display()
-        );
-        let outcome = run(&shell(&command, 300, 1000)).await.unwrap();
-        assert!(outcome.timed_out);
-        assert_eq!(outcome.signal.as_deref(), Some("SIGKILL"));
-        assert_eq!(outcome.stdout.text(), "started\n");
-        let grandchild: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(
-            wait_dead(grandchild).await,
-            "background job survived the timeout"
-        );
+        for (isolation, marker) in [
+            (Isolation::Namespaces, "30.0101"),
+            (Isolation::EnvironmentOnly, "30.0111"),
+        ] {
+            let command = format!("sleep {marker} & echo started; wait");
+            let mut spec = shell(&command, 300, 1000);
+            spec.isolation = isolation;
+            let outcome = run(&spec).await.unwrap();
+            assert!(outcome.timed_out, "{isolation:?}");
+            assert_eq!(outcome.signal.as_deref(), Some("SIGKILL"), "{isolation:?}");
+            assert_eq!(outcome.stdout.text(), "started\n", "{isolation:?}");
+            assert!(
+                wait_gone(marker).await,
+                "background job survived the timeout ({isolation:?})"
+            );
+        }
     }
 
     #[tokio::test]
     async fn dropping_the_future_kills_the_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let pid_file = dir.path().join("pid");
-        let command = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
-        let spec = shell(&command, 60_000, 1000);
-        let run_future = run(&spec);
-        let _ = tokio::time::timeout(Duration::from_millis(300), run_future).await;
-        let grandchild: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
+        for (isolation, marker) in [
+            (Isolation::Namespaces, "30.0102"),
+            (Isolation::EnvironmentOnly, "30.0112"),
+        ] {
+            let command = format!("sleep {marker} & wait");
+            let mut spec = shell(&command, 60_000, 1000);
+            spec.isolation = isolation;
+            let run_future = run(&spec);
+            let _ = tokio::time::timeout(Duration::from_millis(300), run_future).await;
+            assert!(
+                !running_with(marker).is_empty() || wait_gone(marker).await,
+                "the job never started ({isolation:?})"
+            );
+            assert!(
+                wait_gone(marker).await,
+                "background job survived the drop ({isolation:?})"
+            );
+        }
+    }
+
+    /// A server the model starts with `nohup … &` keeps running after the
+    /// call (a later call can use it), and dies with the agent: the thread
+    /// that spawned the command ending is the agent stopping, as far as
+    /// `PR_SET_PDEATHSIG` is concerned.
+    #[test]
+    fn a_detached_job_outlives_its_call_but_not_the_agent() {
+        let marker = "30.0103";
+        let (after_call, sandboxed) = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let command = format!("nohup sleep {marker} >/dev/null 2>&1 &");
+                let outcome = run(&shell(&command, 5000, 1000)).await.unwrap();
+                assert_eq!(outcome.exit_code, Some(0));
+                assert!(!outcome.timed_out);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                (
+                    running_with(marker).len(),
+                    sandbox::wanted(Isolation::Namespaces),
+                )
+            })
+        })
+        .join()
+        .unwrap();
+        assert_eq!(after_call, 1, "the detached job did not survive its call");
+        if !sandboxed {
+            // Without namespaces nothing ties the job to the agent.
+            println!("note: namespaces refused here; only the first half ran");
+            for pid in running_with(marker) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            return;
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
             .unwrap();
         assert!(
-            wait_dead(grandchild).await,
-            "background job survived the drop"
+            runtime.block_on(wait_gone(marker)),
+            "the detached job outlived the agent"
         );
     }
 
     #[tokio::test]
     async fn a_missing_program_is_a_spawn_error() {
-        let mut spec = shell("true", 1000, 10);
-        spec.program = "/nonexistent/shell".into();
-        let error = run(&spec).await.unwrap_err();
-        assert_eq!(error.code(), "E_PROCESS_SPAWN");
+        for isolation in [Isolation::Namespaces, Isolation::EnvironmentOnly] {
+            let mut spec = shell("true", 1000, 10);
+            spec.program = "/nonexistent/shell".into();
+            spec.isolation = isolation;
+            let error = run(&spec).await.unwrap_err();
+            assert_eq!(error.code(), "E_PROCESS_SPAWN", "{isolation:?}");
+            assert!(
+                error.to_string().contains("No such file"),
+                "{isolation:?}: {error}"
+            );
+        }
     }
 }
