@@ -8,7 +8,8 @@
 //!   routed to one instance (each post queued, then a Turn), and with no
 //!   rule matching (front, signature, IPC and routing only);
 //! * post → accepted latency of one post at a time (p50, p99);
-//! * idle RSS of the ConnectorProcess and of the orchestrator;
+//! * RSS of the ConnectorProcess and of the orchestrator, idle and after
+//!   the floods, and the CPU time each spends per post;
 //! * stdin line → answer of `gdn run` fed by a pipe (p50, p99).
 //!
 //! Run: `cargo bench -p gdn --bench connectors`.
@@ -122,14 +123,26 @@ fn main() {
         started.elapsed().as_secs_f64() * 1e3
     );
 
+    let orchestrator = resident.id() as i32;
+    let connector = children(orchestrator, "connector")[0];
+    std::thread::sleep(Duration::from_millis(500));
+    println!("idle ConnectorProcess: {}", memory(connector));
+    println!("idle orchestrator (gdn run, resident): {}", memory(orchestrator));
+
+    // No rule first: the routed flood leaves the agent a backlog of
+    // Turns that would share the two cores with the next measurement.
     for (what, body) in [
-        ("routed to one instance", routed),
         ("matching no rule", unrouted),
+        ("routed to one instance", routed),
     ] {
+        let before = [cpu_time(connector), cpu_time(orchestrator)];
         let (accepted, refused) = flood(port, body);
+        let after = [cpu_time(connector), cpu_time(orchestrator)];
         println!(
-            "signed posts accepted per second, {CLIENTS} keep-alive clients, {what}: {:.0}/s ({refused} refused)",
-            accepted as f64 / FLOOD.as_secs_f64()
+            "signed posts accepted per second, {CLIENTS} keep-alive clients, {what}: {:.0}/s ({refused} refused); CPU per post: connector {:.0} µs, orchestrator {:.0} µs",
+            accepted as f64 / FLOOD.as_secs_f64(),
+            (after[0] - before[0]) / accepted as f64 * 1e6,
+            (after[1] - before[1]) / accepted as f64 * 1e6,
         );
     }
 
@@ -152,13 +165,8 @@ fn main() {
     println!("post → queued for the agent, one at a time: p50 {p50:.3} ms, p99 {p99:.3} ms");
 
     std::thread::sleep(Duration::from_secs(2));
-    for pid in children(resident.id() as i32, "connector") {
-        println!("idle ConnectorProcess: {}", memory(pid));
-    }
-    println!(
-        "orchestrator (gdn run, resident): {}",
-        memory(resident.id() as i32)
-    );
+    println!("ConnectorProcess after the floods: {}", memory(connector));
+    println!("orchestrator after the floods: {}", memory(orchestrator));
     terminate(&mut resident);
 
     stdin_round_trips(dir.path(), state.path());
@@ -322,6 +330,19 @@ fn children(parent: i32, mode: &str) -> Vec<i32> {
                     .any(|argument| argument == mode.as_bytes())
         })
         .collect()
+}
+
+/// User plus system CPU time of `pid` so far, in seconds.
+fn cpu_time(pid: i32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // utime and stime are fields 14 and 15; `fields` starts at field 3.
+    let ticks = |index: usize| fields.get(index).and_then(|v| v.parse::<f64>().ok());
+    let per_second = 100.0; // USER_HZ on Linux
+    (ticks(11).unwrap_or(0.0) + ticks(12).unwrap_or(0.0)) / per_second
 }
 
 /// RSS, PSS and anonymous memory of `pid`, from `smaps_rollup`.
