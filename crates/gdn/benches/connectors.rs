@@ -127,7 +127,10 @@ fn main() {
     let connector = children(orchestrator, "connector")[0];
     std::thread::sleep(Duration::from_millis(500));
     println!("idle ConnectorProcess: {}", memory(connector));
-    println!("idle orchestrator (gdn run, resident): {}", memory(orchestrator));
+    println!(
+        "idle orchestrator (gdn run, resident): {}",
+        memory(orchestrator)
+    );
 
     // No rule first: the routed flood leaves the agent a backlog of
     // Turns that would share the two cores with the next measurement.

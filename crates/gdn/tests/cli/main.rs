@@ -95,6 +95,8 @@ fn examples_are_valid_and_exit_zero() {
             .current_dir(workspace_root())
             .env("GOONDAN_STATE_ROOT", state.path())
             .env("WEBHOOK_SECRET", "the-secret-the-readme-exports")
+            .env("TELEGRAM_BOT_TOKEN", "123:the-token-botfather-gave")
+            .env("ANTHROPIC_API_KEY", "sk-ant-the-readme-key")
             .output()
             .unwrap();
         assert_eq!(code(&output), 0, "{example}: {}", stdout(&output));
