@@ -81,19 +81,53 @@ impl IpcChannel {
     }
 }
 
+/// How many queued lines one write may carry.
+const LINES_PER_WRITE: usize = 64;
+/// Lines are gathered into one write up to this many bytes; a longer line
+/// goes out on its own, so the buffer never holds a copy of a big frame.
+const BYTES_PER_WRITE: usize = 64 * 1024;
+
 /// Writes each queued item as one line (`encode` makes the line) until
-/// every sender is gone or the stream breaks.
+/// every sender is gone or the stream breaks. Lines already queued when a
+/// write starts go out in that one write, so a burst costs one system
+/// call instead of one per message, and a lone message waits for nothing.
 pub(crate) async fn write_lines<W: AsyncWrite + Unpin, T>(
     mut writer: W,
     mut outbound: mpsc::Receiver<T>,
     encode: impl Fn(T) -> Vec<u8>,
 ) {
-    while let Some(item) = outbound.recv().await {
-        let line = encode(item);
-        if writer.write_all(&line).await.is_err() || writer.flush().await.is_err() {
-            break;
+    let mut items = Vec::with_capacity(LINES_PER_WRITE);
+    let mut gathered = Vec::with_capacity(BYTES_PER_WRITE);
+    while outbound.recv_many(&mut items, LINES_PER_WRITE).await > 0 {
+        for item in items.drain(..) {
+            let line = encode(item);
+            if gathered.len() + line.len() > BYTES_PER_WRITE {
+                if write_now(&mut writer, &gathered).await.is_err() {
+                    return;
+                }
+                gathered.clear();
+            }
+            if line.len() > BYTES_PER_WRITE {
+                if write_now(&mut writer, &line).await.is_err() {
+                    return;
+                }
+            } else {
+                gathered.extend_from_slice(&line);
+            }
         }
+        if write_now(&mut writer, &gathered).await.is_err() {
+            return;
+        }
+        gathered.clear();
     }
+}
+
+async fn write_now<W: AsyncWrite + Unpin>(writer: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    writer.write_all(bytes).await?;
+    writer.flush().await
 }
 
 /// Reads messages until the stream ends, handing each to `deliver` (which
@@ -201,5 +235,30 @@ mod tests {
         drop(far_write);
         drop(reader);
         assert!(channel.receiver.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_burst_with_a_big_frame_in_it_arrives_whole_and_in_order() {
+        let (near, far) = tokio::io::duplex(4096);
+        let (outbound, queued) = mpsc::channel(512);
+        let writer = tokio::spawn(write_lines(near, queued, |line: Vec<u8>| line));
+        let big = format!("{}\n", "x".repeat(3 * BYTES_PER_WRITE));
+        let lines: Vec<String> = (0..300)
+            .map(|n| match n {
+                150 => big.clone(),
+                n => format!("line {n}\n"),
+            })
+            .collect();
+        for line in &lines {
+            outbound.send(line.clone().into_bytes()).await.unwrap();
+        }
+        drop(outbound);
+        let mut received = String::new();
+        let mut far = far;
+        tokio::io::AsyncReadExt::read_to_string(&mut far, &mut received)
+            .await
+            .unwrap();
+        writer.await.unwrap();
+        assert_eq!(received, lines.concat());
     }
 }
