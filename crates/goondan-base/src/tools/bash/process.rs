@@ -127,7 +127,7 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
     if sandbox::wanted(spec.isolation) {
         match sandbox::spawn(&mut command(spec, &environment)) {
             SpawnAttempt::Sandboxed(child, status) => {
-                spawned = Some(child);
+                spawned = Some(*child);
                 sandboxed = Some(status);
             }
             SpawnAttempt::Refused => {}

@@ -160,8 +160,9 @@ impl Sandboxed {
 /// What became of an attempt to spawn inside the namespaces.
 #[derive(Debug)]
 pub(crate) enum SpawnAttempt {
-    /// The command runs in the sandbox.
-    Sandboxed(tokio::process::Child, Sandboxed),
+    /// The command runs in the sandbox (boxed: a `Child` is large and this
+    /// is the one variant that carries one).
+    Sandboxed(Box<tokio::process::Child>, Sandboxed),
     /// The platform refused the namespaces (remembered and logged): spawn
     /// the command without them, from a fresh `Command` (this one carries
     /// the sandbox's hook).
@@ -197,7 +198,7 @@ pub(crate) fn spawn(command: &mut tokio::process::Command) -> SpawnAttempt {
     // the agent's read sees end-of-file instead of waiting forever.
     drop(status_writer);
     match spawned {
-        Ok(child) => SpawnAttempt::Sandboxed(child, Sandboxed { status_pipe }),
+        Ok(child) => SpawnAttempt::Sandboxed(Box::new(child), Sandboxed { status_pipe }),
         Err(error) => match linux::Failure::decode(&error) {
             Some(failure) if failure.is_refusal() => {
                 remember_refusal(failure.to_string());
