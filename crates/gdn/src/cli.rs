@@ -57,6 +57,9 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// Gracefully restart the agent processes of the running orchestrator.
     Restart(RestartArgs),
+    /// Stop the running orchestrator gracefully (its agents finish their
+    /// Turns within the grace period) and wait until it has exited.
+    Stop(StopArgs),
     /// List, restart or delete agent instances.
     Instance(InstanceArgs),
     /// Show runtime events or a process log.
@@ -251,6 +254,15 @@ pub(crate) struct ConnectorArgs {
     /// An extra env file.
     #[arg(long)]
     pub(crate) env_file: Option<PathBuf>,
+}
+
+/// `gdn stop`.
+#[derive(Debug, Args)]
+pub(crate) struct StopArgs {
+    /// How long to wait for the orchestrator to exit, in seconds (its
+    /// agents have the Swarm's grace period to finish their Turns).
+    #[arg(long, value_name = "SECONDS", default_value_t = 310)]
+    pub(crate) wait: u64,
 }
 
 /// `gdn validate`.

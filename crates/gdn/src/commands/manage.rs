@@ -1,11 +1,12 @@
-//! `gdn restart` and `gdn instance list|restart|delete`: act on instance
-//! state and, through its control socket, on a running orchestrator.
+//! `gdn restart`, `gdn stop` and `gdn instance list|restart|delete`: act
+//! on instance state and, through its control socket, on a running
+//! orchestrator.
 //!
 //! The orchestrator is found from the bundle (`--config` or the current
 //! folder) when one loads, its workspace keyed by the bundle's identity;
 //! else from the one record under `runtime/active/`.
 
-use crate::cli::{GlobalArgs, InstanceArgs, InstanceCommand, RestartArgs};
+use crate::cli::{GlobalArgs, InstanceArgs, InstanceCommand, RestartArgs, StopArgs};
 use crate::exit::Outcome;
 use crate::project;
 use anyhow::Context;
@@ -105,6 +106,75 @@ fn not_running() -> Outcome {
     eprintln!("error[E_ORCHESTRATOR_NOT_RUNNING]: no orchestrator is running for this swarm");
     eprintln!("   = help: start one with `gdn run` (or `gdn run --detach`)");
     Outcome::Failure
+}
+
+/// `gdn stop [--wait SECONDS]`: asks the orchestrator to drain and stop,
+/// then waits until its process is gone, so a script can rely on it.
+pub(crate) fn stop(global: &GlobalArgs, args: &StopArgs) -> anyhow::Result<Outcome> {
+    let target = target(global)?;
+    let Some(socket) = target.socket else {
+        return Ok(not_running());
+    };
+    let runtime = runtime()?;
+    let Some(ControlResponse::Status { pid, swarm, .. }) =
+        runtime.block_on(call(&socket, ControlRequest::Status))
+    else {
+        return Ok(not_running());
+    };
+    match runtime.block_on(call(&socket, ControlRequest::Shutdown)) {
+        Some(ControlResponse::Stopping) => {}
+        // It went away between the two requests.
+        None => return Ok(not_running()),
+        Some(other) => anyhow::bail!("the orchestrator answered a stop with {other:?}"),
+    }
+    if !global.quiet && !global.json {
+        eprintln!("stopping Swarm/{swarm} (pid {pid}); its agents finish their Turns first");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(args.wait);
+    let stopped = loop {
+        if !process_alive(pid) {
+            break true;
+        }
+        if std::time::Instant::now() >= deadline {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    if global.json {
+        println!(
+            "{}",
+            serde_json::json!({ "swarm": swarm, "pid": pid, "stopped": stopped })
+        );
+    } else if stopped {
+        println!("stopped Swarm/{swarm} (pid {pid})");
+    } else {
+        eprintln!(
+            "error[E_ORCHESTRATOR_STILL_STOPPING]: pid {pid} has not exited after {} s",
+            args.wait
+        );
+        eprintln!("   = help: it kills what is left at the end of its grace period; wait, or run `gdn stop` again");
+    }
+    Ok(if stopped {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+/// True while `pid` runs (a zombie waiting for its parent counts as gone).
+fn process_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    if nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None).is_err() {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        return !state.is_some_and(|rest| rest.starts_with('Z'));
+    }
+    true
 }
 
 /// `gdn restart [--agent NAME] [--fresh]`.

@@ -28,6 +28,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
             run::run(&cli.global, args)
         }
         Command::Restart(args) => manage::restart(&cli.global, args),
+        Command::Stop(args) => manage::stop(&cli.global, args),
         Command::Instance(args) => manage::instance(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),

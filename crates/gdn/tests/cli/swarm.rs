@@ -1017,3 +1017,34 @@ fn an_answer_over_the_ipc_frame_bound_is_a_clear_error_not_a_hang() {
         1_500_000
     );
 }
+
+#[test]
+fn gdn_stop_drains_the_orchestrator_and_returns_once_it_has_exited() {
+    let swarm = Swarm::pair(5, |request| {
+        Reply::text(format!("ok {}", request.last_user_text()))
+    });
+    let mut resident = swarm.start_resident();
+    let answered = swarm.run(&["run", "--input", "hello"]);
+    assert_eq!(code(&answered), 0, "{}", stderr(&answered));
+    let pid = resident.pid();
+
+    let stopped = swarm.run(&["stop"]);
+    assert_eq!(code(&stopped), 0, "{}", stderr(&stopped));
+    assert!(
+        stdout(&stopped).contains(&format!("stopped Swarm/default (pid {pid})")),
+        "{}",
+        stdout(&stopped)
+    );
+    // `gdn stop` returned, so the process is already gone: no waiting here.
+    let status = resident.child.as_mut().unwrap().try_wait().unwrap();
+    assert_eq!(status.and_then(|status| status.code()), Some(0));
+    resident.child = None;
+
+    let again = swarm.run(&["stop"]);
+    assert_eq!(code(&again), 1);
+    assert!(
+        stderr(&again).contains("E_ORCHESTRATOR_NOT_RUNNING"),
+        "{}",
+        stderr(&again)
+    );
+}
