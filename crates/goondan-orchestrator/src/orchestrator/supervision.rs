@@ -188,7 +188,12 @@ impl Orchestrator {
     /// Fails every request waiting on `key`: its process cannot start, and
     /// nothing it would be handed could run.
     fn start_failed(&mut self, key: &RoutingKey, error: StartError) {
-        tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), "agent process failed to start: {}", error.message);
+        let process = if key.connection_name().is_some() {
+            "connector"
+        } else {
+            "agent process"
+        };
+        tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), "{process} failed to start: {}", error.message);
         // Requests from other agents fail now with the real cause rather
         // than at their callers' timeouts; a fire-and-forget sender learns
         // its event was refused.
