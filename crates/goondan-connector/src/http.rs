@@ -22,6 +22,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use goondan_types::ConnectorEvent;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,6 +40,15 @@ pub const DEFAULT_BODY_LIMIT: u64 = 1024 * 1024;
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default number of requests served at once (`MAX_CONCURRENT_REQUESTS`).
 pub const DEFAULT_MAX_CONCURRENT: u64 = 256;
+/// Default number of open connections (`MAX_CONNECTIONS`); one more is
+/// closed as soon as it is accepted.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
+/// Default time a connection has to send a request's head
+/// (`HEADER_TIMEOUT_SECONDS`), so one that says nothing, or trickles its
+/// head a byte at a time, cannot hold a connection.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long requests in progress may take to finish after a shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// One request, as a platform sees it: headers and the whole body.
 #[derive(Debug, Clone, Copy)]
@@ -148,6 +161,11 @@ pub struct HttpFront {
     pub body_timeout: Duration,
     /// How many requests are served at once (`MAX_CONCURRENT_REQUESTS`).
     pub max_concurrent: u64,
+    /// How many connections may be open (`MAX_CONNECTIONS`).
+    pub max_connections: u64,
+    /// How long a request's head may take to arrive
+    /// (`HEADER_TIMEOUT_SECONDS`).
+    pub header_timeout: Duration,
 }
 
 impl HttpFront {
@@ -167,6 +185,8 @@ impl HttpFront {
             body_limit: config.number("MAX_BODY_BYTES", DEFAULT_BODY_LIMIT)?,
             body_timeout: config.seconds("BODY_TIMEOUT_SECONDS", DEFAULT_BODY_TIMEOUT)?,
             max_concurrent: config.number("MAX_CONCURRENT_REQUESTS", DEFAULT_MAX_CONCURRENT)?,
+            max_connections: config.number("MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)?,
+            header_timeout: config.seconds("HEADER_TIMEOUT_SECONDS", DEFAULT_HEADER_TIMEOUT)?,
         })
     }
 
@@ -208,7 +228,13 @@ struct Shared {
 }
 
 /// Serves `platform` on `listener` until `shutdown` resolves, then lets
-/// requests in progress finish.
+/// requests in progress finish (for at most 15 s).
+///
+/// The accept loop is ours rather than `axum::serve`'s because the port
+/// faces the internet: a connection past `max_connections` is closed as
+/// soon as it is accepted, a request head slower than `header_timeout`
+/// closes its connection, and running out of file descriptors pauses
+/// accepting instead of ending it.
 pub async fn serve(
     listener: TcpListener,
     front: HttpFront,
@@ -217,6 +243,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let path = front.path.clone();
+    let header_timeout = front.header_timeout;
+    let connections = Arc::new(Semaphore::new(
+        usize::try_from(front.max_connections).unwrap_or(usize::MAX),
+    ));
     let slots = Semaphore::new(usize::try_from(front.max_concurrent).unwrap_or(usize::MAX));
     let shared = Arc::new(Shared {
         front,
@@ -228,9 +258,43 @@ pub async fn serve(
         .route(&path, post(receive))
         .fallback(|| async { PlatformReply::error(StatusCode::NOT_FOUND, "no such path") })
         .with_state(shared);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of descriptors, or a connection reset before it
+                    // was taken: wait a moment and go on accepting.
+                    tracing::warn!("accepting a connection failed: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(
+                TokioIo::new(stream),
+                TowerToHyperService::new(router.clone()),
+            );
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await;
+    Ok(())
 }
 
 async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {

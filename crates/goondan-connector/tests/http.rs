@@ -475,3 +475,124 @@ async fn discord_interactions_are_checked_with_ed25519_and_pings_answered() {
     assert_eq!(events[0].name, "slash_command");
     assert_eq!(events[0].properties["command_name"], "ask");
 }
+
+impl Server {
+    /// The listener's `host:port`.
+    fn authority(&self) -> String {
+        self.base
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string()
+    }
+}
+
+/// Reads until the server closes the connection; `None` if it is still
+/// open after `within`.
+async fn closed_within(
+    stream: &mut tokio::net::TcpStream,
+    within: std::time::Duration,
+) -> Option<Vec<u8>> {
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(within, async {
+        let mut buffer = [0u8; 1024];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+            }
+        }
+    })
+    .await;
+    read.ok().map(|()| received)
+}
+
+#[tokio::test]
+async fn a_connection_that_never_finishes_its_headers_is_closed() {
+    let server = webhook(&[("HEADER_TIMEOUT_SECONDS", "1")], 100).await;
+    // Says nothing at all.
+    let mut silent = tokio::net::TcpStream::connect(server.authority())
+        .await
+        .unwrap();
+    // Sends half a request head, then one byte at a time (slowloris).
+    let mut slow = tokio::net::TcpStream::connect(server.authority())
+        .await
+        .unwrap();
+    slow.write_all(b"POST / HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let trickle = async {
+        for _ in 0..6 {
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            if slow.write_all(b"X").await.is_err() {
+                break;
+            }
+        }
+    };
+    let within = std::time::Duration::from_secs(5);
+    let (silent_closed, ()) = tokio::join!(closed_within(&mut silent, within), trickle);
+    assert!(silent_closed.is_some(), "a silent connection stayed open");
+    assert!(
+        closed_within(&mut slow, within).await.is_some(),
+        "a trickled head kept its connection"
+    );
+    // The front still serves; a kept-alive connection that then goes
+    // quiet is closed the same way.
+    let body = r#"{"text":"still here"}"#;
+    let signature = format!(
+        "sha256={}",
+        hmac_sha256_hex(b"hook-secret", body.as_bytes())
+    );
+    let mut kept = tokio::net::TcpStream::connect(server.authority())
+        .await
+        .unwrap();
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nX-Webhook-Signature: {signature}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    kept.write_all(request.as_bytes()).await.unwrap();
+    let answer = closed_within(&mut kept, within)
+        .await
+        .expect("an idle kept-alive connection stayed open");
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_closed_at_once_and_the_rest_served() {
+    let server = webhook(&[("MAX_CONNECTIONS", "2")], 100).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(
+            tokio::net::TcpStream::connect(server.authority())
+                .await
+                .unwrap(),
+        );
+    }
+    // Give the server time to take both.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut third = tokio::net::TcpStream::connect(server.authority())
+        .await
+        .unwrap();
+    assert!(
+        closed_within(&mut third, std::time::Duration::from_secs(2))
+            .await
+            .is_some_and(|answer| answer.is_empty()),
+        "a connection past the cap was kept"
+    );
+    drop(held);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let body = r#"{"text":"after the crowd"}"#;
+    let signature = format!(
+        "sha256={}",
+        hmac_sha256_hex(b"hook-secret", body.as_bytes())
+    );
+    let (status, _) = server
+        .post(&[("X-Webhook-Signature", signature)], body)
+        .await;
+    assert_eq!(status, 200);
+}

@@ -147,12 +147,22 @@ impl Swarm {
 
 /// `NextMessages = base + SUM(events)` of the instance stored in
 /// `instance_dir`, as the `data` of each message.
+///
+/// The agent may be folding while this reads: between its append to
+/// `base.jsonl` and its clearing of `events.jsonl` the same messages are in
+/// both files, so an append of a message already there is skipped, as the
+/// store's own recovery does (by message id).
 pub(crate) fn conversation_of(instance_dir: &Path) -> Vec<Value> {
     let messages = instance_dir.join("messages");
     let mut folded: Vec<Value> = read_jsonl(&messages.join("base.jsonl"));
     for event in read_jsonl(&messages.join("events.jsonl")) {
         match event["type"].as_str() {
-            Some("append") => folded.push(event["message"].clone()),
+            Some("append") => {
+                let id = &event["message"]["id"];
+                if id.is_null() || !folded.iter().any(|message| message["id"] == *id) {
+                    folded.push(event["message"].clone());
+                }
+            }
             Some("replace") => {
                 for message in folded.iter_mut() {
                     if message["id"] == event["targetId"] {
