@@ -426,6 +426,15 @@ async fn foreground(
     lock: std::fs::File,
 ) -> anyhow::Result<Outcome> {
     raise_open_file_limit();
+    // Listened for before anything starts, so a stop during start-up is a
+    // graceful one too.
+    let mut stop = match StopSignals::new() {
+        Ok(stop) => stop,
+        Err(error) => {
+            eprintln!("error: cannot listen for SIGINT and SIGTERM: {error}");
+            return Ok(Outcome::Failure);
+        }
+    };
     let swarm = project
         .bundle
         .swarm(&project.swarm_name)
@@ -540,17 +549,20 @@ async fn foreground(
 
     let instance_key = args.instance_key.clone();
     let (outcome, signalled) = match input {
-        Some(text) => (ask(&handle, text, instance_key).await, false),
+        Some(text) => (ask(&handle, text, instance_key, &mut stop).await, false),
         None => match console(global) {
             Console::Terminal => {
                 eprintln!(
                     "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
                     project.swarm_name, project.instance_key
                 );
-                (chat(&handle, instance_key).await, false)
+                (chat(&handle, instance_key, &mut stop).await, false)
             }
-            Console::Lines => (lines(&handle, instance_key, global.json).await, false),
-            Console::Idle => (resident(task).await, true),
+            Console::Lines => (
+                lines(&handle, instance_key, global.json, &mut stop).await,
+                false,
+            ),
+            Console::Idle => (resident(task, &mut stop).await, true),
         },
     };
     // The socket goes first, so no new request arrives. When this run's own
@@ -669,7 +681,12 @@ fn crash_ledger(project: &Project) -> CrashLedger {
 
 /// One input, one answer. Model text is printed as it streams (providers
 /// that stream), and the final answer completes it.
-async fn ask(handle: &OrchestratorHandle, text: String, instance_key: Option<String>) -> Outcome {
+async fn ask(
+    handle: &OrchestratorHandle,
+    text: String,
+    instance_key: Option<String>,
+    stop: &mut StopSignals,
+) -> Outcome {
     let (deltas, mut streamed_deltas) = tokio::sync::mpsc::unbounded_channel::<String>();
     let printer = tokio::spawn(async move {
         let mut streamed = String::new();
@@ -684,7 +701,7 @@ async fn ask(handle: &OrchestratorHandle, text: String, instance_key: Option<Str
     let ingress = Ingress::cli_event(typed_event(text, instance_key), None);
     let answer = tokio::select! {
         answer = handle.ask(ingress, Some(deltas)) => answer,
-        _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
+        stopped = stop.recv() => return stopped,
     };
     let streamed = printer.await.unwrap_or_default();
     match answer {
@@ -702,20 +719,25 @@ async fn ask(handle: &OrchestratorHandle, text: String, instance_key: Option<Str
     }
 }
 
-async fn chat(handle: &OrchestratorHandle, instance_key: Option<String>) -> Outcome {
+async fn chat(
+    handle: &OrchestratorHandle,
+    instance_key: Option<String>,
+    stop: &mut StopSignals,
+) -> Outcome {
     let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     prompt();
     loop {
         let line = tokio::select! {
             line = lines.recv() => line,
-            _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
+            stopped = stop.recv() => return stopped,
         };
         match line {
             None => return Outcome::Success,
             Some(Line::Text(text)) if text.trim().is_empty() => {}
             Some(Line::Text(text)) => {
-                if ask(handle, text, instance_key.clone()).await == Outcome::Interrupted {
-                    return Outcome::Interrupted;
+                let outcome = ask(handle, text, instance_key.clone(), stop).await;
+                if matches!(outcome, Outcome::Interrupted) || stop.requested {
+                    return outcome;
                 }
             }
             Some(unusable) => {
@@ -807,7 +829,12 @@ fn line_event(line: Line, instance_key: Option<&str>) -> Result<Option<Connector
 /// Every line of standard input is an event, queued in order; each answer
 /// is printed as its Turn ends. At the end of the input the Turns in
 /// flight finish, then this returns (a failure if any line failed).
-async fn lines(handle: &OrchestratorHandle, instance_key: Option<String>, json: bool) -> Outcome {
+async fn lines(
+    handle: &OrchestratorHandle,
+    instance_key: Option<String>,
+    json: bool,
+    stop: &mut StopSignals,
+) -> Outcome {
     use futures_util::stream::{FuturesUnordered, StreamExt};
     let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     let mut in_flight = FuturesUnordered::new();
@@ -846,7 +873,7 @@ async fn lines(handle: &OrchestratorHandle, instance_key: Option<String>, json: 
                     outcome = Outcome::Failure;
                 }
             }
-            _ = tokio::signal::ctrl_c() => return Outcome::Interrupted,
+            stopped = stop.recv() => return stopped,
         }
     }
 }
@@ -917,19 +944,41 @@ fn report(reply: Result<AgentEvent, Refused>, sent_key: Option<&str>, json: bool
 }
 
 /// Serves until a signal or a control `shutdown`; the caller shuts down.
-async fn resident(task: tokio::task::JoinHandle<()>) -> Outcome {
-    let mut terminate =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(error) => {
-                eprintln!("error: cannot listen for SIGTERM: {error}");
-                return Outcome::Failure;
-            }
-        };
+async fn resident(task: tokio::task::JoinHandle<()>, stop: &mut StopSignals) -> Outcome {
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => Outcome::Interrupted,
-        _ = terminate.recv() => Outcome::Success,
+        stopped = stop.recv() => stopped,
         _ = task => Outcome::Success,
+    }
+}
+
+/// SIGINT and SIGTERM, listened for from the moment this exists, so a
+/// signal that comes between two waits is not lost.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    /// Set once either came.
+    requested: bool,
+}
+
+impl StopSignals {
+    fn new() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            requested: false,
+        })
+    }
+
+    /// Waits for a stop: `Interrupted` after Ctrl-C, `Success` after
+    /// SIGTERM (a service manager stopping the swarm is no failure).
+    async fn recv(&mut self) -> Outcome {
+        let outcome = tokio::select! {
+            _ = self.interrupt.recv() => Outcome::Interrupted,
+            _ = self.terminate.recv() => Outcome::Success,
+        };
+        self.requested = true;
+        outcome
     }
 }
 

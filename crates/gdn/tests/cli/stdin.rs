@@ -228,3 +228,30 @@ fn a_terminal_session_is_a_chat_that_keeps_one_conversation_and_ends_with_ctrl_d
         .count();
     assert_eq!(users, 2, "one conversation for the session: {history:?}");
 }
+
+#[test]
+fn sigterm_stops_a_piped_run_gracefully() {
+    use std::io::BufRead;
+    let swarm = echo_swarm();
+    let mut child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The pipe stays open: only a signal ends this run.
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "first").unwrap();
+    let mut answers = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answer = String::new();
+    answers.read_line(&mut answer).unwrap();
+    assert_eq!(answer.trim(), "got: first");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = crate::swarm::finish(child, "gdn run after SIGTERM");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    drop(stdin);
+}
