@@ -20,7 +20,7 @@ use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{self, HttpFront, Platform};
 use crate::source::{Shutdown, Source};
 use crate::telegram::TelegramConnector;
-use crate::{cron, discord, github, slack, webhook, EmitError, Emitter};
+use crate::{cron, discord, github, slack, webhook, Accepted, EmitError, Emitter};
 use futures_util::future::BoxFuture;
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::handshake::{read_handshake, HANDSHAKE_TIMEOUT};
@@ -316,7 +316,7 @@ struct IpcEmitter {
 }
 
 impl Emitter for IpcEmitter {
-    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<(), EmitError>> {
+    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<Accepted, EmitError>> {
         Box::pin(async move {
             let correlation_id = protocol::new_correlation_id();
             let (answer_tx, answer_rx) = oneshot::channel();
@@ -344,7 +344,7 @@ impl Emitter for IpcEmitter {
                 return Err(EmitError::Closed("the orchestrator is gone".into()));
             }
             match tokio::time::timeout(INGEST_TIMEOUT, answer_rx).await {
-                Ok(Ok(QueryAnswer::Ingested { .. })) => Ok(()),
+                Ok(Ok(QueryAnswer::Ingested { target, .. })) => Ok(Accepted { target }),
                 Ok(Ok(QueryAnswer::Failed(failure))) if failure.code == "E_QUEUE_FULL" => {
                     Err(EmitError::QueueFull(failure.message))
                 }

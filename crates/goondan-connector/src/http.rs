@@ -128,8 +128,22 @@ pub enum PlatformOutcome {
         /// The answer after a successful emit.
         reply: PlatformReply,
     },
+    /// An event to emit, answered (once accepted) with 200 and the JSON
+    /// object `body` plus `"target"`: where the rules sent the event.
+    EmitAndTell {
+        /// The event.
+        event: ConnectorEvent,
+        /// The answer, before `target` is added.
+        body: serde_json::Map<String, serde_json::Value>,
+    },
     /// An answer with no event (a ping, a challenge, an ignored kind).
     Reply(PlatformReply),
+}
+
+/// The answer to send once the event is accepted.
+enum AcceptedReply {
+    Fixed(PlatformReply),
+    Tell(serde_json::Map<String, serde_json::Value>),
 }
 
 /// A body the platform cannot read; answered with 400.
@@ -343,10 +357,17 @@ async fn answer(shared: &Shared, headers: HeaderMap, body: Body) -> Response {
     let (event, reply) = match shared.platform.handle(&request) {
         Err(error) => return PlatformReply::error(StatusCode::BAD_REQUEST, error).into_response(),
         Ok(PlatformOutcome::Reply(reply)) => return reply.into_response(),
-        Ok(PlatformOutcome::Emit { event, reply }) => (event, reply),
+        Ok(PlatformOutcome::Emit { event, reply }) => (event, AcceptedReply::Fixed(reply)),
+        Ok(PlatformOutcome::EmitAndTell { event, body }) => (event, AcceptedReply::Tell(body)),
     };
     match shared.emitter.emit(event).await {
-        Ok(()) => reply.into_response(),
+        Ok(accepted) => match reply {
+            AcceptedReply::Fixed(reply) => reply.into_response(),
+            AcceptedReply::Tell(mut body) => {
+                body.insert("target".into(), accepted.target.into());
+                PlatformReply::json(serde_json::Value::Object(body)).into_response()
+            }
+        },
         Err(error @ EmitError::QueueFull(_)) => {
             let mut response =
                 PlatformReply::error(StatusCode::TOO_MANY_REQUESTS, error).into_response();

@@ -50,7 +50,15 @@ use goondan_types::ConnectorEvent;
 /// when accepted, 429 when the instance's queue is full.
 pub trait Emitter: Send + Sync + 'static {
     /// Hands one event to the swarm.
-    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<(), EmitError>>;
+    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<Accepted, EmitError>>;
+}
+
+/// An event the swarm took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// Where the Connection's rules sent it (`agent:instanceKey`); `None`
+    /// when no rule matched, so it was counted and dropped.
+    pub target: Option<String>,
 }
 
 /// Why an event was not accepted.

@@ -123,7 +123,7 @@ pub async fn deliver(
             return Delivery::Stopped;
         }
         match emitter.emit(event.clone()).await {
-            Ok(()) => return Delivery::Accepted,
+            Ok(_) => return Delivery::Accepted,
             Err(EmitError::Refused(reason)) => {
                 tracing::error!(connector = source, event = %event.name, "the swarm refused an event: {reason}");
                 return Delivery::Refused(reason);
@@ -149,14 +149,17 @@ mod tests {
     struct Scripted(Mutex<Vec<Result<(), EmitError>>>, Mutex<usize>);
 
     impl Emitter for Scripted {
-        fn emit(&self, _event: ConnectorEvent) -> BoxFuture<'_, Result<(), EmitError>> {
+        fn emit(
+            &self,
+            _event: ConnectorEvent,
+        ) -> BoxFuture<'_, Result<crate::Accepted, EmitError>> {
             Box::pin(async move {
                 *self.1.lock().unwrap() += 1;
                 let mut script = self.0.lock().unwrap();
                 if script.is_empty() {
-                    Ok(())
+                    Ok(crate::Accepted::default())
                 } else {
-                    script.remove(0)
+                    script.remove(0).map(|()| crate::Accepted::default())
                 }
             })
         }

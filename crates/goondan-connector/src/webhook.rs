@@ -19,15 +19,15 @@
 //! only on a loopback address unless `ALLOW_UNSIGNED: "true"` says so.
 
 use crate::config::{ConnectorConfig, ConnectorConfigError};
-use crate::http::{
-    BadRequest, HttpFront, Platform, PlatformOutcome, PlatformReply, PlatformRequest,
-};
+use crate::http::{BadRequest, HttpFront, Platform, PlatformOutcome, PlatformRequest};
 use crate::payload;
 use crate::verify::{self, ReplayGuard, SignatureError};
 use goondan_types::ConnectorEvent;
 #[cfg(test)]
 use goondan_types::ConnectorMessage;
-use serde_json::{json, Map, Value};
+#[cfg(test)]
+use serde_json::json;
+use serde_json::{Map, Value};
 use std::time::Duration;
 
 /// The signature headers, in the order they are read.
@@ -132,9 +132,11 @@ impl Platform for Webhook {
             .map_err(|error| BadRequest(format!("the body is not a JSON object: {error}")))?;
         let event = event_from_payload(&payload)?;
         // The rules may route the event elsewhere than the key it
-        // suggests, so the reply names only what was received.
-        let reply = PlatformReply::json(json!({"ok": true, "event": event.name}));
-        Ok(PlatformOutcome::Emit { event, reply })
+        // suggests: the front adds where it went.
+        let mut body = Map::new();
+        body.insert("ok".into(), true.into());
+        body.insert("event".into(), event.name.clone().into());
+        Ok(PlatformOutcome::EmitAndTell { event, body })
     }
 }
 

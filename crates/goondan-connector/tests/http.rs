@@ -10,7 +10,7 @@ use goondan_connector::http::serve;
 use goondan_connector::slack::Slack;
 use goondan_connector::verify::{encode_hex, hmac_sha256_hex};
 use goondan_connector::webhook::Webhook;
-use goondan_connector::{ConnectorConfig, EmitError, Emitter, HttpFront, Platform};
+use goondan_connector::{Accepted, ConnectorConfig, EmitError, Emitter, HttpFront, Platform};
 use goondan_types::{ConnectorEvent, ConnectorMessage};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -23,7 +23,7 @@ struct Recorder {
 }
 
 impl Emitter for Recorder {
-    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<(), EmitError>> {
+    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<Accepted, EmitError>> {
         Box::pin(async move {
             let mut events = self.events.lock().unwrap();
             if events.len() >= self.capacity {
@@ -32,7 +32,7 @@ impl Emitter for Recorder {
                 ));
             }
             events.push(event);
-            Ok(())
+            Ok(Accepted::default())
         })
     }
 }
@@ -123,6 +123,7 @@ async fn a_signed_webhook_post_becomes_one_event() {
         .await;
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains(r#""event":"order_paid""#), "{answer}");
+    assert!(answer.contains(r#""target":null"#), "{answer}");
     let events = server.events();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].name, "order_paid");

@@ -11,7 +11,7 @@ use goondan_connector::host::{connector_for, Connector};
 use goondan_connector::http::serve;
 use goondan_connector::source::Shutdown;
 use goondan_connector::telegram::TelegramConnector;
-use goondan_connector::{ConnectorConfig, EmitError, Emitter};
+use goondan_connector::{Accepted, ConnectorConfig, EmitError, Emitter};
 use goondan_types::{ConnectorEvent, ConnectorMessage};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -30,7 +30,7 @@ struct Recorder {
 }
 
 impl Emitter for Recorder {
-    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<(), EmitError>> {
+    fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<Accepted, EmitError>> {
         Box::pin(async move {
             let mut attempts = self.attempts.lock().unwrap();
             *attempts += 1;
@@ -38,7 +38,7 @@ impl Emitter for Recorder {
                 return Err(EmitError::QueueFull("telegram:42 holds 3 events".into()));
             }
             self.events.lock().unwrap().push(event);
-            Ok(())
+            Ok(Accepted::default())
         })
     }
 }

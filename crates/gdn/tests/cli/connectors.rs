@@ -173,6 +173,8 @@ fn signed_posts_become_turns_routed_by_the_connection_rules() {
     let ticket = r#"{"event":"ticket","text":"printer on fire","properties":{"ticket":"42"}}"#;
     let (status, body) = post_signed_when_up(port, ticket);
     assert_eq!(status, 200, "{body}");
+    // The sender learns where the rules sent it.
+    assert!(body.contains(r#""target":"beta:ticket-42""#), "{body}");
     wait_for_answer(&swarm, "beta", "ticket-42", "printer on fire");
 
     let other = r#"{"event":"note","text":"lunch at noon","instanceKey":"hook-7"}"#;
