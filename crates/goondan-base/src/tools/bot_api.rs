@@ -353,6 +353,24 @@ pub(crate) struct FileOutput<'a> {
     pub(crate) save_path: Option<&'a str>,
 }
 
+impl<'a> FileOutput<'a> {
+    /// What a download call's arguments ask for: base64 and a data URL
+    /// unless turned off, saved under `savePath` (or its alias
+    /// `outputPath`) when given.
+    pub(crate) fn from_args(
+        include_base64: Option<bool>,
+        include_data_url: Option<bool>,
+        save_path: Option<&'a str>,
+        output_path: Option<&'a str>,
+    ) -> Self {
+        FileOutput {
+            include_base64: include_base64.unwrap_or(true),
+            include_data_url: include_data_url.unwrap_or(true),
+            save_path: save_path.or(output_path),
+        }
+    }
+}
+
 /// Adds a downloaded file's fields to `result`: `contentType`,
 /// `sizeBytes`, `savedPath` (written under the workdir), `base64`,
 /// `dataUrl`.

@@ -565,11 +565,12 @@ impl SlackTool {
             &mut result,
             workdir,
             answer,
-            FileOutput {
-                include_base64: args.include_base64.unwrap_or(true),
-                include_data_url: args.include_data_url.unwrap_or(true),
-                save_path: args.save_path.as_deref().or(args.output_path.as_deref()),
-            },
+            FileOutput::from_args(
+                args.include_base64,
+                args.include_data_url,
+                args.save_path.as_deref(),
+                args.output_path.as_deref(),
+            ),
         )
         .await?;
         Ok(JsonValue::Object(result))
