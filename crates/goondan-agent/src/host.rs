@@ -19,7 +19,7 @@
 
 use crate::assemble::{assemble, AgentProcessArgs, BuiltinsFor};
 use crate::{lock, IpcAgents};
-use goondan_ipc::handshake::{read_handshake, HANDSHAKE_TIMEOUT};
+use goondan_ipc::handshake::child_channel;
 use goondan_ipc::protocol::{
     self, Answer, AnswerOutcome, Failure, ProtocolStats, Ready, StartError, TextDelta, TurnFinished,
 };
@@ -27,7 +27,6 @@ use goondan_ipc::{framing, Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCH
 use goondan_runtime::turn::{Agent, PriorTurn};
 use goondan_store::{InstanceStatus, MetadataFile};
 use goondan_types::{AgentEvent, IpcMessage, TurnFinishReason, TurnResult};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -476,24 +475,17 @@ fn turn_answer(result: &TurnResult, correlation_id: &str) -> Answer {
 /// start).
 pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &BuiltinsFor) -> i32 {
     let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
-    // The spawn handshake comes first; what follows it stays buffered for
-    // the channel.
-    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    let handshake = read_handshake(&mut stdin, HANDSHAKE_TIMEOUT).await;
-    let IpcChannel {
-        sender,
-        receiver,
-        writer,
-    } = IpcChannel::from_io(
-        stdin,
-        tokio::io::stdout(),
-        me.to_string(),
-        Arc::new(ProtocolStats::default()),
-    );
+    let (
+        handshake,
+        IpcChannel {
+            sender,
+            receiver,
+            writer,
+        },
+    ) = child_channel(&me).await;
     let outbound = Outbound::new(me, sender.clone());
     let assembled = match handshake {
         Ok(handshake) => {
-            goondan_types::secret::mask_in_logs(&handshake.secrets);
             args.secrets = handshake.secrets;
             assemble(&args, builtins_for, sender).await
         }

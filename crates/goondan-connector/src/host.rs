@@ -23,9 +23,9 @@ use crate::telegram::TelegramConnector;
 use crate::{cron, discord, github, slack, webhook, Accepted, EmitError, Emitter};
 use futures_util::future::BoxFuture;
 use goondan_config::{Bundle, LoadOptions};
-use goondan_ipc::handshake::{read_handshake, HANDSHAKE_TIMEOUT};
+use goondan_ipc::handshake::child_channel;
 use goondan_ipc::protocol::{
-    self, ProtocolStats, Query, QueryAnswer, QueryRequest, Ready, StartError, PROTOCOL_VERSION,
+    self, Query, QueryAnswer, QueryRequest, Ready, StartError, PROTOCOL_VERSION,
 };
 use goondan_ipc::{Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_types::{ConnectorEvent, Entry, IpcMessage, Secrets};
@@ -110,23 +110,16 @@ enum Started {
 /// not start.
 pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
     let me = RoutingKey::connection(args.connection.clone());
-    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    let handshake = read_handshake(&mut stdin, HANDSHAKE_TIMEOUT).await;
-    let IpcChannel {
-        sender,
-        receiver,
-        writer,
-    } = IpcChannel::from_io(
-        stdin,
-        tokio::io::stdout(),
-        me.to_string(),
-        Arc::new(ProtocolStats::default()),
-    );
+    let (
+        handshake,
+        IpcChannel {
+            sender,
+            receiver,
+            writer,
+        },
+    ) = child_channel(&me).await;
     let started = match handshake {
-        Ok(handshake) => {
-            goondan_types::secret::mask_in_logs(&handshake.secrets);
-            start(&args, handshake.secrets).await
-        }
+        Ok(handshake) => start(&args, handshake.secrets).await,
         Err(error) => Err(Refusal {
             code: error.code().to_string(),
             message: error.to_string(),

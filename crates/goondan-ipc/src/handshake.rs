@@ -144,6 +144,27 @@ pub async fn read_handshake<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// A spawned child's side of its pipes: reads the spawn handshake from
+/// stdin (what follows it stays buffered for the channel), then speaks IPC
+/// as `me` on stdin and stdout. From a good handshake on, its secrets are
+/// masked in everything this process logs.
+pub async fn child_channel(
+    me: &crate::RoutingKey,
+) -> (Result<SpawnHandshake, HandshakeError>, crate::IpcChannel) {
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let handshake = read_handshake(&mut stdin, HANDSHAKE_TIMEOUT).await;
+    if let Ok(handshake) = &handshake {
+        goondan_types::secret::mask_in_logs(&handshake.secrets);
+    }
+    let channel = crate::IpcChannel::from_io(
+        stdin,
+        tokio::io::stdout(),
+        me.to_string(),
+        std::sync::Arc::new(crate::protocol::ProtocolStats::default()),
+    );
+    (handshake, channel)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
