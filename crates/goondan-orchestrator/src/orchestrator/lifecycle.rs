@@ -42,7 +42,7 @@ impl Orchestrator {
     ) -> Vec<String> {
         let keys = self.restartable(|key| match key.connection_name() {
             Some(connection) => connections.iter().any(|name| name == connection),
-            None => agents.iter().any(|name| *name == key.agent_name),
+            None => agents.contains(&key.agent_name),
         });
         self.restart_keys(&keys, false, ShutdownReason::ConfigChange)
     }
