@@ -102,7 +102,8 @@ impl Orchestrator {
     }
 
     /// Replaces the swarm: the next events follow its rules, Connections
-    /// it gained start and those it lost drain and stay stopped.
+    /// it gained start, and those it lost and the instances of agents it
+    /// lost drain and stay stopped.
     pub(super) fn reconfigure(&mut self, swarm: SwarmInfo) {
         let removed: Vec<RoutingKey> = self
             .swarm
@@ -118,6 +119,16 @@ impl Orchestrator {
             Err(poisoned) => *poisoned.into_inner() = swarm,
         }
         let grace = self.swarm.grace_period;
+        // Agents that left the swarm stop too; nothing can reach them now.
+        let gone_agents = self.instances.iter().filter(|(key, instance)| {
+            key.connection_name().is_none()
+                && !self.swarm.agents.contains(&key.agent_name)
+                && instance.is_running()
+        });
+        let removed: Vec<RoutingKey> = removed
+            .into_iter()
+            .chain(gone_agents.map(|(key, _)| key.clone()).collect::<Vec<_>>())
+            .collect();
         for key in removed {
             if let Some(instance) = self.instances.get_mut(&key) {
                 instance.resident = false;

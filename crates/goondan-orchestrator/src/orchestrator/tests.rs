@@ -683,3 +683,17 @@ async fn reconfigure_starts_new_connections_and_stops_removed_ones() {
     h.end_process(1, &replaced, Some(0)).await;
     assert!(h.handle.swarm().connections.is_empty());
 }
+
+#[tokio::test]
+async fn reconfigure_stops_the_instances_of_an_agent_the_swarm_lost() {
+    let mut h = harness(8);
+    let asking = h.ask_agent(Some("beta"), "x");
+    let beta = h.next_ready_process().await;
+    let (_, x) = h.next_event().await;
+    h.answer(&beta, &x, "done").await;
+    asking.await.unwrap().unwrap();
+    let mut swarm = (*h.handle.swarm()).clone();
+    swarm.agents = vec!["alpha".into()];
+    h.handle.reconfigure(swarm).await.unwrap();
+    h.next_shutdown_to(&beta).await;
+}
