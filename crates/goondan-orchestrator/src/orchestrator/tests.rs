@@ -697,3 +697,59 @@ async fn reconfigure_stops_the_instances_of_an_agent_the_swarm_lost() {
     h.handle.reconfigure(swarm).await.unwrap();
     h.next_shutdown_to(&beta).await;
 }
+
+#[tokio::test]
+async fn a_draining_process_still_gets_the_answer_its_last_turn_waits_for() {
+    let mut h = harness(8);
+    let _asking = h.ask("one");
+    let alpha = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    // Alpha's Turn asks beta and waits.
+    let mut request = AgentEvent::new(
+        "agent.request",
+        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
+    );
+    request.input = Some("help".into());
+    request.reply_to = Some(goondan_types::ReplyChannel {
+        target: "alpha:main".into(),
+        correlation_id: "corr-1".into(),
+    });
+    h.say(
+        &alpha,
+        protocol::event_message("alpha:main", "beta:main", &request),
+    )
+    .await;
+    let beta = h.next_ready_process().await;
+    let (to, _) = h.next_event().await;
+    assert_eq!(to, beta);
+    // Alpha drains (a config restart) before beta answers.
+    h.handle
+        .restart_for_config(vec!["alpha".into()], Vec::new())
+        .await
+        .unwrap();
+    h.next_shutdown_to(&alpha).await;
+    let answer = Answer {
+        in_reply_to: "corr-1".into(),
+        outcome: AnswerOutcome::Ok {
+            text: Some("helped".into()),
+            finish_reason: None,
+            turn_id: None,
+        },
+    };
+    h.say(
+        &beta,
+        protocol::event_message("beta:main", "alpha:main", &answer.to_event("beta", None)),
+    )
+    .await;
+    let delivered = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let (to, message) = h.sent.recv().await.unwrap();
+            if let Ok(Inbound::Answer(answer, _)) = protocol::decode(&message) {
+                return (to, answer.in_reply_to);
+            }
+        }
+    })
+    .await
+    .expect("the answer was held back from the draining process");
+    assert_eq!(delivered, (alpha, "corr-1".to_string()));
+}
