@@ -202,7 +202,7 @@ fn watch_a_burst_of_fifty_saves_is_one_reload() {
     for n in 0..50 {
         let prompt = format!("You are agent BETA v{n}.");
         std::fs::write(&path, original.replace(BETA_PROMPT, &prompt)).unwrap();
-        std::thread::sleep(Duration::from_millis(3));
+        std::thread::sleep(Duration::from_millis(2));
     }
     assert!(started.elapsed() < Duration::from_millis(400));
     wait_until("the reload", || reloads(&swarm).pop());
@@ -245,5 +245,53 @@ fn watch_events_sent_during_a_reload_are_all_answered() {
     let line = wait_until("the reload", || reloads(&swarm).pop());
     assert!(line.contains("restarted alpha:default"), "{line}");
     assert!(swarm.pid_of("alpha").is_some_and(|pid| pid != alpha));
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn watch_a_prompt_file_edit_restarts_its_agent_and_a_model_edit_restarts_both() {
+    let swarm = Swarm::pair(5, relay);
+    // Beta's prompt lives in a file the bundle names.
+    std::fs::write(swarm.bundle.path().join("beta.md"), BETA_PROMPT).unwrap();
+    edit(
+        &swarm,
+        "system: \"You are agent BETA.\"",
+        "systemRef: ./beta.md",
+    );
+    let resident = start_watching(&swarm);
+    let (alpha, beta) = warm(&swarm);
+
+    std::fs::write(
+        swarm.bundle.path().join("beta.md"),
+        "You are agent BETA v3.",
+    )
+    .unwrap();
+    let line = wait_until("the prompt file reload", || reloads(&swarm).pop());
+    assert!(line.contains("changed Agent/beta;"), "{line}");
+    assert!(line.contains("restarted beta:default"), "{line}");
+    assert_eq!(swarm.pid_of("alpha"), Some(alpha));
+    let beta = wait_until("beta's new pid", || {
+        swarm.pid_of("beta").filter(|pid| *pid != beta)
+    });
+    assert!(ask(&swarm, "two").contains("beta[You are agent BETA v3.]"));
+
+    // Both agents use the Model: both restart.
+    edit(&swarm, "model: gpt-mock", "model: gpt-mock-2");
+    wait_until("the model reload", || {
+        (reloads(&swarm).len() == 2).then_some(())
+    });
+    let line = reloads(&swarm).pop().unwrap();
+    assert!(line.contains("changed Model/mock-gpt;"), "{line}");
+    assert!(
+        line.contains("alpha:default") && line.contains("beta:default"),
+        "{line}"
+    );
+    assert!(swarm.pid_of("alpha").is_some_and(|pid| pid != alpha));
+    assert!(swarm.pid_of("beta").is_some_and(|pid| pid != beta));
+    assert!(ask(&swarm, "three").contains("beta[You are agent BETA v3.]"));
+    assert_eq!(
+        swarm.mock.requests().last().unwrap().body["model"],
+        "gpt-mock-2"
+    );
     assert_eq!(resident.terminate(), 0);
 }
