@@ -171,8 +171,13 @@ impl Reloader {
         let elapsed = started.elapsed();
         let changed = change.changed.join(", ");
         let restarted = match &outcome {
-            Ok(keys) if keys.is_empty() => "nothing".to_string(),
-            Ok(keys) => keys.join(", "),
+            Ok(restarted) if restarted.keys.is_empty() => "nothing".to_string(),
+            Ok(restarted) if restarted.not_ready.is_empty() => restarted.keys.join(", "),
+            Ok(restarted) => format!(
+                "{} (not ready yet: {})",
+                restarted.keys.join(", "),
+                restarted.not_ready.join(", ")
+            ),
             Err(error) => format!("nothing ({error})"),
         };
         eprintln!(
@@ -239,7 +244,7 @@ impl Reloader {
         info: goondan_orchestrator::SwarmInfo,
         change: &Change,
         grace: Duration,
-    ) -> Result<Vec<String>, goondan_orchestrator::OrchestratorError> {
+    ) -> Result<Restarted, goondan_orchestrator::OrchestratorError> {
         let before: HashMap<String, Option<u64>> = self
             .handle
             .list()
@@ -261,23 +266,35 @@ impl Reloader {
                 .into_iter()
                 .map(|status| (status.key, (status.generation, status.status)))
                 .collect();
-            let ready = keys
+            let not_ready: Vec<String> = keys
                 .iter()
                 .filter(|key| before.contains_key(*key))
-                .all(|key| match now.get(key) {
+                .filter(|key| match now.get(*key) {
                     Some((generation, status)) => {
-                        generation.is_some()
-                            && *generation != before[key]
-                            && matches!(status, ProcessStatus::Idle | ProcessStatus::Processing)
+                        generation.is_none()
+                            || *generation == before[*key]
+                            || !matches!(status, ProcessStatus::Idle | ProcessStatus::Processing)
                     }
-                    None => true,
-                });
-            if ready || Instant::now() >= deadline {
-                return Ok(keys);
+                    None => false,
+                })
+                .cloned()
+                .collect();
+            if not_ready.is_empty() || Instant::now() >= deadline {
+                return Ok(Restarted { keys, not_ready });
             }
             tokio::time::sleep(READY_POLL).await;
         }
     }
+}
+
+/// What a reload restarted.
+struct Restarted {
+    /// Every restarted key (agent instances and `@connection:` keys).
+    keys: Vec<String>,
+    /// Agent instances not ready again when the wait ran out (the grace
+    /// period plus [`READY_SETTLE`]): still draining, starting or backing
+    /// off.
+    not_ready: Vec<String>,
 }
 
 /// Starts watching the folders of every file `snapshot` names that is not
