@@ -42,6 +42,7 @@ fn start_watching(swarm: &Swarm) -> Resident {
     let log = std::fs::File::create(swarm.state.path().join("watch.log")).unwrap();
     let child = swarm
         .command(&["run", "--watch"])
+        .env("HOOK_SECRET", crate::connectors::SECRET)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -293,5 +294,40 @@ fn watch_a_prompt_file_edit_restarts_its_agent_and_a_model_edit_restarts_both() 
         swarm.mock.requests().last().unwrap().body["model"],
         "gpt-mock-2"
     );
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn watch_a_connection_edit_restarts_its_connector_process_only() {
+    use crate::connectors::{
+        connector_pids, free_port, hooks, post_signed_when_up, wait_for_answer,
+    };
+    let (swarm, port) = hooks();
+    let resident = start_watching(&swarm);
+    let first = r#"{"text":"before the edit","instanceKey":"edit"}"#;
+    assert_eq!(post_signed_when_up(port, first).0, 200);
+    wait_for_answer(&swarm, "alpha", "edit", "before the edit");
+    let connector = connector_pids(resident.pid());
+    assert_eq!(connector.len(), 1, "{connector:?}");
+    let alpha = wait_until("alpha's pid", || swarm.pid_of("alpha"));
+
+    // The Connection moves to another port.
+    let new_port = free_port();
+    edit(
+        &swarm,
+        &format!("value: \"{port}\""),
+        &format!("value: \"{new_port}\""),
+    );
+    let line = wait_until("the reload", || reloads(&swarm).pop());
+    assert!(line.contains("changed Connection/hooks;"), "{line}");
+    assert!(line.contains("restarted @connection:hooks"), "{line}");
+    assert!(!line.contains("alpha:"), "{line}");
+    let second = r#"{"text":"after the edit","instanceKey":"edit"}"#;
+    assert_eq!(post_signed_when_up(new_port, second).0, 200);
+    wait_for_answer(&swarm, "alpha", "edit", "after the edit");
+    let replaced = connector_pids(resident.pid());
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert_ne!(replaced[0], connector[0]);
+    assert_eq!(swarm.pid_of("alpha"), Some(alpha));
     assert_eq!(resident.terminate(), 0);
 }
