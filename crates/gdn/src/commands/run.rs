@@ -79,6 +79,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
         loop {
             let lock = match claim(&workspace, &socket).await? {
                 Claim::Running => {
+                    if args.watch {
+                        eprintln!("warning: this bundle's orchestrator is already running; --watch applies only when `gdn run --watch` starts it");
+                    }
                     let Some(text) = &input else {
                         return attach_chat(global, &socket, args.instance_key.clone()).await;
                     };
