@@ -149,6 +149,11 @@ pub(crate) struct RunArgs {
     /// `replay` provider).
     #[arg(long, value_name = "PATH")]
     pub(crate) record: Option<PathBuf>,
+    /// Watch the bundle's files (and the files they name, and the env
+    /// files); after an edit, reload and validate it and restart only what
+    /// changed. An invalid edit is reported and the swarm runs on.
+    #[arg(long)]
+    pub(crate) watch: bool,
 }
 
 /// `gdn restart`.

@@ -8,6 +8,7 @@ mod logs;
 pub(crate) mod manage;
 mod run;
 mod validate;
+mod watch;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Outcome;

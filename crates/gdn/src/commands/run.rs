@@ -22,6 +22,7 @@
 //! answer `Status` with this workspace's identity, then attaches. A socket
 //! file is only ever replaced by the lock's holder.
 
+use super::watch;
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::exit::Outcome;
 use crate::project::{self, Project};
@@ -78,6 +79,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
         loop {
             let lock = match claim(&workspace, &socket).await? {
                 Claim::Running => {
+                    if args.watch {
+                        eprintln!("warning: this bundle's orchestrator is already running; --watch applies only when `gdn run --watch` starts it");
+                    }
                     let Some(text) = &input else {
                         return attach_chat(global, &socket, args.instance_key.clone()).await;
                     };
@@ -359,6 +363,9 @@ async fn detach(
     if let Some(record) = &args.record {
         command.arg("--record").arg(std::path::absolute(record)?);
     }
+    if args.watch {
+        command.arg("--watch");
+    }
     if global.verbose > 0 {
         command.arg("-v");
     }
@@ -435,29 +442,7 @@ async fn foreground(
             return Ok(Outcome::Failure);
         }
     };
-    let swarm = project
-        .bundle
-        .swarm(&project.swarm_name)
-        .context("the selected swarm vanished")?;
-    let agents: Vec<String> = swarm
-        .agents()
-        .map(|agent| agent.name().to_string())
-        .collect();
-    let info = SwarmInfo {
-        swarm_name: project.swarm_name.clone(),
-        entry_agent: swarm.entry_agent().name().to_string(),
-        agents,
-        instance_key: project.instance_key.clone(),
-        grace_period: swarm.shutdown_grace(),
-        max_queued_events: swarm.max_queued_events(),
-        processes: ProcessPolicy {
-            max_live: swarm.max_live_processes(),
-            idle_after: swarm.idle_passivation(),
-        },
-        ingress: ingress_rules(&project),
-        cli_connection: cli_connection(&project),
-        connections: connector_connections(&project),
-    };
+    let info = swarm_info(&project)?;
     let mut agent_args: Vec<String> = vec![
         "agent".into(),
         "--bundle-dir".into(),
@@ -546,6 +531,18 @@ async fn foreground(
         let _ = control_stopped.await;
     }));
     let active = write_active(&project, &workspace, &socket)?;
+    // Started once the swarm runs, so the first edit has something to
+    // restart; stopped before the swarm drains.
+    let watcher = if args.watch {
+        Some(watch::start(
+            handle.clone(),
+            &project,
+            global,
+            args.env_file.clone(),
+        )?)
+    } else {
+        None
+    };
 
     let instance_key = args.instance_key.clone();
     let (outcome, signalled) = match input {
@@ -569,6 +566,9 @@ async fn foreground(
     // work is done, the requests other `gdn run`s attached with are
     // answered before the agents stop; on a signal the drain starts at
     // once, and its grace period bounds them.
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
     let _ = stop_control.send(());
     if signalled {
         handle.shutdown().await.ok();
@@ -580,6 +580,34 @@ async fn foreground(
     ActiveSwarm::remove_if_owned_by(&active, std::process::id());
     drop(lock);
     Ok(outcome)
+}
+
+/// What the orchestrator needs to know about the selected Swarm of
+/// `project` (also rebuilt by `--watch` after every valid edit).
+pub(crate) fn swarm_info(project: &Project) -> anyhow::Result<SwarmInfo> {
+    let swarm = project
+        .bundle
+        .swarm(&project.swarm_name)
+        .context("the selected swarm vanished")?;
+    let agents: Vec<String> = swarm
+        .agents()
+        .map(|agent| agent.name().to_string())
+        .collect();
+    Ok(SwarmInfo {
+        swarm_name: project.swarm_name.clone(),
+        entry_agent: swarm.entry_agent().name().to_string(),
+        agents,
+        instance_key: project.instance_key.clone(),
+        grace_period: swarm.shutdown_grace(),
+        max_queued_events: swarm.max_queued_events(),
+        processes: ProcessPolicy {
+            max_live: swarm.max_live_processes(),
+            idle_after: swarm.idle_passivation(),
+        },
+        ingress: ingress_rules(project),
+        cli_connection: cli_connection(project),
+        connections: connector_connections(project),
+    })
 }
 
 /// The Connection that runs the base `cli` connector for the running

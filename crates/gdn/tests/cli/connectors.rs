@@ -14,11 +14,11 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::Duration;
 
-const SECRET: &str = "whsec-e2e-77a1";
+pub(crate) const SECRET: &str = "whsec-e2e-77a1";
 
 /// The `hooks` fixture on a free port, with a mock that echoes the last
 /// user message.
-fn hooks() -> (Swarm, u16) {
+pub(crate) fn hooks() -> (Swarm, u16) {
     hooks_with(64, Duration::ZERO)
 }
 
@@ -46,7 +46,7 @@ fn hooks_with(queue: usize, think: Duration) -> (Swarm, u16) {
     (swarm, port)
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -119,14 +119,14 @@ fn signed(body: &str) -> Vec<(&'static str, String)> {
 
 /// Posts `body` signed until the connector answers (it may still be
 /// starting, or coming back from a crash).
-fn post_signed_when_up(port: u16, body: &str) -> (u16, String) {
+pub(crate) fn post_signed_when_up(port: u16, body: &str) -> (u16, String) {
     wait_until("the webhook connector to answer", || {
         post(port, body, &signed(body))
     })
 }
 
 /// The pids of `gdn connector` processes whose parent is `parent`.
-fn connector_pids(parent: i32) -> Vec<i32> {
+pub(crate) fn connector_pids(parent: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(Result::ok)
@@ -156,7 +156,7 @@ fn conversation_texts(swarm: &Swarm, agent: &str, key: &str) -> Vec<String> {
         .collect()
 }
 
-fn wait_for_answer(swarm: &Swarm, agent: &str, key: &str, text: &str) {
+pub(crate) fn wait_for_answer(swarm: &Swarm, agent: &str, key: &str, text: &str) {
     wait_until(&format!("{agent}:{key} to answer {text:?}"), || {
         conversation_texts(swarm, agent, key)
             .iter()

@@ -13,6 +13,7 @@ mod stdin;
 mod store_damage;
 mod swarm;
 mod telegram;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -10,7 +10,7 @@ use goondan_types::AgentEvent;
 use goondan_types::ProcessStatus;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -88,6 +88,25 @@ pub enum Input {
         /// The restarted keys.
         done: oneshot::Sender<Vec<String>>,
     },
+    /// Gracefully restart what a configuration change affects (reason
+    /// `config_change`): every instance of `agents`, the ConnectorProcess
+    /// of `connections`.
+    RestartForConfig {
+        /// Agents whose instances restart.
+        agents: Vec<String>,
+        /// Connections whose ConnectorProcess restarts.
+        connections: Vec<String>,
+        /// The restarted keys.
+        done: oneshot::Sender<Vec<String>>,
+    },
+    /// Replace the swarm being run: routing uses the new ingress rules,
+    /// Connections that appeared start and those that went away stop.
+    Reconfigure {
+        /// The new swarm.
+        swarm: Box<SwarmInfo>,
+        /// Answered once the swarm is replaced.
+        done: oneshot::Sender<()>,
+    },
     /// Report every instance.
     List {
         /// Where the list goes.
@@ -111,14 +130,18 @@ pub enum Input {
 #[derive(Clone)]
 pub struct OrchestratorHandle {
     inputs: mpsc::Sender<Input>,
-    swarm: Arc<SwarmInfo>,
+    swarm: SharedSwarm,
     stats: Arc<ProtocolStats>,
 }
+
+/// The swarm the loop runs, as the handles see it; replaced by
+/// [`OrchestratorHandle::reconfigure`].
+pub(super) type SharedSwarm = Arc<RwLock<Arc<SwarmInfo>>>;
 
 impl OrchestratorHandle {
     pub(super) fn new(
         inputs: mpsc::Sender<Input>,
-        swarm: Arc<SwarmInfo>,
+        swarm: SharedSwarm,
         stats: Arc<ProtocolStats>,
     ) -> Self {
         OrchestratorHandle {
@@ -128,9 +151,44 @@ impl OrchestratorHandle {
         }
     }
 
-    /// The swarm being run.
-    pub fn swarm(&self) -> &SwarmInfo {
-        &self.swarm
+    /// The swarm being run (the latest one [`OrchestratorHandle::reconfigure`]
+    /// gave).
+    pub fn swarm(&self) -> Arc<SwarmInfo> {
+        match self.swarm.read() {
+            Ok(swarm) => Arc::clone(&swarm),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Replaces the swarm being run (after its bundle changed): new ingress
+    /// rules route the next events, new Connections start, removed ones
+    /// stop. Running agents are left alone; restart them separately.
+    pub async fn reconfigure(&self, swarm: SwarmInfo) -> Result<(), OrchestratorError> {
+        let (done, replaced) = oneshot::channel();
+        self.send(Input::Reconfigure {
+            swarm: Box::new(swarm),
+            done,
+        })
+        .await?;
+        replaced.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Gracefully restarts, because their configuration changed, every
+    /// instance of `agents` and the ConnectorProcess of `connections`;
+    /// returns the keys. Events for them wait in their bounded queues.
+    pub async fn restart_for_config(
+        &self,
+        agents: Vec<String>,
+        connections: Vec<String>,
+    ) -> Result<Vec<String>, OrchestratorError> {
+        let (done, restarted) = oneshot::channel();
+        self.send(Input::RestartForConfig {
+            agents,
+            connections,
+            done,
+        })
+        .await?;
+        restarted.await.map_err(|_| OrchestratorError::Stopped)
     }
 
     /// What the orchestrator refused from its children so far.

@@ -205,6 +205,32 @@ impl Instance {
         self.queue.pop_front()
     }
 
+    /// True while the process drains its last Turn: it takes no new Turn,
+    /// but answers to its own requests must still reach it, or that Turn
+    /// could only end at the grace period's SIGKILL.
+    pub(crate) fn takes_answers_only(&self) -> bool {
+        self.status == ProcessStatus::Draining
+            && self.shutdown.as_ref().is_some_and(|intent| !intent.killed)
+            && self.link.is_some()
+    }
+
+    /// Takes the queued messages that start no Turn (answers, rejections,
+    /// acceptances), in order, leaving the Turns queued.
+    pub(crate) fn take_plain(&mut self) -> Vec<Queued> {
+        let (plain, turns): (VecDeque<Queued>, VecDeque<Queued>) = std::mem::take(&mut self.queue)
+            .into_iter()
+            .partition(|queued| queued.event_id.is_none());
+        self.queue = turns;
+        plain.into()
+    }
+
+    /// Puts `plain` messages that could not be sent back ahead of the rest.
+    pub(crate) fn requeue_plain(&mut self, plain: Vec<Queued>) {
+        for queued in plain.into_iter().rev() {
+            self.queue.push_front(queued);
+        }
+    }
+
     /// Records that `queued` was handed to the current process; returns
     /// whom to tell (once: a redelivery is not acknowledged again).
     pub(crate) fn handed_over(

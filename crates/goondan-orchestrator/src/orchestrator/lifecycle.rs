@@ -7,11 +7,12 @@
 //! crashed one, so a restart never drops an event.
 
 use super::instance::ShutdownIntent;
-use super::{Orchestrator, PendingDelete};
+use super::{Orchestrator, PendingDelete, SwarmInfo};
 use crate::OrchestratorError;
 use goondan_ipc::protocol::{self, ShutdownPayload};
 use goondan_ipc::{Link, RoutingKey, SendError, ORCHESTRATOR};
 use goondan_types::{ProcessStatus, ShutdownReason};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -24,14 +25,35 @@ impl Orchestrator {
         instance_key: Option<&str>,
         fresh: bool,
     ) -> Vec<String> {
-        let grace = self.swarm.grace_period;
+        let keys = self.restartable(|key| {
+            agent.is_none_or(|agent| key.agent_name == agent)
+                && instance_key.is_none_or(|instance| key.instance_key == instance)
+        });
+        self.restart_keys(&keys, fresh, ShutdownReason::Restart)
+    }
+
+    /// Gracefully restarts, because the bundle changed, every instance of
+    /// `agents` and the ConnectorProcess of `connections`; returns their
+    /// keys. Events for them wait in their queues meanwhile.
+    pub(super) fn restart_for_config(
+        &mut self,
+        agents: &[String],
+        connections: &[String],
+    ) -> Vec<String> {
+        let keys = self.restartable(|key| match key.connection_name() {
+            Some(connection) => connections.iter().any(|name| name == connection),
+            None => agents.contains(&key.agent_name),
+        });
+        self.restart_keys(&keys, false, ShutdownReason::ConfigChange)
+    }
+
+    /// The keys `selected` picks that a restart concerns.
+    fn restartable(&self, selected: impl Fn(&RoutingKey) -> bool) -> Vec<RoutingKey> {
         // A passivated instance (stopped on purpose, nothing waiting) is
         // left alone: restarting it would only undo the passivation.
-        let keys: Vec<RoutingKey> = self
-            .instances
+        self.instances
             .iter()
-            .filter(|(key, _)| agent.is_none_or(|agent| key.agent_name == agent))
-            .filter(|(key, _)| instance_key.is_none_or(|instance| key.instance_key == instance))
+            .filter(|(key, _)| selected(key))
             .filter(|(_, instance)| {
                 instance.is_running()
                     || instance.waiting() > 0
@@ -42,11 +64,20 @@ impl Orchestrator {
                     )
             })
             .map(|(key, _)| key.clone())
-            .collect();
-        for key in &keys {
+            .collect()
+    }
+
+    fn restart_keys(
+        &mut self,
+        keys: &[RoutingKey],
+        fresh: bool,
+        reason: ShutdownReason,
+    ) -> Vec<String> {
+        let grace = self.swarm.grace_period;
+        for key in keys {
             let running = self.instances.get(key).is_some_and(|i| i.is_running());
             if running {
-                self.request_shutdown(key, ShutdownReason::Restart, grace, true, fresh);
+                self.request_shutdown(key, reason, grace, true, fresh);
             } else {
                 if fresh {
                     if let Some(reset) = &self.reset_instance {
@@ -68,6 +99,45 @@ impl Orchestrator {
             }
         }
         keys.iter().map(ToString::to_string).collect()
+    }
+
+    /// Replaces the swarm: the next events follow its rules, Connections
+    /// it gained start, and those it lost and the instances of agents it
+    /// lost drain and stay stopped.
+    pub(super) fn reconfigure(&mut self, swarm: SwarmInfo) {
+        let removed: Vec<RoutingKey> = self
+            .swarm
+            .connections
+            .iter()
+            .filter(|name| !swarm.connections.contains(name))
+            .map(RoutingKey::connection)
+            .collect();
+        let swarm = Arc::new(swarm);
+        self.swarm = Arc::clone(&swarm);
+        match self.shared_swarm.write() {
+            Ok(mut shared) => *shared = swarm,
+            Err(poisoned) => *poisoned.into_inner() = swarm,
+        }
+        let grace = self.swarm.grace_period;
+        // Agents that left the swarm stop too; nothing can reach them now.
+        let gone_agents = self.instances.iter().filter(|(key, instance)| {
+            key.connection_name().is_none()
+                && !self.swarm.agents.contains(&key.agent_name)
+                && instance.is_running()
+        });
+        let removed: Vec<RoutingKey> = removed
+            .into_iter()
+            .chain(gone_agents.map(|(key, _)| key.clone()).collect::<Vec<_>>())
+            .collect();
+        for key in removed {
+            if let Some(instance) = self.instances.get_mut(&key) {
+                instance.resident = false;
+            }
+            if self.instances.get(&key).is_some_and(|i| i.is_running()) {
+                self.request_shutdown(&key, ShutdownReason::ConfigChange, grace, false, false);
+            }
+        }
+        self.start_connections();
     }
 
     /// Asks the process of `key` to drain; it is killed after `grace`.

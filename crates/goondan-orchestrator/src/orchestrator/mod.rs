@@ -191,6 +191,8 @@ const INPUT_CAPACITY: usize = 1024;
 /// The orchestrator's main loop.
 pub struct Orchestrator {
     swarm: Arc<SwarmInfo>,
+    /// The same swarm as the handles see it.
+    shared_swarm: client::SharedSwarm,
     spawner: Arc<dyn Spawner>,
     transport: Arc<dyn Transport>,
     stats: Arc<ProtocolStats>,
@@ -221,8 +223,10 @@ impl Orchestrator {
             None => Arc::new(StdioTransport::new(transport_tx, Arc::clone(&stats))),
         };
         let swarm = Arc::new(config.swarm);
+        let shared_swarm = Arc::new(std::sync::RwLock::new(Arc::clone(&swarm)));
         let orchestrator = Orchestrator {
-            swarm: swarm.clone(),
+            swarm,
+            shared_swarm: Arc::clone(&shared_swarm),
             spawner: config.spawner,
             transport,
             stats: Arc::clone(&stats),
@@ -239,7 +243,10 @@ impl Orchestrator {
             unrouted_events: 0,
         };
         let task = tokio::spawn(orchestrator.run(inputs_rx, transport_rx));
-        (OrchestratorHandle::new(inputs_tx, swarm, stats), task)
+        (
+            OrchestratorHandle::new(inputs_tx, shared_swarm, stats),
+            task,
+        )
     }
 
     async fn run(
@@ -300,6 +307,18 @@ impl Orchestrator {
             } => {
                 let keys = self.restart(agent.as_deref(), instance_key.as_deref(), fresh);
                 let _ = done.send(keys);
+            }
+            Input::RestartForConfig {
+                agents,
+                connections,
+                done,
+            } => {
+                let keys = self.restart_for_config(&agents, &connections);
+                let _ = done.send(keys);
+            }
+            Input::Reconfigure { swarm, done } => {
+                self.reconfigure(*swarm);
+                let _ = done.send(());
             }
             Input::List { reply } => {
                 let _ = reply.send(self.list());

@@ -340,6 +340,22 @@ impl Orchestrator {
         let mut oversized = Vec::new();
         let mut acks = Vec::new();
         for (key, instance) in self.instances.iter_mut() {
+            if instance.takes_answers_only() {
+                if let Some(link) = instance.link.clone() {
+                    let mut plain = instance.take_plain().into_iter();
+                    while let Some(queued) = plain.next() {
+                        if self
+                            .transport
+                            .try_send(&link, queued.message.clone())
+                            .is_err()
+                        {
+                            instance.requeue_plain(std::iter::once(queued).chain(plain).collect());
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
             if !instance.takes_events() {
                 continue;
             }

@@ -621,3 +621,135 @@ async fn an_instance_waiting_for_a_slot_gets_one_when_the_holder_turns_idle() {
     h.answer(&beta, &event, "B").await;
     assert!(beta_asking.await.unwrap().is_ok());
 }
+
+#[tokio::test]
+async fn events_sent_during_a_config_restart_wait_for_the_new_process() {
+    let mut h = harness(8);
+    let first_ask = h.ask("one");
+    let first = h.next_ready_process().await;
+    let (_, one) = h.next_event().await;
+    assert_eq!(
+        h.handle
+            .restart_for_config(vec!["alpha".into()], Vec::new())
+            .await
+            .unwrap(),
+        ["alpha:main"]
+    );
+    h.next_shutdown_to(&first).await;
+    // Sent while the old process drains: it waits in the queue.
+    let second_ask = h.ask("two");
+    h.answer(&first, &one, "1").await;
+    h.end_process(0, &first, Some(0)).await;
+    assert_eq!(
+        answer_text(&first_ask.await.unwrap().unwrap()).as_deref(),
+        Some("1")
+    );
+    let second = h.next_ready_process().await;
+    assert_ne!(second.generation, first.generation);
+    let (to, two) = h.next_event().await;
+    assert_eq!(to, second);
+    assert_eq!(two.input.as_deref(), Some("two"));
+    h.answer(&second, &two, "2").await;
+    assert_eq!(
+        answer_text(&second_ask.await.unwrap().unwrap()).as_deref(),
+        Some("2")
+    );
+}
+
+#[tokio::test]
+async fn reconfigure_starts_new_connections_and_stops_removed_ones() {
+    let mut h = harness(8);
+    let mut swarm = (*h.handle.swarm()).clone();
+    swarm.connections = vec!["hook".into()];
+    h.handle.reconfigure(swarm.clone()).await.unwrap();
+    let connector = h.next_ready_process().await;
+    assert_eq!(connector.key, RoutingKey::connection("hook"));
+    assert_eq!(h.handle.swarm().connections, ["hook"]);
+    // A config restart of the Connection replaces its process.
+    assert_eq!(
+        h.handle
+            .restart_for_config(Vec::new(), vec!["hook".into()])
+            .await
+            .unwrap(),
+        ["@connection:hook"]
+    );
+    h.next_shutdown_to(&connector).await;
+    h.end_process(0, &connector, Some(0)).await;
+    let replaced = h.next_ready_process().await;
+    assert_eq!(replaced.key, connector.key);
+    swarm.connections.clear();
+    h.handle.reconfigure(swarm).await.unwrap();
+    h.next_shutdown_to(&replaced).await;
+    h.end_process(1, &replaced, Some(0)).await;
+    assert!(h.handle.swarm().connections.is_empty());
+}
+
+#[tokio::test]
+async fn reconfigure_stops_the_instances_of_an_agent_the_swarm_lost() {
+    let mut h = harness(8);
+    let asking = h.ask_agent(Some("beta"), "x");
+    let beta = h.next_ready_process().await;
+    let (_, x) = h.next_event().await;
+    h.answer(&beta, &x, "done").await;
+    asking.await.unwrap().unwrap();
+    let mut swarm = (*h.handle.swarm()).clone();
+    swarm.agents = vec!["alpha".into()];
+    h.handle.reconfigure(swarm).await.unwrap();
+    h.next_shutdown_to(&beta).await;
+}
+
+#[tokio::test]
+async fn a_draining_process_still_gets_the_answer_its_last_turn_waits_for() {
+    let mut h = harness(8);
+    let _asking = h.ask("one");
+    let alpha = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    // Alpha's Turn asks beta and waits.
+    let mut request = AgentEvent::new(
+        "agent.request",
+        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
+    );
+    request.input = Some("help".into());
+    request.reply_to = Some(goondan_types::ReplyChannel {
+        target: "alpha:main".into(),
+        correlation_id: "corr-1".into(),
+    });
+    h.say(
+        &alpha,
+        protocol::event_message("alpha:main", "beta:main", &request),
+    )
+    .await;
+    let beta = h.next_ready_process().await;
+    let (to, _) = h.next_event().await;
+    assert_eq!(to, beta);
+    // Alpha drains (a config restart) before beta answers.
+    h.handle
+        .restart_for_config(vec!["alpha".into()], Vec::new())
+        .await
+        .unwrap();
+    h.next_shutdown_to(&alpha).await;
+    let answer = Answer {
+        in_reply_to: "corr-1".into(),
+        outcome: AnswerOutcome::Ok {
+            text: Some("helped".into()),
+            finish_reason: None,
+            turn_id: None,
+        },
+    };
+    h.say(
+        &beta,
+        protocol::event_message("beta:main", "alpha:main", &answer.to_event("beta", None)),
+    )
+    .await;
+    let delivered = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let (to, message) = h.sent.recv().await.unwrap();
+            if let Ok(Inbound::Answer(answer, _)) = protocol::decode(&message) {
+                return (to, answer.in_reply_to);
+            }
+        }
+    })
+    .await
+    .expect("the answer was held back from the draining process");
+    assert_eq!(delivered, (alpha, "corr-1".to_string()));
+}

@@ -1,0 +1,333 @@
+//! `gdn run --watch` end to end (issue 18 item 1): the real binary runs the
+//! `pair` swarm against the mock LLM while the test edits its bundle on
+//! disk. An edit restarts only what it affects and keeps conversations; an
+//! invalid edit changes nothing; a burst of saves is one reload; events
+//! sent during a reload are all answered.
+//!
+//! Every wait polls with a deadline.
+
+use crate::mock_llm::{ChatRequest, Reply};
+use crate::swarm::{code, finish, stderr, stdout, wait_until, Resident, Swarm};
+use serde_json::{json, Value};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const BETA_PROMPT: &str = "You are agent BETA.";
+const RELOADED: &str = "watch: reloaded";
+const INVALID: &str = "watch: the edit is invalid";
+
+/// Alpha relays each user message to beta; beta answers with the first
+/// line of its system prompt, so the answer shows which prompt it had.
+fn relay(request: &ChatRequest) -> Reply {
+    if request.is_from("agent BETA") {
+        return Reply::text(format!("beta[{}]", request.system()));
+    }
+    match request.tool_result() {
+        Some(result) => {
+            let value: Value = serde_json::from_str(result).unwrap_or(Value::Null);
+            Reply::text(format!(
+                "alpha heard: {}",
+                value["response"].as_str().unwrap_or(result)
+            ))
+        }
+        None => Reply::tool(
+            "agents__request",
+            json!({"target": "beta", "input": request.last_user_text()}),
+        ),
+    }
+}
+
+/// The pair swarm running `gdn run --watch`, its stderr in a file.
+fn start_watching(swarm: &Swarm) -> Resident {
+    let log = std::fs::File::create(swarm.state.path().join("watch.log")).unwrap();
+    let child = swarm
+        .command(&["run", "--watch"])
+        .env("HOOK_SECRET", crate::connectors::SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let resident = Resident { child: Some(child) };
+    swarm.wait_for_socket();
+    resident
+}
+
+fn log(swarm: &Swarm) -> String {
+    std::fs::read_to_string(swarm.state.path().join("watch.log")).unwrap_or_default()
+}
+
+fn reloads(swarm: &Swarm) -> Vec<String> {
+    log(swarm)
+        .lines()
+        .filter(|line| line.starts_with(RELOADED))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Rewrites the bundle's `goondan.yaml`, replacing `from` with `to`.
+fn edit(swarm: &Swarm, from: &str, to: &str) {
+    let path = swarm.bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{from:?} is not in the bundle");
+    std::fs::write(&path, text.replace(from, to)).unwrap();
+}
+
+/// `gdn run --input TEXT` against the running orchestrator; its answer.
+fn ask(swarm: &Swarm, text: &str) -> String {
+    let output = crate::swarm::run_with_deadline(swarm.command(&["run", "--input", text]));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    stdout(&output)
+}
+
+/// Sends `text` as if typed at `gdn run`, straight over the control
+/// socket: `gdn run --input` itself validates the bundle on disk first,
+/// which an invalid edit would refuse. The raw answer line.
+fn ask_over_socket(swarm: &Swarm, text: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let socket = std::fs::read_dir(swarm.state.path().join("runtime/sockets"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "sock"))
+        .unwrap();
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let request = goondan_orchestrator::control::ControlRequest::Request {
+        agent: None,
+        event: goondan_types::ConnectorEvent::text(goondan_orchestrator::ingress::CLI_EVENT, text),
+    };
+    let mut line = serde_json::to_vec(&request).unwrap();
+    line.push(b'\n');
+    stream.write_all(&line).unwrap();
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).unwrap();
+    answer
+}
+
+fn spawn_ask(swarm: &Swarm, text: &str) -> Child {
+    swarm
+        .command(&["run", "--input", text])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Both agents have run once; their pids.
+fn warm(swarm: &Swarm) -> (i32, i32) {
+    assert!(ask(swarm, "one").contains("beta[You are agent BETA.]"));
+    let alpha = wait_until("alpha's pid", || swarm.pid_of("alpha"));
+    let beta = wait_until("beta's pid", || swarm.pid_of("beta"));
+    (alpha, beta)
+}
+
+#[test]
+fn watch_editing_a_prompt_restarts_only_that_agent_and_keeps_its_history() {
+    let swarm = Swarm::pair(5, relay);
+    let resident = start_watching(&swarm);
+    let (alpha, beta) = warm(&swarm);
+
+    edit(&swarm, BETA_PROMPT, "You are agent BETA v2.");
+    let line = wait_until("one reload", || reloads(&swarm).pop());
+    assert!(line.contains("changed Agent/beta;"), "{line}");
+    assert!(line.contains("restarted beta:default"), "{line}");
+    assert!(!line.contains("alpha:"), "{line}");
+    let new_beta = swarm.pid_of("beta");
+    assert!(new_beta.is_some_and(|pid| pid != beta), "beta kept {beta}");
+    assert_eq!(swarm.pid_of("alpha"), Some(alpha));
+
+    assert!(ask(&swarm, "two").contains("beta[You are agent BETA v2.]"));
+    // Beta's history survived the restart: its new Turn saw the first input.
+    let last_beta = swarm
+        .mock
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|request| request.is_from("agent BETA v2"))
+        .unwrap();
+    let texts: Vec<String> = last_beta
+        .messages()
+        .iter()
+        .map(|message| message["content"].to_string())
+        .collect();
+    assert!(
+        texts.iter().any(|text| text.contains("one")),
+        "no earlier input in {texts:?}"
+    );
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn watch_an_invalid_edit_changes_nothing_and_its_fix_applies() {
+    let swarm = Swarm::pair(5, relay);
+    let resident = start_watching(&swarm);
+    let (alpha, beta) = warm(&swarm);
+
+    // Beta's Model does not exist: the bundle no longer validates.
+    edit(
+        &swarm,
+        "    modelRef: Model/mock-gpt\n  prompt:\n    system: \"You are agent BETA.\"",
+        "    modelRef: Model/missing\n  prompt:\n    system: \"You are agent BETA v2.\"",
+    );
+    wait_until("the invalid edit to be reported", || {
+        log(&swarm).contains(INVALID).then_some(())
+    });
+    let text = log(&swarm);
+    assert!(text.contains("Model/missing"), "{text}");
+    assert!(reloads(&swarm).is_empty(), "{text}");
+    let answer = ask_over_socket(&swarm, "two");
+    assert!(answer.contains("beta[You are agent BETA.]"), "{answer}");
+    assert_eq!(swarm.pid_of("alpha"), Some(alpha));
+    assert_eq!(swarm.pid_of("beta"), Some(beta));
+
+    edit(&swarm, "Model/missing", "Model/mock-gpt");
+    let line = wait_until("the fix to be applied", || reloads(&swarm).pop());
+    assert!(line.contains("restarted beta:default"), "{line}");
+    assert!(ask(&swarm, "three").contains("beta[You are agent BETA v2.]"));
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn watch_a_burst_of_fifty_saves_is_one_reload() {
+    let swarm = Swarm::pair(5, relay);
+    let resident = start_watching(&swarm);
+    warm(&swarm);
+
+    let path = swarm.bundle.path().join("goondan.yaml");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let started = Instant::now();
+    for n in 0..50 {
+        let prompt = format!("You are agent BETA v{n}.");
+        std::fs::write(&path, original.replace(BETA_PROMPT, &prompt)).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(started.elapsed() < Duration::from_millis(400));
+    wait_until("the reload", || reloads(&swarm).pop());
+    // A second reload would follow within the quiet period plus a restart;
+    // give it that long to show up.
+    let quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_secs(1) {
+        assert_eq!(reloads(&swarm).len(), 1, "{}", log(&swarm));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ask(&swarm, "two").contains("beta[You are agent BETA v49.]"));
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn watch_events_sent_during_a_reload_are_all_answered() {
+    let swarm = Swarm::pair(5, relay);
+    let resident = start_watching(&swarm);
+    let (alpha, _) = warm(&swarm);
+
+    // The entry agent itself restarts; inputs keep arriving before, during
+    // and after its restart.
+    edit(&swarm, "You are agent ALPHA.", "You are agent ALPHA v2.");
+    let children: Vec<Child> = (0..12)
+        .map(|n| {
+            let child = spawn_ask(&swarm, &format!("during {n}"));
+            std::thread::sleep(Duration::from_millis(30));
+            child
+        })
+        .collect();
+    for (n, child) in children.into_iter().enumerate() {
+        let output = finish(child, &format!("input {n}"));
+        assert_eq!(code(&output), 0, "input {n}: {}", stderr(&output));
+        assert!(
+            stdout(&output).contains("alpha heard: beta["),
+            "input {n}: {}",
+            stdout(&output)
+        );
+    }
+    let line = wait_until("the reload", || reloads(&swarm).pop());
+    assert!(line.contains("restarted alpha:default"), "{line}");
+    assert!(swarm.pid_of("alpha").is_some_and(|pid| pid != alpha));
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn watch_a_prompt_file_edit_restarts_its_agent_and_a_model_edit_restarts_both() {
+    let swarm = Swarm::pair(5, relay);
+    // Beta's prompt lives in a file the bundle names.
+    std::fs::write(swarm.bundle.path().join("beta.md"), BETA_PROMPT).unwrap();
+    edit(
+        &swarm,
+        "system: \"You are agent BETA.\"",
+        "systemRef: ./beta.md",
+    );
+    let resident = start_watching(&swarm);
+    let (alpha, beta) = warm(&swarm);
+
+    std::fs::write(
+        swarm.bundle.path().join("beta.md"),
+        "You are agent BETA v3.",
+    )
+    .unwrap();
+    let line = wait_until("the prompt file reload", || reloads(&swarm).pop());
+    assert!(line.contains("changed Agent/beta;"), "{line}");
+    assert!(line.contains("restarted beta:default"), "{line}");
+    assert_eq!(swarm.pid_of("alpha"), Some(alpha));
+    let beta = wait_until("beta's new pid", || {
+        swarm.pid_of("beta").filter(|pid| *pid != beta)
+    });
+    assert!(ask(&swarm, "two").contains("beta[You are agent BETA v3.]"));
+
+    // Both agents use the Model: both restart.
+    edit(&swarm, "model: gpt-mock", "model: gpt-mock-2");
+    wait_until("the model reload", || {
+        (reloads(&swarm).len() == 2).then_some(())
+    });
+    let line = reloads(&swarm).pop().unwrap();
+    assert!(line.contains("changed Model/mock-gpt;"), "{line}");
+    assert!(
+        line.contains("alpha:default") && line.contains("beta:default"),
+        "{line}"
+    );
+    assert!(swarm.pid_of("alpha").is_some_and(|pid| pid != alpha));
+    assert!(swarm.pid_of("beta").is_some_and(|pid| pid != beta));
+    assert!(ask(&swarm, "three").contains("beta[You are agent BETA v3.]"));
+    assert_eq!(
+        swarm.mock.requests().last().unwrap().body["model"],
+        "gpt-mock-2"
+    );
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn watch_a_connection_edit_restarts_its_connector_process_only() {
+    use crate::connectors::{
+        connector_pids, free_port, hooks, post_signed_when_up, wait_for_answer,
+    };
+    let (swarm, port) = hooks();
+    let resident = start_watching(&swarm);
+    let first = r#"{"text":"before the edit","instanceKey":"edit"}"#;
+    assert_eq!(post_signed_when_up(port, first).0, 200);
+    wait_for_answer(&swarm, "alpha", "edit", "before the edit");
+    let connector = connector_pids(resident.pid());
+    assert_eq!(connector.len(), 1, "{connector:?}");
+    let alpha = wait_until("alpha's pid", || swarm.pid_of("alpha"));
+
+    // The Connection moves to another port.
+    let new_port = free_port();
+    edit(
+        &swarm,
+        &format!("value: \"{port}\""),
+        &format!("value: \"{new_port}\""),
+    );
+    let line = wait_until("the reload", || reloads(&swarm).pop());
+    assert!(line.contains("changed Connection/hooks;"), "{line}");
+    assert!(line.contains("restarted @connection:hooks"), "{line}");
+    assert!(!line.contains("alpha:"), "{line}");
+    let second = r#"{"text":"after the edit","instanceKey":"edit"}"#;
+    assert_eq!(post_signed_when_up(new_port, second).0, 200);
+    wait_for_answer(&swarm, "alpha", "edit", "after the edit");
+    let replaced = connector_pids(resident.pid());
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert_ne!(replaced[0], connector[0]);
+    assert_eq!(swarm.pid_of("alpha"), Some(alpha));
+    assert_eq!(resident.terminate(), 0);
+}
