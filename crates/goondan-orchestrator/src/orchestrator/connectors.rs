@@ -66,12 +66,18 @@ impl Orchestrator {
             Ok(routed) => routed,
             Err(error @ OrchestratorError::NoIngressRoute { .. }) => {
                 self.unrouted_events += 1;
-                tracing::warn!(
-                    connection,
-                    code = error.code(),
-                    unrouted_events = self.unrouted_events,
-                    "{error}; event dropped"
-                );
+                // Logged at the 1st, 2nd, 4th, 8th... and every 1,000th, so
+                // a sender flooding events no rule wants cannot fill the
+                // disk with log lines; the count says how many there were.
+                let count = self.unrouted_events;
+                if count.is_power_of_two() || count % 1_000 == 0 {
+                    tracing::warn!(
+                        connection,
+                        code = error.code(),
+                        unrouted_events = count,
+                        "{error}; event dropped"
+                    );
+                }
                 return QueryAnswer::Ingested {
                     event_id: None,
                     target: None,
