@@ -70,7 +70,7 @@ impl Orchestrator {
                 // a sender flooding events no rule wants cannot fill the
                 // disk with log lines; the count says how many there were.
                 let count = self.unrouted_events;
-                if count.is_power_of_two() || count % 1_000 == 0 {
+                if count.is_power_of_two() || count.is_multiple_of(1_000) {
                     tracing::warn!(
                         connection,
                         code = error.code(),
