@@ -55,7 +55,9 @@ pub(crate) enum Command {
     Validate(ValidateArgs),
     /// Start the orchestrator of a Swarm (or attach to the running one).
     Run(RunArgs),
-    /// Gracefully restart the agent processes of the running orchestrator.
+    /// Re-read the bundle and gracefully restart the running swarm's agent
+    /// and connector processes (with --agent, only that agent's, bundle
+    /// unchanged).
     Restart(RestartArgs),
     /// Stop the running orchestrator gracefully (its agents finish their
     /// Turns within the grace period) and wait until it has exited.

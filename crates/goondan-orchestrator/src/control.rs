@@ -62,6 +62,11 @@ pub enum ControlRequest {
         /// Clear message history first.
         #[serde(default)]
         fresh: bool,
+        /// The swarm as the client re-read it from the bundle: it replaces
+        /// the one the orchestrator runs (new Connections start, removed
+        /// ones stop) and every Connection's process restarts too.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        swarm: Option<Box<crate::SwarmInfo>>,
     },
     /// Every live instance.
     List,
@@ -450,7 +455,19 @@ async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse 
             agent,
             instance_key,
             fresh,
+            swarm,
         } => {
+            let reloaded = match swarm {
+                Some(swarm) => reload(handle, *swarm).await,
+                None => Ok(()),
+            };
+            if let Err(error) = reloaded {
+                return ControlResponse::Failed {
+                    code: error.code().to_string(),
+                    message: error.to_string(),
+                    suggestion: error.suggestion(),
+                };
+            }
             // Long enough for a Turn to finish inside its grace period, or
             // for the process to be killed at its end.
             let wait = handle.swarm().grace_period + RESTART_SETTLE;
@@ -484,6 +501,19 @@ async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse 
         message: error.to_string(),
         suggestion: error.suggestion(),
     })
+}
+
+/// Replaces the swarm the orchestrator runs with `swarm` and restarts
+/// every Connection's process, so the next processes run the re-read
+/// bundle (agents are restarted by the caller).
+async fn reload(
+    handle: &OrchestratorHandle,
+    swarm: crate::SwarmInfo,
+) -> Result<(), OrchestratorError> {
+    let connections = swarm.connections.clone();
+    handle.reconfigure(swarm).await?;
+    handle.restart_for_config(Vec::new(), connections).await?;
+    Ok(())
 }
 
 fn failure(code: &str, message: &str) -> ControlResponse {

@@ -26,7 +26,8 @@ pub const CLI_CONNECTION: &str = "cli";
 pub const CLI_EVENT: &str = "stdin_message";
 
 /// One ingress rule of a Connection, resolved against the bundle.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct IngressRule {
     /// The Connection the rule belongs to.
     pub connection: String,

@@ -183,12 +183,34 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
     let Some(socket) = target.socket else {
         return Ok(not_running());
     };
+    let runtime = runtime()?;
+    // A whole-swarm restart re-reads the bundle first, as a new start
+    // would: an invalid one is refused here and nothing restarts.
+    let swarm = match &args.agent {
+        Some(_) => None,
+        None => {
+            let Some(ControlResponse::Status { swarm, .. }) =
+                runtime.block_on(call(&socket, ControlRequest::Status))
+            else {
+                return Ok(not_running());
+            };
+            let project = match project::load(global, Some(&swarm), None)? {
+                Ok(project) => project,
+                Err(outcome) => {
+                    eprintln!("the running swarm was left as it is");
+                    return Ok(outcome);
+                }
+            };
+            Some(Box::new(super::run::swarm_info(&project)?))
+        }
+    };
     let request = ControlRequest::Restart {
         agent: args.agent.clone(),
         instance_key: None,
         fresh: args.fresh,
+        swarm,
     };
-    let Some(response) = runtime()?.block_on(call(&socket, request)) else {
+    let Some(response) = runtime.block_on(call(&socket, request)) else {
         return Ok(not_running());
     };
     report_restart(global, &response)
@@ -283,6 +305,7 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                     agent,
                     instance_key: Some(instance_key),
                     fresh: *fresh,
+                    swarm: None,
                 };
                 if let Some(response) = runtime()?.block_on(call(socket, request)) {
                     return report_restart(global, &response);

@@ -1058,3 +1058,55 @@ fn gdn_stop_drains_the_orchestrator_and_returns_once_it_has_exited() {
         stderr(&again)
     );
 }
+
+#[test]
+fn gdn_restart_rereads_the_bundle_and_refuses_an_invalid_one() {
+    let swarm = Swarm::pair(5, |request| {
+        Reply::text(format!("ok {}", request.last_user_text()))
+    });
+    let _resident = swarm.start_resident();
+    let first = swarm.run(&["run", "--input", "before"]);
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+
+    let manifest = swarm.bundle.path().join("goondan.yaml");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        original.replace(
+            "You are agent ALPHA.",
+            "You are agent ALPHA, second edition.",
+        ),
+    )
+    .unwrap();
+    let restarted = swarm.run(&["restart"]);
+    assert_eq!(code(&restarted), 0, "{}", stderr(&restarted));
+    let after = swarm.run(&["run", "--input", "after"]);
+    assert_eq!(code(&after), 0, "{}", stderr(&after));
+    swarm.mock.wait_for("the re-read prompt", |request| {
+        request.last_user_text() == "after" && request.system().contains("second edition")
+    });
+    assert!(
+        swarm
+            .conversation("alpha")
+            .iter()
+            .any(|message| message["content"] == "before"),
+        "history survives the restart"
+    );
+
+    // An invalid bundle is refused and the swarm runs on.
+    let pid = swarm.pid_of("alpha").expect("alpha runs");
+    std::fs::write(
+        &manifest,
+        original.replace("modelRef: Model/mock-gpt", "modelRef: Model/missing"),
+    )
+    .unwrap();
+    let refused = swarm.run(&["restart"]);
+    assert_eq!(code(&refused), 4, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("left as it is"),
+        "{}",
+        stderr(&refused)
+    );
+    std::fs::write(&manifest, &original).unwrap();
+    assert_eq!(swarm.pid_of("alpha"), Some(pid), "nothing restarted");
+}

@@ -26,7 +26,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// How many agent processes may run and how long one may stay idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ProcessPolicy {
     /// Live agent processes per swarm (`policy.processes.maxLive`).
     pub max_live: usize,

@@ -42,8 +42,11 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-/// What the orchestrator knows about the swarm it runs.
-#[derive(Debug, Clone)]
+/// What the orchestrator knows about the swarm it runs. It travels over
+/// the control socket when `gdn restart` hands the orchestrator the bundle
+/// it re-read.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SwarmInfo {
     /// `Swarm.metadata.name`.
     pub swarm_name: String,
