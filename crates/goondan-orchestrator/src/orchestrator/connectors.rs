@@ -12,6 +12,7 @@
 //! other input; each becomes its own Turn with its own trace.
 
 use super::instance::Queued;
+use super::routing::failed;
 use super::Orchestrator;
 use crate::ingress::{self, Ingress};
 use crate::spawner::SpawnRequest;
@@ -97,11 +98,4 @@ impl Orchestrator {
             Err(error) => failed(error),
         }
     }
-}
-
-fn failed(error: OrchestratorError) -> QueryAnswer {
-    QueryAnswer::Failed(Failure {
-        code: error.code().to_string(),
-        message: error.to_string(),
-    })
 }

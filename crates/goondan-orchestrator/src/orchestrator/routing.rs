@@ -266,10 +266,7 @@ impl Orchestrator {
                             self.ensure_spawned(&key);
                             QueryAnswer::Spawned { spawned: !existed }
                         }
-                        Err(error) => QueryAnswer::Failed(Failure {
-                            code: error.code().to_string(),
-                            message: error.to_string(),
-                        }),
+                        Err(error) => failed(error),
                     }
                 }
                 _ => QueryAnswer::Failed(Failure {
@@ -406,4 +403,12 @@ impl Orchestrator {
             self.flush_queues();
         }
     }
+}
+
+/// The answer to a query the orchestrator could not carry out.
+pub(super) fn failed(error: OrchestratorError) -> QueryAnswer {
+    QueryAnswer::Failed(Failure {
+        code: error.code().to_string(),
+        message: error.to_string(),
+    })
 }
