@@ -443,28 +443,27 @@ async fn foreground(
         }
     };
     let info = swarm_info(&project)?;
-    let mut agent_args: Vec<String> = vec![
-        "agent".into(),
+    // What every child (`gdn agent`, `gdn connector`) loads its bundle with.
+    let mut bundle_args: Vec<String> = vec![
         "--bundle-dir".into(),
         project.bundle.root().display().to_string(),
+    ];
+    if let Some(env_file) = &args.env_file {
+        bundle_args.push("--env-file".into());
+        bundle_args.push(std::path::absolute(env_file)?.display().to_string());
+    }
+    let connector_args: Vec<String> = std::iter::once("connector".to_string())
+        .chain(bundle_args.iter().cloned())
+        .collect();
+    let mut agent_args: Vec<String> = std::iter::once("agent".to_string())
+        .chain(bundle_args)
+        .collect();
+    agent_args.extend([
         "--swarm".into(),
         project.swarm_name.clone(),
         "--state-root".into(),
         project.state_root.path().display().to_string(),
-    ];
-    if let Some(env_file) = &args.env_file {
-        agent_args.push("--env-file".into());
-        agent_args.push(std::path::absolute(env_file)?.display().to_string());
-    }
-    let mut connector_args: Vec<String> = vec![
-        "connector".into(),
-        "--bundle-dir".into(),
-        project.bundle.root().display().to_string(),
-    ];
-    if let Some(env_file) = &args.env_file {
-        connector_args.push("--env-file".into());
-        connector_args.push(std::path::absolute(env_file)?.display().to_string());
-    }
+    ]);
     if let Some(record) = &args.record {
         agent_args.push("--record".into());
         agent_args.push(std::path::absolute(record)?.display().to_string());
@@ -738,11 +737,7 @@ async fn ask(
             if !streamed.is_empty() {
                 println!();
             }
-            eprintln!("error[{}]: {error}", error.code());
-            if let Some(suggestion) = error.suggestion() {
-                eprintln!("   = help: {suggestion}");
-            }
-            Outcome::Failure
+            Refused::from(error).print()
         }
     }
 }
