@@ -238,21 +238,6 @@ impl SlackTool {
         }
     }
 
-    async fn credentials(
-        &self,
-        tool: &str,
-        token: Option<&String>,
-        api_base_url: Option<&String>,
-    ) -> Result<Credentials, BuiltinToolError> {
-        self.api
-            .credentials(
-                tool,
-                token.map(String::as_str),
-                api_base_url.map(String::as_str),
-            )
-            .await
-    }
-
     /// `send`: posts a message (in a thread with `threadTs`).
     pub async fn send(&self, raw: &JsonObject) -> Result<JsonValue, BuiltinToolError> {
         const TOOL: &str = "slack__send";
@@ -277,7 +262,8 @@ impl SlackTool {
         }
         let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
-            .credentials(TOOL, args.token.as_ref(), args.api_base_url.as_ref())
+            .api
+            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
             .await?;
         let answer = self
             .call(
@@ -336,7 +322,8 @@ impl SlackTool {
         }
         let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
-            .credentials(TOOL, args.token.as_ref(), args.api_base_url.as_ref())
+            .api
+            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
             .await?;
         let answer = self
             .call(&credentials, method, payload, Body::Form, timeout)
@@ -411,7 +398,8 @@ impl SlackTool {
         }
         let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
-            .credentials(TOOL, args.token.as_ref(), args.api_base_url.as_ref())
+            .api
+            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
             .await?;
         let answer = self
             .call(&credentials, "chat.update", payload, Body::Json, timeout)
@@ -444,7 +432,8 @@ impl SlackTool {
         payload.insert("ts".into(), ts.clone().into());
         let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
-            .credentials(TOOL, args.token.as_ref(), args.api_base_url.as_ref())
+            .api
+            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
             .await?;
         self.call(&credentials, "chat.delete", payload, Body::Json, timeout)
             .await?;
@@ -479,7 +468,8 @@ impl SlackTool {
         }
         let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
-            .credentials(TOOL, args.token.as_ref(), args.api_base_url.as_ref())
+            .api
+            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
             .await?;
         for name in &names {
             let mut payload = JsonObject::new();
@@ -521,7 +511,8 @@ impl SlackTool {
         let max_bytes = bot_api::max_download_bytes(TOOL, args.max_bytes)?;
         let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
-            .credentials(TOOL, args.token.as_ref(), args.api_base_url.as_ref())
+            .api
+            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
             .await?;
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let api_host = Url::parse(&credentials.base_url)
