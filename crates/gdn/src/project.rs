@@ -75,6 +75,58 @@ pub(crate) fn state_root(global: &GlobalArgs) -> anyhow::Result<StateRoot> {
     Ok(StateRootSources::from_process_env(global.state_root.clone()).resolve()?)
 }
 
+/// A bundle that did not load: its diagnostics were printed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NotLoaded {
+    /// What to exit with.
+    pub(crate) outcome: Outcome,
+    /// How many diagnostics were printed.
+    pub(crate) diagnostics: usize,
+}
+
+/// Loads the bundle at `path` as `gdn run` does (the process environment,
+/// `.env`, `.env.local` and `env_file`). When it does not load, its
+/// diagnostics are printed to stderr as `gdn validate` prints them.
+pub(crate) fn load_reporting(
+    path: &Path,
+    env_file: Option<PathBuf>,
+    format: Format,
+    quiet: bool,
+) -> anyhow::Result<Result<Bundle, NotLoaded>> {
+    let options = LoadOptions {
+        env_file,
+        inherit_process_env: true,
+        ..LoadOptions::default()
+    };
+    let (diagnostics, outcome) = match load_bundle(path, &options) {
+        Ok(loaded) => match loaded.bundle {
+            Some(bundle) => return Ok(Ok(bundle)),
+            None => (loaded.diagnostics, Outcome::ValidationFailed),
+        },
+        Err(error) => (vec![error.to_diagnostic()], Outcome::ConfigError),
+    };
+    let mut err = std::io::stderr().lock();
+    renderer_for(path).report(&mut err, format, &diagnostics, quiet)?;
+    err.flush()?;
+    Ok(Err(NotLoaded {
+        outcome,
+        diagnostics: diagnostics.len(),
+    }))
+}
+
+/// Renders diagnostics of the bundle at `path` (a folder or a file), with
+/// locations relative to its folder.
+fn renderer_for(path: &Path) -> Renderer {
+    Renderer {
+        style: Style { colored: false },
+        base: if path.is_dir() {
+            path.to_path_buf()
+        } else {
+            path.parent().map(PathBuf::from).unwrap_or_default()
+        },
+    }
+}
+
 /// Loads the bundle of `--config` (or the current folder) and selects
 /// `swarm` (else `default`, else the only one). On failure the diagnostics
 /// are printed to stderr and the outcome to exit with is returned.
@@ -84,38 +136,19 @@ pub(crate) fn load(
     env_file: Option<PathBuf>,
 ) -> anyhow::Result<Result<Project, Outcome>> {
     let path = global.config.clone().unwrap_or_else(|| PathBuf::from("."));
-    let renderer = Renderer {
-        style: Style { colored: false },
-        base: if path.is_dir() {
-            path.clone()
-        } else {
-            path.parent().map(PathBuf::from).unwrap_or_default()
-        },
-    };
-    let mut err = std::io::stderr().lock();
     let format = if global.json {
         Format::Json
     } else {
         Format::Text
     };
-    let options = LoadOptions {
-        env_file,
-        inherit_process_env: true,
-        ..LoadOptions::default()
-    };
-    let outcome = match load_bundle(&path, &options) {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            let diagnostic = error.to_diagnostic();
-            renderer.report(&mut err, format, &[diagnostic], global.quiet)?;
-            err.flush()?;
-            return Ok(Err(Outcome::ConfigError));
+    let bundle = match load_reporting(&path, env_file, format, global.quiet)? {
+        Ok(bundle) => bundle,
+        Err(not_loaded) => {
+            if not_loaded.outcome == Outcome::ValidationFailed {
+                eprintln!("nothing was started");
+            }
+            return Ok(Err(not_loaded.outcome));
         }
-    };
-    let Some(bundle) = outcome.bundle else {
-        renderer.report(&mut err, format, &outcome.diagnostics, global.quiet)?;
-        writeln!(err, "nothing was started")?;
-        return Ok(Err(Outcome::ValidationFailed));
     };
     let selected = match swarm {
         Some(name) => bundle.swarm(name),
@@ -133,7 +166,12 @@ pub(crate) fn load(
             },
         )
         .with_suggestion(format!("pass --swarm with one of: {}", known.join(", ")));
-        renderer.report(&mut err, format, &[diagnostic], global.quiet)?;
+        renderer_for(&path).report(
+            &mut std::io::stderr().lock(),
+            format,
+            &[diagnostic],
+            global.quiet,
+        )?;
         return Ok(Err(Outcome::ConfigError));
     };
     let swarm_name = selected.name().to_string();

@@ -24,8 +24,7 @@
 
 use crate::cli::{Format, GlobalArgs};
 use crate::project::Project;
-use crate::render::{Renderer, Style};
-use goondan_config::{load_bundle, Bundle, LoadOptions, Resource};
+use goondan_config::{Bundle, Resource};
 use goondan_orchestrator::OrchestratorHandle;
 use goondan_types::ProcessStatus;
 use notify::Watcher;
@@ -33,7 +32,6 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -195,42 +193,22 @@ impl Reloader {
 
     /// The new bundle, or `None` after printing why it is refused.
     fn load(&self) -> Option<Bundle> {
-        let options = LoadOptions {
-            env_file: self.source.env_file.clone(),
-            inherit_process_env: true,
-            ..LoadOptions::default()
-        };
-        let path = &self.source.config;
-        let renderer = Renderer {
-            style: Style { colored: false },
-            base: if path.is_dir() {
-                path.clone()
-            } else {
-                path.parent().map(PathBuf::from).unwrap_or_default()
-            },
-        };
-        let diagnostics = match load_bundle(path, &options) {
-            Ok(outcome) => match outcome.bundle {
-                Some(bundle) => return Some(bundle),
-                None => outcome.diagnostics,
-            },
-            Err(error) => vec![error.to_diagnostic()],
-        };
-        let mut err = std::io::stderr().lock();
-        let _ = renderer.report(
-            &mut err,
+        let loaded = crate::project::load_reporting(
+            &self.source.config,
+            self.source.env_file.clone(),
             self.source.format,
-            &diagnostics,
             self.source.quiet,
         );
-        let _ = writeln!(
-            err,
-            "watch: the edit is invalid; the swarm runs on unchanged"
-        );
-        let _ = err.flush();
+        let diagnostics = match loaded {
+            Ok(Ok(bundle)) => return Some(bundle),
+            Ok(Err(not_loaded)) => not_loaded.diagnostics,
+            // Printing the diagnostics failed; the edit is refused all the same.
+            Err(_) => 0,
+        };
+        eprintln!("watch: the edit is invalid; the swarm runs on unchanged");
         tracing::warn!(
             event = "watch.rejected",
-            errors = diagnostics.len(),
+            errors = diagnostics,
             "the edited bundle is invalid; nothing was restarted"
         );
         None
