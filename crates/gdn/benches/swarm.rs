@@ -128,6 +128,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         reset_instance: None,
         crash_ledger: None,
         liveness: Default::default(),
+        restart_requests: None,
     });
 
     let mut cold = Vec::with_capacity(n_instances);

@@ -13,7 +13,7 @@ use crate::render::{Renderer, Style};
 use goondan_config::{load_bundle, Bundle, LoadOptions};
 use goondan_store::paths::{bundle_scope, MAX_SOCKET_PATH_BYTES};
 use goondan_store::{StateRoot, StateRootSources, WorkspacePaths};
-use goondan_types::Diagnostic;
+use goondan_types::{Diagnostic, Severity};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -76,12 +76,52 @@ pub(crate) fn state_root(global: &GlobalArgs) -> anyhow::Result<StateRoot> {
 }
 
 /// A bundle that did not load: its diagnostics were printed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct NotLoaded {
     /// What to exit with.
     pub(crate) outcome: Outcome,
     /// How many diagnostics were printed.
     pub(crate) diagnostics: usize,
+    /// The first error among them, for a one-line summary.
+    pub(crate) first_error: Option<Diagnostic>,
+}
+
+impl NotLoaded {
+    /// The first error's code (`E_CONFIG_INVALID` when none had one).
+    pub(crate) fn code(&self) -> &str {
+        self.first_error
+            .as_ref()
+            .map_or("E_CONFIG_INVALID", |error| error.code.as_str())
+    }
+
+    /// One line for whoever cannot see the printed diagnostics (an agent
+    /// that asked for a restart): the first error, where it is, how many
+    /// more there are.
+    pub(crate) fn summary(&self) -> String {
+        let Some(error) = &self.first_error else {
+            return "the bundle is invalid; run `gdn validate` to see why".into();
+        };
+        let mut line = error.message.clone();
+        let place = match (&error.file, error.line, &error.path) {
+            (Some(file), Some(number), _) => Some(format!("{file}:{number}")),
+            (_, _, Some(path)) => Some(path.clone()),
+            (Some(file), None, None) => Some(file.clone()),
+            _ => None,
+        };
+        if let Some(place) = place {
+            line.push_str(&format!(" (at {place})"));
+        }
+        if let Some(suggestion) = &error.suggestion {
+            line.push_str(&format!("; {suggestion}"));
+        }
+        if self.diagnostics > 1 {
+            line.push_str(&format!(
+                "; {} more problem(s): run `gdn validate`",
+                self.diagnostics - 1
+            ));
+        }
+        line
+    }
 }
 
 /// Loads the bundle at `path` as `gdn run` does (the process environment,
@@ -111,6 +151,10 @@ pub(crate) fn load_reporting(
     Ok(Err(NotLoaded {
         outcome,
         diagnostics: diagnostics.len(),
+        first_error: diagnostics
+            .iter()
+            .find(|diagnostic| diagnostic.severity == Severity::Error)
+            .cloned(),
     }))
 }
 

@@ -557,6 +557,17 @@ impl AgentsApi for IpcAgents {
             })
         })
     }
+
+    fn restart_swarm(&self, reason: String) -> BoxFuture<'_, Result<(), AgentsError>> {
+        Box::pin(async move {
+            match self.ask_orchestrator(Query::Restart { reason }).await? {
+                QueryAnswer::RestartScheduled => Ok(()),
+                answer => Err(AgentsError::Transport {
+                    message: format!("the orchestrator answered restart with {answer:?}"),
+                }),
+            }
+        })
+    }
 }
 
 fn async_answer(

@@ -6,7 +6,8 @@
 //! resolver reads it):
 //!
 //! * tools: `agents`, `bash`, `file-system`, `http-fetch`, `json-query`,
-//!   `slack`, `telegram`, `text-transform`, `wait` (see [`tools`]);
+//!   `self-restart`, `slack`, `telegram`, `text-transform`, `wait` (see
+//!   [`tools`]);
 //! * extensions: `context-message`, `inter-agent-response-format`,
 //!   `logging`, `message-compaction`, `message-window`,
 //!   `required-tools-guard`, `tool-search` (see [`extensions`]).

@@ -31,8 +31,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Version 2: the orchestrator writes the spawn handshake (with the
 /// child's secrets) before any message. Version 3: the orchestrator pings
 /// every ready child ([`RuntimeMessage::Ping`]) and kills one that stops
-/// answering ([`RuntimeMessage::Pong`]).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// answering ([`RuntimeMessage::Pong`]). Version 4: an agent may ask for
+/// a swarm restart ([`Query::Restart`]).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The event-type prefix reserved for [`RuntimeMessage`]s.
 pub const RUNTIME_PREFIX: &str = "runtime.";
@@ -170,8 +171,8 @@ pub struct QueryRequest {
     pub query: Query,
 }
 
-/// What an agent may ask the orchestrator (the agents API's `spawn` and
-/// `list`).
+/// What a child may ask the orchestrator (the agents API's `spawn`,
+/// `list` and `restart_swarm`, a connector's ingress).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Query {
@@ -192,6 +193,13 @@ pub enum Query {
     Ingest {
         /// The event.
         event: ConnectorEvent,
+    },
+    /// Re-read the bundle and restart the whole swarm once the asking
+    /// agent's Turn is over (`self-restart__request`). Only an agent may
+    /// ask.
+    Restart {
+        /// Why, for the reload's swarm event.
+        reason: String,
     },
 }
 
@@ -231,6 +239,9 @@ pub enum QueryAnswer {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         target: Option<String>,
     },
+    /// Answers [`Query::Restart`]: the re-read bundle is valid and the
+    /// swarm restarts once the asking agent's Turn is over.
+    RestartScheduled,
     /// The query failed.
     Failed(Failure),
 }
@@ -666,6 +677,16 @@ mod tests {
         round_trip(RuntimeMessage::QueryAnswer(QueryAnswerMessage {
             in_reply_to: "corr_2".into(),
             answer: QueryAnswer::Spawned { spawned: true },
+        }));
+        round_trip(RuntimeMessage::Query(QueryRequest {
+            correlation_id: "corr_4".into(),
+            query: Query::Restart {
+                reason: "edited my prompt".into(),
+            },
+        }));
+        round_trip(RuntimeMessage::QueryAnswer(QueryAnswerMessage {
+            in_reply_to: "corr_4".into(),
+            answer: QueryAnswer::RestartScheduled,
         }));
         round_trip(RuntimeMessage::QueryAnswer(QueryAnswerMessage {
             in_reply_to: "corr_3".into(),

@@ -148,6 +148,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
         reset_instance: None,
         crash_ledger: None,
         liveness: Default::default(),
+        restart_requests: None,
     })
 }
 

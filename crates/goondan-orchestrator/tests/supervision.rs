@@ -330,6 +330,7 @@ fn with_ledger(
             reset_instance: None,
             crash_ledger,
             liveness: LIVENESS,
+            restart_requests: None,
         });
         body(handle.clone()).await;
         tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
@@ -576,6 +577,7 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
             reset_instance: None,
             crash_ledger: None,
             liveness: Default::default(),
+            restart_requests: None,
         });
         assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
         let asking = handle.clone();

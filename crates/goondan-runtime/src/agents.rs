@@ -25,7 +25,7 @@ pub enum AgentsError {
     /// No orchestrator is attached to this agent.
     #[error("no orchestrator is attached, so '{operation}' cannot reach other agents")]
     Unavailable {
-        /// `request`, `send`, `spawn`, `list` or `catalog`.
+        /// `request`, `send`, `spawn`, `list`, `catalog` or `restart`.
         operation: &'static str,
     },
     /// The target did not answer in time.
@@ -157,6 +157,14 @@ pub trait AgentsApi: Send + Sync {
 
     /// Describes the swarm from the caller's point of view.
     fn catalog(&self) -> AgentsFuture<'_, AgentRuntimeCatalogResult>;
+
+    /// Asks the orchestrator to re-read the bundle and gracefully restart
+    /// the whole swarm (`self-restart__request`). It answers once the
+    /// re-read bundle is validated; the restart itself waits for the
+    /// caller's Turn to commit, so its answer is still delivered. An
+    /// invalid bundle fails with the first error's code, and the swarm
+    /// runs on unchanged.
+    fn restart_swarm(&self, reason: String) -> AgentsFuture<'_, ()>;
 }
 
 /// The agents API of an agent with no orchestrator: every call fails with
@@ -203,6 +211,14 @@ impl AgentsApi for DetachedAgents {
         Box::pin(async {
             Err(AgentsError::Unavailable {
                 operation: "catalog",
+            })
+        })
+    }
+
+    fn restart_swarm(&self, _reason: String) -> AgentsFuture<'_, ()> {
+        Box::pin(async {
+            Err(AgentsError::Unavailable {
+                operation: "restart",
             })
         })
     }

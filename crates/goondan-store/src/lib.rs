@@ -40,6 +40,7 @@ mod metadata;
 pub mod owner_only;
 pub mod paths;
 mod runtime_events;
+mod swarm_events;
 
 pub use active::ActiveSwarm;
 pub use durability::SyncPolicy;
@@ -50,6 +51,9 @@ pub use journal::FileJournal;
 pub use memory::{MemoryExtensionState, MemoryJournal};
 pub use metadata::{InstanceMetadata, InstanceStatus};
 pub use paths::{InstancePaths, StateRoot, StateRootSources, WorkspacePaths};
+pub use swarm_events::{
+    append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord,
+};
 pub use runtime_events::{
     read_runtime_events, RuntimeEventFilter, RuntimeEventLog, RuntimeEventPage, RuntimeEventRecord,
 };

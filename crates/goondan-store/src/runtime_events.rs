@@ -17,7 +17,7 @@ use crate::durability::open_append;
 use crate::jsonl::repair_torn_tail;
 use crate::lock::InstanceLock;
 use crate::StoreError;
-use goondan_types::RuntimeEvent;
+use goondan_types::{RuntimeEvent, SwarmEvent};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -117,11 +117,34 @@ impl RuntimeEventFilter {
         if self.trace_id.as_deref().is_some_and(|t| t != base.trace_id) {
             return false;
         }
+        self.matches_type(event.type_name())
+    }
+
+    /// True when a swarm event (a reload) passes: it has no trace, so a
+    /// trace filter excludes it; an agent filter keeps the reloads that
+    /// restarted one of that agent's instances.
+    pub fn matches_swarm_event(&self, event: &SwarmEvent) -> bool {
+        if self.trace_id.is_some() {
+            return false;
+        }
+        if let Some(agent) = self.agent_name.as_deref() {
+            let restarted_it = event
+                .restarted()
+                .iter()
+                .any(|key| key.split_once(':').is_some_and(|(name, _)| name == agent));
+            if !restarted_it {
+                return false;
+            }
+        }
+        self.matches_type(event.type_name())
+    }
+
+    fn matches_type(&self, type_name: &str) -> bool {
         match self.event_type.as_deref() {
             None => true,
             Some(pattern) => match pattern.strip_suffix('*') {
-                Some(prefix) => event.type_name().starts_with(prefix),
-                None => event.type_name() == pattern,
+                Some(prefix) => type_name.starts_with(prefix),
+                None => type_name == pattern,
             },
         }
     }

@@ -24,6 +24,7 @@ pub mod refs;
 pub mod result;
 pub mod runtime_event;
 pub mod secret;
+pub mod swarm_event;
 pub mod tool;
 pub mod trace;
 pub mod value_source;
@@ -42,6 +43,7 @@ pub use refs::{ObjectRef, ObjectRefLike, ObjectRefParseError, RefItem};
 pub use result::{StepResult, StepStatus, TokenUsage, TurnError, TurnFinishReason, TurnResult};
 pub use runtime_event::{RuntimeEvent, RuntimeEventBase};
 pub use secret::Secrets;
+pub use swarm_event::{ReloadTrigger, SwarmEvent, SwarmEventBase};
 pub use tool::{
     ExecutionContext, ToolCall, ToolCallResult, ToolCallStatus, ToolCatalogItem, ToolError,
     ToolName, ToolSource, ToolSourceType,

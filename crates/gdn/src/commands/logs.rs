@@ -1,11 +1,14 @@
 //! `gdn logs`: runtime events (filtered by agent, trace or type) of a
-//! swarm's instances, or the raw log of one process, optionally followed.
+//! swarm's instances and its reloads (`swarm.reloaded`,
+//! `swarm.reload_rejected`), or the raw log of one process, optionally
+//! followed.
 
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::commands::manage;
 use crate::exit::Outcome;
 use anyhow::Context;
 use goondan_store::{read_runtime_events, InstanceStore, RuntimeEventFilter};
+use goondan_types::{RuntimeEvent, SwarmEvent};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,11 +31,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
         let path = workspace.runtime_log_file(process, "stderr");
         return tail_file(&path, args.lines, args.stream);
     }
-    let store = InstanceStore::new(workspace);
+    let store = InstanceStore::new(workspace.clone());
+    let swarm_log = goondan_store::swarm_events_log(&workspace);
     let files: Vec<PathBuf> = store
         .list()?
         .into_iter()
         .map(|summary| goondan_store::InstancePaths::from_dir(summary.dir).runtime_events_log())
+        .chain(std::iter::once(swarm_log.clone()))
         .collect();
     let filter = RuntimeEventFilter {
         agent_name: args.agent.clone(),
@@ -40,15 +45,28 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
         event_type: args.event_type.clone(),
         last: Some(args.lines),
     };
-    let mut records = Vec::new();
-    for file in &files {
-        records.extend(read_runtime_events(file, &filter)?.records);
+    // (timestamp, line): runtime events of every instance and the swarm's
+    // reloads, in the order they happened.
+    let mut records: Vec<(String, String)> = Vec::new();
+    for file in files.iter().filter(|file| **file != swarm_log) {
+        records.extend(
+            read_runtime_events(file, &filter)?
+                .records
+                .into_iter()
+                .map(|record| (record.event.base().timestamp.clone(), record.line)),
+        );
     }
-    records.sort_by(|a, b| a.event.base().timestamp.cmp(&b.event.base().timestamp));
+    records.extend(
+        goondan_store::read_swarm_events(&swarm_log)?
+            .into_iter()
+            .filter(|record| filter.matches_swarm_event(&record.event))
+            .map(|record| (record.event.base().timestamp.clone(), record.line)),
+    );
+    records.sort_by(|a, b| a.0.cmp(&b.0));
     let skip = records.len().saturating_sub(args.lines);
     let mut out = std::io::stdout().lock();
-    for record in &records[skip..] {
-        writeln!(out, "{}", record.line)?;
+    for (_, line) in &records[skip..] {
+        writeln!(out, "{line}")?;
     }
     out.flush()?;
     if args.stream {
@@ -65,11 +83,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
             for (file, offset) in files.iter().zip(offsets.iter_mut()) {
                 let new_text = read_from(file, offset)?;
                 for line in new_text.lines() {
-                    let Ok(event) = serde_json::from_str::<goondan_types::RuntimeEvent>(line)
-                    else {
-                        continue;
+                    let shown = if let Ok(event) = serde_json::from_str::<RuntimeEvent>(line) {
+                        follow_filter.matches(&event)
+                    } else if let Ok(event) = serde_json::from_str::<SwarmEvent>(line) {
+                        follow_filter.matches_swarm_event(&event)
+                    } else {
+                        false
                     };
-                    if follow_filter.matches(&event) {
+                    if shown {
                         writeln!(out, "{line}")?;
                     }
                 }

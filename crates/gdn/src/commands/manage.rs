@@ -13,7 +13,7 @@ use anyhow::Context;
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::{InstanceStatus, RestartOutcome, RestartState};
 use goondan_store::{ActiveSwarm, InstanceStore, InstanceSummary, StateRoot, WorkspacePaths};
-use goondan_types::JsonValue;
+use goondan_types::{JsonValue, ReloadTrigger, SwarmEvent, SwarmEventBase};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -184,10 +184,11 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
         return Ok(not_running());
     };
     let runtime = runtime()?;
+    let started = std::time::Instant::now();
     // A whole-swarm restart re-reads the bundle first, as a new start
     // would: an invalid one is refused here and nothing restarts.
-    let swarm = match &args.agent {
-        Some(_) => None,
+    let (swarm, project) = match &args.agent {
+        Some(_) => (None, None),
         None => {
             let Some(ControlResponse::Status { swarm, .. }) =
                 runtime.block_on(call(&socket, ControlRequest::Status))
@@ -201,7 +202,8 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
                     return Ok(outcome);
                 }
             };
-            Some(Box::new(super::run::swarm_info(&project)?))
+            let info = Box::new(super::run::swarm_info(&project)?);
+            (Some(info), Some(project))
         }
     };
     let request = ControlRequest::Restart {
@@ -213,6 +215,30 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
     let Some(response) = runtime.block_on(call(&socket, request)) else {
         return Ok(not_running());
     };
+    if let (Some(project), ControlResponse::Restarted { restarted, outcomes }) =
+        (&project, &response)
+    {
+        let event = SwarmEvent::Reloaded {
+            base: SwarmEventBase {
+                timestamp: goondan_types::now_iso(),
+                swarm_name: project.swarm_name.clone(),
+                instance_key: project.instance_key.clone(),
+                trigger: ReloadTrigger::Restart,
+                reason: args.fresh.then(|| "--fresh".to_string()),
+            },
+            changed: Vec::new(),
+            restarted: restarted.clone(),
+            not_ready: outcomes
+                .iter()
+                .filter(|outcome| outcome.state != RestartState::Restarted)
+                .map(|outcome| outcome.key.clone())
+                .collect(),
+            duration: started.elapsed().as_millis() as u64,
+        };
+        if let Err(error) = goondan_store::append_swarm_event(&project.workspace(), &event) {
+            eprintln!("warning[{}]: could not record the restart: {error}", error.code());
+        }
+    }
     report_restart(global, &response)
 }
 

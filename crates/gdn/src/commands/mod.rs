@@ -6,9 +6,9 @@ mod doctor;
 mod init;
 mod logs;
 pub(crate) mod manage;
+mod reload;
 mod run;
 mod validate;
-mod watch;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Outcome;

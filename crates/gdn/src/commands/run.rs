@@ -22,7 +22,7 @@
 //! answer `Status` with this workspace's identity, then attaches. A socket
 //! file is only ever replaced by the lock's holder.
 
-use super::watch;
+use super::reload;
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::exit::Outcome;
 use crate::project::{self, Project};
@@ -504,6 +504,8 @@ async fn foreground(
                 tracing::warn!(key = %key, code = error.code(), "could not clear history: {error}");
             }
         });
+    let (restart_requests, restart_requests_rx) =
+        tokio::sync::mpsc::channel(reload::RESTART_REQUEST_CAPACITY);
     let (handle, task) = Orchestrator::start(OrchestratorConfig {
         swarm: info,
         spawner: Arc::new(spawner),
@@ -512,6 +514,7 @@ async fn foreground(
         reset_instance: Some(reset_instance),
         crash_ledger: Some(crash_ledger(&project)),
         liveness: Liveness::from_env(),
+        restart_requests: Some(restart_requests),
     });
     let identity = ControlIdentity {
         workspace_id: Some(workspace.workspace_id().to_string()),
@@ -530,18 +533,16 @@ async fn foreground(
         let _ = control_stopped.await;
     }));
     let active = write_active(&project, &workspace, &socket)?;
-    // Started once the swarm runs, so the first edit has something to
-    // restart; stopped before the swarm drains.
-    let watcher = if args.watch {
-        Some(watch::start(
-            handle.clone(),
-            &project,
-            global,
-            args.env_file.clone(),
-        )?)
-    } else {
-        None
-    };
+    // Started once the swarm runs, so the first edit or restart request
+    // has something to restart; stopped before the swarm drains.
+    let reloader = reload::start(
+        handle.clone(),
+        &project,
+        global,
+        args.env_file.clone(),
+        args.watch,
+        restart_requests_rx,
+    )?;
 
     let instance_key = args.instance_key.clone();
     let (outcome, signalled) = match input {
@@ -565,9 +566,7 @@ async fn foreground(
     // work is done, the requests other `gdn run`s attached with are
     // answered before the agents stop; on a signal the drain starts at
     // once, and its grace period bounds them.
-    if let Some(watcher) = watcher {
-        watcher.abort();
-    }
+    reloader.abort();
     let _ = stop_control.send(());
     if signalled {
         handle.shutdown().await.ok();

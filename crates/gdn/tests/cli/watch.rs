@@ -331,3 +331,139 @@ fn watch_a_connection_edit_restarts_its_connector_process_only() {
     assert_eq!(swarm.pid_of("alpha"), Some(alpha));
     assert_eq!(resident.terminate(), 0);
 }
+
+/// Alpha calls `self-restart__request` when asked to restart and reports
+/// the tool's result; otherwise it answers with its prompt and the input.
+fn restarter(request: &ChatRequest) -> Reply {
+    if let Some(result) = request.tool_result() {
+        return Reply::text(format!("restart result: {result}"));
+    }
+    let input = request.last_user_text();
+    if input.contains("please restart") {
+        return Reply::tool(
+            "self-restart__request",
+            json!({"reason": "I edited my prompt"}),
+        );
+    }
+    Reply::text(format!("alpha[{}] saw {input}", request.system()))
+}
+
+/// The pair swarm with `Tool/self-restart` on alpha, run without
+/// `--watch` (only the tool reloads), its stderr in `orchestrator.log`.
+fn start_restartable(swarm: &Swarm) -> Resident {
+    edit(
+        swarm,
+        "    - ref: Tool/wait\n",
+        "    - ref: Tool/wait\n    - ref: Tool/self-restart\n",
+    );
+    swarm.start_resident()
+}
+
+fn orchestrator_log(swarm: &Swarm) -> String {
+    std::fs::read_to_string(swarm.bundle.path().join("orchestrator.log")).unwrap_or_default()
+}
+
+/// The swarm events `gdn logs --type 'swarm.*' --json`-style prints.
+fn swarm_events(swarm: &Swarm) -> Vec<Value> {
+    let output = swarm.run(&["logs", "--type", "swarm.*"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn self_restart_answers_then_restarts_the_swarm_with_the_edited_bundle() {
+    let swarm = Swarm::pair(5, restarter);
+    let resident = start_restartable(&swarm);
+    assert!(ask(&swarm, "one").contains("alpha[You are agent ALPHA.] saw one"));
+    let alpha = wait_until("alpha's pid", || swarm.pid_of("alpha"));
+
+    // Nothing watches the files: the edit waits for the agent's request.
+    edit(&swarm, "You are agent ALPHA.", "You are agent ALPHA v2.");
+    let answer = ask(&swarm, "please restart");
+    assert!(answer.contains("restart result:"), "{answer}");
+    assert!(answer.contains(r#""restartRequested":true"#), "{answer}");
+    assert!(answer.contains("I edited my prompt"), "{answer}");
+
+    let line = wait_until("the reload line", || {
+        orchestrator_log(&swarm)
+            .lines()
+            .find(|line| line.starts_with("self-restart: reloaded for alpha:default"))
+            .map(str::to_string)
+    });
+    assert!(line.contains("changed Agent/alpha"), "{line}");
+    assert!(line.contains("restarted alpha:default"), "{line}");
+    let new_alpha = wait_until("alpha's new pid", || {
+        swarm.pid_of("alpha").filter(|pid| *pid != alpha)
+    });
+    assert_ne!(new_alpha, alpha);
+
+    // The next Turn runs the edited prompt and still sees the history,
+    // including the Turn that asked for the restart.
+    assert!(ask(&swarm, "two").contains("alpha[You are agent ALPHA v2.] saw two"));
+    let last = swarm.mock.requests().pop().unwrap();
+    let history: Vec<String> = last
+        .messages()
+        .iter()
+        .map(|message| message["content"].to_string())
+        .collect();
+    for earlier in ["one", "please restart", "restart result"] {
+        assert!(
+            history.iter().any(|text| text.contains(earlier)),
+            "{earlier:?} is not in {history:?}"
+        );
+    }
+
+    let events = swarm_events(&swarm);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = &events[0];
+    assert_eq!(event["type"], "swarm.reloaded");
+    assert_eq!(event["trigger"], "self-restart");
+    assert_eq!(event["reason"], "alpha:default: I edited my prompt");
+    assert_eq!(event["changed"], json!(["Agent/alpha"]));
+    assert!(
+        event["restarted"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("alpha:default")),
+        "{event}"
+    );
+    assert!(event["duration"].as_u64().is_some(), "{event}");
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn self_restart_with_an_invalid_bundle_is_the_tools_error_and_nothing_restarts() {
+    let swarm = Swarm::pair(5, restarter);
+    let resident = start_restartable(&swarm);
+    assert!(ask(&swarm, "one").contains("saw one"));
+    let alpha = wait_until("alpha's pid", || swarm.pid_of("alpha"));
+
+    edit(
+        &swarm,
+        "    modelRef: Model/mock-gpt\n  prompt:\n    system: \"You are agent BETA.\"",
+        "    modelRef: Model/missing\n  prompt:\n    system: \"You are agent BETA.\"",
+    );
+    // `gdn run --input` would refuse the invalid bundle itself.
+    let answer = ask_over_socket(&swarm, "please restart");
+    assert!(answer.contains("restart result:"), "{answer}");
+    assert!(answer.contains("the bundle is invalid"), "{answer}");
+    assert!(answer.contains("Model/missing"), "{answer}");
+    assert!(!answer.contains("restartRequested"), "{answer}");
+    let log = orchestrator_log(&swarm);
+    assert!(
+        log.contains("self-restart: the bundle is invalid: [E_CONFIG_REF_NOT_FOUND]"),
+        "{log}"
+    );
+    assert_eq!(swarm.pid_of("alpha"), Some(alpha));
+    let answer = ask_over_socket(&swarm, "two");
+    assert!(answer.contains("alpha[You are agent ALPHA.] saw two"), "{answer}");
+
+    let events = swarm_events(&swarm);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "swarm.reload_rejected");
+    assert_eq!(events[0]["code"], "E_CONFIG_REF_NOT_FOUND");
+    assert_eq!(resident.terminate(), 0);
+}

@@ -90,7 +90,8 @@ fn address(target: &str, instance_key: Option<&str>) -> String {
     }
 }
 
-fn failure(error: AgentsError) -> ToolFailure {
+/// An agents API error as a tool failure, with its code and suggestion.
+pub(crate) fn failure(error: AgentsError) -> ToolFailure {
     let mut failure = ToolFailure::new(error.code(), error.to_string()).with_name("AgentsError");
     if let Some(suggestion) = error.suggestion() {
         failure = failure.with_suggestion(suggestion);

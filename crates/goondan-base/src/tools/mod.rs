@@ -12,6 +12,7 @@ mod capped_text;
 pub mod file_system;
 pub mod http_fetch;
 pub mod json_query;
+pub mod self_restart;
 pub mod slack;
 pub mod telegram;
 pub mod text_transform;
@@ -27,12 +28,13 @@ use goondan_types::{JsonObject, JsonValue};
 use std::sync::Arc;
 
 /// The builtin names of the tools this crate provides (`builtin:<name>`).
-pub const TOOL_NAMES: [&str; 9] = [
+pub const TOOL_NAMES: [&str; 10] = [
     "agents",
     "bash",
     "file-system",
     "http-fetch",
     "json-query",
+    "self-restart",
     "slack",
     "telegram",
     "text-transform",
@@ -237,6 +239,7 @@ pub fn handlers(name: &str, options: &ToolOptions) -> Option<ToolHandlers> {
             )
         }
         "agents" => agents::handlers(),
+        "self-restart" => self_restart::handlers(),
         _ => return None,
     })
 }

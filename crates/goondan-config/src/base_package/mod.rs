@@ -50,6 +50,7 @@ pub(crate) const MANIFESTS: &[BaseManifest] = &[
     manifest!(Tool, "tools", "text-transform"),
     manifest!(Tool, "tools", "wait"),
     manifest!(Tool, "tools", "agents"),
+    manifest!(Tool, "tools", "self-restart"),
     manifest!(Tool, "tools", "telegram"),
     manifest!(Tool, "tools", "slack"),
     manifest!(Extension, "extensions", "logging"),

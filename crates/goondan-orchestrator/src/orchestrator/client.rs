@@ -5,7 +5,8 @@ use super::{InstanceStatus, Reply, SwarmInfo};
 use crate::ingress::Ingress;
 use crate::OrchestratorError;
 use goondan_ipc::protocol::ProtocolStats;
-use goondan_ipc::Link;
+use goondan_ipc::protocol::QueryAnswer;
+use goondan_ipc::{Link, RoutingKey};
 use goondan_types::AgentEvent;
 use goondan_types::ProcessStatus;
 use serde::{Deserialize, Serialize};
@@ -119,6 +120,16 @@ pub enum Input {
         /// True when something was running.
         reply: oneshot::Sender<bool>,
     },
+    /// Answer a child's query that was handed out of the loop (a
+    /// [`SwarmRestartRequest`](super::SwarmRestartRequest)).
+    AnswerQuery {
+        /// The child that asked.
+        to: RoutingKey,
+        /// Its query's correlation id.
+        correlation_id: String,
+        /// The answer.
+        answer: QueryAnswer,
+    },
     /// Drain everything and stop.
     Shutdown {
         /// Answered once every process is gone.
@@ -189,6 +200,24 @@ impl OrchestratorHandle {
         })
         .await?;
         restarted.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Answers a query the loop handed out, such as a
+    /// [`SwarmRestartRequest`](super::SwarmRestartRequest). Messages to
+    /// one child keep their order, so an answer sent before a restart
+    /// reaches the child ahead of its `shutdown`.
+    pub async fn answer_query(
+        &self,
+        to: RoutingKey,
+        correlation_id: String,
+        answer: QueryAnswer,
+    ) -> Result<(), OrchestratorError> {
+        self.send(Input::AnswerQuery {
+            to,
+            correlation_id,
+            answer,
+        })
+        .await
     }
 
     /// What the orchestrator refused from its children so far.

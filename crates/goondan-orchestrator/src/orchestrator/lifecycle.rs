@@ -1,5 +1,5 @@
-//! Lifecycle: graceful restarts, deletes and the orchestrator's own
-//! shutdown.
+//! Lifecycle: graceful restarts, deletes, an agent's request to restart
+//! the swarm, and the orchestrator's own shutdown.
 //!
 //! A graceful stop sends `shutdown` ahead of any queued event; the process
 //! finishes its current Turn and acknowledges. Events it was handed but
@@ -9,15 +9,82 @@
 use super::instance::ShutdownIntent;
 use super::{Orchestrator, PendingDelete, SwarmInfo};
 use crate::OrchestratorError;
-use goondan_ipc::protocol::{self, ShutdownPayload};
+use goondan_ipc::protocol::{self, Failure, QueryAnswer, ShutdownPayload};
 use goondan_ipc::{Link, RoutingKey, SendError, ORCHESTRATOR};
 use goondan_types::{ProcessStatus, ShutdownReason};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+/// An agent's request to re-read the bundle and restart the whole swarm
+/// (`self-restart__request`), handed by the loop to whoever can load the
+/// bundle ([`OrchestratorConfig::restart_requests`](super::OrchestratorConfig)).
+///
+/// The receiver validates the bundle first and answers with
+/// [`OrchestratorHandle::answer_query`](super::OrchestratorHandle::answer_query)
+/// (`RestartScheduled`, or `Failed` with the first error) before it
+/// restarts anything, so the answer reaches the agent ahead of its
+/// `shutdown` and the Turn that asked still commits and answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwarmRestartRequest {
+    /// The agent instance that asked.
+    pub from: RoutingKey,
+    /// Its query's correlation id, for the answer.
+    pub correlation_id: String,
+    /// Why, as the agent said.
+    pub reason: String,
+}
+
 impl Orchestrator {
+    /// Hands an agent's restart request out of the loop; `None` when it
+    /// was handed out (the receiver answers it), or the refusal to answer
+    /// at once.
+    pub(super) fn request_restart(
+        &mut self,
+        from: &RoutingKey,
+        correlation_id: &str,
+        reason: String,
+    ) -> Option<QueryAnswer> {
+        let refuse = |code: &str, message: String| {
+            Some(QueryAnswer::Failed(Failure {
+                code: code.into(),
+                message,
+            }))
+        };
+        if from.connection_name().is_some() {
+            return refuse(
+                "E_IPC_NOT_AN_AGENT",
+                format!("{from} is a connector; only an agent may restart the swarm"),
+            );
+        }
+        if self.stopping.is_some() {
+            return refuse("E_ORCHESTRATOR_STOPPED", "the swarm is stopping".into());
+        }
+        let Some(requests) = &self.restart_requests else {
+            return refuse(
+                "E_RESTART_UNAVAILABLE",
+                "this orchestrator cannot re-read its bundle; run the swarm with `gdn run`".into(),
+            );
+        };
+        let request = SwarmRestartRequest {
+            from: from.clone(),
+            correlation_id: correlation_id.to_string(),
+            reason,
+        };
+        match requests.try_send(request) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(_)) => refuse(
+                "E_RESTART_BUSY",
+                "earlier restart requests still wait; try again once they ran".into(),
+            ),
+            Err(mpsc::error::TrySendError::Closed(_)) => refuse(
+                "E_RESTART_UNAVAILABLE",
+                "nothing re-reads the bundle any more; the swarm is stopping".into(),
+            ),
+        }
+    }
+
     /// Gracefully restarts the matching instances; returns their keys.
     pub(super) fn restart(
         &mut self,

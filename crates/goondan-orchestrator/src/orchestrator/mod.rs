@@ -26,6 +26,7 @@ pub use client::{
     Input, OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState, MAX_RESTART_WAIT,
 };
 pub use instance::MAX_DELIVERY_ATTEMPTS;
+pub use lifecycle::SwarmRestartRequest;
 pub use liveness::{Liveness, LIVENESS_INTERVAL_ENV};
 
 use crate::ingress::IngressRule;
@@ -128,6 +129,10 @@ pub struct OrchestratorConfig {
     pub crash_ledger: Option<CrashLedger>,
     /// How processes are pinged and when a silent one is killed.
     pub liveness: Liveness,
+    /// Where agents' requests to re-read the bundle and restart the swarm
+    /// go (`self-restart__request`): whoever can load the bundle (`gdn
+    /// run`). `None` answers them with `E_RESTART_UNAVAILABLE`.
+    pub restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
 }
 
 /// The live state of one instance, as `gdn instance list` shows it.
@@ -202,6 +207,7 @@ pub struct Orchestrator {
     reset_instance: Option<ResetInstance>,
     crash_ledger: Option<CrashLedger>,
     liveness: Liveness,
+    restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
     reconcile_interval: Duration,
     instances: BTreeMap<RoutingKey, Instance>,
     /// The orchestrator's own pending requests by correlation id; streamed
@@ -236,6 +242,7 @@ impl Orchestrator {
             reset_instance: config.reset_instance,
             crash_ledger: config.crash_ledger,
             liveness: config.liveness,
+            restart_requests: config.restart_requests,
             reconcile_interval: config.reconcile_interval,
             instances: BTreeMap::new(),
             waiters: HashMap::new(),
@@ -327,6 +334,11 @@ impl Orchestrator {
                 let _ = reply.send(self.list());
             }
             Input::Delete { key, reply } => self.delete(&key, reply),
+            Input::AnswerQuery {
+                to,
+                correlation_id,
+                answer,
+            } => self.answer_query(&to, correlation_id, answer),
             Input::Shutdown { done } => self.begin_shutdown(done),
         }
     }

@@ -247,9 +247,17 @@ impl Orchestrator {
         }
     }
 
-    /// The agents API's `spawn` and `list`.
+    /// A child's question: the agents API's `spawn`, `list` and
+    /// `restart_swarm`, a connector's ingress.
     fn on_query(&mut self, from: &RoutingKey, request: QueryRequest) {
         let answer = match request.query {
+            Query::Restart { reason } => {
+                match self.request_restart(from, &request.correlation_id, reason) {
+                    // Answered later, through `OrchestratorHandle::answer_query`.
+                    None => return,
+                    Some(refused) => refused,
+                }
+            }
             Query::Spawn { target, cwd } => match RoutingKey::parse(&target, &from.instance_key) {
                 Ok(key) if self.swarm.agents.contains(&key.agent_name) => {
                     let existed = self
@@ -296,12 +304,22 @@ impl Orchestrator {
                     .collect(),
             },
         };
+        self.answer_query(from, request.correlation_id, answer);
+    }
+
+    /// Sends `answer` to the query `correlation_id` of `to`.
+    pub(super) fn answer_query(
+        &mut self,
+        to: &RoutingKey,
+        correlation_id: String,
+        answer: QueryAnswer,
+    ) {
         let message = RuntimeMessage::QueryAnswer(QueryAnswerMessage {
-            in_reply_to: request.correlation_id,
+            in_reply_to: correlation_id,
             answer,
         })
-        .to_message(ORCHESTRATOR, &from.to_string());
-        let _ = self.deliver(from, Queued::plain(message));
+        .to_message(ORCHESTRATOR, &to.to_string());
+        let _ = self.deliver(to, Queued::plain(message));
     }
 
     /// Queues a message for `key`, starting its process when none runs;

@@ -6,7 +6,10 @@
 use super::*;
 use crate::ingress::Ingress;
 use crate::spawner::{ProcessControl, SpawnRequest, SpawnedProcess};
-use goondan_ipc::protocol::{self, Answer, AnswerOutcome, Ready, TurnFinished, PROTOCOL_VERSION};
+use goondan_ipc::protocol::{
+    self, Answer, AnswerOutcome, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Ready,
+    TurnFinished, PROTOCOL_VERSION,
+};
 use goondan_ipc::{
     Endpoint, Inbound, Link, RuntimeMessage, SendError, TransportEvent, ORCHESTRATOR,
 };
@@ -96,6 +99,14 @@ fn harness(max_queued_events: usize) -> Harness {
 }
 
 fn harness_with(max_queued_events: usize, processes: ProcessPolicy) -> Harness {
+    harness_full(max_queued_events, processes, None)
+}
+
+fn harness_full(
+    max_queued_events: usize,
+    processes: ProcessPolicy,
+    restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
+) -> Harness {
     let spawner = Arc::new(FakeSpawner::default());
     let (opened_tx, opened) = mpsc::unbounded_channel();
     let (sent_tx, sent) = mpsc::unbounded_channel();
@@ -133,6 +144,7 @@ fn harness_with(max_queued_events: usize, processes: ProcessPolicy) -> Harness {
             interval: Duration::from_secs(24 * 3600),
             missed_pings: 3,
         },
+        restart_requests,
     });
     Harness {
         handle,
@@ -752,4 +764,69 @@ async fn a_draining_process_still_gets_the_answer_its_last_turn_waits_for() {
     .await
     .expect("the answer was held back from the draining process");
     assert_eq!(delivered, (alpha, "corr-1".to_string()));
+}
+
+/// Alpha asks for a swarm restart; the answer it gets.
+async fn ask_for_restart(h: &mut Harness, alpha: &Link) -> QueryAnswerMessage {
+    let query = RuntimeMessage::Query(QueryRequest {
+        correlation_id: "corr-restart".into(),
+        query: Query::Restart {
+            reason: "edited".into(),
+        },
+    });
+    h.say(alpha, query.to_message("alpha:main", ORCHESTRATOR))
+        .await;
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let (to, message) = h.sent.recv().await.unwrap();
+            if let Ok(Inbound::Runtime(RuntimeMessage::QueryAnswer(answer))) =
+                protocol::decode(&message)
+            {
+                assert_eq!(to, *alpha);
+                return answer;
+            }
+        }
+    })
+    .await
+    .expect("no answer to the restart query")
+}
+
+#[tokio::test]
+async fn a_restart_request_is_handed_out_and_answered_through_the_handle() {
+    let (requests_tx, mut requests) = mpsc::channel(1);
+    let mut h = harness_full(8, ProcessPolicy::default(), Some(requests_tx));
+    let _asking = h.ask("one");
+    let alpha = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    let handle = h.handle.clone();
+    let answering = tokio::spawn(async move {
+        let request = requests.recv().await.unwrap();
+        assert_eq!(request.from.to_string(), "alpha:main");
+        assert_eq!(request.reason, "edited");
+        handle
+            .answer_query(
+                request.from,
+                request.correlation_id,
+                QueryAnswer::RestartScheduled,
+            )
+            .await
+            .unwrap();
+    });
+    let answer = ask_for_restart(&mut h, &alpha).await;
+    answering.await.unwrap();
+    assert_eq!(answer.in_reply_to, "corr-restart");
+    assert_eq!(answer.answer, QueryAnswer::RestartScheduled);
+}
+
+#[tokio::test]
+async fn a_restart_request_with_nothing_to_reload_the_bundle_is_refused() {
+    let mut h = harness(8);
+    let _asking = h.ask("one");
+    let alpha = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    let answer = ask_for_restart(&mut h, &alpha).await;
+    match answer.answer {
+        QueryAnswer::Failed(failure) => assert_eq!(failure.code, "E_RESTART_UNAVAILABLE"),
+        other => panic!("answered {other:?}"),
+    }
 }

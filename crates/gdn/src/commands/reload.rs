@@ -1,32 +1,41 @@
-//! `gdn run --watch`: reloads the bundle after an edit and restarts only
-//! what the edit affects.
+//! Reloading a running swarm's bundle: after an edit under
+//! `gdn run --watch`, and when an agent asks with `self-restart__request`.
 //!
 //! It owns the file watch (the bundle's YAML files, the files they name:
 //! `spec.entry` scripts, prompt `systemRef`s, a scripted Model's
 //! `rulesFile`, and `.env`, `.env.local`, `--env-file`), the debounce of
-//! editor bursts, the comparison of the old and new bundle and the one
-//! line each reload prints. It does not restart anything itself: the
+//! editor bursts, the comparison of the old and new bundle, the answer to
+//! an agent's restart request, and the record of each reload (one console
+//! line and one [`SwarmEvent`] in the workspace's `swarm-events.jsonl`,
+//! which `gdn logs` shows). It does not restart anything itself: the
 //! orchestrator's graceful restart does (`OrchestratorHandle::
 //! restart_for_config`), so conversations, extension state and queued
 //! events survive. Each child still loads the bundle itself when it starts.
 //!
-//! What restarts (every resource is compared by a hash of its parsed form
-//! plus the content of the files it names):
+//! What an edit restarts (every resource is compared by a hash of its
+//! parsed form plus the content of the files it names):
 //!
 //! * an Agent: its instances;
 //! * a Model, Tool or Extension: the instances of every agent using it;
 //! * a Connector or Connection: the Connection's ConnectorProcess;
 //! * the selected Swarm, the Package or an env file: everything.
 //!
-//! The orchestrator's `SwarmInfo` is replaced on every valid change
+//! An agent's restart request restarts everything, after the bundle is
+//! validated: an invalid bundle is the request's error and nothing
+//! restarts. The answer goes out before the restart, and a process
+//! finishes its Turn before it stops, so the asking Turn still answers.
+//!
+//! The orchestrator's `SwarmInfo` is replaced on every valid reload
 //! (`OrchestratorHandle::reconfigure`), which starts Connections that
 //! appeared and stops those that went away.
 
 use crate::cli::{Format, GlobalArgs};
-use crate::project::Project;
+use crate::project::{NotLoaded, Project};
 use goondan_config::{Bundle, Resource};
+use goondan_ipc::protocol::{Failure, QueryAnswer};
+use goondan_orchestrator::orchestrator::SwarmRestartRequest;
 use goondan_orchestrator::OrchestratorHandle;
-use goondan_types::ProcessStatus;
+use goondan_types::{ProcessStatus, ReloadTrigger, SwarmEvent, SwarmEventBase};
 use notify::Watcher;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -44,14 +53,21 @@ const QUIET_PERIOD: Duration = Duration::from_millis(150);
 const READY_POLL: Duration = Duration::from_millis(5);
 /// How long past the grace period a reload waits for restarted instances.
 const READY_SETTLE: Duration = Duration::from_secs(5);
+/// How many agents' restart requests may wait for the bundle to be
+/// re-read; more are refused with `E_RESTART_BUSY`.
+pub(crate) const RESTART_REQUEST_CAPACITY: usize = 4;
 
-/// Starts watching the bundle of `project`, whose swarm `handle` runs; the
-/// task runs until it is aborted.
+/// Starts reloading the bundle of `project`, whose swarm `handle` runs,
+/// on every request from `requests` and, with `watch_files`, on every
+/// edit. The task ends when the orchestrator drops its end of
+/// `requests`, or when it is aborted.
 pub(crate) fn start(
     handle: OrchestratorHandle,
     project: &Project,
     global: &GlobalArgs,
     env_file: Option<PathBuf>,
+    watch_files: bool,
+    requests: mpsc::Receiver<SwarmRestartRequest>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let env_file = env_file.map(std::path::absolute).transpose()?;
     let source = Source {
@@ -66,12 +82,21 @@ pub(crate) fn start(
     };
     let snapshot = Snapshot::of(&project.bundle, &project.swarm_name, &source);
     let (events_tx, events) = mpsc::unbounded_channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        // The receiver is gone only when the watch stopped.
-        let _ = events_tx.send(event);
-    })?;
-    let mut watched_dirs = BTreeSet::new();
-    watch_dirs(&mut watcher, &mut watched_dirs, &snapshot);
+    let watcher = if watch_files {
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // The receiver is gone only when the reloader stopped.
+                let _ = events_tx.send(event);
+            })?;
+        let mut watched_dirs = BTreeSet::new();
+        watch_dirs(&mut watcher, &mut watched_dirs, &snapshot);
+        Some(FileWatch {
+            watcher,
+            watched_dirs,
+        })
+    } else {
+        None
+    };
     let reloader = Reloader {
         handle,
         project: Project {
@@ -82,10 +107,9 @@ pub(crate) fn start(
         },
         source,
         snapshot,
-        watcher,
-        watched_dirs,
+        watch: watcher,
     };
-    Ok(tokio::spawn(reloader.run(events)))
+    Ok(tokio::spawn(reloader.run(events, requests)))
 }
 
 /// Where the bundle is loaded from, as `gdn run` was told.
@@ -96,78 +120,145 @@ struct Source {
     quiet: bool,
 }
 
-/// The watch loop's state: the bundle now running and what is watched.
+/// The folders watched for edits (`--watch`).
+struct FileWatch {
+    watcher: notify::RecommendedWatcher,
+    watched_dirs: BTreeSet<PathBuf>,
+}
+
+/// What asked for one reload.
+enum Trigger {
+    /// An edit, under `--watch`.
+    Watch,
+    /// An agent's `self-restart__request`.
+    Request(SwarmRestartRequest),
+}
+
+impl Trigger {
+    /// The prefix of the console line.
+    fn label(&self) -> &'static str {
+        match self {
+            Trigger::Watch => "watch",
+            Trigger::Request(_) => "self-restart",
+        }
+    }
+}
+
+/// The reload loop's state: the bundle now running and what is watched.
 struct Reloader {
     handle: OrchestratorHandle,
     project: Project,
     source: Source,
     snapshot: Snapshot,
-    watcher: notify::RecommendedWatcher,
-    watched_dirs: BTreeSet<PathBuf>,
+    watch: Option<FileWatch>,
 }
 
 impl Reloader {
-    async fn run(mut self, mut events: mpsc::UnboundedReceiver<notify::Result<notify::Event>>) {
+    async fn run(
+        mut self,
+        mut events: mpsc::UnboundedReceiver<notify::Result<notify::Event>>,
+        mut requests: mpsc::Receiver<SwarmRestartRequest>,
+    ) {
+        let mut watching = self.watch.is_some();
         loop {
-            // Wait for a change to a watched file, then for quiet.
-            loop {
-                match events.recv().await {
-                    Some(Ok(event)) if self.snapshot.concerns(&event) => break,
-                    Some(Ok(_)) => continue,
+            tokio::select! {
+                event = events.recv(), if watching => match event {
+                    Some(Ok(event)) if self.snapshot.concerns(&event) => {
+                        // Wait for quiet: one reload per burst of saves.
+                        loop {
+                            match tokio::time::timeout(QUIET_PERIOD, events.recv()).await {
+                                Ok(Some(_)) => continue,
+                                Ok(None) | Err(_) => break,
+                            }
+                        }
+                        self.reload(Trigger::Watch).await;
+                    }
+                    Some(Ok(_)) => {}
                     Some(Err(error)) => {
                         tracing::warn!(event = "watch.error", "file watch error: {error}");
                     }
+                    None => watching = false,
+                },
+                request = requests.recv() => match request {
+                    Some(request) => self.reload(Trigger::Request(request)).await,
+                    // The orchestrator stopped.
                     None => return,
-                }
+                },
             }
-            loop {
-                match tokio::time::timeout(QUIET_PERIOD, events.recv()).await {
-                    Ok(Some(_)) => continue,
-                    Ok(None) => return,
-                    Err(_) => break,
-                }
-            }
-            self.reload().await;
         }
     }
 
-    /// Loads the bundle again and applies what changed.
-    async fn reload(&mut self) {
+    /// Loads the bundle again and applies what changed (everything, for
+    /// an agent's request).
+    async fn reload(&mut self, trigger: Trigger) {
         let started = Instant::now();
-        let Some(bundle) = self.load() else {
-            return;
+        let label = trigger.label();
+        let bundle = match self.load() {
+            Ok(bundle) => bundle,
+            Err(not_loaded) => {
+                let summary = not_loaded.summary();
+                self.reject(&trigger, not_loaded.code(), &summary).await;
+                return;
+            }
         };
         let swarm_name = self.project.swarm_name.clone();
         if bundle.swarm(&swarm_name).is_none() {
-            eprintln!(
-                "watch: error[E_CONFIG_REF_NOT_FOUND]: Swarm/{swarm_name} is no longer defined; the swarm runs on unchanged"
-            );
-            tracing::warn!(event = "watch.rejected", swarm = %swarm_name, "the running swarm vanished from the bundle");
+            let message = format!("Swarm/{swarm_name} is no longer defined");
+            self.reject(&trigger, "E_CONFIG_REF_NOT_FOUND", &message)
+                .await;
             return;
         }
         let snapshot = Snapshot::of(&bundle, &swarm_name, &self.source);
-        let change = self.snapshot.compare(&snapshot);
+        let mut change = self.snapshot.compare(&snapshot);
         self.project.bundle = bundle;
         self.snapshot = snapshot;
-        watch_dirs(&mut self.watcher, &mut self.watched_dirs, &self.snapshot);
-        if change.changed.is_empty() {
-            tracing::debug!(
-                event = "watch.unchanged",
-                "files changed, the bundle did not"
-            );
-            return;
+        if let Some(watch) = &mut self.watch {
+            watch_dirs(&mut watch.watcher, &mut watch.watched_dirs, &self.snapshot);
         }
         let info = match super::run::swarm_info(&self.project) {
             Ok(info) => info,
             Err(error) => {
-                eprintln!("watch: error: {error:#}");
+                let message = format!("{error:#}");
+                self.reject(&trigger, "E_CONFIG_INVALID", &message).await;
                 return;
             }
         };
+        match &trigger {
+            Trigger::Request(request) => {
+                // Answered before anything restarts: messages to one
+                // process keep their order, so the answer reaches it
+                // ahead of its shutdown.
+                let answered = self
+                    .handle
+                    .answer_query(
+                        request.from.clone(),
+                        request.correlation_id.clone(),
+                        QueryAnswer::RestartScheduled,
+                    )
+                    .await;
+                if answered.is_err() {
+                    return;
+                }
+                change.agents = info.agents.clone();
+                change.connections = info.connections.clone();
+            }
+            Trigger::Watch if change.changed.is_empty() => {
+                tracing::debug!(
+                    event = "watch.unchanged",
+                    "files changed, the bundle did not"
+                );
+                return;
+            }
+            Trigger::Watch => {}
+        }
         let grace = info.grace_period;
         let outcome = self.apply(info, &change, grace).await;
         let elapsed = started.elapsed();
-        let changed = change.changed.join(", ");
+        let changed = if change.changed.is_empty() {
+            "nothing".to_string()
+        } else {
+            change.changed.join(", ")
+        };
         let restarted = match &outcome {
             Ok(restarted) if restarted.keys.is_empty() => "nothing".to_string(),
             Ok(restarted) if restarted.not_ready.is_empty() => restarted.keys.join(", "),
@@ -178,40 +269,110 @@ impl Reloader {
             ),
             Err(error) => format!("nothing ({error})"),
         };
+        let asked = match &trigger {
+            Trigger::Request(request) => format!(" for {} ({})", request.from, request.reason),
+            Trigger::Watch => String::new(),
+        };
         eprintln!(
-            "watch: reloaded in {} ms: changed {changed}; restarted {restarted}",
+            "{label}: reloaded{asked} in {} ms: changed {changed}; restarted {restarted}",
             elapsed.as_millis()
         );
         tracing::info!(
-            event = "watch.reloaded",
+            event = "swarm.reloaded",
+            trigger = label,
             changed = %changed,
             restarted = %restarted,
             elapsed_ms = elapsed.as_millis() as u64,
             "bundle reloaded"
         );
+        let (restarted, not_ready) = outcome
+            .map(|restarted| (restarted.keys, restarted.not_ready))
+            .unwrap_or_default();
+        self.record(SwarmEvent::Reloaded {
+            base: self.event_base(&trigger),
+            changed: change.changed,
+            restarted,
+            not_ready,
+            duration: elapsed.as_millis() as u64,
+        });
     }
 
-    /// The new bundle, or `None` after printing why it is refused.
-    fn load(&self) -> Option<Bundle> {
+    /// Refuses a reload: the swarm runs on unchanged. An agent that asked
+    /// gets the reason as its tool call's error.
+    async fn reject(&self, trigger: &Trigger, code: &str, message: &str) {
+        let label = trigger.label();
+        let what = match trigger {
+            Trigger::Watch => "edit",
+            Trigger::Request(_) => "bundle",
+        };
+        eprintln!("{label}: the {what} is invalid: [{code}] {message}; the swarm runs on unchanged");
+        tracing::warn!(
+            event = "swarm.reload_rejected",
+            trigger = label,
+            code,
+            "the reloaded bundle is invalid; nothing was restarted"
+        );
+        if let Trigger::Request(request) = trigger {
+            let answer = QueryAnswer::Failed(Failure {
+                code: code.to_string(),
+                message: format!("the bundle is invalid, so nothing restarts: {message}"),
+            });
+            let _ = self
+                .handle
+                .answer_query(request.from.clone(), request.correlation_id.clone(), answer)
+                .await;
+        }
+        self.record(SwarmEvent::ReloadRejected {
+            base: self.event_base(trigger),
+            code: code.to_string(),
+            error_message: message.to_string(),
+        });
+    }
+
+    fn event_base(&self, trigger: &Trigger) -> SwarmEventBase {
+        let (trigger, reason) = match trigger {
+            Trigger::Watch => (ReloadTrigger::Watch, None),
+            Trigger::Request(request) => (
+                ReloadTrigger::SelfRestart,
+                Some(format!("{}: {}", request.from, request.reason)),
+            ),
+        };
+        SwarmEventBase {
+            timestamp: goondan_types::now_iso(),
+            swarm_name: self.project.swarm_name.clone(),
+            instance_key: self.project.instance_key.clone(),
+            trigger,
+            reason,
+        }
+    }
+
+    /// Appends `event` to the workspace's swarm event log; a failure to
+    /// record costs the record, not the reload.
+    fn record(&self, event: SwarmEvent) {
+        if let Err(error) = goondan_store::append_swarm_event(&self.project.workspace(), &event)
+        {
+            tracing::warn!(code = error.code(), "could not record the reload: {error}");
+        }
+    }
+
+    /// The new bundle, or why it is refused (its diagnostics are printed).
+    fn load(&self) -> Result<Bundle, NotLoaded> {
         let loaded = crate::project::load_reporting(
             &self.source.config,
             self.source.env_file.clone(),
             self.source.format,
             self.source.quiet,
         );
-        let diagnostics = match loaded {
-            Ok(Ok(bundle)) => return Some(bundle),
-            Ok(Err(not_loaded)) => not_loaded.diagnostics,
-            // Printing the diagnostics failed; the edit is refused all the same.
-            Err(_) => 0,
-        };
-        eprintln!("watch: the edit is invalid; the swarm runs on unchanged");
-        tracing::warn!(
-            event = "watch.rejected",
-            errors = diagnostics,
-            "the edited bundle is invalid; nothing was restarted"
-        );
-        None
+        match loaded {
+            Ok(loaded) => loaded,
+            // Printing the diagnostics failed; the bundle is refused all
+            // the same.
+            Err(_) => Err(NotLoaded {
+                outcome: crate::exit::Outcome::ValidationFailed,
+                diagnostics: 0,
+                first_error: None,
+            }),
+        }
     }
 
     /// Replaces the swarm and restarts what `change` affects; returns the

@@ -1,0 +1,123 @@
+//! `runtime/logs/<workspaceId>/swarm-events.jsonl`: the
+//! [`SwarmEvent`]s of a workspace (each reload of its bundle and each
+//! reload refused), appended by whoever reloaded and read back by
+//! `gdn logs`.
+//!
+//! Reloads are rare (one line per edit or restart), so the log is opened
+//! per append and read whole; a torn last line is repaired before the
+//! next append and skipped by readers, as in the runtime event log.
+
+use crate::durability::{create_dir_all, open_append};
+use crate::jsonl::repair_torn_tail;
+use crate::paths::WorkspacePaths;
+use crate::StoreError;
+use goondan_types::SwarmEvent;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The swarm event log of `workspace`.
+pub fn swarm_events_log(workspace: &WorkspacePaths) -> PathBuf {
+    workspace.runtime_logs_dir().join("swarm-events.jsonl")
+}
+
+/// Appends `event` to the swarm event log of `workspace` as one line.
+pub fn append_swarm_event(
+    workspace: &WorkspacePaths,
+    event: &SwarmEvent,
+) -> Result<(), StoreError> {
+    let path = swarm_events_log(workspace);
+    if let Some(parent) = path.parent() {
+        create_dir_all(parent)?;
+    }
+    repair_torn_tail(&path)?;
+    let mut line =
+        serde_json::to_vec(event).map_err(|e| StoreError::encode("a swarm event", e))?;
+    line.push(b'\n');
+    // One `write_all` on an `O_APPEND` file: a concurrent reader sees whole
+    // lines or a torn last line, which it skips.
+    open_append(&path)?
+        .write_all(&line)
+        .map_err(|source| StoreError::io("appending to", &path, source))
+}
+
+/// One stored swarm event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwarmEventRecord {
+    /// The line as stored, for verbatim output.
+    pub line: String,
+    /// The parsed event.
+    pub event: SwarmEvent,
+}
+
+/// Every swarm event of `path`, oldest first (a missing log is empty).
+/// Lines this version cannot read, and a torn last line, are skipped.
+pub fn read_swarm_events(path: &Path) -> Result<Vec<SwarmEventRecord>, StoreError> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(StoreError::io("reading", path, source)),
+    };
+    Ok(text
+        .split(|&byte| byte == b'\n')
+        .filter_map(|line| {
+            let event = serde_json::from_slice(line).ok()?;
+            Some(SwarmEventRecord {
+                line: String::from_utf8_lossy(line).into_owned(),
+                event,
+            })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::StateRoot;
+    use goondan_types::{ReloadTrigger, SwarmEventBase};
+
+    fn event(duration: u64) -> SwarmEvent {
+        SwarmEvent::Reloaded {
+            base: SwarmEventBase {
+                timestamp: goondan_types::now_iso(),
+                swarm_name: "s".into(),
+                instance_key: "s".into(),
+                trigger: ReloadTrigger::Watch,
+                reason: None,
+            },
+            changed: vec!["Agent/a".into()],
+            restarted: vec!["a:s".into()],
+            not_ready: Vec::new(),
+            duration,
+        }
+    }
+
+    #[test]
+    fn appends_and_reads_back_skipping_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = StateRoot::new(dir.path()).workspace("s");
+        let path = swarm_events_log(&workspace);
+        assert!(read_swarm_events(&path).unwrap().is_empty());
+        append_swarm_event(&workspace, &event(1)).unwrap();
+        // A writer killed mid-line.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(br#"{"type":"swarm.rel"#)
+            .unwrap();
+        assert_eq!(read_swarm_events(&path).unwrap().len(), 1);
+        append_swarm_event(&workspace, &event(2)).unwrap();
+        let records = read_swarm_events(&path).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[1].event, event_with_timestamp(&records[1].event, 2));
+        assert!(records[0].line.starts_with(r#"{"type":"swarm.reloaded""#));
+    }
+
+    fn event_with_timestamp(stored: &SwarmEvent, duration: u64) -> SwarmEvent {
+        let mut expected = event(duration);
+        if let SwarmEvent::Reloaded { base, .. } = &mut expected {
+            base.timestamp = stored.base().timestamp.clone();
+        }
+        expected
+    }
+}
