@@ -260,14 +260,15 @@ pub async fn assemble(
         .collect::<Result<_, StartError>>()?;
     let extensions = agent_view
         .extensions()
-        .map(|extension| {
+        .zip(agent_view.extension_configs())
+        .map(|(extension, config)| {
             Ok(ExtensionDefinition {
                 name: extension.metadata.name.clone(),
                 entry: parse_entry(
                     &format!("Extension/{}", extension.metadata.name),
                     &extension.spec.entry,
                 )?,
-                config: JsonValue::Object(extension.spec.config.clone()),
+                config: JsonValue::Object(config),
             })
         })
         .collect::<Result<_, StartError>>()?;

@@ -12,7 +12,7 @@ use crate::spec::{
     AgentSpec, ConnectionSpec, ConnectorSpec, ExtensionSpec, IngressRule, ModelSpec, PackageSpec,
     SwarmSpec, ToolSpec,
 };
-use goondan_types::{Secrets, ValueSource};
+use goondan_types::{JsonObject, Secrets, ValueSource};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -41,6 +41,8 @@ pub(crate) struct AgentLinks {
     pub(crate) model: usize,
     pub(crate) tools: Vec<usize>,
     pub(crate) extensions: Vec<usize>,
+    /// Per extension, the agent's own `config` for it, when it gives one.
+    pub(crate) extension_configs: Vec<Option<JsonObject>>,
     pub(crate) system_prompt: Option<String>,
 }
 
@@ -226,13 +228,30 @@ impl<'a> AgentView<'a> {
     }
 
     /// The Extensions of `spec.extensions`, in order (the first is the
-    /// outermost middleware); each carries its `config`.
+    /// outermost middleware).
     pub fn extensions(&self) -> impl ExactSizeIterator<Item = &'a Resource<ExtensionSpec>> {
         let extensions = &self.bundle.extensions;
         self.links()
             .extensions
             .iter()
             .map(move |&index| &extensions[index])
+    }
+
+    /// The config each of [`AgentView::extensions`] runs with for this
+    /// agent, in the same order: the Extension's `spec.config` with the
+    /// agent's own `config` for it merged over it (top-level keys of the
+    /// agent's win).
+    pub fn extension_configs(&self) -> impl ExactSizeIterator<Item = JsonObject> + 'a {
+        let links = self.links();
+        self.extensions()
+            .zip(&links.extension_configs)
+            .map(|(extension, own)| {
+                let mut config = extension.spec.config.clone();
+                if let Some(own) = own {
+                    config.extend(own.iter().map(|(key, value)| (key.clone(), value.clone())));
+                }
+                config
+            })
     }
 
     /// The system prompt with `systemRef` already read; `None` when the

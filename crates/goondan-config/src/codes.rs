@@ -65,6 +65,8 @@ pub enum Code {
     NotSwarmMember,
     /// An agent needs a capability its model declares it lacks.
     CapabilityMismatch,
+    /// A name in `Agent.spec.requiredTools` is no tool the agent has.
+    RequiredToolMissing,
     /// `Model.spec.provider` is not a provider this build implements.
     UnsupportedProvider,
     /// A URL field does not hold an absolute http(s) URL.
@@ -97,7 +99,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 33] = [
+    pub const ALL: [Code; 34] = [
         Code::Schema,
         Code::ApiVersion,
         Code::UnknownKind,
@@ -120,6 +122,7 @@ impl Code {
         Code::OutOfRange,
         Code::NotSwarmMember,
         Code::CapabilityMismatch,
+        Code::RequiredToolMissing,
         Code::UnsupportedProvider,
         Code::InvalidUrl,
         Code::EnvFile,
@@ -158,6 +161,7 @@ impl Code {
             Code::OutOfRange => "E_CONFIG_OUT_OF_RANGE",
             Code::NotSwarmMember => "E_CONFIG_NOT_SWARM_MEMBER",
             Code::CapabilityMismatch => "E_CONFIG_CAPABILITY_MISMATCH",
+            Code::RequiredToolMissing => "E_CONFIG_REQUIRED_TOOL_MISSING",
             Code::UnsupportedProvider => "E_CONFIG_UNSUPPORTED_PROVIDER",
             Code::InvalidUrl => "E_CONFIG_INVALID_URL",
             Code::EnvFile => "E_CONFIG_ENV_FILE",
@@ -217,6 +221,9 @@ impl Code {
             Code::OutOfRange => "use a value inside the allowed range",
             Code::NotSwarmMember => "add the agent to the swarm's agents",
             Code::CapabilityMismatch => "use a model that declares the capability",
+            Code::RequiredToolMissing => {
+                "add the Tool that exports it to spec.tools, or remove it from spec.requiredTools"
+            }
             Code::UnsupportedProvider => "use anthropic, openai, google, scripted or replay",
             Code::InvalidUrl => "write an absolute http(s) URL",
             Code::EnvFile => "write one KEY=value per line",

@@ -34,6 +34,48 @@ impl RefEntry {
     }
 }
 
+/// An entry of `Agent.spec.extensions`: a reference as in [`RefEntry`],
+/// or `{ ref, config }`, whose `config` is merged over the Extension's own
+/// `spec.config` for this agent (a shallow merge: the agent's top-level
+/// keys win), as the original does.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum ExtensionEntry {
+    /// `{ ref: ..., config: {...} }`.
+    Configured(ConfiguredRef),
+    /// `- ref: Kind/name`, `"Kind/name"` or `{ kind, name, package? }`.
+    Plain(RefEntry),
+}
+
+/// `{ ref: ..., config: {...} }` in `Agent.spec.extensions`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfiguredRef {
+    /// The Extension.
+    #[serde(rename = "ref")]
+    pub reference: ObjectRefLike,
+    /// Merged over the Extension's `spec.config` for this agent.
+    pub config: JsonObject,
+}
+
+impl ExtensionEntry {
+    /// The reference itself.
+    pub fn reference(&self) -> &ObjectRefLike {
+        match self {
+            ExtensionEntry::Configured(configured) => &configured.reference,
+            ExtensionEntry::Plain(entry) => entry.reference(),
+        }
+    }
+
+    /// The agent's own config for this extension, when it gives one.
+    pub fn config(&self) -> Option<&JsonObject> {
+        match self {
+            ExtensionEntry::Configured(configured) => Some(&configured.config),
+            ExtensionEntry::Plain(_) => None,
+        }
+    }
+}
+
 /// `Model.spec`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -127,7 +169,12 @@ pub struct AgentSpec {
     pub tools: Vec<RefEntry>,
     /// Extensions wrapped around its turns, steps and tool calls.
     #[serde(default)]
-    pub extensions: Vec<RefEntry>,
+    pub extensions: Vec<ExtensionEntry>,
+    /// Tool calls (`tool__export`) of which a Turn must make at least one
+    /// before it may end; enforced by the base `required-tools-guard`
+    /// extension, which is added when the agent does not list it.
+    #[serde(default)]
+    pub required_tools: Vec<String>,
 }
 
 /// `Agent.spec.modelConfig`.

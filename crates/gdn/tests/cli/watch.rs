@@ -188,6 +188,20 @@ fn watch_an_invalid_edit_changes_nothing_and_its_fix_applies() {
     let line = wait_until("the fix to be applied", || reloads(&swarm).pop());
     assert!(line.contains("restarted beta:default"), "{line}");
     assert!(ask(&swarm, "three").contains("beta[You are agent BETA v2.]"));
+
+    // Both reloads are swarm events `gdn logs` shows.
+    let events = swarm_events(&swarm);
+    let kinds: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap(), e["trigger"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("swarm.reload_rejected", "watch"), ("swarm.reloaded", "watch")]
+    );
+    assert_eq!(events[1]["changed"], json!(["Agent/beta"]));
+    let output = swarm.run(&["logs", "--agent", "alpha", "--type", "swarm.*"]);
+    assert!(stdout(&output).trim().is_empty(), "{}", stdout(&output));
     assert_eq!(resident.terminate(), 0);
 }
 

@@ -64,6 +64,7 @@ pub(crate) const MANIFESTS: &[BaseManifest] = &[
     manifest!(Connector, "connectors", "webhook"),
     manifest!(Connector, "connectors", "cron"),
     manifest!(Connector, "connectors", "telegram"),
+    manifest!(Connector, "connectors", "telegram-polling"),
     manifest!(Connector, "connectors", "slack"),
     manifest!(Connector, "connectors", "discord"),
     manifest!(Connector, "connectors", "github"),
@@ -90,3 +91,6 @@ pub use goondan_types::entry::BUILTIN_PREFIX;
 
 /// The name of the built-in extension that injects `Agent.spec.prompt`.
 pub(crate) const PROMPT_CONSUMER: &str = "context-message";
+
+/// The extension that enforces `Agent.spec.requiredTools`.
+pub(crate) const REQUIRED_TOOLS_GUARD: &str = "required-tools-guard";

@@ -388,7 +388,11 @@ fn schema_diagnostic(
             )
             .with_suggestion(format!("add `{missing}`"));
     }
-    let message = if raw.contains("untagged enum RefEntry") {
+    let message = if raw.contains("untagged enum ExtensionEntry") {
+        "expected an extension reference: `ref: Kind/name` (optionally with a `config` object), \
+         a `Kind/name` string or { kind, name, package? }"
+            .to_string()
+    } else if raw.contains("untagged enum RefEntry") {
         "expected a reference: `ref: Kind/name`, a `Kind/name` string or { kind, name, package? }"
             .to_string()
     } else if raw.contains("untagged enum ObjectRefLike") {

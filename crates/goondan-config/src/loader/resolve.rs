@@ -5,13 +5,14 @@
 //! capabilities, prompt consumers, declared connector events.
 
 use super::parse::{read_manifest, Local, Parsed, Site};
-use crate::base_package::{self, BASE_PACKAGE, PROMPT_CONSUMER};
+use crate::base_package::{self, BASE_PACKAGE, PROMPT_CONSUMER, REQUIRED_TOOLS_GUARD};
 use crate::bundle::{AgentLinks, ConnectionLinks, SwarmLinks};
 use crate::codes::Code;
 use crate::resource::{Kind, Resource};
 use crate::spec::{ConnectorSpec, EventSchema, ExtensionSpec, ToolSpec};
 use crate::suggest::closest;
-use goondan_types::{Diagnostic, Entry, ObjectRefLike, API_VERSION};
+use goondan_types::entry::BUILTIN_PREFIX;
+use goondan_types::{Diagnostic, Entry, JsonObject, JsonValue, ObjectRefLike, API_VERSION};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -140,6 +141,7 @@ pub(crate) struct PendingAgent {
     pub(crate) model: usize,
     pub(crate) tools: Vec<Target>,
     pub(crate) extensions: Vec<Target>,
+    pub(crate) extension_configs: Vec<Option<JsonObject>>,
     pub(crate) system_prompt: Option<String>,
 }
 
@@ -172,6 +174,7 @@ impl PendingAgent {
                 .into_iter()
                 .map(|t| place(t, extension_offset))
                 .collect(),
+            extension_configs: self.extension_configs,
             system_prompt: self.system_prompt,
         }
     }
@@ -429,6 +432,7 @@ impl Resolver<'_> {
             }
         }
         let mut extensions = Vec::new();
+        let mut extension_configs = Vec::new();
         for (position, entry) in spec.extensions.iter().enumerate() {
             match self.reference(
                 site,
@@ -436,7 +440,10 @@ impl Resolver<'_> {
                 entry.reference(),
                 &format!("spec.extensions[{position}]"),
             ) {
-                Some(target) => extensions.push(target),
+                Some(target) => {
+                    extensions.push(target);
+                    extension_configs.push(entry.config().cloned());
+                }
                 None => complete = false,
             }
         }
@@ -462,6 +469,16 @@ impl Resolver<'_> {
                     .with_suggestion("remove the tools or use a model with tool calling"),
                 );
             }
+        }
+        if complete && !spec.required_tools.is_empty() {
+            self.require_tools(
+                parsed,
+                site,
+                &spec.required_tools,
+                &tools,
+                &mut extensions,
+                &mut extension_configs,
+            );
         }
         let system_prompt = match &spec.prompt {
             None => None,
@@ -517,8 +534,89 @@ impl Resolver<'_> {
             model: model?,
             tools,
             extensions,
+            extension_configs,
             system_prompt,
         })
+    }
+
+    /// `Agent.spec.requiredTools`: every name must be a tool the agent has
+    /// (`tool__export`); the names are added to the `requiredTools` of its
+    /// `required-tools-guard` extension, which is appended (innermost)
+    /// when the agent does not list one, as the original does.
+    fn require_tools(
+        &mut self,
+        parsed: &Parsed,
+        site: &Site,
+        required: &[String],
+        tools: &[Target],
+        extensions: &mut Vec<Target>,
+        extension_configs: &mut Vec<Option<JsonObject>>,
+    ) {
+        let mut known = Vec::new();
+        for target in tools {
+            let tool = match target {
+                Target::Local(index) => &parsed.tools[*index].resource,
+                Target::Base(index) => &self.base.tools[*index],
+            };
+            for export in &tool.spec.exports {
+                known.push(format!("{}__{}", tool.name(), export.name));
+            }
+        }
+        for (position, name) in required.iter().enumerate() {
+            if !known.iter().any(|known| known == name) {
+                let mut diagnostic = site.at(
+                    Code::RequiredToolMissing,
+                    format!("{} requires `{name}`, which none of its tools exports", site.label),
+                    &format!("spec.requiredTools[{position}]"),
+                );
+                if let Some(close) = closest(name, known.iter().map(String::as_str)) {
+                    diagnostic = diagnostic.with_suggestion(format!("did you mean `{close}`?"));
+                }
+                self.diagnostics.push(diagnostic);
+            }
+        }
+        let guard_position = extensions.iter().position(|target| {
+            let extension = match target {
+                Target::Local(index) => &parsed.extensions[*index].resource,
+                Target::Base(index) => &self.base.extensions[*index],
+            };
+            extension.name() == REQUIRED_TOOLS_GUARD
+                || extension.spec.entry == format!("{BUILTIN_PREFIX}{REQUIRED_TOOLS_GUARD}")
+        });
+        let position = match guard_position {
+            Some(position) => position,
+            None => {
+                let guard = ObjectRefLike::Text(format!("Extension/{REQUIRED_TOOLS_GUARD}"));
+                let Some(target) =
+                    self.reference(site, Kind::Extension, &guard, "spec.requiredTools")
+                else {
+                    return;
+                };
+                extensions.push(target);
+                extension_configs.push(None);
+                extensions.len() - 1
+            }
+        };
+        let own_config = |target: &Target| match target {
+            Target::Local(index) => parsed.extensions[*index].resource.spec.config.clone(),
+            Target::Base(index) => self.base.extensions[*index].spec.config.clone(),
+        };
+        let mut config = extension_configs[position]
+            .clone()
+            .unwrap_or_else(|| own_config(&extensions[position]));
+        let mut names: Vec<JsonValue> = config
+            .get("requiredTools")
+            .and_then(JsonValue::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for name in required {
+            let name = JsonValue::String(name.clone());
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        config.insert("requiredTools".into(), JsonValue::Array(names));
+        extension_configs[position] = Some(config);
     }
 
     /// The index of a resolved bundle resource. Agents and Swarms only

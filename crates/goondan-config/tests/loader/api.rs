@@ -220,3 +220,102 @@ fn errors_are_collected_in_one_pass_and_nothing_is_partially_loaded() {
         .unwrap()
         .ends_with("E_CONFIG_UNSUPPORTED_PROVIDER"));
 }
+
+/// `Agent.spec.extensions[]` may carry `config` (the original's samples
+/// do): it is merged over the Extension's own `spec.config` for that
+/// agent, the agent's top-level keys winning; a plain ref keeps the
+/// Extension's config; an entry with other fields is a schema error.
+#[test]
+fn an_agents_extension_config_is_merged_over_the_extensions_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = VALID.replace(
+        "    modelRef: Model/main\n",
+        "    modelRef: Model/main\n  extensions:\n    - ref:\n        kind: Extension\n        name: guard\n      config:\n        requiredTools: [agents__send]\n        extra: 1\n    - ref: Extension/guard\n    - ref: Extension/message-window\n      config: { maxMessages: 4 }\n",
+    ) + "---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata:
+  name: guard
+spec:
+  entry: builtin:required-tools-guard
+  config:
+    requiredTools: [wait__seconds]
+    errorMessage: keep me
+";
+    std::fs::write(dir.path().join("goondan.yaml"), &text).unwrap();
+    let outcome = load(dir.path());
+    assert!(outcome.diagnostics.is_empty(), "{:#?}", outcome.diagnostics);
+    let bundle = outcome.bundle.unwrap();
+    let agent = bundle.agent("a").unwrap();
+    let configs: Vec<_> = agent.extension_configs().collect();
+    assert_eq!(
+        serde_json::Value::Object(configs[0].clone()),
+        serde_json::json!({"requiredTools": ["agents__send"], "errorMessage": "keep me", "extra": 1})
+    );
+    assert_eq!(
+        serde_json::Value::Object(configs[1].clone()),
+        serde_json::json!({"requiredTools": ["wait__seconds"], "errorMessage": "keep me"})
+    );
+    assert_eq!(configs[2]["maxMessages"], serde_json::json!(4));
+
+    let bad = text.replace("      config: { maxMessages: 4 }\n", "      confg: { maxMessages: 4 }\n");
+    std::fs::write(dir.path().join("goondan.yaml"), bad).unwrap();
+    let outcome = load(dir.path());
+    let error = outcome
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::Schema.as_str())
+        .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
+    assert!(error.message.contains("optionally with a `config` object"), "{}", error.message);
+}
+
+/// `Agent.spec.requiredTools` (the original's samples use it): each name
+/// must be a tool the agent has; the names reach the agent's
+/// `required-tools-guard`, which is appended when the agent lists none.
+#[test]
+fn required_tools_reach_the_guard_which_is_added_when_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_tools = |extra: &str| {
+        VALID.replace(
+            "    modelRef: Model/main\n",
+            &format!("    modelRef: Model/main\n  tools:\n    - ref: Tool/wait\n    - ref: Tool/agents\n{extra}"),
+        )
+    };
+    let load_agent = |text: String| {
+        std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+        load(dir.path())
+    };
+
+    let outcome = load_agent(with_tools("  requiredTools: [wait__seconds]\n"));
+    assert!(outcome.diagnostics.is_empty(), "{:#?}", outcome.diagnostics);
+    let bundle = outcome.bundle.unwrap();
+    let agent = bundle.agent("a").unwrap();
+    let names: Vec<_> = agent.extensions().map(|e| e.name()).collect();
+    assert_eq!(names, ["required-tools-guard"]);
+    let configs: Vec<_> = agent.extension_configs().collect();
+    assert_eq!(configs[0]["requiredTools"], serde_json::json!(["wait__seconds"]));
+
+    // A listed guard keeps its place and its own names come first.
+    let outcome = load_agent(with_tools(
+        "  requiredTools: [agents__send, wait__seconds]\n  extensions:\n    - ref: Extension/required-tools-guard\n      config: { requiredTools: [wait__seconds], errorMessage: call one }\n    - ref: Extension/message-window\n",
+    ));
+    assert!(outcome.diagnostics.is_empty(), "{:#?}", outcome.diagnostics);
+    let bundle = outcome.bundle.unwrap();
+    let agent = bundle.agent("a").unwrap();
+    let names: Vec<_> = agent.extensions().map(|e| e.name()).collect();
+    assert_eq!(names, ["required-tools-guard", "message-window"]);
+    let configs: Vec<_> = agent.extension_configs().collect();
+    assert_eq!(
+        serde_json::Value::Object(configs[0].clone()),
+        serde_json::json!({"requiredTools": ["wait__seconds", "agents__send"], "errorMessage": "call one"})
+    );
+
+    let outcome = load_agent(with_tools("  requiredTools: [wait__second]\n"));
+    let error = outcome
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "E_CONFIG_REQUIRED_TOOL_MISSING")
+        .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
+    assert_eq!(error.field.as_deref(), Some("spec.requiredTools[0]"));
+    assert_eq!(error.suggestion.as_deref(), Some("did you mean `wait__seconds`?"));
+}
