@@ -29,6 +29,11 @@ pub const DEFAULT_KEY_VARIABLES: &[&str] = &[
 const ANTHROPIC_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
 const OPENAI_KEY_VARIABLE: &str = "OPENAI_API_KEY";
 const GOOGLE_KEY_VARIABLE: &str = "GOOGLE_GENERATIVE_AI_API_KEY";
+/// Base URLs used when a Model has no `spec.endpoint`, under the names the
+/// AI SDK (and so the original's users) read.
+const ANTHROPIC_BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
+const OPENAI_BASE_URL_VARIABLE: &str = "OPENAI_BASE_URL";
+const GOOGLE_BASE_URL_VARIABLE: &str = "GOOGLE_GENERATIVE_AI_BASE_URL";
 
 /// Whether `provider` calls a remote API and so needs a key; the offline
 /// providers (`scripted`, `replay`) never read one, so a Model switched to
@@ -98,26 +103,56 @@ fn resolve_key(
     }
 }
 
-fn base_url(config: &ModelConfig, default: &str) -> Result<String, ModelError> {
-    let Some(endpoint) = config.endpoint.as_deref().map(str::trim) else {
-        return Ok(default.to_string());
+/// Where a provider's API is: `spec.endpoint`, else the base-URL variable
+/// the original's users set (`ANTHROPIC_BASE_URL`, ...), else the
+/// provider's own address.
+struct BaseUrl {
+    url: String,
+    /// Not the provider's own address: usually a local or compatible
+    /// server, which may need no key and speaks the older dialect.
+    custom: bool,
+}
+
+fn base_url(
+    config: &ModelConfig,
+    env: &dyn EnvLookup,
+    variable: &str,
+    default: &str,
+) -> Result<BaseUrl, ModelError> {
+    let (url, source) = match config.endpoint.as_deref().map(str::trim) {
+        Some(endpoint) => (endpoint.to_string(), "spec.endpoint".to_string()),
+        None => match env.get(variable).filter(|value| !value.trim().is_empty()) {
+            Some(value) => (value.trim().to_string(), variable.to_string()),
+            None => {
+                return Ok(BaseUrl {
+                    url: default.to_string(),
+                    custom: false,
+                })
+            }
+        },
     };
-    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(ModelError::Config {
             message: format!(
-                "Model/{}: spec.endpoint `{endpoint}` is not an http(s) URL",
+                "Model/{}: {source} `{url}` is not an http(s) URL",
                 config.name
             ),
             suggestion: Some(format!("use a base URL such as {default}")),
         });
     }
-    Ok(endpoint.to_string())
+    Ok(BaseUrl { url, custom: true })
 }
 
 fn build_anthropic(
     config: &ModelConfig,
     env: &dyn EnvLookup,
 ) -> Result<HttpModel<anthropic::AnthropicWire>, ModelError> {
+    let base = base_url(
+        config,
+        env,
+        ANTHROPIC_BASE_URL_VARIABLE,
+        anthropic::DEFAULT_BASE_URL,
+    )?;
     let api_key = resolve_key(config, env, "anthropic", ANTHROPIC_KEY_VARIABLE, true)?;
     let mut reader = OptionReader::new(&config.name, &config.options);
     let version = reader
@@ -139,7 +174,7 @@ fn build_anthropic(
         anthropic::AnthropicWire { default_max_tokens },
         &config.name,
         &config.model,
-        &base_url(config, anthropic::DEFAULT_BASE_URL)?,
+        &base.url,
         headers,
         options,
         api_key,
@@ -150,15 +185,20 @@ fn build_openai(
     config: &ModelConfig,
     env: &dyn EnvLookup,
 ) -> Result<HttpModel<openai::OpenAiWire>, ModelError> {
+    let base = base_url(
+        config,
+        env,
+        OPENAI_BASE_URL_VARIABLE,
+        openai::DEFAULT_BASE_URL,
+    )?;
     // A custom endpoint is usually a local server (Ollama, vLLM) that needs
     // no key; OpenAI itself always does.
-    let required = config.endpoint.is_none();
-    let api_key = resolve_key(config, env, "openai", OPENAI_KEY_VARIABLE, required)?;
+    let api_key = resolve_key(config, env, "openai", OPENAI_KEY_VARIABLE, !base.custom)?;
     let mut reader = OptionReader::new(&config.name, &config.options);
     let organization = reader.string("organization")?;
     let project = reader.string("project")?;
     let max_tokens_field = reader.string("maxTokensField")?.unwrap_or_else(|| {
-        if config.endpoint.is_none() {
+        if !base.custom {
             "max_completion_tokens".into()
         } else {
             "max_tokens".into()
@@ -186,7 +226,7 @@ fn build_openai(
         },
         &config.name,
         &config.model,
-        &base_url(config, openai::DEFAULT_BASE_URL)?,
+        &base.url,
         headers,
         options,
         api_key,
@@ -197,6 +237,12 @@ fn build_google(
     config: &ModelConfig,
     env: &dyn EnvLookup,
 ) -> Result<HttpModel<google::GoogleWire>, ModelError> {
+    let base = base_url(
+        config,
+        env,
+        GOOGLE_BASE_URL_VARIABLE,
+        google::DEFAULT_BASE_URL,
+    )?;
     let api_key = resolve_key(config, env, "google", GOOGLE_KEY_VARIABLE, true)?;
     let options = HttpOptions::read(OptionReader::new(&config.name, &config.options))?;
     let mut headers = Vec::new();
@@ -207,7 +253,7 @@ fn build_google(
         google::GoogleWire,
         &config.name,
         &config.model,
-        &base_url(config, google::DEFAULT_BASE_URL)?,
+        &base.url,
         headers,
         options,
         api_key,

@@ -51,12 +51,10 @@ pub use journal::FileJournal;
 pub use memory::{MemoryExtensionState, MemoryJournal};
 pub use metadata::{InstanceMetadata, InstanceStatus};
 pub use paths::{InstancePaths, StateRoot, StateRootSources, WorkspacePaths};
-pub use swarm_events::{
-    append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord,
-};
 pub use runtime_events::{
     read_runtime_events, RuntimeEventFilter, RuntimeEventLog, RuntimeEventPage, RuntimeEventRecord,
 };
+pub use swarm_events::{append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord};
 
 use goondan_types::{JsonValue, Message, MessageEvent};
 

@@ -30,8 +30,7 @@ pub fn append_swarm_event(
         create_dir_all(parent)?;
     }
     repair_torn_tail(&path)?;
-    let mut line =
-        serde_json::to_vec(event).map_err(|e| StoreError::encode("a swarm event", e))?;
+    let mut line = serde_json::to_vec(event).map_err(|e| StoreError::encode("a swarm event", e))?;
     line.push(b'\n');
     // One `write_all` on an `O_APPEND` file: a concurrent reader sees whole
     // lines or a torn last line, which it skips.

@@ -211,6 +211,8 @@ pub(crate) fn gdn_command(bundle: &Path, state: &Path, args: &[&str]) -> Command
         .env("OPENAI_API_KEY", API_KEY)
         .env_remove("GOONDAN_STATE_ROOT")
         .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("OPENAI_BASE_URL")
         .env_remove("RUST_LOG");
     command
 }
@@ -1109,4 +1111,28 @@ fn gdn_restart_rereads_the_bundle_and_refuses_an_invalid_one() {
     );
     std::fs::write(&manifest, &original).unwrap();
     assert_eq!(swarm.pid_of("alpha"), Some(pid), "nothing restarted");
+}
+
+/// A Model without `spec.endpoint` follows `OPENAI_BASE_URL`, as the
+/// original's users point it at a proxy: the turn reaches the mock
+/// through the variable alone.
+#[test]
+fn a_model_without_an_endpoint_follows_the_base_url_variable() {
+    let swarm = Swarm::pair(5, |_request| Reply::text("through the proxy"));
+    let path = swarm.bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let endpoint_line = format!("  endpoint: \"{}\"\n", swarm.mock.endpoint());
+    assert!(text.contains(&endpoint_line));
+    std::fs::write(&path, text.replace(&endpoint_line, "")).unwrap();
+
+    let mut command = swarm.command(&["run", "--input", "hello"]);
+    command.env("OPENAI_BASE_URL", swarm.mock.endpoint());
+    let output = run_with_deadline(command);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("through the proxy"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(swarm.mock.requests().len(), 1);
 }

@@ -566,7 +566,10 @@ impl Resolver<'_> {
             if !known.iter().any(|known| known == name) {
                 let mut diagnostic = site.at(
                     Code::RequiredToolMissing,
-                    format!("{} requires `{name}`, which none of its tools exports", site.label),
+                    format!(
+                        "{} requires `{name}`, which none of its tools exports",
+                        site.label
+                    ),
                     &format!("spec.requiredTools[{position}]"),
                 );
                 if let Some(close) = closest(name, known.iter().map(String::as_str)) {

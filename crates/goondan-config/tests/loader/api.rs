@@ -258,7 +258,10 @@ spec:
     );
     assert_eq!(configs[2]["maxMessages"], serde_json::json!(4));
 
-    let bad = text.replace("      config: { maxMessages: 4 }\n", "      confg: { maxMessages: 4 }\n");
+    let bad = text.replace(
+        "      config: { maxMessages: 4 }\n",
+        "      confg: { maxMessages: 4 }\n",
+    );
     std::fs::write(dir.path().join("goondan.yaml"), bad).unwrap();
     let outcome = load(dir.path());
     let error = outcome
@@ -266,7 +269,11 @@ spec:
         .iter()
         .find(|d| d.code == Code::Schema.as_str())
         .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
-    assert!(error.message.contains("optionally with a `config` object"), "{}", error.message);
+    assert!(
+        error.message.contains("optionally with a `config` object"),
+        "{}",
+        error.message
+    );
 }
 
 /// `Agent.spec.requiredTools` (the original's samples use it): each name
@@ -293,7 +300,10 @@ fn required_tools_reach_the_guard_which_is_added_when_missing() {
     let names: Vec<_> = agent.extensions().map(|e| e.name()).collect();
     assert_eq!(names, ["required-tools-guard"]);
     let configs: Vec<_> = agent.extension_configs().collect();
-    assert_eq!(configs[0]["requiredTools"], serde_json::json!(["wait__seconds"]));
+    assert_eq!(
+        configs[0]["requiredTools"],
+        serde_json::json!(["wait__seconds"])
+    );
 
     // A listed guard keeps its place and its own names come first.
     let outcome = load_agent(with_tools(
@@ -317,5 +327,8 @@ fn required_tools_reach_the_guard_which_is_added_when_missing() {
         .find(|d| d.code == "E_CONFIG_REQUIRED_TOOL_MISSING")
         .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
     assert_eq!(error.field.as_deref(), Some("spec.requiredTools[0]"));
-    assert_eq!(error.suggestion.as_deref(), Some("did you mean `wait__seconds`?"));
+    assert_eq!(
+        error.suggestion.as_deref(),
+        Some("did you mean `wait__seconds`?")
+    );
 }

@@ -81,3 +81,64 @@ fn unknown_providers_and_bad_endpoints_are_config_errors() {
         "{error}"
     );
 }
+
+/// Without `spec.endpoint`, the base-URL variables the original's users
+/// set (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`,
+/// `GOOGLE_GENERATIVE_AI_BASE_URL`) point a provider elsewhere, such as a
+/// proxy; `spec.endpoint` still wins, and a bad value is a config error
+/// naming the variable.
+#[tokio::test]
+async fn base_url_variables_point_a_provider_without_an_endpoint() {
+    let cases = [
+        (
+            "anthropic",
+            "ANTHROPIC_BASE_URL",
+            json!({"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}),
+            "/messages",
+        ),
+        (
+            "openai",
+            "OPENAI_BASE_URL",
+            json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}),
+            "/chat/completions",
+        ),
+        (
+            "google",
+            "GOOGLE_GENERATIVE_AI_BASE_URL",
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}),
+            "/models/test-model-id:generateContent",
+        ),
+    ];
+    for (provider, variable, reply, path) in cases {
+        let server = MockServer::start(vec![Canned::json(200, reply)]).await;
+        let mut config = http_config(provider, &server.base_url, json!({}));
+        config.endpoint = None;
+        let env: HashMap<String, String> =
+            [(variable.to_string(), format!("{}/proxy", server.base_url))].into();
+        let model = build(&config, &env).unwrap();
+        let request = ModelRequest {
+            model: "test-model-id".into(),
+            messages: vec![ModelMessage::user("hi")],
+            tools: vec![],
+            params: ModelParams::default(),
+        };
+        model.generate(request, &NoStream).await.unwrap();
+        assert_eq!(
+            server.requests()[0].path,
+            format!("/proxy{path}"),
+            "{provider}"
+        );
+
+        // The Model's own endpoint wins over the variable.
+        let mut pinned = http_config(provider, "ftp://nowhere", json!({}));
+        pinned.endpoint = Some("ftp://nowhere".into());
+        let error = build_error(&pinned, &env);
+        assert!(error.to_string().contains("spec.endpoint"), "{error}");
+
+        let bad: HashMap<String, String> =
+            [(variable.to_string(), "proxy:8080".to_string())].into();
+        let error = build_error(&config, &bad);
+        assert_eq!(error.code(), "E_MODEL_CONFIG");
+        assert!(error.to_string().contains(variable), "{error}");
+    }
+}
