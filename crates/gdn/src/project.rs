@@ -83,7 +83,7 @@ pub(crate) struct NotLoaded {
     /// How many diagnostics were printed.
     pub(crate) diagnostics: usize,
     /// The first error among them, for a one-line summary.
-    pub(crate) first_error: Option<Diagnostic>,
+    pub(crate) first_error: Option<Box<Diagnostic>>,
 }
 
 impl NotLoaded {
@@ -154,7 +154,8 @@ pub(crate) fn load_reporting(
         first_error: diagnostics
             .iter()
             .find(|diagnostic| diagnostic.severity == Severity::Error)
-            .cloned(),
+            .cloned()
+            .map(Box::new),
     }))
 }
 

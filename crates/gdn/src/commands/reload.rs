@@ -165,12 +165,9 @@ impl Reloader {
                 event = events.recv(), if watching => match event {
                     Some(Ok(event)) if self.snapshot.concerns(&event) => {
                         // Wait for quiet: one reload per burst of saves.
-                        loop {
-                            match tokio::time::timeout(QUIET_PERIOD, events.recv()).await {
-                                Ok(Some(_)) => continue,
-                                Ok(None) | Err(_) => break,
-                            }
-                        }
+                        while let Ok(Some(_)) =
+                            tokio::time::timeout(QUIET_PERIOD, events.recv()).await
+                        {}
                         self.reload(Trigger::Watch).await;
                     }
                     Some(Ok(_)) => {}
