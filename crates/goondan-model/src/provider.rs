@@ -11,7 +11,7 @@ use crate::error::ModelError;
 use crate::http::HttpModel;
 use crate::options::{HttpOptions, OptionReader};
 use crate::scripted::ScriptedModel;
-use crate::wire::{anthropic, google, openai};
+use crate::wire::{anthropic, google, openai, openai_responses};
 use crate::Model;
 use std::sync::Arc;
 
@@ -55,7 +55,7 @@ pub fn build(config: &ModelConfig, env: &dyn EnvLookup) -> Result<Arc<dyn Model>
     let provider = config.provider.trim().to_ascii_lowercase();
     let model: Arc<dyn Model> = match provider.as_str() {
         "anthropic" => Arc::new(build_anthropic(config, env)?),
-        "openai" => Arc::new(build_openai(config, env)?),
+        "openai" => build_openai(config, env)?,
         "google" => Arc::new(build_google(config, env)?),
         "scripted" => Arc::new(ScriptedModel::load(config)?),
         "replay" => Arc::new(ReplayModel::load(config)?),
@@ -181,10 +181,7 @@ fn build_anthropic(
     )
 }
 
-fn build_openai(
-    config: &ModelConfig,
-    env: &dyn EnvLookup,
-) -> Result<HttpModel<openai::OpenAiWire>, ModelError> {
+fn build_openai(config: &ModelConfig, env: &dyn EnvLookup) -> Result<Arc<dyn Model>, ModelError> {
     let base = base_url(
         config,
         env,
@@ -195,6 +192,23 @@ fn build_openai(
     // no key; OpenAI itself always does.
     let api_key = resolve_key(config, env, "openai", OPENAI_KEY_VARIABLE, !base.custom)?;
     let mut reader = OptionReader::new(&config.name, &config.options);
+    // OpenAI's own API gets Responses (what it recommends, and what keeps
+    // a reasoning model's reasoning between steps); a custom endpoint gets
+    // Chat Completions, which compatible servers speak. `api` overrides.
+    let api = match reader.string("api")?.as_deref() {
+        None if base.custom => OpenAiApi::ChatCompletions,
+        None | Some("responses") => OpenAiApi::Responses,
+        Some("chat" | "chat-completions") => OpenAiApi::ChatCompletions,
+        Some(other) => {
+            return Err(ModelError::Config {
+                message: format!(
+                    "Model/{}: spec.options.api `{other}` is not an OpenAI API",
+                    config.name
+                ),
+                suggestion: Some("use `responses` or `chat-completions`".into()),
+            })
+        }
+    };
     let organization = reader.string("organization")?;
     let project = reader.string("project")?;
     let max_tokens_field = reader.string("maxTokensField")?.unwrap_or_else(|| {
@@ -219,18 +233,35 @@ fn build_openai(
     if let Some(project) = project {
         headers.push(("openai-project".into(), project));
     }
-    HttpModel::new(
-        openai::OpenAiWire {
-            max_tokens_field,
-            stream_usage,
-        },
-        &config.name,
-        &config.model,
-        &base.url,
-        headers,
-        options,
-        api_key,
-    )
+    Ok(match api {
+        OpenAiApi::Responses => Arc::new(HttpModel::new(
+            openai_responses::OpenAiResponsesWire,
+            &config.name,
+            &config.model,
+            &base.url,
+            headers,
+            options,
+            api_key,
+        )?),
+        OpenAiApi::ChatCompletions => Arc::new(HttpModel::new(
+            openai::OpenAiWire {
+                max_tokens_field,
+                stream_usage,
+            },
+            &config.name,
+            &config.model,
+            &base.url,
+            headers,
+            options,
+            api_key,
+        )?),
+    })
+}
+
+/// Which of OpenAI's two APIs a Model speaks (`spec.options.api`).
+enum OpenAiApi {
+    Responses,
+    ChatCompletions,
 }
 
 fn build_google(

@@ -1,4 +1,5 @@
-//! The three HTTP wire protocols behind one internal trait, [`Wire`]: how a
+//! The HTTP wire protocols (Anthropic Messages, OpenAI Chat Completions
+//! and Responses, Gemini) behind one internal trait, [`Wire`]: how a
 //! [`ModelRequest`] becomes a provider body and how the provider's answer,
 //! whole or streamed, becomes a [`ModelResponse`].
 //!
@@ -8,6 +9,7 @@
 pub(crate) mod anthropic;
 pub(crate) mod google;
 pub(crate) mod openai;
+pub(crate) mod openai_responses;
 
 use crate::error::ModelError;
 use crate::http::sse::SseEvent;

@@ -7,6 +7,7 @@ mod cassette;
 mod config;
 mod google;
 mod openai;
+mod openai_responses;
 mod scripted;
 mod support;
 mod transport;
