@@ -144,6 +144,18 @@ pub(crate) struct RunArgs {
     /// Run in the background; logs go under the System Root.
     #[arg(long)]
     pub(crate) detach: bool,
+    /// Stay attached to this terminal (the default; the original's flag,
+    /// the opposite of --detach).
+    #[arg(long, conflicts_with = "detach")]
+    pub(crate) foreground: bool,
+    /// Chat in this terminal even when stdin is not one (by default a
+    /// piped stdin is read as one message per line).
+    #[arg(long, conflicts_with_all = ["input", "input_file", "detach"])]
+    pub(crate) interactive: bool,
+    /// Accepted for the original's scripts: `gdn run` never installs
+    /// dependencies (`gdn package install` does).
+    #[arg(long = "no-install")]
+    pub(crate) no_install: bool,
     /// An extra env file, applied over .env.local and .env.
     #[arg(long, value_name = "PATH")]
     pub(crate) env_file: Option<PathBuf>,
@@ -154,7 +166,7 @@ pub(crate) struct RunArgs {
     /// Watch the bundle's files (and the files they name, and the env
     /// files); after an edit, reload and validate it and restart only what
     /// changed. An invalid edit is reported and the swarm runs on.
-    #[arg(long)]
+    #[arg(short, long)]
     pub(crate) watch: bool,
 }
 
@@ -181,7 +193,17 @@ pub(crate) struct InstanceArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum InstanceCommand {
     /// Every instance under the System Root, with its live process.
-    List,
+    List {
+        /// Only this agent's instances.
+        #[arg(short, long)]
+        agent: Option<String>,
+        /// At most this many (the most recently updated first).
+        #[arg(short = 'n', long, default_value_t = 20, conflicts_with = "all")]
+        limit: usize,
+        /// Every instance, no limit.
+        #[arg(long)]
+        all: bool,
+    },
     /// Restart the processes serving an instance.
     Restart {
         /// `instanceKey`, or `agent:instanceKey` for one agent.
@@ -195,7 +217,7 @@ pub(crate) enum InstanceCommand {
         /// `instanceKey`, or `agent:instanceKey` for one agent.
         key: String,
         /// Do not ask for confirmation.
-        #[arg(long)]
+        #[arg(short, long)]
         force: bool,
     },
 }
@@ -204,7 +226,7 @@ pub(crate) enum InstanceCommand {
 #[derive(Debug, Args)]
 pub(crate) struct LogsArgs {
     /// The Swarm's instance key (default: the bundle's or the active one).
-    #[arg(long)]
+    #[arg(short, long)]
     pub(crate) instance_key: Option<String>,
     /// Only runtime events of this agent.
     #[arg(short, long)]
@@ -215,15 +237,41 @@ pub(crate) struct LogsArgs {
     /// Only runtime events of this type (`tool.completed`, or `tool.*`).
     #[arg(long = "type", value_name = "TYPE")]
     pub(crate) event_type: Option<String>,
-    /// Show a process log instead (`orchestrator` or `<agent>-<instanceKey>`).
-    #[arg(long)]
+    /// Show a process log instead (`orchestrator`, `<agent>-<instanceKey>`
+    /// or `connection-<name>`).
+    #[arg(short, long)]
     pub(crate) process: Option<String>,
+    /// Which stream of a process log (with --process).
+    #[arg(long, value_enum, default_value_t = LogStream::Both)]
+    pub(crate) stream: LogStream,
     /// Keep printing new lines.
-    #[arg(long)]
-    pub(crate) stream: bool,
-    /// How many lines to show.
-    #[arg(short = 'n', long, default_value_t = 100)]
+    #[arg(short, long)]
+    pub(crate) follow: bool,
+    /// How many lines to show (of each log file, for a process log).
+    #[arg(short = 'l', long, short_alias = 'n', default_value_t = 200)]
     pub(crate) lines: usize,
+}
+
+/// Which stream of a process log `gdn logs --process` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogStream {
+    /// Its standard output.
+    Stdout,
+    /// Its standard error (where its log lines go).
+    Stderr,
+    /// Both, stdout first.
+    Both,
+}
+
+impl LogStream {
+    /// The streams, as log file names spell them.
+    pub(crate) fn names(self) -> &'static [&'static str] {
+        match self {
+            LogStream::Stdout => &["stdout"],
+            LogStream::Stderr => &["stderr"],
+            LogStream::Both => &["stdout", "stderr"],
+        }
+    }
 }
 
 /// `gdn agent` (hidden).
@@ -324,5 +372,110 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["gdn", "-v", "-q", "validate"]).is_err());
         assert!(Cli::try_parse_from(["gdn", "validate", "--format", "yaml"]).is_err());
+    }
+
+    /// The flags and short aliases of the original's cli.md parse here
+    /// with the same meaning.
+    #[test]
+    fn the_originals_flags_and_aliases_parse() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("gdn").chain(args.iter().copied()))
+                .unwrap_or_else(|error| panic!("{args:?}: {error}"))
+        };
+        let Command::Run(run) =
+            parse(&["run", "-w", "-s", "main", "--foreground", "--no-install"]).command
+        else {
+            panic!("not run");
+        };
+        assert!(run.watch && run.foreground && run.no_install);
+        assert_eq!(run.swarm.as_deref(), Some("main"));
+        let Command::Run(run) = parse(&["run", "--interactive"]).command else {
+            panic!("not run");
+        };
+        assert!(run.interactive);
+        assert!(Cli::try_parse_from(["gdn", "run", "--foreground", "--detach"]).is_err());
+        assert!(Cli::try_parse_from(["gdn", "run", "--interactive", "--input", "x"]).is_err());
+
+        let Command::Instance(instance) =
+            parse(&["instance", "list", "-a", "coder", "-n", "5"]).command
+        else {
+            panic!("not instance");
+        };
+        assert!(matches!(
+            instance.command,
+            InstanceCommand::List { agent: Some(ref a), limit: 5, all: false } if a == "coder"
+        ));
+        let Command::Instance(instance) = parse(&["instance", "list", "--all"]).command else {
+            panic!("not instance");
+        };
+        assert!(matches!(
+            instance.command,
+            InstanceCommand::List { all: true, .. }
+        ));
+        let Command::Instance(instance) = parse(&["instance", "delete", "user:1", "-f"]).command
+        else {
+            panic!("not instance");
+        };
+        assert!(matches!(
+            instance.command,
+            InstanceCommand::Delete { force: true, .. }
+        ));
+
+        let Command::Logs(logs) = parse(&[
+            "logs",
+            "-i",
+            "session-1",
+            "-p",
+            "connector-telegram",
+            "--stream",
+            "stderr",
+            "-l",
+            "50",
+        ])
+        .command
+        else {
+            panic!("not logs");
+        };
+        assert_eq!(logs.instance_key.as_deref(), Some("session-1"));
+        assert_eq!(logs.process.as_deref(), Some("connector-telegram"));
+        assert_eq!(
+            (logs.stream, logs.lines, logs.follow),
+            (LogStream::Stderr, 50, false)
+        );
+        let Command::Logs(logs) = parse(&["logs", "-a", "coder", "-f", "-n", "7"]).command else {
+            panic!("not logs");
+        };
+        assert_eq!(
+            (logs.stream, logs.lines, logs.follow),
+            (LogStream::Both, 7, true)
+        );
+
+        let Command::Restart(restart) = parse(&["restart", "-a", "coder", "--fresh"]).command
+        else {
+            panic!("not restart");
+        };
+        assert!(restart.fresh && restart.agent.as_deref() == Some("coder"));
+        let Command::Init(init) = parse(&[
+            "init",
+            "./p",
+            "-n",
+            "@me/tools",
+            "-t",
+            "multi-agent",
+            "--no-git",
+            "-f",
+        ])
+        .command
+        else {
+            panic!("not init");
+        };
+        assert!(init.no_git && init.force && init.name.as_deref() == Some("@me/tools"));
+        let cli = parse(&[
+            "-c", "./bundle", "validate", "--strict", "--format", "github",
+        ]);
+        assert_eq!(
+            cli.global.config.as_deref(),
+            Some(std::path::Path::new("./bundle"))
+        );
     }
 }

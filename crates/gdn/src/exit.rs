@@ -16,8 +16,28 @@ pub(crate) enum Outcome {
     ConfigError,
     /// The bundle was read and has validation errors.
     ValidationFailed,
+    /// A model provider could not be reached (connection, timeout,
+    /// retries exhausted).
+    NetworkError,
+    /// A model provider refused the credentials, or none were given.
+    AuthError,
     /// The user pressed Ctrl-C.
     Interrupted,
+}
+
+impl Outcome {
+    /// The outcome of a failure coded `code`: network and authentication
+    /// failures of a model provider get their own exit codes; everything
+    /// else is a plain failure.
+    pub(crate) fn of_failure(code: &str) -> Outcome {
+        match code {
+            "E_MODEL_TRANSPORT" | "E_MODEL_TIMEOUT" | "E_MODEL_RETRIES_EXHAUSTED" => {
+                Outcome::NetworkError
+            }
+            "E_MODEL_AUTH" | "E_MODEL_API_KEY_MISSING" => Outcome::AuthError,
+            _ => Outcome::Failure,
+        }
+    }
 }
 
 /// The process exit code of an outcome.
@@ -28,6 +48,8 @@ pub(crate) fn exit_code(outcome: Outcome) -> ExitCode {
         Outcome::BadArguments => 2,
         Outcome::ConfigError => 3,
         Outcome::ValidationFailed => 4,
+        Outcome::NetworkError => 5,
+        Outcome::AuthError => 6,
         Outcome::Interrupted => 130,
     })
 }

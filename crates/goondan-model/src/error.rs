@@ -141,6 +141,11 @@ impl ModelError {
     /// The stable code.
     pub fn code(&self) -> &'static str {
         match self {
+            // The provider refused the key: told apart, since the CLI exits
+            // with its own code for it (cli.md §12).
+            ModelError::Http {
+                status: 401 | 403, ..
+            } => "E_MODEL_AUTH",
             ModelError::Http { .. } => "E_MODEL_HTTP",
             ModelError::MalformedResponse { .. } => "E_MODEL_MALFORMED_RESPONSE",
             ModelError::Transport { .. } => "E_MODEL_TRANSPORT",

@@ -28,8 +28,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
         }
     };
     if let Some(process) = &args.process {
-        let path = workspace.runtime_log_file(process, "stderr");
-        return tail_file(&path, args.lines, args.stream);
+        let paths: Vec<PathBuf> = args
+            .stream
+            .names()
+            .iter()
+            .map(|stream| workspace.runtime_log_file(process, stream))
+            .collect();
+        return tail_files(&paths, args.lines, args.follow);
     }
     let store = InstanceStore::new(workspace.clone());
     let swarm_log = goondan_store::swarm_events_log(&workspace);
@@ -69,7 +74,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
         writeln!(out, "{line}")?;
     }
     out.flush()?;
-    if args.stream {
+    if args.follow {
         let mut offsets: Vec<u64> = files
             .iter()
             .map(|file| std::fs::metadata(file).map(|m| m.len()).unwrap_or(0))
@@ -101,31 +106,44 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
     Ok(Outcome::Success)
 }
 
-/// Prints the last `lines` lines of a process log, then follows it.
-fn tail_file(path: &PathBuf, lines: usize, follow: bool) -> anyhow::Result<Outcome> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("error[E_LOG_NOT_FOUND]: no log at {}", path.display());
-            eprintln!("   = help: process names are `orchestrator` or `<agent>-<instanceKey>`");
-            return Ok(Outcome::Failure);
-        }
-        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
-    };
-    let all: Vec<&str> = text.lines().collect();
+/// Prints the last `lines` lines of each process log in `paths` that
+/// exists, then, with `follow`, what is appended to any of them.
+fn tail_files(paths: &[PathBuf], lines: usize, follow: bool) -> anyhow::Result<Outcome> {
     let mut out = std::io::stdout().lock();
-    for line in &all[all.len().saturating_sub(lines)..] {
-        writeln!(out, "{line}")?;
+    let mut offsets = Vec::new();
+    for path in paths {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                offsets.push(0);
+                continue;
+            }
+            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+        };
+        let all: Vec<&str> = text.lines().collect();
+        for line in &all[all.len().saturating_sub(lines)..] {
+            writeln!(out, "{line}")?;
+        }
+        offsets.push(text.len() as u64);
     }
     out.flush()?;
+    if paths.iter().all(|path| !path.exists()) {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        eprintln!("error[E_LOG_NOT_FOUND]: no log at {}", shown.join(" or "));
+        eprintln!(
+            "   = help: process names are `orchestrator`, `<agent>-<instanceKey>` or `connection-<name>`; agents log to stderr only"
+        );
+        return Ok(Outcome::Failure);
+    }
     if !follow {
         return Ok(Outcome::Success);
     }
-    let mut offset = text.len() as u64;
     loop {
         std::thread::sleep(Duration::from_millis(200));
-        let new_text = read_from(path, &mut offset)?;
-        write!(out, "{new_text}")?;
+        for (path, offset) in paths.iter().zip(offsets.iter_mut()) {
+            let new_text = read_from(path, offset)?;
+            write!(out, "{new_text}")?;
+        }
         out.flush()?;
     }
 }

@@ -331,7 +331,10 @@ fn restart_line(outcome: &RestartOutcome) -> String {
 pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Result<Outcome> {
     let target = target(global)?;
     match &args.command {
-        InstanceCommand::List => list(global, &target),
+        InstanceCommand::List { agent, limit, all } => {
+            let limit = (!*all).then_some(*limit);
+            list(global, &target, agent.as_deref(), limit)
+        }
         InstanceCommand::Restart { key, fresh } => {
             let (agent, instance_key) = split_key(key);
             if let Some(socket) = &target.socket {
@@ -449,7 +452,14 @@ fn for_matching(
     Ok(count)
 }
 
-fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
+/// `gdn instance list`: the instances of `agent` (or all), the most
+/// recently updated first, at most `limit` of them.
+fn list(
+    global: &GlobalArgs,
+    target: &Target,
+    agent: Option<&str>,
+    limit: Option<usize>,
+) -> anyhow::Result<Outcome> {
     let live = match &target.socket {
         Some(socket) => runtime()?.block_on(call(socket, ControlRequest::List)),
         None => None,
@@ -461,6 +471,9 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
     let mut rows = Vec::new();
     for store in stores(target)? {
         for summary in store.list()? {
+            if agent.is_some_and(|agent| agent != summary.agent_name) {
+                continue;
+            }
             let key = format!("{}:{}", summary.agent_name, summary.instance_key);
             let process = live_instances.iter().find(|instance| instance.key == key);
             let metadata = summary.metadata.as_ref();
@@ -488,9 +501,20 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
             }));
         }
     }
+    // RFC 3339 timestamps order as text; a row without one goes last.
+    rows.sort_by(|a, b| {
+        let updated = |row: &JsonValue| row["updatedAt"].as_str().map(str::to_string);
+        updated(b).cmp(&updated(a))
+    });
+    let n_hidden = limit.map_or(0, |limit| rows.len().saturating_sub(limit));
+    rows.truncate(rows.len() - n_hidden);
     let mut out = std::io::stdout().lock();
     if global.json {
-        writeln!(out, "{}", serde_json::json!({ "instances": rows }))?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "instances": rows, "hidden": n_hidden })
+        )?;
         return Ok(Outcome::Success);
     }
     writeln!(
@@ -522,6 +546,9 @@ fn list(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
             "(no instances under {})",
             target.state_root.path().display()
         )?;
+    }
+    if n_hidden > 0 && !global.quiet {
+        writeln!(out, "({n_hidden} more; pass --all or --limit)")?;
     }
     Ok(Outcome::Success)
 }

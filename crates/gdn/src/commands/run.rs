@@ -547,7 +547,7 @@ async fn foreground(
     let instance_key = args.instance_key.clone();
     let (outcome, signalled) = match input {
         Some(text) => (ask(&handle, text, instance_key, &mut stop).await, false),
-        None => match console(global) {
+        None => match console(global, args.interactive) {
             Console::Terminal => {
                 eprintln!(
                     "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
@@ -782,8 +782,13 @@ enum Console {
     Idle,
 }
 
-fn console(global: &GlobalArgs) -> Console {
+/// How `gdn run` without input talks to the user: a chat with
+/// `--interactive` or on a terminal, else by what stdin is.
+fn console(global: &GlobalArgs, interactive: bool) -> Console {
     use std::os::fd::AsFd;
+    if interactive {
+        return Console::Terminal;
+    }
     use std::os::unix::fs::FileTypeExt;
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
@@ -891,8 +896,9 @@ async fn lines(
                 }
             }
             Some((answer, sent_key)) = in_flight.next() => {
-                if report(answer, sent_key.as_deref(), json) == Outcome::Failure {
-                    outcome = Outcome::Failure;
+                let reported = report(answer, sent_key.as_deref(), json);
+                if reported != Outcome::Success {
+                    outcome = reported;
                 }
             }
             stopped = stop.recv() => return stopped,
@@ -915,7 +921,7 @@ impl Refused {
         if let Some(suggestion) = &self.suggestion {
             eprintln!("   = help: {suggestion}");
         }
-        Outcome::Failure
+        Outcome::of_failure(&self.code)
     }
 }
 
@@ -956,7 +962,7 @@ fn report(reply: Result<AgentEvent, Refused>, sent_key: Option<&str>, json: bool
                 "message": refused.message,
                 "suggestion": refused.suggestion,
             });
-            Outcome::Failure
+            Outcome::of_failure(&refused.code)
         }
     };
     let mut out = std::io::stdout().lock();

@@ -101,6 +101,8 @@ pub(crate) enum Reply {
     /// Never answers; the connection stays open until the client gives up
     /// or the server stops.
     Hang,
+    /// An HTTP error with this status and an OpenAI-style error body.
+    Status(u16),
 }
 
 impl Reply {
@@ -245,22 +247,30 @@ async fn chat_completions(
         requests.push(request);
         requests.len()
     };
-    let (message, finish_reason) = match reply {
-        Reply::Hang => std::future::pending().await,
-        Reply::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
-        Reply::ToolCall { name, arguments } => (
-            json!({
-                "role": "assistant",
-                "content": null,
-                "tool_calls": [{
-                    "id": format!("call_mock_{sequence}"),
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments.to_string()},
-                }],
-            }),
-            "tool_calls",
-        ),
-    };
+    let (message, finish_reason) =
+        match reply {
+            Reply::Hang => std::future::pending().await,
+            Reply::Status(status) => return Response::builder()
+                .status(status)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(
+                    r#"{"error":{"message":"refused by the mock","type":"invalid_request_error"}}"#,
+                ))
+                .unwrap(),
+            Reply::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
+            Reply::ToolCall { name, arguments } => (
+                json!({
+                    "role": "assistant",
+                    "content": null,
+                    "tool_calls": [{
+                        "id": format!("call_mock_{sequence}"),
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments.to_string()},
+                    }],
+                }),
+                "tool_calls",
+            ),
+        };
     let usage = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
     let id = format!("chatcmpl-mock-{sequence}");
     if !stream {

@@ -1136,3 +1136,69 @@ fn a_model_without_an_endpoint_follows_the_base_url_variable() {
     );
     assert_eq!(swarm.mock.requests().len(), 1);
 }
+
+/// Exit codes of cli.md §12 for a turn whose model fails: 6 when the
+/// provider refuses the key, 5 when it cannot be reached.
+#[test]
+fn a_refused_key_exits_6_and_an_unreachable_provider_exits_5() {
+    let swarm = Swarm::pair(5, |_request| Reply::Status(401));
+    let output = swarm.run(&["run", "--input", "hello"]);
+    assert_eq!(code(&output), 6, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("E_MODEL_AUTH"),
+        "{}",
+        stderr(&output)
+    );
+
+    let swarm = Swarm::pair(5, |_request| Reply::text("unused"));
+    let path = swarm.bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // A port nothing listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        &path,
+        text.replace(
+            &swarm.mock.endpoint(),
+            &format!("http://127.0.0.1:{port}/v1"),
+        ),
+    )
+    .unwrap();
+    let output = swarm.run(&["run", "--input", "hello"]);
+    assert_eq!(code(&output), 5, "{}", stderr(&output));
+}
+
+/// `gdn instance list` filters as cli.md has it: `-a` by agent, `-n` a
+/// limit (most recently updated first) with the rest counted, `--all`.
+#[test]
+fn instance_list_filters_by_agent_and_limits() {
+    let swarm = Swarm::pair(5, relay);
+    let output = swarm.run(&["run", "--input", "hello"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let list = |args: &[&str]| -> Value {
+        let mut all = vec!["instance", "list", "--json"];
+        all.extend_from_slice(args);
+        let output = swarm.run(&all);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        serde_json::from_str(&stdout(&output)).unwrap()
+    };
+    let agents = |report: &Value| -> Vec<String> {
+        report["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["agentName"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut both = agents(&list(&[]));
+    both.sort();
+    assert_eq!(both, ["alpha", "beta"]);
+    assert_eq!(agents(&list(&["-a", "beta"])), ["beta"]);
+    let limited = list(&["-n", "1"]);
+    assert_eq!(agents(&limited).len(), 1);
+    assert_eq!(limited["hidden"], 1);
+    assert_eq!(agents(&list(&["--all"])).len(), 2);
+}
