@@ -17,8 +17,7 @@ pub(crate) fn for_children(bundle: &Bundle) -> (Secrets, Vec<String>) {
     let withheld = bundle
         .env_references()
         .into_iter()
-        .chain(defaults.iter().copied())
-        .map(str::to_string)
+        .chain(defaults.iter().map(|name| name.to_string()))
         .collect();
     (secrets, withheld)
 }

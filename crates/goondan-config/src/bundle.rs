@@ -90,7 +90,7 @@ impl Bundle {
     /// `config` and `secrets`), sorted. The orchestrator treats them as
     /// secrets: it hands their values to its children over the spawn
     /// handshake and withholds them from their exec environment.
-    pub fn env_references(&self) -> BTreeSet<&str> {
+    pub fn env_references(&self) -> BTreeSet<String> {
         let model_keys = self
             .models
             .iter()
@@ -102,10 +102,17 @@ impl Bundle {
                 .values()
                 .chain(connection.spec.secrets.values())
         });
-        model_keys
+        let mut names = BTreeSet::new();
+        for value_from in model_keys
             .chain(connection_values)
-            .filter_map(|source| source.value_from.as_ref()?.env.as_deref())
-            .collect()
+            .filter_map(|source| source.value_from.as_ref())
+        {
+            names.extend(value_from.env.clone());
+            if let Some(secret) = &value_from.secret_ref {
+                names.extend(crate::env::secret_variables(secret));
+            }
+        }
+        names
     }
 
     /// The values of the secret variables: every
@@ -113,8 +120,10 @@ impl Bundle {
     /// providers' usual key variables) that has a value in
     /// [`Bundle::env`].
     pub fn secrets(&self, extra_names: &[&str]) -> Secrets {
-        self.env_references()
-            .into_iter()
+        let references = self.env_references();
+        references
+            .iter()
+            .map(String::as_str)
             .chain(extra_names.iter().copied())
             .filter_map(|name| Some((name, self.env.get(name)?)))
             .collect()

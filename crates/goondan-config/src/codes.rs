@@ -232,7 +232,9 @@ impl Code {
             Code::EnvMissing | Code::EnvMissingWarning => {
                 "set the variable in the environment, .env, .env.local or an --env-file"
             }
-            Code::SecretUnavailable => "use valueFrom.env",
+            Code::SecretUnavailable => {
+                "set GOONDAN_SECRET_<NAME>_<KEY> (or SECRET_<NAME>) in the environment or an env file"
+            }
             Code::NamingConvention => "use lowercase letters, digits and `-`",
             Code::PromptUnused => "add Extension/context-message to the agent's extensions",
             Code::EventUndeclared => "match an event the connector declares",

@@ -5,7 +5,7 @@
 
 use crate::codes::Code;
 use crate::error::{LoadError, ResolveError};
-use goondan_types::{Diagnostic, Secrets, ValueSource};
+use goondan_types::{Diagnostic, SecretRef, Secrets, ValueSource};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -50,13 +50,60 @@ impl EnvMap {
                 .ok_or_else(|| ResolveError::EnvMissing { name: name.clone() });
         }
         if let Some(secret) = &value_from.secret_ref {
-            return Err(ResolveError::SecretUnavailable {
-                reference: secret.reference.clone(),
-                key: secret.key.clone(),
-            });
+            let candidates = secret_variables(secret);
+            return candidates
+                .iter()
+                .find_map(|name| self.get(name).filter(|value| !value.trim().is_empty()))
+                .map(str::to_string)
+                .ok_or_else(|| ResolveError::SecretUnavailable {
+                    reference: secret.reference.clone(),
+                    key: secret.key.clone(),
+                    candidates,
+                });
         }
         Err(ResolveError::Empty)
     }
+}
+
+/// The environment variables a `valueFrom.secretRef` is read from, in the
+/// order the original tries them: `GOONDAN_SECRET_<NAME>_<KEY>`,
+/// `GOONDAN_SECRET_<NAME>`, `SECRET_<NAME>_<KEY>`, `SECRET_<NAME>`, where
+/// `<NAME>` is the `Secret/<name>` part and both are upper-cased with
+/// every run of other characters turned into `_`. Empty for a ref that is
+/// not `Secret/<name>` (validation reports it).
+pub(crate) fn secret_variables(secret: &SecretRef) -> Vec<String> {
+    let Some(name) = secret
+        .reference
+        .trim()
+        .strip_prefix("Secret/")
+        .map(env_token)
+        .filter(|name| !name.is_empty())
+    else {
+        return Vec::new();
+    };
+    let key = env_token(&secret.key);
+    let mut candidates = Vec::new();
+    for prefix in ["GOONDAN_SECRET", "SECRET"] {
+        if !key.is_empty() {
+            candidates.push(format!("{prefix}_{name}_{key}"));
+        }
+        candidates.push(format!("{prefix}_{name}"));
+    }
+    candidates
+}
+
+/// `slack-oauth` as `SLACK_OAUTH`: upper case, each run of characters
+/// other than ASCII letters and digits one `_`, none at either end.
+fn env_token(text: &str) -> String {
+    let mut token = String::new();
+    for c in text.trim().chars() {
+        if c.is_ascii_alphanumeric() {
+            token.push(c.to_ascii_uppercase());
+        } else if !token.is_empty() && !token.ends_with('_') {
+            token.push('_');
+        }
+    }
+    token.trim_end_matches('_').to_string()
 }
 
 /// Builds the environment of a bundle rooted at `root`.
@@ -214,6 +261,49 @@ mod tests {
         assert_eq!(
             env.resolve(&secret).unwrap_err().code(),
             Code::SecretUnavailable
+        );
+        let with = |vars: &[(&str, &str)]| EnvMap::from_vars(vars.iter().copied());
+        let slack = ValueSource {
+            value: None,
+            value_from: Some(ValueFrom {
+                env: None,
+                secret_ref: Some(SecretRef {
+                    reference: "Secret/slack-oauth".into(),
+                    key: "client_secret".into(),
+                }),
+            }),
+        };
+        assert_eq!(
+            secret_variables(
+                slack
+                    .value_from
+                    .as_ref()
+                    .unwrap()
+                    .secret_ref
+                    .as_ref()
+                    .unwrap()
+            ),
+            [
+                "GOONDAN_SECRET_SLACK_OAUTH_CLIENT_SECRET",
+                "GOONDAN_SECRET_SLACK_OAUTH",
+                "SECRET_SLACK_OAUTH_CLIENT_SECRET",
+                "SECRET_SLACK_OAUTH",
+            ]
+        );
+        let env = with(&[
+            ("SECRET_SLACK_OAUTH", "late"),
+            ("GOONDAN_SECRET_SLACK_OAUTH_CLIENT_SECRET", "first"),
+        ]);
+        assert_eq!(env.resolve(&slack).unwrap(), "first");
+        let env = with(&[
+            ("SECRET_SLACK_OAUTH", "late"),
+            ("GOONDAN_SECRET_SLACK_OAUTH_CLIENT_SECRET", " "),
+        ]);
+        assert_eq!(env.resolve(&slack).unwrap(), "late");
+        let missing = with(&[]).resolve(&slack).unwrap_err();
+        assert!(
+            missing.to_string().contains("SECRET_SLACK_OAUTH"),
+            "{missing}"
         );
         assert_eq!(
             env.resolve(&ValueSource::default()).unwrap_err(),

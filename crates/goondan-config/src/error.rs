@@ -85,13 +85,16 @@ pub enum ResolveError {
         /// The variable.
         name: String,
     },
-    /// `valueFrom.secretRef` was used; no secret store exists yet.
-    #[error("secret {reference} (key {key}) cannot be read: this build has no secret store")]
+    /// `valueFrom.secretRef` names a secret none of whose variables is
+    /// set.
+    #[error("secret {reference} (key {key}) is not set: none of {} has a value", candidates.join(", "))]
     SecretUnavailable {
         /// `Secret/<name>`.
         reference: String,
         /// The key inside the secret.
         key: String,
+        /// The variables it is read from, in order.
+        candidates: Vec<String>,
     },
     /// The ValueSource holds neither `value` nor a usable `valueFrom`
     /// (validation rejects this; a hand-built ValueSource can still do it).
@@ -115,9 +118,10 @@ impl ResolveError {
             ResolveError::EnvMissing { name } => Some(format!(
                 "set {name} in the environment, in .env or .env.local next to goondan.yaml, or in a file passed with --env-file"
             )),
-            ResolveError::SecretUnavailable { .. } => {
-                Some("use valueFrom.env for now".into())
-            }
+            ResolveError::SecretUnavailable { candidates, .. } => Some(format!(
+                "set {} in the environment, .env, .env.local or an --env-file",
+                candidates.first().map_or("GOONDAN_SECRET_<NAME>_<KEY>", String::as_str)
+            )),
             ResolveError::Empty => Some("set `value` or `valueFrom`".into()),
         }
     }

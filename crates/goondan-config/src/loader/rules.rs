@@ -504,6 +504,24 @@ impl Rules<'_> {
                             ),
                             &format!("{field}.valueFrom.secretRef.ref"),
                         ));
+                        return;
+                    }
+                    let candidates = crate::env::secret_variables(secret);
+                    if candidates.iter().all(|name| self.env.get(name).is_none()) {
+                        self.push(
+                            site.at(
+                                Code::EnvMissingWarning,
+                                format!(
+                                    "secret {} (key {}) is not set; starting this will fail",
+                                    secret.reference, secret.key
+                                ),
+                                &format!("{field}.valueFrom.secretRef"),
+                            )
+                            .with_suggestion(format!(
+                                "set one of {} in the environment, .env, .env.local or an --env-file",
+                                candidates.join(", ")
+                            )),
+                        );
                     }
                 }
             },

@@ -332,3 +332,50 @@ fn required_tools_reach_the_guard_which_is_added_when_missing() {
         Some("did you mean `wait__seconds`?")
     );
 }
+
+/// `valueFrom.secretRef` reads the variables the original reads
+/// (`GOONDAN_SECRET_<NAME>_<KEY>`, ...); they count as secrets (handed
+/// over the handshake, withheld from children's environment), and an
+/// unset one is a warning at validation and an error when needed.
+#[test]
+fn secret_refs_read_their_variables_and_count_as_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = VALID.replace(
+        "  model: demo\n",
+        "  model: demo\n  apiKey:\n    valueFrom:\n      secretRef:\n        ref: Secret/demo-keys\n        key: api_key\n",
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let options = LoadOptions {
+        inherit_process_env: false,
+        ..LoadOptions::default()
+    };
+    let outcome = load_bundle(dir.path(), &options).unwrap();
+    let warning = outcome
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "W_CONFIG_ENV_MISSING")
+        .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
+    assert!(
+        warning
+            .suggestion
+            .as_deref()
+            .unwrap()
+            .contains("GOONDAN_SECRET_DEMO_KEYS_API_KEY"),
+        "{warning:?}"
+    );
+    let bundle = outcome.bundle.unwrap();
+    let api_key = bundle.model("main").unwrap().spec.api_key.clone().unwrap();
+    let error = bundle.resolve(&api_key).unwrap_err();
+    assert_eq!(error.code(), Code::SecretUnavailable);
+
+    std::fs::write(dir.path().join(".env"), "SECRET_DEMO_KEYS=sk-from-secret\n").unwrap();
+    let bundle = load_bundle(dir.path(), &options).unwrap().bundle.unwrap();
+    assert_eq!(bundle.resolve(&api_key).unwrap(), "sk-from-secret");
+    assert!(bundle
+        .env_references()
+        .contains("GOONDAN_SECRET_DEMO_KEYS_API_KEY"));
+    assert_eq!(
+        bundle.secrets(&[]).iter().collect::<Vec<_>>(),
+        [("SECRET_DEMO_KEYS", "sk-from-secret")]
+    );
+}
