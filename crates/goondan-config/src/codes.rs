@@ -82,8 +82,8 @@ pub enum Code {
     /// A `valueFrom.env` variable is unset (reported by the resolver when a
     /// value is needed; validation reports [`Code::EnvMissingWarning`]).
     EnvMissing,
-    /// A `valueFrom.secretRef` cannot be resolved: this build has no secret
-    /// store yet.
+    /// A `valueFrom.secretRef` cannot be resolved: none of the variables
+    /// it is read from (`GOONDAN_SECRET_<NAME>_<KEY>`, ...) is set.
     SecretUnavailable,
     /// Warning: a name breaks the naming convention (lowercase letters,
     /// digits and `-`, starting with a letter, at most 63 characters).
