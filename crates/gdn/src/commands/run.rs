@@ -442,6 +442,13 @@ async fn foreground(
             return Ok(Outcome::Failure);
         }
     };
+    // The System Root's own layout (workspace.md §2.3: `config.json`,
+    // `packages/`, `workspaces/`, `runtime/`), as tools that read a Goondan
+    // state root expect it; existing files are kept.
+    if let Err(error) = project.state_root.initialize() {
+        eprintln!("error[{}]: {error}", error.code());
+        return Ok(Outcome::ConfigError);
+    }
     let info = swarm_info(&project)?;
     // What every child (`gdn agent`, `gdn connector`) loads its bundle with.
     let mut bundle_args: Vec<String> = vec![

@@ -94,6 +94,10 @@ fn a_smoke_test_shaped_bundle_answers_through_anthropic_base_url() {
     let output = run_with_deadline(run);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     assert_eq!(stdout(&output).trim(), "Hello from the proxy.");
+    // The System Root has the original's layout (workspace.md §2.3).
+    for entry in ["config.json", "packages", "workspaces", "runtime"] {
+        assert!(state.path().join(entry).exists(), "no {entry}");
+    }
     let requests = mock.requests.lock().unwrap().clone();
     assert_eq!(requests.len(), 1);
     let (key, body) = &requests[0];
