@@ -21,7 +21,7 @@
 use super::builtin::{BuiltinCatalog, ToolHandlers};
 use super::Extension;
 use futures_util::future::{self, BoxFuture};
-use goondan_types::Entry;
+use goondan_types::{Entry, JsonValue};
 use std::fmt;
 use std::sync::Arc;
 use thiserror::Error;
@@ -65,12 +65,34 @@ pub struct EntryTarget<'a> {
     pub resource: &'a str,
     /// Its `spec.entry`.
     pub entry: &'a Entry,
+    /// Its `spec.config` (`null` when absent or not an Extension).
+    ///
+    /// An Extension's `register(api, config)` needs it. A script
+    /// extension's `register` is a call into another process, which is
+    /// async, while [`Extension::register`] is sync; so the plugin
+    /// resolver runs the remote `register` while resolving and replays
+    /// what it registered in [`Extension::register`]. That is why the
+    /// config travels with the target.
+    pub config: &'a JsonValue,
 }
 
+/// The config of a target that has none.
+static NO_CONFIG: JsonValue = JsonValue::Null;
+
 impl<'a> EntryTarget<'a> {
-    /// The entry `entry` of resource `resource`.
+    /// The entry `entry` of resource `resource`, with no config.
     pub fn new(resource: &'a str, entry: &'a Entry) -> Self {
-        EntryTarget { resource, entry }
+        EntryTarget {
+            resource,
+            entry,
+            config: &NO_CONFIG,
+        }
+    }
+
+    /// The same target with `spec.config` set to `config`.
+    pub fn with_config(mut self, config: &'a JsonValue) -> Self {
+        self.config = config;
+        self
     }
 }
 
