@@ -20,6 +20,7 @@
 
 use super::builtin::{BuiltinCatalog, ToolHandlers};
 use super::Extension;
+use crate::turn::ToolExportDefinition;
 use futures_util::future::{self, BoxFuture};
 use goondan_types::{Entry, JsonValue};
 use std::fmt;
@@ -58,7 +59,7 @@ impl fmt::Display for ResourceKind {
 ///
 /// The runtime may add fields in later versions (hence
 /// `#[non_exhaustive]`); resolvers read the ones they need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct EntryTarget<'a> {
     /// The resource's `metadata.name`.
@@ -74,6 +75,12 @@ pub struct EntryTarget<'a> {
     /// what it registered in [`Extension::register`]. That is why the
     /// config travels with the target.
     pub config: &'a JsonValue,
+    /// A Tool's declared exports (`spec.exports`), empty for other kinds.
+    ///
+    /// A resolver that can list what a module exports (the plugin host)
+    /// checks them while resolving, so a missing export is reported with
+    /// the file that lacks it.
+    pub exports: &'a [ToolExportDefinition],
 }
 
 /// The config of a target that has none.
@@ -86,7 +93,14 @@ impl<'a> EntryTarget<'a> {
             resource,
             entry,
             config: &NO_CONFIG,
+            exports: &[],
         }
+    }
+
+    /// The same target with the Tool's declared `exports`.
+    pub fn with_exports(mut self, exports: &'a [ToolExportDefinition]) -> Self {
+        self.exports = exports;
+        self
     }
 
     /// The same target with `spec.config` set to `config`.
