@@ -256,11 +256,14 @@ where
             match method {
                 methods::MIDDLEWARE_NEXT => {
                     let Some(next) = self.next.take() else {
-                        return Err(RpcError::new(
-                            error_codes::NEXT_TWICE,
-                            "next() was already called in this middleware; call it at most \
-                             once and change its result instead of calling it again",
-                        ));
+                        return Err(RpcError {
+                            code: error_codes::NEXT_TWICE,
+                            message: "next() was already called in this middleware; call it \
+                                      at most once and change its result instead of calling \
+                                      it again"
+                                .into(),
+                            data: Some(serde_json::json!({ "code": "E_PLUGIN_NEXT_TWICE" })),
+                        });
                     };
                     let changes: ContextChanges = params
                         .get("changes")
