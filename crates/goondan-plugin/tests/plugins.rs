@@ -364,11 +364,11 @@ struct Turn {
     journal: RecordingJournal,
 }
 
-/// An agent with Rust extension `outer` (priority 0), the JavaScript
-/// extension `onion.mjs` (5) and Rust extension `inner` (10), Rust tools
+/// An agent with Rust extension `outer` (priority 0), the script
+/// extension `extension` (`onion.mjs` or `onion.py`, priority 5) and Rust extension `inner` (10), Rust tools
 /// `probe__add`, `probe__twice` and `hidden__x`; runs one Turn in which
 /// the model calls `call` and then answers `done`.
-async fn run_onion_turn(call: (&str, JsonValue)) -> Turn {
+async fn run_onion_turn(extension: &str, call: (&str, JsonValue)) -> Turn {
     let log = Log::default();
     let model = ScriptedModel::new();
     model.tool_calls(&[("call_1", call.0, call.1)]).text("done");
@@ -398,7 +398,7 @@ async fn run_onion_turn(call: (&str, JsonValue)) -> Turn {
         ("outer", Entry::native("outer"), JsonValue::Null),
         (
             "onion",
-            Entry::script("onion.mjs"),
+            Entry::script(extension),
             json!({"hide": "hidden__"}),
         ),
         ("inner", Entry::native("inner"), JsonValue::Null),
@@ -435,13 +435,19 @@ async fn run_onion_turn(call: (&str, JsonValue)) -> Turn {
 }
 
 #[tokio::test]
-async fn a_javascript_extension_interleaves_with_rust_middlewares_rewrites_args_and_filters_the_catalog(
+async fn javascript_and_python_extensions_interleave_with_rust_middlewares_rewrite_args_and_filter_the_catalog(
 ) {
-    let turn = run_onion_turn(("probe__add", json!({"a": 1, "b": 2}))).await;
+    for extension in ["onion.mjs", "onion.py"] {
+        check_onion_turn(extension).await;
+    }
+}
+
+async fn check_onion_turn(extension: &str) {
+    let turn = run_onion_turn(extension, ("probe__add", json!({"a": 1, "b": 2}))).await;
     let step = |n: &str| {
         vec![
             "outer.step.pre".to_string(),
-            "js.step.pre".into(),
+            "plugin.step.pre".into(),
             "inner.step.pre".into(),
             n.into(),
         ]
@@ -449,21 +455,21 @@ async fn a_javascript_extension_interleaves_with_rust_middlewares_rewrites_args_
     let catalog = "inner sees catalog probe__add,probe__twice,onion__shout";
     let mut expected = vec![
         "outer.turn.pre".to_string(),
-        "js.turn.pre".into(),
+        "plugin.turn.pre".into(),
         "inner.turn.pre".into(),
     ];
     expected.extend(step(catalog));
     expected.extend(
         [
             "outer.toolCall.pre",
-            "js.toolCall.pre probe__add",
+            "plugin.toolCall.pre probe__add",
             "inner.toolCall.pre",
             r#"handler args {"a":1,"b":20}"#,
             "inner.toolCall.post",
-            "js.toolCall.post",
+            "plugin.toolCall.post",
             "outer.toolCall.post",
             "inner.step.post",
-            "js.step.post",
+            "plugin.step.post",
             "outer.step.post",
         ]
         .map(String::from),
@@ -472,10 +478,10 @@ async fn a_javascript_extension_interleaves_with_rust_middlewares_rewrites_args_
     expected.extend(
         [
             "inner.step.post",
-            "js.step.post",
+            "plugin.step.post",
             "outer.step.post",
             "inner.turn.post",
-            "js.turn.post",
+            "plugin.turn.post",
             "outer.turn.post",
         ]
         .map(String::from),
@@ -485,7 +491,7 @@ async fn a_javascript_extension_interleaves_with_rust_middlewares_rewrites_args_
         .lines()
         .into_iter()
         .partition(|line| line.starts_with("state "));
-    assert_eq!(order, expected);
+    assert_eq!(order, expected, "{extension}");
     // `api.state` reads back what it set, across Steps.
     assert_eq!(states, [r#"state {"steps":1}"#, r#"state {"steps":2}"#]);
 
@@ -500,8 +506,14 @@ async fn a_javascript_extension_interleaves_with_rust_middlewares_rewrites_args_
 }
 
 #[tokio::test]
-async fn calling_next_twice_from_a_javascript_middleware_is_an_error_and_runs_the_tool_once() {
-    let turn = run_onion_turn(("probe__twice", json!({"a": 1, "b": 2}))).await;
+async fn calling_next_twice_from_a_plugin_middleware_is_an_error_and_runs_the_tool_once() {
+    for extension in ["onion.mjs", "onion.py"] {
+        check_next_twice(extension).await;
+    }
+}
+
+async fn check_next_twice(extension: &str) {
+    let turn = run_onion_turn(extension, ("probe__twice", json!({"a": 1, "b": 2}))).await;
     let handler_runs = turn
         .log
         .lines()
