@@ -7,6 +7,7 @@ mod init;
 mod ipc;
 mod liveness;
 mod mock_llm;
+mod plugins;
 mod replay;
 mod secrets;
 mod stdin;
