@@ -444,7 +444,14 @@ impl PluginHost {
             // registered after the drain sees the mark here.
             if let Some(error) = lock(&wire.failed).clone() {
                 lock(&wire.pending).remove(&id);
-                return Err(error);
+                return Err(match error {
+                    PluginError::Crashed { entry, detail, .. } => PluginError::Crashed {
+                        entry,
+                        method: method.to_string(),
+                        detail,
+                    },
+                    other => other,
+                });
             }
             if let Some((name, _)) = &invocation {
                 let (sender, receiver) = mpsc::unbounded_channel();

@@ -208,43 +208,6 @@ fn is_executable(_metadata: &std::fs::Metadata) -> bool {
     false
 }
 
-/// Whether `runtime` can run here, without starting anything: for the
-/// config loader's check. `Err` names what was looked for.
-pub fn available(
-    runtime: ScriptRuntime,
-    label: &str,
-    options: &LaunchOptions,
-) -> Result<(), PluginError> {
-    match runtime {
-        ScriptRuntime::JavaScript => find_program("node")
-            .map(drop)
-            .ok_or_else(|| missing_node(label)),
-        ScriptRuntime::TypeScript => {
-            if find_program("bun").is_some() {
-                return Ok(());
-            }
-            let node = find_program("node").ok_or_else(|| missing_typescript(label))?;
-            match node_version(&node) {
-                Some(version) if version >= (22, 6) => Ok(()),
-                Some(version) if version >= (20, 6) && options.strip_types_command.is_some() => {
-                    Ok(())
-                }
-                _ => Err(missing_typescript(label)),
-            }
-        }
-        ScriptRuntime::Python => {
-            find_program("python3")
-                .map(drop)
-                .ok_or_else(|| PluginError::RuntimeMissing {
-                    entry: label.to_string(),
-                    looked_for: "`python3` on PATH".into(),
-                    install: "install Python 3 (https://www.python.org/downloads/)".into(),
-                })
-        }
-        ScriptRuntime::Executable => Ok(()),
-    }
-}
-
 /// The first `name` on the agent's PATH that is an executable file.
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

@@ -188,6 +188,46 @@ async fn a_plugin_that_exits_mid_call_is_e_plugin_crashed_and_the_next_call_work
 }
 
 #[tokio::test]
+async fn what_a_plugin_prints_to_stderr_is_masked_in_its_crash_report() {
+    let mut secrets = goondan_types::Secrets::new();
+    secrets.insert("CALC_API_KEY", "sk-calc-0123456789");
+    let resolver = PluginResolver::new(PluginConfig {
+        bundle_root: fixtures(),
+        launch: LaunchOptions::default(),
+        host: HostOptions {
+            secrets,
+            ..HostOptions::default()
+        },
+    });
+    let handlers = tool(&resolver, "calc.mjs", &["leak"]).await;
+    let failure = call(&handlers, "leak", json!({"key": "sk-calc-0123456789"}))
+        .await
+        .unwrap_err();
+    assert_eq!(failure.code, "E_PLUGIN_CRASHED", "{failure}");
+    assert!(
+        failure
+            .message
+            .contains("the key is [REDACTED:CALC_API_KEY]"),
+        "{failure}"
+    );
+    assert!(!failure.message.contains("sk-calc"), "{failure}");
+}
+
+#[tokio::test]
+async fn a_module_that_does_not_load_stops_resolution_naming_the_file() {
+    let entry = Entry::script("broken.mjs");
+    let error = resolver()
+        .resolve_tool(EntryTarget::new("broken", &entry))
+        .await
+        .err()
+        .expect("the module throws while loading");
+    assert_eq!(error.code(), "E_ENTRY_RESOLUTION_FAILED");
+    let text = error.to_string();
+    assert!(text.contains("broken.mjs"), "{text}");
+    assert!(text.contains("broken on purpose"), "{text}");
+}
+
+#[tokio::test]
 async fn a_plugin_that_hangs_is_e_plugin_timeout_and_the_next_call_works() {
     let resolver = resolver_with_timeout(Duration::from_millis(400));
     let handlers = tool(&resolver, "calc.mjs", &["add", "hang"]).await;
