@@ -140,8 +140,9 @@ impl PluginError {
             PluginError::RuntimeMissing { install, .. } => Some(install.clone()),
             PluginError::Entry { fix, .. } => Some(fix.clone()),
             PluginError::ExportMissing { export, .. } => Some(format!(
-                "add `{export}` to the module's `export const handlers = {{ ... }}`, \
-                 or remove it from the Tool's spec.exports"
+                "add `{export}` to the module's handlers (`export const handlers` in \
+                 JavaScript, `handlers = {{...}}` in Python), or remove it from the \
+                 Tool's spec.exports"
             )),
             PluginError::NoRegister { .. } => {
                 Some("add `export function register(api, config) { ... }`".into())

@@ -48,6 +48,12 @@ pub mod methods {
     pub const MESSAGE_EMIT: &str = "message.emit";
     /// Plugin → host notification: a log line.
     pub const LOG: &str = "log";
+    /// Plugin → host, during `tool.invoke`: ask another agent and wait.
+    pub const AGENTS_REQUEST: &str = "agents.request";
+    /// Plugin → host, during `tool.invoke`: a one-way event to an agent.
+    pub const AGENTS_SEND: &str = "agents.send";
+    /// Plugin → host, during `tool.invoke`: the swarm's agents.
+    pub const AGENTS_CATALOG: &str = "agents.catalog";
 }
 
 /// JSON-RPC error codes this protocol uses.

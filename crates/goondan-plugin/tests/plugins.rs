@@ -9,13 +9,14 @@ use goondan_model::NoStream;
 use goondan_plugin::host::HostOptions;
 use goondan_plugin::launch::{self, LaunchOptions};
 use goondan_plugin::{PluginConfig, PluginResolver};
+use goondan_runtime::agents::AgentsFuture;
 use goondan_runtime::extension::ToolHandlers;
 use goondan_runtime::test_support::{user_event, RecordingJournal, ScriptedModel};
 use goondan_runtime::tool::ToolContext;
 use goondan_runtime::turn::{AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition};
 use goondan_runtime::{
-    handler_fn, Agent, DetachedAgents, EntryResolver, EntryResolvers, EntryTarget, ExtensionApi,
-    ExtensionInitError, MapBuiltinCatalog, MiddlewareOptions, ToolExportDefinition,
+    handler_fn, Agent, AgentsApi, DetachedAgents, EntryResolver, EntryResolvers, EntryTarget,
+    ExtensionApi, ExtensionInitError, MapBuiltinCatalog, MiddlewareOptions, ToolExportDefinition,
 };
 use goondan_store::MemoryExtensionState;
 use goondan_types::{
@@ -79,6 +80,10 @@ async fn tool(resolver: &PluginResolver, file: &str, names: &[&str]) -> ToolHand
 }
 
 fn context() -> ToolContext {
+    context_with(Arc::new(DetachedAgents))
+}
+
+fn context_with(runtime: Arc<dyn AgentsApi>) -> ToolContext {
     ToolContext {
         agent_name: "alpha".into(),
         instance_key: "main".into(),
@@ -92,7 +97,7 @@ fn context() -> ToolContext {
         message: Arc::new(Message::new(ModelMessage::user("hi"), MessageSource::User)),
         workdir: PathBuf::from("/tmp/work"),
         logger: tracing::Span::none(),
-        runtime: Arc::new(DetachedAgents),
+        runtime,
     }
 }
 
@@ -159,6 +164,85 @@ async fn the_same_tool_in_javascript_python_and_an_executable_gives_the_same_res
                 "{file} inherited {name}, which is not on the allow-list"
             );
         }
+    }
+}
+
+/// Answers every request with `pong: <input>` and records what it got.
+#[derive(Default)]
+struct Echo {
+    seen: Mutex<Vec<(String, goondan_types::AgentEvent)>>,
+}
+
+impl AgentsApi for Echo {
+    fn request<'a>(
+        &'a self,
+        target: &'a str,
+        event: goondan_types::AgentEvent,
+        _options: goondan_types::agents::AgentRuntimeRequestOptions,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeRequestResult> {
+        let input = event.input.clone().unwrap_or_default();
+        let event_id = event.id.clone();
+        self.seen.lock().unwrap().push((target.to_string(), event));
+        Box::pin(async move {
+            Ok(goondan_types::agents::AgentRuntimeRequestResult {
+                event_id,
+                target: target.to_string(),
+                response: Some(json!(format!("pong: {input}"))),
+                correlation_id: "c1".into(),
+                accepted: Some(true),
+                r#async: Some(false),
+            })
+        })
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a str,
+        event: goondan_types::AgentEvent,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeSendResult> {
+        DetachedAgents.send(target, event)
+    }
+
+    fn spawn<'a>(
+        &'a self,
+        target: &'a str,
+        options: goondan_types::agents::AgentRuntimeSpawnOptions,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeSpawnResult> {
+        DetachedAgents.spawn(target, options)
+    }
+
+    fn list(
+        &self,
+        options: goondan_types::agents::AgentRuntimeListOptions,
+    ) -> AgentsFuture<'_, goondan_types::agents::AgentRuntimeListResult> {
+        DetachedAgents.list(options)
+    }
+
+    fn catalog(&self) -> AgentsFuture<'_, goondan_types::agents::AgentRuntimeCatalogResult> {
+        DetachedAgents.catalog()
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_tool_asks_another_agent_through_ctx_agents() {
+    let resolver = resolver();
+    for file in ["calc.mjs", "calc.py"] {
+        let echo = Arc::new(Echo::default());
+        let handlers = tool(&resolver, file, &["ask"]).await;
+        let output = handlers["ask"]
+            .call(
+                &context_with(echo.clone()),
+                object(json!({"target": "researcher", "question": "ping"})),
+            )
+            .await
+            .unwrap();
+        assert_eq!(output, json!({"heard": "pong: ping"}), "{file}");
+        let seen = echo.seen.lock().unwrap();
+        let (target, event) = &seen[0];
+        assert_eq!(target, "researcher", "{file}");
+        assert_eq!(event.trace_id.as_deref(), Some("trace_1"), "{file}");
+        assert_eq!(event.parent_span_id.as_deref(), Some("span_1"), "{file}");
+        assert_eq!(event.source.name, "alpha", "{file}");
     }
 }
 
@@ -278,7 +362,7 @@ async fn a_declared_export_the_module_lacks_is_a_resolution_error_naming_file_an
         text.contains("calc.py does not export `multiply`"),
         "{text}"
     );
-    assert!(text.contains("add, context"), "{text}");
+    assert!(text.contains("(it exports: add, ask,"), "{text}");
 }
 
 #[tokio::test]

@@ -82,8 +82,13 @@ async function loadModule() {
   registerFn = typeof mod.register === 'function' ? mod.register : mod.default?.register;
 }
 
-function toolContext(context) {
-  return { ...context, logger: makeLogger({ toolCallId: context.toolCallId }) };
+function toolContext(context, invocation) {
+  const agents = {
+    request: (target, input, options = {}) => call('agents.request', { invocation, target, input, ...options }),
+    send: (target, input, options = {}) => call('agents.send', { invocation, target, input, ...options }),
+    catalog: () => call('agents.catalog', { invocation }),
+  };
+  return { ...context, agents, logger: makeLogger({ toolCallId: context.toolCallId }) };
 }
 
 async function invokeTool(params) {
@@ -91,7 +96,7 @@ async function invokeTool(params) {
   if (typeof fn !== 'function') {
     throw Object.assign(new Error(`no tool handler named ${params.tool ?? params.export}`), { code: 'E_PLUGIN_EXPORT_MISSING' });
   }
-  const output = await fn(toolContext(params.context ?? {}), params.args ?? {});
+  const output = await fn(toolContext(params.context ?? {}, params.invocation), params.args ?? {});
   return { output: output === undefined ? null : output };
 }
 

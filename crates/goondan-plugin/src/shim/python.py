@@ -100,6 +100,22 @@ class _Logger:
         self._send("error", message, *args)
 
 
+class _Agents:
+    """`ctx.agents` of a tool call: other agents of the swarm."""
+
+    def __init__(self, invocation):
+        self.invocation = invocation
+
+    async def request(self, target, input, **options):
+        return await HOST.call("agents.request", dict(options, invocation=self.invocation, target=target, input=input))
+
+    async def send(self, target, input, **options):
+        return await HOST.call("agents.send", dict(options, invocation=self.invocation, target=target, input=input))
+
+    async def catalog(self):
+        return await HOST.call("agents.catalog", {"invocation": self.invocation})
+
+
 async def _maybe_await(value):
     if inspect.isawaitable(value):
         return await value
@@ -153,6 +169,7 @@ class _Plugin:
             raise PluginError("no tool handler named %s" % params.get("tool", params.get("export")), "E_PLUGIN_EXPORT_MISSING")
         context = Context(params.get("context") or {})
         context["logger"] = _Logger({"toolCallId": context.get("toolCallId")})
+        context["agents"] = _Agents(params.get("invocation"))
         output = await _maybe_await(fn(context, params.get("args") or {}))
         return {"output": output}
 
