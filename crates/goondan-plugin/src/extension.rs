@@ -20,14 +20,15 @@ use crate::host::{InvocationServer, PluginHost};
 use crate::protocol::{
     error_codes, methods, ContextChanges, Registrations, RpcError, WireMiddlewareKind,
 };
-use crate::tool::{PluginTool, PluginToolHandler};
+use crate::tool::{tool_failure, PluginTool, PluginToolHandler};
 use futures_util::future::BoxFuture;
 use goondan_runtime::pipeline::{LayerResult, Middleware, Next, PipelineContext};
+use goondan_runtime::tool::{ToolFailure, DEFAULT_ERROR_MESSAGE_LIMIT};
 use goondan_runtime::{
     Extension, ExtensionApi, ExtensionInitError, MiddlewareOptions, PipelineError, StepContext,
     ToolCallContext, TurnContext,
 };
-use goondan_types::{JsonValue, MessageEvent};
+use goondan_types::{JsonValue, MessageEvent, ToolCallResult, ToolCallStatus};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,6 +129,13 @@ pub trait WireContext: PipelineContext {
     fn apply(&mut self, changes: ContextChanges);
     /// `ctx.emitMessageEvent(event)`.
     fn emit(&self, event: MessageEvent) -> Result<(), PipelineError>;
+    /// The layer's result when the plugin failed before `next` ran, if
+    /// this kind has one: a tool call gets an error result, so a broken
+    /// extension fails the call, not the Turn. `None` makes it a pipeline
+    /// error.
+    fn failed_output(&self, _failure: ToolFailure) -> Option<Self::Output> {
+        None
+    }
 }
 
 fn conversation_json(messages: Vec<goondan_types::Message>) -> JsonValue {
@@ -221,6 +229,16 @@ impl WireContext for ToolCallContext {
             "a toolCall middleware cannot emit message events",
         )
         .with_suggestion("emit from a step or turn middleware"))
+    }
+
+    fn failed_output(&self, failure: ToolFailure) -> Option<ToolCallResult> {
+        Some(ToolCallResult {
+            tool_call_id: self.tool_call_id().to_string(),
+            tool_name: self.tool_name().to_string(),
+            output: None,
+            status: ToolCallStatus::Error,
+            error: Some(failure.into_tool_error(DEFAULT_ERROR_MESSAGE_LIMIT)),
+        })
     }
 }
 
@@ -380,7 +398,24 @@ where
                     // The plugin rethrew what `next` raised: keep the
                     // original error, with its own code.
                     Some(Err(original)) => Err(original),
+                    // The process died after the inner chain ran: what
+                    // the plugin would have done afterwards is lost, the
+                    // inner result is not.
+                    Some(Ok(output)) if error.ends_the_process() => {
+                        tracing::warn!(
+                            plugin = self.host.label(),
+                            middleware = %self.id,
+                            code = error.code(),
+                            %error,
+                            "the plugin failed after next(); keeping the inner result"
+                        );
+                        Ok(output)
+                    }
                     _ => {
+                        if let Some(output) = server.ctx.failed_output(tool_failure(error.clone()))
+                        {
+                            return Ok(output);
+                        }
                         let mut failure = PipelineError::middleware(
                             error.code().to_string(),
                             format!("middleware {} of {}: {error}", self.id, self.host.label()),

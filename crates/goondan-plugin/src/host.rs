@@ -239,6 +239,9 @@ struct Connection {
     exports: Exports,
     /// Dropping it kills the process (the watch task waits on it).
     _kill: oneshot::Sender<()>,
+    /// Whether this process's failure was counted towards the backoff:
+    /// every call in flight fails with it, but it is one failure.
+    counted: AtomicBool,
     kill_now: Mutex<Option<oneshot::Sender<()>>>,
 }
 
@@ -420,8 +423,10 @@ impl PluginHost {
         match outcome {
             Err(error) if error.ends_the_process() => {
                 connection.kill();
-                self.failures.fetch_add(1, Ordering::SeqCst);
-                tracing::warn!(plugin = %self.label, code = error.code(), %error, "plugin failed; the next call starts it again");
+                if !connection.counted.swap(true, Ordering::SeqCst) {
+                    self.failures.fetch_add(1, Ordering::SeqCst);
+                    tracing::warn!(plugin = %self.label, code = error.code(), %error, "plugin failed; the next call starts it again");
+                }
             }
             _ => self.failures.store(0, Ordering::SeqCst),
         }
@@ -651,6 +656,7 @@ impl PluginHost {
             wire,
             exports: Exports::default(),
             _kill: kill,
+            counted: AtomicBool::new(false),
             kill_now: Mutex::new(Some(kill_now)),
         };
         let params = serde_json::to_value(InitializeParams {

@@ -512,7 +512,8 @@ async fn run_onion_turn(extension: &str, call: (&str, JsonValue)) -> Turn {
             "probe",
             [
                 ("add".to_string(), probe.clone()),
-                ("twice".to_string(), probe),
+                ("twice".to_string(), probe.clone()),
+                ("crash".to_string(), probe),
             ]
             .into(),
         )
@@ -533,7 +534,10 @@ async fn run_onion_turn(extension: &str, call: (&str, JsonValue)) -> Turn {
             config,
         });
     }
-    for (name, names) in [("probe", &["add", "twice"][..]), ("hidden", &["x"][..])] {
+    for (name, names) in [
+        ("probe", &["add", "twice", "crash"][..]),
+        ("hidden", &["x"][..]),
+    ] {
         definition.tools.push(ToolDefinition {
             name: name.into(),
             entry: Entry::native(name),
@@ -576,7 +580,7 @@ async fn check_onion_turn(extension: &str) {
             n.into(),
         ]
     };
-    let catalog = "inner sees catalog probe__add,probe__twice,onion__shout";
+    let catalog = "inner sees catalog probe__add,probe__twice,probe__crash,onion__shout";
     let mut expected = vec![
         "outer.turn.pre".to_string(),
         "plugin.turn.pre".into(),
@@ -626,7 +630,10 @@ async fn check_onion_turn(extension: &str) {
         .iter()
         .map(|tool| tool.name.as_str())
         .collect();
-    assert_eq!(seen, ["probe__add", "probe__twice", "onion__shout"]);
+    assert_eq!(
+        seen,
+        ["probe__add", "probe__twice", "probe__crash", "onion__shout"]
+    );
 }
 
 #[tokio::test]
@@ -657,4 +664,20 @@ async fn check_next_twice(extension: &str) {
     let text = serde_json::to_string(&result).unwrap();
     assert!(text.contains("E_PLUGIN_NEXT_TWICE"), "{text}");
     assert!(text.contains("already called"), "{text}");
+}
+
+#[tokio::test]
+async fn an_extension_that_crashes_in_a_tool_call_fails_the_call_not_the_turn() {
+    // `run_onion_turn` asserts the Turn ended without an error.
+    let turn = run_onion_turn("onion.mjs", ("probe__crash", json!({"a": 1, "b": 2}))).await;
+    assert!(
+        !turn
+            .log
+            .lines()
+            .iter()
+            .any(|line| line.starts_with("handler args")),
+        "the handler never ran"
+    );
+    let text = serde_json::to_string(&turn.journal.base()).unwrap();
+    assert!(text.contains("E_PLUGIN_CRASHED"), "{text}");
 }
