@@ -417,6 +417,22 @@ impl PluginHost {
         outcome
     }
 
+    /// Calls `method` with no timeout (a connector runs until it returns
+    /// or the process ends), serving `invocation`'s callbacks.
+    pub(crate) async fn call_unbounded(
+        &self,
+        method: &str,
+        params: JsonValue,
+        invocation: (&str, &mut (dyn InvocationServer + Send)),
+    ) -> Result<JsonValue, PluginError> {
+        let connection = self.connection().await?;
+        let outcome = self
+            .request_within(&connection, method, params, Some(invocation), None)
+            .await;
+        self.settle(&connection, &outcome);
+        outcome
+    }
+
     /// Counts a failure that ended the process, or resets the count after
     /// a call the plugin answered.
     fn settle(&self, connection: &Connection, outcome: &Result<JsonValue, PluginError>) {
@@ -438,6 +454,21 @@ impl PluginHost {
         method: &str,
         params: JsonValue,
         mut invocation: Option<(&str, &mut (dyn InvocationServer + Send))>,
+    ) -> Result<JsonValue, PluginError> {
+        let timeout = self.options.call_timeout;
+        self.request_within(connection, method, params, invocation.take(), Some(timeout))
+            .await
+    }
+
+    /// [`PluginHost::request`] with `timeout` (`None`: wait as long as
+    /// the process lives, for a connector's run).
+    async fn request_within(
+        &self,
+        connection: &Connection,
+        method: &str,
+        params: JsonValue,
+        mut invocation: Option<(&str, &mut (dyn InvocationServer + Send))>,
+        timeout: Option<Duration>,
     ) -> Result<JsonValue, PluginError> {
         let wire = &connection.wire;
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
@@ -468,8 +499,8 @@ impl PluginHost {
         if wire.writer.send(line).is_err() {
             lock(&wire.pending).remove(&id);
         }
-        let timeout = self.options.call_timeout;
-        let mut deadline = tokio::time::Instant::now() + timeout;
+        let far_future = Duration::from_secs(86_400 * 365);
+        let mut deadline = tokio::time::Instant::now() + timeout.unwrap_or(far_future);
         let outcome = loop {
             let next_incoming = async {
                 match incoming.as_mut() {
@@ -493,9 +524,9 @@ impl PluginHost {
                         }
                     }
                     // The plugin waited on the host meanwhile.
-                    deadline = tokio::time::Instant::now() + timeout;
+                    deadline = tokio::time::Instant::now() + timeout.unwrap_or(far_future);
                 }
-                () = tokio::time::sleep_until(deadline) => {
+                () = tokio::time::sleep_until(deadline), if timeout.is_some() => {
                     lock(&wire.pending).remove(&id);
                     let _ = wire.writer.send(protocol::encode_request(
                         None,
@@ -505,7 +536,7 @@ impl PluginHost {
                     let error = PluginError::Timeout {
                         entry: self.label.clone(),
                         method: method.to_string(),
-                        after: timeout,
+                        after: timeout.unwrap_or(far_future),
                     };
                     wire.fail(error.clone());
                     break Err(error);

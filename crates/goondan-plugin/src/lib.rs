@@ -16,6 +16,7 @@
 //!   into the plugin and back for `next`.
 //! * [`resolver`]: [`PluginResolver`], the [`goondan_runtime::EntryResolver`]
 //!   for `Entry::Script`.
+//! * [`connector`]: a script Connector's run, for the ConnectorProcess.
 //!
 //! Invariant: a plugin's failure (exit, hang, garbage on stdout) is a
 //! coded error result of the call that was running (`E_PLUGIN_CRASHED`,
@@ -29,6 +30,7 @@
 // Only `launch` sets the parent-death signal between fork and exec.
 #![deny(unsafe_code)]
 
+pub mod connector;
 pub mod error;
 pub mod extension;
 pub mod host;

@@ -32,6 +32,8 @@ pub mod methods {
     pub const SHUTDOWN: &str = "shutdown";
     /// Host → plugin: run an extension's `register(api, config)`.
     pub const EXTENSION_REGISTER: &str = "extension.register";
+    /// Host → plugin: run a connector's default export until it returns.
+    pub const CONNECTOR_START: &str = "connector.start";
     /// Host → plugin: run one registered middleware.
     pub const MIDDLEWARE_INVOKE: &str = "middleware.invoke";
     /// Host → plugin notification: an event the extension subscribed to.
@@ -46,6 +48,8 @@ pub mod methods {
     pub const EVENTS_EMIT: &str = "events.emit";
     /// Plugin → host: emit a message event into the Turn's conversation.
     pub const MESSAGE_EMIT: &str = "message.emit";
+    /// Plugin → host, during `connector.start`: `ctx.emit(event)`.
+    pub const CONNECTOR_EMIT: &str = "connector.emit";
     /// Plugin → host notification: a log line.
     pub const LOG: &str = "log";
     /// Plugin → host, during `tool.invoke`: ask another agent and wait.

@@ -681,3 +681,67 @@ async fn an_extension_that_crashes_in_a_tool_call_fails_the_call_not_the_turn() 
     let text = serde_json::to_string(&turn.journal.base()).unwrap();
     assert!(text.contains("E_PLUGIN_CRASHED"), "{text}");
 }
+
+/// Collects what a script connector emits; refuses events whose text is
+/// `refused`.
+#[derive(Default)]
+struct Collect {
+    events: Mutex<Vec<goondan_types::ConnectorEvent>>,
+}
+
+impl goondan_plugin::connector::ConnectorSink for Collect {
+    fn emit(
+        &self,
+        event: goondan_types::ConnectorEvent,
+    ) -> futures_util::future::BoxFuture<
+        '_,
+        Result<JsonValue, goondan_plugin::connector::EmitRefusal>,
+    > {
+        Box::pin(async move {
+            if matches!(&event.message, goondan_types::ConnectorMessage::Text { text } if text == "refused")
+            {
+                return Err(goondan_plugin::connector::EmitRefusal {
+                    code: "E_QUEUE_FULL".into(),
+                    message: "the queue is full".into(),
+                });
+            }
+            self.events.lock().unwrap().push(event);
+            Ok(json!({"target": "alpha:clock"}))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_javascript_connector_emits_events_with_its_config_and_secrets() {
+    let resolver = resolver();
+    let entry = Entry::script("ticker.mjs");
+    let host = resolver
+        .host(
+            goondan_runtime::ResourceKind::Connector,
+            EntryTarget::new("ticker", &entry),
+        )
+        .unwrap();
+    let config = [("PREFIX".to_string(), "tick".to_string())].into();
+    let mut secrets = goondan_types::Secrets::new();
+    secrets.insert("TOKEN", "0123456789");
+    let sink = Collect::default();
+    goondan_plugin::connector::run_connector(&host, &config, &secrets, &sink)
+        .await
+        .unwrap();
+    let events = sink.events.lock().unwrap();
+    let texts: Vec<String> = events
+        .iter()
+        .map(|event| serde_json::to_value(&event.message).unwrap()["text"].to_string())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            r#""tick 0""#,
+            r#""tick 1""#,
+            r#""tick 2""#,
+            r#""E_QUEUE_FULL""#
+        ]
+    );
+    assert_eq!(events[0].instance_key.as_deref(), Some("clock"));
+    assert_eq!(events[0].properties["secretLength"], "10");
+}

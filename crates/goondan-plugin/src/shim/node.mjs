@@ -179,6 +179,17 @@ const methods = {
   'tool.invoke': invokeTool,
   'extension.register': registerExtension,
   'middleware.invoke': invokeMiddleware,
+  async 'connector.start'({ invocation, config, secrets }) {
+    if (typeof mod.default !== 'function') throw new Error(`${entry} has no default-exported connector function`);
+    const ctx = {
+      emit: (event) => call('connector.emit', { invocation, event }),
+      config: config ?? {},
+      secrets: secrets ?? {},
+      logger: makeLogger({ connector: entry }),
+    };
+    await mod.default(ctx);
+    return null;
+  },
   async shutdown() {
     setImmediate(() => process.exit(0));
     return null;
