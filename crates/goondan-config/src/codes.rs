@@ -44,8 +44,8 @@ pub enum Code {
     /// A package dependency or a reference's `package` names a package this
     /// build cannot load (only `@goondan/base` is embedded).
     PackageNotFound,
-    /// An `entry` is a script or executable file of a kind whose plugin
-    /// host is not available yet (a script Connector).
+    /// An `entry` is a script of a kind whose plugin host is not
+    /// available yet (a Python Connector).
     EntryUnsupported,
     /// A script `entry` that no plugin host can run: no known extension
     /// and no executable bit.

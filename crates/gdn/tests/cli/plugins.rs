@@ -125,3 +125,29 @@ fn a_javascript_tool_and_a_python_extension_run_in_gdn_run() {
     // handler ran.
     assert_eq!(stdout(&output).trim(), "sum=32");
 }
+
+#[test]
+fn a_javascript_connector_feeds_an_agent_in_a_resident_swarm() {
+    use crate::mock_llm::{MockLlm, Reply};
+    use crate::swarm::{fixture, gdn_command, Resident, Swarm};
+    use std::process::Stdio;
+
+    let mock = MockLlm::start(|request| Reply::text(format!("got: {}", request.last_user_text())));
+    let bundle = fixture("ticker", &[("@ENDPOINT@", mock.endpoint())]);
+    let swarm = Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    };
+    let log = std::fs::File::create(swarm.bundle.path().join("orchestrator.log")).unwrap();
+    let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let resident = Resident { child: Some(child) };
+    swarm.wait_for_socket();
+    crate::connectors::wait_for_answer(&swarm, "alpha", "clock", "tick from a script");
+    assert_eq!(resident.terminate(), 0);
+}

@@ -513,7 +513,7 @@ impl Rules<'_> {
     /// An `entry`, classified by [`Entry::parse`] as the runtime does: a
     /// known `builtin:` name, or an existing file inside the root that a
     /// plugin host can run (a known extension, or the executable bit).
-    /// Script Connectors cannot run yet.
+    /// Python Connectors cannot run yet.
     fn check_entry(&mut self, site: &Site, entry: &str, kind: Kind) {
         let field = "spec.entry";
         match Entry::parse(entry) {
@@ -528,14 +528,12 @@ impl Rules<'_> {
                 if !self.check_bundle_file(site, &path, field) {
                     return;
                 }
-                if kind == Kind::Connector {
-                    let what = match runtime {
-                        ScriptRuntime::Executable => "an executable".to_string(),
-                        script => format!("a {script} script"),
-                    };
+                // The Python shim runs tools and extensions; a connector's
+                // default export is a JavaScript shape.
+                if kind == Kind::Connector && runtime == ScriptRuntime::Python {
                     let builtins: Vec<&str> = base_package::builtin_names(kind).collect();
-                    self.push(site.at(Code::EntryUnsupported, format!("entry `{path}` is {what}; this build runs only built-in Connectors"), field)
-                        .with_suggestion(format!("use `entry: builtin:<name>` (one of {}); script connectors come later, script Tools and Extensions run today", builtins.join(", "))));
+                    self.push(site.at(Code::EntryUnsupported, format!("entry `{path}` is a Python script; script Connectors run as JavaScript, TypeScript or executables"), field)
+                        .with_suggestion(format!("write the connector as `export default async function (ctx)` in a .js or .ts file, or use `entry: builtin:<name>` (one of {})", builtins.join(", "))));
                     return;
                 }
                 if runtime == ScriptRuntime::Executable && !self.is_executable(&path) {
