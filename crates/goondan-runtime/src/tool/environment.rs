@@ -85,8 +85,7 @@ mod tests {
     fn extra_names_are_inherited_only_when_set() {
         // PATH is always set by cargo's test runner; a name nobody sets is
         // never invented.
-        let environment =
-            allow_listed_environment(&["PATH", "GOONDAN_SURELY_UNSET_VARIABLE"], &[]);
+        let environment = allow_listed_environment(&["PATH", "GOONDAN_SURELY_UNSET_VARIABLE"], &[]);
         let names: Vec<&str> = environment
             .iter()
             .map(|(name, _)| name.to_str().unwrap())

@@ -143,8 +143,8 @@ impl Agent {
         }
         let mut implementations = Vec::with_capacity(definition.extensions.len());
         for extension in &definition.extensions {
-            let target = EntryTarget::new(&extension.name, &extension.entry)
-                .with_config(&extension.config);
+            let target =
+                EntryTarget::new(&extension.name, &extension.entry).with_config(&extension.config);
             implementations.push(entries.resolve_extension(target).await?);
         }
 
