@@ -120,15 +120,21 @@ pub fn plan(
             } else {
                 let node = find_program("node").ok_or_else(|| missing_typescript(label))?;
                 match node_version(&node) {
-                    Some(version) if version >= (22, 6) => (
-                        node,
-                        vec![
-                            "--experimental-strip-types".into(),
-                            "--no-warnings".into(),
-                            shim.into(),
-                            entry_arg,
-                        ],
-                    ),
+                    Some(version) if version >= (22, 6) => {
+                        // Node strips the types; the hooks still map
+                        // `./x.js` imports to `./x.ts`, which it does not.
+                        let hooks = shim_path(options, "node-hooks", NODE_HOOKS, "mjs", label)?;
+                        env.push((HOOKS_VARIABLE.into(), hooks.into()));
+                        (
+                            node,
+                            vec![
+                                "--experimental-strip-types".into(),
+                                "--no-warnings".into(),
+                                shim.into(),
+                                entry_arg,
+                            ],
+                        )
+                    }
                     Some(version) if version >= (20, 6) => {
                         let Some(command) = &options.strip_types_command else {
                             return Err(missing_typescript(label));

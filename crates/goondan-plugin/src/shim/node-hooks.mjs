@@ -1,11 +1,11 @@
-// Goondan module loader hooks for Node 20.6+ (registered by the plugin
-// shim only when Node cannot strip TypeScript types itself).
+// Goondan module loader hooks for TypeScript entries on Node 20.6+.
 //
 // resolve: `./x.js` that does not exist but `./x.ts` does resolves to the
 // `.ts` file (TypeScript's import convention).
 // load: a .ts/.mts/.cts file is turned into JavaScript by the command in
 // GOONDAN_STRIP_TYPES_COMMAND (a JSON array of argv; the file path is
-// appended; it prints JavaScript on stdout).
+// appended; it prints JavaScript on stdout). Without the variable (Node
+// 22.6+ strips types itself) loading is left to Node.
 
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -30,9 +30,8 @@ export async function resolve(specifier, context, nextResolve) {
 export async function load(url, context, nextLoad) {
   if (url.startsWith('file:') && TYPESCRIPT.test(url)) {
     const command = JSON.parse(process.env.GOONDAN_STRIP_TYPES_COMMAND ?? '[]');
-    if (command.length === 0) {
-      throw new Error(`cannot load ${url}: no strip-types command is configured`);
-    }
+    // No command: this Node strips types itself; only `resolve` is needed.
+    if (command.length === 0) return nextLoad(url, context);
     const path = fileURLToPath(url);
     const source = execFileSync(command[0], [...command.slice(1), path], {
       encoding: 'utf8',
