@@ -239,6 +239,8 @@ struct Connection {
     exports: Exports,
     /// Dropping it kills the process (the watch task waits on it).
     _kill: oneshot::Sender<()>,
+    /// The OS process id, for logs and tests.
+    pid: Option<u32>,
     /// Whether this process's failure was counted towards the backoff:
     /// every call in flight fails with it, but it is one failure.
     counted: AtomicBool,
@@ -340,6 +342,16 @@ impl PluginHost {
     /// What the module exports (starts the process if needed).
     pub async fn exports(&self) -> Result<Exports, PluginError> {
         Ok(self.connection().await?.exports.clone())
+    }
+
+    /// The id of the running plugin process, if one runs.
+    pub async fn process_id(&self) -> Option<u32> {
+        let lifecycle = self.lifecycle.lock().await;
+        lifecycle
+            .connection
+            .as_ref()
+            .filter(|connection| connection.alive())
+            .and_then(|connection| connection.pid)
     }
 
     /// Starts the process now if it is not running (the next call would).
@@ -614,6 +626,7 @@ impl PluginHost {
                 detail: "its stdio pipes were not created".into(),
             });
         };
+        let pid = child.id();
         let (writer, mut lines_out) = mpsc::unbounded_channel::<String>();
         let wire = Arc::new(Wire {
             label: self.label.clone(),
@@ -687,6 +700,7 @@ impl PluginHost {
             wire,
             exports: Exports::default(),
             _kill: kill,
+            pid,
             counted: AtomicBool::new(false),
             kill_now: Mutex::new(Some(kill_now)),
         };

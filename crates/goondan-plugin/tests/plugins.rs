@@ -745,3 +745,57 @@ async fn a_javascript_connector_emits_events_with_its_config_and_secrets() {
     assert_eq!(events[0].instance_key.as_deref(), Some("clock"));
     assert_eq!(events[0].properties["secretLength"], "10");
 }
+
+/// The process state letter of `pid` (`Z` for a zombie), `None` once it
+/// is gone.
+#[cfg(target_os = "linux")]
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The agent dies without running a destructor (the thread that started
+/// the plugin exits with its runtime and host leaked): the kernel kills
+/// the plugin (`PR_SET_PDEATHSIG`), not `kill_on_drop`.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_plugin_process_dies_with_the_thread_of_its_agent() {
+    let pid = std::thread::spawn(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let resolver = resolver();
+        let pid = runtime.block_on(async {
+            let handlers = tool(&resolver, "calc.mjs", &["add"]).await;
+            let entry = Entry::script("calc.mjs");
+            let host = resolver
+                .host(
+                    goondan_runtime::ResourceKind::Tool,
+                    EntryTarget::new("calc", &entry),
+                )
+                .unwrap();
+            let pid = host.process_id().await.expect("the plugin runs");
+            std::mem::forget(handlers);
+            pid
+        });
+        std::mem::forget(resolver);
+        std::mem::forget(runtime);
+        pid
+    })
+    .join()
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match process_state(pid) {
+            None | Some('Z') | Some('X') => break,
+            Some(state) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "plugin {pid} is still alive ({state}) after its agent thread exited"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
