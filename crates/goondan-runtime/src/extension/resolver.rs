@@ -178,9 +178,7 @@ pub enum EntryError {
         suggestion: String,
     },
     /// A script entry, and no resolver that runs scripts is installed.
-    #[error(
-        "{kind} '{resource}' has script entry '{entry}', but script entries are not supported yet"
-    )]
+    #[error("{kind} '{resource}' has script entry '{entry}', but no script resolver is installed")]
     ScriptUnsupported {
         /// What kind of resource.
         kind: ResourceKind,
@@ -189,9 +187,10 @@ pub enum EntryError {
         /// The entry.
         entry: Entry,
     },
-    /// A Connector entry, and no connector runtime exists in this build.
+    /// A Connector entry: connectors run in their Connection's
+    /// ConnectorProcess, never inside an agent.
     #[error(
-        "Connector '{resource}' has entry '{entry}', but connectors cannot run until the connector host lands"
+        "Connector '{resource}' has entry '{entry}', but connectors run in a ConnectorProcess, not in an agent"
     )]
     ConnectorUnsupported {
         /// The Connector's name.
@@ -270,12 +269,14 @@ impl EntryError {
     pub fn suggestion(&self) -> Option<&str> {
         match self {
             EntryError::NotFound { suggestion, .. } => Some(suggestion),
-            EntryError::ScriptUnsupported { .. } => {
-                Some("use a builtin:<name> entry; script entries run once the plugin host lands")
-            }
+            EntryError::ScriptUnsupported { .. } => Some(
+                "install a script resolver with EntryResolvers::with_scripts (the \
+                 AgentProcess installs goondan_plugin::PluginResolver), or use a \
+                 builtin:<name> entry",
+            ),
             EntryError::ConnectorUnsupported { .. } => Some(
-                "script and connector entries run once the connector host lands; \
-                 until then `gdn run` sends CLI input to the entry agent",
+                "reference the Connector from a Connection; `gdn run` starts a \
+                 ConnectorProcess for it",
             ),
             EntryError::Failed { .. } => Some("check the entry's log lines above"),
         }
@@ -566,7 +567,7 @@ mod tests {
         assert_eq!(refused.code(), "E_SCRIPT_ENTRY_UNSUPPORTED");
         assert_eq!(
             refused.to_string(),
-            "Tool 'x' has script entry './tools/x.ts', but script entries are not supported yet"
+            "Tool 'x' has script entry './tools/x.ts', but no script resolver is installed"
         );
 
         let resolvers = EntryResolvers::new(catalog()).with_scripts(Arc::new(Scripts));
@@ -616,7 +617,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn connectors_are_refused_until_the_connector_host_lands() {
+    async fn connectors_are_refused_inside_an_agent() {
         let resolvers = EntryResolvers::new(catalog());
         for text in ["builtin:cli", "./connectors/bot.ts"] {
             let entry = parse(text);
@@ -624,16 +625,13 @@ mod tests {
                 .resolve_connector(EntryTarget::new("bot", &entry))
                 .await
                 .unwrap_err();
-            let expected = match entry {
-                Entry::Native { .. } => "E_CONNECTOR_ENTRY_UNSUPPORTED",
-                Entry::Script { .. } => "E_SCRIPT_ENTRY_UNSUPPORTED",
+            let (expected, hint) = match entry {
+                Entry::Native { .. } => ("E_CONNECTOR_ENTRY_UNSUPPORTED", "ConnectorProcess"),
+                Entry::Script { .. } => ("E_SCRIPT_ENTRY_UNSUPPORTED", "with_scripts"),
             };
             assert_eq!(error.code(), expected, "{text}");
             assert!(error.to_string().contains(text), "{error}");
-            assert!(
-                error.suggestion().unwrap().contains("host lands"),
-                "{error:?}"
-            );
+            assert!(error.suggestion().unwrap().contains(hint), "{error:?}");
         }
     }
 }
