@@ -6,6 +6,8 @@ use crate::{IpcAgents, SwarmView};
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::RoutingKey;
 use goondan_model::{ApiKey, EnvLookup, Model, ModelConfig, ModelParams};
+use goondan_plugin::host::HostOptions;
+use goondan_plugin::{LaunchOptions, PluginConfig, PluginResolver};
 use goondan_runtime::pipeline::{RuntimeAgentContext, RuntimePrompt, RuntimeSwarmContext};
 use goondan_runtime::turn::{
     Agent, AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition,
@@ -43,6 +45,12 @@ pub struct AgentProcessArgs {
     /// the bundle's environment as if they were process variables, never
     /// this process's real environment, and are masked in tool results.
     pub secrets: Secrets,
+    /// The command that prints a TypeScript file as JavaScript (the file
+    /// path is appended), for script entries on a Node that cannot strip
+    /// types itself (`goondan_plugin::LaunchOptions::strip_types_command`).
+    /// `gdn` fills it with its own `strip-types` subcommand once that
+    /// exists; `None` leaves such entries to bun or Node 22.6+.
+    pub strip_types_command: Option<Vec<String>>,
 }
 
 /// Reads a durability level:
@@ -326,6 +334,26 @@ pub async fn assemble(
         &model_params,
         &args.secrets,
     );
+    // What the orchestrator handed over, and whatever else this process
+    // resolved itself (an `--env-file` read here).
+    let secrets: goondan_types::Secrets = bundle
+        .secrets(goondan_model::DEFAULT_KEY_VARIABLES)
+        .iter()
+        .chain(args.secrets.iter())
+        .collect();
+    // Script entries run in plugin processes owned by this agent: they
+    // die with it, and their stderr is masked with the same secrets.
+    let scripts = PluginResolver::new(PluginConfig {
+        bundle_root: bundle.root().to_path_buf(),
+        launch: LaunchOptions {
+            strip_types_command: args.strip_types_command.clone(),
+            ..LaunchOptions::default()
+        },
+        host: HostOptions {
+            secrets: secrets.clone(),
+            ..HostOptions::default()
+        },
+    });
     let definition = AgentDefinition {
         agent_name: args.agent_name.clone(),
         instance_key: args.instance_key.clone(),
@@ -345,18 +373,12 @@ pub async fn assemble(
         swarm: swarm_context,
         workdir: bundle.root().to_path_buf(),
         tool_call_policy: Default::default(),
-        // What the orchestrator handed over, and whatever else this
-        // process resolved itself (an `--env-file` read here).
-        secrets: bundle
-            .secrets(goondan_model::DEFAULT_KEY_VARIABLES)
-            .iter()
-            .chain(args.secrets.iter())
-            .collect(),
+        secrets,
     };
     let services = AgentServices {
         journal: Box::new(parts.journal),
         extension_state: Box::new(parts.extension_state),
-        entries: Arc::new(EntryResolvers::new(builtins)),
+        entries: Arc::new(EntryResolvers::new(builtins).with_scripts(Arc::new(scripts))),
         agents: Arc::new(agents.clone()),
         inbox,
         runtime_events: Arc::new(StoreEventSink(parts.runtime_events)),

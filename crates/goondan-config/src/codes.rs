@@ -44,9 +44,12 @@ pub enum Code {
     /// A package dependency or a reference's `package` names a package this
     /// build cannot load (only `@goondan/base` is embedded).
     PackageNotFound,
-    /// An `entry` is a script or executable file; plugin hosts that run
-    /// such entries are not available yet.
+    /// An `entry` is a script of a kind whose plugin host is not
+    /// available yet (a Python Connector).
     EntryUnsupported,
+    /// A script `entry` that no plugin host can run: no known extension
+    /// and no executable bit.
+    EntryNoRuntime,
     /// A `builtin:<name>` entry names no built-in of that kind.
     BuiltinNotFound,
     /// A Tool or export name contains `__`, the separator of LLM tool names.
@@ -114,6 +117,7 @@ impl Code {
         Code::PackagePosition,
         Code::PackageNotFound,
         Code::EntryUnsupported,
+        Code::EntryNoRuntime,
         Code::BuiltinNotFound,
         Code::ToolName,
         Code::JsonSchema,
@@ -153,6 +157,7 @@ impl Code {
             Code::PackagePosition => "E_CONFIG_PACKAGE_POSITION",
             Code::PackageNotFound => "E_CONFIG_PACKAGE_NOT_FOUND",
             Code::EntryUnsupported => "E_CONFIG_ENTRY_UNSUPPORTED",
+            Code::EntryNoRuntime => "E_CONFIG_ENTRY_NO_RUNTIME",
             Code::BuiltinNotFound => "E_CONFIG_BUILTIN_NOT_FOUND",
             Code::ToolName => "E_CONFIG_TOOL_NAME",
             Code::JsonSchema => "E_CONFIG_JSON_SCHEMA",
@@ -213,6 +218,7 @@ impl Code {
             Code::PackagePosition => "make the Package the first document of goondan.yaml",
             Code::PackageNotFound => "only @goondan/base is available",
             Code::EntryUnsupported => "use a `builtin:<name>` entry",
+            Code::EntryNoRuntime => "use a .ts, .js, .mjs or .py file, or make the file executable",
             Code::BuiltinNotFound => "use the name of an existing built-in",
             Code::ToolName => "remove `__` from the name",
             Code::JsonSchema => "write `type: object` with `properties` and `required`",

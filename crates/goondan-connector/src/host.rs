@@ -7,7 +7,8 @@
 //! `secrets` and builds the connector its `entry` names, which is one of
 //! two kinds ([`Connector`]): an HTTP [`Platform`] behind the shared front,
 //! whose port is bound now, or a [`Source`] task (cron, Telegram long
-//! polling). Only then does it say `runtime.ready`, so a port already
+//! polling, a script connector run by a plugin host). Only then does it
+//! say `runtime.ready`, so a port already
 //! taken or a missing secret is a `runtime.start_error` with a code, and
 //! the orchestrator's crash backoff applies. Each event is sent as a
 //! `runtime.query` [`Query::Ingest`] and its answer decides what the
@@ -20,7 +21,7 @@ use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{self, HttpFront, Platform};
 use crate::source::{Shutdown, Source};
 use crate::telegram::TelegramConnector;
-use crate::{cron, discord, github, slack, webhook, Accepted, EmitError, Emitter};
+use crate::{cron, discord, github, script, slack, webhook, Accepted, EmitError, Emitter};
 use futures_util::future::BoxFuture;
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::handshake::child_channel;
@@ -173,6 +174,21 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
         ));
     };
     let (entry, config) = connection_config(&bundle, &args.connection)?;
+    let entry = match entry {
+        Entry::Native { name } => name,
+        Entry::Script { path, runtime } => {
+            let source = script::ScriptSource::plan(bundle.root(), &path, runtime, config)
+                .map_err(|error| {
+                    Refusal::new(
+                        error.code(),
+                        format!("Connection/{}: {error}", args.connection),
+                        error.suggestion().unwrap_or_default(),
+                    )
+                })?;
+            tracing::info!(connection = %args.connection, entry = %path, "script connector started");
+            return Ok(Started::Source(Box::new(source)));
+        }
+    };
     let (platform, front) = match connector_for(&entry, &config) {
         Ok(Some(Connector::Http(platform, front))) => (platform, front),
         Ok(Some(Connector::Source(source))) => {
@@ -206,8 +222,8 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
     })
 }
 
-/// The connector's entry name and its resolved config and secrets.
-fn connection_config(bundle: &Bundle, name: &str) -> Result<(String, ConnectorConfig), Refusal> {
+/// The connector's entry and its resolved config and secrets.
+fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorConfig), Refusal> {
     let connection = bundle
         .connections()
         .find(|connection| connection.name() == name)
@@ -220,8 +236,8 @@ fn connection_config(bundle: &Bundle, name: &str) -> Result<(String, ConnectorCo
         })?;
     let connector = connection.connector();
     let entry = match Entry::parse(&connector.spec.entry) {
-        Ok(Entry::Native { name }) => name,
-        Ok(Entry::Script { .. }) | Err(_) => {
+        Ok(entry) => entry,
+        Err(_) => {
             return Err(Refusal::new(
                 "E_CONFIG_ENTRY_UNSUPPORTED",
                 format!(

@@ -29,6 +29,7 @@ pub mod github;
 pub mod host;
 pub mod http;
 pub mod payload;
+pub mod script;
 pub mod slack;
 pub mod source;
 pub mod telegram;

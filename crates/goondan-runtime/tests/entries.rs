@@ -213,9 +213,9 @@ async fn entry_seam_script_entries_without_a_script_resolver_are_refused_before_
     assert_eq!(error.code(), "E_SCRIPT_ENTRY_UNSUPPORTED");
     assert_eq!(
         error.to_string(),
-        "Tool 'weather' has script entry './tools/weather.ts', but script entries are not supported yet"
+        "Tool 'weather' has script entry './tools/weather.ts', but no script resolver is installed"
     );
-    assert!(error.suggestion().unwrap().contains("plugin host"));
+    assert!(error.suggestion().unwrap().contains("PluginResolver"));
     assert!(
         harness.journal.calls().is_empty(),
         "{:?}",

@@ -8,6 +8,7 @@ mod init;
 mod ipc;
 mod liveness;
 mod mock_llm;
+mod plugins;
 mod replay;
 mod secrets;
 mod stdin;

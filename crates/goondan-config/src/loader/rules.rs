@@ -529,8 +529,9 @@ impl Rules<'_> {
     }
 
     /// An `entry`, classified by [`Entry::parse`] as the runtime does: a
-    /// known `builtin:` name, or an existing file inside the root, which
-    /// cannot run until plugin hosts exist.
+    /// known `builtin:` name, or an existing file inside the root that a
+    /// plugin host can run (a known extension, or the executable bit).
+    /// Python Connectors cannot run yet.
     fn check_entry(&mut self, site: &Site, entry: &str, kind: Kind) {
         let field = "spec.entry";
         match Entry::parse(entry) {
@@ -542,16 +543,40 @@ impl Rules<'_> {
             Err(EntryParseError::EmptyBuiltinName) => self.check_builtin(site, "", kind),
             Ok(Entry::Native { name }) => self.check_builtin(site, &name, kind),
             Ok(Entry::Script { path, runtime }) => {
-                if self.check_bundle_file(site, &path, field) {
-                    let what = match runtime {
-                        ScriptRuntime::Executable => "an executable".to_string(),
-                        script => format!("a {script} script"),
-                    };
+                if !self.check_bundle_file(site, &path, field) {
+                    return;
+                }
+                // The Python shim runs tools and extensions; a connector's
+                // default export is a JavaScript shape.
+                if kind == Kind::Connector && runtime == ScriptRuntime::Python {
                     let builtins: Vec<&str> = base_package::builtin_names(kind).collect();
-                    self.push(site.at(Code::EntryUnsupported, format!("entry `{path}` is {what}; this build runs only built-in {kind}s"), field)
-                        .with_suggestion(format!("use `entry: builtin:<name>` (one of {}); plugin hosts for script entries come later", builtins.join(", "))));
+                    self.push(site.at(Code::EntryUnsupported, format!("entry `{path}` is a Python script; script Connectors run as JavaScript, TypeScript or executables"), field)
+                        .with_suggestion(format!("write the connector as `export default async function (ctx)` in a .js or .ts file, or use `entry: builtin:<name>` (one of {})", builtins.join(", "))));
+                    return;
+                }
+                if runtime == ScriptRuntime::Executable && !self.is_executable(&path) {
+                    self.push(site.at(Code::EntryNoRuntime, format!("entry `{path}` has no known extension and is not executable; looked for .ts/.mts/.cts (run by bun or node), .js/.mjs/.cjs (node), .py (python3), or a file with the executable bit that speaks the plugin protocol"), field)
+                        .with_suggestion(format!("rename it to a known extension, or `chmod +x {path}` (see docs/plugin-protocol.md)")));
                 }
             }
+        }
+    }
+
+    /// Whether bundle file `written` (already known to exist inside the
+    /// root) has an executable bit.
+    fn is_executable(&self, written: &str) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            resolve_in_root(self.root, written)
+                .ok()
+                .and_then(|path| std::fs::metadata(path).ok())
+                .is_some_and(|metadata| metadata.permissions().mode() & 0o111 != 0)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = written;
+            false
         }
     }
 

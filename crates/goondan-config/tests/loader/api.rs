@@ -378,4 +378,38 @@ fn secret_refs_read_their_variables_and_count_as_secrets() {
         bundle.secrets(&[]).iter().collect::<Vec<_>>(),
         [("SECRET_DEMO_KEYS", "sk-from-secret")]
     );
+
+#[test]
+fn script_tools_and_extensions_that_a_plugin_host_can_run_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("tools")).unwrap();
+    for file in ["calc.mjs", "calc.py", "weather.ts", "onion.js"] {
+        std::fs::write(dir.path().join("tools").join(file), "").unwrap();
+    }
+    let executable = dir.path().join("tools/calc");
+    std::fs::write(&executable, "#!/bin/sh\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&executable, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut text = VALID.to_string();
+    for (n, entry) in ["calc.mjs", "calc.py", "weather.ts", "calc"]
+        .iter()
+        .enumerate()
+    {
+        text += &format!(
+            "---\napiVersion: goondan.ai/v1\nkind: Tool\nmetadata:\n  name: t{n}\nspec:\n  entry: ./tools/{entry}\n  exports:\n    - name: run\n      description: Runs.\n      parameters:\n        type: object\n"
+        );
+    }
+    text += "---\napiVersion: goondan.ai/v1\nkind: Extension\nmetadata:\n  name: onion\nspec:\n  entry: ./tools/onion.js\n";
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let outcome = load(dir.path());
+    assert_eq!(
+        super::codes(&outcome),
+        Vec::<String>::new(),
+        "{:#?}",
+        outcome.diagnostics
+    );
+    assert!(outcome.bundle.is_some());
 }

@@ -20,8 +20,9 @@
 
 use super::builtin::{BuiltinCatalog, ToolHandlers};
 use super::Extension;
+use crate::turn::ToolExportDefinition;
 use futures_util::future::{self, BoxFuture};
-use goondan_types::Entry;
+use goondan_types::{Entry, JsonValue};
 use std::fmt;
 use std::sync::Arc;
 use thiserror::Error;
@@ -58,19 +59,54 @@ impl fmt::Display for ResourceKind {
 ///
 /// The runtime may add fields in later versions (hence
 /// `#[non_exhaustive]`); resolvers read the ones they need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct EntryTarget<'a> {
     /// The resource's `metadata.name`.
     pub resource: &'a str,
     /// Its `spec.entry`.
     pub entry: &'a Entry,
+    /// Its `spec.config` (`null` when absent or not an Extension).
+    ///
+    /// An Extension's `register(api, config)` needs it. A script
+    /// extension's `register` is a call into another process, which is
+    /// async, while [`Extension::register`] is sync; so the plugin
+    /// resolver runs the remote `register` while resolving and replays
+    /// what it registered in [`Extension::register`]. That is why the
+    /// config travels with the target.
+    pub config: &'a JsonValue,
+    /// A Tool's declared exports (`spec.exports`), empty for other kinds.
+    ///
+    /// A resolver that can list what a module exports (the plugin host)
+    /// checks them while resolving, so a missing export is reported with
+    /// the file that lacks it.
+    pub exports: &'a [ToolExportDefinition],
 }
 
+/// The config of a target that has none.
+static NO_CONFIG: JsonValue = JsonValue::Null;
+
 impl<'a> EntryTarget<'a> {
-    /// The entry `entry` of resource `resource`.
+    /// The entry `entry` of resource `resource`, with no config.
     pub fn new(resource: &'a str, entry: &'a Entry) -> Self {
-        EntryTarget { resource, entry }
+        EntryTarget {
+            resource,
+            entry,
+            config: &NO_CONFIG,
+            exports: &[],
+        }
+    }
+
+    /// The same target with the Tool's declared `exports`.
+    pub fn with_exports(mut self, exports: &'a [ToolExportDefinition]) -> Self {
+        self.exports = exports;
+        self
+    }
+
+    /// The same target with `spec.config` set to `config`.
+    pub fn with_config(mut self, config: &'a JsonValue) -> Self {
+        self.config = config;
+        self
     }
 }
 
@@ -142,9 +178,7 @@ pub enum EntryError {
         suggestion: String,
     },
     /// A script entry, and no resolver that runs scripts is installed.
-    #[error(
-        "{kind} '{resource}' has script entry '{entry}', but script entries are not supported yet"
-    )]
+    #[error("{kind} '{resource}' has script entry '{entry}', but no script resolver is installed")]
     ScriptUnsupported {
         /// What kind of resource.
         kind: ResourceKind,
@@ -153,9 +187,10 @@ pub enum EntryError {
         /// The entry.
         entry: Entry,
     },
-    /// A Connector entry, and no connector runtime exists in this build.
+    /// A Connector entry: connectors run in their Connection's
+    /// ConnectorProcess, never inside an agent.
     #[error(
-        "Connector '{resource}' has entry '{entry}', but connectors cannot run until the connector host lands"
+        "Connector '{resource}' has entry '{entry}', but connectors run in a ConnectorProcess, not in an agent"
     )]
     ConnectorUnsupported {
         /// The Connector's name.
@@ -234,12 +269,14 @@ impl EntryError {
     pub fn suggestion(&self) -> Option<&str> {
         match self {
             EntryError::NotFound { suggestion, .. } => Some(suggestion),
-            EntryError::ScriptUnsupported { .. } => {
-                Some("use a builtin:<name> entry; script entries run once the plugin host lands")
-            }
+            EntryError::ScriptUnsupported { .. } => Some(
+                "install a script resolver with EntryResolvers::with_scripts (the \
+                 AgentProcess installs goondan_plugin::PluginResolver), or use a \
+                 builtin:<name> entry",
+            ),
             EntryError::ConnectorUnsupported { .. } => Some(
-                "script and connector entries run once the connector host lands; \
-                 until then `gdn run` sends CLI input to the entry agent",
+                "reference the Connector from a Connection; `gdn run` starts a \
+                 ConnectorProcess for it",
             ),
             EntryError::Failed { .. } => Some("check the entry's log lines above"),
         }
@@ -530,7 +567,7 @@ mod tests {
         assert_eq!(refused.code(), "E_SCRIPT_ENTRY_UNSUPPORTED");
         assert_eq!(
             refused.to_string(),
-            "Tool 'x' has script entry './tools/x.ts', but script entries are not supported yet"
+            "Tool 'x' has script entry './tools/x.ts', but no script resolver is installed"
         );
 
         let resolvers = EntryResolvers::new(catalog()).with_scripts(Arc::new(Scripts));
@@ -580,7 +617,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn connectors_are_refused_until_the_connector_host_lands() {
+    async fn connectors_are_refused_inside_an_agent() {
         let resolvers = EntryResolvers::new(catalog());
         for text in ["builtin:cli", "./connectors/bot.ts"] {
             let entry = parse(text);
@@ -588,16 +625,13 @@ mod tests {
                 .resolve_connector(EntryTarget::new("bot", &entry))
                 .await
                 .unwrap_err();
-            let expected = match entry {
-                Entry::Native { .. } => "E_CONNECTOR_ENTRY_UNSUPPORTED",
-                Entry::Script { .. } => "E_SCRIPT_ENTRY_UNSUPPORTED",
+            let (expected, hint) = match entry {
+                Entry::Native { .. } => ("E_CONNECTOR_ENTRY_UNSUPPORTED", "ConnectorProcess"),
+                Entry::Script { .. } => ("E_SCRIPT_ENTRY_UNSUPPORTED", "with_scripts"),
             };
             assert_eq!(error.code(), expected, "{text}");
             assert!(error.to_string().contains(text), "{error}");
-            assert!(
-                error.suggestion().unwrap().contains("host lands"),
-                "{error:?}"
-            );
+            assert!(error.suggestion().unwrap().contains(hint), "{error:?}");
         }
     }
 }

@@ -15,6 +15,7 @@
 //! result; the completion arrives later as an event or by polling with the
 //! handle. The runtime does not interpret it further.
 
+pub mod environment;
 pub mod executor;
 pub mod registry;
 

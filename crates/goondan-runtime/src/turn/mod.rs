@@ -138,12 +138,13 @@ impl Agent {
         // reported.
         let mut tool_handlers = Vec::with_capacity(definition.tools.len());
         for tool in &definition.tools {
-            let target = EntryTarget::new(&tool.name, &tool.entry);
+            let target = EntryTarget::new(&tool.name, &tool.entry).with_exports(&tool.exports);
             tool_handlers.push(entries.resolve_tool(target).await?);
         }
         let mut implementations = Vec::with_capacity(definition.extensions.len());
         for extension in &definition.extensions {
-            let target = EntryTarget::new(&extension.name, &extension.entry);
+            let target =
+                EntryTarget::new(&extension.name, &extension.entry).with_config(&extension.config);
             implementations.push(entries.resolve_extension(target).await?);
         }
 

@@ -46,7 +46,7 @@ pub(crate) struct ProcessSpec {
     /// The working directory.
     pub(crate) cwd: PathBuf,
     /// Variables the call declares, on top of `PATH`, `HOME` and `LANG`
-    /// (see [`sandbox::command_environment`]); nothing else is inherited.
+    /// (see `goondan_runtime::tool::environment::allow_listed_environment`); nothing else is inherited.
     pub(crate) env: Vec<(String, String)>,
     /// Namespaces, or the cleared environment only.
     pub(crate) isolation: Isolation,
@@ -117,7 +117,7 @@ impl Drop for ProcessGroupGuard {
 /// Runs `spec` to completion or to its deadline.
 pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToolError> {
     let started = Instant::now();
-    let environment = sandbox::command_environment(&spec.env);
+    let environment = goondan_runtime::tool::environment::allow_listed_environment(&[], &spec.env);
     let spawn_error = |source| BuiltinToolError::Spawn {
         program: spec.program.clone(),
         source,

@@ -1,8 +1,9 @@
 //! What a `bash` command may see: the environment it gets and, on Linux,
 //! the namespaces it runs in (issue 16 #1).
 //!
-//! This module owns the cleared environment ([`command_environment`]), the
-//! choice between namespaces and the environment alone ([`Isolation`]), the
+//! The cleared environment itself is built by
+//! `goondan_runtime::tool::environment`, shared with the plugin hosts.
+//! This module owns the choice between namespaces and the environment alone ([`Isolation`]), the
 //! process-wide memory of a platform that refused namespaces, and the code
 //! that runs between `fork` and `exec` to build the sandbox. Deadlines,
 //! pipes and the process group stay with the `process` module.
@@ -54,19 +55,12 @@
 //! uses raw system calls, stack buffers and `_exit`, and never allocates.
 #![allow(unsafe_code)]
 
-use std::ffi::OsString;
 use std::io;
 use std::sync::OnceLock;
 
 /// The variable that turns the namespaces off (`off`); the cleared
 /// environment applies either way.
 pub(crate) const SANDBOX_VARIABLE: &str = "GOONDAN_BASH_SANDBOX";
-
-/// `PATH` when the agent has none: a command still finds the usual tools.
-const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// `LANG` when the agent has none: UTF-8 output from tools that ask.
-const DEFAULT_LANG: &str = "C.UTF-8";
 
 /// How much of the machine a command is kept from seeing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,32 +81,6 @@ impl Isolation {
             _ => Isolation::Namespaces,
         }
     }
-}
-
-/// The whole environment of a command: `PATH` (the agent's, or
-/// [`DEFAULT_PATH`]), `HOME` (the agent's, when set), `LANG` (the agent's,
-/// or [`DEFAULT_LANG`]), then `declared` on top.
-///
-/// An allow-list rather than a list of secrets to remove: a secret under a
-/// name nobody thought of is not inherited either.
-pub(crate) fn command_environment(declared: &[(String, String)]) -> Vec<(OsString, OsString)> {
-    let inherited = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
-    let mut environment = vec![(
-        OsString::from("PATH"),
-        inherited("PATH").unwrap_or_else(|| DEFAULT_PATH.into()),
-    )];
-    if let Some(home) = inherited("HOME") {
-        environment.push(("HOME".into(), home));
-    }
-    environment.push((
-        "LANG".into(),
-        inherited("LANG").unwrap_or_else(|| DEFAULT_LANG.into()),
-    ));
-    for (key, value) in declared {
-        environment.retain(|(existing, _)| existing != key.as_str());
-        environment.push((key.into(), value.into()));
-    }
-    environment
 }
 
 /// Why the platform refused the namespaces, once it did; every later
@@ -838,26 +806,6 @@ mod tests {
                 .ancestors()
                 .skip(1)
                 .all(|folder| mode(folder) & 0o001 != 0)
-    }
-
-    #[test]
-    fn the_environment_is_an_allow_list_the_call_can_extend_and_override() {
-        let environment = command_environment(&[
-            ("PATH".into(), "/opt/tools/bin".into()),
-            ("DECLARED".into(), "yes".into()),
-        ]);
-        let names: Vec<&str> = environment
-            .iter()
-            .map(|(name, _)| name.to_str().unwrap())
-            .collect();
-        let expected: &[&str] = if std::env::var_os("HOME").is_some_and(|home| !home.is_empty()) {
-            &["HOME", "LANG", "PATH", "DECLARED"]
-        } else {
-            &["LANG", "PATH", "DECLARED"]
-        };
-        assert_eq!(names, expected);
-        let path = environment.iter().find(|(name, _)| name == "PATH").unwrap();
-        assert_eq!(path.1, "/opt/tools/bin");
     }
 
     /// The variable names `env` printed.

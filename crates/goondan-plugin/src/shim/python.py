@@ -1,0 +1,327 @@
+"""Goondan plugin shim for Python (plugin protocol version 1).
+
+Started as `python3 -u shim.py <entry>`: imports the user's module and
+speaks JSON-RPC 2.0, one message per line, on stdin/stdout. Module shapes:
+
+    handlers = {"name": fn}        # fn(ctx, input), sync or async
+    def register(api, config): ... # extensions; middlewares are async
+
+stdout belongs to the protocol, so print() goes to stderr.
+See docs/plugin-protocol.md.
+"""
+
+import asyncio
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import threading
+
+PROTOCOL_VERSION = 1
+ENTRY = sys.argv[-1]
+
+_protocol_out = sys.stdout
+# User code printing to stdout would corrupt the protocol.
+sys.stdout = sys.stderr
+
+
+def _write(message):
+    _protocol_out.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+    _protocol_out.flush()
+
+
+class Context(dict):
+    """A dict whose keys read as attributes too, in camelCase or snake_case."""
+
+    def __getattr__(self, name):
+        if name in self:
+            return self[name]
+        parts = name.split("_")
+        camel = parts[0] + "".join(part.title() for part in parts[1:])
+        if camel in self:
+            return self[camel]
+        raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+class PluginError(Exception):
+    """Raise to give a tool error a code and a suggestion."""
+
+    def __init__(self, message, code=None, suggestion=None):
+        super().__init__(message)
+        self.code = code
+        self.suggestion = suggestion
+
+
+class _Host:
+    def __init__(self):
+        self.next_id = 1
+        self.pending = {}
+        self.loop = None
+
+    def call(self, method, params):
+        request_id = self.next_id
+        self.next_id += 1
+        future = self.loop.create_future()
+        self.pending[request_id] = future
+        _write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return future
+
+    def notify(self, method, params):
+        _write({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+HOST = _Host()
+
+
+class _Logger:
+    def __init__(self, fields):
+        self.fields = fields
+
+    def _send(self, level, message, *args):
+        text = str(message) % args if args else str(message)
+        HOST.notify("log", {"level": level, "message": text, "fields": self.fields})
+
+    def debug(self, message, *args):
+        self._send("debug", message, *args)
+
+    def info(self, message, *args):
+        self._send("info", message, *args)
+
+    def warning(self, message, *args):
+        self._send("warn", message, *args)
+
+    warn = warning
+
+    def error(self, message, *args):
+        self._send("error", message, *args)
+
+
+class _Agents:
+    """`ctx.agents` of a tool call: other agents of the swarm."""
+
+    def __init__(self, invocation):
+        self.invocation = invocation
+
+    async def request(self, target, input, **options):
+        return await HOST.call("agents.request", dict(options, invocation=self.invocation, target=target, input=input))
+
+    async def send(self, target, input, **options):
+        return await HOST.call("agents.send", dict(options, invocation=self.invocation, target=target, input=input))
+
+    async def catalog(self):
+        return await HOST.call("agents.catalog", {"invocation": self.invocation})
+
+
+async def _maybe_await(value):
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class _Plugin:
+    def __init__(self):
+        self.module = None
+        self.handlers = {}
+        self.register = None
+        self.dynamic_tools = {}
+        self.middlewares = {}
+        self.subscriptions = {}
+
+    def load(self):
+        folder = os.path.dirname(os.path.abspath(ENTRY))
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        name = "goondan_plugin_" + os.path.splitext(os.path.basename(ENTRY))[0].replace("-", "_")
+        spec = importlib.util.spec_from_file_location(name, ENTRY)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        self.module = module
+        handlers = getattr(module, "handlers", None)
+        if isinstance(handlers, dict):
+            self.handlers = {key: fn for key, fn in handlers.items() if callable(fn)}
+        if not self.handlers and callable(getattr(module, "main", None)):
+            self.handlers = {"default": module.main}
+        register = getattr(module, "register", None)
+        self.register = register if callable(register) else None
+
+    async def initialize(self, _params):
+        self.load()
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "exports": {
+                "tools": list(self.handlers),
+                "register": self.register is not None,
+                "connector": False,
+            },
+        }
+
+    async def tool_invoke(self, params):
+        if "tool" in params:
+            fn = self.dynamic_tools.get(params["tool"])
+        else:
+            fn = self.handlers.get(params.get("export"))
+        if fn is None:
+            raise PluginError("no tool handler named %s" % params.get("tool", params.get("export")), "E_PLUGIN_EXPORT_MISSING")
+        context = Context(params.get("context") or {})
+        context["logger"] = _Logger({"toolCallId": context.get("toolCallId")})
+        context["agents"] = _Agents(params.get("invocation"))
+        output = await _maybe_await(fn(context, params.get("args") or {}))
+        return {"output": output}
+
+    async def extension_register(self, params):
+        if self.register is None:
+            raise PluginError("%s does not define register(api, config)" % ENTRY, "E_PLUGIN_NO_REGISTER")
+        extension = params["extension"]
+        registrations = {"middlewares": [], "tools": [], "subscriptions": []}
+        plugin = self
+
+        class Pipeline:
+            def register(self, kind, fn, options=None, priority=None):
+                if kind not in ("turn", "step", "toolCall"):
+                    raise ValueError("unknown middleware kind %s: use turn, step or toolCall" % kind)
+                if priority is None:
+                    priority = (options or {}).get("priority", 0)
+                middleware_id = "%s#%s#%d" % (extension, kind, len(registrations["middlewares"]))
+                plugin.middlewares[middleware_id] = fn
+                registrations["middlewares"].append({"id": middleware_id, "kind": kind, "priority": priority})
+
+        class Tools:
+            def register(self, item, handler):
+                plugin.dynamic_tools[item["name"]] = handler
+                registrations["tools"].append({"item": item})
+
+        class State:
+            async def get(self):
+                return (await HOST.call("state.get", {"extension": extension})).get("value")
+
+            async def set(self, value):
+                await HOST.call("state.set", {"extension": extension, "value": value})
+
+        class Events:
+            def on(self, event, handler):
+                subscription = "%s#event#%d#%s" % (extension, len(plugin.subscriptions), event)
+                plugin.subscriptions[subscription] = handler
+                registrations["subscriptions"].append({"id": subscription, "event": event})
+                return lambda: plugin.subscriptions.pop(subscription, None)
+
+            async def emit(self, event, payload=None):
+                await HOST.call("events.emit", {"extension": extension, "event": event, "payload": payload})
+
+        api = Context(pipeline=Pipeline(), tools=Tools(), state=State(), events=Events(), logger=_Logger({"extension": extension}))
+        await _maybe_await(self.register(api, params.get("config")))
+        return registrations
+
+    async def middleware_invoke(self, params):
+        fn = self.middlewares.get(params["middleware"])
+        if fn is None:
+            raise PluginError("no middleware %s" % params["middleware"])
+        invocation = params["invocation"]
+        kind = params["kind"]
+        ctx = Context(params.get("context") or {})
+
+        async def next_():
+            changes = {"metadata": ctx.get("metadata")}
+            if kind == "step":
+                changes["toolCatalog"] = ctx.get("toolCatalog")
+            if kind == "toolCall":
+                changes["args"] = ctx.get("args")
+            answer = await HOST.call("middleware.next", {"invocation": invocation, "changes": changes})
+            return answer.get("result")
+
+        async def emit_message_event(event):
+            await HOST.call("message.emit", {"invocation": invocation, "event": event})
+
+        ctx["next"] = next_
+        ctx["emitMessageEvent"] = emit_message_event
+        ctx["emit_message_event"] = emit_message_event
+        ctx["logger"] = _Logger({"middleware": params["middleware"]})
+        result = await _maybe_await(fn(ctx))
+        return {"result": result}
+
+    async def shutdown(self, _params):
+        HOST.loop.call_later(0, HOST.loop.stop)
+        return None
+
+
+PLUGIN = _Plugin()
+METHODS = {
+    "initialize": PLUGIN.initialize,
+    "tool.invoke": PLUGIN.tool_invoke,
+    "extension.register": PLUGIN.extension_register,
+    "middleware.invoke": PLUGIN.middleware_invoke,
+    "shutdown": PLUGIN.shutdown,
+}
+
+
+def _error_object(error):
+    data = {"name": type(error).__name__}
+    code = getattr(error, "code", None)
+    if isinstance(code, str):
+        data["code"] = code
+    suggestion = getattr(error, "suggestion", None)
+    if isinstance(suggestion, str):
+        data["suggestion"] = suggestion
+    message = str(error) or type(error).__name__
+    return {"code": -32000, "message": message, "data": data}
+
+
+async def _serve(message):
+    method = METHODS.get(message["method"])
+    if method is None:
+        _write({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no method %s" % message["method"]}})
+        return
+    try:
+        result = await method(message.get("params") or {})
+        _write({"jsonrpc": "2.0", "id": message["id"], "result": result})
+    except Exception as error:  # every user error becomes an error answer
+        _write({"jsonrpc": "2.0", "id": message["id"], "error": _error_object(error)})
+
+
+def _dispatch(line):
+    try:
+        message = json.loads(line)
+    except ValueError:
+        sys.stderr.write("the host sent a line that is not JSON\n")
+        return
+    if "method" not in message:
+        future = HOST.pending.pop(message.get("id"), None)
+        if future is None or future.done():
+            return
+        if "error" in message:
+            error = message["error"]
+            future.set_exception(PluginError(error.get("message", ""), (error.get("data") or {}).get("code")))
+        else:
+            future.set_result(message.get("result"))
+    elif message.get("id") is None:
+        if message["method"] == "events.dispatch":
+            params = message.get("params") or {}
+            handler = PLUGIN.subscriptions.get(params.get("subscription"))
+            if handler is not None:
+                asyncio.ensure_future(_maybe_await(handler(params.get("payload"))))
+        # "$/cancel": the answer is dropped by the host; nothing to stop.
+    else:
+        asyncio.ensure_future(_serve(message))
+
+
+def _read_stdin(loop):
+    for line in sys.stdin.buffer:
+        if line.strip():
+            loop.call_soon_threadsafe(_dispatch, line)
+    loop.call_soon_threadsafe(loop.stop)
+
+
+def main():
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    HOST.loop = loop
+    threading.Thread(target=_read_stdin, args=(loop,), daemon=True).start()
+    loop.run_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+//! Tool handlers that run in a plugin: each call is one `tool.invoke`.
+//!
+//! A plugin failure (crash, hang, protocol) or an error the user's code
+//! threw becomes a [`ToolFailure`] with the error's code, so the model
+//! sees a structured error result and the agent goes on.
+//!
+//! While a call runs, the plugin may call other agents through the
+//! handler's agents API (`ctx.agents.request/send/catalog` in the shims):
+//! `agents.request`, `agents.send` and `agents.catalog` carry the call's
+//! `invocation` and are served here.
+
+use crate::error::PluginError;
+use crate::host::{InvocationServer, PluginHost};
+use crate::protocol::{error_codes, methods, RpcError, WireToolContext};
+use futures_util::future::BoxFuture;
+use goondan_runtime::tool::{ToolContext, ToolFailure, ToolHandler, ToolOutcome};
+use goondan_runtime::AgentsError;
+use goondan_types::agents::AgentRuntimeRequestOptions;
+use goondan_types::{AgentEvent, EventSource, EventSourceKind, JsonObject, JsonValue};
+use serde::Deserialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Tool-call invocation ids, unique in the agent process.
+static INVOCATIONS: AtomicU64 = AtomicU64::new(1);
+
+/// Which function of the plugin a handler calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginTool {
+    /// A module export (`handlers.<name>`, or `default`).
+    Export(String),
+    /// A tool an extension registered with `api.tools.register`.
+    Registered(String),
+}
+
+/// A [`ToolHandler`] that sends `tool.invoke` to a plugin.
+#[derive(Debug, Clone)]
+pub struct PluginToolHandler {
+    host: Arc<PluginHost>,
+    tool: PluginTool,
+}
+
+impl PluginToolHandler {
+    /// A handler calling `tool` in `host`.
+    pub fn new(host: Arc<PluginHost>, tool: PluginTool) -> Self {
+        PluginToolHandler { host, tool }
+    }
+}
+
+/// The wire form of a handler's context.
+pub(crate) fn wire_context(ctx: &ToolContext) -> WireToolContext {
+    WireToolContext {
+        agent_name: ctx.agent_name.clone(),
+        instance_key: ctx.instance_key.clone(),
+        turn_id: ctx.turn_id.clone(),
+        trace_id: ctx.trace_id().to_string(),
+        tool_call_id: ctx.tool_call_id.clone(),
+        workdir: ctx.workdir.display().to_string(),
+    }
+}
+
+/// A plugin error as the tool error the model sees.
+pub fn tool_failure(error: PluginError) -> ToolFailure {
+    let mut failure = ToolFailure::new(error.code(), error.to_string());
+    if let PluginError::User {
+        name: Some(name), ..
+    } = &error
+    {
+        failure = failure.with_name(name.clone());
+    }
+    if let Some(suggestion) = error.suggestion() {
+        failure = failure.with_suggestion(suggestion);
+    }
+    failure
+}
+
+impl ToolHandler for PluginToolHandler {
+    fn call<'a>(&'a self, ctx: &'a ToolContext, args: JsonObject) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let invocation = format!("t{}", INVOCATIONS.fetch_add(1, Ordering::Relaxed));
+            let mut params = serde_json::json!({
+                "args": args,
+                "context": wire_context(ctx),
+                "invocation": invocation,
+            });
+            match &self.tool {
+                PluginTool::Export(name) => params["export"] = JsonValue::from(name.as_str()),
+                PluginTool::Registered(name) => params["tool"] = JsonValue::from(name.as_str()),
+            }
+            let mut server = AgentsServer { ctx };
+            let answer = self
+                .host
+                .call_with(
+                    methods::TOOL_INVOKE,
+                    params,
+                    Some((&invocation, &mut server)),
+                )
+                .await
+                .map_err(tool_failure)?;
+            Ok(answer.get("output").cloned().unwrap_or(JsonValue::Null))
+        })
+    }
+}
+
+/// `ctx.agents.request(target, input, options)` and `send` parameters.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AgentCall {
+    target: String,
+    #[serde(default)]
+    input: String,
+    event_type: Option<String>,
+    instance_key: Option<String>,
+    metadata: Option<JsonObject>,
+    timeout_ms: Option<u64>,
+    r#async: Option<bool>,
+}
+
+/// Serves the agents API to the plugin while one tool call runs.
+struct AgentsServer<'c> {
+    ctx: &'c ToolContext,
+}
+
+impl AgentsServer<'_> {
+    /// The event a request or send carries: the caller's trace, the tool
+    /// call's span as parent, the target instance.
+    fn event(&self, call: &AgentCall, default_type: &str) -> AgentEvent {
+        let mut event = AgentEvent::new(
+            call.event_type
+                .clone()
+                .unwrap_or_else(|| default_type.to_string()),
+            EventSource::new(EventSourceKind::Agent, self.ctx.agent_name.as_str()),
+        );
+        event.input = Some(call.input.clone());
+        event.trace_id = Some(self.ctx.trace.trace_id.clone());
+        event.parent_span_id = Some(self.ctx.trace.span_id.clone());
+        event.instance_key = call.instance_key.clone();
+        event.metadata = call.metadata.clone();
+        event
+    }
+}
+
+fn agents_error(error: AgentsError) -> RpcError {
+    RpcError {
+        code: error_codes::USER_ERROR,
+        message: error.to_string(),
+        data: Some(serde_json::json!({
+            "code": error.code(),
+            "name": "AgentsError",
+            "suggestion": error.suggestion(),
+        })),
+    }
+}
+
+fn encoded<T: serde::Serialize>(value: T) -> Result<JsonValue, RpcError> {
+    serde_json::to_value(value)
+        .map_err(|error| RpcError::new(error_codes::USER_ERROR, error.to_string()))
+}
+
+impl InvocationServer for AgentsServer<'_> {
+    fn serve<'a>(
+        &'a mut self,
+        method: &'a str,
+        params: JsonValue,
+    ) -> BoxFuture<'a, Result<JsonValue, RpcError>> {
+        Box::pin(async move {
+            let call = || -> Result<AgentCall, RpcError> {
+                serde_json::from_value(params.clone()).map_err(|error| {
+                    RpcError::new(
+                        error_codes::INVALID_PARAMS,
+                        format!("`{method}` needs `target` and `input`: {error}"),
+                    )
+                })
+            };
+            let address = |call: &AgentCall| match &call.instance_key {
+                Some(instance) => format!("{}:{instance}", call.target),
+                None => call.target.clone(),
+            };
+            match method {
+                methods::AGENTS_REQUEST => {
+                    let call = call()?;
+                    let event = self.event(&call, "agent.request");
+                    let options = AgentRuntimeRequestOptions {
+                        timeout_ms: call.timeout_ms,
+                        r#async: call.r#async,
+                    };
+                    let result = self
+                        .ctx
+                        .runtime
+                        .request(&address(&call), event, options)
+                        .await
+                        .map_err(agents_error)?;
+                    encoded(result)
+                }
+                methods::AGENTS_SEND => {
+                    let call = call()?;
+                    let event = self.event(&call, "agent.send");
+                    let result = self
+                        .ctx
+                        .runtime
+                        .send(&address(&call), event)
+                        .await
+                        .map_err(agents_error)?;
+                    encoded(result)
+                }
+                methods::AGENTS_CATALOG => {
+                    encoded(self.ctx.runtime.catalog().await.map_err(agents_error)?)
+                }
+                other => Err(RpcError::new(
+                    error_codes::METHOD_NOT_FOUND,
+                    format!("`{other}` is not a method of a tool call"),
+                )),
+            }
+        })
+    }
+}
