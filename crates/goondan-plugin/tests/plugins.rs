@@ -221,6 +221,10 @@ impl AgentsApi for Echo {
     fn catalog(&self) -> AgentsFuture<'_, goondan_types::agents::AgentRuntimeCatalogResult> {
         DetachedAgents.catalog()
     }
+
+    fn restart_swarm(&self, reason: String) -> AgentsFuture<'_, ()> {
+        DetachedAgents.restart_swarm(reason)
+    }
 }
 
 #[tokio::test]

@@ -378,6 +378,7 @@ fn secret_refs_read_their_variables_and_count_as_secrets() {
         bundle.secrets(&[]).iter().collect::<Vec<_>>(),
         [("SECRET_DEMO_KEYS", "sk-from-secret")]
     );
+}
 
 #[test]
 fn script_tools_and_extensions_that_a_plugin_host_can_run_are_accepted() {
