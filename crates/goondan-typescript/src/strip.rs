@@ -1,0 +1,216 @@
+//! The strip pipeline: choose the source type from the path, parse, build
+//! scoping, run oxc's TypeScript transform with every other transform off,
+//! print. Owns the mapping of oxc diagnostics to [`SourceProblem`]s; owns
+//! no IO.
+
+use std::path::Path;
+
+use oxc_allocator::Allocator;
+use oxc_codegen::{Codegen, CodegenOptions};
+use oxc_diagnostics::{OxcDiagnostic, Severity};
+use oxc_parser::Parser;
+use oxc_semantic::SemanticBuilder;
+use oxc_span::SourceType;
+use oxc_transformer::{TransformOptions, Transformer};
+
+use crate::error::{SourceProblem, StripError};
+
+/// Turns the TypeScript `source`, read from `path`, into JavaScript.
+///
+/// `path` decides how the text is read and is quoted in errors; nothing is
+/// read from it:
+///
+/// * `.ts` and `.mts`: an ES module (the output is an ES module);
+/// * `.cts`: CommonJS (the output is CommonJS);
+/// * `.d.ts` and friends: declarations only, so the output is empty;
+/// * `.tsx` and anything else: refused with [`StripError::UnsupportedFile`].
+///
+/// Types, interfaces, type aliases, type-only imports and exports,
+/// `declare`d items, `as`, `satisfies`, `!` and accessibility modifiers
+/// are removed. Enums (`const` ones too) become plain objects built by an
+/// immediately invoked function, parameter properties become assignments in
+/// the constructor, and namespaces become objects. Imports whose bindings
+/// are used only as types are removed, as `tsc` does without
+/// `verbatimModuleSyntax`. Import specifiers are printed as written.
+/// Comments other than legal and `@__PURE__` ones are not kept, so line
+/// numbers of the output do not match the source.
+///
+/// # Errors
+///
+/// [`StripError::Syntax`] when the parser (or the syntax checks of
+/// semantic analysis) reports an error, [`StripError::Transform`] when the
+/// transform refuses a construct; both carry every problem with its line
+/// and column.
+pub fn strip_types(source: &str, path: &Path) -> Result<String, StripError> {
+    let source_type = source_type_for(path)?;
+    let allocator = Allocator::default();
+
+    let parsed = Parser::new(&allocator, source, source_type).parse();
+    if !parsed.diagnostics.is_empty() || parsed.panicked {
+        return Err(StripError::Syntax {
+            path: path.to_path_buf(),
+            problems: problems(source, &parsed.diagnostics),
+        });
+    }
+    let mut program = parsed.program;
+
+    let semantic = SemanticBuilder::new()
+        .with_check_syntax_error(true)
+        // Enum member values are computed here for the enum transform.
+        .with_enum_eval(true)
+        // The transform adds scopes and symbols (enum and namespace
+        // wrappers); reserving room up front avoids regrowing the tables.
+        .with_excess_capacity(2.0)
+        .build(&program);
+    if !semantic.diagnostics.is_empty() {
+        return Err(StripError::Syntax {
+            path: path.to_path_buf(),
+            problems: problems(source, &semantic.diagnostics),
+        });
+    }
+    let scoping = semantic.semantic.into_scoping();
+
+    // The defaults run only the TypeScript transform on a TypeScript
+    // source: every ES-version lowering, JSX and decorator transform is
+    // off, and import specifiers are left alone.
+    let options = TransformOptions::default();
+    let transformed =
+        Transformer::new(&allocator, path, &options).build_with_scoping(scoping, &mut program);
+    let transform_errors: Vec<&OxcDiagnostic> = (&transformed.diagnostics)
+        .into_iter()
+        .filter(|diagnostic| diagnostic.severity == Severity::Error)
+        .collect();
+    if !transform_errors.is_empty() {
+        return Err(StripError::Transform {
+            path: path.to_path_buf(),
+            problems: problems(source, transform_errors),
+        });
+    }
+
+    let printed = Codegen::new()
+        .with_options(CodegenOptions::default())
+        .build(&program);
+    Ok(printed.code)
+}
+
+/// The parser's source type for `path`, or the refusal.
+fn source_type_for(path: &Path) -> Result<SourceType, StripError> {
+    let extension = path
+        .extension()
+        .and_then(|extension| extension.to_str())
+        .unwrap_or("");
+    let unsupported = |kind: String| StripError::UnsupportedFile {
+        path: path.to_path_buf(),
+        kind,
+    };
+    match extension {
+        "ts" | "mts" | "cts" => {}
+        "tsx" => return Err(unsupported("TSX".into())),
+        "" => return Err(unsupported("extension-less".into())),
+        other => return Err(unsupported(format!(".{other}"))),
+    }
+    let source_type =
+        SourceType::from_path(path).map_err(|_| unsupported(format!(".{extension}")))?;
+    // A `.ts` file is read as an ES module: the plugin host loads the
+    // output with `import()`, whatever the file contains.
+    Ok(if extension == "ts" {
+        source_type.with_module(true)
+    } else {
+        source_type
+    })
+}
+
+/// Every diagnostic placed at its first label's line and column, in source
+/// order.
+fn problems<'d>(
+    source: &str,
+    diagnostics: impl IntoIterator<Item = &'d OxcDiagnostic>,
+) -> Vec<SourceProblem> {
+    let mut placed: Vec<(u32, SourceProblem)> = diagnostics
+        .into_iter()
+        .map(|diagnostic| {
+            let offset = diagnostic
+                .labels
+                .iter()
+                .find(|label| label.primary())
+                .or_else(|| diagnostic.labels.first())
+                .map_or(0, |label| label.offset());
+            let (line, column) = line_and_column(source, offset);
+            let problem = SourceProblem {
+                line,
+                column,
+                message: diagnostic.message.to_string(),
+                help: diagnostic.help.as_ref().map(|help| help.to_string()),
+            };
+            (offset, problem)
+        })
+        .collect();
+    placed.sort_by_key(|(offset, _)| *offset);
+    placed.into_iter().map(|(_, problem)| problem).collect()
+}
+
+/// The 1-based line and character column of byte `offset` in `source`.
+/// An offset past the end or inside a character is clamped to the
+/// character boundary before it.
+fn line_and_column(source: &str, offset: u32) -> (u32, u32) {
+    let mut offset = (offset as usize).min(source.len());
+    while !source.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &source[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(column).unwrap_or(u32::MAX),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column_are_one_based_and_count_characters() {
+        let source = "ab\ncé\nxyz";
+        let cases = [
+            (0, (1, 1)),
+            (2, (1, 3)),
+            (3, (2, 1)),
+            (4, (2, 2)),
+            // `é` is two bytes; the byte after it is column 3.
+            (6, (2, 3)),
+            // Inside `é`: clamped to its start.
+            (5, (2, 2)),
+            (7, (3, 1)),
+            (100, (3, 4)),
+        ];
+        for (offset, expected) in cases {
+            assert_eq!(line_and_column(source, offset), expected, "offset {offset}");
+        }
+    }
+
+    #[test]
+    fn the_extension_decides_what_is_refused() {
+        let cases = [
+            ("a.ts", None),
+            ("a.mts", None),
+            ("a.cts", None),
+            ("types.d.ts", None),
+            ("view.tsx", Some("TSX")),
+            ("plain.js", Some(".js")),
+            ("README", Some("extension-less")),
+        ];
+        for (path, refused_as) in cases {
+            let result = source_type_for(Path::new(path));
+            match (result, refused_as) {
+                (Ok(_), None) => {}
+                (Err(StripError::UnsupportedFile { kind, .. }), Some(expected)) => {
+                    assert_eq!(kind, expected, "{path}")
+                }
+                (other, _) => panic!("{path}: unexpected {other:?}"),
+            }
+        }
+    }
+}
