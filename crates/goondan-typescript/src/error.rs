@@ -27,8 +27,8 @@ pub enum StripError {
         /// Every problem the parser reported, in source order.
         problems: Vec<SourceProblem>,
     },
-    /// The source parsed, but the transform refused a construct (for
-    /// example a namespace it cannot lower).
+    /// The source parsed, but a construct has no JavaScript form here (for
+    /// example `export =` in an ES module).
     #[error("{}", located(path, "cannot be turned into JavaScript", problems))]
     Transform {
         /// The file as given.
@@ -92,7 +92,7 @@ impl StripError {
                 None => "fix the syntax at that line; the file must compile with `tsc --noEmit` before it can be loaded".into(),
             }),
             StripError::Transform { .. } => Some(
-                "rewrite the construct in plain JavaScript (an object instead of a namespace or enum), or compile the plugin to .js with tsc and load that".into(),
+                "rewrite the construct as the message says, or compile the plugin to .js with tsc and load that".into(),
             ),
         }
     }

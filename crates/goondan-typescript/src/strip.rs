@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use oxc_allocator::Allocator;
+use oxc_ast::ast::{Program, Statement, TSModuleReference};
 use oxc_codegen::{Codegen, CodegenOptions};
 use oxc_diagnostics::{OxcDiagnostic, Severity};
 use oxc_parser::Parser;
@@ -40,7 +41,9 @@ use crate::error::{SourceProblem, StripError};
 /// [`StripError::Syntax`] when the parser (or the syntax checks of
 /// semantic analysis) reports an error, [`StripError::Transform`] when the
 /// transform refuses a construct; both carry every problem with its line
-/// and column.
+/// and column. A `.ts` or `.mts` file using `export =` or
+/// `import x = require(..)` is a [`StripError::Transform`]: those have no
+/// ES module form.
 pub fn strip_types(source: &str, path: &Path) -> Result<String, StripError> {
     let source_type = source_type_for(path)?;
     let allocator = Allocator::default();
@@ -53,6 +56,26 @@ pub fn strip_types(source: &str, path: &Path) -> Result<String, StripError> {
         });
     }
     let mut program = parsed.program;
+    if source_type.is_module() {
+        let refused = commonjs_only_statements(&program);
+        if !refused.is_empty() {
+            return Err(StripError::Transform {
+                path: path.to_path_buf(),
+                problems: refused
+                    .into_iter()
+                    .map(|(offset, message)| {
+                        let (line, column) = line_and_column(source, offset);
+                        SourceProblem {
+                            line,
+                            column,
+                            message: message.into(),
+                            help: None,
+                        }
+                    })
+                    .collect(),
+            });
+        }
+    }
 
     let semantic = SemanticBuilder::new()
         .with_check_syntax_error(true)
@@ -91,6 +114,36 @@ pub fn strip_types(source: &str, path: &Path) -> Result<String, StripError> {
         .with_options(CodegenOptions::default())
         .build(&program);
     Ok(printed.code)
+}
+
+/// The top-level statements that only CommonJS can run, with their byte
+/// offsets: `export =` and `import x = require(..)`. The transform turns
+/// them into `module.exports =` and `require(..)`, which an ES module has
+/// not got, so an ES module output would fail only when loaded.
+fn commonjs_only_statements(program: &Program<'_>) -> Vec<(u32, &'static str)> {
+    program
+        .body
+        .iter()
+        .filter_map(|statement| match statement {
+            Statement::TSExportAssignment(assignment) => Some((
+                assignment.span.start,
+                "`export =` is CommonJS; an ES module needs `export default`",
+            )),
+            Statement::TSImportEqualsDeclaration(declaration)
+                if declaration.import_kind.is_value()
+                    && matches!(
+                        declaration.module_reference,
+                        TSModuleReference::ExternalModuleReference(_)
+                    ) =>
+            {
+                Some((
+                    declaration.span.start,
+                    "`import x = require(..)` is CommonJS; an ES module needs `import x from`",
+                ))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The parser's source type for `path`, or the refusal.
