@@ -133,7 +133,10 @@ mod tests {
     #[test]
     fn display_names_the_file_the_place_and_how_many_more() {
         let cases = [
-            (vec![problem(3, 7, "Expected `;`")], "a.ts:3:7: Expected `;`"),
+            (
+                vec![problem(3, 7, "Expected `;`")],
+                "a.ts:3:7: Expected `;`",
+            ),
             (
                 vec![problem(3, 7, "Expected `;`"), problem(4, 1, "x")],
                 "a.ts:3:7: Expected `;` (and 1 more problem)",

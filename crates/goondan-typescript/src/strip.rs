@@ -33,8 +33,9 @@ use crate::error::{SourceProblem, StripError};
 /// the constructor, and namespaces become objects. Imports whose bindings
 /// are used only as types are removed, as `tsc` does without
 /// `verbatimModuleSyntax`. Import specifiers are printed as written.
-/// Comments other than legal and `@__PURE__` ones are not kept, so line
-/// numbers of the output do not match the source.
+/// The output is reprinted, not patched: most comments are kept, blank
+/// lines and formatting are not, so its line numbers do not match the
+/// source's.
 ///
 /// # Errors
 ///

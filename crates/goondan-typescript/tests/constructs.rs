@@ -181,17 +181,17 @@ fn tsx_is_refused_with_a_clear_error() {
     let error = strip_types("export const x = <div />;\n", Path::new("view.tsx")).unwrap_err();
     assert!(matches!(error, StripError::UnsupportedFile { ref kind, .. } if kind == "TSX"));
     assert_eq!(error.code(), "E_TYPESCRIPT_STRIP");
-    assert_eq!(error.to_string(), "view.tsx: cannot strip types from a TSX file");
+    assert_eq!(
+        error.to_string(),
+        "view.tsx: cannot strip types from a TSX file"
+    );
     assert!(error.suggestion().unwrap().contains("JSX"));
 }
 
 #[test]
 fn syntax_errors_name_the_file_line_and_column() {
     let cases = [
-        (
-            "const a: number = ;\n",
-            "broken.ts:1:19: Unexpected token",
-        ),
+        ("const a: number = ;\n", "broken.ts:1:19: Unexpected token"),
         (
             "interface X {\n  a: string\n",
             "broken.ts:3:1: Expected `}` but found `EOF`",
