@@ -11,7 +11,8 @@ use std::path::Path;
 
 /// One 30-line block of typical plugin code; [`module`] repeats it with
 /// fresh names.
-const BLOCK: &str = r#"import type { JsonObject as JsonObjectN, ToolContext as ToolContextN } from './types.js';
+const BLOCK: &str = r#"// Block N of the bench module.
+import type { JsonObject as JsonObjectN, ToolContext as ToolContextN } from './types.js';
 import { requireString as requireStringN, type JsonValue as JsonValueN } from './utils.js';
 
 export interface OptionsN {
