@@ -6,7 +6,8 @@
 use std::path::Path;
 
 use oxc_allocator::Allocator;
-use oxc_ast::ast::{Program, Statement, TSModuleReference};
+use oxc_ast::ast::{Decorator, Program, Statement, TSModuleReference};
+use oxc_ast_visit::Visit;
 use oxc_codegen::{Codegen, CodegenOptions};
 use oxc_diagnostics::{OxcDiagnostic, Severity};
 use oxc_parser::Parser;
@@ -42,9 +43,9 @@ use crate::error::{SourceProblem, StripError};
 /// [`StripError::Syntax`] when the parser (or the syntax checks of
 /// semantic analysis) reports an error, [`StripError::Transform`] when the
 /// transform refuses a construct; both carry every problem with its line
-/// and column. A `.ts` or `.mts` file using `export =` or
-/// `import x = require(..)` is a [`StripError::Transform`]: those have no
-/// ES module form.
+/// and column. Decorators, and in a `.ts` or `.mts` file `export =` and
+/// `import x = require(..)`, are a [`StripError::Transform`]: the output
+/// could not run.
 pub fn strip_types(source: &str, path: &Path) -> Result<String, StripError> {
     let source_type = source_type_for(path)?;
     let allocator = Allocator::default();
@@ -57,25 +58,23 @@ pub fn strip_types(source: &str, path: &Path) -> Result<String, StripError> {
         });
     }
     let mut program = parsed.program;
-    if source_type.is_module() {
-        let refused = commonjs_only_statements(&program);
-        if !refused.is_empty() {
-            return Err(StripError::Transform {
-                path: path.to_path_buf(),
-                problems: refused
-                    .into_iter()
-                    .map(|(offset, message)| {
-                        let (line, column) = line_and_column(source, offset);
-                        SourceProblem {
-                            line,
-                            column,
-                            message: message.into(),
-                            help: None,
-                        }
-                    })
-                    .collect(),
-            });
-        }
+    let refused = refused_constructs(&program, source_type.is_module());
+    if !refused.is_empty() {
+        return Err(StripError::Transform {
+            path: path.to_path_buf(),
+            problems: refused
+                .into_iter()
+                .map(|(offset, message)| {
+                    let (line, column) = line_and_column(source, offset);
+                    SourceProblem {
+                        line,
+                        column,
+                        message: message.into(),
+                        help: None,
+                    }
+                })
+                .collect(),
+        });
     }
 
     let semantic = SemanticBuilder::new()
@@ -117,34 +116,65 @@ pub fn strip_types(source: &str, path: &Path) -> Result<String, StripError> {
     Ok(printed.code)
 }
 
-/// The top-level statements that only CommonJS can run, with their byte
-/// offsets: `export =` and `import x = require(..)`. The transform turns
-/// them into `module.exports =` and `require(..)`, which an ES module has
-/// not got, so an ES module output would fail only when loaded.
-fn commonjs_only_statements(program: &Program<'_>) -> Vec<(u32, &'static str)> {
-    program
-        .body
-        .iter()
-        .filter_map(|statement| match statement {
-            Statement::TSExportAssignment(assignment) => Some((
-                assignment.span.start,
-                "`export =` is CommonJS; an ES module needs `export default`",
-            )),
-            Statement::TSImportEqualsDeclaration(declaration)
-                if declaration.import_kind.is_value()
-                    && matches!(
-                        declaration.module_reference,
-                        TSModuleReference::ExternalModuleReference(_)
-                    ) =>
-            {
-                Some((
-                    declaration.span.start,
-                    "`import x = require(..)` is CommonJS; an ES module needs `import x from`",
-                ))
-            }
-            _ => None,
-        })
-        .collect()
+/// The constructs that parse but have no JavaScript form the output could
+/// use, with their byte offsets, in source order:
+///
+/// * decorators: the transform would keep them, and no Node version runs
+///   them (lowering them needs helper functions from a package the plugin
+///   host does not have);
+/// * in an ES module, `export =` and `import x = require(..)`: the
+///   transform turns them into `module.exports =` and `require(..)`, which
+///   an ES module has not got, so the output would fail only when loaded.
+fn refused_constructs(program: &Program<'_>, is_module: bool) -> Vec<(u32, &'static str)> {
+    let mut refused = Vec::new();
+    if is_module {
+        refused.extend(program.body.iter().filter_map(commonjs_only));
+    }
+    let mut decorators = DecoratorFinder::default();
+    decorators.visit_program(program);
+    refused.extend(decorators.offsets.into_iter().map(|offset| {
+        (
+            offset,
+            "decorators are not supported: Node cannot run them and stripping does not lower them",
+        )
+    }));
+    refused.sort_by_key(|(offset, _)| *offset);
+    refused
+}
+
+/// `statement`'s offset and message when only CommonJS can run it.
+fn commonjs_only(statement: &Statement<'_>) -> Option<(u32, &'static str)> {
+    match statement {
+        Statement::TSExportAssignment(assignment) => Some((
+            assignment.span.start,
+            "`export =` is CommonJS; an ES module needs `export default`",
+        )),
+        Statement::TSImportEqualsDeclaration(declaration)
+            if declaration.import_kind.is_value()
+                && matches!(
+                    declaration.module_reference,
+                    TSModuleReference::ExternalModuleReference(_)
+                ) =>
+        {
+            Some((
+                declaration.span.start,
+                "`import x = require(..)` is CommonJS; an ES module needs `import x from`",
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Collects the offset of every decorator, however deeply nested.
+#[derive(Default)]
+struct DecoratorFinder {
+    offsets: Vec<u32>,
+}
+
+impl<'a> Visit<'a> for DecoratorFinder {
+    fn visit_decorator(&mut self, decorator: &Decorator<'a>) {
+        self.offsets.push(decorator.span.start);
+    }
 }
 
 /// The parser's source type for `path`, or the refusal.

@@ -243,3 +243,39 @@ fn commonjs_only_syntax_is_refused_in_an_es_module() {
         "export const a = 1;\n"
     );
 }
+
+#[test]
+fn decorators_are_refused_where_they_are() {
+    let source =
+        "function dec(t: unknown) {}\nexport class D {\n  @dec m() {}\n}\n@dec class E {}\n";
+    let error = strip_types(source, Path::new("d.ts")).unwrap_err();
+    assert!(matches!(error, StripError::Transform { .. }));
+    let places: Vec<(u32, u32)> = error
+        .problems()
+        .iter()
+        .map(|problem| (problem.line, problem.column))
+        .collect();
+    assert_eq!(places, [(3, 3), (5, 1)]);
+    assert!(error.to_string().starts_with(
+        "d.ts:3:3: decorators are not supported: Node cannot run them and stripping does not lower them (and 1 more problem)"
+    ));
+}
+
+#[test]
+fn overloads_and_declaration_merging_strip_cleanly() {
+    check(
+        "overloads",
+        "export function f(a: string): string;\nexport function f(a: number): number;\nexport function f(a: any): any { return a; }\nexport class K { m(a: string): void; m(a: any) {} }\n",
+        "export function f(a) {\n\treturn a;\n}\nexport class K {\n\tm(a) {}\n}\n",
+    );
+    check(
+        "an interface merged into a class, a namespace into a function",
+        "export interface Box { size: number }\nexport class Box { constructor(public w: number) {} }\nexport function ns() { return ns.x; }\nexport namespace ns { export const x = 1; }\n",
+        "export class Box {\n\tw;\n\tconstructor(w) {\n\t\tthis.w = w;\n\t}\n}\nexport function ns() {\n\treturn ns.x;\n}\n(function(_ns) {\n\tconst x = _ns.x = 1;\n})(ns || (ns = {}));\n",
+    );
+    check(
+        "const assertions, asserts predicates, abstract constructor types",
+        "export type Ctor = abstract new () => object;\nexport const keys = <const>['a', 'b'];\nexport const t = ['x'] as const;\nexport function assert(v: unknown): asserts v is string {}\n",
+        "export const keys = [\"a\", \"b\"];\nexport const t = [\"x\"];\nexport function assert(v) {}\n",
+    );
+}
