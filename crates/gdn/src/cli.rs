@@ -72,11 +72,23 @@ pub(crate) enum Command {
     /// Run one ConnectorProcess (spawned by the orchestrator; not for people).
     #[command(hide = true)]
     Connector(ConnectorArgs),
+    /// Print a TypeScript file as JavaScript, types removed (run by the
+    /// plugin host on Node without type stripping; not for people).
+    #[command(hide = true, name = "strip-types")]
+    StripTypes(StripTypesArgs),
     /// Create a new project from a template.
     Init(InitArgs),
     /// Check this machine and the current project: version, System Root,
     /// provider keys, script runtimes, bundle.
     Doctor(DoctorArgs),
+}
+
+/// `gdn strip-types`.
+#[derive(Debug, Args)]
+pub(crate) struct StripTypesArgs {
+    /// The `.ts`, `.mts` or `.cts` file.
+    #[arg(value_name = "FILE")]
+    pub(crate) file: PathBuf,
 }
 
 /// `gdn init`.

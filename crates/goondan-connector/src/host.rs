@@ -48,6 +48,9 @@ pub struct ConnectorProcessArgs {
     pub connection: String,
     /// An extra env file (`--env-file`).
     pub env_file: Option<PathBuf>,
+    /// How a TypeScript connector is stripped on a Node without type
+    /// stripping (`goondan_plugin::launch::LaunchOptions::strip_types_command`).
+    pub strip_types_command: Option<Vec<String>>,
 }
 
 /// Why the connector cannot start: sent as `runtime.start_error`.
@@ -177,14 +180,20 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
     let entry = match entry {
         Entry::Native { name } => name,
         Entry::Script { path, runtime } => {
-            let source = script::ScriptSource::plan(bundle.root(), &path, runtime, config)
-                .map_err(|error| {
-                    Refusal::new(
-                        error.code(),
-                        format!("Connection/{}: {error}", args.connection),
-                        error.suggestion().unwrap_or_default(),
-                    )
-                })?;
+            let source = script::ScriptSource::plan(
+                bundle.root(),
+                &path,
+                runtime,
+                config,
+                args.strip_types_command.clone(),
+            )
+            .map_err(|error| {
+                Refusal::new(
+                    error.code(),
+                    format!("Connection/{}: {error}", args.connection),
+                    error.suggestion().unwrap_or_default(),
+                )
+            })?;
             tracing::info!(connection = %args.connection, entry = %path, "script connector started");
             return Ok(Started::Source(Box::new(source)));
         }

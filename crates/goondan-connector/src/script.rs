@@ -26,18 +26,23 @@ pub struct ScriptSource {
 }
 
 impl ScriptSource {
-    /// Plans the plugin for entry `path` (relative to `bundle_root`).
+    /// Plans the plugin for entry `path` (relative to `bundle_root`);
+    /// `strip_types_command` strips a TypeScript entry on an old Node.
     pub fn plan(
         bundle_root: &Path,
         path: &str,
         runtime: ScriptRuntime,
         config: ConnectorConfig,
+        strip_types_command: Option<Vec<String>>,
     ) -> Result<ScriptSource, PluginError> {
         let launch = launch::plan(
             &bundle_root.join(path),
             runtime,
             path,
-            &LaunchOptions::default(),
+            &LaunchOptions {
+                strip_types_command,
+                ..LaunchOptions::default()
+            },
         )?;
         let options = HostOptions {
             secrets: config.secrets.clone(),

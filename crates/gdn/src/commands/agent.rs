@@ -34,9 +34,7 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         durability: std::env::var("GOONDAN_DURABILITY").ok(),
         // Filled from the spawn handshake, never from the environment.
         secrets: goondan_types::Secrets::new(),
-        // No `gdn strip-types` subcommand exists yet; once it does, this
-        // is `[current_exe, "strip-types"]`.
-        strip_types_command: None,
+        strip_types_command: super::strip_types::command(),
     };
     let builtins_for = |model,
                         model_name: &str,

@@ -26,6 +26,7 @@ pub(crate) fn run(args: &ConnectorArgs) -> ! {
             bundle_dir: args.bundle_dir.clone(),
             connection: args.connection.clone(),
             env_file: args.env_file.clone(),
+            strip_types_command: super::strip_types::command(),
         },
     ));
     // Leave at once: a blocked stdin read would hold the runtime's drop.

@@ -8,6 +8,7 @@ mod logs;
 pub(crate) mod manage;
 mod reload;
 mod run;
+mod strip_types;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -34,6 +35,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
         Command::Connector(args) => connector::run(args),
+        Command::StripTypes(args) => strip_types::run(args),
         Command::Init(args) => init::run(&cli.global, args),
         Command::Doctor(args) => doctor::run(&cli.global, args),
     }

@@ -13,6 +13,7 @@ mod replay;
 mod secrets;
 mod stdin;
 mod store_damage;
+mod strip_types;
 mod swarm;
 mod telegram;
 mod watch;
