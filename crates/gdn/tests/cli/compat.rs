@@ -1,7 +1,8 @@
-//! Compatibility with the original's bundles and environment (issue 21):
-//! a bundle in the shape of its smoke-test sample validates and answers a
-//! turn through `ANTHROPIC_BASE_URL` pointed at a mock that speaks the
-//! Anthropic Messages wire format.
+//! Compatibility with the original's bundles and environment (issues 18
+//! and 21): a bundle in the shape of its smoke-test sample validates and
+//! answers a turn through `ANTHROPIC_BASE_URL` pointed at a mock that
+//! speaks the Anthropic Messages wire format; one in the shape of its
+//! brain-persona sample validates.
 
 use crate::swarm::{code, gdn_command, run_with_deadline, stderr, stdout};
 use axum::routing::post;
@@ -65,15 +66,26 @@ impl MockAnthropic {
     }
 }
 
+/// A copy of `tests/fixtures/compat/<name>` (with its subfolders) in a
+/// temporary folder.
 fn fixture(name: &str) -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                copy(&path, &target);
+            } else {
+                std::fs::copy(&path, target).unwrap();
+            }
+        }
+    }
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/compat")
         .join(name);
     let target = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, target.path().join(path.file_name().unwrap())).unwrap();
-    }
+    copy(&source, target.path());
     target
 }
 
@@ -109,4 +121,78 @@ fn a_smoke_test_shaped_bundle_answers_through_anthropic_base_url() {
             .contains("Answer in one short sentence."),
         "{body}"
     );
+}
+
+/// A bundle in the shape of the original's brain-persona sample validates
+/// unchanged: TypeScript extensions, per-agent extension `config:`,
+/// `requiredTools`, the `self-restart` tool, the `telegram-polling` and
+/// `slack` connectors.
+#[test]
+fn a_brain_persona_shaped_bundle_validates() {
+    let bundle = fixture("brain-like");
+    let state = tempfile::tempdir().unwrap();
+    let mut validate = gdn_command(bundle.path(), state.path(), &["validate"]);
+    validate
+        .env("ANTHROPIC_API_KEY", "sk-ant-compat")
+        .env("TELEGRAM_BOT_TOKEN", "123:compat")
+        .env("SLACK_BOT_TOKEN", "xoxb-compat")
+        .env("SLACK_SIGNING_SECRET", "compat-signing");
+    let output = run_with_deadline(validate);
+    assert_eq!(code(&output), 0, "{}{}", stdout(&output), stderr(&output));
+    assert_eq!(stdout(&output), "Errors: 0, Warnings: 0\n");
+}
+
+/// The brain-persona-shaped bundle's TypeScript turn middleware runs on
+/// this machine's Node (stripped by `gdn strip-types` on Node 20): a turn
+/// through the mock answers, and the extension's state is on disk.
+#[test]
+fn a_typescript_extension_in_the_originals_style_runs_in_a_turn() {
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no node on PATH");
+        return;
+    }
+    let bundle = fixture("brain-like");
+    let path = bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The guard would hold the turn until it calls telegram or slack.
+    let without_guard = text.replace(
+        "  requiredTools:\n    - \"telegram__send\"\n    - \"slack__send\"\n",
+        "",
+    );
+    assert_ne!(text, without_guard);
+    std::fs::write(&path, without_guard).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mock = MockAnthropic::start("On it.");
+    let mut run = gdn_command(bundle.path(), state.path(), &["run", "--input", "hello"]);
+    run.env("ANTHROPIC_API_KEY", "sk-ant-compat")
+        .env("ANTHROPIC_BASE_URL", &mock.base_url)
+        .env("TELEGRAM_BOT_TOKEN", "123:compat")
+        .env("SLACK_BOT_TOKEN", "xoxb-compat")
+        .env("SLACK_SIGNING_SECRET", "compat-signing");
+    let output = run_with_deadline(run);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(stdout(&output).trim(), "On it.");
+    let saved = walk(state.path())
+        .into_iter()
+        .find(|file| file.ends_with("extensions/quiet-watch.json"))
+        .unwrap_or_else(|| panic!("no quiet-watch state under {:?}", walk(state.path())));
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();
+    assert!(value["lastTurnAt"].as_u64().is_some(), "{value}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
