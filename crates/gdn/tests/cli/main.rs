@@ -92,6 +92,7 @@ fn examples_are_valid_and_exit_zero() {
         "examples/single-agent",
         "examples/two-agents",
         "examples/webhook",
+        "examples/plugins",
     ] {
         let state = tempfile::tempdir().unwrap();
         let output = Command::new(env!("CARGO_BIN_EXE_gdn"))

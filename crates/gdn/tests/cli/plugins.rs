@@ -151,3 +151,80 @@ fn a_javascript_connector_feeds_an_agent_in_a_resident_swarm() {
     crate::connectors::wait_for_answer(&swarm, "alpha", "clock", "tick from a script");
     assert_eq!(resident.terminate(), 0);
 }
+
+/// The children of `parent` that are alive (not zombies).
+fn children_of(parent: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let parent_of = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+            parent_of == Some(parent)
+        })
+        .filter(|pid| crate::swarm::alive(*pid))
+        .collect()
+}
+
+/// `examples/plugins` answers through its TypeScript tool and extension,
+/// and kill -9 of the agent leaves none of its plugin processes behind.
+#[test]
+fn the_plugins_example_runs_and_kill_9_of_its_agent_leaves_no_plugin() {
+    use crate::mock_llm::{MockLlm, Reply};
+    use crate::swarm::{gdn_command, sigkill, wait_until, Resident, Swarm};
+    use std::process::Stdio;
+
+    let bundle = tempfile::tempdir().unwrap();
+    let example = super::workspace_root().join("examples/plugins");
+    for folder in ["", "tools", "extensions", "connectors"] {
+        std::fs::create_dir_all(bundle.path().join(folder)).unwrap();
+        for entry in std::fs::read_dir(example.join(folder)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                let target = bundle.path().join(folder).join(path.file_name().unwrap());
+                std::fs::copy(&path, target).unwrap();
+            }
+        }
+    }
+    let swarm = Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        // The example's model is the scripted one; nothing calls this.
+        mock: MockLlm::start(|_| Reply::text("unused")),
+    };
+    let log = std::fs::File::create(swarm.state.path().join("orchestrator.log")).unwrap();
+    let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let resident = Resident { child: Some(child) };
+    swarm.wait_for_socket();
+    let answer = swarm.run(&["run", "--input", "count   two    words"]);
+    assert_eq!(
+        code(&answer),
+        0,
+        "{}",
+        String::from_utf8_lossy(&answer.stderr)
+    );
+    // The extension collapsed the spaces before the TypeScript tool counted.
+    assert_eq!(stdout(&answer).trim(), "2 words, 9 characters");
+
+    let agent = wait_until("the agent's pid", || swarm.pid_of("assistant"));
+    let plugins = wait_until("the agent's plugin processes", || {
+        let children = children_of(agent);
+        (children.len() >= 2).then_some(children)
+    });
+    sigkill(agent);
+    wait_until("every plugin process to be gone", || {
+        plugins
+            .iter()
+            .all(|pid| !crate::swarm::alive(*pid))
+            .then_some(())
+    });
+    assert_eq!(resident.terminate(), 0);
+}
