@@ -411,7 +411,7 @@ async fn the_key_never_reaches_logs_or_errors() {
         .generate(request(vec![ModelMessage::user("hi")]), &NoStream)
         .await
         .unwrap_err();
-    assert_eq!(error.code(), "E_MODEL_HTTP");
+    assert_eq!(error.code(), "E_MODEL_AUTH");
     let shown = format!("{error} {error:?}");
     assert!(shown.contains("invalid x-api-key: ***"), "{shown}");
     assert!(!shown.contains(SECRET), "{shown}");

@@ -395,7 +395,7 @@ async fn the_key_never_reaches_logs_or_errors() {
         .generate(request(vec![ModelMessage::user("x")]), &NoStream)
         .await
         .unwrap_err();
-    assert_eq!(error.code(), "E_MODEL_HTTP");
+    assert_eq!(error.code(), "E_MODEL_AUTH");
     let shown = format!("{error} {error:?}");
     assert!(
         shown.contains("Incorrect API key provided: ***."),
