@@ -16,6 +16,7 @@ const FLOW: &[&str] = &[
     "goondan-ipc",
     "goondan-connector",
     "goondan-runtime",
+    "goondan-mcp",
     "goondan-base",
     "goondan-agent",
     "goondan-orchestrator",
