@@ -83,11 +83,13 @@ impl McpError {
     }
 
     /// Whether the connection that produced this error is no longer worth
-    /// using: the next call starts a new one.
+    /// using: the next call starts a new one. A [`McpError::Timeout`] is
+    /// not by itself: a slow tool does not make a dead server (the
+    /// extension pings the server to tell).
     pub fn breaks_connection(&self) -> bool {
         matches!(
             self,
-            McpError::Unavailable { .. } | McpError::Timeout { .. } | McpError::Protocol { .. }
+            McpError::Unavailable { .. } | McpError::Protocol { .. }
         )
     }
 }

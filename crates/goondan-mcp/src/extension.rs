@@ -5,9 +5,10 @@
 //! as parameters, `source: {type: mcp, name: <server>}`); it then follows
 //! `notifications/tools/list_changed`, registering tools that appear. A
 //! call goes to the server through its [`Session`] with the server's
-//! deadline; every failure becomes a tool error result with an `E_MCP_*`
-//! code ([`McpError`]), never an exception, and a failure that breaks the
-//! connection (the process died, a deadline passed) drops it, so the next
+//! deadline (a call past it is cancelled); every failure becomes a tool
+//! error result with an `E_MCP_*` code ([`McpError`]), never an exception,
+//! and a failure that breaks the connection (the process died, or it timed
+//! out and the server then did not answer a `ping`) drops it, so the next
 //! call starts the server again.
 //!
 //! # Why a task, and a turn middleware that waits for it
@@ -39,10 +40,15 @@ use goondan_runtime::{
     TurnContext, TurnNext,
 };
 use goondan_types::{JsonObject, JsonValue, Secrets, ToolCatalogItem, ToolSource, ToolSourceType};
+use serde_json::json;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+
+/// How long a server whose call timed out has to answer a `ping`.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The notification after which a server's tools are listed again.
 const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
@@ -152,17 +158,26 @@ impl ServerLink {
         }
     }
 
-    /// Runs `work` on the session; a breaking failure discards it.
+    /// Runs `work` on the session. A breaking failure discards the
+    /// session; after a timeout the server must answer a `ping` within
+    /// [`PING_TIMEOUT`] to keep it, so a hung server is started afresh by
+    /// the next call while a slow tool keeps its server's state.
     async fn with_session<T, F>(&self, work: impl FnOnce(Arc<Session>) -> F) -> Result<T, McpError>
     where
         F: std::future::Future<Output = Result<T, McpError>>,
     {
         let session = self.session().await?;
         let outcome = work(session.clone()).await;
-        if let Err(error) = &outcome {
-            if error.breaks_connection() {
-                self.discard(&session).await;
-            }
+        let broken = match &outcome {
+            Err(error) if error.breaks_connection() => true,
+            Err(McpError::Timeout { .. }) => session
+                .request("ping", json!({}), self.server.timeout.min(PING_TIMEOUT))
+                .await
+                .is_err(),
+            _ => false,
+        };
+        if broken {
+            self.discard(&session).await;
         }
         outcome
     }
