@@ -22,7 +22,7 @@
 //! at any time, from the next Step on). So that the first Turn still sees
 //! them, a `turn` middleware waits, before the first Turn only, until each
 //! server's first listing has succeeded or failed (at most its
-//! `timeoutMs`). Before a later Turn it starts a new listing in the
+//! `connectTimeoutMs`). Before a later Turn it starts a new listing in the
 //! background for any server that has never listed its tools (it was down
 //! at start), without delaying that Turn.
 //!
@@ -185,7 +185,7 @@ impl ServerLink {
     /// Lists the server's tools and registers the exposed ones not yet
     /// registered.
     async fn refresh_tools(self: &Arc<Self>) -> Result<(), McpError> {
-        let timeout = self.server.timeout;
+        let timeout = self.server.connect_timeout;
         let listed = self
             .with_session(|session| async move { session.list_tools(timeout).await })
             .await?;
@@ -244,7 +244,7 @@ impl ServerLink {
         let mut first_listing = self.first_listing.clone();
         if !*first_listing.borrow() {
             let _ = tokio::time::timeout(
-                self.server.timeout,
+                self.server.connect_timeout,
                 first_listing.wait_for(|listed| *listed),
             )
             .await;

@@ -8,8 +8,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The default per-call (and per-connect) deadline, in milliseconds.
+/// The default deadline of one tool call, in milliseconds.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// The default deadline of connecting (starting the server, `initialize`)
+/// and of listing its tools, in milliseconds: a server fetched by `npx` on
+/// its first start may take a while.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 30_000;
 
 /// `config` of the `mcp` extension.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -18,9 +22,12 @@ pub struct McpConfig {
     /// The servers, by the name that prefixes their tools.
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
-    /// The deadline of one call (and of connecting), in milliseconds.
+    /// The deadline of one tool call, in milliseconds.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// The deadline of connecting and of listing tools, in milliseconds.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
 }
 
 impl Default for McpConfig {
@@ -28,12 +35,17 @@ impl Default for McpConfig {
         McpConfig {
             servers: BTreeMap::new(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
         }
     }
 }
 
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
+}
+
+fn default_connect_timeout_ms() -> u64 {
+    DEFAULT_CONNECT_TIMEOUT_MS
 }
 
 /// One server: either a stdio `command` or a streamable HTTP `url`.
@@ -56,8 +68,11 @@ pub struct ServerConfig {
     pub include: Option<Vec<String>>,
     /// These tools are not exposed.
     pub exclude: Vec<String>,
-    /// This server's deadline, over the extension's `timeoutMs`.
+    /// This server's call deadline, over the extension's `timeoutMs`.
     pub timeout_ms: Option<u64>,
+    /// This server's connect deadline, over the extension's
+    /// `connectTimeoutMs`.
+    pub connect_timeout_ms: Option<u64>,
 }
 
 /// A string given inline or read from a variable.
@@ -116,8 +131,10 @@ pub struct ResolvedServer {
     pub include: Option<Vec<String>>,
     /// The tools left out.
     pub exclude: Vec<String>,
-    /// The deadline of one call and of connecting.
+    /// The deadline of one tool call.
     pub timeout: Duration,
+    /// The deadline of connecting and of listing tools.
+    pub connect_timeout: Duration,
 }
 
 impl ResolvedServer {
@@ -149,7 +166,7 @@ impl McpConfig {
     ) -> Result<Vec<ResolvedServer>, McpError> {
         self.servers
             .iter()
-            .map(|(name, server)| server.resolve(name, self.timeout_ms, lookup))
+            .map(|(name, server)| server.resolve(name, self, lookup))
             .collect()
     }
 }
@@ -158,7 +175,7 @@ impl ServerConfig {
     fn resolve(
         &self,
         name: &str,
-        default_timeout_ms: u64,
+        defaults: &McpConfig,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ResolvedServer, McpError> {
         let invalid = |message: String| McpError::Config {
@@ -226,7 +243,11 @@ impl ServerConfig {
             transport,
             include: self.include.clone(),
             exclude: self.exclude.clone(),
-            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(default_timeout_ms)),
+            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(defaults.timeout_ms)),
+            connect_timeout: Duration::from_millis(
+                self.connect_timeout_ms
+                    .unwrap_or(defaults.connect_timeout_ms),
+            ),
         })
     }
 }
@@ -272,6 +293,10 @@ mod tests {
             }
         );
         assert_eq!(servers[1].timeout, Duration::from_millis(7));
+        assert_eq!(
+            servers[1].connect_timeout,
+            Duration::from_millis(DEFAULT_CONNECT_TIMEOUT_MS)
+        );
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl Session {
                     "capabilities": {},
                     "clientInfo": {"name": "goondan", "version": env!("CARGO_PKG_VERSION")},
                 }),
-                server.timeout,
+                server.connect_timeout,
             )
             .await?;
         let Some(version) = initialized.get("protocolVersion").and_then(Value::as_str) else {

@@ -104,7 +104,7 @@ async fn a_server_that_hangs_or_cannot_start_leaves_the_agent_working() {
     harness.model.text("and again");
     let mut hanging = stdio_server();
     hanging["env"] = json!({"MCP_FIXTURE_HANG_START": "1"});
-    hanging["timeoutMs"] = json!(200);
+    hanging["connectTimeoutMs"] = json!(200);
     let mut agent = harness
         .start(json!({"servers": {
             "hung": hanging,

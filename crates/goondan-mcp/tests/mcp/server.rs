@@ -1,1 +1,205 @@
-//! placeholder
+//! The server core of `gdn mcp serve` over in-memory pipes, with a swarm
+//! stand-in behind `SwarmTurns` (the real one is driven by `gdn`'s CLI
+//! tests).
+
+use futures_util::future::BoxFuture;
+use goondan_mcp::server::{serve, AgentTool, SwarmTurns, TurnFailure};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+
+/// `alpha` echoes, `broken` fails with a code, `slow` never answers and
+/// records being dropped.
+struct Swarm {
+    slow_dropped: Arc<AtomicBool>,
+}
+
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl SwarmTurns for Swarm {
+    fn agents(&self) -> Vec<AgentTool> {
+        ["alpha", "broken", "slow"]
+            .into_iter()
+            .map(|name| AgentTool {
+                name: name.into(),
+                description: None,
+            })
+            .collect()
+    }
+
+    fn ask(
+        &self,
+        agent: String,
+        text: String,
+        instance_key: Option<String>,
+    ) -> BoxFuture<'static, Result<String, TurnFailure>> {
+        let dropped = SetOnDrop(self.slow_dropped.clone());
+        Box::pin(async move {
+            match agent.as_str() {
+                "alpha" => Ok(format!("alpha heard `{text}` in {instance_key:?}")),
+                "broken" => Err(TurnFailure {
+                    code: "E_AGENT_BACKOFF".into(),
+                    message: "backing off".into(),
+                    suggestion: Some("gdn instance restart".into()),
+                }),
+                _ => {
+                    let _dropped = dropped;
+                    std::future::pending().await
+                }
+            }
+        })
+    }
+}
+
+struct Client {
+    to_server: DuplexStream,
+    from_server: Lines<BufReader<DuplexStream>>,
+}
+
+impl Client {
+    async fn send(&mut self, message: Value) {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        self.to_server.write_all(&line).await.unwrap();
+    }
+
+    async fn receive(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(5), self.from_server.next_line())
+            .await
+            .expect("the server answers")
+            .unwrap()
+            .expect("the server is still there");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let answer = self.receive().await;
+        assert_eq!(answer["id"], json!(id), "{answer}");
+        answer
+    }
+}
+
+fn start() -> (Client, Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+    let slow_dropped = Arc::new(AtomicBool::new(false));
+    let swarm = Arc::new(Swarm {
+        slow_dropped: slow_dropped.clone(),
+    });
+    let (to_server, server_input) = tokio::io::duplex(64 * 1024);
+    let (server_output, from_server) = tokio::io::duplex(64 * 1024);
+    let task = tokio::spawn(async move {
+        serve(swarm, server_input, server_output).await.unwrap();
+    });
+    let client = Client {
+        to_server,
+        from_server: BufReader::new(from_server).lines(),
+    };
+    (client, slow_dropped, task)
+}
+
+#[tokio::test]
+async fn initialize_lists_one_tool_per_agent_and_calls_run_turns() {
+    let (mut client, _, _) = start();
+    let initialized = client
+        .request(1, "initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
+        .await;
+    assert_eq!(initialized["result"]["protocolVersion"], "2025-03-26");
+    assert!(initialized["result"]["capabilities"]["tools"].is_object());
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+
+    let listed = client.request(2, "tools/list", json!({})).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "broken", "slow"]);
+    assert_eq!(
+        listed["result"]["tools"][0]["inputSchema"]["required"],
+        json!(["text"])
+    );
+
+    let called = client
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "alpha", "arguments": {"text": "hi", "instanceKey": "k1"}}),
+        )
+        .await;
+    assert_eq!(
+        called["result"],
+        json!({"content": [{"type": "text", "text": "alpha heard `hi` in Some(\"k1\")"}], "isError": false})
+    );
+
+    let failed = client
+        .request(
+            4,
+            "tools/call",
+            json!({"name": "broken", "arguments": {"text": "hi"}}),
+        )
+        .await;
+    assert_eq!(failed["result"]["isError"], json!(true));
+    let text = failed["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("error[E_AGENT_BACKOFF]: backing off"),
+        "{text}"
+    );
+
+    let bad_args = client
+        .request(
+            5,
+            "tools/call",
+            json!({"name": "alpha", "arguments": {"text": 7}}),
+        )
+        .await;
+    assert_eq!(bad_args["result"]["isError"], json!(true));
+
+    let unknown = client
+        .request(
+            6,
+            "tools/call",
+            json!({"name": "nobody", "arguments": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], json!(-32602));
+
+    let other = client.request(7, "resources/list", json!({})).await;
+    assert_eq!(other["error"]["code"], json!(-32601));
+}
+
+#[tokio::test]
+async fn a_cancelled_call_stops_waiting_and_gets_no_answer() {
+    let (mut client, slow_dropped, task) = start();
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}}}))
+        .await;
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 10}}))
+        .await;
+    // The next answer is the ping's: request 10 gets none.
+    let pong = client.request(11, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !slow_dropped.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(slow_dropped.load(Ordering::SeqCst));
+    // The end of the input ends the server.
+    drop(client);
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
