@@ -6,6 +6,7 @@ mod doctor;
 mod init;
 mod logs;
 pub(crate) mod manage;
+mod mcp;
 mod reload;
 mod run;
 mod validate;
@@ -36,5 +37,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Connector(args) => connector::run(args),
         Command::Init(args) => init::run(&cli.global, args),
         Command::Doctor(args) => doctor::run(&cli.global, args),
+        Command::Mcp(args) => match &args.command {
+            crate::cli::McpCommand::Serve(serve) => mcp::serve(&cli.global, serve),
+        },
     }
 }
