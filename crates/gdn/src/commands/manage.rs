@@ -215,13 +215,8 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
     let Some(response) = runtime.block_on(call(&socket, request)) else {
         return Ok(not_running());
     };
-    if let (
-        Some(project),
-        ControlResponse::Restarted {
-            restarted,
-            outcomes,
-        },
-    ) = (&project, &response)
+    if let (Some(project), ControlResponse::Restarted { restarted, outcomes }) =
+        (&project, &response)
     {
         let event = SwarmEvent::Reloaded {
             base: SwarmEventBase {
@@ -241,10 +236,7 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
             duration: started.elapsed().as_millis() as u64,
         };
         if let Err(error) = goondan_store::append_swarm_event(&project.workspace(), &event) {
-            eprintln!(
-                "warning[{}]: could not record the restart: {error}",
-                error.code()
-            );
+            eprintln!("warning[{}]: could not record the restart: {error}", error.code());
         }
     }
     report_restart(global, &response)

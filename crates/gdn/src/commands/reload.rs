@@ -305,9 +305,7 @@ impl Reloader {
             Trigger::Watch => "edit",
             Trigger::Request(_) => "bundle",
         };
-        eprintln!(
-            "{label}: the {what} is invalid: [{code}] {message}; the swarm runs on unchanged"
-        );
+        eprintln!("{label}: the {what} is invalid: [{code}] {message}; the swarm runs on unchanged");
         tracing::warn!(
             event = "swarm.reload_rejected",
             trigger = label,
@@ -351,7 +349,8 @@ impl Reloader {
     /// Appends `event` to the workspace's swarm event log; a failure to
     /// record costs the record, not the reload.
     fn record(&self, event: SwarmEvent) {
-        if let Err(error) = goondan_store::append_swarm_event(&self.project.workspace(), &event) {
+        if let Err(error) = goondan_store::append_swarm_event(&self.project.workspace(), &event)
+        {
             tracing::warn!(code = error.code(), "could not record the reload: {error}");
         }
     }

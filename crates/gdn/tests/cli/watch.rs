@@ -197,10 +197,7 @@ fn watch_an_invalid_edit_changes_nothing_and_its_fix_applies() {
         .collect();
     assert_eq!(
         kinds,
-        [
-            ("swarm.reload_rejected", "watch"),
-            ("swarm.reloaded", "watch")
-        ]
+        [("swarm.reload_rejected", "watch"), ("swarm.reloaded", "watch")]
     );
     assert_eq!(events[1]["changed"], json!(["Agent/beta"]));
     let output = swarm.run(&["logs", "--agent", "alpha", "--type", "swarm.*"]);
@@ -476,10 +473,7 @@ fn self_restart_with_an_invalid_bundle_is_the_tools_error_and_nothing_restarts()
     );
     assert_eq!(swarm.pid_of("alpha"), Some(alpha));
     let answer = ask_over_socket(&swarm, "two");
-    assert!(
-        answer.contains("alpha[You are agent ALPHA.] saw two"),
-        "{answer}"
-    );
+    assert!(answer.contains("alpha[You are agent ALPHA.] saw two"), "{answer}");
 
     let events = swarm_events(&swarm);
     assert_eq!(events.len(), 1, "{events:?}");

@@ -49,10 +49,7 @@ pub async fn request(ctx: &ToolContext, raw: JsonObject) -> Result<JsonValue, To
 
 /// The handlers of `builtin:self-restart` by export name.
 pub(crate) fn handlers() -> ToolHandlers {
-    fn run<'a>(
-        ctx: &'a ToolContext,
-        args: JsonObject,
-    ) -> BoxFuture<'a, Result<JsonValue, ToolFailure>> {
+    fn run<'a>(ctx: &'a ToolContext, args: JsonObject) -> BoxFuture<'a, Result<JsonValue, ToolFailure>> {
         Box::pin(request(ctx, args))
     }
     ToolHandlers::from([("request".to_string(), goondan_runtime::handler_fn(run))])
