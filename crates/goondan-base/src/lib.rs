@@ -9,8 +9,9 @@
 //!   `self-restart`, `slack`, `telegram`, `text-transform`, `wait` (see
 //!   [`tools`]);
 //! * extensions: `context-message`, `inter-agent-response-format`,
-//!   `logging`, `mcp` (from `goondan-mcp`), `message-compaction`, `message-window`,
-//!   `required-tools-guard`, `tool-search` (see [`extensions`]).
+//!   `logging`, `mcp` (implemented in `goondan-mcp`),
+//!   `message-compaction`, `message-window`, `required-tools-guard`,
+//!   `tool-search` (see [`extensions`]).
 //!
 //! The resource manifests of the package (names, exports, parameter
 //! schemas, default configs) live with the config loader; this crate is
