@@ -108,6 +108,18 @@ pub(crate) struct McpServeArgs {
     /// the bundle.
     #[arg(long, value_name = "PATH")]
     pub(crate) env_file: Option<PathBuf>,
+    /// Serve streamable HTTP at this address (`127.0.0.1:8765`; the
+    /// endpoint is `/mcp`) instead of stdio. Loopback only, unless
+    /// `--allow-remote` and `--token-env` are both given.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<std::net::SocketAddr>,
+    /// Accept a non-loopback `--http` address and any `Origin`.
+    #[arg(long, requires = "http")]
+    pub(crate) allow_remote: bool,
+    /// The variable holding the bearer token HTTP clients must send
+    /// (`Authorization: Bearer <token>`).
+    #[arg(long, value_name = "NAME", requires = "http")]
+    pub(crate) token_env: Option<String>,
 }
 
 /// `gdn init`.

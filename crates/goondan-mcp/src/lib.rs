@@ -6,10 +6,11 @@
 //!   their tools as `<server>__<tool>` with `source.type: mcp`, and
 //!   forwards calls (see [`extension`]).
 //! * [`server`] serves a running swarm as an MCP server, one tool per
-//!   agent, over any byte stream (`gdn mcp serve` hands it stdio). It
-//!   reaches the swarm through the [`server::SwarmTurns`] trait, which the
-//!   binary implements over the orchestrator's control socket, so this
-//!   crate never depends on the orchestrator.
+//!   agent, over a byte stream (`gdn mcp serve` hands it stdio) or
+//!   streamable HTTP (`--http`). It reaches the swarm through the
+//!   [`server::SwarmTurns`] trait, which the binary implements over the
+//!   orchestrator's control socket, so this crate never depends on the
+//!   orchestrator.
 //!
 //! Why no MCP SDK: the maintained Rust SDK (`rmcp` 3.x) carries the whole
 //! protocol (tasks, sampling, elicitation, OAuth, its macro crate and

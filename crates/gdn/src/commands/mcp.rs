@@ -12,6 +12,13 @@
 //! --detach` first; when the orchestrator stops later, each call answers
 //! that error as a tool error.
 //!
+//! With `--http ADDR` it serves streamable HTTP at `http://ADDR/mcp`
+//! instead, until SIGINT or SIGTERM. A non-loopback address is refused
+//! (`E_MCP_REMOTE_REFUSED`) unless both `--allow-remote` and a bearer token
+//! (`--token-env NAME`, read from the environment or the bundle's `.env`)
+//! are given: the endpoint runs Turns, which spend the operator's model
+//! budget and use the agents' tools.
+//!
 //! stdout carries only protocol lines; every message for a person goes to
 //! stderr.
 
@@ -21,6 +28,7 @@ use crate::exit::Outcome;
 use crate::project;
 use anyhow::Context;
 use futures_util::future::BoxFuture;
+use goondan_mcp::server::http::HttpAccess;
 use goondan_mcp::server::{AgentTool, SwarmTurns, TurnFailure};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,6 +97,10 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
             }
         })
         .collect();
+    let access = match http_access(args, &project) {
+        Ok(access) => access,
+        Err(outcome) => return Ok(outcome),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -109,9 +121,76 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
             }
         }
         let turns = Arc::new(SocketTurns { socket, agents });
-        goondan_mcp::server::serve(turns, tokio::io::stdin(), tokio::io::stdout())
+        let Some(address) = args.http else {
+            goondan_mcp::server::stdio::serve(turns, tokio::io::stdin(), tokio::io::stdout())
+                .await
+                .context("serving MCP on stdio")?;
+            return Ok(Outcome::Success);
+        };
+        let listener = tokio::net::TcpListener::bind(address)
             .await
-            .context("serving MCP on stdio")?;
+            .with_context(|| format!("binding {address}"))?;
+        eprintln!(
+            "serving MCP for Swarm/{} at http://{}{}",
+            project.swarm_name,
+            listener.local_addr()?,
+            goondan_mcp::server::http::ENDPOINT
+        );
+        let router = goondan_mcp::server::http::router(turns, access);
+        axum::serve(listener, router)
+            .with_graceful_shutdown(stop_signal())
+            .await
+            .context("serving MCP over HTTP")?;
         Ok(Outcome::Success)
     })
+}
+
+/// Who may call `--http`, or the refusal already printed.
+fn http_access(args: &McpServeArgs, project: &project::Project) -> Result<HttpAccess, Outcome> {
+    let bearer_token = match &args.token_env {
+        Some(name) => {
+            let value = std::env::var(name)
+                .ok()
+                .or_else(|| project.bundle.env().get(name).map(str::to_string));
+            match value.filter(|value| !value.is_empty()) {
+                Some(value) => Some(value),
+                None => {
+                    eprintln!(
+                        "error[E_MCP_TOKEN_MISSING]: --token-env names `{name}`, which is not set"
+                    );
+                    eprintln!("   = help: set it in the environment or the bundle's .env");
+                    return Err(Outcome::BadArguments);
+                }
+            }
+        }
+        None => None,
+    };
+    if let Some(address) = args.http {
+        if !address.ip().is_loopback() && !(args.allow_remote && bearer_token.is_some()) {
+            eprintln!(
+                "error[E_MCP_REMOTE_REFUSED]: --http {address} is not a loopback address; anyone who reaches it could run Turns"
+            );
+            eprintln!(
+                "   = help: use 127.0.0.1, or pass --allow-remote with --token-env NAME (a bearer token clients must send)"
+            );
+            return Err(Outcome::BadArguments);
+        }
+    }
+    Ok(HttpAccess {
+        bearer_token,
+        allow_remote_origins: args.allow_remote,
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
 }

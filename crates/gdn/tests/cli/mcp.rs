@@ -161,7 +161,69 @@ fn gdn_mcp_serve_offers_each_agent_as_a_tool_and_each_call_is_a_turn() {
     assert_eq!(beta["result"]["content"][0]["text"], "beta: two", "{beta}");
 
     assert_eq!(client.finish(), 0);
+
+    // The same swarm over streamable HTTP on a loopback port.
+    let mut http = swarm
+        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(http.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let address = banner
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+        .to_string();
+    let answer = post(
+        &address,
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "beta", "arguments": {"text": "three"}}}),
+    );
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "beta: three",
+        "{answer}"
+    );
+    let _ = http.kill();
+    let _ = http.wait();
     drop(resident);
+}
+
+/// One JSON-RPC message POSTed to `/mcp` over a plain HTTP/1.1
+/// connection; the JSON body of the answer.
+fn post(address: &str, message: &Value) -> Value {
+    use std::io::Read;
+    let body = message.to_string();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    serde_json::from_str(body).unwrap()
+}
+
+#[test]
+fn gdn_mcp_serve_refuses_a_remote_http_address_without_a_token() {
+    let swarm = mcp_swarm();
+    let output = swarm
+        .command(&["mcp", "serve", "--http", "0.0.0.0:0", "--allow-remote"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("error[E_MCP_REMOTE_REFUSED]"), "{stderr}");
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! tests).
 
 use futures_util::future::BoxFuture;
-use goondan_mcp::server::{serve, AgentTool, SwarmTurns, TurnFailure};
+use goondan_mcp::server::stdio::serve;
+use goondan_mcp::server::{AgentTool, SwarmTurns, TurnFailure};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 /// `alpha` echoes, `broken` fails with a code, `slow` never answers and
 /// records being dropped.
 struct Swarm {
+    slow_started: Arc<AtomicBool>,
     slow_dropped: Arc<AtomicBool>,
 }
 
@@ -41,6 +43,9 @@ impl SwarmTurns for Swarm {
         text: String,
         instance_key: Option<String>,
     ) -> BoxFuture<'static, Result<String, TurnFailure>> {
+        if agent == "slow" {
+            self.slow_started.store(true, Ordering::SeqCst);
+        }
         let dropped = SetOnDrop(self.slow_dropped.clone());
         Box::pin(async move {
             match agent.as_str() {
@@ -89,9 +94,20 @@ impl Client {
     }
 }
 
-fn start() -> (Client, Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+/// The client, the swarm's `slow_started` and `slow_dropped` flags, and
+/// the server's task.
+type Started = (
+    Client,
+    Arc<AtomicBool>,
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<()>,
+);
+
+fn start() -> Started {
+    let slow_started = Arc::new(AtomicBool::new(false));
     let slow_dropped = Arc::new(AtomicBool::new(false));
     let swarm = Arc::new(Swarm {
+        slow_started: slow_started.clone(),
         slow_dropped: slow_dropped.clone(),
     });
     let (to_server, server_input) = tokio::io::duplex(64 * 1024);
@@ -103,12 +119,20 @@ fn start() -> (Client, Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
         to_server,
         from_server: BufReader::new(from_server).lines(),
     };
-    (client, slow_dropped, task)
+    (client, slow_started, slow_dropped, task)
+}
+
+async fn wait_for(flag: &AtomicBool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !flag.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(flag.load(Ordering::SeqCst));
 }
 
 #[tokio::test]
 async fn initialize_lists_one_tool_per_agent_and_calls_run_turns() {
-    let (mut client, _, _) = start();
+    let (mut client, _, _, _) = start();
     let initialized = client
         .request(1, "initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
         .await;
@@ -181,25 +205,91 @@ async fn initialize_lists_one_tool_per_agent_and_calls_run_turns() {
 
 #[tokio::test]
 async fn a_cancelled_call_stops_waiting_and_gets_no_answer() {
-    let (mut client, slow_dropped, task) = start();
+    let (mut client, slow_started, slow_dropped, task) = start();
     client
         .send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}}}))
         .await;
+    wait_for(&slow_started).await;
     client
         .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 10}}))
         .await;
+    wait_for(&slow_dropped).await;
     // The next answer is the ping's: request 10 gets none.
     let pong = client.request(11, "ping", json!({})).await;
     assert_eq!(pong["result"], json!({}));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !slow_dropped.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    assert!(slow_dropped.load(Ordering::SeqCst));
     // The end of the input ends the server.
     drop(client);
     tokio::time::timeout(Duration::from_secs(5), task)
         .await
         .unwrap()
         .unwrap();
+}
+
+#[tokio::test]
+async fn the_http_endpoint_answers_posts_and_guards_token_and_origin() {
+    use goondan_mcp::server::http::{router, HttpAccess, ENDPOINT};
+    let swarm = Arc::new(Swarm {
+        slow_started: Arc::default(),
+        slow_dropped: Arc::default(),
+    });
+    let access = HttpAccess {
+        bearer_token: Some("t0ken-for-tests".into()),
+        allow_remote_origins: false,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{ENDPOINT}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router(swarm, access)).await });
+    let client = reqwest::Client::new();
+    let post = |body: Value| {
+        client
+            .post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body)
+    };
+
+    let called = post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "alpha", "arguments": {"text": "hi"}}}))
+        .bearer_auth("t0ken-for-tests")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(called.status(), 200);
+    let called: Value = called.json().await.unwrap();
+    assert_eq!(
+        called["result"]["content"][0]["text"],
+        "alpha heard `hi` in None"
+    );
+
+    let initialized = post(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}))
+        .bearer_auth("t0ken-for-tests")
+        .header("Origin", "http://localhost:6274")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(initialized.status(), 200);
+
+    let notified = post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .bearer_auth("t0ken-for-tests")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(notified.status(), 202);
+
+    let anonymous = post(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let wrong = post(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}))
+        .bearer_auth("t0ken-for-testz")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let rebound = post(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}))
+        .bearer_auth("t0ken-for-tests")
+        .header("Origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
 }
