@@ -166,7 +166,8 @@ fn http_access(args: &McpServeArgs, project: &project::Project) -> Result<HttpAc
         None => None,
     };
     if let Some(address) = args.http {
-        if !address.ip().is_loopback() && !(args.allow_remote && bearer_token.is_some()) {
+        let remote_allowed = args.allow_remote && bearer_token.is_some();
+        if !(address.ip().is_loopback() || remote_allowed) {
             eprintln!(
                 "error[E_MCP_REMOTE_REFUSED]: --http {address} is not a loopback address; anyone who reaches it could run Turns"
             );
