@@ -145,6 +145,24 @@ fn split_files_load_deterministically_with_a_single_file_mode() {
 }
 
 #[test]
+fn value_from_env_inside_extension_configs_counts_as_a_secret_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = VALID.replace(
+        "    modelRef: Model/main\n",
+        "    modelRef: Model/main\n  extensions:\n    - ref: {kind: Extension, name: mcp, package: \"@goondan/base\"}\n      config:\n        servers:\n          web:\n            url: http://127.0.0.1:1/mcp\n            headers:\n              Authorization: {valueFrom: {env: WEB_TOKEN}}\n          fs:\n            command: x\n            env:\n              A: {valueFrom: {env: FS_KEY}}\n",
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let outcome = load(dir.path());
+    let bundle = outcome
+        .bundle
+        .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
+    assert_eq!(
+        bundle.env_references().into_iter().collect::<Vec<_>>(),
+        ["FS_KEY", "WEB_TOKEN"]
+    );
+}
+
+#[test]
 fn env_files_follow_cli_precedence_and_feed_the_resolver() {
     let dir = tempfile::tempdir().unwrap();
     let text = VALID.replace(
@@ -258,7 +276,10 @@ spec:
     );
     assert_eq!(configs[2]["maxMessages"], serde_json::json!(4));
 
-    let bad = text.replace("      config: { maxMessages: 4 }\n", "      confg: { maxMessages: 4 }\n");
+    let bad = text.replace(
+        "      config: { maxMessages: 4 }\n",
+        "      confg: { maxMessages: 4 }\n",
+    );
     std::fs::write(dir.path().join("goondan.yaml"), bad).unwrap();
     let outcome = load(dir.path());
     let error = outcome
@@ -266,7 +287,11 @@ spec:
         .iter()
         .find(|d| d.code == Code::Schema.as_str())
         .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
-    assert!(error.message.contains("optionally with a `config` object"), "{}", error.message);
+    assert!(
+        error.message.contains("optionally with a `config` object"),
+        "{}",
+        error.message
+    );
 }
 
 /// `Agent.spec.requiredTools` (the original's samples use it): each name
@@ -293,7 +318,10 @@ fn required_tools_reach_the_guard_which_is_added_when_missing() {
     let names: Vec<_> = agent.extensions().map(|e| e.name()).collect();
     assert_eq!(names, ["required-tools-guard"]);
     let configs: Vec<_> = agent.extension_configs().collect();
-    assert_eq!(configs[0]["requiredTools"], serde_json::json!(["wait__seconds"]));
+    assert_eq!(
+        configs[0]["requiredTools"],
+        serde_json::json!(["wait__seconds"])
+    );
 
     // A listed guard keeps its place and its own names come first.
     let outcome = load_agent(with_tools(
@@ -317,5 +345,8 @@ fn required_tools_reach_the_guard_which_is_added_when_missing() {
         .find(|d| d.code == "E_CONFIG_REQUIRED_TOOL_MISSING")
         .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
     assert_eq!(error.field.as_deref(), Some("spec.requiredTools[0]"));
-    assert_eq!(error.suggestion.as_deref(), Some("did you mean `wait__seconds`?"));
+    assert_eq!(
+        error.suggestion.as_deref(),
+        Some("did you mean `wait__seconds`?")
+    );
 }
