@@ -75,8 +75,9 @@ pub struct ServerConfig {
     pub connect_timeout_ms: Option<u64>,
 }
 
-/// A string given inline or read from a variable.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// A string given inline or read from a variable. Its `Debug` hides an
+/// inline value, which may be a token.
+#[derive(Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum ConfigValue {
     /// The value itself.
@@ -89,6 +90,18 @@ pub enum ConfigValue {
     },
 }
 
+impl std::fmt::Debug for ConfigValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigValue::Literal(_) => f.write_str("Literal(..)"),
+            ConfigValue::From { value_from } => f
+                .debug_struct("From")
+                .field("env", &value_from.env)
+                .finish(),
+        }
+    }
+}
+
 /// `valueFrom` of a [`ConfigValue`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,8 +110,10 @@ pub struct ValueFrom {
     pub env: String,
 }
 
-/// How to reach one server, with every value resolved.
-#[derive(Debug, Clone, PartialEq)]
+/// How to reach one server, with every value resolved. Its `Debug` shows
+/// the names of `env` and `headers`, never their values, which may be
+/// secrets.
+#[derive(Clone, PartialEq)]
 pub enum TransportConfig {
     /// A child process speaking JSON lines on stdin and stdout.
     Stdio {
@@ -118,6 +133,33 @@ pub enum TransportConfig {
         /// Headers for every request.
         headers: Vec<(String, String)>,
     },
+}
+
+impl std::fmt::Debug for TransportConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |pairs: &[(String, String)]| -> Vec<String> {
+            pairs.iter().map(|(name, _)| name.clone()).collect()
+        };
+        match self {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &names(env))
+                .field("cwd", cwd)
+                .finish(),
+            TransportConfig::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &names(headers))
+                .finish(),
+        }
+    }
 }
 
 /// One server, resolved.
@@ -328,6 +370,21 @@ mod tests {
             let error = resolve(config.clone()).unwrap_err();
             assert!(error.contains(expected), "{config}: {error}");
         }
+    }
+
+    #[test]
+    fn debug_output_names_headers_and_env_without_their_values() {
+        let servers = resolve(json!({"servers": {
+            "a": {"url": "http://h", "headers": {"Authorization": {"valueFrom": {"env": "TOKEN"}}}},
+            "b": {"command": "x", "env": {"KEY": {"valueFrom": {"env": "TOKEN"}}}}
+        }}))
+        .unwrap();
+        let shown = format!("{servers:?}");
+        assert!(
+            shown.contains("Authorization") && shown.contains("KEY"),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 
     #[test]
