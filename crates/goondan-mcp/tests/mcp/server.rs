@@ -3,7 +3,7 @@
 //! tests).
 
 use futures_util::future::BoxFuture;
-use goondan_mcp::server::stdio::serve;
+use goondan_mcp::server::stdio::serve_with_progress;
 use goondan_mcp::server::{AgentTool, SwarmTurns, TurnFailure};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,6 +104,10 @@ type Started = (
 );
 
 fn start() -> Started {
+    start_with_progress(Duration::from_secs(5))
+}
+
+fn start_with_progress(interval: Duration) -> Started {
     let slow_started = Arc::new(AtomicBool::new(false));
     let slow_dropped = Arc::new(AtomicBool::new(false));
     let swarm = Arc::new(Swarm {
@@ -113,7 +117,9 @@ fn start() -> Started {
     let (to_server, server_input) = tokio::io::duplex(64 * 1024);
     let (server_output, from_server) = tokio::io::duplex(64 * 1024);
     let task = tokio::spawn(async move {
-        serve(swarm, server_input, server_output).await.unwrap();
+        serve_with_progress(swarm, server_input, server_output, interval)
+            .await
+            .unwrap();
     });
     let client = Client {
         to_server,
@@ -223,6 +229,37 @@ async fn a_cancelled_call_stops_waiting_and_gets_no_answer() {
         .await
         .unwrap()
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_call_that_asks_for_progress_hears_about_it_while_the_turn_runs() {
+    let (mut client, slow_started, _, _) = start_with_progress(Duration::from_millis(20));
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}, "_meta": {"progressToken": "p-20"}}}))
+        .await;
+    wait_for(&slow_started).await;
+    for expected in 1..=2 {
+        let notification = client.receive().await;
+        assert_eq!(
+            notification["method"], "notifications/progress",
+            "{notification}"
+        );
+        assert_eq!(notification["params"]["progressToken"], "p-20");
+        assert_eq!(notification["params"]["progress"], json!(expected));
+    }
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 20}}))
+        .await;
+    // Progress stops with the call: the next answer is the ping's, give or
+    // take one notification already queued.
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 21, "method": "ping"}))
+        .await;
+    let mut answer = client.receive().await;
+    while answer["method"] == "notifications/progress" {
+        answer = client.receive().await;
+    }
+    assert_eq!(answer["id"], json!(21), "{answer}");
 }
 
 #[tokio::test]
