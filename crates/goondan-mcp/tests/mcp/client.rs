@@ -98,6 +98,30 @@ async fn a_call_past_its_deadline_is_a_timeout_result_and_is_cancelled_at_the_se
 }
 
 #[tokio::test]
+async fn a_server_that_stops_answering_is_replaced_by_the_next_call() {
+    let harness = Harness::new();
+    harness.model.tool_calls(&[("c1", "fx__pid", json!({}))]);
+    harness.model.tool_calls(&[("c2", "fx__freeze", json!({}))]);
+    harness.model.tool_calls(&[("c3", "fx__pid", json!({}))]);
+    harness.model.text("done");
+    let mut server = stdio_server();
+    server["timeoutMs"] = json!(300);
+    let mut agent = harness.start(json!({"servers": {"fx": server}})).await;
+    agent.run_turn(user_event("go"), &NoStream).await;
+    let outputs = tool_outputs(&agent);
+    assert_eq!(
+        error_code(&outputs[1].1),
+        Some("E_MCP_TIMEOUT"),
+        "{outputs:?}"
+    );
+    // The frozen server did not answer the ping either, so the next call
+    // started a new one.
+    let (first, second) = (&outputs[0].1["value"], &outputs[2].1["value"]);
+    assert!(first.is_string() && second.is_string(), "{outputs:?}");
+    assert_ne!(first, second, "a new server process answered");
+}
+
+#[tokio::test]
 async fn a_server_that_hangs_or_cannot_start_leaves_the_agent_working() {
     let harness = Harness::new();
     harness.model.text("still here");
