@@ -10,7 +10,8 @@
 //!
 //! * [`stdio::serve`]: JSON-RPC lines over any reader and writer (stdio
 //!   for `gdn mcp serve`, in-memory pipes in tests). Calls run
-//!   concurrently; `notifications/cancelled` stops a call's wait.
+//!   concurrently; `notifications/cancelled` stops a call's wait; a call
+//!   with a `progressToken` hears `notifications/progress` while it runs.
 //! * [`http::router`]: streamable HTTP, one JSON answer per POST; closing
 //!   the request stops the call's wait.
 //!
