@@ -81,6 +81,49 @@ pub(crate) enum Command {
     /// Check this machine and the current project: version, System Root,
     /// provider keys, script runtimes, bundle.
     Doctor(DoctorArgs),
+    /// Model Context Protocol: serve the running swarm to MCP clients.
+    Mcp(McpArgs),
+}
+
+/// `gdn mcp`.
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: McpCommand,
+}
+
+/// The subcommands of `gdn mcp`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum McpCommand {
+    /// Serve the running swarm as an MCP server on stdin/stdout: one tool
+    /// per agent, each call a Turn. Needs an orchestrator started with
+    /// `gdn run --detach` (or a foreground `gdn run`).
+    Serve(McpServeArgs),
+}
+
+/// `gdn mcp serve`.
+#[derive(Debug, Args)]
+pub(crate) struct McpServeArgs {
+    /// The Swarm to serve (default: `default`, else the only one).
+    #[arg(short, long)]
+    pub(crate) swarm: Option<String>,
+    /// An extra env file, applied over .env.local and .env, for loading
+    /// the bundle.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Serve streamable HTTP at this address (`127.0.0.1:8765`; the
+    /// endpoint is `/mcp`) instead of stdio. Loopback only, unless
+    /// `--allow-remote` and `--token-env` are both given.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<std::net::SocketAddr>,
+    /// Accept a non-loopback `--http` address and any `Origin`.
+    #[arg(long, requires = "http")]
+    pub(crate) allow_remote: bool,
+    /// The variable holding the bearer token HTTP clients must send
+    /// (`Authorization: Bearer <token>`).
+    #[arg(long, value_name = "NAME", requires = "http")]
+    pub(crate) token_env: Option<String>,
 }
 
 /// `gdn strip-types`.

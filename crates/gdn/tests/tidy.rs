@@ -18,6 +18,7 @@ const FLOW: &[&str] = &[
     "goondan-runtime",
     "goondan-plugin",
     "goondan-connector",
+    "goondan-mcp",
     "goondan-base",
     "goondan-agent",
     "goondan-orchestrator",

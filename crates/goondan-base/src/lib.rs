@@ -9,8 +9,9 @@
 //!   `self-restart`, `slack`, `telegram`, `text-transform`, `wait` (see
 //!   [`tools`]);
 //! * extensions: `context-message`, `inter-agent-response-format`,
-//!   `logging`, `message-compaction`, `message-window`,
-//!   `required-tools-guard`, `tool-search` (see [`extensions`]).
+//!   `logging`, `mcp` (implemented in `goondan-mcp`),
+//!   `message-compaction`, `message-window`, `required-tools-guard`,
+//!   `tool-search` (see [`extensions`]).
 //!
 //! The resource manifests of the package (names, exports, parameter
 //! schemas, default configs) live with the config loader; this crate is
@@ -73,7 +74,9 @@ pub fn builtins_with(options: BuiltinOptions) -> MapBuiltinCatalog {
         }
     }
     for name in extensions::EXTENSION_NAMES {
-        if let Some(extension) = extensions::extension(name, options.summarizer.clone()) {
+        if let Some(extension) =
+            extensions::extension(name, options.summarizer.clone(), &options.tools.secrets)
+        {
             catalog = catalog.with_extension(name, extension);
         }
     }

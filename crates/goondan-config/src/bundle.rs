@@ -12,7 +12,7 @@ use crate::spec::{
     AgentSpec, ConnectionSpec, ConnectorSpec, ExtensionSpec, IngressRule, ModelSpec, PackageSpec,
     SwarmSpec, ToolSpec,
 };
-use goondan_types::{JsonObject, Secrets, ValueSource};
+use goondan_types::{JsonObject, JsonValue, Secrets, ValueSource};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -86,11 +86,33 @@ impl Bundle {
     }
 
     /// The environment variables the bundle's ValueSources read
-    /// (`valueFrom.env` of every Model's `apiKey` and every Connection's
-    /// `config` and `secrets`), sorted. The orchestrator treats them as
-    /// secrets: it hands their values to its children over the spawn
-    /// handshake and withholds them from their exec environment.
+    /// (`valueFrom.env`, or the variables of a `valueFrom.secretRef`, of
+    /// every Model's `apiKey` and every Connection's
+    /// `config` and `secrets`, and every `{valueFrom: {env}}` object inside
+    /// an Extension's `config` or an agent's config for an extension, such
+    /// as the `mcp` extension's headers), sorted. The orchestrator treats
+    /// them as secrets: it hands their values to its children over the
+    /// spawn handshake and withholds them from their exec environment.
     pub fn env_references(&self) -> BTreeSet<String> {
+        let mut names = self.typed_env_references();
+        let extension_configs = self
+            .extensions
+            .iter()
+            .map(|extension| &extension.spec.config)
+            .chain(
+                self.agent_links
+                    .iter()
+                    .flat_map(|links| links.extension_configs.iter().flatten()),
+            );
+        for config in extension_configs {
+            for value in config.values() {
+                collect_value_from_env(value, &mut names);
+            }
+        }
+        names
+    }
+
+    fn typed_env_references(&self) -> BTreeSet<String> {
         let model_keys = self
             .models
             .iter()
@@ -198,6 +220,31 @@ impl Bundle {
             bundle: self,
             index,
         })
+    }
+}
+
+/// Adds the `env` of every `{valueFrom: {env: NAME}}` object inside
+/// `value` to `names`.
+fn collect_value_from_env(value: &JsonValue, names: &mut BTreeSet<String>) {
+    match value {
+        JsonValue::Object(object) => {
+            let env = object
+                .get("valueFrom")
+                .and_then(|from| from.get("env"))
+                .and_then(JsonValue::as_str);
+            if let Some(env) = env {
+                names.insert(env.to_string());
+            }
+            for inner in object.values() {
+                collect_value_from_env(inner, names);
+            }
+        }
+        JsonValue::Array(items) => {
+            for inner in items {
+                collect_value_from_env(inner, names);
+            }
+        }
+        _ => {}
     }
 }
 

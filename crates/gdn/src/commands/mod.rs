@@ -6,6 +6,7 @@ mod doctor;
 mod init;
 mod logs;
 pub(crate) mod manage;
+mod mcp;
 mod reload;
 mod run;
 mod strip_types;
@@ -38,5 +39,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::StripTypes(args) => strip_types::run(args),
         Command::Init(args) => init::run(&cli.global, args),
         Command::Doctor(args) => doctor::run(&cli.global, args),
+        Command::Mcp(args) => match &args.command {
+            crate::cli::McpCommand::Serve(serve) => mcp::serve(&cli.global, serve),
+        },
     }
 }

@@ -87,7 +87,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
                     };
                     eprintln!("attached to the orchestrator at {}", socket.display());
                     let event = typed_event(text.clone(), args.instance_key.clone());
-                    match ask_over_socket(&socket, event).await? {
+                    match ask_over_socket(&socket, None, event).await? {
                         Delivery::Answered(reply) => {
                             return Ok(report(reply.map(|answer| *answer), None, false))
                         }
@@ -164,7 +164,7 @@ fn input_error(code: &str, message: &str, help: &str) -> Outcome {
 }
 
 /// What `gdn run` found at its workspace's control socket.
-enum Claim {
+pub(crate) enum Claim {
     /// This workspace's orchestrator answers there.
     Running,
     /// No orchestrator runs; this process holds the start lock.
@@ -175,7 +175,7 @@ enum Claim {
 
 /// Attaches to this workspace's orchestrator, or takes the lock to start
 /// one. A process that loses the lock waits for the winner's socket.
-async fn claim(workspace: &WorkspacePaths, socket: &Path) -> anyhow::Result<Claim> {
+pub(crate) async fn claim(workspace: &WorkspacePaths, socket: &Path) -> anyhow::Result<Claim> {
     let lock_path = workspace.control_lock();
     let deadline = tokio::time::Instant::now() + ATTACH_WAIT;
     loop {
@@ -265,7 +265,7 @@ async fn attach_chat(
             }
         };
         let sent_key = event.instance_key.clone();
-        let answer = match ask_over_socket(socket, event).await? {
+        let answer = match ask_over_socket(socket, None, event).await? {
             Delivery::Answered(answer) => answer.map(|answer| *answer),
             Delivery::NotDelivered => {
                 eprintln!("error[E_ORCHESTRATOR_NOT_RUNNING]: the orchestrator stopped");
@@ -297,8 +297,12 @@ enum Delivery {
     NotDelivered,
 }
 
-async fn ask_over_socket(socket: &Path, event: ConnectorEvent) -> anyhow::Result<Delivery> {
-    let request = ControlRequest::Request { agent: None, event };
+async fn ask_over_socket(
+    socket: &Path,
+    agent: Option<String>,
+    event: ConnectorEvent,
+) -> anyhow::Result<Delivery> {
+    let request = ControlRequest::Request { agent, event };
     let response = match control::call(socket, &request).await {
         Ok(response) => response,
         Err(OrchestratorError::Control { source, .. })
@@ -323,6 +327,35 @@ async fn ask_over_socket(socket: &Path, event: ConnectorEvent) -> anyhow::Result
             suggestion,
         }))),
         other => anyhow::bail!("the orchestrator answered a request with {other:?}"),
+    }
+}
+
+/// One Turn of `agent` on `text` through the running orchestrator's
+/// control socket, as typed at `gdn run` (in instance `instance_key`,
+/// else the Swarm's): the answer's text, or why there is none. This is
+/// what each `gdn mcp serve` tool call runs.
+pub(crate) async fn ask_text(
+    socket: &Path,
+    agent: String,
+    text: String,
+    instance_key: Option<String>,
+) -> Result<String, Refused> {
+    let event = typed_event(text, instance_key);
+    match ask_over_socket(socket, Some(agent), event).await {
+        Ok(Delivery::Answered(reply)) => answer_text(&*reply?),
+        Ok(Delivery::NotDelivered) => Err(Refused {
+            code: "E_ORCHESTRATOR_NOT_RUNNING".into(),
+            message: "the orchestrator is not running".into(),
+            suggestion: Some("start it with `gdn run --detach`".into()),
+        }),
+        Err(error) => Err(match error.downcast::<OrchestratorError>() {
+            Ok(error) => Refused::from(error),
+            Err(other) => Refused {
+                code: "E_CONTROL_PROTOCOL".into(),
+                message: format!("{other:#}"),
+                suggestion: None,
+            },
+        }),
     }
 }
 
@@ -397,7 +430,7 @@ async fn detach(
                     return Ok(Outcome::Success);
                 };
                 let event = typed_event(text, args.instance_key.clone());
-                return match ask_over_socket(socket, event).await? {
+                return match ask_over_socket(socket, None, event).await? {
                     Delivery::Answered(reply) => {
                         Ok(report(reply.map(|answer| *answer), None, false))
                     }
@@ -916,10 +949,10 @@ async fn lines(
 /// Why an input got no answer: the orchestrator's error (here or over
 /// the control socket), or the failed Turn's.
 #[derive(Debug, Clone)]
-struct Refused {
-    code: String,
-    message: String,
-    suggestion: Option<String>,
+pub(crate) struct Refused {
+    pub(crate) code: String,
+    pub(crate) message: String,
+    pub(crate) suggestion: Option<String>,
 }
 
 impl Refused {

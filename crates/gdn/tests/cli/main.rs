@@ -7,6 +7,7 @@ mod hardening;
 mod init;
 mod ipc;
 mod liveness;
+mod mcp;
 mod mock_llm;
 mod plugins;
 mod replay;

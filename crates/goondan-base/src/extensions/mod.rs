@@ -14,17 +14,18 @@ mod tool_pairs;
 pub mod tool_search;
 
 use goondan_runtime::{Extension, ExtensionInitError};
-use goondan_types::{JsonValue, Message};
+use goondan_types::{JsonValue, Message, Secrets};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
 pub use message_compaction::Summarizer;
 
 /// The builtin names of the extensions this crate provides.
-pub const EXTENSION_NAMES: [&str; 7] = [
+pub const EXTENSION_NAMES: [&str; 8] = [
     "context-message",
     "inter-agent-response-format",
     "logging",
+    "mcp",
     "message-compaction",
     "message-window",
     "required-tools-guard",
@@ -32,14 +33,22 @@ pub const EXTENSION_NAMES: [&str; 7] = [
 ];
 
 /// Builtin extension `name`; `summarizer` is the model
-/// `message-compaction` summarizes with, when the caller has one.
-pub fn extension(name: &str, summarizer: Option<Summarizer>) -> Option<Arc<dyn Extension>> {
+/// `message-compaction` summarizes with, when the caller has one, and
+/// `secrets` what `mcp` resolves `valueFrom.env` in before the process
+/// environment. `mcp` lives in `goondan-mcp` (its client is a subsystem of
+/// its own, shared with `gdn mcp serve`); it is part of the package here.
+pub fn extension(
+    name: &str,
+    summarizer: Option<Summarizer>,
+    secrets: &Secrets,
+) -> Option<Arc<dyn Extension>> {
     Some(match name {
         "context-message" => Arc::new(context_message::ContextMessage),
         "inter-agent-response-format" => {
             Arc::new(inter_agent_response_format::InterAgentResponseFormat)
         }
         "logging" => Arc::new(logging::Logging),
+        "mcp" => Arc::new(goondan_mcp::McpExtension::new(secrets.clone())),
         "message-compaction" => Arc::new(message_compaction::MessageCompaction::new(summarizer)),
         "message-window" => Arc::new(message_window::MessageWindow),
         "required-tools-guard" => Arc::new(required_tools_guard::RequiredToolsGuard),

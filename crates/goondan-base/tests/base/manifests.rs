@@ -24,10 +24,11 @@ const TOOLS: [&str; 9] = [
     "text-transform",
     "wait",
 ];
-const EXTENSIONS: [&str; 7] = [
+const EXTENSIONS: [&str; 8] = [
     "context-message",
     "inter-agent-response-format",
     "logging",
+    "mcp",
     "message-compaction",
     "message-window",
     "required-tools-guard",

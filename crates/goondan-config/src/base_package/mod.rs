@@ -60,6 +60,7 @@ pub(crate) const MANIFESTS: &[BaseManifest] = &[
     manifest!(Extension, "extensions", "tool-search"),
     manifest!(Extension, "extensions", "required-tools-guard"),
     manifest!(Extension, "extensions", "inter-agent-response-format"),
+    manifest!(Extension, "extensions", "mcp"),
     manifest!(Connector, "connectors", "cli"),
     manifest!(Connector, "connectors", "webhook"),
     manifest!(Connector, "connectors", "cron"),

@@ -145,6 +145,24 @@ fn split_files_load_deterministically_with_a_single_file_mode() {
 }
 
 #[test]
+fn value_from_env_inside_extension_configs_counts_as_a_secret_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = VALID.replace(
+        "    modelRef: Model/main\n",
+        "    modelRef: Model/main\n  extensions:\n    - ref: {kind: Extension, name: mcp, package: \"@goondan/base\"}\n      config:\n        servers:\n          web:\n            url: http://127.0.0.1:1/mcp\n            headers:\n              Authorization: {valueFrom: {env: WEB_TOKEN}}\n          fs:\n            command: x\n            env:\n              A: {valueFrom: {env: FS_KEY}}\n",
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let outcome = load(dir.path());
+    let bundle = outcome
+        .bundle
+        .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
+    assert_eq!(
+        bundle.env_references().into_iter().collect::<Vec<_>>(),
+        ["FS_KEY", "WEB_TOKEN"]
+    );
+}
+
+#[test]
 fn env_files_follow_cli_precedence_and_feed_the_resolver() {
     let dir = tempfile::tempdir().unwrap();
     let text = VALID.replace(

@@ -1,0 +1,197 @@
+//! `gdn mcp serve`: the running swarm as an MCP server on stdin/stdout
+//! (`goondan_mcp::server`), one tool per agent of the Swarm. Each call is
+//! a real Turn in the running orchestrator, reached through its control
+//! socket exactly as `gdn run --input` reaches it when attaching
+//! (`run::ask_text`).
+//!
+//! It does not start an orchestrator: an MCP client starts its servers
+//! itself, often several at once and with an environment of its own, and
+//! a swarm started from inside one would die with it or outlive it
+//! unnoticed. When none runs for this bundle, `gdn mcp serve` exits with
+//! `E_ORCHESTRATOR_NOT_RUNNING` telling the user to run `gdn run
+//! --detach` first; when the orchestrator stops later, each call answers
+//! that error as a tool error.
+//!
+//! With `--http ADDR` it serves streamable HTTP at `http://ADDR/mcp`
+//! instead, until SIGINT or SIGTERM. A non-loopback address is refused
+//! (`E_MCP_REMOTE_REFUSED`) unless both `--allow-remote` and a bearer token
+//! (`--token-env NAME`, read from the environment or the bundle's `.env`)
+//! are given: the endpoint runs Turns, which spend the operator's model
+//! budget and use the agents' tools.
+//!
+//! stdout carries only protocol lines; every message for a person goes to
+//! stderr.
+
+use super::run::{self, Claim};
+use crate::cli::{GlobalArgs, McpServeArgs};
+use crate::exit::Outcome;
+use crate::project;
+use anyhow::Context;
+use futures_util::future::BoxFuture;
+use goondan_mcp::server::http::HttpAccess;
+use goondan_mcp::server::{AgentTool, SwarmTurns, TurnFailure};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The swarm behind the control socket.
+struct SocketTurns {
+    socket: PathBuf,
+    agents: Vec<AgentTool>,
+}
+
+impl SwarmTurns for SocketTurns {
+    fn agents(&self) -> Vec<AgentTool> {
+        self.agents.clone()
+    }
+
+    fn ask(
+        &self,
+        agent: String,
+        text: String,
+        instance_key: Option<String>,
+    ) -> BoxFuture<'static, Result<String, TurnFailure>> {
+        let socket = self.socket.clone();
+        Box::pin(async move {
+            run::ask_text(&socket, agent, text, instance_key)
+                .await
+                .map_err(|refused| TurnFailure {
+                    code: refused.code,
+                    message: refused.message,
+                    suggestion: refused.suggestion,
+                })
+        })
+    }
+}
+
+/// Runs `gdn mcp serve` until the client closes stdin.
+pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<Outcome> {
+    let project = match project::load(global, args.swarm.as_deref(), args.env_file.clone())? {
+        Ok(project) => project,
+        Err(outcome) => return Ok(outcome),
+    };
+    let workspace = project.workspace();
+    let socket = match project::control_socket(&workspace) {
+        Ok(socket) => socket,
+        Err(outcome) => return Ok(outcome),
+    };
+    let swarm = project
+        .bundle
+        .swarm(&project.swarm_name)
+        .context("the selected swarm vanished")?;
+    let entry_agent = swarm.entry_agent().name().to_string();
+    let agents = swarm
+        .agents()
+        .map(|agent| {
+            let name = agent.name().to_string();
+            let role = if name == entry_agent {
+                "the entry agent"
+            } else {
+                "an agent"
+            };
+            AgentTool {
+                description: Some(format!(
+                    "Ask {role} `{name}` of Swarm `{}` (a running goondan swarm) and get its answer. Pass `instanceKey` to keep a separate conversation.",
+                    project.swarm_name
+                )),
+                name,
+            }
+        })
+        .collect();
+    let access = match http_access(args, &project) {
+        Ok(access) => access,
+        Err(outcome) => return Ok(outcome),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        match run::claim(&workspace, &socket).await? {
+            Claim::Running => {}
+            Claim::Refused(outcome) => return Ok(outcome),
+            Claim::Won(_lock) => {
+                eprintln!(
+                    "error[E_ORCHESTRATOR_NOT_RUNNING]: no orchestrator is running Swarm/{} of this bundle",
+                    project.swarm_name
+                );
+                eprintln!(
+                    "   = help: start it first with `gdn run --detach` in the project folder (the same --config and --state-root)"
+                );
+                return Ok(Outcome::Failure);
+            }
+        }
+        let turns = Arc::new(SocketTurns { socket, agents });
+        let Some(address) = args.http else {
+            goondan_mcp::server::stdio::serve(turns, tokio::io::stdin(), tokio::io::stdout())
+                .await
+                .context("serving MCP on stdio")?;
+            return Ok(Outcome::Success);
+        };
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding {address}"))?;
+        eprintln!(
+            "serving MCP for Swarm/{} at http://{}{}",
+            project.swarm_name,
+            listener.local_addr()?,
+            goondan_mcp::server::http::ENDPOINT
+        );
+        let router = goondan_mcp::server::http::router(turns, access);
+        axum::serve(listener, router)
+            .with_graceful_shutdown(stop_signal())
+            .await
+            .context("serving MCP over HTTP")?;
+        Ok(Outcome::Success)
+    })
+}
+
+/// Who may call `--http`, or the refusal already printed.
+fn http_access(args: &McpServeArgs, project: &project::Project) -> Result<HttpAccess, Outcome> {
+    let bearer_token = match &args.token_env {
+        Some(name) => {
+            let value = std::env::var(name)
+                .ok()
+                .or_else(|| project.bundle.env().get(name).map(str::to_string));
+            match value.filter(|value| !value.is_empty()) {
+                Some(value) => Some(value),
+                None => {
+                    eprintln!(
+                        "error[E_MCP_TOKEN_MISSING]: --token-env names `{name}`, which is not set"
+                    );
+                    eprintln!("   = help: set it in the environment or the bundle's .env");
+                    return Err(Outcome::BadArguments);
+                }
+            }
+        }
+        None => None,
+    };
+    if let Some(address) = args.http {
+        let remote_allowed = args.allow_remote && bearer_token.is_some();
+        if !(address.ip().is_loopback() || remote_allowed) {
+            eprintln!(
+                "error[E_MCP_REMOTE_REFUSED]: --http {address} is not a loopback address; anyone who reaches it could run Turns"
+            );
+            eprintln!(
+                "   = help: use 127.0.0.1, or pass --allow-remote with --token-env NAME (a bearer token clients must send)"
+            );
+            return Err(Outcome::BadArguments);
+        }
+    }
+    Ok(HttpAccess {
+        bearer_token,
+        allow_remote_origins: args.allow_remote,
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

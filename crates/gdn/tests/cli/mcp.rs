@@ -1,0 +1,248 @@
+//! `gdn mcp serve` against a running swarm, driven as an MCP client would
+//! (JSON-RPC lines on its stdin and stdout), and the `mcp` extension inside
+//! a real AgentProcess: `alpha` answers by calling the fixture MCP server's
+//! `echo` tool, so one call crosses MCP both ways.
+
+use crate::mock_llm::{ChatRequest, MockLlm, Reply};
+use crate::swarm::{fixture, Swarm};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Long enough for a loaded two-core machine, short enough to fail a hang.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn decide(request: &ChatRequest) -> Reply {
+    if request.is_from("agent BETA") {
+        return Reply::text(format!("beta: {}", request.last_user_text()));
+    }
+    match request.tool_result() {
+        Some(result) => Reply::text(format!("alpha heard: {result}")),
+        None => Reply::tool("fx__echo", json!({"text": request.last_user_text()})),
+    }
+}
+
+fn mcp_swarm() -> Swarm {
+    let mock = MockLlm::start(decide);
+    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../goondan-mcp/tests/fixtures/mcp_server.py");
+    let bundle = fixture(
+        "mcp",
+        &[
+            ("@ENDPOINT@", mock.endpoint()),
+            ("@FIXTURE@", server.display().to_string()),
+        ],
+    );
+    Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    }
+}
+
+/// `gdn mcp serve` as a child, spoken to line by line.
+struct McpClient {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl McpClient {
+    fn start(swarm: &Swarm) -> McpClient {
+        let mut child = swarm
+            .command(&["mcp", "serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if sender.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        McpClient {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+        let line = self
+            .lines
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("no answer to {method}"));
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], json!(id), "{answer}");
+        answer
+    }
+
+    fn notify(&mut self, method: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": method})).unwrap();
+    }
+
+    /// Closes stdin and waits for the exit code.
+    fn finish(mut self) -> i32 {
+        drop(self.stdin.take());
+        let deadline = std::time::Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "gdn mcp serve did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn gdn_mcp_serve_offers_each_agent_as_a_tool_and_each_call_is_a_turn() {
+    let swarm = mcp_swarm();
+    let resident = swarm.start_resident();
+    let mut client = McpClient::start(&swarm);
+
+    let initialized = client.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+    );
+    assert_eq!(initialized["result"]["protocolVersion"], "2025-06-18");
+    client.notify("notifications/initialized");
+
+    let listed = client.request(2, "tools/list", json!({}));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "beta"]);
+
+    // alpha's Turn calls the fixture MCP server's `echo` through the mcp
+    // extension in its AgentProcess.
+    let alpha = client.request(
+        3,
+        "tools/call",
+        json!({"name": "alpha", "arguments": {"text": "one"}}),
+    );
+    assert_eq!(
+        alpha["result"],
+        json!({"content": [{"type": "text", "text": "alpha heard: one"}], "isError": false}),
+        "{alpha}"
+    );
+    let beta = client.request(
+        4,
+        "tools/call",
+        json!({"name": "beta", "arguments": {"text": "two", "instanceKey": "side"}}),
+    );
+    assert_eq!(beta["result"]["content"][0]["text"], "beta: two", "{beta}");
+
+    assert_eq!(client.finish(), 0);
+
+    // The same swarm over streamable HTTP on a loopback port.
+    let mut http = swarm
+        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(http.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let address = banner
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+        .to_string();
+    let answer = post(
+        &address,
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "beta", "arguments": {"text": "three"}}}),
+    );
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "beta: three",
+        "{answer}"
+    );
+    let _ = http.kill();
+    let _ = http.wait();
+    drop(resident);
+}
+
+/// One JSON-RPC message POSTed to `/mcp` over a plain HTTP/1.1
+/// connection; the JSON body of the answer.
+fn post(address: &str, message: &Value) -> Value {
+    use std::io::Read;
+    let body = message.to_string();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    serde_json::from_str(body).unwrap()
+}
+
+#[test]
+fn gdn_mcp_serve_refuses_a_remote_http_address_without_a_token() {
+    let swarm = mcp_swarm();
+    let output = swarm
+        .command(&["mcp", "serve", "--http", "0.0.0.0:0", "--allow-remote"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("error[E_MCP_REMOTE_REFUSED]"), "{stderr}");
+}
+
+#[test]
+fn gdn_mcp_serve_without_an_orchestrator_says_to_start_one() {
+    let swarm = mcp_swarm();
+    let output = swarm
+        .command(&["mcp", "serve"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error[E_ORCHESTRATOR_NOT_RUNNING]"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("gdn run --detach"), "{stderr}");
+    assert!(
+        output.stdout.is_empty(),
+        "stdout is for protocol lines only"
+    );
+}

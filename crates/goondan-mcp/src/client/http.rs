@@ -1,0 +1,255 @@
+//! The streamable HTTP transport: every message is a POST to the
+//! endpoint; the answer to a request comes back as one JSON body or in a
+//! `text/event-stream` that may carry notifications before it. The
+//! session id the server hands out at `initialize` (`Mcp-Session-Id`) and
+//! the negotiated `MCP-Protocol-Version` go with every later request.
+//!
+//! Not done: the optional GET stream for messages the server sends on its
+//! own, so a `tools/list_changed` reaches an HTTP client only inside the
+//! response stream of one of its requests.
+
+use crate::jsonrpc::{Incoming, MAX_MESSAGE_BYTES};
+use crate::McpError;
+use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use serde_json::Value;
+use std::sync::Mutex;
+use tokio::sync::mpsc;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+type Reply = Result<Value, (i64, String)>;
+
+pub(super) struct HttpTransport {
+    server: String,
+    url: String,
+    client: reqwest::Client,
+    headers: HeaderMap,
+    session_id: Mutex<Option<String>>,
+    protocol_version: Mutex<Option<String>>,
+    notifications: mpsc::UnboundedSender<String>,
+}
+
+impl HttpTransport {
+    pub(super) fn new(
+        server: &str,
+        url: &str,
+        headers: &[(String, String)],
+        notifications: mpsc::UnboundedSender<String>,
+    ) -> Result<HttpTransport, McpError> {
+        let invalid = |message: String| McpError::Config {
+            message: format!("servers.{server}: {message}"),
+        };
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            let name = HeaderName::try_from(name.as_str())
+                .map_err(|_| invalid(format!("`{name}` is not a header name")))?;
+            // The value may be a secret: never echo it.
+            let mut value = HeaderValue::try_from(value.as_str())
+                .map_err(|_| invalid(format!("headers.{name} is not a valid header value")))?;
+            value.set_sensitive(true);
+            map.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|error| McpError::Unavailable {
+                server: server.to_string(),
+                message: format!("building the HTTP client: {error}"),
+            })?;
+        Ok(HttpTransport {
+            server: server.to_string(),
+            url: url.to_string(),
+            client,
+            headers: map,
+            session_id: Mutex::new(None),
+            protocol_version: Mutex::new(None),
+            notifications,
+        })
+    }
+
+    pub(super) fn set_protocol_version(&self, version: &str) {
+        *self
+            .protocol_version
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(version.to_string());
+    }
+
+    fn unavailable(&self, message: String) -> McpError {
+        McpError::Unavailable {
+            server: self.server.clone(),
+            message,
+        }
+    }
+
+    async fn post(&self, message: &Value) -> Result<reqwest::Response, McpError> {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .json(message);
+        let session_id = self
+            .session_id
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        if let Some(session_id) = session_id {
+            request = request.header(SESSION_HEADER, session_id);
+        }
+        let version = self
+            .protocol_version
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        if let Some(version) = version {
+            request = request.header(VERSION_HEADER, version);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|error| self.unavailable(format!("POST {}: {error}", self.url)))?;
+        let status = response.status();
+        if !status.is_success() {
+            // A 404 for a known session means the server forgot it: the
+            // next call starts a new session, as the specification asks.
+            return Err(self.unavailable(format!("POST {} answered {status}", self.url)));
+        }
+        if let Some(session_id) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|value| value.to_str().ok())
+        {
+            *self
+                .session_id
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(session_id.to_string());
+        }
+        Ok(response)
+    }
+
+    pub(super) async fn notify(&self, message: &Value) -> Result<(), McpError> {
+        self.post(message).await.map(drop)
+    }
+
+    pub(super) async fn request(&self, id: u64, message: &Value) -> Result<Reply, McpError> {
+        let response = self.post(message).await?;
+        let event_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"));
+        if !event_stream {
+            let body = response
+                .bytes()
+                .await
+                .map_err(|error| self.unavailable(format!("reading the answer: {error}")))?;
+            let value: Value =
+                serde_json::from_slice(&body).map_err(|error| McpError::Protocol {
+                    peer: self.server.clone(),
+                    message: format!("the answer is not JSON: {error}"),
+                })?;
+            let messages = match value {
+                Value::Array(batch) => batch,
+                single => vec![single],
+            };
+            for message in messages {
+                if let Some(reply) = self.take(id, message) {
+                    return Ok(reply);
+                }
+            }
+            return Err(McpError::Protocol {
+                peer: self.server.clone(),
+                message: format!("the answer holds no response to request {id}"),
+            });
+        }
+        let mut stream = response.bytes_stream();
+        let mut buffer: Vec<u8> = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk =
+                chunk.map_err(|error| self.unavailable(format!("reading the stream: {error}")))?;
+            buffer.extend_from_slice(&chunk);
+            if buffer.len() > MAX_MESSAGE_BYTES {
+                return Err(self.unavailable("an event exceeds the size limit".into()));
+            }
+            while let Some(end) = event_end(&buffer) {
+                let event: Vec<u8> = buffer.drain(..end.0).collect();
+                buffer.drain(..end.1);
+                let Some(data) = event_data(&event) else {
+                    continue;
+                };
+                let Ok(message) = serde_json::from_str::<Value>(&data) else {
+                    continue;
+                };
+                if let Some(reply) = self.take(id, message) {
+                    return Ok(reply);
+                }
+            }
+        }
+        Err(self.unavailable(format!(
+            "the stream ended before the response to request {id}"
+        )))
+    }
+
+    /// The reply if `message` answers request `id`; a notification is
+    /// forwarded, anything else ignored.
+    fn take(&self, id: u64, message: Value) -> Option<Reply> {
+        match Incoming::classify(message)? {
+            Incoming::Response {
+                id: answered,
+                outcome,
+            } if answered.as_u64() == Some(id) => Some(outcome),
+            Incoming::Notification { method, .. } => {
+                let _ = self.notifications.send(method);
+                None
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Where the first complete SSE event in `buffer` ends, and the length of
+/// its terminating blank line.
+fn event_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map(|at| (at, 2));
+    let crlf = buffer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| (at, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (one, other) => one.or(other),
+    }
+}
+
+/// The joined `data:` lines of one SSE event.
+fn event_data(event: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(event).ok()?;
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|data| data.strip_prefix(' ').unwrap_or(data))
+        .collect();
+    (!data.is_empty()).then(|| data.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_are_split_at_blank_lines_and_their_data_joined() {
+        assert_eq!(event_end(b"data: a\n\ndata: b"), Some((7, 2)));
+        assert_eq!(event_end(b"data: a\r\n\r\n"), Some((7, 4)));
+        assert_eq!(event_end(b"data: a\n"), None);
+        assert_eq!(
+            event_data(b"event: message\ndata: {\"a\":\ndata: 1}"),
+            Some("{\"a\":\n1}".into())
+        );
+        assert_eq!(event_data(b": comment"), None);
+    }
+}

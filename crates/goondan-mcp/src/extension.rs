@@ -1,0 +1,341 @@
+//! The `mcp` Extension (`builtin:mcp`): an agent's MCP servers as tools.
+//!
+//! For each server of `config.servers` a task connects, lists the tools
+//! and registers each exposed one as `<server>__<tool>` (its input schema
+//! as parameters, `source: {type: mcp, name: <server>}`); it then follows
+//! `notifications/tools/list_changed`, registering tools that appear. A
+//! call goes to the server through its [`Session`] with the server's
+//! deadline (a call past it is cancelled); every failure becomes a tool
+//! error result with an `E_MCP_*` code ([`McpError`]), never an exception,
+//! and a failure that breaks the connection (the process died, or it timed
+//! out and the server then did not answer a `ping`) drops it, so the next
+//! call starts the server again.
+//!
+//! # Why a task, and a turn middleware that waits for it
+//!
+//! `Extension::register` is synchronous and an AgentProcess runs a
+//! current-thread tokio runtime, so register cannot block on the
+//! connection (`block_in_place` panics there, and blocking the only thread
+//! would starve the very IO it waits for). Register therefore spawns the
+//! connection and returns; tools join the registry whenever they are
+//! listed ([`goondan_runtime::extension::ExtensionTools::register`] works
+//! at any time, from the next Step on). So that the first Turn still sees
+//! them, a `turn` middleware waits, before the first Turn only, until each
+//! server's first listing has succeeded or failed (at most its
+//! `connectTimeoutMs`). Before a later Turn it starts a new listing in the
+//! background for any server that has never listed its tools (it was down
+//! at start), without delaying that Turn.
+//!
+//! Tools a server stops listing stay registered (the registry never
+//! forgets a tool); a call to one gets the server's own error.
+
+use crate::client::{McpConfig, McpTool, ResolvedServer, Session};
+use crate::McpError;
+use futures_util::future::BoxFuture;
+use goondan_runtime::extension::ExtensionTools;
+use goondan_runtime::pipeline::{LayerResult, MiddlewareOptions};
+use goondan_runtime::tool::{ToolOutcome, ToolRegistrationError};
+use goondan_runtime::{
+    Extension, ExtensionApi, ExtensionInitError, Middleware, ToolContext, ToolFailure, ToolHandler,
+    TurnContext, TurnNext,
+};
+use goondan_types::{JsonObject, JsonValue, Secrets, ToolCatalogItem, ToolSource, ToolSourceType};
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// How long a server whose call timed out has to answer a `ping`.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The notification after which a server's tools are listed again.
+const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
+
+/// The extension. `valueFrom.env` in its config reads the secrets the
+/// orchestrator handed to the agent first, then the process environment.
+#[derive(Debug, Clone, Default)]
+pub struct McpExtension {
+    secrets: Secrets,
+}
+
+impl McpExtension {
+    /// The extension, resolving `valueFrom.env` in `secrets` first.
+    pub fn new(secrets: Secrets) -> Self {
+        McpExtension { secrets }
+    }
+
+    fn lookup(&self, name: &str) -> Option<String> {
+        self.secrets
+            .get(name)
+            .map(str::to_string)
+            .or_else(|| std::env::var(name).ok())
+    }
+}
+
+fn init_error(error: McpError) -> ExtensionInitError {
+    ExtensionInitError::new(format!("[{}] {error}", error.code()))
+}
+
+impl Extension for McpExtension {
+    fn register(
+        &self,
+        api: &mut ExtensionApi<'_>,
+        config: &JsonValue,
+    ) -> Result<(), ExtensionInitError> {
+        let servers = McpConfig::parse(config)
+            .and_then(|config| config.resolve(&|name| self.lookup(name)))
+            .map_err(init_error)?;
+        if servers.is_empty() {
+            return Ok(());
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            ExtensionInitError::new("mcp: the extension needs a tokio runtime to connect in")
+        })?;
+        let mut links = Vec::new();
+        for server in servers {
+            let (changes, changed) = mpsc::unbounded_channel();
+            let (listed, first_listing) = watch::channel(false);
+            let link = Arc::new(ServerLink {
+                server,
+                tools: api.tools().clone(),
+                session: tokio::sync::Mutex::new(None),
+                registered: Mutex::new(HashSet::new()),
+                changes,
+                first_listing,
+                has_listed: AtomicBool::new(false),
+                relisting: AtomicBool::new(false),
+            });
+            runtime.spawn(follow(Arc::downgrade(&link), listed, changed));
+            links.push(link);
+        }
+        api.pipeline().register::<TurnContext>(
+            Arc::new(AwaitListing { links }),
+            // Outermost: every other turn middleware sees the tools.
+            MiddlewareOptions::priority(i32::MIN),
+        );
+        Ok(())
+    }
+}
+
+/// One configured server: its live session (if any) and the tools it has
+/// registered.
+struct ServerLink {
+    server: ResolvedServer,
+    tools: ExtensionTools,
+    /// Held across connecting, so concurrent calls start one process.
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    registered: Mutex<HashSet<String>>,
+    changes: mpsc::UnboundedSender<String>,
+    first_listing: watch::Receiver<bool>,
+    has_listed: AtomicBool,
+    relisting: AtomicBool,
+}
+
+impl ServerLink {
+    /// The live session, connecting a new one when there is none or the
+    /// last one ended.
+    async fn session(&self) -> Result<Arc<Session>, McpError> {
+        let mut slot = self.session.lock().await;
+        if let Some(session) = slot.as_ref().filter(|session| !session.is_closed()) {
+            return Ok(session.clone());
+        }
+        *slot = None;
+        let session = Session::connect(&self.server, self.changes.clone()).await?;
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Forgets `session` after a failure that broke it.
+    async fn discard(&self, session: &Arc<Session>) {
+        let mut slot = self.session.lock().await;
+        if slot
+            .as_ref()
+            .is_some_and(|current| Arc::ptr_eq(current, session))
+        {
+            *slot = None;
+        }
+    }
+
+    /// Runs `work` on the session. A breaking failure discards the
+    /// session; after a timeout the server must answer a `ping` within
+    /// [`PING_TIMEOUT`] to keep it, so a hung server is started afresh by
+    /// the next call while a slow tool keeps its server's state.
+    async fn with_session<T, F>(&self, work: impl FnOnce(Arc<Session>) -> F) -> Result<T, McpError>
+    where
+        F: std::future::Future<Output = Result<T, McpError>>,
+    {
+        let session = self.session().await?;
+        let outcome = work(session.clone()).await;
+        let broken = match &outcome {
+            Err(error) if error.breaks_connection() => true,
+            Err(McpError::Timeout { .. }) => session
+                .request("ping", json!({}), self.server.timeout.min(PING_TIMEOUT))
+                .await
+                .is_err(),
+            _ => false,
+        };
+        if broken {
+            self.discard(&session).await;
+        }
+        outcome
+    }
+
+    /// Lists the server's tools and registers the exposed ones not yet
+    /// registered.
+    async fn refresh_tools(self: &Arc<Self>) -> Result<(), McpError> {
+        let timeout = self.server.connect_timeout;
+        let listed = self
+            .with_session(|session| async move { session.list_tools(timeout).await })
+            .await?;
+        self.has_listed.store(true, Ordering::Release);
+        for tool in listed {
+            if self.server.exposes(&tool.name) {
+                self.register(tool);
+            }
+        }
+        Ok(())
+    }
+
+    fn register(self: &Arc<Self>, tool: McpTool) {
+        let name = format!("{}__{}", self.server.name, tool.name);
+        let mut registered = self
+            .registered
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if registered.contains(&name) {
+            return;
+        }
+        let item = ToolCatalogItem {
+            name: name.clone(),
+            description: tool.description,
+            parameters: Some(tool.input_schema),
+            source: Some(ToolSource {
+                source_type: ToolSourceType::Mcp,
+                name: self.server.name.clone(),
+            }),
+        };
+        let handler = Arc::new(McpToolHandler {
+            link: self.clone(),
+            tool: tool.name,
+        });
+        match self.tools.register(item, handler) {
+            Ok(()) => {
+                registered.insert(name);
+            }
+            Err(error @ ToolRegistrationError::InvalidName { .. })
+            | Err(error @ ToolRegistrationError::Duplicate { .. }) => {
+                // Kept out of the catalog; the rest of the server's tools
+                // still serve.
+                registered.insert(name);
+                tracing::warn!(
+                    code = error.code(),
+                    server = self.server.name,
+                    "an MCP tool was not registered: {error}"
+                );
+            }
+        }
+    }
+
+    /// Before a Turn: wait for the first listing, or retry one that never
+    /// succeeded in the background.
+    async fn before_turn(self: &Arc<Self>) {
+        let mut first_listing = self.first_listing.clone();
+        if !*first_listing.borrow() {
+            let _ = tokio::time::timeout(
+                self.server.connect_timeout,
+                first_listing.wait_for(|listed| *listed),
+            )
+            .await;
+            return;
+        }
+        if self.has_listed.load(Ordering::Acquire) || self.relisting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let link = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = link.refresh_tools().await {
+                link.warn("listing the tools again failed", &error);
+            }
+            link.relisting.store(false, Ordering::Release);
+        });
+    }
+
+    fn warn(&self, what: &str, error: &McpError) {
+        tracing::warn!(
+            code = error.code(),
+            server = self.server.name,
+            "mcp: {what}: {error}"
+        );
+    }
+}
+
+/// The server's background task: the first listing, then one listing per
+/// `tools/list_changed`, until the agent (and with it the link) is gone.
+async fn follow(
+    link: Weak<ServerLink>,
+    listed: watch::Sender<bool>,
+    mut changed: mpsc::UnboundedReceiver<String>,
+) {
+    if let Some(link) = link.upgrade() {
+        if let Err(error) = link.refresh_tools().await {
+            link.warn("the first listing of tools failed", &error);
+        }
+    }
+    let _ = listed.send(true);
+    while let Some(method) = changed.recv().await {
+        let Some(link) = link.upgrade() else {
+            return;
+        };
+        if method == TOOLS_CHANGED {
+            if let Err(error) = link.refresh_tools().await {
+                link.warn("listing the changed tools failed", &error);
+            }
+        }
+    }
+}
+
+/// One MCP tool's handler.
+struct McpToolHandler {
+    link: Arc<ServerLink>,
+    tool: String,
+}
+
+impl ToolHandler for McpToolHandler {
+    fn call<'a>(&'a self, _ctx: &'a ToolContext, args: JsonObject) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let timeout = self.link.server.timeout;
+            let tool = self.tool.as_str();
+            self.link
+                .with_session(|session| async move { session.call_tool(tool, args, timeout).await })
+                .await
+                .map_err(|error| {
+                    let mut failure =
+                        ToolFailure::new(error.code(), error.to_string()).with_name("McpError");
+                    if let Some(suggestion) = error.suggestion() {
+                        failure = failure.with_suggestion(suggestion);
+                    }
+                    failure
+                })
+        })
+    }
+}
+
+/// The `turn` middleware of [`ServerLink::before_turn`].
+struct AwaitListing {
+    links: Vec<Arc<ServerLink>>,
+}
+
+impl Middleware<TurnContext> for AwaitListing {
+    fn handle<'a>(
+        &'a self,
+        ctx: &'a mut TurnContext,
+        next: TurnNext<'a>,
+    ) -> BoxFuture<'a, LayerResult<TurnContext>> {
+        Box::pin(async move {
+            futures_util::future::join_all(self.links.iter().map(|link| link.before_turn())).await;
+            next.run(ctx).await
+        })
+    }
+}

@@ -1,0 +1,332 @@
+//! The server core of `gdn mcp serve` over in-memory pipes, with a swarm
+//! stand-in behind `SwarmTurns` (the real one is driven by `gdn`'s CLI
+//! tests).
+
+use futures_util::future::BoxFuture;
+use goondan_mcp::server::stdio::serve_with_progress;
+use goondan_mcp::server::{AgentTool, SwarmTurns, TurnFailure};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+
+/// `alpha` echoes, `broken` fails with a code, `slow` never answers and
+/// records being dropped.
+struct Swarm {
+    slow_started: Arc<AtomicBool>,
+    slow_dropped: Arc<AtomicBool>,
+}
+
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl SwarmTurns for Swarm {
+    fn agents(&self) -> Vec<AgentTool> {
+        ["alpha", "broken", "slow"]
+            .into_iter()
+            .map(|name| AgentTool {
+                name: name.into(),
+                description: None,
+            })
+            .collect()
+    }
+
+    fn ask(
+        &self,
+        agent: String,
+        text: String,
+        instance_key: Option<String>,
+    ) -> BoxFuture<'static, Result<String, TurnFailure>> {
+        if agent == "slow" {
+            self.slow_started.store(true, Ordering::SeqCst);
+        }
+        let dropped = SetOnDrop(self.slow_dropped.clone());
+        Box::pin(async move {
+            match agent.as_str() {
+                "alpha" => Ok(format!("alpha heard `{text}` in {instance_key:?}")),
+                "broken" => Err(TurnFailure {
+                    code: "E_AGENT_BACKOFF".into(),
+                    message: "backing off".into(),
+                    suggestion: Some("gdn instance restart".into()),
+                }),
+                _ => {
+                    let _dropped = dropped;
+                    std::future::pending().await
+                }
+            }
+        })
+    }
+}
+
+struct Client {
+    to_server: DuplexStream,
+    from_server: Lines<BufReader<DuplexStream>>,
+}
+
+impl Client {
+    async fn send(&mut self, message: Value) {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        self.to_server.write_all(&line).await.unwrap();
+    }
+
+    async fn receive(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(5), self.from_server.next_line())
+            .await
+            .expect("the server answers")
+            .unwrap()
+            .expect("the server is still there");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let answer = self.receive().await;
+        assert_eq!(answer["id"], json!(id), "{answer}");
+        answer
+    }
+}
+
+/// The client, the swarm's `slow_started` and `slow_dropped` flags, and
+/// the server's task.
+type Started = (
+    Client,
+    Arc<AtomicBool>,
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<()>,
+);
+
+fn start() -> Started {
+    start_with_progress(Duration::from_secs(5))
+}
+
+fn start_with_progress(interval: Duration) -> Started {
+    let slow_started = Arc::new(AtomicBool::new(false));
+    let slow_dropped = Arc::new(AtomicBool::new(false));
+    let swarm = Arc::new(Swarm {
+        slow_started: slow_started.clone(),
+        slow_dropped: slow_dropped.clone(),
+    });
+    let (to_server, server_input) = tokio::io::duplex(64 * 1024);
+    let (server_output, from_server) = tokio::io::duplex(64 * 1024);
+    let task = tokio::spawn(async move {
+        serve_with_progress(swarm, server_input, server_output, interval)
+            .await
+            .unwrap();
+    });
+    let client = Client {
+        to_server,
+        from_server: BufReader::new(from_server).lines(),
+    };
+    (client, slow_started, slow_dropped, task)
+}
+
+async fn wait_for(flag: &AtomicBool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !flag.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(flag.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn initialize_lists_one_tool_per_agent_and_calls_run_turns() {
+    let (mut client, _, _, _) = start();
+    let initialized = client
+        .request(1, "initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
+        .await;
+    assert_eq!(initialized["result"]["protocolVersion"], "2025-03-26");
+    assert!(initialized["result"]["capabilities"]["tools"].is_object());
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+
+    let listed = client.request(2, "tools/list", json!({})).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "broken", "slow"]);
+    assert_eq!(
+        listed["result"]["tools"][0]["inputSchema"]["required"],
+        json!(["text"])
+    );
+
+    let called = client
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "alpha", "arguments": {"text": "hi", "instanceKey": "k1"}}),
+        )
+        .await;
+    assert_eq!(
+        called["result"],
+        json!({"content": [{"type": "text", "text": "alpha heard `hi` in Some(\"k1\")"}], "isError": false})
+    );
+
+    let failed = client
+        .request(
+            4,
+            "tools/call",
+            json!({"name": "broken", "arguments": {"text": "hi"}}),
+        )
+        .await;
+    assert_eq!(failed["result"]["isError"], json!(true));
+    let text = failed["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("error[E_AGENT_BACKOFF]: backing off"),
+        "{text}"
+    );
+
+    let bad_args = client
+        .request(
+            5,
+            "tools/call",
+            json!({"name": "alpha", "arguments": {"text": 7}}),
+        )
+        .await;
+    assert_eq!(bad_args["result"]["isError"], json!(true));
+
+    let unknown = client
+        .request(
+            6,
+            "tools/call",
+            json!({"name": "nobody", "arguments": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], json!(-32602));
+
+    let other = client.request(7, "resources/list", json!({})).await;
+    assert_eq!(other["error"]["code"], json!(-32601));
+}
+
+#[tokio::test]
+async fn a_cancelled_call_stops_waiting_and_gets_no_answer() {
+    let (mut client, slow_started, slow_dropped, task) = start();
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}}}))
+        .await;
+    wait_for(&slow_started).await;
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 10}}))
+        .await;
+    wait_for(&slow_dropped).await;
+    // The next answer is the ping's: request 10 gets none.
+    let pong = client.request(11, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+    // The end of the input ends the server.
+    drop(client);
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_call_that_asks_for_progress_hears_about_it_while_the_turn_runs() {
+    let (mut client, slow_started, _, _) = start_with_progress(Duration::from_millis(20));
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}, "_meta": {"progressToken": "p-20"}}}))
+        .await;
+    wait_for(&slow_started).await;
+    for expected in 1..=2 {
+        let notification = client.receive().await;
+        assert_eq!(
+            notification["method"], "notifications/progress",
+            "{notification}"
+        );
+        assert_eq!(notification["params"]["progressToken"], "p-20");
+        assert_eq!(notification["params"]["progress"], json!(expected));
+    }
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 20}}))
+        .await;
+    // Progress stops with the call: the next answer is the ping's, give or
+    // take one notification already queued.
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 21, "method": "ping"}))
+        .await;
+    let mut answer = client.receive().await;
+    while answer["method"] == "notifications/progress" {
+        answer = client.receive().await;
+    }
+    assert_eq!(answer["id"], json!(21), "{answer}");
+}
+
+#[tokio::test]
+async fn the_http_endpoint_answers_posts_and_guards_token_and_origin() {
+    use goondan_mcp::server::http::{router, HttpAccess, ENDPOINT};
+    let swarm = Arc::new(Swarm {
+        slow_started: Arc::default(),
+        slow_dropped: Arc::default(),
+    });
+    let access = HttpAccess {
+        bearer_token: Some("t0ken-for-tests".into()),
+        allow_remote_origins: false,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{ENDPOINT}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router(swarm, access)).await });
+    let client = reqwest::Client::new();
+    let post = |body: Value| {
+        client
+            .post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body)
+    };
+
+    let called = post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "alpha", "arguments": {"text": "hi"}}}))
+        .bearer_auth("t0ken-for-tests")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(called.status(), 200);
+    let called: Value = called.json().await.unwrap();
+    assert_eq!(
+        called["result"]["content"][0]["text"],
+        "alpha heard `hi` in None"
+    );
+
+    let initialized = post(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}))
+        .bearer_auth("t0ken-for-tests")
+        .header("Origin", "http://localhost:6274")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(initialized.status(), 200);
+
+    let notified = post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .bearer_auth("t0ken-for-tests")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(notified.status(), 202);
+
+    let anonymous = post(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let wrong = post(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}))
+        .bearer_auth("t0ken-for-testz")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let rebound = post(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}))
+        .bearer_auth("t0ken-for-tests")
+        .header("Origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+}
