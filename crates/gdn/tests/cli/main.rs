@@ -94,6 +94,7 @@ fn examples_are_valid_and_exit_zero() {
         "examples/two-agents",
         "examples/webhook",
         "examples/plugins",
+        "examples/mcp",
     ] {
         let state = tempfile::tempdir().unwrap();
         let output = Command::new(env!("CARGO_BIN_EXE_gdn"))
@@ -296,5 +297,43 @@ fn readme_main_command_streams_each_step_then_answers() {
     assert!(
         lines[1].starts_with("The researcher says: Notes:"),
         "{text}"
+    );
+}
+
+/// `examples/mcp`: the agent's tool is an MCP server's (a Python glossary
+/// over stdio, through the `mcp` extension); an unknown term is the tool's
+/// coded error, not a failed turn.
+#[test]
+fn the_mcp_example_answers_through_its_server() {
+    let root = workspace_root();
+    let output = gdn(
+        &root,
+        &["--config", "examples/mcp", "run", "--input", "define turn"],
+    );
+    assert_eq!(
+        code(&output),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout(&output).starts_with("turn: One input handled by an agent"),
+        "{}",
+        stdout(&output)
+    );
+    let output = gdn(
+        &root,
+        &["--config", "examples/mcp", "run", "--input", "define zebra"],
+    );
+    assert_eq!(
+        code(&output),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout(&output).contains("E_MCP_CALL"),
+        "{}",
+        stdout(&output)
     );
 }
