@@ -108,6 +108,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         secrets: Default::default(),
         withheld_env: Vec::new(),
         log_file: None,
+        current_dir: None,
     };
     let (handle, task) = Orchestrator::start(OrchestratorConfig {
         swarm: SwarmInfo {

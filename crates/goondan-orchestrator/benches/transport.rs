@@ -142,6 +142,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
             secrets: Default::default(),
             withheld_env: Vec::new(),
             log_file: None,
+            current_dir: None,
         }),
         transport: None,
         reconcile_interval: Duration::from_secs(60),

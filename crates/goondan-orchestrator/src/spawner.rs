@@ -98,6 +98,10 @@ pub struct LocalSpawner {
     /// Where each child's stderr (its structured log) goes, appended; `None`
     /// inherits the orchestrator's stderr.
     pub log_file: Option<LogFileFor>,
+    /// The children's working directory (the bundle root, so a relative
+    /// path in a bundle, such as an MCP server's command, means the same
+    /// wherever `gdn run` was started); `None` inherits the orchestrator's.
+    pub current_dir: Option<PathBuf>,
 }
 
 /// Names the log file of a process.
@@ -122,6 +126,9 @@ impl Spawner for LocalSpawner {
             source,
         };
         let mut command = tokio::process::Command::new(&self.program);
+        if let Some(dir) = &self.current_dir {
+            command.current_dir(dir);
+        }
         match request {
             SpawnRequest::Agent { key } => {
                 command

@@ -321,6 +321,7 @@ fn with_ledger(
             secrets: [(TEST_SECRET, "handed-over-secret")].into_iter().collect(),
             withheld_env: vec!["GOONDAN_TEST_UNSET_SECRET".into()],
             log_file: None,
+            current_dir: None,
         };
         let (handle, task) = Orchestrator::start(OrchestratorConfig {
             swarm: swarm(agents, grace),
@@ -571,6 +572,7 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
                 secrets: Default::default(),
                 withheld_env: Vec::new(),
                 log_file: None,
+                current_dir: None,
             }),
             transport: None,
             reconcile_interval: Duration::from_millis(100),

@@ -502,7 +502,10 @@ async fn foreground(
         "--swarm".into(),
         project.swarm_name.clone(),
         "--state-root".into(),
-        project.state_root.path().display().to_string(),
+        // Absolute: the children run in the bundle root, not here.
+        std::path::absolute(project.state_root.path())?
+            .display()
+            .to_string(),
     ]);
     if let Some(record) = &args.record {
         agent_args.push("--record".into());
@@ -536,6 +539,7 @@ async fn foreground(
         secrets,
         withheld_env,
         log_file: Some(log_file),
+        current_dir: Some(project.bundle.root().to_path_buf()),
     };
     let store = InstanceStore::new(workspace.clone());
     let reset_instance: goondan_orchestrator::orchestrator::ResetInstance =

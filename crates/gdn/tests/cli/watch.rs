@@ -216,19 +216,32 @@ fn watch_a_burst_of_fifty_saves_is_one_reload() {
 
     let path = swarm.bundle.path().join("goondan.yaml");
     let original = std::fs::read_to_string(&path).unwrap();
-    let started = Instant::now();
+    // The longest pause between two saves: a burst is saves closer than
+    // the watch's quiet period (150 ms). A machine too loaded to write 50
+    // files that fast has made several bursts, and may see one reload
+    // for each.
+    let mut longest_gap = Duration::ZERO;
+    let mut last = Instant::now();
     for n in 0..50 {
         let prompt = format!("You are agent BETA v{n}.");
         std::fs::write(&path, original.replace(BETA_PROMPT, &prompt)).unwrap();
+        longest_gap = longest_gap.max(last.elapsed());
+        last = Instant::now();
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert!(started.elapsed() < Duration::from_millis(400));
+    let bursts = if longest_gap < Duration::from_millis(100) {
+        1
+    } else {
+        eprintln!("saves were {longest_gap:?} apart at worst; counting reloads loosely");
+        50
+    };
     wait_until("the reload", || reloads(&swarm).pop());
     // A second reload would follow within the quiet period plus a restart;
     // give it that long to show up.
     let quiet = Instant::now();
     while quiet.elapsed() < Duration::from_secs(1) {
-        assert_eq!(reloads(&swarm).len(), 1, "{}", log(&swarm));
+        let count = reloads(&swarm).len();
+        assert!((1..=bursts).contains(&count), "{count}: {}", log(&swarm));
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(ask(&swarm, "two").contains("beta[You are agent BETA v49.]"));
