@@ -39,10 +39,16 @@ struct Shared {
     access: HttpAccess,
 }
 
-/// The endpoint as an axum router; serve it with `axum::serve`.
+/// The largest request body: one JSON-RPC message with a tool call's
+/// text, the same bound as a line typed at `gdn run`.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The endpoint as an axum router; serve it with `axum::serve`. A body
+/// over [`MAX_BODY_BYTES`] is refused with 413 before it is read whole.
 pub fn router(turns: Arc<dyn SwarmTurns>, access: HttpAccess) -> Router {
     Router::new()
         .route(ENDPOINT, post(handle))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Arc::new(Shared { turns, access }))
 }
 

@@ -329,4 +329,13 @@ async fn the_http_endpoint_answers_posts_and_guards_token_and_origin() {
         .await
         .unwrap();
     assert_eq!(rebound.status(), 403);
+
+    // A body past the bound is refused before it is read whole.
+    let huge = "x".repeat(goondan_mcp::server::http::MAX_BODY_BYTES + 1);
+    let flooded = post(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "alpha", "arguments": {"text": huge}}}))
+        .bearer_auth("t0ken-for-tests")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(flooded.status(), 413);
 }
