@@ -117,7 +117,7 @@ async fn call(
 }
 
 #[tokio::test]
-async fn the_same_tool_in_javascript_python_and_an_executable_gives_the_same_results() {
+async fn the_same_tool_in_javascript_typescript_python_and_an_executable_gives_the_same_results() {
     let resolver = resolver();
     // Cargo gives this test process many CARGO_* variables; none may
     // reach a plugin, as no provider key may. (Interpreter wrappers, such
@@ -127,7 +127,7 @@ async fn the_same_tool_in_javascript_python_and_an_executable_gives_the_same_res
         .filter(|name| name.starts_with("CARGO"))
         .collect();
     assert!(!withheld.is_empty());
-    for file in ["calc.mjs", "calc.py", "calc-exec"] {
+    for file in ["calc.mjs", "calc.ts", "calc.py", "calc-exec"] {
         let handlers = tool(&resolver, file, &["add", "context", "env", "fail"]).await;
         assert_eq!(
             call(&handlers, "add", json!({"a": 2, "b": 3}))
