@@ -127,22 +127,14 @@ pub(crate) fn post_signed_when_up(port: u16, body: &str) -> (u16, String) {
 
 /// The pids of `gdn connector` processes whose parent is `parent`.
 pub(crate) fn connector_pids(parent: i32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+    crate::swarm::children_of(parent)
+        .into_iter()
         .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let parent_of = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            parent_of == Some(parent)
-                && cmdline
-                    .split(|byte| *byte == 0)
-                    .any(|argument| argument == b"connector")
+            cmdline
+                .split(|byte| *byte == 0)
+                .any(|argument| argument == b"connector")
         })
-        .filter(|pid| alive(*pid))
         .collect()
 }
 

@@ -152,23 +152,6 @@ fn a_javascript_connector_feeds_an_agent_in_a_resident_swarm() {
     assert_eq!(resident.terminate(), 0);
 }
 
-/// The children of `parent` that are alive (not zombies).
-fn children_of(parent: i32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let parent_of = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
-            parent_of == Some(parent)
-        })
-        .filter(|pid| crate::swarm::alive(*pid))
-        .collect()
-}
-
 /// `examples/plugins` answers through its TypeScript tool and extension,
 /// and kill -9 of the agent leaves none of its plugin processes behind.
 #[test]
@@ -216,7 +199,7 @@ fn the_plugins_example_runs_and_kill_9_of_its_agent_leaves_no_plugin() {
 
     let agent = wait_until("the agent's pid", || swarm.pid_of("assistant"));
     let plugins = wait_until("the agent's plugin processes", || {
-        let children = children_of(agent);
+        let children = crate::swarm::children_of(agent);
         (children.len() >= 2).then_some(children)
     });
     sigkill(agent);

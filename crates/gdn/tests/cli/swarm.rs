@@ -323,6 +323,23 @@ pub(crate) fn code(output: &Output) -> i32 {
     output.status.code().unwrap_or(-1)
 }
 
+/// The children of `parent` that are alive (not zombies).
+pub(crate) fn children_of(parent: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let parent_of = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+            parent_of == Some(parent)
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
 /// True while `pid` exists and is not a zombie.
 pub(crate) fn alive(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {

@@ -157,6 +157,20 @@ pub(crate) fn tool_output_text(output: &ToolResultOutput) -> String {
     }
 }
 
+/// The tool results of a `tool` message, each as its call id and its
+/// output as text ([`tool_output_text`]), for wires that send one item per
+/// result.
+pub(crate) fn tool_result_texts(content: &[ContentPart]) -> impl Iterator<Item = (&str, String)> {
+    content.iter().filter_map(|part| match part {
+        ContentPart::ToolResult {
+            tool_call_id,
+            output,
+            ..
+        } => Some((tool_call_id.as_str(), tool_output_text(output))),
+        _ => None,
+    })
+}
+
 /// The `u64` at `field`, or 0.
 pub(crate) fn count(value: &JsonValue, field: &str) -> u64 {
     value.get(field).and_then(JsonValue::as_u64).unwrap_or(0)

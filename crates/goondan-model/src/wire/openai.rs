@@ -8,7 +8,7 @@
 //! is read into reasoning parts.
 
 use super::{
-    count, malformed, media, required_str, tool_call_from_text, tool_output_text, Media,
+    count, malformed, media, required_str, tool_call_from_text, tool_result_texts, Media,
     StreamAssembler, StreamProgress, Wire,
 };
 use crate::error::ModelError;
@@ -98,19 +98,12 @@ impl Wire for OpenAiWire {
                     messages.push(message);
                 }
                 ModelMessage::Tool { content, .. } => {
-                    for part in content {
-                        if let ContentPart::ToolResult {
-                            tool_call_id,
-                            output,
-                            ..
-                        } = part
-                        {
-                            messages.push(json!({
-                                "role": "tool",
-                                "tool_call_id": tool_call_id,
-                                "content": tool_output_text(output),
-                            }));
-                        }
+                    for (tool_call_id, text) in tool_result_texts(content) {
+                        messages.push(json!({
+                            "role": "tool",
+                            "tool_call_id": tool_call_id,
+                            "content": text,
+                        }));
                     }
                 }
             }

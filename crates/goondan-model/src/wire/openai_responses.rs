@@ -17,7 +17,7 @@
 //! a whole answer, so both paths agree by construction.
 
 use super::{
-    count, malformed, media, tool_call_from_text, tool_output_text, Media, StreamAssembler,
+    count, malformed, media, tool_call_from_text, tool_result_texts, Media, StreamAssembler,
     StreamProgress, Wire,
 };
 use crate::error::ModelError;
@@ -81,19 +81,12 @@ impl Wire for OpenAiResponsesWire {
                     }
                 }
                 ModelMessage::Tool { content, .. } => {
-                    for part in content {
-                        if let ContentPart::ToolResult {
-                            tool_call_id,
-                            output,
-                            ..
-                        } = part
-                        {
-                            input.push(json!({
-                                "type": "function_call_output",
-                                "call_id": tool_call_id,
-                                "output": tool_output_text(output),
-                            }));
-                        }
+                    for (call_id, text) in tool_result_texts(content) {
+                        input.push(json!({
+                            "type": "function_call_output",
+                            "call_id": call_id,
+                            "output": text,
+                        }));
                     }
                 }
             }
