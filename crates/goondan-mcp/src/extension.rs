@@ -29,7 +29,7 @@
 //! Tools a server stops listing stay registered (the registry never
 //! forgets a tool); a call to one gets the server's own error.
 
-use crate::client::{McpConfig, McpTool, ResolvedServer, Session};
+use crate::client::{McpConfig, ResolvedServer, Session};
 use crate::McpError;
 use futures_util::future::BoxFuture;
 use goondan_runtime::extension::ExtensionTools;
@@ -192,14 +192,71 @@ impl ServerLink {
         self.has_listed.store(true, Ordering::Release);
         for tool in listed {
             if self.server.exposes(&tool.name) {
-                self.register(tool);
+                self.register(
+                    &tool.name,
+                    tool.description,
+                    tool.input_schema,
+                    McpCall::Tool(tool.name.clone()),
+                );
+            }
+        }
+        if self.server.resources {
+            for call in [McpCall::ListResources, McpCall::ReadResource] {
+                self.register_view(call);
+            }
+        }
+        if self.server.prompts {
+            for call in [McpCall::ListPrompts, McpCall::GetPrompt] {
+                self.register_view(call);
             }
         }
         Ok(())
     }
 
-    fn register(self: &Arc<Self>, tool: McpTool) {
-        let name = format!("{}__{}", self.server.name, tool.name);
+    /// Registers one of the tools that stand for a server's resources or
+    /// prompts.
+    fn register_view(self: &Arc<Self>, call: McpCall) {
+        let (suffix, description, parameters) = match &call {
+            McpCall::ListResources => (
+                "list_resources",
+                "List the resources (files, records, documents) this MCP server offers, with their URIs.",
+                json!({"type": "object", "properties": {}}),
+            ),
+            McpCall::ReadResource => (
+                "read_resource",
+                "Read one resource of this MCP server by its URI (from list_resources).",
+                json!({"type": "object", "required": ["uri"], "properties": {"uri": {"type": "string"}}}),
+            ),
+            McpCall::ListPrompts => (
+                "list_prompts",
+                "List the prompt templates this MCP server offers, with their arguments.",
+                json!({"type": "object", "properties": {}}),
+            ),
+            McpCall::GetPrompt => (
+                "get_prompt",
+                "Get one prompt template of this MCP server, filled with its arguments.",
+                json!({"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string"},
+                    "arguments": {"type": "object", "additionalProperties": {"type": "string"}}
+                }}),
+            ),
+            McpCall::Tool(_) => return,
+        };
+        let parameters = match parameters {
+            JsonValue::Object(object) => object,
+            _ => JsonObject::new(),
+        };
+        self.register(suffix, Some(description.to_string()), parameters, call);
+    }
+
+    fn register(
+        self: &Arc<Self>,
+        suffix: &str,
+        description: Option<String>,
+        input_schema: JsonObject,
+        call: McpCall,
+    ) {
+        let name = format!("{}__{}", self.server.name, suffix);
         let mut registered = self
             .registered
             .lock()
@@ -209,8 +266,8 @@ impl ServerLink {
         }
         let item = ToolCatalogItem {
             name: name.clone(),
-            description: tool.description,
-            parameters: Some(tool.input_schema),
+            description,
+            parameters: Some(input_schema),
             source: Some(ToolSource {
                 source_type: ToolSourceType::Mcp,
                 name: self.server.name.clone(),
@@ -218,7 +275,7 @@ impl ServerLink {
         };
         let handler = Arc::new(McpToolHandler {
             link: self.clone(),
-            tool: tool.name,
+            call,
         });
         match self.tools.register(item, handler) {
             Ok(()) => {
@@ -296,19 +353,76 @@ async fn follow(
     }
 }
 
-/// One MCP tool's handler.
+/// What one registered tool asks the server.
+enum McpCall {
+    /// `tools/call` of this MCP tool.
+    Tool(String),
+    /// `resources/list`.
+    ListResources,
+    /// `resources/read` of the `uri` argument.
+    ReadResource,
+    /// `prompts/list`.
+    ListPrompts,
+    /// `prompts/get` of the `name` and `arguments` arguments.
+    GetPrompt,
+}
+
+/// One registered tool's handler.
 struct McpToolHandler {
     link: Arc<ServerLink>,
-    tool: String,
+    call: McpCall,
+}
+
+/// A resource's contents: the text when every part is text, else the
+/// parts as the server gave them.
+fn resource_contents(mut result: JsonValue) -> JsonValue {
+    let contents = result
+        .get_mut("contents")
+        .map(JsonValue::take)
+        .unwrap_or(JsonValue::Array(Vec::new()));
+    let texts: Option<Vec<&str>> = contents.as_array().and_then(|parts| {
+        parts
+            .iter()
+            .map(|part| part.get("text")?.as_str())
+            .collect()
+    });
+    match texts {
+        Some(texts) if !texts.is_empty() => JsonValue::String(texts.join("\n")),
+        _ => contents,
+    }
 }
 
 impl ToolHandler for McpToolHandler {
     fn call<'a>(&'a self, _ctx: &'a ToolContext, args: JsonObject) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let timeout = self.link.server.timeout;
-            let tool = self.tool.as_str();
+            let call = &self.call;
             self.link
-                .with_session(|session| async move { session.call_tool(tool, args, timeout).await })
+                .with_session(|session| async move {
+                    let field = |name: &str| args.get(name).cloned().unwrap_or(JsonValue::Null);
+                    match call {
+                        McpCall::Tool(tool) => session.call_tool(tool, args, timeout).await,
+                        McpCall::ListResources => session
+                            .request("resources/list", json!({}), timeout)
+                            .await
+                            .map(|mut result| result["resources"].take()),
+                        McpCall::ReadResource => session
+                            .request("resources/read", json!({"uri": field("uri")}), timeout)
+                            .await
+                            .map(resource_contents),
+                        McpCall::ListPrompts => session
+                            .request("prompts/list", json!({}), timeout)
+                            .await
+                            .map(|mut result| result["prompts"].take()),
+                        McpCall::GetPrompt => {
+                            let mut params = json!({"name": field("name")});
+                            if let Some(arguments) = args.get("arguments") {
+                                params["arguments"] = arguments.clone();
+                            }
+                            session.request("prompts/get", params, timeout).await
+                        }
+                    }
+                })
                 .await
                 .map_err(|error| {
                     let mut failure =

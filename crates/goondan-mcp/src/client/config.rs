@@ -73,6 +73,12 @@ pub struct ServerConfig {
     /// This server's connect deadline, over the extension's
     /// `connectTimeoutMs`.
     pub connect_timeout_ms: Option<u64>,
+    /// Expose the server's resources as the tools `<server>__list_resources`
+    /// and `<server>__read_resource`.
+    pub resources: bool,
+    /// Expose the server's prompts as the tools `<server>__list_prompts`
+    /// and `<server>__get_prompt`.
+    pub prompts: bool,
 }
 
 /// A string given inline or read from a variable. Its `Debug` hides an
@@ -177,6 +183,10 @@ pub struct ResolvedServer {
     pub timeout: Duration,
     /// The deadline of connecting and of listing tools.
     pub connect_timeout: Duration,
+    /// Whether its resources are exposed as tools.
+    pub resources: bool,
+    /// Whether its prompts are exposed as tools.
+    pub prompts: bool,
 }
 
 impl ResolvedServer {
@@ -290,6 +300,8 @@ impl ServerConfig {
                 self.connect_timeout_ms
                     .unwrap_or(defaults.connect_timeout_ms),
             ),
+            resources: self.resources,
+            prompts: self.prompts,
         })
     }
 }

@@ -213,3 +213,53 @@ async fn a_streamable_http_server_is_reached_with_its_headers() {
     assert_eq!(error_code(&outputs[1].1), Some("E_MCP_CALL"), "{outputs:?}");
     server.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn resources_and_prompts_are_tools_when_asked() {
+    let harness = Harness::new();
+    harness.model.tool_calls(&[
+        ("c1", "fx__list_resources", json!({})),
+        ("c2", "fx__read_resource", json!({"uri": "memo://today"})),
+        ("c3", "fx__read_resource", json!({"uri": "memo://never"})),
+        ("c4", "fx__list_prompts", json!({})),
+        (
+            "c5",
+            "fx__get_prompt",
+            json!({"name": "greet", "arguments": {"who": "Ada"}}),
+        ),
+    ]);
+    harness.model.text("done");
+    let mut server = stdio_server();
+    server["resources"] = json!(true);
+    server["prompts"] = json!(true);
+    let mut agent = harness.start(json!({"servers": {"fx": server}})).await;
+    let result = agent.run_turn(user_event("go"), &NoStream).await;
+    assert!(result.error.is_none(), "{result:?}");
+    let outputs = tool_outputs(&agent);
+    assert_eq!(
+        outputs[0].1["value"][0]["uri"],
+        json!("memo://today"),
+        "{outputs:?}"
+    );
+    assert_eq!(outputs[1].1["value"], json!("buy milk"), "{outputs:?}");
+    assert_eq!(error_code(&outputs[2].1), Some("E_MCP_CALL"), "{outputs:?}");
+    assert_eq!(
+        outputs[3].1["value"][0]["name"],
+        json!("greet"),
+        "{outputs:?}"
+    );
+    assert_eq!(
+        outputs[4].1["value"]["messages"][0]["content"]["text"],
+        json!("Say hello to Ada"),
+        "{outputs:?}"
+    );
+
+    // Not asked for: no such tools.
+    let harness = Harness::new();
+    harness.model.text("done");
+    let mut agent = harness
+        .start(json!({"servers": {"fx": stdio_server()}}))
+        .await;
+    agent.run_turn(user_event("go"), &NoStream).await;
+    assert!(agent.tools().get("fx__read_resource").is_none());
+}
