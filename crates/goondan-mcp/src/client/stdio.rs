@@ -4,10 +4,11 @@
 //! forwards notifications; the child's stderr goes to this process's log
 //! at debug level, line by line.
 //!
-//! The child inherits only `PATH`, `HOME`, `LANG`, `USER` and `TMPDIR`
-//! from the agent, plus the config's `env`: like `bash`, an MCP server
-//! sees nothing of the agent's environment it was not given. It is killed
-//! when the session is dropped.
+//! The child's environment is the allow-list every tool process gets
+//! (`goondan_runtime::tool::environment`: `PATH`, `HOME`, `LANG`) plus
+//! `USER` and `TMPDIR`, plus the config's `env`: like `bash` and plugins,
+//! an MCP server sees nothing of the agent's environment it was not given.
+//! It is killed when the session is dropped.
 
 use crate::jsonrpc::{self, Incoming, MAX_MESSAGE_BYTES};
 use crate::McpError;
@@ -21,8 +22,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
-/// The agent's variables a server inherits.
-const INHERITED_VARIABLES: [&str; 5] = ["PATH", "HOME", "LANG", "USER", "TMPDIR"];
+/// The agent's variables a server inherits beyond the shared allow-list.
+const ALSO_INHERITED: [&str; 2] = ["USER", "TMPDIR"];
 
 type Reply = Result<Value, (i64, String)>;
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
@@ -50,11 +51,8 @@ impl StdioTransport {
             .args(args)
             .env_clear()
             .envs(
-                INHERITED_VARIABLES.iter().filter_map(|name| {
-                    std::env::var_os(name).map(|value| (name.to_string(), value))
-                }),
+                goondan_runtime::tool::environment::allow_listed_environment(&ALSO_INHERITED, env),
             )
-            .envs(env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
