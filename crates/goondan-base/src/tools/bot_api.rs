@@ -91,10 +91,12 @@ impl BotApiConfig {
     }
 }
 
-/// The base URL and token of one call.
+/// Where one call goes, with which token, and how long it may take.
 pub(crate) struct Credentials {
     pub(crate) base_url: String,
     pub(crate) token: String,
+    /// From the call's `timeoutMs` (default [`DEFAULT_TIMEOUT_MS`]).
+    pub(crate) timeout: Duration,
 }
 
 impl Credentials {
@@ -137,13 +139,16 @@ impl BotClient {
             .unwrap_or(self.default_base_url)
     }
 
-    /// Where one call goes and with which token (see the module docs).
+    /// Where one call goes, with which token (see the module docs) and
+    /// within which timeout (`timeout_ms`).
     pub(crate) async fn credentials(
         &self,
         tool: &str,
         token: Option<&str>,
         api_base_url: Option<&str>,
+        timeout_ms: Option<u64>,
     ) -> Result<Credentials, BuiltinToolError> {
+        let timeout = timeout(tool, timeout_ms)?;
         let token = token.map(str::trim).filter(|token| !token.is_empty());
         let base_url = match api_base_url.map(str::trim).filter(|url| !url.is_empty()) {
             None => self.operator_base_url().to_string(),
@@ -171,6 +176,7 @@ impl BotClient {
         Ok(Credentials {
             base_url: base_url.trim_end_matches('/').to_string(),
             token,
+            timeout,
         })
     }
 
@@ -252,7 +258,8 @@ impl Answer {
     }
 }
 
-/// Sends `request` and reads the answer, all within `timeout`; at most
+/// Sends `request` and reads the answer, all within the credentials'
+/// timeout; at most
 /// `max_bytes` of body (more is [`BuiltinToolError::TooLarge`] for a
 /// download, or cut for an API answer when `cut` is set). Every error is
 /// masked; `what` names the call in messages (`sendMessage`).
@@ -260,9 +267,9 @@ pub(crate) async fn exchange(
     credentials: &Credentials,
     request: reqwest::RequestBuilder,
     what: &str,
-    timeout: Duration,
     max_bytes: Option<u64>,
 ) -> Result<Answer, BuiltinToolError> {
+    let timeout = credentials.timeout;
     let label = credentials.mask(what);
     let work = async {
         let transport = |error: reqwest::Error| BuiltinToolError::HttpRequest {
@@ -325,7 +332,7 @@ fn error_chain(error: reqwest::Error) -> String {
 }
 
 /// A timeout from `timeoutMs` (default [`DEFAULT_TIMEOUT_MS`]).
-pub(crate) fn timeout(tool: &str, requested: Option<u64>) -> Result<Duration, BuiltinToolError> {
+fn timeout(tool: &str, requested: Option<u64>) -> Result<Duration, BuiltinToolError> {
     match requested.unwrap_or(DEFAULT_TIMEOUT_MS) {
         0 => Err(crate::args::invalid(tool, "`timeoutMs` must be at least 1")),
         millis => Ok(Duration::from_millis(millis)),
@@ -498,7 +505,10 @@ mod tests {
             BotApiConfig::default(),
             &secrets,
         );
-        let credentials = operator.credentials("t__send", None, None).await.unwrap();
+        let credentials = operator
+            .credentials("t__send", None, None, None)
+            .await
+            .unwrap();
         assert_eq!(credentials.token, "handshake-token-998877");
         assert_eq!(credentials.base_url, "https://bots.example.org");
     }
@@ -509,18 +519,21 @@ mod tests {
             api_base_url: None,
             token: Some("operator-token-123456".into()),
         });
-        let plain = operator.credentials("t__send", None, None).await.unwrap();
+        let plain = operator
+            .credentials("t__send", None, None, None)
+            .await
+            .unwrap();
         assert_eq!(plain.base_url, "https://api.example.org");
         assert_eq!(plain.token, "operator-token-123456");
 
         let own = operator
-            .credentials("t__send", Some("my-token"), None)
+            .credentials("t__send", Some("my-token"), None, None)
             .await
             .unwrap();
         assert_eq!(own.token, "my-token");
 
         let stolen = operator
-            .credentials("t__send", None, Some("https://attacker.example/"))
+            .credentials("t__send", None, Some("https://attacker.example/"), None)
             .await
             .err()
             .unwrap();
@@ -532,21 +545,21 @@ mod tests {
             "http://[::1]:80",
         ] {
             let error = operator
-                .credentials("t__send", Some("my-token"), Some(internal))
+                .credentials("t__send", Some("my-token"), Some(internal), None)
                 .await
                 .err()
                 .unwrap();
             assert_eq!(error.code(), "E_BOT_API_BLOCKED", "{internal}");
         }
         let scheme = operator
-            .credentials("t__send", Some("my-token"), Some("file:///etc"))
+            .credentials("t__send", Some("my-token"), Some("file:///etc"), None)
             .await
             .err()
             .unwrap();
         assert_eq!(scheme.code(), "E_HTTP_UNSUPPORTED_SCHEME");
 
         let none = client(BotApiConfig::default())
-            .credentials("t__send", None, None)
+            .credentials("t__send", None, None, None)
             .await
             .err()
             .unwrap();
@@ -567,6 +580,7 @@ mod tests {
         let credentials = Credentials {
             base_url: "http://x".into(),
             token: "999:very-secret".into(),
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
         };
         assert_eq!(
             credentials.mask("GET http://x/bot999:very-secret/getFile"),

@@ -24,7 +24,6 @@ use reqwest::Url;
 use serde::Deserialize;
 use serde_json::json;
 use std::path::Path;
-use std::time::Duration;
 
 /// The Web API's address.
 pub const DEFAULT_API_BASE_URL: &str = "https://slack.com/api";
@@ -171,7 +170,6 @@ impl SlackTool {
         method: &str,
         payload: JsonObject,
         body: Body,
-        timeout: Duration,
     ) -> Result<JsonValue, BuiltinToolError> {
         let url = format!("{}/{method}", credentials.base_url);
         let request = self
@@ -197,7 +195,7 @@ impl SlackTool {
                     .body(form.finish())
             }
         };
-        let answer = exchange(credentials, request, method, timeout, None).await?;
+        let answer = exchange(credentials, request, method, None).await?;
         if answer.status.as_u16() == 429 {
             let retry_after = answer
                 .headers
@@ -260,19 +258,17 @@ impl SlackTool {
                 payload.insert(key.into(), value.into());
             }
         }
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
         let answer = self
-            .call(
-                &credentials,
-                "chat.postMessage",
-                payload,
-                Body::Json,
-                timeout,
-            )
+            .call(&credentials, "chat.postMessage", payload, Body::Json)
             .await?;
         Ok(json!({
             "ok": true,
@@ -320,14 +316,16 @@ impl SlackTool {
         if let Some(inclusive) = args.inclusive.or(message_ts.map(|_| true)) {
             payload.insert("inclusive".into(), inclusive.into());
         }
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
-        let answer = self
-            .call(&credentials, method, payload, Body::Form, timeout)
-            .await?;
+        let answer = self.call(&credentials, method, payload, Body::Form).await?;
         let messages: Vec<JsonValue> = answer
             .get("messages")
             .and_then(JsonValue::as_array)
@@ -396,13 +394,17 @@ impl SlackTool {
         if let Some(mrkdwn) = args.mrkdwn {
             payload.insert("mrkdwn".into(), mrkdwn.into());
         }
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
         let answer = self
-            .call(&credentials, "chat.update", payload, Body::Json, timeout)
+            .call(&credentials, "chat.update", payload, Body::Json)
             .await?;
         Ok(json!({
             "ok": true,
@@ -430,12 +432,16 @@ impl SlackTool {
         let mut payload = JsonObject::new();
         payload.insert("channel".into(), channel.clone().into());
         payload.insert("ts".into(), ts.clone().into());
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
-        self.call(&credentials, "chat.delete", payload, Body::Json, timeout)
+        self.call(&credentials, "chat.delete", payload, Body::Json)
             .await?;
         Ok(json!({"ok": true, "channelId": channel, "messageTs": ts, "deleted": true}))
     }
@@ -466,17 +472,21 @@ impl SlackTool {
         if names.is_empty() {
             return Err(invalid(TOOL, "give `emoji` or `emojis` to react"));
         }
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
         for name in &names {
             let mut payload = JsonObject::new();
             payload.insert("channel".into(), channel.clone().into());
             payload.insert("timestamp".into(), ts.clone().into());
             payload.insert("name".into(), name.clone().into());
-            self.call(&credentials, "reactions.add", payload, Body::Json, timeout)
+            self.call(&credentials, "reactions.add", payload, Body::Json)
                 .await?;
         }
         Ok(json!({
@@ -509,10 +519,14 @@ impl SlackTool {
             });
         }
         let max_bytes = bot_api::max_download_bytes(TOOL, args.max_bytes)?;
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let api_host = Url::parse(&credentials.base_url)
@@ -533,14 +547,7 @@ impl SlackTool {
             .client(url.as_str())?
             .get(url.clone())
             .header(AUTHORIZATION, format!("Bearer {}", credentials.token));
-        let answer = exchange(
-            &credentials,
-            request,
-            url.as_str(),
-            timeout,
-            Some(max_bytes),
-        )
-        .await?;
+        let answer = exchange(&credentials, request, url.as_str(), Some(max_bytes)).await?;
         if !answer.status.is_success() {
             return Err(BuiltinToolError::BotApi {
                 platform: "Slack",

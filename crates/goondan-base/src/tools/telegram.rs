@@ -21,7 +21,6 @@ use goondan_types::{JsonObject, JsonValue};
 use serde::Deserialize;
 use serde_json::json;
 use std::path::Path;
-use std::time::Duration;
 
 /// The Bot API's address.
 pub const DEFAULT_API_BASE_URL: &str = "https://api.telegram.org";
@@ -202,7 +201,6 @@ impl TelegramTool {
         credentials: &Credentials,
         method: &str,
         payload: JsonValue,
-        timeout: Duration,
     ) -> Result<JsonValue, BuiltinToolError> {
         let url = format!("{}/bot{}/{method}", credentials.base_url, credentials.token);
         let request = self
@@ -210,7 +208,7 @@ impl TelegramTool {
             .client(&credentials.mask(&url))?
             .post(&url)
             .json(&payload);
-        let answer = exchange(credentials, request, method, timeout, None).await?;
+        let answer = exchange(credentials, request, method, None).await?;
         let body = answer.json();
         let field = |pointer: &str| body.as_ref().and_then(|body| body.pointer(pointer));
         if answer.status.is_success() && field("/ok").and_then(JsonValue::as_bool) == Some(true) {
@@ -267,14 +265,16 @@ impl TelegramTool {
                 payload[key] = value.into();
             }
         }
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
-        let result = self
-            .call(&credentials, "sendMessage", payload, timeout)
-            .await?;
+        let result = self.call(&credentials, "sendMessage", payload).await?;
         Ok(json!({
             "ok": true,
             "chatId": chat,
@@ -298,14 +298,16 @@ impl TelegramTool {
         if let Some(value) = args.disable_web_page_preview {
             payload["disable_web_page_preview"] = value.into();
         }
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
-        let result = self
-            .call(&credentials, "editMessageText", payload, timeout)
-            .await?;
+        let result = self.call(&credentials, "editMessageText", payload).await?;
         Ok(json!({
             "ok": true,
             "chatId": chat,
@@ -320,16 +322,19 @@ impl TelegramTool {
         let args: DeleteArgs = parse(TOOL, raw)?;
         let chat = chat_id(TOOL, "chatId", &args.chat_id)?;
         let message_id = positive_integer(TOOL, "messageId", &args.message_id)?;
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
         self.call(
             &credentials,
             "deleteMessage",
             json!({"chat_id": chat, "message_id": message_id}),
-            timeout,
         )
         .await?;
         Ok(json!({"ok": true, "chatId": chat, "messageId": message_id, "deleted": true}))
@@ -364,12 +369,16 @@ impl TelegramTool {
         if let Some(big) = args.is_big {
             payload["is_big"] = big.into();
         }
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
-        self.call(&credentials, "setMessageReaction", payload, timeout)
+        self.call(&credentials, "setMessageReaction", payload)
             .await?;
         Ok(json!({
             "ok": true,
@@ -392,16 +401,19 @@ impl TelegramTool {
             .or(args.status.as_deref())
             .unwrap_or("typing");
         let action = lookup(TOOL, "action", &CHAT_ACTIONS, requested)?;
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
         self.call(
             &credentials,
             "sendChatAction",
             json!({"chat_id": chat, "action": action}),
-            timeout,
         )
         .await?;
         Ok(json!({"ok": true, "chatId": chat, "status": action, "action": action}))
@@ -426,18 +438,17 @@ impl TelegramTool {
             .ok_or_else(|| invalid(TOOL, "give `fileId`, the file's id from the message"))?
             .to_string();
         let max_bytes = bot_api::max_download_bytes(TOOL, args.max_bytes)?;
-        let timeout = bot_api::timeout(TOOL, args.timeout_ms)?;
         let credentials = self
             .api
-            .credentials(TOOL, args.token.as_deref(), args.api_base_url.as_deref())
+            .credentials(
+                TOOL,
+                args.token.as_deref(),
+                args.api_base_url.as_deref(),
+                args.timeout_ms,
+            )
             .await?;
         let file = self
-            .call(
-                &credentials,
-                "getFile",
-                json!({"file_id": file_id}),
-                timeout,
-            )
+            .call(&credentials, "getFile", json!({"file_id": file_id}))
             .await?;
         let Some(file_path) = file.get("file_path").and_then(JsonValue::as_str) else {
             return Err(BuiltinToolError::BotApi {
@@ -452,14 +463,7 @@ impl TelegramTool {
             credentials.base_url, credentials.token, file_path
         );
         let request = self.api.client(&credentials.mask(&url))?.get(&url);
-        let answer = exchange(
-            &credentials,
-            request,
-            "file download",
-            timeout,
-            Some(max_bytes),
-        )
-        .await?;
+        let answer = exchange(&credentials, request, "file download", Some(max_bytes)).await?;
         if !answer.status.is_success() {
             return Err(BuiltinToolError::BotApi {
                 platform: "Telegram",
