@@ -510,6 +510,21 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(credentials.token, "handshake-token-998877");
+        assert_eq!(
+            credentials.timeout,
+            Duration::from_millis(DEFAULT_TIMEOUT_MS)
+        );
+        let quick = operator
+            .credentials("t__send", None, None, Some(250))
+            .await
+            .unwrap();
+        assert_eq!(quick.timeout, Duration::from_millis(250));
+        let refused = operator
+            .credentials("t__send", None, None, Some(0))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(refused.code(), "E_TOOL_INVALID_ARGS");
         assert_eq!(credentials.base_url, "https://bots.example.org");
     }
 
