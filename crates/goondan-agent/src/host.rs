@@ -179,6 +179,69 @@ enum Control {
     ParentGone,
 }
 
+/// How many cancelled events that have not reached their Turn yet are
+/// remembered; an id beyond it (one the orchestrator named for an event
+/// this process never got) is forgotten oldest first.
+const MAX_PENDING_CANCELS: usize = 256;
+
+/// Turns to cancel (`runtime.cancel`), shared by the inbound reader, which
+/// hears the cancel, and the Turn loop, which owns the Turns.
+#[derive(Default)]
+struct Cancellations(std::sync::Mutex<CancelState>);
+
+#[derive(Default)]
+struct CancelState {
+    /// The event whose Turn runs now, and how to stop it.
+    running: Option<(String, tokio::sync::oneshot::Sender<()>)>,
+    /// Events cancelled before their Turn started, oldest first.
+    waiting: std::collections::VecDeque<String>,
+}
+
+impl Cancellations {
+    /// Marks `event_id`'s Turn as running; `None` when it was cancelled
+    /// while queued (its Turn must not run), else what resolves if it is
+    /// cancelled now.
+    fn begin(&self, event_id: &str) -> Option<impl std::future::Future<Output = ()>> {
+        let mut state = lock(&self.0);
+        if let Some(at) = state.waiting.iter().position(|id| id == event_id) {
+            state.waiting.remove(at);
+            return None;
+        }
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        state.running = Some((event_id.to_string(), stop));
+        Some(async move {
+            // A Turn that ends uncancelled drops the sender: never resolve.
+            if stopped.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+
+    /// The running Turn ended.
+    fn end(&self) {
+        lock(&self.0).running = None;
+    }
+
+    /// Stops `event_id`'s Turn if it runs, else keeps it from starting.
+    fn cancel(&self, event_id: &str) {
+        let mut state = lock(&self.0);
+        if state
+            .running
+            .as_ref()
+            .is_some_and(|(running, _)| running == event_id)
+        {
+            if let Some((_, stop)) = state.running.take() {
+                let _ = stop.send(());
+            }
+            return;
+        }
+        if state.waiting.len() == MAX_PENDING_CANCELS {
+            state.waiting.pop_front();
+        }
+        state.waiting.push_back(event_id.to_string());
+    }
+}
+
 /// Serves Turns for `agent` until shutdown or parent death.
 ///
 /// `receiver` is the inbound half of the process's [`IpcChannel`];
@@ -194,12 +257,14 @@ pub async fn serve(
 ) -> HostExit {
     let (queue_tx, mut queue) = mpsc::channel::<AgentEvent>(max_queued.max(1));
     let (control_tx, mut control) = watch::channel(Control::Running);
+    let cancellations = std::sync::Arc::new(Cancellations::default());
     let mut sorter = tokio::spawn(sort_inbound(
         receiver,
         agents.clone(),
         outbound.clone(),
         queue_tx,
         control_tx,
+        cancellations.clone(),
     ));
     outbound
         .runtime(RuntimeMessage::Ready(Ready {
@@ -254,6 +319,15 @@ pub async fn serve(
                 continue;
             }
         }
+        let Some(cancelled) = cancellations.begin(&event_id) else {
+            tracing::info!(event_id = %event_id, "event cancelled before its turn started; not run");
+            let failure = Failure {
+                code: "E_TURN_CANCELLED".into(),
+                message: format!("event {event_id} was cancelled before its turn started"),
+            };
+            refuse(&outbound, event, failure).await;
+            continue;
+        };
         agents.begin_turn(&event);
         let reply_to = event.reply_to.clone();
         let trace_id = event.trace_id.clone();
@@ -281,8 +355,9 @@ pub async fn serve(
             }
         };
         let result = agent
-            .run_turn_answering_early(event, observer, answer)
+            .run_turn_answering_early(event, observer, cancelled, answer)
             .await;
+        cancellations.end();
         set_status(&mut metadata, InstanceStatus::Idle);
         let ok = result.finish_reason != TurnFinishReason::Error;
         outbound
@@ -330,6 +405,7 @@ async fn sort_inbound(
     outbound: Outbound,
     queue: mpsc::Sender<AgentEvent>,
     control: watch::Sender<Control>,
+    cancellations: std::sync::Arc<Cancellations>,
 ) {
     let stats = ProtocolStats::default();
     while let Some(message) = receiver.recv().await {
@@ -356,6 +432,10 @@ async fn sort_inbound(
             // for a dead process.
             Ok(Inbound::Runtime(RuntimeMessage::Ping(ping))) => {
                 outbound.runtime(ping.pong()).await;
+            }
+            Ok(Inbound::Runtime(RuntimeMessage::Cancel(cancel))) => {
+                tracing::info!(event_id = %cancel.event_id, "cancel received");
+                cancellations.cancel(&cancel.event_id);
             }
             Ok(Inbound::Runtime(RuntimeMessage::Rejected(rejected))) => {
                 tracing::warn!(code = %rejected.code, event_id = ?rejected.event_id, "the orchestrator refused a message: {}", rejected.message);
@@ -401,6 +481,12 @@ async fn enqueue(queue: &mpsc::Sender<AgentEvent>, outbound: &Outbound, event: A
             outbound.me, event.id
         ),
     };
+    refuse(outbound, event, failure).await;
+}
+
+/// Answers `event` with `failure` instead of running its Turn, and tells
+/// the orchestrator it is done with it.
+async fn refuse(outbound: &Outbound, event: AgentEvent, failure: Failure) {
     match &event.reply_to {
         Some(reply_to) => {
             let answer = Answer {

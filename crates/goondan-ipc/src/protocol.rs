@@ -32,8 +32,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// child's secrets) before any message. Version 3: the orchestrator pings
 /// every ready child ([`RuntimeMessage::Ping`]) and kills one that stops
 /// answering ([`RuntimeMessage::Pong`]). Version 4: an agent may ask for
-/// a swarm restart ([`Query::Restart`]).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// a swarm restart ([`Query::Restart`]). Version 5: the orchestrator may
+/// cancel a Turn ([`RuntimeMessage::Cancel`]).
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The event-type prefix reserved for [`RuntimeMessage`]s.
 pub const RUNTIME_PREFIX: &str = "runtime.";
@@ -91,6 +92,20 @@ pub enum RuntimeMessage {
     /// Child → orchestrator: the answer to a [`RuntimeMessage::Ping`].
     #[serde(rename = "runtime.pong")]
     Pong(Ping),
+    /// Orchestrator → agent: stop the Turn of this input event (or drop
+    /// the event if its Turn has not started). The Turn ends as failed
+    /// with `E_TURN_CANCELLED`, answering its requester with that; what
+    /// it stored so far stays, as after a crash.
+    #[serde(rename = "runtime.cancel")]
+    Cancel(Cancel),
+}
+
+/// Which Turn [`RuntimeMessage::Cancel`] stops.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cancel {
+    /// The id of the input event the Turn consumes.
+    pub event_id: String,
 }
 
 /// A liveness probe and its answer: the same sequence number both ways.

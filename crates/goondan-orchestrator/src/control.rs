@@ -44,12 +44,19 @@ pub enum ControlRequest {
     /// cli Connection's rules route it) and waits for the answer. Its
     /// `instanceKey` picks the instance (the Swarm's instance key when
     /// absent, or when a rule fixes the key).
+    #[serde(rename_all = "camelCase")]
     Request {
         /// The target agent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<String>,
         /// The input.
         event: ConnectorEvent,
+        /// Cancel the Turn (`E_TURN_CANCELLED`) when the client closes the
+        /// connection before its answer; otherwise the Turn finishes
+        /// whether or not anyone still waits (as `gdn run` wants when
+        /// interrupted). The client must not half-close its side.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancel_on_disconnect: bool,
     },
     /// Graceful restart of the matching instances.
     Restart {
@@ -410,7 +417,11 @@ async fn answer(
             Ok(text) => match serde_json::from_str::<ControlRequest>(text) {
                 Err(error) => failure("E_CONTROL_BAD_REQUEST", &error.to_string()),
                 Ok(request) => match connection.active.clone().try_acquire_owned() {
-                    Ok(_permit) => execute(request, &serving).await,
+                    Ok(_permit) => match execute(request, &serving, &mut reader).await {
+                        Some(response) => response,
+                        // Nobody is left to read an answer.
+                        None => return Ok(()),
+                    },
                     Err(_) => failure(
                         "E_CONTROL_BUSY",
                         &format!("{MAX_ACTIVE_REQUESTS} control requests are already being served"),
@@ -429,7 +440,66 @@ async fn answer(
     written.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
-async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse {
+/// Serves `request`; `None` when its client went away and the request
+/// asked for its Turn to be cancelled then.
+async fn execute(
+    request: ControlRequest,
+    serving: &Serving,
+    reader: &mut BufReader<OwnedReadHalf>,
+) -> Option<ControlResponse> {
+    let handle = &serving.handle;
+    if let ControlRequest::Request {
+        agent,
+        event,
+        cancel_on_disconnect: true,
+    } = request
+    {
+        return answer_unless_disconnected(handle, Ingress::cli_event(event, agent), reader).await;
+    }
+    Some(execute_to_end(request, serving).await)
+}
+
+/// Waits for the answer to `ingress` while watching the connection: if
+/// the client closes it first, the Turn is cancelled and `None` returned.
+async fn answer_unless_disconnected(
+    handle: &OrchestratorHandle,
+    ingress: Ingress,
+    reader: &mut BufReader<OwnedReadHalf>,
+) -> Option<ControlResponse> {
+    let pending = match handle.enqueue(ingress, None).await {
+        Ok(pending) => pending,
+        Err(error) => return Some(failed(&error)),
+    };
+    let event_id = pending.event_id().to_string();
+    let answer = pending.answer();
+    tokio::pin!(answer);
+    // Anything the client sends after its request line is ignored; only
+    // the end of its stream (or an error on it) means it left.
+    let disconnected = async {
+        let mut ignored = [0u8; 256];
+        while matches!(reader.read(&mut ignored).await, Ok(n) if n > 0) {}
+    };
+    tokio::select! {
+        answer = &mut answer => Some(match answer {
+            Ok(answer) => ControlResponse::Answer { response: Box::new(answer) },
+            Err(error) => failed(&error),
+        }),
+        () = disconnected => {
+            let _ = handle.cancel(event_id).await;
+            None
+        }
+    }
+}
+
+fn failed(error: &OrchestratorError) -> ControlResponse {
+    ControlResponse::Failed {
+        code: error.code().to_string(),
+        message: error.to_string(),
+        suggestion: error.suggestion(),
+    }
+}
+
+async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlResponse {
     let handle = &serving.handle;
     let outcome = match request {
         ControlRequest::Status => {
@@ -445,7 +515,7 @@ async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse 
                 identity: (*serving.identity).clone(),
             })
         }
-        ControlRequest::Request { agent, event } => handle
+        ControlRequest::Request { agent, event, .. } => handle
             .ask(Ingress::cli_event(event, agent), None)
             .await
             .map(|answer| ControlResponse::Answer {
@@ -462,11 +532,7 @@ async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse 
                 None => Ok(()),
             };
             if let Err(error) = reloaded {
-                return ControlResponse::Failed {
-                    code: error.code().to_string(),
-                    message: error.to_string(),
-                    suggestion: error.suggestion(),
-                };
+                return failed(&error);
             }
             // Long enough for a Turn to finish inside its grace period, or
             // for the process to be killed at its end.
@@ -496,11 +562,7 @@ async fn execute(request: ControlRequest, serving: &Serving) -> ControlResponse 
             Ok(ControlResponse::Stopping)
         }
     };
-    outcome.unwrap_or_else(|error| ControlResponse::Failed {
-        code: error.code().to_string(),
-        message: error.to_string(),
-        suggestion: error.suggestion(),
-    })
+    outcome.unwrap_or_else(|error| failed(&error))
 }
 
 /// Replaces the swarm the orchestrator runs with `swarm` and restarts

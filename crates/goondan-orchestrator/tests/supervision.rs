@@ -632,6 +632,7 @@ fn control_socket_answers_list_and_request() {
             &ControlRequest::Request {
                 agent: None,
                 event: ConnectorEvent::text("stdin_message", "via socket"),
+                cancel_on_disconnect: false,
             },
         )
         .await
@@ -650,6 +651,7 @@ fn control_socket_answers_list_and_request() {
             &ControlRequest::Request {
                 agent: Some("ghost".into()),
                 event: ConnectorEvent::text("stdin_message", "x"),
+                cancel_on_disconnect: false,
             },
         )
         .await

@@ -40,6 +40,9 @@ pub enum PipelineError {
         /// How to fix it.
         suggestion: Option<String>,
     },
+    /// The Turn was cancelled from outside (its requester gave up).
+    #[error("the turn was cancelled before it finished")]
+    Cancelled,
 }
 
 impl PipelineError {
@@ -67,6 +70,7 @@ impl PipelineError {
             PipelineError::Store(error) => error.code(),
             PipelineError::Agents(error) => error.code(),
             PipelineError::Middleware { code, .. } => code,
+            PipelineError::Cancelled => "E_TURN_CANCELLED",
         }
     }
 
@@ -77,6 +81,9 @@ impl PipelineError {
             PipelineError::Store(_) => None,
             PipelineError::Agents(error) => error.suggestion(),
             PipelineError::Middleware { suggestion, .. } => suggestion.as_deref(),
+            PipelineError::Cancelled => {
+                Some("send the input again; what the turn stored before it stopped is kept")
+            }
         }
     }
 }

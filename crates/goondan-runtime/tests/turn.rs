@@ -302,6 +302,70 @@ async fn must_a_failed_turn_keeps_its_events_and_they_are_folded_before_the_next
 }
 
 #[tokio::test]
+async fn a_cancelled_turn_stops_mid_tool_keeps_what_it_stored_and_the_next_closes_the_call() {
+    let mut harness = Harness::new();
+    let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = Mutex::new(Some(started_tx));
+    harness.tool(
+        "forever",
+        vec![(
+            "run",
+            None,
+            handler_fn(move |_, _| {
+                if let Some(started) = started_tx.lock().unwrap().take() {
+                    let _ = started.send(());
+                }
+                Box::pin(std::future::pending())
+            }),
+        )],
+        None,
+    );
+    harness
+        .model
+        .tool_calls(&[("c1", "forever__run", json!({}))]);
+    let mut agent = harness.start().await;
+    let cancelled = async {
+        let _ = started.await;
+    };
+    let result = agent
+        .run_turn_answering_early(
+            user_event("first"),
+            &NoStream,
+            cancelled,
+            async |_: &goondan_types::TurnResult| {},
+        )
+        .await;
+    assert_eq!(result.finish_reason, TurnFinishReason::Error);
+    assert_eq!(
+        result.error.as_ref().unwrap().code.as_deref(),
+        Some("E_TURN_CANCELLED")
+    );
+    assert_eq!(
+        harness.journal.pending().len(),
+        2,
+        "the user message and the assistant's call stay; no result was made up"
+    );
+    let events = harness.events.take();
+    assert_eq!(events.last().unwrap().type_name(), "turn.failed");
+
+    harness.model.text("second answer");
+    let next = agent.run_turn(user_event("second"), &NoStream).await;
+    assert!(next.error.is_none(), "{next:?}");
+    let base = harness.journal.base();
+    let closing = base
+        .iter()
+        .find(|message| matches!(message.data, ModelMessage::Tool { .. }))
+        .expect("the open call was closed");
+    assert!(
+        serde_json::to_string(&closing.data)
+            .unwrap()
+            .contains("E_TOOL_INTERRUPTED"),
+        "{closing:?}"
+    );
+    assert_eq!(texts(&agent).last().unwrap(), "second answer");
+}
+
+#[tokio::test]
 async fn must_recovery_folds_pending_events_of_an_interrupted_turn_at_start() {
     let journal = RecordingJournal::new();
     let mut writer = journal.clone();
@@ -764,6 +828,7 @@ async fn an_early_answer_comes_after_the_chain_and_before_the_commit() {
         .run_turn_answering_early(
             user_event("q"),
             &NoStream,
+            std::future::pending(),
             async |result: &goondan_types::TurnResult| {
                 // Everything the Turn emitted is recorded, nothing is folded yet.
                 *seen_in_answer.lock().unwrap() = Some((

@@ -108,7 +108,7 @@ impl AgentEvent {
     /// A new event with a fresh id and the current time.
     pub fn new(event_type: impl Into<String>, source: EventSource) -> Self {
         AgentEvent {
-            id: format!("evt_{}", crate::trace::random_hex(12)),
+            id: new_event_id(),
             event_type: event_type.into(),
             created_at: crate::now_iso(),
             trace_id: None,
@@ -130,6 +130,11 @@ impl AgentEvent {
             .as_ref()
             .and_then(|metadata| metadata.get(key))
     }
+}
+
+/// A fresh, unique event id (`evt_` and 24 hex digits).
+pub fn new_event_id() -> String {
+    format!("evt_{}", crate::trace::random_hex(12))
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub mod value_source;
 pub use connector::{ConnectorEvent, ConnectorMessage};
 pub use diagnostic::{Diagnostic, Severity};
 pub use entry::{Entry, EntryParseError, ScriptRuntime};
-pub use event::{AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth};
+pub use event::{new_event_id, AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth};
 pub use ipc::{IpcMessage, IpcMessageType, ProcessStatus, ShutdownReason};
 pub use json::{JsonObject, JsonValue};
 pub use message::{

@@ -87,7 +87,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
                     };
                     eprintln!("attached to the orchestrator at {}", socket.display());
                     let event = typed_event(text.clone(), args.instance_key.clone());
-                    match ask_over_socket(&socket, None, event).await? {
+                    match ask_over_socket(&socket, None, event, false).await? {
                         Delivery::Answered(reply) => {
                             return Ok(report(reply.map(|answer| *answer), None, false))
                         }
@@ -265,7 +265,7 @@ async fn attach_chat(
             }
         };
         let sent_key = event.instance_key.clone();
-        let answer = match ask_over_socket(socket, None, event).await? {
+        let answer = match ask_over_socket(socket, None, event, false).await? {
             Delivery::Answered(answer) => answer.map(|answer| *answer),
             Delivery::NotDelivered => {
                 eprintln!("error[E_ORCHESTRATOR_NOT_RUNNING]: the orchestrator stopped");
@@ -297,12 +297,19 @@ enum Delivery {
     NotDelivered,
 }
 
+/// Sends `event` over the control socket and waits for the answer; with
+/// `cancel_on_disconnect`, dropping the future cancels the Turn.
 async fn ask_over_socket(
     socket: &Path,
     agent: Option<String>,
     event: ConnectorEvent,
+    cancel_on_disconnect: bool,
 ) -> anyhow::Result<Delivery> {
-    let request = ControlRequest::Request { agent, event };
+    let request = ControlRequest::Request {
+        agent,
+        event,
+        cancel_on_disconnect,
+    };
     let response = match control::call(socket, &request).await {
         Ok(response) => response,
         Err(OrchestratorError::Control { source, .. })
@@ -333,7 +340,8 @@ async fn ask_over_socket(
 /// One Turn of `agent` on `text` through the running orchestrator's
 /// control socket, as typed at `gdn run` (in instance `instance_key`,
 /// else the Swarm's): the answer's text, or why there is none. This is
-/// what each `gdn mcp serve` tool call runs.
+/// what each `gdn mcp serve` tool call runs. Dropping the future before
+/// it resolves cancels the Turn (`E_TURN_CANCELLED`).
 pub(crate) async fn ask_text(
     socket: &Path,
     agent: String,
@@ -341,7 +349,7 @@ pub(crate) async fn ask_text(
     instance_key: Option<String>,
 ) -> Result<String, Refused> {
     let event = typed_event(text, instance_key);
-    match ask_over_socket(socket, Some(agent), event).await {
+    match ask_over_socket(socket, Some(agent), event, true).await {
         Ok(Delivery::Answered(reply)) => answer_text(&*reply?),
         Ok(Delivery::NotDelivered) => Err(Refused {
             code: "E_ORCHESTRATOR_NOT_RUNNING".into(),
@@ -430,7 +438,7 @@ async fn detach(
                     return Ok(Outcome::Success);
                 };
                 let event = typed_event(text, args.instance_key.clone());
-                return match ask_over_socket(socket, None, event).await? {
+                return match ask_over_socket(socket, None, event, false).await? {
                     Delivery::Answered(reply) => {
                         Ok(report(reply.map(|answer| *answer), None, false))
                     }

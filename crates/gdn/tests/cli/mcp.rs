@@ -15,6 +15,9 @@ use std::time::Duration;
 const DEADLINE: Duration = Duration::from_secs(20);
 
 fn decide(request: &ChatRequest) -> Reply {
+    if request.last_user_text() == "hang" {
+        return Reply::Hang;
+    }
     if request.is_from("agent BETA") {
         return Reply::text(format!("beta: {}", request.last_user_text()));
     }
@@ -90,8 +93,22 @@ impl McpClient {
     }
 
     fn notify(&mut self, method: &str) {
+        self.notify_with(method, json!({}));
+    }
+
+    fn notify_with(&mut self, method: &str, params: Value) {
         let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": method})).unwrap();
+        let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a request without waiting for its answer.
+    fn send(&mut self, id: u64, method: &str, params: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
     }
 
     /// Closes stdin and waits for the exit code.
@@ -190,6 +207,58 @@ fn gdn_mcp_serve_offers_each_agent_as_a_tool_and_each_call_is_a_turn() {
     );
     let _ = http.kill();
     let _ = http.wait();
+    drop(resident);
+}
+
+#[test]
+fn a_cancelled_call_stops_its_turn_and_the_instance_takes_the_next() {
+    let swarm = mcp_swarm();
+    let resident = swarm.start_resident();
+    let mut client = McpClient::start(&swarm);
+    client.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+    );
+    client.notify("notifications/initialized");
+
+    // beta's model never answers this one: its Turn holds the instance.
+    client.send(
+        2,
+        "tools/call",
+        json!({"name": "beta", "arguments": {"text": "hang"}}),
+    );
+    swarm.mock.wait_for("beta's hanging model call", |request| {
+        request.last_user_text() == "hang"
+    });
+    client.notify_with("notifications/cancelled", json!({"requestId": 2}));
+
+    // Without the cancel, this call would wait behind the hung Turn.
+    let after = client.request(
+        3,
+        "tools/call",
+        json!({"name": "beta", "arguments": {"text": "after"}}),
+    );
+    assert_eq!(
+        after["result"]["content"][0]["text"], "beta: after",
+        "{after}"
+    );
+
+    // The cancelled call is never answered, and its Turn failed with the
+    // cancellation code.
+    assert!(client.lines.try_recv().is_err());
+    let events = swarm.runtime_events("beta");
+    let failed = events
+        .iter()
+        .find(|event| event["type"] == "turn.failed")
+        .unwrap_or_else(|| panic!("no turn.failed in {events:?}"));
+    assert!(
+        failed["errorMessage"]
+            .as_str()
+            .is_some_and(|message| message.contains("cancelled")),
+        "{failed}"
+    );
+    assert_eq!(client.finish(), 0);
     drop(resident);
 }
 

@@ -70,7 +70,7 @@ impl Swarm {
 
     /// The runtime events of `agent:default` so far (none before it
     /// started).
-    fn runtime_events(&self, agent: &str) -> Vec<Value> {
+    pub(crate) fn runtime_events(&self, agent: &str) -> Vec<Value> {
         find_instance_dir(self.state.path(), agent).map_or_else(Vec::new, |dir| {
             read_jsonl(&dir.join("messages/runtime-events.jsonl"))
         })

@@ -98,6 +98,7 @@ fn ask_over_socket(swarm: &Swarm, text: &str) -> String {
     let request = goondan_orchestrator::control::ControlRequest::Request {
         agent: None,
         event: goondan_types::ConnectorEvent::text(goondan_orchestrator::ingress::CLI_EVENT, text),
+        cancel_on_disconnect: false,
     };
     let mut line = serde_json::to_vec(&request).unwrap();
     line.push(b'\n');

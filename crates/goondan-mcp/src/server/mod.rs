@@ -10,13 +10,15 @@
 //!
 //! * [`stdio::serve`]: JSON-RPC lines over any reader and writer (stdio
 //!   for `gdn mcp serve`, in-memory pipes in tests). Calls run
-//!   concurrently; `notifications/cancelled` stops a call's wait; a call
-//!   with a `progressToken` hears `notifications/progress` while it runs.
-//! * [`http::router`]: streamable HTTP, one JSON answer per POST; closing
-//!   the request stops the call's wait.
+//!   concurrently; `notifications/cancelled` cancels a call; a call with
+//!   a `progressToken` hears `notifications/progress` while it runs.
+//! * [`http::router`]: streamable HTTP with sessions; progress as an event
+//!   stream, `notifications/cancelled` and `DELETE` cancel calls, a
+//!   dropped connection does not.
 //!
-//! Either way the Turn a call started still finishes in the swarm, as a
-//! Turn started from `gdn run` does when `gdn run` is interrupted.
+//! Cancelling a call drops the future [`SwarmTurns::ask`] returned, which
+//! cancels its Turn in the swarm (`E_TURN_CANCELLED`: a model call or
+//! tool call in progress is abandoned, what the Turn stored is kept).
 
 pub mod http;
 pub mod stdio;
@@ -54,7 +56,8 @@ pub trait SwarmTurns: Send + Sync {
     fn agents(&self) -> Vec<AgentTool>;
 
     /// Runs one Turn of `agent` on `text` (in instance `instance_key`, else
-    /// the swarm's) and returns the answer's text.
+    /// the swarm's) and returns the answer's text. Dropping the future
+    /// before it resolves cancels the Turn.
     fn ask(
         &self,
         agent: String,

@@ -2,7 +2,8 @@
 //! (stdio for `gdn mcp serve`). Requests other than `tools/call` are
 //! answered in order; each `tools/call` runs in its own task, so a long
 //! Turn does not hold up `ping` or other calls, and
-//! `notifications/cancelled` aborts its task (no answer is sent for it).
+//! `notifications/cancelled` aborts its task, cancelling its Turn (no
+//! answer is sent for it).
 //! A call that asks for progress (`_meta.progressToken`) gets a
 //! `notifications/progress` every [`PROGRESS_INTERVAL`] while its Turn
 //! runs, so a client that resets its request timeout on progress does not
@@ -28,7 +29,7 @@ type InFlight = Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>;
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Serves MCP on `input`/`output` until `input` ends. Calls still running
-/// then are abandoned (their Turns finish in the swarm).
+/// then are cancelled: the client that made them is gone.
 pub async fn serve<R, W>(turns: Arc<dyn SwarmTurns>, input: R, output: W) -> Result<(), McpError>
 where
     R: AsyncRead + Unpin,
@@ -168,7 +169,7 @@ fn start_call(
 
 /// Awaits `turn`, sending a `notifications/progress` for `token` every
 /// `interval` until it ends.
-async fn with_progress(
+pub(super) async fn with_progress(
     turn: impl std::future::Future<Output = Value>,
     outbox: &mpsc::Sender<Value>,
     token: Value,

@@ -339,3 +339,173 @@ async fn the_http_endpoint_answers_posts_and_guards_token_and_origin() {
         .unwrap();
     assert_eq!(flooded.status(), 413);
 }
+
+#[tokio::test]
+async fn http_sessions_scope_cancellation_and_progress_arrives_on_an_event_stream() {
+    use goondan_mcp::server::http::{
+        router_with_progress, HttpAccess, ENDPOINT, REQUEST_CANCELLED,
+    };
+    let slow_started = Arc::new(AtomicBool::new(false));
+    let slow_dropped = Arc::new(AtomicBool::new(false));
+    let swarm = Arc::new(Swarm {
+        slow_started: slow_started.clone(),
+        slow_dropped: slow_dropped.clone(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{ENDPOINT}", listener.local_addr().unwrap());
+    let app = router_with_progress(swarm, HttpAccess::default(), Duration::from_millis(20));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = reqwest::Client::new();
+    let post = |body: Value| {
+        client
+            .post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body)
+    };
+
+    let initialized = post(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}))
+        .send()
+        .await
+        .unwrap();
+    let session = initialized
+        .headers()
+        .get("mcp-session-id")
+        .expect("initialize opens a session")
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(session.len(), 32);
+
+    // A session the server never opened is refused, so the client starts over.
+    let stale = post(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .header("Mcp-Session-Id", "0123456789abcdef0123456789abcdef")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 404);
+    let listen = client.get(&url).send().await.unwrap();
+    assert_eq!(listen.status(), 405);
+
+    // Progress while the Turn runs, then the response, as one event stream.
+    let streamed = post(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "alpha", "arguments": {"text": "hi"}, "_meta": {"progressToken": "p1"}}}))
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert!(streamed.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let body = streamed.text().await.unwrap();
+    let last = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .next_back()
+        .unwrap();
+    let last: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(last["id"], 3);
+    assert_eq!(
+        last["result"]["content"][0]["text"],
+        "alpha heard `hi` in None"
+    );
+
+    // A slow call, cancelled from another session, keeps running; cancelled
+    // from its own, it stops and its POST gets the cancellation error.
+    // (Every finished call drops its guard too, so the flag starts clean.)
+    slow_dropped.store(false, Ordering::SeqCst);
+    let slow = tokio::spawn(
+        post(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}}}))
+            .header("Mcp-Session-Id", &session)
+            .send(),
+    );
+    while !slow_started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}});
+    let elsewhere = post(cancel.clone()).send().await.unwrap();
+    assert_eq!(elsewhere.status(), 202);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !slow_dropped.load(Ordering::SeqCst),
+        "another session's cancel stopped the call"
+    );
+    let own = post(cancel)
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 202);
+    let answered: Value = slow.await.unwrap().unwrap().json().await.unwrap();
+    assert_eq!(answered["error"]["code"], REQUEST_CANCELLED, "{answered}");
+    assert!(slow_dropped.load(Ordering::SeqCst));
+
+    // A long call hears progress on its stream; cancelled, the stream
+    // ends with the cancellation error.
+    slow_started.store(false, Ordering::SeqCst);
+    let mut progressing = post(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}, "_meta": {"progressToken": 9}}}))
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    while !seen.contains("notifications/progress") {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), progressing.chunk())
+            .await
+            .expect("progress within the interval")
+            .unwrap()
+            .expect("the stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains(r#""progressToken":9"#), "{seen}");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    post(cancel)
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    let rest = progressing.text().await.unwrap();
+    assert!(rest.contains(&REQUEST_CANCELLED.to_string()), "{rest}");
+
+    // A dropped connection cancels nothing; ending the session does.
+    slow_started.store(false, Ordering::SeqCst);
+    slow_dropped.store(false, Ordering::SeqCst);
+    let abandoned = tokio::spawn(
+        post(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}}}))
+            .header("Mcp-Session-Id", &session)
+            .send(),
+    );
+    while !slow_started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    abandoned.abort();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !slow_dropped.load(Ordering::SeqCst),
+        "a dropped connection cancelled the call"
+    );
+    let ended = client
+        .delete(&url)
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 200);
+    for _ in 0..100 {
+        if slow_dropped.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        slow_dropped.load(Ordering::SeqCst),
+        "ending the session cancels its calls"
+    );
+    let after = post(json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 404);
+}

@@ -73,6 +73,9 @@ pub enum Input {
         /// An event built by the caller, used instead of the ingress event's
         /// own (tests and tools that need full control of the event).
         event: Option<Box<AgentEvent>>,
+        /// The id the routed event gets (`event`, when given, keeps its
+        /// own), chosen by the caller so it can cancel the Turn.
+        event_id: String,
         /// Where the answer goes.
         reply: Reply,
         /// Where streamed text goes.
@@ -119,6 +122,13 @@ pub enum Input {
         key: String,
         /// True when something was running.
         reply: oneshot::Sender<bool>,
+    },
+    /// Cancel the Turn of one of the orchestrator's own requests.
+    Cancel {
+        /// The request's event id ([`PendingAnswer::event_id`]).
+        event_id: String,
+        /// True when the request was still waiting for its answer.
+        done: oneshot::Sender<bool>,
     },
     /// Answer a child's query that was handed out of the loop (a
     /// [`SwarmRestartRequest`](super::SwarmRestartRequest)).
@@ -287,14 +297,30 @@ impl OrchestratorHandle {
         deltas: Option<mpsc::UnboundedSender<String>>,
     ) -> Result<PendingAnswer, OrchestratorError> {
         let (reply, answer) = oneshot::channel();
+        let event_id = match &event {
+            Some(event) => event.id.clone(),
+            None => goondan_types::new_event_id(),
+        };
         self.send(Input::Request {
             ingress,
             event,
+            event_id: event_id.clone(),
             reply,
             deltas,
         })
         .await?;
-        Ok(PendingAnswer(answer))
+        Ok(PendingAnswer { event_id, answer })
+    }
+
+    /// Cancels the Turn answering the request `event_id` (see
+    /// [`PendingAnswer::event_id`]): dropped when it still waits in a
+    /// queue, stopped where it stands when it runs. Its requester is
+    /// answered with `E_TURN_CANCELLED`. False when nothing waits for
+    /// that request any more (it was answered, or never made).
+    pub async fn cancel(&self, event_id: String) -> Result<bool, OrchestratorError> {
+        let (done, cancelled) = oneshot::channel();
+        self.send(Input::Cancel { event_id, done }).await?;
+        cancelled.await.map_err(|_| OrchestratorError::Stopped)
     }
 
     /// Gracefully restarts the known instances of `agent` and/or
@@ -392,12 +418,21 @@ impl OrchestratorHandle {
 
 /// The answer to an input [`OrchestratorHandle::enqueue`] queued.
 #[derive(Debug)]
-pub struct PendingAnswer(oneshot::Receiver<Result<AgentEvent, OrchestratorError>>);
+pub struct PendingAnswer {
+    event_id: String,
+    answer: oneshot::Receiver<Result<AgentEvent, OrchestratorError>>,
+}
 
 impl PendingAnswer {
+    /// The id of the event the request became, which
+    /// [`OrchestratorHandle::cancel`] takes.
+    pub fn event_id(&self) -> &str {
+        &self.event_id
+    }
+
     /// Waits for the answer.
     pub async fn answer(self) -> Result<AgentEvent, OrchestratorError> {
-        self.0.await.map_err(|_| OrchestratorError::Stopped)?
+        self.answer.await.map_err(|_| OrchestratorError::Stopped)?
     }
 }
 

@@ -193,6 +193,16 @@ impl Instance {
         Ok(())
     }
 
+    /// Takes the event `event_id` out of the queue if it has not been
+    /// handed to a process yet; true when it was there.
+    pub(crate) fn remove_queued(&mut self, event_id: &str) -> bool {
+        let at = self
+            .queue
+            .iter()
+            .position(|queued| queued.event_id.as_deref() == Some(event_id));
+        at.and_then(|at| self.queue.remove(at)).is_some()
+    }
+
     /// Puts a message at the front of the queue (a send that found the
     /// link full).
     pub(crate) fn requeue_front(&mut self, queued: Queued) {

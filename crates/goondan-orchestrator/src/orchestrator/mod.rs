@@ -306,9 +306,13 @@ impl Orchestrator {
             Input::Request {
                 ingress,
                 event,
+                event_id,
                 reply,
                 deltas,
-            } => self.on_request(ingress, event, reply, deltas),
+            } => self.on_request(ingress, event, event_id, reply, deltas),
+            Input::Cancel { event_id, done } => {
+                let _ = done.send(self.cancel(&event_id));
+            }
             Input::Restart {
                 agent,
                 instance_key,

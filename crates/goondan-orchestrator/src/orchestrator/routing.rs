@@ -6,7 +6,7 @@ use super::{Orchestrator, Waiter};
 use crate::ingress::{self, Ingress};
 use crate::OrchestratorError;
 use goondan_ipc::protocol::{
-    self, Answer, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Rejected,
+    self, Answer, Cancel, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Rejected,
 };
 use goondan_ipc::{Inbound, RoutingKey, RuntimeMessage, SendError, ORCHESTRATOR};
 use goondan_types::agents::SpawnedAgentInfo;
@@ -19,6 +19,7 @@ impl Orchestrator {
         &mut self,
         ingress: Ingress,
         event: Option<Box<AgentEvent>>,
+        event_id: String,
         reply: super::Reply,
         deltas: Option<mpsc::UnboundedSender<String>>,
     ) {
@@ -33,7 +34,13 @@ impl Orchestrator {
                     event.instance_key = Some(instance_key.clone());
                     (RoutingKey::new(key.agent_name, instance_key), *event)
                 }
-                None => (key, routed),
+                None => (
+                    key,
+                    AgentEvent {
+                        id: event_id,
+                        ..routed
+                    },
+                ),
             },
             Err(error) => {
                 let _ = reply.send(Err(error));
@@ -61,6 +68,41 @@ impl Orchestrator {
                 let _ = reply.send(Err(error));
             }
         }
+    }
+
+    /// Cancels the Turn of the orchestrator's own request `event_id`: an
+    /// event still in the orchestrator's queue is taken out and answered
+    /// here; one already handed to its process is cancelled there
+    /// (`runtime.cancel`), which answers. False when no request waits.
+    pub(super) fn cancel(&mut self, event_id: &str) -> bool {
+        let correlation_id = protocol::correlation_id_for_id(event_id);
+        let Some(key) = self
+            .waiters
+            .get(&correlation_id)
+            .map(|waiter| waiter.key.clone())
+        else {
+            return false;
+        };
+        tracing::info!(key = %key, event_id, "turn cancelled by its requester");
+        if self.instance_for(&key).remove_queued(event_id) {
+            if let Some(waiter) = self.waiters.remove(&correlation_id) {
+                let answer = Answer::failed(
+                    correlation_id,
+                    "E_TURN_CANCELLED",
+                    &format!("event {event_id} was cancelled before its turn started"),
+                );
+                let _ = waiter
+                    .reply
+                    .send(Ok(answer.to_event(&key.agent_name, None)));
+            }
+            return true;
+        }
+        let message = RuntimeMessage::Cancel(Cancel {
+            event_id: event_id.to_string(),
+        })
+        .to_message(ORCHESTRATOR, &key.to_string());
+        let _ = self.deliver(&key, Queued::plain(message));
+        true
     }
 
     /// `Err(E_AGENT_BACKOFF)` when `key` has no process and backs off

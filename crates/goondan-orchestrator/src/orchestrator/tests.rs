@@ -830,3 +830,55 @@ async fn a_restart_request_with_nothing_to_reload_the_bundle_is_refused() {
         other => panic!("answered {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_cancelled_request_is_dropped_while_queued_and_signalled_once_handed_over() {
+    let mut h = harness(8);
+    // Queued behind a process that has not finished its handshake: taken
+    // out and answered by the orchestrator, never handed over.
+    let queued = h
+        .handle
+        .enqueue(Ingress::cli("never mind", None), None)
+        .await
+        .unwrap();
+    let link = h.opened.recv().await.unwrap();
+    assert!(h
+        .handle
+        .cancel(queued.event_id().to_string())
+        .await
+        .unwrap());
+    let answer = queued.answer().await.unwrap();
+    let Some(AnswerOutcome::Failed(failure)) = Answer::from_event(&answer).map(|a| a.outcome)
+    else {
+        panic!("not a failure: {answer:?}");
+    };
+    assert_eq!(failure.code, "E_TURN_CANCELLED");
+
+    // Handed over: the process is told to cancel it, and its answer (a
+    // failure, from the agent) still reaches the requester.
+    h.ready(&link).await;
+    let running = h
+        .handle
+        .enqueue(Ingress::cli("long job", None), None)
+        .await
+        .unwrap();
+    let (_, event) = h.next_event().await;
+    assert_eq!(event.id, running.event_id());
+    assert_eq!(event.input.as_deref(), Some("long job"));
+    assert!(h.handle.cancel(event.id.clone()).await.unwrap());
+    loop {
+        let (to, message) = h.sent.recv().await.unwrap();
+        if let Ok(Inbound::Runtime(RuntimeMessage::Cancel(cancel))) = protocol::decode(&message) {
+            assert_eq!(to, link);
+            assert_eq!(cancel.event_id, event.id);
+            break;
+        }
+    }
+    h.answer(&link, &event, "stopped").await;
+    assert_eq!(
+        answer_text(&running.answer().await.unwrap()).as_deref(),
+        Some("stopped")
+    );
+    // Nothing waits any more: a second cancel finds nothing.
+    assert!(!h.handle.cancel(event.id).await.unwrap());
+}

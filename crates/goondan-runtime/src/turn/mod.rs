@@ -299,8 +299,13 @@ impl Agent {
         event: AgentEvent,
         observer: &dyn StreamObserver,
     ) -> TurnResult {
-        self.run_turn_answering_early(event, observer, async |_: &TurnResult| {})
-            .await
+        self.run_turn_answering_early(
+            event,
+            observer,
+            std::future::pending(),
+            async |_: &TurnResult| {},
+        )
+        .await
     }
 
     /// As [`Agent::run_turn`], calling `answer` with the Turn's result as
@@ -310,10 +315,18 @@ impl Agent {
     /// journal, and a crash before the commit folds them on the next start.
     /// If the commit itself fails afterwards, the returned result (not the
     /// one answered) reports the failure and the events stay pending.
+    ///
+    /// When `cancelled` resolves before the `turn` chain returns, the chain
+    /// is dropped where it stands (a running model call or tool call with
+    /// it) and the Turn fails with `E_TURN_CANCELLED`. Nothing it stored is
+    /// undone: the conversation is left exactly as a crash at that point
+    /// would leave it, and the next Turn closes the tool calls it left
+    /// open (`E_TOOL_INTERRUPTED`).
     pub async fn run_turn_answering_early(
         &mut self,
         event: AgentEvent,
         observer: &dyn StreamObserver,
+        cancelled: impl std::future::Future<Output = ()>,
         answer: impl AsyncFnOnce(&TurnResult),
     ) -> TurnResult {
         let turn_id = format!("turn_{}", random_hex(12));
@@ -332,7 +345,13 @@ impl Agent {
             turn_id: turn_id.clone(),
         });
         let mut answer = Some(answer);
-        let mut outcome = self.run_turn_inner(&turn_id, &trace, event, observer).await;
+        let mut outcome = {
+            let inner = std::pin::pin!(self.run_turn_inner(&turn_id, &trace, event, observer));
+            match futures_util::future::select(inner, std::pin::pin!(cancelled)).await {
+                futures_util::future::Either::Left((outcome, _)) => outcome,
+                futures_util::future::Either::Right(((), _)) => Err(PipelineError::Cancelled),
+            }
+        };
         if let Ok((result, _)) = &outcome {
             if let Some(answer) = answer.take() {
                 answer(result).await;
