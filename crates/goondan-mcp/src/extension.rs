@@ -26,8 +26,8 @@
 //! background for any server that has never listed its tools (it was down
 //! at start), without delaying that Turn.
 //!
-//! Tools a server stops listing stay registered (the registry never
-//! forgets a tool); a call to one gets the server's own error.
+//! A tool the server stops listing leaves the catalog at the next
+//! listing (from the next Step on).
 
 use crate::client::{McpConfig, ResolvedServer, Session};
 use crate::McpError;
@@ -52,6 +52,14 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The notification after which a server's tools are listed again.
 const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
+
+/// The tools standing for a server's resources and prompts.
+const VIEW_SUFFIXES: [&str; 4] = [
+    "list_resources",
+    "read_resource",
+    "list_prompts",
+    "get_prompt",
+];
 
 /// The extension. `valueFrom.env` in its config reads the secrets the
 /// orchestrator handed to the agent first, then the process environment.
@@ -190,6 +198,12 @@ impl ServerLink {
             .with_session(|session| async move { session.list_tools(timeout).await })
             .await?;
         self.has_listed.store(true, Ordering::Release);
+        let listed_names: HashSet<String> = listed
+            .iter()
+            .filter(|tool| self.server.exposes(&tool.name))
+            .map(|tool| self.tool_name(&tool.name))
+            .collect();
+        self.forget_unlisted(&listed_names);
         for tool in listed {
             if self.server.exposes(&tool.name) {
                 self.register(
@@ -211,6 +225,46 @@ impl ServerLink {
             }
         }
         Ok(())
+    }
+
+    /// `<server>__<suffix>`.
+    fn tool_name(&self, suffix: &str) -> String {
+        format!("{}__{}", self.server.name, suffix)
+    }
+
+    /// Unregisters the server's tools that its latest listing no longer
+    /// has (the resource and prompt tools stay: they stand for methods,
+    /// not for listed tools).
+    fn forget_unlisted(&self, listed: &HashSet<String>) {
+        let views: Vec<String> = VIEW_SUFFIXES
+            .iter()
+            .map(|suffix| self.tool_name(suffix))
+            .collect();
+        let source = self.source();
+        let mut registered = self
+            .registered
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        registered.retain(|name| {
+            if listed.contains(name) || views.contains(name) {
+                return true;
+            }
+            if self.tools.unregister(name, &source) {
+                tracing::info!(
+                    server = self.server.name,
+                    tool = name,
+                    "mcp: the server no longer lists this tool; removed"
+                );
+            }
+            false
+        });
+    }
+
+    fn source(&self) -> ToolSource {
+        ToolSource {
+            source_type: ToolSourceType::Mcp,
+            name: self.server.name.clone(),
+        }
     }
 
     /// Registers one of the tools that stand for a server's resources or
@@ -256,7 +310,7 @@ impl ServerLink {
         input_schema: JsonObject,
         call: McpCall,
     ) {
-        let name = format!("{}__{}", self.server.name, suffix);
+        let name = self.tool_name(suffix);
         let mut registered = self
             .registered
             .lock()
@@ -268,10 +322,7 @@ impl ServerLink {
             name: name.clone(),
             description,
             parameters: Some(input_schema),
-            source: Some(ToolSource {
-                source_type: ToolSourceType::Mcp,
-                name: self.server.name.clone(),
-            }),
+            source: Some(self.source()),
         };
         let handler = Arc::new(McpToolHandler {
             link: self.clone(),

@@ -147,12 +147,14 @@ async fn a_server_that_hangs_or_cannot_start_leaves_the_agent_working() {
 }
 
 #[tokio::test]
-async fn tools_list_changed_registers_the_new_tools_for_later_steps() {
+async fn tools_list_changed_registers_new_tools_and_forgets_removed_ones() {
     let harness = Harness::new();
     harness.model.tool_calls(&[("c1", "fx__grow", json!({}))]);
     harness.model.text("grown");
     harness.model.tool_calls(&[("c2", "fx__extra", json!({}))]);
     harness.model.text("done");
+    harness.model.tool_calls(&[("c3", "fx__shrink", json!({}))]);
+    harness.model.text("shrunk");
     let mut agent = harness
         .start(json!({"servers": {"fx": stdio_server()}}))
         .await;
@@ -175,6 +177,16 @@ async fn tools_list_changed_registers_the_new_tools_for_later_steps() {
         ),
         "{outputs:?}"
     );
+    agent.run_turn(user_event("shrink"), &NoStream).await;
+    assert!(
+        eventually(Duration::from_secs(10), || agent
+            .tools()
+            .get("fx__extra")
+            .is_none())
+        .await,
+        "a tool the server stopped listing left the catalog"
+    );
+    assert!(agent.tools().get("fx__echo").is_some());
 }
 
 #[tokio::test]

@@ -108,6 +108,20 @@ impl ExtensionTools {
         }
         self.registry.register(item, handler)
     }
+
+    /// Removes a tool registered through extensions with this `source`
+    /// (the one it was registered with, or this extension's own when it
+    /// had none); true when it was there. It leaves the catalog from the
+    /// next Step on. The bundle's own tools (source `config`) are never
+    /// removed, and a tool of another source stays: `false`.
+    pub fn unregister(&self, name: &str, source: &ToolSource) -> bool {
+        let owned = source.source_type != ToolSourceType::Config
+            && self
+                .registry
+                .get(name)
+                .is_some_and(|tool| tool.item.source.as_ref() == Some(source));
+        owned && self.registry.unregister(name)
+    }
 }
 
 /// What `register(api, config)` receives.

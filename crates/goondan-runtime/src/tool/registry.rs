@@ -136,6 +136,26 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// Removes the tool named `name`; true when it was there. It leaves
+    /// the catalog from the next Step on; a call the model makes to it
+    /// later is refused like any unknown tool.
+    pub fn unregister(&self, name: &str) -> bool {
+        let mut inner = self
+            .inner
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(position) = inner.by_name.remove(name) else {
+            return false;
+        };
+        inner.tools.remove(position);
+        for index in inner.by_name.values_mut() {
+            if *index > position {
+                *index -= 1;
+            }
+        }
+        true
+    }
+
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<RegisteredTool> {
         let inner = self.read();
@@ -196,5 +216,22 @@ mod tests {
             .unwrap_err();
         assert_eq!(error.code(), "E_TOOL_DUPLICATE");
         assert_eq!(registry.catalog().len(), 1);
+    }
+
+    #[test]
+    fn an_unregistered_tool_leaves_the_catalog_and_the_rest_stay_found() {
+        let registry = ToolRegistry::new();
+        let handler = handler_fn(|_, _| Box::pin(async { Ok(serde_json::Value::Null) }));
+        for name in ["a__one", "a__two", "a__three"] {
+            registry.register(item(name), handler.clone()).unwrap();
+        }
+        assert!(registry.unregister("a__two"));
+        assert!(!registry.unregister("a__two"));
+        let names: Vec<String> = registry.catalog().into_iter().map(|i| i.name).collect();
+        assert_eq!(names, ["a__one", "a__three"]);
+        assert_eq!(registry.get("a__three").unwrap().item.name, "a__three");
+        assert!(registry.get("a__two").is_none());
+        registry.register(item("a__two"), handler).unwrap();
+        assert_eq!(registry.len(), 3);
     }
 }
