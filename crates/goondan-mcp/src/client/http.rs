@@ -4,9 +4,13 @@
 //! session id the server hands out at `initialize` (`Mcp-Session-Id`) and
 //! the negotiated `MCP-Protocol-Version` go with every later request.
 //!
-//! Not done: the optional GET stream for messages the server sends on its
-//! own, so a `tools/list_changed` reaches an HTTP client only inside the
-//! response stream of one of its requests.
+//!
+//! Once the session is initialized, [`HttpTransport::listen`] opens the
+//! optional GET stream on which the server sends messages of its own
+//! (`notifications/tools/list_changed` between requests); it reconnects
+//! with backoff when the stream ends, and stops for good when the server
+//! says it offers none (405) or forgot the session (404), or when the
+//! transport is dropped.
 
 use crate::jsonrpc::{Incoming, MAX_MESSAGE_BYTES};
 use crate::McpError;
@@ -14,7 +18,13 @@ use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
 use std::sync::Mutex;
+use std::time::Duration;
 use tokio::sync::mpsc;
+
+/// The first wait before the GET stream is opened again; it doubles up to
+/// [`LISTEN_MAX_BACKOFF`] while the server keeps failing.
+const LISTEN_BACKOFF: Duration = Duration::from_millis(500);
+const LISTEN_MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -29,6 +39,21 @@ pub(super) struct HttpTransport {
     session_id: Mutex<Option<String>>,
     protocol_version: Mutex<Option<String>>,
     notifications: mpsc::UnboundedSender<String>,
+    /// The GET stream's task, stopped with the transport.
+    listener: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        if let Some(listener) = self
+            .listener
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+        {
+            listener.abort();
+        }
+    }
 }
 
 impl HttpTransport {
@@ -65,7 +90,52 @@ impl HttpTransport {
             session_id: Mutex::new(None),
             protocol_version: Mutex::new(None),
             notifications,
+            listener: Mutex::new(None),
         })
+    }
+
+    /// Opens the GET stream for the server's own messages, in a task that
+    /// lives as long as this transport.
+    pub(super) fn listen(&self) {
+        let request = self.with_session_headers(
+            self.client
+                .get(&self.url)
+                .headers(self.headers.clone())
+                .header(ACCEPT, "text/event-stream"),
+        );
+        let task = tokio::spawn(listen(
+            self.server.clone(),
+            request,
+            self.notifications.clone(),
+        ));
+        *self
+            .listener
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(task.abort_handle());
+    }
+
+    /// `request` with the session id and protocol version, once known.
+    fn with_session_headers(
+        &self,
+        mut request: reqwest::RequestBuilder,
+    ) -> reqwest::RequestBuilder {
+        let session_id = self
+            .session_id
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        if let Some(session_id) = session_id {
+            request = request.header(SESSION_HEADER, session_id);
+        }
+        let version = self
+            .protocol_version
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        if let Some(version) = version {
+            request = request.header(VERSION_HEADER, version);
+        }
+        request
     }
 
     pub(super) fn set_protocol_version(&self, version: &str) {
@@ -83,29 +153,14 @@ impl HttpTransport {
     }
 
     async fn post(&self, message: &Value) -> Result<reqwest::Response, McpError> {
-        let mut request = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .json(message);
-        let session_id = self
-            .session_id
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
-        if let Some(session_id) = session_id {
-            request = request.header(SESSION_HEADER, session_id);
-        }
-        let version = self
-            .protocol_version
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
-        if let Some(version) = version {
-            request = request.header(VERSION_HEADER, version);
-        }
+        let request = self.with_session_headers(
+            self.client
+                .post(&self.url)
+                .headers(self.headers.clone())
+                .header(ACCEPT, "application/json, text/event-stream")
+                .header(CONTENT_TYPE, "application/json")
+                .json(message),
+        );
         let response = request
             .send()
             .await
@@ -164,32 +219,13 @@ impl HttpTransport {
                 message: format!("the answer holds no response to request {id}"),
             });
         }
-        let mut stream = response.bytes_stream();
-        let mut buffer: Vec<u8> = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk =
-                chunk.map_err(|error| self.unavailable(format!("reading the stream: {error}")))?;
-            buffer.extend_from_slice(&chunk);
-            if buffer.len() > MAX_MESSAGE_BYTES {
-                return Err(self.unavailable("an event exceeds the size limit".into()));
-            }
-            while let Some(end) = event_end(&buffer) {
-                let event: Vec<u8> = buffer.drain(..end.0).collect();
-                buffer.drain(..end.1);
-                let Some(data) = event_data(&event) else {
-                    continue;
-                };
-                let Ok(message) = serde_json::from_str::<Value>(&data) else {
-                    continue;
-                };
-                if let Some(reply) = self.take(id, message) {
-                    return Ok(reply);
-                }
-            }
+        match read_events(response, |message| self.take(id, message)).await {
+            Ok(Some(reply)) => Ok(reply),
+            Ok(None) => Err(self.unavailable(format!(
+                "the stream ended before the response to request {id}"
+            ))),
+            Err(problem) => Err(self.unavailable(problem)),
         }
-        Err(self.unavailable(format!(
-            "the stream ended before the response to request {id}"
-        )))
     }
 
     /// The reply if `message` answers request `id`; a notification is
@@ -206,6 +242,89 @@ impl HttpTransport {
             }
             _ => None,
         }
+    }
+}
+
+/// Reads the JSON messages of an event stream, handing each to `handle`
+/// until it returns something (`Some`), or the stream ends (`None`).
+/// `Err` says what broke the stream.
+async fn read_events<T>(
+    response: reqwest::Response,
+    mut handle: impl FnMut(Value) -> Option<T>,
+) -> Result<Option<T>, String> {
+    let mut stream = response.bytes_stream();
+    let mut buffer: Vec<u8> = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| format!("reading the stream: {error}"))?;
+        buffer.extend_from_slice(&chunk);
+        if buffer.len() > MAX_MESSAGE_BYTES {
+            return Err("an event exceeds the size limit".into());
+        }
+        while let Some(end) = event_end(&buffer) {
+            let event: Vec<u8> = buffer.drain(..end.0).collect();
+            buffer.drain(..end.1);
+            let Some(data) = event_data(&event) else {
+                continue;
+            };
+            let Ok(message) = serde_json::from_str::<Value>(&data) else {
+                continue;
+            };
+            if let Some(found) = handle(message) {
+                return Ok(Some(found));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The GET stream's task: forwards the server's notifications until the
+/// server says it has no stream for this session, or nobody listens.
+async fn listen(
+    server: String,
+    request: reqwest::RequestBuilder,
+    notifications: mpsc::UnboundedSender<String>,
+) {
+    let mut backoff = LISTEN_BACKOFF;
+    loop {
+        let Some(attempt) = request.try_clone() else {
+            return;
+        };
+        match attempt.send().await {
+            Ok(response) if response.status().is_success() => {
+                backoff = LISTEN_BACKOFF;
+                let forwarded =
+                    read_events(response, |message| match Incoming::classify(message) {
+                        Some(Incoming::Notification { method, .. }) => {
+                            notifications.send(method).err().map(drop)
+                        }
+                        _ => None,
+                    })
+                    .await;
+                match forwarded {
+                    // Nobody takes notifications any more.
+                    Ok(Some(())) => return,
+                    Ok(None) => {}
+                    Err(problem) => {
+                        tracing::debug!(server, "mcp: the GET stream broke: {problem}")
+                    }
+                }
+            }
+            Ok(response) if response.status().is_client_error() => {
+                // 405: no stream offered; 404: the session is gone (the
+                // next request starts a new one, which listens anew).
+                tracing::debug!(server, status = %response.status(), "mcp: no GET stream");
+                return;
+            }
+            Ok(response) => {
+                tracing::debug!(server, status = %response.status(), "mcp: the GET stream failed")
+            }
+            Err(error) => tracing::debug!(server, "mcp: the GET stream failed: {error}"),
+        }
+        if notifications.is_closed() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(LISTEN_MAX_BACKOFF);
     }
 }
 

@@ -144,6 +144,9 @@ impl Session {
                 Value::Null,
             ))
             .await?;
+        if let Transport::Http(http) = &session.transport {
+            http.listen();
+        }
         Ok(session)
     }
 

@@ -190,6 +190,40 @@ async fn tools_list_changed_registers_new_tools_and_forgets_removed_ones() {
 }
 
 #[tokio::test]
+async fn an_http_server_announces_new_tools_on_its_get_stream_between_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let port_file = dir.path().join("port");
+    let _server = tokio::process::Command::new("python3")
+        .arg(fixture())
+        .arg("--http")
+        .arg(&port_file)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || port_file.exists()).await);
+    let port = std::fs::read_to_string(&port_file).unwrap();
+    let harness = Harness::new();
+    harness
+        .model
+        .tool_calls(&[("c1", "web__grow_later", json!({}))]);
+    harness.model.text("asked");
+    let mut agent = harness
+        .start(json!({"servers": {"web": {"url": format!("http://127.0.0.1:{port}/mcp")}}}))
+        .await;
+    agent.run_turn(user_event("grow later"), &NoStream).await;
+    // The POST that asked has been answered and closed; only the GET
+    // stream can carry the notification that comes 200 ms later.
+    assert!(
+        eventually(Duration::from_secs(10), || agent
+            .tools()
+            .get("web__extra")
+            .is_some())
+        .await,
+        "the tool announced on the GET stream was registered"
+    );
+}
+
+#[tokio::test]
 async fn a_streamable_http_server_is_reached_with_its_headers() {
     let dir = tempfile::tempdir().unwrap();
     let port_file = dir.path().join("port");
