@@ -177,6 +177,11 @@ pub(crate) struct DoctorArgs {
     /// An extra env file, applied over .env.local and .env.
     #[arg(long, value_name = "PATH")]
     pub(crate) env_file: Option<PathBuf>,
+    /// Repair what has one safe repair: create a missing System Root with
+    /// its layout, make one readable by others private (0700), and fix
+    /// the bundle as `gdn validate --fix` does.
+    #[arg(long)]
+    pub(crate) fix: bool,
 }
 
 /// `gdn run`.
@@ -383,6 +388,10 @@ pub(crate) struct ValidateArgs {
     /// Treat warnings as errors.
     #[arg(long)]
     pub(crate) strict: bool,
+    /// Fix what has one right fix (a missing or other `apiVersion`) in
+    /// the bundle's files, say so on stderr, then validate again.
+    #[arg(long)]
+    pub(crate) fix: bool,
     /// Output format (default: text, or json with --json).
     #[arg(long, value_enum)]
     pub(crate) format: Option<Format>,

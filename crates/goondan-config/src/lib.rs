@@ -34,6 +34,7 @@ mod codes;
 mod discover;
 mod env;
 mod error;
+pub mod fix;
 mod loader;
 mod paths;
 mod resource;

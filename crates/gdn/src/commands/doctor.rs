@@ -8,6 +8,12 @@
 //! the project's bundle (found, valid). It exits 1 when a check fails and
 //! 0 otherwise. It touches no network and leaves nothing behind: folders
 //! it creates to probe the System Root are removed again.
+//!
+//! With `--fix` it repairs what has one safe repair, and says so in the
+//! check: a System Root that does not exist is created with its layout
+//! (`StateRoot::initialize`, as `gdn run` would), one that other users can
+//! read (it holds conversations) is made private (0700), and the bundle
+//! gets `gdn validate --fix`'s fixes before it is validated.
 
 use super::init::shell_word;
 use crate::cli::{DoctorArgs, GlobalArgs};
@@ -100,7 +106,7 @@ impl Check {
 pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Result<Outcome> {
     // The runtimes answer while the other checks run.
     let runtime_probes = start_runtime_probes();
-    let mut checks = vec![version_check(), state_root_check(global)];
+    let mut checks = vec![version_check(), state_root_check(global, args.fix)];
     let (project_checks, bundle) = project_checks(global, args);
     checks.extend(finish_runtime_probes(runtime_probes));
     checks.extend(key_checks(bundle.as_ref()));
@@ -128,8 +134,9 @@ fn version_check() -> Check {
 }
 
 /// Resolves the System Root as every command does, then proves it can be
-/// written.
-fn state_root_check(global: &GlobalArgs) -> Check {
+/// written and that only its owner can read it; with `fix`, creates it or
+/// makes it private.
+fn state_root_check(global: &GlobalArgs, fix: bool) -> Check {
     const NAME: &str = "System Root";
     const FIX: &str =
         "point --state-root or GOONDAN_STATE_ROOT at a folder you can write (default ~/.goondan)";
@@ -158,12 +165,25 @@ fn state_root_check(global: &GlobalArgs) -> Check {
     };
     let path = root.path();
     match probe_writable(path) {
-        Ok(Probe::Existing) => Check::new(
-            "system",
-            NAME,
-            Status::Pass,
-            format!("{} ({source}) is writable", path.display()),
-        ),
+        Ok(Probe::Existing) => private_root_check(path, source, fix),
+        Ok(Probe::Creatable) if fix => match root.initialize() {
+            Ok(()) => Check::new(
+                "system",
+                NAME,
+                Status::Pass,
+                format!("{} ({source}) created (fixed)", path.display()),
+            ),
+            Err(error) => Check::new(
+                "system",
+                NAME,
+                Status::Fail,
+                format!(
+                    "{} ({source}) could not be created: {error}",
+                    path.display()
+                ),
+            )
+            .with_fix(FIX),
+        },
         Ok(Probe::Creatable) => Check::new(
             "system",
             NAME,
@@ -181,6 +201,67 @@ fn state_root_check(global: &GlobalArgs) -> Check {
         )
         .with_fix(FIX),
     }
+}
+
+/// The System Root exists and is writable: is it private? With `fix`, a
+/// root other users can read or enter becomes 0700.
+fn private_root_check(path: &Path, source: &str, fix: bool) -> Check {
+    use std::os::unix::fs::PermissionsExt;
+    const NAME: &str = "System Root";
+    let mode = match std::fs::metadata(path) {
+        Ok(metadata) => metadata.permissions().mode() & 0o777,
+        Err(error) => {
+            return Check::new(
+                "system",
+                NAME,
+                Status::Fail,
+                format!("{} ({source}) cannot be read: {error}", path.display()),
+            )
+        }
+    };
+    if mode & 0o077 == 0 {
+        return Check::new(
+            "system",
+            NAME,
+            Status::Pass,
+            format!("{} ({source}) is writable and private", path.display()),
+        );
+    }
+    if fix {
+        if let Err(error) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)) {
+            return Check::new(
+                "system",
+                NAME,
+                Status::Fail,
+                format!(
+                    "{} ({source}) could not be made private: {error}",
+                    path.display()
+                ),
+            );
+        }
+        return Check::new(
+            "system",
+            NAME,
+            Status::Pass,
+            format!(
+                "{} ({source}) was mode {mode:03o}; made private (0700) (fixed)",
+                path.display()
+            ),
+        );
+    }
+    Check::new(
+        "system",
+        NAME,
+        Status::Warn,
+        format!(
+            "{} ({source}) is mode {mode:03o}: other users can read its conversations",
+            path.display()
+        ),
+    )
+    .with_fix(format!(
+        "chmod 700 {} (or run `gdn doctor --fix`)",
+        shell_word(&path.display().to_string())
+    ))
 }
 
 /// What the probe found.
@@ -412,7 +493,36 @@ fn project_checks(global: &GlobalArgs, args: &DoctorArgs) -> (Vec<Check>, Option
         inherit_process_env: true,
         ..LoadOptions::default()
     };
-    let outcome = match load_bundle(&path, &options) {
+    let mut loaded = load_bundle(&path, &options);
+    let mut fixed_check = None;
+    if let (true, Ok(outcome)) = (args.fix, &loaded) {
+        fixed_check = Some(
+            match goondan_config::fix::fix_bundle(&path, &outcome.diagnostics) {
+                Ok(fixed) if fixed.is_empty() => None,
+                Ok(fixed) => {
+                    loaded = load_bundle(&path, &options);
+                    let places: Vec<String> = fixed
+                        .iter()
+                        .map(|fix| format!("{}:{} {}", fix.file, fix.line, fix.description))
+                        .collect();
+                    Some(Check::new(
+                        "project",
+                        "fixes",
+                        Status::Pass,
+                        format!("fixed: {}", places.join("; ")),
+                    ))
+                }
+                Err(error) => Some(Check::new(
+                    "project",
+                    "fixes",
+                    Status::Fail,
+                    error.to_string(),
+                )),
+            },
+        )
+        .flatten();
+    }
+    let outcome = match loaded {
         Ok(outcome) => outcome,
         Err(error @ (LoadError::NotFound { .. } | LoadError::Empty { .. })) => {
             let check = Check::new("project", "bundle", Status::Warn, error.to_string())
@@ -486,7 +596,11 @@ fn project_checks(global: &GlobalArgs, args: &DoctorArgs) -> (Vec<Check>, Option
             .unwrap_or_else(|| "valid".into());
         Check::new("project", "validation", Status::Pass, summary)
     };
-    (vec![found, validation], outcome.bundle)
+    let checks = std::iter::once(found)
+        .chain(fixed_check)
+        .chain(std::iter::once(validation))
+        .collect();
+    (checks, outcome.bundle)
 }
 
 fn render(global: &GlobalArgs, checks: &[Check]) -> anyhow::Result<()> {

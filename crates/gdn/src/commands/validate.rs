@@ -1,6 +1,7 @@
-//! `gdn validate [path] [--strict] [--format text|json|github]`: loads the
-//! bundle, prints every diagnostic, and exits 0 (valid), 3 (unreadable) or
-//! 4 (invalid). It starts no async runtime and no logging: it is a file
+//! `gdn validate [path] [--strict] [--fix] [--format text|json|github]`:
+//! loads the bundle, prints every diagnostic, and exits 0 (valid), 3
+//! (unreadable) or 4 (invalid). `--fix` first rewrites what has one right
+//! fix (`goondan_config::fix`) and validates the result. It starts no async runtime and no logging: it is a file
 //! check and must stay fast.
 
 use crate::cli::{Format, GlobalArgs, ValidateArgs};
@@ -39,7 +40,19 @@ pub(crate) fn run(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<Ou
         inherit_process_env: true,
         ..LoadOptions::default()
     };
-    let outcome = match load_bundle(&path, &options) {
+    let mut loaded = load_bundle(&path, &options);
+    if args.fix {
+        if let Ok(outcome) = &loaded {
+            let fixed = goondan_config::fix::fix_bundle(&path, &outcome.diagnostics)?;
+            for fix in &fixed {
+                eprintln!("fixed {}:{}: {}", fix.file, fix.line, fix.description);
+            }
+            if !fixed.is_empty() {
+                loaded = load_bundle(&path, &options);
+            }
+        }
+    }
+    let outcome = match loaded {
         Ok(outcome) => outcome,
         Err(error) => {
             let diagnostic = error.to_diagnostic();

@@ -569,3 +569,82 @@ fn doctor_reports_an_invalid_bundle_as_fail_and_a_missing_one_as_warn() {
     assert_eq!(bundle["status"], "warn");
     assert!(bundle["fix"].as_str().unwrap().contains("gdn init"));
 }
+
+#[test]
+fn doctor_fix_creates_the_state_root_makes_it_private_and_fixes_the_bundle() {
+    use std::os::unix::fs::PermissionsExt;
+    let work = tempfile::tempdir().unwrap();
+    assert_eq!(
+        code(&run(gdn(work.path(), &["init", "proj", "--no-git", "-q"]))),
+        0
+    );
+    let manifest = work.path().join("proj/goondan.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(
+        text.contains("apiVersion: goondan.ai/v1\nkind: Agent"),
+        "{text}"
+    );
+    std::fs::write(
+        &manifest,
+        text.replacen("apiVersion: goondan.ai/v1\nkind: Agent", "kind: Agent", 1),
+    )
+    .unwrap();
+    let state_root = work.path().join("state");
+    let doctor = |fix: bool| {
+        let mut args = vec![
+            "-c",
+            "proj",
+            "--state-root",
+            state_root.to_str().unwrap(),
+            "doctor",
+            "--json",
+        ];
+        if fix {
+            args.push("--fix");
+        }
+        doctor_json(gdn(work.path(), &args))
+    };
+
+    // Without --fix: reported, nothing changed.
+    let (exit, report, output) = doctor(false);
+    assert_eq!(exit, 1, "{output}");
+    assert_eq!(check(&report, "validation")["status"], "fail");
+    assert!(!state_root.exists());
+
+    let (exit, report, output) = doctor(true);
+    assert_eq!(exit, 0, "{output}");
+    assert!(check(&report, "System Root")["detail"]
+        .as_str()
+        .unwrap()
+        .ends_with("created (fixed)"));
+    assert_eq!(
+        std::fs::read_to_string(state_root.join("config.json")).unwrap(),
+        "{}\n"
+    );
+    assert!(state_root.join("packages").is_dir());
+    let fixes = check(&report, "fixes");
+    assert_eq!(fixes["status"], "pass");
+    assert!(
+        fixes["detail"].as_str().unwrap().contains("goondan.yaml:"),
+        "{fixes}"
+    );
+    assert_eq!(check(&report, "validation")["status"], "pass");
+
+    // A root other users can read: a warning, then made private.
+    std::fs::set_permissions(&state_root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (exit, report, output) = doctor(false);
+    assert_eq!(exit, 0, "{output}");
+    let root = check(&report, "System Root");
+    assert_eq!(root["status"], "warn", "{root}");
+    assert!(
+        root["detail"].as_str().unwrap().contains("mode 755"),
+        "{root}"
+    );
+    let (_, report, _) = doctor(true);
+    assert!(check(&report, "System Root")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("made private"));
+    let mode = std::fs::metadata(&state_root).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}

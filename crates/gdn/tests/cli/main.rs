@@ -132,6 +132,52 @@ Errors: 1, Warnings: 0
 }
 
 #[test]
+fn validate_fix_sets_the_api_version_and_leaves_the_rest_of_the_text_alone() {
+    let bundle = tempfile::tempdir().unwrap();
+    let original = "# models first\nkind: Model\nmetadata:\n  name: m # the only one\nspec:\n  provider: openai\n  model: gpt-4o\n---\napiVersion: goondan.ai/v1alpha1 # old\nkind: Agent\nmetadata:\n  name: a\nspec:\n  modelConfig:\n    modelRef: \"Model/m\"\n---\nkind: Agnet\nmetadata:\n  name: typo\n";
+    std::fs::write(bundle.path().join("goondan.yaml"), original).unwrap();
+
+    // Without --fix nothing is written.
+    let output = gdn(bundle.path(), &["validate"]);
+    assert_eq!(code(&output), 4);
+    let text = std::fs::read_to_string(bundle.path().join("goondan.yaml")).unwrap();
+    assert_eq!(text, original);
+
+    let output = gdn(bundle.path(), &["validate", "--fix"]);
+    assert_eq!(
+        swarm::stderr(&output),
+        "fixed goondan.yaml:2: added `apiVersion: goondan.ai/v1`\nfixed goondan.yaml:9: set `apiVersion: goondan.ai/v1`\n"
+    );
+    // The kind typo has no single right fix: it is still reported.
+    assert_eq!(code(&output), 4, "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("E_CONFIG_UNKNOWN_KIND"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        !stdout(&output).contains("E_CONFIG_API_VERSION"),
+        "{}",
+        stdout(&output)
+    );
+    let text = std::fs::read_to_string(bundle.path().join("goondan.yaml")).unwrap();
+    assert_eq!(
+        text,
+        original
+            .replacen("kind: Model", "apiVersion: goondan.ai/v1\nkind: Model", 1)
+            .replace("goondan.ai/v1alpha1 # old", "goondan.ai/v1 # old")
+    );
+    // Nothing left behind, and a second run has nothing to fix.
+    let names: Vec<String> = std::fs::read_dir(bundle.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["goondan.yaml"]);
+    let again = gdn(bundle.path(), &["validate", "--fix"]);
+    assert_eq!(swarm::stderr(&again), "");
+}
+
+#[test]
 fn json_format_lists_errors_and_warnings() {
     let bundle = broken_bundle();
     let output = gdn(bundle.path(), &["validate", ".", "--format", "json"]);
