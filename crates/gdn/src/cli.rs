@@ -355,6 +355,10 @@ pub(crate) struct AgentArgs {
     /// Record model exchanges to this cassette.
     #[arg(long)]
     pub(crate) record: Option<PathBuf>,
+    /// The instance's working folder, relative to the bundle folder
+    /// (`agents__spawn`'s `cwd`).
+    #[arg(long)]
+    pub(crate) workdir: Option<PathBuf>,
 }
 
 /// `gdn connector` (hidden).

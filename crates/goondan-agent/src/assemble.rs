@@ -37,6 +37,10 @@ pub struct AgentProcessArgs {
     pub env_file: Option<PathBuf>,
     /// Where the model records its exchanges (`gdn run --record`).
     pub record_to: Option<PathBuf>,
+    /// The instance's working folder relative to the bundle folder (the
+    /// `cwd` of `agents__spawn`), created when missing; the bundle folder
+    /// when `None`.
+    pub workdir: Option<PathBuf>,
     /// How hard the store pushes writes to the disk, as operators write it
     /// (`GOONDAN_DURABILITY`); `turn-commit` when absent.
     pub durability: Option<String>,
@@ -354,6 +358,26 @@ pub async fn assemble(
             ..HostOptions::default()
         },
     });
+    let workdir = match &args.workdir {
+        None => bundle.root().to_path_buf(),
+        Some(relative) => {
+            let workdir = bundle.root().join(relative);
+            std::fs::create_dir_all(&workdir).map_err(|error| {
+                StartError::new(
+                    "E_AGENT_WORKDIR",
+                    format!(
+                        "the working folder {} could not be created: {error}",
+                        workdir.display()
+                    ),
+                    Some(
+                        "spawn the instance with a `cwd` inside the bundle that can be written"
+                            .into(),
+                    ),
+                )
+            })?;
+            workdir
+        }
+    };
     let definition = AgentDefinition {
         agent_name: args.agent_name.clone(),
         instance_key: args.instance_key.clone(),
@@ -371,7 +395,7 @@ pub async fn assemble(
             }),
         },
         swarm: swarm_context,
-        workdir: bundle.root().to_path_buf(),
+        workdir,
         tool_call_policy: Default::default(),
         secrets,
     };

@@ -31,6 +31,10 @@ pub enum SpawnRequest {
     Agent {
         /// The instance.
         key: RoutingKey,
+        /// Its working folder relative to the bundle root (the `cwd`
+        /// `agents__spawn` gave); the bundle root when `None`. Relative,
+        /// so it means the same on any host that has the bundle.
+        workdir: Option<String>,
     },
     /// The ConnectorProcess of one Connection.
     Connector {
@@ -43,7 +47,7 @@ impl SpawnRequest {
     /// The name logs and errors use for the process.
     pub fn label(&self) -> String {
         match self {
-            SpawnRequest::Agent { key } => key.to_string(),
+            SpawnRequest::Agent { key, .. } => key.to_string(),
             SpawnRequest::Connector { connection } => format!("connection/{connection}"),
         }
     }
@@ -130,13 +134,16 @@ impl Spawner for LocalSpawner {
             command.current_dir(dir);
         }
         match request {
-            SpawnRequest::Agent { key } => {
+            SpawnRequest::Agent { key, workdir } => {
                 command
                     .args(&self.args)
                     .arg("--agent-name")
                     .arg(&key.agent_name)
                     .arg("--instance-key")
                     .arg(&key.instance_key);
+                if let Some(workdir) = workdir {
+                    command.arg("--workdir").arg(workdir);
+                }
             }
             SpawnRequest::Connector { connection } => {
                 let Some(connector_args) = &self.connector_args else {

@@ -523,7 +523,7 @@ async fn foreground(
     let log_workspace = workspace.clone();
     let log_file: goondan_orchestrator::LogFileFor = Arc::new(move |request: &SpawnRequest| {
         let process = match request {
-            SpawnRequest::Agent { key } => format!("{}-{}", key.agent_name, key.instance_key),
+            SpawnRequest::Agent { key, .. } => format!("{}-{}", key.agent_name, key.instance_key),
             SpawnRequest::Connector { connection } => format!("connection-{connection}"),
         };
         log_workspace.runtime_log_file(&process, "stderr")

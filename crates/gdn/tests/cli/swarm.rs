@@ -1219,3 +1219,69 @@ fn instance_list_filters_by_agent_and_limits() {
     assert_eq!(limited["hidden"], 1);
     assert_eq!(agents(&list(&["--all"])).len(), 2);
 }
+
+/// Alpha spawns `beta:w1` in `cwd` (or in `../outside`, refused), then
+/// asks it where it works; beta answers with `pwd` through bash.
+fn spawn_in_a_folder(request: &ChatRequest) -> Reply {
+    if request.is_from(BETA) {
+        return match request.tool_result() {
+            Some(result) => Reply::text(result.to_string()),
+            None => Reply::tool("bash__exec", json!({"command": "pwd"})),
+        };
+    }
+    let cwd = if request.last_user_text() == "escape" {
+        "../outside"
+    } else {
+        "work/w1"
+    };
+    match request.tool_result() {
+        None => Reply::tool(
+            "agents__spawn",
+            json!({"target": "beta", "instanceKey": "w1", "cwd": cwd}),
+        ),
+        Some(result) if result.contains("\"spawned\"") => Reply::tool(
+            "agents__request",
+            json!({"target": "beta", "instanceKey": "w1", "input": "where are you?"}),
+        ),
+        Some(result) => Reply::text(format!("alpha heard: {result}")),
+    }
+}
+
+#[test]
+fn a_spawned_instance_works_in_the_cwd_it_was_given_inside_the_bundle() {
+    let swarm = Swarm::pair(2, spawn_in_a_folder);
+    let manifest = swarm.bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let with_bash = text.replacen(
+        "system: \"You are agent BETA.\"\n  tools:\n    - ref: Tool/agents\n",
+        "system: \"You are agent BETA.\"\n  tools:\n    - ref: Tool/agents\n    - ref: Tool/bash\n",
+        1,
+    );
+    assert_ne!(with_bash, text, "the fixture's beta changed shape");
+    std::fs::write(&manifest, with_bash).unwrap();
+
+    let escaped = swarm.run(&["run", "--input", "escape"]);
+    assert_eq!(code(&escaped), 0, "stderr: {}", stderr(&escaped));
+    assert!(
+        stdout(&escaped).contains("E_AGENT_SPAWN_CWD"),
+        "{}",
+        stdout(&escaped)
+    );
+    assert!(!swarm
+        .bundle
+        .path()
+        .parent()
+        .unwrap()
+        .join("outside")
+        .exists());
+
+    let output = swarm.run(&["run", "--input", "go"]);
+    assert_eq!(code(&output), 0, "stderr: {}", stderr(&output));
+    let workdir = swarm.bundle.path().canonicalize().unwrap().join("work/w1");
+    assert!(workdir.is_dir(), "the folder is created");
+    assert!(
+        stdout(&output).contains(&workdir.display().to_string()),
+        "beta's pwd is its cwd: {}",
+        stdout(&output)
+    );
+}

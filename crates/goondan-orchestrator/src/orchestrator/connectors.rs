@@ -26,13 +26,17 @@ use std::time::Duration;
 /// forgiven.
 pub(super) const STABLE_AFTER: Duration = Duration::from_secs(30);
 
-/// What starts the process serving `key`.
-pub(super) fn spawn_request(key: &RoutingKey) -> SpawnRequest {
+/// What starts the process serving `key`, working in `workdir` (an
+/// agent instance's `cwd`).
+pub(super) fn spawn_request(key: &RoutingKey, workdir: Option<String>) -> SpawnRequest {
     match key.connection_name() {
         Some(connection) => SpawnRequest::Connector {
             connection: connection.to_string(),
         },
-        None => SpawnRequest::Agent { key: key.clone() },
+        None => SpawnRequest::Agent {
+            key: key.clone(),
+            workdir,
+        },
     }
 }
 

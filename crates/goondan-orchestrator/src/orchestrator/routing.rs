@@ -300,6 +300,14 @@ impl Orchestrator {
                     Some(refused) => refused,
                 }
             }
+            Query::Spawn { cwd: Some(cwd), .. } if !is_bundle_relative(&cwd) => {
+                QueryAnswer::Failed(Failure {
+                    code: "E_AGENT_SPAWN_CWD".into(),
+                    message: format!(
+                        "cwd `{cwd}` is not a folder inside the bundle: give a relative path without `..`, such as `work/feature-a`"
+                    ),
+                })
+            }
             Query::Spawn { target, cwd } => match RoutingKey::parse(&target, &from.instance_key) {
                 Ok(key) if self.swarm.agents.contains(&key.agent_name) => {
                     let existed = self
@@ -471,4 +479,18 @@ pub(super) fn failed(error: OrchestratorError) -> QueryAnswer {
         code: error.code().to_string(),
         message: error.to_string(),
     })
+}
+
+/// Whether `cwd` names a folder inside the bundle: relative, with no `..`
+/// and not empty (an instance works there; the bundle root is the
+/// default, so naming it is pointless but harmless: `.` passes).
+fn is_bundle_relative(cwd: &str) -> bool {
+    let path = std::path::Path::new(cwd);
+    !cwd.is_empty()
+        && path.components().all(|part| {
+            matches!(
+                part,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
 }

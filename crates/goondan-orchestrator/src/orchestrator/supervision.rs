@@ -87,9 +87,10 @@ impl Orchestrator {
             generation: self.next_generation,
         };
         self.next_generation += 1;
+        let workdir = instance.cwd.clone();
         let spawned = self
             .spawner
-            .spawn(&super::connectors::spawn_request(key))
+            .spawn(&super::connectors::spawn_request(key, workdir))
             .and_then(|spawned| {
                 self.transport
                     .open(link.clone(), spawned.endpoint)
