@@ -1,8 +1,10 @@
 //! Where state lives: the System Root, workspace ids, instance folders and
 //! the orchestrator's `runtime/` files (`workspace.md` §3, §6, §7).
 //!
-//! This module computes paths; its only IO is [`StateRoot::initialize`] and
-//! [`StateRoot::list_workspaces`]. Two rules shape it:
+//! This module computes paths; its only IO is [`StateRoot::initialize`],
+//! [`StateRoot::list_workspaces`] and the one check of
+//! [`StateRoot::workspace`] for a workspace the original wrote. These
+//! rules shape it:
 //!
 //! - Every name derived from user input (instance keys, agent names,
 //!   extension names) goes through [`encode_path_component`], a reversible
@@ -170,11 +172,24 @@ impl StateRoot {
     /// The paths of one workspace, from the Swarm's instance key
     /// (`Swarm.spec.instanceKey ?? Swarm.metadata.name`) and this root's
     /// bundle scope.
+    ///
+    /// A System Root the original Goondan wrote has its workspaces under
+    /// the unscoped id (it knows no bundle scope): when the scoped folder
+    /// does not exist but an unscoped one holds instances, that one is
+    /// used in place, so its conversations go on here (the one stat this
+    /// costs is paid by a command's start, not per message).
     pub fn workspace(&self, swarm_instance_key: &str) -> WorkspacePaths {
-        self.workspace_by_id(&scoped_workspace_id(
+        let scoped = self.workspace_by_id(&scoped_workspace_id(
             swarm_instance_key,
             self.bundle_scope.as_deref(),
-        ))
+        ));
+        if self.bundle_scope.is_some() && !scoped.dir.exists() {
+            let original = self.workspace_by_id(&workspace_id(swarm_instance_key));
+            if original.instances_dir().is_dir() {
+                return original;
+            }
+        }
+        scoped
     }
 
     /// The paths of a workspace whose id is already known (for listing).

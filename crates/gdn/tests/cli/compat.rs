@@ -196,3 +196,75 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// Copies the folder `source` into `target`, recursively.
+fn copy_tree(source: &Path, target: &Path) {
+    std::fs::create_dir_all(target).unwrap();
+    for entry in std::fs::read_dir(source).unwrap() {
+        let entry = entry.unwrap();
+        let to = target.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), &to).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_state_root_written_by_the_original_is_listed_logged_and_continued() {
+    use crate::mock_llm::Reply;
+    // The original's layout (workspace.md §6-§7): an unscoped workspace
+    // id, `agent:key` instance folders, its metadata, a base with a
+    // tool round trip, an append left pending by an interrupted Turn.
+    let swarm = crate::swarm::Swarm::pair(2, |request| {
+        Reply::text(format!("I see {} messages", request.messages().len()))
+    });
+    let original =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compat/original-state");
+    copy_tree(&original, swarm.state.path());
+
+    let listed = swarm.run(&["instance", "list", "--json"]);
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    assert!(
+        stdout(&listed).contains("alpha:default"),
+        "{}",
+        stdout(&listed)
+    );
+
+    let logs = swarm.run(&["logs", "--agent", "alpha", "--type", "turn.*"]);
+    assert_eq!(code(&logs), 0, "{}", stderr(&logs));
+    assert!(
+        stdout(&logs).contains("turn.completed"),
+        "{}",
+        stdout(&logs)
+    );
+
+    let output = swarm.run(&["run", "--input", "What were the words?"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let request = swarm.mock.requests().pop().expect("the model was called");
+    let sent = request.body["messages"].to_string();
+    for earlier in [
+        "Remember the code word: heron.",
+        "Noted: heron.",
+        "availableAgents",
+        "And the second word is: ibis.",
+        "What were the words?",
+    ] {
+        assert!(sent.contains(earlier), "{earlier} missing from {sent}");
+    }
+    // The conversation stays where the original kept it, folded.
+    let instance = swarm
+        .state
+        .path()
+        .join("workspaces/default/instances/alpha:default");
+    let conversation = crate::swarm::conversation_of(&instance);
+    // Its five messages, then this Turn's system prompt (the
+    // context-message extension), input and answer.
+    assert_eq!(conversation.len(), 8, "{conversation:?}");
+    assert_eq!(conversation[7]["content"][0]["text"], "I see 7 messages");
+    assert_eq!(
+        std::fs::read_to_string(instance.join("messages/events.jsonl")).unwrap(),
+        ""
+    );
+}
