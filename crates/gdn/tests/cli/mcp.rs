@@ -315,3 +315,88 @@ fn gdn_mcp_serve_without_an_orchestrator_says_to_start_one() {
         "stdout is for protocol lines only"
     );
 }
+
+/// Whether the official MCP Python SDK can be imported. Without it the
+/// test below is skipped, unless `GOONDAN_REQUIRE_MCP_CLIENT` is set (CI
+/// installs the SDK and sets it, so there it can never be skipped).
+fn official_client_available() -> bool {
+    let importable = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.streamable_http"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !importable && std::env::var_os("GOONDAN_REQUIRE_MCP_CLIENT").is_some() {
+        panic!("GOONDAN_REQUIRE_MCP_CLIENT is set but `import mcp` fails: pip install mcp");
+    }
+    importable
+}
+
+/// Runs the fixture client with `args`; its one JSON line.
+fn official_client(swarm: &Swarm, args: &[&str]) -> Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mcp/official_client.py");
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg(script)
+        .args(args)
+        .current_dir(swarm.bundle.path())
+        .env("OPENAI_API_KEY", "sk-e2e-3f9c");
+    let output = crate::swarm::run_with_deadline(command);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("not JSON: {stdout}"))
+}
+
+#[test]
+fn the_official_python_sdk_lists_and_calls_agents_over_stdio_and_http() {
+    if !official_client_available() {
+        eprintln!("skipped: the MCP Python SDK is not installed (pip install mcp)");
+        return;
+    }
+    let swarm = mcp_swarm();
+    let resident = swarm.start_resident();
+    let bundle = swarm.bundle.path().display().to_string();
+    let state = swarm.state.path().display().to_string();
+    let over_stdio = official_client(
+        &swarm,
+        &[
+            "stdio",
+            env!("CARGO_BIN_EXE_gdn"),
+            "--config",
+            &bundle,
+            "--state-root",
+            &state,
+            "mcp",
+            "serve",
+        ],
+    );
+    assert_eq!(
+        over_stdio,
+        json!({"tools": ["alpha", "beta"], "text": "beta: from python", "isError": false})
+    );
+
+    let mut http = swarm
+        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(http.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let url = banner
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+        .to_string();
+    let over_http = official_client(&swarm, &["http", &url]);
+    assert_eq!(over_http["text"], "beta: from python", "{over_http}");
+    let _ = http.kill();
+    let _ = http.wait();
+    drop(resident);
+}
