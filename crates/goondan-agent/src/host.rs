@@ -611,3 +611,43 @@ pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &Builti
     flush(writer).await;
     code
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    #[tokio::test]
+    async fn a_cancel_stops_the_running_turn_or_keeps_a_queued_one_from_starting() {
+        let cancellations = Cancellations::default();
+        // Cancelled while queued: its Turn never starts, once.
+        cancellations.cancel("evt_queued");
+        assert!(cancellations.begin("evt_queued").is_none());
+        let again = cancellations.begin("evt_queued");
+        assert!(again.is_some(), "the mark is used up");
+        cancellations.end();
+
+        // Running: the future resolves when it is cancelled, not before.
+        let running = cancellations.begin("evt_running").unwrap();
+        let mut running = Box::pin(running);
+        assert!((&mut running).now_or_never().is_none());
+        cancellations.cancel("evt_running");
+        assert!(running.now_or_never().is_some());
+        cancellations.end();
+
+        // A Turn that ends uncancelled never resolves afterwards.
+        let finished = Box::pin(cancellations.begin("evt_done").unwrap());
+        cancellations.end();
+        assert!(finished.now_or_never().is_none());
+
+        // Marks for events that never come are bounded.
+        for n in 0..MAX_PENDING_CANCELS + 10 {
+            cancellations.cancel(&format!("evt_ghost_{n}"));
+        }
+        assert_eq!(lock(&cancellations.0).waiting.len(), MAX_PENDING_CANCELS);
+        assert!(
+            cancellations.begin("evt_ghost_0").is_some(),
+            "the oldest were forgotten"
+        );
+    }
+}
