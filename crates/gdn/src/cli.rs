@@ -244,9 +244,10 @@ pub(crate) struct RestartArgs {
 /// `gdn instance`.
 #[derive(Debug, Args)]
 pub(crate) struct InstanceArgs {
-    /// What to do.
+    /// What to do; none opens the interactive screen on a terminal (a
+    /// list otherwise).
     #[command(subcommand)]
-    pub(crate) command: InstanceCommand,
+    pub(crate) command: Option<InstanceCommand>,
 }
 
 /// `gdn instance` subcommands.
@@ -471,22 +472,29 @@ mod tests {
         };
         assert!(matches!(
             instance.command,
-            InstanceCommand::List { agent: Some(ref a), limit: 5, all: false } if a == "coder"
+            Some(InstanceCommand::List { agent: Some(ref a), limit: 5, all: false }) if a == "coder"
         ));
         let Command::Instance(instance) = parse(&["instance", "list", "--all"]).command else {
             panic!("not instance");
         };
         assert!(matches!(
             instance.command,
-            InstanceCommand::List { all: true, .. }
+            Some(InstanceCommand::List { all: true, .. })
         ));
+        let Command::Instance(instance) = parse(&["instance"]).command else {
+            panic!("not instance");
+        };
+        assert!(
+            instance.command.is_none(),
+            "bare `gdn instance` is the screen"
+        );
         let Command::Instance(instance) = parse(&["instance", "delete", "user:1", "-f"]).command
         else {
             panic!("not instance");
         };
         assert!(matches!(
             instance.command,
-            InstanceCommand::Delete { force: true, .. }
+            Some(InstanceCommand::Delete { force: true, .. })
         ));
 
         let Command::Logs(logs) = parse(&[

@@ -330,23 +330,20 @@ fn restart_line(outcome: &RestartOutcome) -> String {
 /// `gdn instance ...`.
 pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Result<Outcome> {
     let target = target(global)?;
-    match &args.command {
+    let Some(command) = &args.command else {
+        if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() && !global.json {
+            return super::instance_screen::run(global, &target);
+        }
+        return list(global, &target, None, Some(DEFAULT_LIST_LIMIT));
+    };
+    match command {
         InstanceCommand::List { agent, limit, all } => {
             let limit = (!*all).then_some(*limit);
             list(global, &target, agent.as_deref(), limit)
         }
         InstanceCommand::Restart { key, fresh } => {
-            let (agent, instance_key) = split_key(key);
-            if let Some(socket) = &target.socket {
-                let request = ControlRequest::Restart {
-                    agent,
-                    instance_key: Some(instance_key),
-                    fresh: *fresh,
-                    swarm: None,
-                };
-                if let Some(response) = runtime()?.block_on(call(socket, request)) {
-                    return report_restart(global, &response);
-                }
+            if let Some(response) = restart_live(&target, key, *fresh)? {
+                return report_restart(global, &response);
             }
             if *fresh {
                 let n_reset = for_matching(&target, key, |store, summary| {
@@ -365,17 +362,7 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 eprintln!("   = help: pass --force to delete without asking");
                 return Ok(Outcome::BadArguments);
             }
-            let mut stopped = false;
-            if let Some(socket) = &target.socket {
-                if let Some(response) =
-                    runtime()?.block_on(call(socket, ControlRequest::Delete { key: key.clone() }))
-                {
-                    stopped = matches!(response, ControlResponse::Deleted { stopped: true });
-                }
-            }
-            let n_deleted = for_matching(&target, key, |store, summary| {
-                store.delete(&summary.agent_name, &summary.instance_key)
-            })?;
+            let (n_deleted, stopped) = delete_instances(&target, key)?;
             if n_deleted == 0 && !stopped {
                 eprintln!("error[E_INSTANCE_NOT_FOUND]: no instance matches `{key}`");
                 eprintln!("   = help: list instances with `gdn instance list`");
@@ -392,6 +379,50 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
             Ok(Outcome::Success)
         }
     }
+}
+
+/// How many instances `gdn instance` lists when not on a terminal.
+const DEFAULT_LIST_LIMIT: usize = 20;
+
+/// Asks the running orchestrator to restart the instances `key` names;
+/// `None` when none runs.
+pub(super) fn restart_live(
+    target: &Target,
+    key: &str,
+    fresh: bool,
+) -> anyhow::Result<Option<ControlResponse>> {
+    let Some(socket) = &target.socket else {
+        return Ok(None);
+    };
+    let (agent, instance_key) = split_key(key);
+    let request = ControlRequest::Restart {
+        agent,
+        instance_key: Some(instance_key),
+        fresh,
+        swarm: None,
+    };
+    Ok(runtime()?.block_on(call(socket, request)))
+}
+
+/// Stops the processes of the instances `key` names (when an orchestrator
+/// runs) and deletes their state: how many were deleted, and whether a
+/// process was stopped.
+pub(super) fn delete_instances(target: &Target, key: &str) -> anyhow::Result<(usize, bool)> {
+    let mut stopped = false;
+    if let Some(socket) = &target.socket {
+        if let Some(response) = runtime()?.block_on(call(
+            socket,
+            ControlRequest::Delete {
+                key: key.to_string(),
+            },
+        )) {
+            stopped = matches!(response, ControlResponse::Deleted { stopped: true });
+        }
+    }
+    let n_deleted = for_matching(target, key, |store, summary| {
+        store.delete(&summary.agent_name, &summary.instance_key)
+    })?;
+    Ok((n_deleted, stopped))
 }
 
 /// `agent:instance` or a bare instance key.
@@ -460,6 +491,59 @@ fn list(
     agent: Option<&str>,
     limit: Option<usize>,
 ) -> anyhow::Result<Outcome> {
+    let (rows, n_hidden) = instance_rows(target, agent, limit)?;
+    let mut out = std::io::stdout().lock();
+    if global.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "instances": rows, "hidden": n_hidden })
+        )?;
+        return Ok(Outcome::Success);
+    }
+    writeln!(
+        out,
+        "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
+        "INSTANCE KEY", "AGENT", "STATUS", "PROCESS", "CREATED", "UPDATED", "BACKOFF UNTIL"
+    )?;
+    for row in &rows {
+        let text = |value: &JsonValue| match value {
+            JsonValue::String(text) => text.clone(),
+            JsonValue::Null => "-".to_string(),
+            other => other.to_string(),
+        };
+        writeln!(
+            out,
+            "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
+            text(&row["instanceKey"]),
+            text(&row["agentName"]),
+            text(&row["status"]),
+            text(&row["process"]),
+            text(&row["createdAt"]),
+            text(&row["updatedAt"]),
+            text(&row["backoffUntil"]),
+        )?;
+    }
+    if rows.is_empty() && !global.quiet {
+        writeln!(
+            out,
+            "(no instances under {})",
+            target.state_root.path().display()
+        )?;
+    }
+    if n_hidden > 0 && !global.quiet {
+        writeln!(out, "({n_hidden} more; pass --all or --limit)")?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// The rows `gdn instance list` shows (JSON objects), the most recently
+/// updated first, at most `limit`, and how many more there are.
+pub(super) fn instance_rows(
+    target: &Target,
+    agent: Option<&str>,
+    limit: Option<usize>,
+) -> anyhow::Result<(Vec<JsonValue>, usize)> {
     let live = match &target.socket {
         Some(socket) => runtime()?.block_on(call(socket, ControlRequest::List)),
         None => None,
@@ -508,49 +592,7 @@ fn list(
     });
     let n_hidden = limit.map_or(0, |limit| rows.len().saturating_sub(limit));
     rows.truncate(rows.len() - n_hidden);
-    let mut out = std::io::stdout().lock();
-    if global.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({ "instances": rows, "hidden": n_hidden })
-        )?;
-        return Ok(Outcome::Success);
-    }
-    writeln!(
-        out,
-        "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
-        "INSTANCE KEY", "AGENT", "STATUS", "PROCESS", "CREATED", "UPDATED", "BACKOFF UNTIL"
-    )?;
-    for row in &rows {
-        let text = |value: &JsonValue| match value {
-            JsonValue::String(text) => text.clone(),
-            JsonValue::Null => "-".to_string(),
-            other => other.to_string(),
-        };
-        writeln!(
-            out,
-            "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
-            text(&row["instanceKey"]),
-            text(&row["agentName"]),
-            text(&row["status"]),
-            text(&row["process"]),
-            text(&row["createdAt"]),
-            text(&row["updatedAt"]),
-            text(&row["backoffUntil"]),
-        )?;
-    }
-    if rows.is_empty() && !global.quiet {
-        writeln!(
-            out,
-            "(no instances under {})",
-            target.state_root.path().display()
-        )?;
-    }
-    if n_hidden > 0 && !global.quiet {
-        writeln!(out, "({n_hidden} more; pass --all or --limit)")?;
-    }
-    Ok(Outcome::Success)
+    Ok((rows, n_hidden))
 }
 
 /// A `backoffUntil` read from `metadata.json` as an orchestrator would

@@ -4,6 +4,7 @@ mod agent;
 mod connector;
 mod doctor;
 mod init;
+pub(crate) mod instance_screen;
 mod logs;
 pub(crate) mod manage;
 mod mcp;

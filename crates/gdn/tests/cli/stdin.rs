@@ -255,3 +255,85 @@ fn sigterm_stops_a_piped_run_gracefully() {
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     drop(stdin);
 }
+
+#[test]
+fn gdn_instance_on_a_terminal_lists_restarts_and_deletes_with_keys() {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    let swarm = echo_swarm();
+    let resident = swarm.start_resident();
+    let asked = swarm.run(&["run", "--input", "hello"]);
+    assert_eq!(code(&asked), 0, "{}", stderr(&asked));
+
+    // Not on a terminal: the plain list.
+    let piped = swarm.run(&["instance"]);
+    assert_eq!(code(&piped), 0, "{}", stderr(&piped));
+    assert!(
+        stdout(&piped).starts_with("INSTANCE KEY"),
+        "{}",
+        stdout(&piped)
+    );
+
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let terminal = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
+    let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["instance"])
+        .stdin(terminal(&pty.slave))
+        .stdout(terminal(&pty.slave))
+        .stderr(terminal(&pty.slave))
+        .spawn()
+        .unwrap();
+    drop(pty.slave);
+    let mut master = std::fs::File::from(pty.master);
+    let screen = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let screen = screen.clone();
+        let mut master = master.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(read) = master.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                screen
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buffer[..read]));
+            }
+        })
+    };
+    let shows = |text: &str| {
+        let text = text.to_string();
+        let screen = screen.clone();
+        crate::swarm::wait_until(&format!("the screen to show {text:?}"), move || {
+            screen.lock().unwrap().contains(&text).then_some(())
+        })
+    };
+    shows(">● alpha:default");
+    shows("started=");
+    let old_pid = swarm.pid_of("alpha").expect("alpha runs");
+    shows(&format!("pid={old_pid}"));
+    // Down to "exit" and back up with arrow keys, then restart.
+    master.write_all(b"\x1b[B").unwrap();
+    shows(">  exit");
+    master.write_all(b"\x1b[A").unwrap();
+    master.write_all(b"r").unwrap();
+    shows("restarted alpha:default");
+    let new_pid = swarm.pid_of("alpha").expect("alpha runs again");
+    assert_ne!(new_pid, old_pid);
+    shows(&format!("pid={new_pid}"));
+    // Delete asks first; `n` keeps it, `y` deletes it.
+    master.write_all(b"d").unwrap();
+    shows("delete every message and extension state of alpha:default? [y/N]");
+    master.write_all(b"n").unwrap();
+    shows("kept alpha:default");
+    master.write_all(b"d").unwrap();
+    master.write_all(b"y").unwrap();
+    shows("deleted alpha:default");
+    master.write_all(b"q").unwrap();
+    let output = crate::swarm::finish(child, "gdn instance on a terminal");
+    assert_eq!(code(&output), 0, "{}", screen.lock().unwrap());
+    drop(master);
+    let _ = reader.join();
+    assert!(find_instance(swarm.state.path(), "alpha", "default").is_none());
+    drop(resident);
+}
