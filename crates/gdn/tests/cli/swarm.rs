@@ -70,7 +70,7 @@ impl Swarm {
 
     /// The runtime events of `agent:default` so far (none before it
     /// started).
-    fn runtime_events(&self, agent: &str) -> Vec<Value> {
+    pub(crate) fn runtime_events(&self, agent: &str) -> Vec<Value> {
         find_instance_dir(self.state.path(), agent).map_or_else(Vec::new, |dir| {
             read_jsonl(&dir.join("messages/runtime-events.jsonl"))
         })
@@ -78,7 +78,7 @@ impl Swarm {
 
     /// `NextMessages = base + SUM(events)` of `agent:default`, as the
     /// `data` of each message.
-    fn conversation(&self, agent: &str) -> Vec<Value> {
+    pub(crate) fn conversation(&self, agent: &str) -> Vec<Value> {
         conversation_of(&self.instance_dir(agent))
     }
 
@@ -405,7 +405,7 @@ fn response_of(tool_result: &str) -> String {
 }
 
 /// Alpha relays each user message to beta and reports beta's answer.
-fn relay(request: &ChatRequest) -> Reply {
+pub(crate) fn relay(request: &ChatRequest) -> Reply {
     if request.is_from(BETA) {
         return Reply::text(format!("pong({})", request.last_user_text()));
     }
