@@ -136,9 +136,21 @@ struct ExportingEventSink {
 }
 
 impl RuntimeEventSink for ExportingEventSink {
-    fn emit(&self, event: RuntimeEvent) {
+    fn emit(&self, mut event: RuntimeEvent) {
         self.spans.record(&event);
+        // Message content goes where the operator asked for it (the
+        // spans), not into `runtime-events.jsonl` as well.
+        if let RuntimeEvent::StepStarted {
+            llm_input_messages, ..
+        } = &mut event
+        {
+            *llm_input_messages = None;
+        }
         self.store.emit(event);
+    }
+
+    fn wants_llm_input(&self) -> bool {
+        self.spans.captures_message_content()
     }
 }
 

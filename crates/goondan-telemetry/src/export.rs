@@ -19,6 +19,7 @@ use std::time::Duration;
 pub struct SpanExport {
     processor: Arc<BatchSpanProcessor>,
     scope: InstrumentationScope,
+    capture_message_content: bool,
 }
 
 impl SpanExport {
@@ -57,6 +58,7 @@ impl SpanExport {
             scope: InstrumentationScope::builder("goondan")
                 .with_version(version)
                 .build(),
+            capture_message_content: settings.capture_message_content,
         })
     }
 
@@ -66,6 +68,7 @@ impl SpanExport {
             Arc::clone(&self.processor) as Arc<dyn SpanProcessor>,
             identity,
             self.scope.clone(),
+            self.capture_message_content,
         )
     }
 

@@ -11,6 +11,7 @@
 //! | `step.started` … `step.completed`/`failed` | `chat {model}` | `chat` |
 //! | `tool.called` … `tool.completed`/`failed` | `execute_tool {tool}` | `execute_tool` |
 
+use goondan_types::runtime_event::StepStartedLlmInputMessage;
 use goondan_types::{RuntimeEvent, RuntimeEventBase, Secrets, TokenUsage, ToolCallStatus};
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
@@ -68,6 +69,7 @@ pub struct AgentSpans {
     processor: Arc<dyn SpanProcessor>,
     identity: AgentIdentity,
     scope: InstrumentationScope,
+    capture_message_content: bool,
     open: Mutex<HashMap<String, OpenSpan>>,
 }
 
@@ -76,13 +78,39 @@ impl AgentSpans {
         processor: Arc<dyn SpanProcessor>,
         identity: AgentIdentity,
         scope: InstrumentationScope,
+        capture_message_content: bool,
     ) -> Self {
         AgentSpans {
             processor,
             identity,
             scope,
+            capture_message_content,
             open: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// True when message content goes on spans
+    /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`): then
+    /// `step.started` should carry its input messages.
+    pub fn captures_message_content(&self) -> bool {
+        self.capture_message_content
+    }
+
+    /// `gen_ai.input.messages`: the Step's input as the convention's
+    /// `[{role, parts: [{type: "text", content}]}]`, secrets masked.
+    fn input_messages(&self, messages: &[StepStartedLlmInputMessage]) -> KeyValue {
+        let list: Vec<serde_json::Value> = messages
+            .iter()
+            .map(|message| {
+                serde_json::json!({
+                    "role": message.role,
+                    "parts": [{"type": "text", "content": message.content}],
+                })
+            })
+            .collect();
+        let mut value = serde_json::Value::Array(list);
+        self.identity.secrets.mask_json(&mut value);
+        KeyValue::new("gen_ai.input.messages", value.to_string())
     }
 
     fn open_spans(&self) -> std::sync::MutexGuard<'_, HashMap<String, OpenSpan>> {
@@ -173,7 +201,16 @@ impl AgentSpans {
             RuntimeEvent::TurnStarted { .. }
             | RuntimeEvent::StepStarted { .. }
             | RuntimeEvent::ToolCalled { .. } => {
-                let (name, attributes, remote_parent) = self.describe(event);
+                let (name, mut attributes, remote_parent) = self.describe(event);
+                if let RuntimeEvent::StepStarted {
+                    llm_input_messages: Some(messages),
+                    ..
+                } = event
+                {
+                    if self.capture_message_content {
+                        attributes.push(self.input_messages(messages));
+                    }
+                }
                 return self.open(event.base(), name, now, attributes, remote_parent);
             }
             RuntimeEvent::TurnCompleted {
@@ -337,4 +374,223 @@ fn usage_attributes(usage: Option<&TokenUsage>) -> Vec<KeyValue> {
         KeyValue::new("gen_ai.usage.input_tokens", clamp(usage.prompt_tokens)),
         KeyValue::new("gen_ai.usage.output_tokens", clamp(usage.completion_tokens)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::trace::Span;
+
+    /// Keeps every finished span.
+    #[derive(Debug, Default)]
+    struct Keep(Mutex<Vec<SpanData>>);
+
+    impl SpanProcessor for Keep {
+        fn on_start(&self, _span: &mut Span, _cx: &opentelemetry::Context) {}
+        fn on_end(&self, span: SpanData) {
+            self.0.lock().unwrap().push(span);
+        }
+        fn force_flush(&self) -> OTelSdkResult {
+            Ok(())
+        }
+        fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
+            Ok(())
+        }
+    }
+
+    const TRACE: &str = "0123456789abcdef0123456789abcdef";
+
+    fn spans(capture: bool) -> (Arc<Keep>, AgentSpans) {
+        let keep = Arc::new(Keep::default());
+        let mut secrets = Secrets::new();
+        secrets.insert("MY_TOKEN", "tok-1234567890");
+        let spans = AgentSpans::new(
+            keep.clone(),
+            AgentIdentity {
+                agent_name: "alpha".into(),
+                instance_key: "default".into(),
+                provider: "google".into(),
+                model: "gemini-x".into(),
+                secrets,
+            },
+            InstrumentationScope::builder("test").build(),
+            capture,
+        );
+        (keep, spans)
+    }
+
+    fn base(span: &str, parent: Option<&str>) -> RuntimeEventBase {
+        RuntimeEventBase {
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            agent_name: "alpha".into(),
+            instance_key: "default".into(),
+            trace_id: TRACE.into(),
+            span_id: span.into(),
+            parent_span_id: parent.map(str::to_string),
+        }
+    }
+
+    fn attribute(span: &SpanData, key: &str) -> Option<String> {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.to_string())
+    }
+
+    #[test]
+    fn a_failed_step_ends_its_chat_span_with_a_masked_error_and_the_turn_stays_open() {
+        let (keep, spans) = spans(false);
+        spans.record(&RuntimeEvent::TurnStarted {
+            base: base("1111111111111111", Some("9999999999999999")),
+            turn_id: "turn_1".into(),
+        });
+        spans.record(&RuntimeEvent::StepStarted {
+            base: base("2222222222222222", Some("1111111111111111")),
+            step_id: "step_1".into(),
+            step_index: 0,
+            turn_id: "turn_1".into(),
+            llm_input_messages: None,
+        });
+        spans.record(&RuntimeEvent::StepFailed {
+            base: base("2222222222222222", Some("1111111111111111")),
+            step_id: "step_1".into(),
+            step_index: 0,
+            turn_id: "turn_1".into(),
+            duration: 3,
+            error_message: "provider said tok-1234567890 is invalid".into(),
+        });
+        let done = keep.0.lock().unwrap().clone();
+        assert_eq!(done.len(), 1, "only the step ended");
+        let chat = &done[0];
+        assert_eq!(chat.name, "chat gemini-x");
+        assert_eq!(
+            chat.parent_span_id,
+            SpanId::from_hex("1111111111111111").unwrap()
+        );
+        assert!(!chat.parent_span_is_remote);
+        assert_eq!(
+            attribute(chat, "gen_ai.provider.name").as_deref(),
+            Some("gcp.gemini")
+        );
+        assert_eq!(
+            attribute(chat, "error.type").as_deref(),
+            Some("step.failed")
+        );
+        match &chat.status {
+            Status::Error { description } => {
+                assert!(description.contains("[REDACTED:MY_TOKEN]"), "{description}");
+                assert!(!description.contains("tok-1234567890"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(chat.end_time >= chat.start_time);
+        spans.record(&RuntimeEvent::TurnCompleted {
+            base: base("1111111111111111", Some("9999999999999999")),
+            turn_id: "turn_1".into(),
+            step_count: 1,
+            duration: 5,
+            token_usage: Some(TokenUsage {
+                prompt_tokens: 7,
+                completion_tokens: 2,
+                total_tokens: 9,
+            }),
+        });
+        let done = keep.0.lock().unwrap().clone();
+        let turn = &done[1];
+        assert_eq!(turn.name, "invoke_agent alpha");
+        assert!(
+            turn.parent_span_is_remote,
+            "a Turn's parent is the caller's"
+        );
+        assert_eq!(
+            attribute(turn, "gen_ai.usage.input_tokens").as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            attribute(turn, "gen_ai.usage.output_tokens").as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            turn.span_context.trace_id(),
+            TraceId::from_hex(TRACE).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_end_without_its_start_is_exported_with_its_duration_and_bad_ids_are_skipped() {
+        let (keep, spans) = spans(false);
+        spans.record(&RuntimeEvent::ToolCompleted {
+            base: base("3333333333333333", Some("2222222222222222")),
+            tool_call_id: "call_1".into(),
+            tool_name: "bash__exec".into(),
+            status: ToolCallStatus::Error,
+            duration: 2_000,
+            step_id: "step_1".into(),
+            turn_id: "turn_1".into(),
+        });
+        spans.record(&RuntimeEvent::ToolCompleted {
+            base: base("not-hex", None),
+            tool_call_id: "call_2".into(),
+            tool_name: "bash__exec".into(),
+            status: ToolCallStatus::Ok,
+            duration: 1,
+            step_id: "step_1".into(),
+            turn_id: "turn_1".into(),
+        });
+        let done = keep.0.lock().unwrap().clone();
+        assert_eq!(done.len(), 1);
+        let tool = &done[0];
+        assert_eq!(tool.name, "execute_tool bash__exec");
+        assert_eq!(
+            attribute(tool, "gen_ai.tool.call.id").as_deref(),
+            Some("call_1")
+        );
+        assert_eq!(attribute(tool, "error.type").as_deref(), Some("tool_error"));
+        let took = tool.end_time.duration_since(tool.start_time).unwrap();
+        assert_eq!(took, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn input_messages_go_on_the_chat_span_only_when_capture_is_on() {
+        let started = RuntimeEvent::StepStarted {
+            base: base("2222222222222222", Some("1111111111111111")),
+            step_id: "step_1".into(),
+            step_index: 0,
+            turn_id: "turn_1".into(),
+            llm_input_messages: Some(vec![StepStartedLlmInputMessage {
+                role: "user".into(),
+                content: "use tok-1234567890 please".into(),
+                content_source: Some("verbatim".into()),
+                parts: None,
+            }]),
+        };
+        let completed = RuntimeEvent::StepCompleted {
+            base: base("2222222222222222", Some("1111111111111111")),
+            step_id: "step_1".into(),
+            step_index: 0,
+            turn_id: "turn_1".into(),
+            tool_call_count: 0,
+            duration: 1,
+            token_usage: None,
+        };
+        for capture in [false, true] {
+            let (keep, spans) = spans(capture);
+            assert_eq!(spans.captures_message_content(), capture);
+            spans.record(&started);
+            spans.record(&completed);
+            let done = keep.0.lock().unwrap().clone();
+            let messages = attribute(&done[0], "gen_ai.input.messages");
+            if capture {
+                let messages = messages.expect("captured");
+                assert!(
+                    messages.contains("use [REDACTED:MY_TOKEN] please"),
+                    "{messages}"
+                );
+                assert!(messages.contains(r#""role":"user""#), "{messages}");
+            } else {
+                assert_eq!(messages, None);
+            }
+        }
+    }
 }

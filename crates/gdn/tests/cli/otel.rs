@@ -7,7 +7,7 @@
 //! conventions; a collector that is down, or that accepts and never
 //! answers, must change nothing in the Turn.
 
-use crate::swarm::{code, relay, run_with_deadline, stderr, stdout, wait_until, Swarm};
+use crate::swarm::{code, relay, run_with_deadline, stderr, stdout, wait_until, Swarm, API_KEY};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -227,13 +227,24 @@ fn span_named(collector: &Collector, name: &str) -> ReceivedSpan {
 }
 
 /// Runs one delegation with export on over `protocol` and checks the
-/// trace the collector got against the runtime events on disk.
-fn delegation_arrives_as_one_trace(protocol: &str, expected_content_type: &str) {
+/// trace the collector got against the runtime events on disk. With
+/// `capture`, message content is asked for and the input carries the API
+/// key, which must arrive masked.
+fn delegation_arrives_as_one_trace(protocol: &str, expected_content_type: &str, capture: bool) {
     let collector = Collector::start();
     let swarm = Swarm::pair(2, relay);
+    let input = if capture {
+        format!("ping {API_KEY}")
+    } else {
+        "ping".to_string()
+    };
     let output = run_with_deadline({
-        let mut command = swarm.command(&["run", "--input", "ping"]);
+        let mut command = swarm.command(&["run", "--input", &input]);
         command
+            .env(
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                capture.to_string(),
+            )
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
             .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
             .env(
@@ -246,7 +257,11 @@ fn delegation_arrives_as_one_trace(protocol: &str, expected_content_type: &str) 
         command
     });
     assert_eq!(code(&output), 0, "stderr: {}", stderr(&output));
-    assert_eq!(stdout(&output), "alpha heard: pong(ping)\n");
+    assert!(
+        stdout(&output).starts_with("alpha heard: pong(ping"),
+        "{}",
+        stdout(&output)
+    );
 
     let alpha_turn = span_named(&collector, "invoke_agent alpha");
     let beta_turn = span_named(&collector, "invoke_agent beta");
@@ -314,10 +329,30 @@ fn delegation_arrives_as_one_trace(protocol: &str, expected_content_type: &str) 
         tool_called["toolCallId"]
     );
     assert!(spans.iter().all(|span| span.service == "otel-e2e"));
-    // No message content unless asked for.
-    assert!(spans
-        .iter()
-        .all(|span| !span.attributes.keys().any(|k| k.contains("messages"))));
+    if capture {
+        // Alpha's first model call: its system prompt and the user's
+        // input, the key masked; the local runtime events stay without
+        // content.
+        let first = alpha_chats
+            .iter()
+            .find(|s| s.attribute("goondan.step.index") == "0")
+            .unwrap();
+        let messages: Value = serde_json::from_str(first.attribute("gen_ai.input.messages"))
+            .expect("gen_ai.input.messages is JSON");
+        let text = messages.to_string();
+        assert!(text.contains("You are agent ALPHA."), "{text}");
+        assert!(text.contains("ping [REDACTED:OPENAI_API_KEY]"), "{text}");
+        assert!(!text.contains(API_KEY), "{text}");
+        assert_eq!(messages[0]["parts"][0]["type"], "text");
+        assert!(swarm
+            .runtime_events("alpha")
+            .iter()
+            .all(|e| e.get("llmInputMessages").is_none()));
+    } else {
+        assert!(spans
+            .iter()
+            .all(|span| !span.attributes.keys().any(|k| k.contains("messages"))));
+    }
 
     let requests = collector.requests();
     assert!(!requests.is_empty());
@@ -332,12 +367,12 @@ fn delegation_arrives_as_one_trace(protocol: &str, expected_content_type: &str) 
 
 #[test]
 fn a_delegation_reaches_an_otlp_protobuf_receiver_as_one_genai_trace() {
-    delegation_arrives_as_one_trace("http/protobuf", "application/x-protobuf");
+    delegation_arrives_as_one_trace("http/protobuf", "application/x-protobuf", false);
 }
 
 #[test]
-fn a_delegation_reaches_an_otlp_json_receiver_as_one_genai_trace() {
-    delegation_arrives_as_one_trace("http/json", "application/json");
+fn a_delegation_reaches_an_otlp_json_receiver_as_one_genai_trace_with_masked_content() {
+    delegation_arrives_as_one_trace("http/json", "application/json", true);
 }
 
 /// Runs the delegation with the collector at `endpoint` and returns what

@@ -18,7 +18,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-const API_KEY: &str = "sk-e2e-3f9c";
+pub(crate) const API_KEY: &str = "sk-e2e-3f9c";
 const ALPHA: &str = "agent ALPHA";
 const BETA: &str = "agent BETA";
 /// Long enough for a loaded two-core machine, short enough to fail a hang.
