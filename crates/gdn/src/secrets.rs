@@ -98,7 +98,9 @@ spec:
                 "MY_KEY",
                 "ANTHROPIC_API_KEY",
                 "OPENAI_API_KEY",
-                "GOOGLE_GENERATIVE_AI_API_KEY"
+                "GOOGLE_GENERATIVE_AI_API_KEY",
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
             ]
         );
     }
