@@ -11,9 +11,15 @@ use goondan_types::Secrets;
 
 /// The secrets a spawned child receives in its handshake, and every
 /// secret variable name (set or not) removed from its exec environment.
+/// The OTLP header variables count as secrets too: they usually carry the
+/// collector's API key.
 pub(crate) fn for_children(bundle: &Bundle) -> (Secrets, Vec<String>) {
-    let defaults = goondan_model::DEFAULT_KEY_VARIABLES;
-    let secrets = bundle.secrets(defaults);
+    let defaults: Vec<&str> = goondan_model::DEFAULT_KEY_VARIABLES
+        .iter()
+        .chain(goondan_telemetry::OTEL_SECRET_VARIABLES)
+        .copied()
+        .collect();
+    let secrets = bundle.secrets(&defaults);
     let withheld = bundle
         .env_references()
         .into_iter()
@@ -92,7 +98,9 @@ spec:
                 "MY_KEY",
                 "ANTHROPIC_API_KEY",
                 "OPENAI_API_KEY",
-                "GOOGLE_GENERATIVE_AI_API_KEY"
+                "GOOGLE_GENERATIVE_AI_API_KEY",
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
             ]
         );
     }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 const FLOW: &[&str] = &[
     "goondan-types",
     "goondan-typescript",
+    "goondan-telemetry",
     "goondan-config",
     "goondan-store",
     "goondan-model",

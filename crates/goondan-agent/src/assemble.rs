@@ -107,6 +107,9 @@ pub struct AssembledAgent {
     /// How many events may wait for their Turn
     /// (`policy.queues.maxQueuedEvents`).
     pub max_queued_events: usize,
+    /// Span export, when the `OTEL_*` variables turned it on; flushed when
+    /// the process stops.
+    pub telemetry: Option<goondan_telemetry::SpanExport>,
 }
 
 struct EnvLookupMap<'a>(&'a goondan_config::EnvMap);
@@ -125,6 +128,70 @@ impl RuntimeEventSink for StoreEventSink {
     fn emit(&self, event: RuntimeEvent) {
         if let Err(error) = self.0.append(&event) {
             tracing::warn!(code = error.code(), "runtime event not recorded: {error}");
+        }
+    }
+}
+
+/// Writes runtime events to `runtime-events.jsonl` and exports them as
+/// OTLP spans. Only built when export is on.
+struct ExportingEventSink {
+    store: StoreEventSink,
+    spans: goondan_telemetry::AgentSpans,
+}
+
+impl RuntimeEventSink for ExportingEventSink {
+    fn emit(&self, mut event: RuntimeEvent) {
+        self.spans.record(&event);
+        // Message content goes where the operator asked for it (the
+        // spans), not into `runtime-events.jsonl` as well.
+        if let RuntimeEvent::StepStarted {
+            llm_input_messages, ..
+        } = &mut event
+        {
+            *llm_input_messages = None;
+        }
+        self.store.emit(event);
+    }
+
+    fn wants_llm_input(&self) -> bool {
+        self.spans.captures_message_content()
+    }
+}
+
+/// Starts span export when the `OTEL_*` variables ask for it; `None`
+/// otherwise, and then nothing of it is built. The header variables come
+/// from the spawn handshake (the orchestrator withholds them from this
+/// process's environment), the others from the environment. A setting
+/// that cannot be used is logged with its code and export stays off: an
+/// observer must not stop the agent (`gdn run` refuses it up front).
+fn start_telemetry(secrets: &Secrets) -> Option<goondan_telemetry::SpanExport> {
+    let lookup = |name: &str| {
+        secrets
+            .get(name)
+            .map(str::to_string)
+            .or_else(|| std::env::var(name).ok())
+    };
+    let started =
+        goondan_telemetry::OtlpSettings::from_lookup(lookup, "goondan").and_then(|settings| {
+            settings
+                .map(|settings| {
+                    goondan_telemetry::SpanExport::start(
+                        &settings,
+                        "agent",
+                        env!("CARGO_PKG_VERSION"),
+                    )
+                })
+                .transpose()
+        });
+    match started {
+        Ok(export) => export,
+        Err(error) => {
+            tracing::warn!(
+                code = error.code(),
+                "span export stays off: {error} ({})",
+                error.suggestion()
+            );
+            None
         }
     }
 }
@@ -399,13 +466,28 @@ pub async fn assemble(
         tool_call_policy: Default::default(),
         secrets,
     };
+    let store_events = StoreEventSink(parts.runtime_events);
+    let telemetry = start_telemetry(&args.secrets);
+    let runtime_events: Arc<dyn RuntimeEventSink> = match &telemetry {
+        Some(export) => Arc::new(ExportingEventSink {
+            store: store_events,
+            spans: export.agent_spans(goondan_telemetry::AgentIdentity {
+                agent_name: args.agent_name.clone(),
+                instance_key: args.instance_key.clone(),
+                provider: model_resource.spec.provider.clone(),
+                model: model_resource.spec.model.clone(),
+                secrets: definition.secrets.clone(),
+            }),
+        }),
+        None => Arc::new(store_events),
+    };
     let services = AgentServices {
         journal: Box::new(parts.journal),
         extension_state: Box::new(parts.extension_state),
         entries: Arc::new(EntryResolvers::new(builtins).with_scripts(Arc::new(scripts))),
         agents: Arc::new(agents.clone()),
         inbox,
-        runtime_events: Arc::new(StoreEventSink(parts.runtime_events)),
+        runtime_events,
     };
     // `assemble` is still synchronous because the host loop calls it so.
     let agent = Agent::start(definition, services).await.map_err(|error| {
@@ -420,5 +502,6 @@ pub async fn assemble(
         agents,
         metadata: parts.metadata,
         max_queued_events: swarm.max_queued_events(),
+        telemetry,
     })
 }

@@ -581,8 +581,10 @@ pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &Builti
             Some(error.suggestion().to_string()),
         )),
     };
+    let mut telemetry = None;
     let code = match assembled {
         Ok(assembled) => {
+            telemetry = assembled.telemetry;
             let exit = serve(
                 assembled.agent,
                 assembled.agents,
@@ -609,8 +611,19 @@ pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &Builti
         }
     };
     flush(writer).await;
+    // After the last IPC line: the orchestrator already has the
+    // `shutdown_ack`, and a collector that does not answer delays only
+    // this process's exit, by at most the bound.
+    if let Some(export) = telemetry {
+        export.shutdown(SPAN_FLUSH_BOUND);
+    }
     code
 }
+
+/// How long a stopping AgentProcess waits for its last spans to be
+/// exported. Well inside the 2 s the orchestrator gives a process between
+/// the end of its stream and its exit.
+const SPAN_FLUSH_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {

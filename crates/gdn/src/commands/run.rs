@@ -66,6 +66,15 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
         Ok(input) => input,
         Err(outcome) => return Ok(outcome),
     };
+    // Every process of the swarm reads the same `OTEL_*` variables; one
+    // that cannot be used is refused here, before anything starts, rather
+    // than silently turning export off in each agent.
+    if let Err(error) = goondan_telemetry::OtlpSettings::from_env("goondan") {
+        eprintln!("error[{}]: {error}", error.code());
+        eprintln!("   = help: {}", error.suggestion());
+        eprintln!("nothing was started");
+        return Ok(Outcome::ConfigError);
+    }
     let workspace = project.workspace();
     let socket = match project::control_socket(&workspace) {
         Ok(socket) => socket,

@@ -18,7 +18,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-const API_KEY: &str = "sk-e2e-3f9c";
+pub(crate) const API_KEY: &str = "sk-e2e-3f9c";
 const ALPHA: &str = "agent ALPHA";
 const BETA: &str = "agent BETA";
 /// Long enough for a loaded two-core machine, short enough to fail a hang.
@@ -78,7 +78,7 @@ impl Swarm {
 
     /// `NextMessages = base + SUM(events)` of `agent:default`, as the
     /// `data` of each message.
-    fn conversation(&self, agent: &str) -> Vec<Value> {
+    pub(crate) fn conversation(&self, agent: &str) -> Vec<Value> {
         conversation_of(&self.instance_dir(agent))
     }
 
@@ -405,7 +405,7 @@ fn response_of(tool_result: &str) -> String {
 }
 
 /// Alpha relays each user message to beta and reports beta's answer.
-fn relay(request: &ChatRequest) -> Reply {
+pub(crate) fn relay(request: &ChatRequest) -> Reply {
     if request.is_from(BETA) {
         return Reply::text(format!("pong({})", request.last_user_text()));
     }

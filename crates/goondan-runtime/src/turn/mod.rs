@@ -565,7 +565,9 @@ impl TurnCore<'_> {
                 step_id: step_id.clone(),
                 step_index,
                 turn_id: ctx.turn_id().to_string(),
-                llm_input_messages: None,
+                llm_input_messages: agent.runtime_events.wants_llm_input().then(|| {
+                    crate::events::llm_input_messages(&ctx.conversation_state().to_llm_messages())
+                }),
             });
             let started = Instant::now();
             let step_core = StepCore {
