@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 /// The crates in flow order; a crate may depend only on crates before it.
 const FLOW: &[&str] = &[
     "goondan-types",
+    "goondan-http",
     "goondan-typescript",
     "goondan-config",
+    "goondan-package",
     "goondan-store",
     "goondan-model",
     "goondan-ipc",

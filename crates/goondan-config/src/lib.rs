@@ -35,6 +35,7 @@ mod discover;
 mod env;
 mod error;
 mod loader;
+pub mod lockfile;
 mod paths;
 mod resource;
 pub mod spec;

@@ -35,7 +35,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Instance(args) => manage::instance(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
-        Command::Connector(args) => connector::run(args),
+        Command::Connector(args) => connector::run(args, cli.global.state_root.clone()),
         Command::StripTypes(args) => strip_types::run(args),
         Command::Init(args) => init::run(&cli.global, args),
         Command::Doctor(args) => doctor::run(&cli.global, args),

@@ -487,6 +487,12 @@ async fn foreground(
     let mut bundle_args: Vec<String> = vec![
         "--bundle-dir".into(),
         project.bundle.root().display().to_string(),
+        // Absolute: the children run in the bundle root, not here. Both
+        // kinds of child read installed packages from it.
+        "--state-root".into(),
+        std::path::absolute(project.state_root.path())?
+            .display()
+            .to_string(),
     ];
     if let Some(env_file) = &args.env_file {
         bundle_args.push("--env-file".into());
@@ -498,15 +504,7 @@ async fn foreground(
     let mut agent_args: Vec<String> = std::iter::once("agent".to_string())
         .chain(bundle_args)
         .collect();
-    agent_args.extend([
-        "--swarm".into(),
-        project.swarm_name.clone(),
-        "--state-root".into(),
-        // Absolute: the children run in the bundle root, not here.
-        std::path::absolute(project.state_root.path())?
-            .display()
-            .to_string(),
-    ]);
+    agent_args.extend(["--swarm".into(), project.swarm_name.clone()]);
     if let Some(record) = &args.record {
         agent_args.push("--record".into());
         agent_args.push(std::path::absolute(record)?.display().to_string());

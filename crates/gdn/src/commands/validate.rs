@@ -37,6 +37,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<Ou
     let options = LoadOptions {
         env_file: args.env_file.clone(),
         inherit_process_env: true,
+        packages_root: crate::project::packages_root(global),
         ..LoadOptions::default()
     };
     let outcome = match load_bundle(&path, &options) {
