@@ -7,6 +7,7 @@ mod init;
 mod logs;
 pub(crate) mod manage;
 mod mcp;
+pub(crate) mod package;
 mod reload;
 mod run;
 mod strip_types;
@@ -41,6 +42,10 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Doctor(args) => doctor::run(&cli.global, args),
         Command::Mcp(args) => match &args.command {
             crate::cli::McpCommand::Serve(serve) => mcp::serve(&cli.global, serve),
+        },
+        Command::Package(args) => package::run(&cli.global, &args.command),
+        Command::Registry(args) => match &args.command {
+            crate::cli::RegistryCommand::Serve(serve) => package::serve_registry(serve),
         },
     }
 }

@@ -58,6 +58,11 @@ const ATTACH_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs `gdn run`.
 pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome> {
+    if !args.no_install {
+        if let Err(outcome) = super::package::install_before_run(global) {
+            return Ok(outcome);
+        }
+    }
     let project = match project::load(global, args.swarm.as_deref(), args.env_file.clone())? {
         Ok(project) => project,
         Err(outcome) => return Ok(outcome),

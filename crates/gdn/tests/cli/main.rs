@@ -9,6 +9,7 @@ mod ipc;
 mod liveness;
 mod mcp;
 mod mock_llm;
+mod packages;
 mod plugins;
 mod replay;
 mod secrets;
