@@ -65,7 +65,7 @@ pub(crate) fn load_dependencies(
         return Ok(Vec::new());
     }
     let site = &package.site;
-    let field = |index: usize| format!("spec.dependencies[{index}]");
+    let field = |index: usize, part: &str| format!("spec.dependencies[{index}].{part}");
     let lockfile = match Lockfile::read(sources.root) {
         Ok(Some(lockfile)) => lockfile,
         Ok(None) => {
@@ -77,7 +77,7 @@ pub(crate) fn load_dependencies(
                             "package `{}` ({}) is not installed: there is no goondan.lock.yaml",
                             dependency.name, dependency.version
                         ),
-                        &field(*index),
+                        &field(*index, "name"),
                     )
                     .with_suggestion("run `gdn package install`"),
                 );
@@ -112,7 +112,7 @@ pub(crate) fn load_dependencies(
     for (index, dependency) in &wanted {
         match pick_locked(&lockfile, dependency) {
             Ok(version) => queue.push_back((dependency.name.clone(), version)),
-            Err(problem) => diagnostics.push(problem.at(site, &field(*index))),
+            Err(problem) => diagnostics.push(problem.at(site, &field(*index, "version"))),
         }
     }
     let mut seen = BTreeSet::new();
