@@ -283,7 +283,10 @@ mod tests {
     use super::*;
     use crate::metadata::{Dist, VersionMetadata};
 
-    fn registry(entries: &[(&str, &str, &[(&str, &str)])]) -> BTreeMap<String, PackageMetadata> {
+    /// `(name, version, [(dependency, range)])`, one per published version.
+    type Published<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+    fn registry(entries: &[Published<'_>]) -> BTreeMap<String, PackageMetadata> {
         let mut known: BTreeMap<String, PackageMetadata> = BTreeMap::new();
         for (name, version, dependencies) in entries {
             let metadata = known

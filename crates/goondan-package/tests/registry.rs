@@ -337,11 +337,9 @@ async fn a_client_that_never_finishes_its_request_head_is_cut_off() {
     let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
         .await
         .expect("the server kept a silent connection open");
-    match read {
-        Ok(n) => {
-            let answer = String::from_utf8_lossy(&buffer[..n]);
-            assert!(n == 0 || answer.starts_with("HTTP/1.1 408"), "{answer}");
-        }
-        Err(_) => {}
+    // A reset (an error) is a closed connection too.
+    if let Ok(n) = read {
+        let answer = String::from_utf8_lossy(&buffer[..n]);
+        assert!(n == 0 || answer.starts_with("HTTP/1.1 408"), "{answer}");
     }
 }

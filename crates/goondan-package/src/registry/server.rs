@@ -322,12 +322,19 @@ fn authorized(tokens: &[String], headers: &HeaderMap) -> bool {
     else {
         return false;
     };
-    // Every token is compared, so timing does not tell which one matched.
-    tokens.iter().fold(false, |found, token| {
-        aws_lc_rs::constant_time::verify_slices_are_equal(token.as_bytes(), sent.trim().as_bytes())
+    // Every token is compared (no short circuit), so timing does not tell
+    // which one matched or how many there are before it.
+    let matches = tokens
+        .iter()
+        .filter(|token| {
+            aws_lc_rs::constant_time::verify_slices_are_equal(
+                token.as_bytes(),
+                sent.trim().as_bytes(),
+            )
             .is_ok()
-            || found
-    })
+        })
+        .count();
+    matches > 0
 }
 
 fn require(authorized: bool, tokens: &[String]) -> Result<(), Refusal> {
