@@ -189,15 +189,20 @@ pub fn split_package_key(key: &str) -> Option<(&str, &str)> {
 }
 
 /// Where version `version` of package `name` is unpacked:
-/// `<packages_root>/<scope>/<name>/<version>/` (`@scope/name`) or
-/// `<packages_root>/<name>/<version>/`. The caller has checked both parts
-/// against the naming rules, so neither can hold `..` or a separator.
+/// `<packages_root>/<name>@<version>/` (`workspace.md` §8), so a scoped
+/// package sits in its scope's folder (`@acme/tools@1.2.0/`). The caller
+/// has checked the name against the naming rules and the version as
+/// semver, so neither can hold `..`.
 pub fn installed_package_dir(packages_root: &Path, name: &str, version: &str) -> PathBuf {
     let mut dir = packages_root.to_path_buf();
-    for part in name.split('/') {
-        dir.push(part);
+    let mut parts = name.split('/').peekable();
+    while let Some(part) = parts.next() {
+        if parts.peek().is_some() {
+            dir.push(part);
+        } else {
+            dir.push(package_key(part, version));
+        }
     }
-    dir.push(version);
     dir
 }
 
@@ -270,7 +275,7 @@ mod tests {
         assert_eq!(split_package_key("@acme/tools"), None);
         assert_eq!(
             installed_package_dir(Path::new("/p"), "@acme/tools", "1.0.0"),
-            PathBuf::from("/p/@acme/tools/1.0.0")
+            PathBuf::from("/p/@acme/tools@1.0.0")
         );
     }
 }

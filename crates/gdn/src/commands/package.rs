@@ -514,20 +514,20 @@ fn write_lockfile(bundle_root: &Path, lockfile: &Lockfile) -> Result<(), Package
 }
 
 /// Installed package folders (those holding an integrity marker) below
-/// `dir`, as `name@version` and their size.
+/// `dir`, as `name@version` (their path below the packages root) and
+/// their size.
 fn installed_packages(root: &Path, dir: &Path, out: &mut Vec<(String, u64)>) {
     if dir
         .join(goondan_package::install::INTEGRITY_MARKER)
         .is_file()
     {
         let relative = dir.strip_prefix(root).unwrap_or(dir);
-        let parts: Vec<String> = relative
+        let key = relative
             .components()
             .map(|part| part.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        if let Some((version, name)) = parts.split_last() {
-            out.push((format!("{}@{version}", name.join("/")), folder_size(dir)));
-        }
+            .collect::<Vec<_>>()
+            .join("/");
+        out.push((key, folder_size(dir)));
         return;
     }
     let Ok(entries) = std::fs::read_dir(dir) else {

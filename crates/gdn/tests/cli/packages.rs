@@ -258,7 +258,7 @@ fn a_published_package_tool_runs_in_another_bundle_and_its_lockfile_reproduces_t
     ));
     let installed = tree(&state.path().join("packages/@acme"));
     assert!(
-        installed.contains_key("calc/1.0.0/tools/calc.mjs"),
+        installed.contains_key("calc@1.0.0/tools/calc.mjs"),
         "{:?}",
         installed.keys()
     );
@@ -306,7 +306,7 @@ fn a_published_package_tool_runs_in_another_bundle_and_its_lockfile_reproduces_t
     assert_ne!(tampered.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&tampered.stderr);
     assert!(stderr.contains("error[E_PKG_INTEGRITY_FAIL]"), "{stderr}");
-    assert!(!victim.path().join("packages/@acme/calc").exists());
+    assert!(!victim.path().join("packages/@acme/calc@1.0.0").exists());
     assert_eq!(
         std::fs::read_to_string(app.path().join("goondan.lock.yaml")).unwrap(),
         lockfile

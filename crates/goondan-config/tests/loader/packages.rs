@@ -81,7 +81,7 @@ fn installed(range: &str, reference: &str, calc_entry: &str) -> Setup {
         ("@acme/calc", "1.2.0", "calc"),
         ("@acme/util", "0.5.2", "util"),
     ] {
-        let dir = packages.path().join(package).join(version);
+        let dir = packages.path().join(format!("{package}@{version}"));
         std::fs::create_dir_all(dir.join("tools")).unwrap();
         std::fs::write(dir.join("tools/run.mjs"), "export const handlers = {};\n").unwrap();
         let entry = if name == "calc" {
@@ -126,7 +126,7 @@ fn a_locked_package_tool_loads_from_its_own_folder() {
         .path()
         .canonicalize()
         .unwrap()
-        .join("@acme/calc/1.2.0/tools/run.mjs");
+        .join("@acme/calc@1.2.0/tools/run.mjs");
     assert_eq!(Path::new(&calc.spec.entry), expected);
     // The transitive dependency is loaded too.
     assert!(bundle
@@ -216,7 +216,7 @@ fn missing_or_stale_installs_say_what_to_run() {
 
     // Locked but not unpacked.
     let not_unpacked = installed("^1.0.0", "ref: Tool/calc", "./tools/run.mjs");
-    std::fs::remove_dir_all(not_unpacked.packages.path().join("@acme/util")).unwrap();
+    std::fs::remove_dir_all(not_unpacked.packages.path().join("@acme/util@0.5.2")).unwrap();
     let outcome = load(&not_unpacked);
     let first = outcome.errors().next().unwrap();
     assert_eq!(first.code, "E_CONFIG_PACKAGE_NOT_FOUND");
