@@ -95,13 +95,19 @@ pub async fn install(
     )
     .await?;
     if existing.as_ref() != Some(&lockfile) {
-        crate::fsutil::write_atomic(
-            &bundle_root.join(LOCKFILE_NAME),
-            lockfile.to_yaml().as_bytes(),
-        )?;
+        write_lockfile(bundle_root, &lockfile)?;
         report.lockfile_written = true;
     }
     Ok(report)
+}
+
+/// Writes the bundle's `goondan.lock.yaml` through a temporary file and a
+/// rename.
+pub fn write_lockfile(bundle_root: &Path, lockfile: &Lockfile) -> Result<(), PackageError> {
+    crate::fsutil::write_atomic(
+        &bundle_root.join(LOCKFILE_NAME),
+        lockfile.to_yaml().as_bytes(),
+    )
 }
 
 /// The registry client of a bundle: `--registry`, else the Package's

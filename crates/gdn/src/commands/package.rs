@@ -56,7 +56,8 @@ pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
         &options,
     )) {
         Ok(report) => {
-            print_install(&report, global.quiet);
+            // stdout carries the run's answer; progress goes to stderr.
+            print_install(&report, global.quiet, &mut std::io::stderr());
             Ok(())
         }
         Err(error) => {
@@ -83,21 +84,22 @@ fn report(error: &PackageError) -> Outcome {
     }
 }
 
-fn print_install(report: &InstallReport, quiet: bool) {
+fn print_install(report: &InstallReport, quiet: bool, out: &mut dyn std::io::Write) {
     for warning in &report.deprecated {
         eprintln!("warning: deprecated: {warning}");
     }
     if quiet {
         return;
     }
+    // A closed output is no reason to fail an install that succeeded.
     for key in &report.installed {
-        println!("installed {key}");
+        let _ = writeln!(out, "installed {key}");
     }
     if !report.cached.is_empty() {
-        println!("{} package(s) already installed", report.cached.len());
+        let _ = writeln!(out, "{} package(s) already installed", report.cached.len());
     }
     if report.lockfile_written {
-        println!("wrote {LOCKFILE_NAME}");
+        let _ = writeln!(out, "wrote {LOCKFILE_NAME}");
     }
 }
 
@@ -172,7 +174,7 @@ impl Session {
             &self.install_options(Some(flag), frozen),
         )
         .await?;
-        print_install(&report, self.quiet);
+        print_install(&report, self.quiet, &mut std::io::stdout());
         Ok(())
     }
 
@@ -206,7 +208,7 @@ impl Session {
                                 .is_some_and(|(locked, _)| locked != name)
                         })
                     });
-                    write_lockfile(&self.bundle_root, &lockfile)?;
+                    goondan_package::install::write_lockfile(&self.bundle_root, &lockfile)?;
                 }
                 self.install(registry, false).await
             }
@@ -506,11 +508,6 @@ impl Session {
 fn goondan_package_io(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError {
     let path = path.to_path_buf();
     move |source| PackageError::Io { path, source }
-}
-
-fn write_lockfile(bundle_root: &Path, lockfile: &Lockfile) -> Result<(), PackageError> {
-    let path = bundle_root.join(LOCKFILE_NAME);
-    std::fs::write(&path, lockfile.to_yaml()).map_err(goondan_package_io(&path))
 }
 
 /// Installed package folders (those holding an integrity marker) below

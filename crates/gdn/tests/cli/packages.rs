@@ -283,16 +283,14 @@ fn a_published_package_tool_runs_in_another_bundle_and_its_lockfile_reproduces_t
 
     // Without --no-install, `gdn run` installs it first.
     let auto = tempfile::tempdir().unwrap();
-    let answered = ok(&run(
-        app.path(),
-        auto.path(),
-        &["run", "--input", "add again"],
-    ));
-    assert!(
-        answered.contains("installed @acme/calc@1.0.0"),
-        "{answered}"
-    );
+    let auto_run = run(app.path(), auto.path(), &["run", "--input", "add again"]);
+    let answered = ok(&auto_run);
     assert!(answered.contains(r#""sum":5"#), "{answered}");
+    let progress = String::from_utf8_lossy(&auto_run.stderr);
+    assert!(
+        progress.contains("installed @acme/calc@1.0.0"),
+        "{progress}"
+    );
 
     // A tarball changed on the registry after locking is refused, and
     // nothing of it is installed.
