@@ -122,8 +122,18 @@ impl Lockfile {
         }
         for (key, package) in &document.packages {
             match split_package_key(key) {
-                Some((_, version)) if version == package.version => {}
-                _ => return Err(format!("key `{key}` is not `<name>@{}`", package.version)),
+                // The name and version become folders under the packages
+                // root, so a hostile lockfile must not be able to name `..`.
+                Some((name, version))
+                    if version == package.version
+                        && is_safe_name(name)
+                        && semver::Version::parse(version).is_ok() => {}
+                _ => {
+                    return Err(format!(
+                        "key `{key}` is not `<name>@{}` with a package name and a semver version",
+                        package.version
+                    ))
+                }
             }
             for (name, version) in &package.dependencies {
                 let dependency = package_key(name, version);
@@ -174,6 +184,22 @@ impl Lockfile {
             .iter()
             .filter(move |(key, _)| split_package_key(key).is_some_and(|(n, _)| n == name))
             .map(|(_, package)| package)
+    }
+}
+
+/// Whether `name` is `name` or `@scope/name` with parts of lowercase
+/// letters, digits and `-`: nothing that could leave a folder.
+fn is_safe_name(name: &str) -> bool {
+    let part_ok = |part: &str| {
+        !part.is_empty()
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    match name.strip_prefix('@').map(|scoped| scoped.split_once('/')) {
+        Some(Some((scope, rest))) => part_ok(scope) && part_ok(rest),
+        Some(None) => false,
+        None => part_ok(name),
     }
 }
 
@@ -258,6 +284,14 @@ mod tests {
                 "`b@1.0.0`, which has no entry",
             ),
             ("lockfileVersion: 1\nextra: 1\n", "unknown field"),
+            (
+                "lockfileVersion: 1\npackages:\n  \"@a/../../etc@1.0.0\":\n    version: \"1.0.0\"\n    resolved: x\n    integrity: y\n",
+                "is not `<name>@1.0.0`",
+            ),
+            (
+                "lockfileVersion: 1\npackages:\n  \"a@../x\":\n    version: \"../x\"\n    resolved: x\n    integrity: y\n",
+                "is not `<name>@../x`",
+            ),
         ];
         for (text, expected) in cases {
             let problem = Lockfile::parse(text).unwrap_err();
