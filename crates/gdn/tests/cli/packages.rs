@@ -388,3 +388,104 @@ fn publishing_needs_a_token_and_versions_are_immutable() {
     );
     assert!(String::from_utf8_lossy(&gone.stderr).contains("E_PKG_NOT_FOUND"));
 }
+
+/// Writes a package with no resources but its Package document and
+/// dependencies, and publishes it.
+fn publish_plain(
+    registry: &Registry,
+    state: &Path,
+    name: &str,
+    version: &str,
+    dependencies: &[(&str, &str)],
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = format!(
+        "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: \"{name}\"\nspec:\n  version: \"{version}\"\n"
+    );
+    if !dependencies.is_empty() {
+        text.push_str("  dependencies:\n");
+        for (dependency, range) in dependencies {
+            text.push_str(&format!(
+                "    - name: \"{dependency}\"\n      version: \"{range}\"\n"
+            ));
+        }
+    }
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    // Publishing validates the bundle, which needs its dependencies
+    // installed first.
+    if !dependencies.is_empty() {
+        ok(&run(
+            dir.path(),
+            state,
+            &["package", "install", "--registry", &registry.url],
+        ));
+    }
+    ok(&run(
+        dir.path(),
+        state,
+        &["package", "publish", "--registry", &registry.url],
+    ));
+}
+
+#[test]
+fn conflicting_ranges_stop_the_install_with_a_report_and_install_nothing() {
+    let registry = Registry::start();
+    let state = tempfile::tempdir().unwrap();
+    publish_plain(&registry, state.path(), "@acme/util", "0.5.2", &[]);
+    publish_plain(&registry, state.path(), "@acme/util", "1.0.0", &[]);
+    publish_plain(
+        &registry,
+        state.path(),
+        "@acme/old",
+        "1.0.0",
+        &[("@acme/util", "^0.5.0")],
+    );
+    publish_plain(
+        &registry,
+        state.path(),
+        "@acme/new",
+        "2.0.0",
+        &[("@acme/util", "^1.0.0")],
+    );
+
+    let app = tempfile::tempdir().unwrap();
+    std::fs::write(
+        app.path().join("goondan.yaml"),
+        "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: app\nspec:\n  dependencies:\n    - name: \"@acme/old\"\n      version: \"^1\"\n    - name: \"@acme/new\"\n      version: \"^2\"\n",
+    )
+    .unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let refused = run(
+        app.path(),
+        fresh.path(),
+        &["package", "install", "--registry", &registry.url],
+    );
+    assert_ne!(refused.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("error[E_PKG_VERSION_CONFLICT]"), "{stderr}");
+    assert!(
+        stderr.contains("@acme/old@1.0.0 requires @acme/util@^0.5.0"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("@acme/new@2.0.0 requires @acme/util@^1.0.0"),
+        "{stderr}"
+    );
+    assert!(!app.path().join("goondan.lock.yaml").exists());
+    assert!(!fresh.path().join("packages/@acme").exists());
+
+    // Aligned ranges resolve to the one version both accept.
+    std::fs::write(
+        app.path().join("goondan.yaml"),
+        "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: app\nspec:\n  dependencies:\n    - name: \"@acme/old\"\n      version: \"^1\"\n    - name: \"@acme/util\"\n      version: \"<1\"\n",
+    )
+    .unwrap();
+    ok(&run(
+        app.path(),
+        fresh.path(),
+        &["package", "install", "--registry", &registry.url],
+    ));
+    let lockfile = std::fs::read_to_string(app.path().join("goondan.lock.yaml")).unwrap();
+    assert!(lockfile.contains("\"@acme/util@0.5.2\":"), "{lockfile}");
+    assert!(!lockfile.contains("@acme/util@1.0.0"), "{lockfile}");
+}
