@@ -42,6 +42,41 @@ impl PackageManifest {
         Self::parse(&text, path)
     }
 
+    /// Puts a Package document in front of the bundle's `goondan.yaml`
+    /// (creating the file when there is none), named after the bundle
+    /// folder, for `gdn package add` in a bundle without one
+    /// (`bundle_package.md` §13.2). The rest of the file is kept as it was.
+    pub fn create(bundle_root: &Path) -> Result<PackageManifest, PackageError> {
+        let path = manifest_path(bundle_root);
+        let existing = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(source) => return Err(PackageError::Io { path, source }),
+        };
+        let folder = bundle_root
+            .canonicalize()
+            .ok()
+            .and_then(|root| {
+                root.file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default();
+        let mut text = format!(
+            "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: {}\nspec:\n  dependencies: []\n",
+            Value::String(package_name_for(&folder))
+        );
+        if !existing.trim().is_empty() {
+            text.push_str("---\n");
+            text.push_str(&existing);
+        }
+        let manifest =
+            Self::parse(&text, path.clone())?.ok_or_else(|| PackageError::ManifestInvalid {
+                problem: "the new Package document did not parse".into(),
+            })?;
+        crate::fsutil::write_atomic(&path, text.as_bytes())?;
+        Ok(manifest)
+    }
+
     /// Parses the text of a `goondan.yaml`.
     pub fn parse(text: &str, path: PathBuf) -> Result<Option<PackageManifest>, PackageError> {
         let invalid = |problem: String| PackageError::ManifestInvalid {
@@ -158,6 +193,35 @@ impl PackageManifest {
     }
 }
 
+/// A package name that follows the naming rules, derived from a folder
+/// name: lowercase, other characters as `-`, starting with a letter.
+fn package_name_for(folder: &str) -> String {
+    let mut name: String = folder
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while name.contains("--") {
+        name = name.replace("--", "-");
+    }
+    let name = name.trim_matches('-').to_string();
+    let name = if name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        name
+    } else {
+        format!("bundle-{name}").trim_end_matches('-').to_string()
+    };
+    name.chars()
+        .take(63)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string()
+}
+
 /// The text from the second document's `---` on (empty when there is
 /// only one document).
 fn after_first_document(text: &str) -> &str {
@@ -224,6 +288,22 @@ mod tests {
     use super::*;
 
     const BUNDLE: &str = "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: app\nspec:\n  version: \"0.1.0\"\n---\n# the model\napiVersion: goondan.ai/v1\nkind: Model\nmetadata:\n  name: m\nspec:\n  provider: openai\n  model: gpt\n";
+
+    #[test]
+    fn a_package_document_is_created_in_front_when_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let rest = &BUNDLE[BUNDLE.find("---").unwrap() + 4..];
+        std::fs::write(dir.path().join("goondan.yaml"), rest).unwrap();
+        assert!(PackageManifest::read(dir.path()).unwrap().is_none());
+        let mut manifest = PackageManifest::create(dir.path()).unwrap();
+        crate::name::check_name(&manifest.name).unwrap();
+        manifest.set_dependency("@acme/tools", "^1.0.0").unwrap();
+        let text = std::fs::read_to_string(dir.path().join("goondan.yaml")).unwrap();
+        assert!(text.ends_with(rest), "{text}");
+        assert_eq!(package_name_for("My Project_2"), "my-project-2");
+        assert_eq!(package_name_for("42"), "bundle-42");
+        assert_eq!(package_name_for("---"), "bundle");
+    }
 
     #[test]
     fn adding_a_dependency_keeps_the_other_documents() {

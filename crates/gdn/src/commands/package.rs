@@ -386,8 +386,17 @@ impl Session {
         registry: &RegistryFlag,
     ) -> Result<(), PackageError> {
         let parsed = PackageRef::parse(reference)?;
-        let mut manifest = self.manifest()?;
         let metadata = self.client(registry)?.metadata(&parsed.name).await?;
+        let mut manifest = match PackageManifest::read(&self.bundle_root)? {
+            Some(manifest) => manifest,
+            None => {
+                let created = PackageManifest::create(&self.bundle_root)?;
+                if !self.quiet {
+                    println!("created the Package `{}` in goondan.yaml", created.name);
+                }
+                created
+            }
+        };
         let selector = parsed.selector.as_deref().unwrap_or("latest");
         // A dist-tag or an exact version picks one version; a range is
         // kept as written (with --exact, pinned to what it resolves to).

@@ -489,3 +489,31 @@ fn conflicting_ranges_stop_the_install_with_a_report_and_install_nothing() {
     assert!(lockfile.contains("\"@acme/util@0.5.2\":"), "{lockfile}");
     assert!(!lockfile.contains("@acme/util@1.0.0"), "{lockfile}");
 }
+
+#[test]
+fn add_creates_the_package_document_when_the_bundle_has_none() {
+    let registry = Registry::start();
+    let state = tempfile::tempdir().unwrap();
+    publish_library(&registry, state.path());
+    let app = tempfile::tempdir().unwrap();
+    let model = "apiVersion: goondan.ai/v1\nkind: Model\nmetadata:\n  name: m\nspec:\n  provider: scripted\n  model: demo\n";
+    std::fs::write(app.path().join("goondan.yaml"), model).unwrap();
+    let added = ok(&run(
+        app.path(),
+        state.path(),
+        &[
+            "package",
+            "add",
+            "@acme/calc@1.0.0",
+            "--exact",
+            "--registry",
+            &registry.url,
+        ],
+    ));
+    assert!(added.contains("created the Package"), "{added}");
+    assert!(added.contains("added @acme/calc@1.0.0"), "{added}");
+    let text = std::fs::read_to_string(app.path().join("goondan.yaml")).unwrap();
+    assert!(text.contains("\"kind\": \"Package\""), "{text}");
+    assert!(text.ends_with(model), "{text}");
+    ok(&run(app.path(), state.path(), &["validate"]));
+}
