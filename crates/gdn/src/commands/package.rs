@@ -247,9 +247,13 @@ impl Session {
                         what: "version (or --force to remove every version)",
                     });
                 }
-                self.client(registry)?
+                let warnings = self
+                    .client(registry)?
                     .unpublish(&parsed.name, parsed.selector.as_deref())
                     .await?;
+                for warning in warnings {
+                    eprintln!("warning: {warning}");
+                }
                 if !self.quiet {
                     println!("unpublished {reference}");
                 }

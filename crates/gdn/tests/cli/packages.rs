@@ -474,6 +474,25 @@ fn conflicting_ranges_stop_the_install_with_a_report_and_install_nothing() {
     assert!(!app.path().join("goondan.lock.yaml").exists());
     assert!(!fresh.path().join("packages/@acme").exists());
 
+    // Unpublishing a version others depend on warns and names them.
+    let unpublished = run(
+        app.path(),
+        state.path(),
+        &[
+            "package",
+            "unpublish",
+            "@acme/util@1.0.0",
+            "--registry",
+            &registry.url,
+        ],
+    );
+    ok(&unpublished);
+    let warning = String::from_utf8_lossy(&unpublished.stderr);
+    assert!(
+        warning.contains("warning: @acme/new@2.0.0 depends on @acme/util@1.0.0"),
+        "{warning}"
+    );
+
     // Aligned ranges resolve to the one version both accept.
     std::fs::write(
         app.path().join("goondan.yaml"),

@@ -190,19 +190,35 @@ impl RegistryClient {
         .map(drop)
     }
 
-    /// `DELETE /<name>/<version>`, or the whole package without a version.
-    pub async fn unpublish(&self, name: &str, version: Option<&str>) -> Result<(), PackageError> {
+    /// `DELETE /<name>/<version>`, or the whole package without a version;
+    /// the registry's warnings (versions that still depend on it).
+    pub async fn unpublish(
+        &self,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<Vec<String>, PackageError> {
         let mut segments = vec![name];
         segments.extend(version);
         let url = self.url(&segments);
-        self.send(
-            self.http.delete(url.clone()),
-            &url,
-            name,
-            MAX_METADATA_BYTES,
-        )
-        .await
-        .map(drop)
+        let body = self
+            .send(
+                self.http.delete(url.clone()),
+                &url,
+                name,
+                MAX_METADATA_BYTES,
+            )
+            .await?;
+        Ok(serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|answer| {
+                answer["warnings"].as_array().map(|warnings| {
+                    warnings
+                        .iter()
+                        .filter_map(|warning| warning.as_str().map(str::to_string))
+                        .collect()
+                })
+            })
+            .unwrap_or_default())
     }
 
     /// `PUT /<name>/<version>/deprecate`; an empty message clears it.

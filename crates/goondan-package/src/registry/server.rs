@@ -293,8 +293,14 @@ async fn dispatch(
         (Method::DELETE, [version]) => {
             require(authorized, &shared.config.tokens)?;
             let _guard = shared.write_lock.lock().await;
+            // Whoever still depends on it is told, not refused (§2.6.7).
+            let dependents = shared.dependents(&target.name, version);
             shared.unpublish_version(&target.name, version)?;
-            Ok(axum::Json(serde_json::json!({ "ok": true })).into_response())
+            let warnings: Vec<String> = dependents
+                .iter()
+                .map(|dependent| format!("{dependent} depends on {}@{version}", target.name))
+                .collect();
+            Ok(axum::Json(serde_json::json!({ "ok": true, "warnings": warnings })).into_response())
         }
         (Method::GET | Method::PUT | Method::DELETE, _) => Err(not_found(uri.path())),
         _ => Err(Refusal(
@@ -591,6 +597,52 @@ impl Shared {
         let result = crate::tarball::unpack(tarball, &dest);
         let _ = std::fs::remove_dir_all(&dest);
         result.map_err(Refusal::from)
+    }
+
+    /// `name@version` of every published version whose dependency range
+    /// accepts `version` of `target`.
+    fn dependents(&self, target: &str, version: &str) -> Vec<String> {
+        let Ok(version) = semver::Version::parse(version) else {
+            return Vec::new();
+        };
+        let mut folders = Vec::new();
+        for entry in std::fs::read_dir(&self.config.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('@') {
+                folders.extend(
+                    std::fs::read_dir(&path)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|e| e.path()),
+                );
+            } else {
+                folders.push(path);
+            }
+        }
+        let mut out = Vec::new();
+        for folder in folders {
+            let Ok(text) = std::fs::read(folder.join("metadata.json")) else {
+                continue;
+            };
+            let Ok(metadata) = serde_json::from_slice::<PackageMetadata>(&text) else {
+                continue;
+            };
+            for (published, entry) in &metadata.versions {
+                let accepts = entry.dependencies.get(target).is_some_and(|range| {
+                    semver::VersionReq::parse(range).is_ok_and(|range| range.matches(&version))
+                });
+                if accepts {
+                    out.push(format!("{}@{published}", metadata.name));
+                }
+            }
+        }
+        out.sort();
+        out
     }
 
     fn unpublish_version(&self, name: &str, version: &str) -> Result<(), Refusal> {
