@@ -119,6 +119,22 @@ pub enum PackageError {
     /// No registry is configured.
     #[error("no registry is configured")]
     NoRegistry,
+    /// A registry or tarball URL is not an absolute http(s) URL.
+    #[error("`{url}` cannot be used: {problem}")]
+    UrlInvalid {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A registry's `--token-file` is unusable.
+    #[error("{}: {problem}", path.display())]
+    TokenFile {
+        /// The token file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// A file operation failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -168,6 +184,8 @@ impl PackageError {
             PackageError::Registry { .. } => "E_PKG_REGISTRY",
             PackageError::Unreachable { .. } => "E_PKG_REGISTRY_UNREACHABLE",
             PackageError::NoRegistry => "E_PKG_NO_REGISTRY",
+            PackageError::UrlInvalid { .. } => "E_PKG_URL_INVALID",
+            PackageError::TokenFile { .. } => "E_PKG_TOKEN_FILE",
             PackageError::Io { .. } => "E_PKG_IO",
             PackageError::Lockfile(error) => error.code(),
             PackageError::LockfileFrozen { .. } => "E_PKG_LOCKFILE_FROZEN",
@@ -216,6 +234,12 @@ impl PackageError {
             }
             PackageError::NoRegistry => {
                 "pass --registry <url>, set spec.registry.url in the Package, or set GOONDAN_REGISTRY".into()
+            }
+            PackageError::UrlInvalid { .. } => {
+                "use an absolute http:// or https:// URL, such as http://127.0.0.1:4873".into()
+            }
+            PackageError::TokenFile { .. } => {
+                "write one token per line, each at least 16 characters (for example from `openssl rand -hex 32`)".into()
             }
             PackageError::Io { .. } => "check the path and its permissions".into(),
             PackageError::Lockfile(error) => error.suggestion().into(),

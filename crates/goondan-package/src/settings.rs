@@ -130,10 +130,9 @@ impl ClientSettings {
 /// A registry URL: absolute http(s), no query or fragment; its path keeps
 /// no trailing `/` so URLs join the same way whatever was typed.
 pub fn parse_registry_url(text: &str) -> Result<url::Url, PackageError> {
-    let invalid = |problem: &str| PackageError::Registry {
+    let invalid = |problem: &str| PackageError::UrlInvalid {
         url: text.to_string(),
-        status: 0,
-        message: problem.to_string(),
+        problem: problem.to_string(),
     };
     let mut url = url::Url::parse(text).map_err(|_| invalid("not an absolute URL"))?;
     if !matches!(url.scheme(), "http" | "https") {

@@ -78,7 +78,9 @@ fn report(error: &PackageError) -> Outcome {
         PackageError::NoPackageDocument { .. }
         | PackageError::ManifestInvalid { .. }
         | PackageError::Lockfile(_)
-        | PackageError::NoRegistry => Outcome::ConfigError,
+        | PackageError::NoRegistry
+        | PackageError::UrlInvalid { .. }
+        | PackageError::TokenFile { .. } => Outcome::ConfigError,
         PackageError::BundleInvalid { .. } => Outcome::ValidationFailed,
         _ => Outcome::Failure,
     }

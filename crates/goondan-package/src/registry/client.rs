@@ -143,16 +143,14 @@ impl RegistryClient {
     /// Downloads a tarball. The URL comes from metadata or a lockfile; the
     /// token is sent only when it points at this registry.
     pub async fn tarball(&self, url_text: &str) -> Result<Vec<u8>, PackageError> {
-        let url = url::Url::parse(url_text).map_err(|_| PackageError::Registry {
+        let url = url::Url::parse(url_text).map_err(|_| PackageError::UrlInvalid {
             url: url_text.to_string(),
-            status: 0,
-            message: "the tarball URL is not absolute".into(),
+            problem: "the tarball URL is not absolute".into(),
         })?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(PackageError::Registry {
+            return Err(PackageError::UrlInvalid {
                 url: url_text.to_string(),
-                status: 0,
-                message: "the tarball URL must be http or https".into(),
+                problem: "the tarball URL must be http or https".into(),
             });
         }
         let request = self.http.get(url.clone());

@@ -72,17 +72,18 @@ pub fn read_token_file(path: &Path) -> Result<Vec<String>, PackageError> {
         .map(str::to_string)
         .collect();
     if let Some(short) = tokens.iter().position(|token| token.len() < 16) {
-        return Err(PackageError::ManifestInvalid {
+        return Err(PackageError::TokenFile {
+            path: path.to_path_buf(),
             problem: format!(
-                "{}: the token on non-comment line {} is shorter than 16 characters",
-                path.display(),
+                "token {} (counting non-comment lines) is shorter than 16 characters",
                 short + 1
             ),
         });
     }
     if tokens.is_empty() {
-        return Err(PackageError::ManifestInvalid {
-            problem: format!("{} holds no token", path.display()),
+        return Err(PackageError::TokenFile {
+            path: path.to_path_buf(),
+            problem: "it holds no token".into(),
         });
     }
     Ok(tokens)
