@@ -291,9 +291,9 @@ impl Session {
                     .map_err(goondan_package_io(&self.config_file))?;
                 let token = line.trim();
                 if token.is_empty() {
-                    return Err(PackageError::AuthRequired {
-                        registry: base.to_string(),
-                        status: 0,
+                    return Err(PackageError::TokenFile {
+                        path: PathBuf::from("stdin"),
+                        problem: "no token was given".into(),
                     });
                 }
                 self.settings.login(&base, token)?;
