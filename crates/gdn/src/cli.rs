@@ -83,6 +83,182 @@ pub(crate) enum Command {
     Doctor(DoctorArgs),
     /// Model Context Protocol: serve the running swarm to MCP clients.
     Mcp(McpArgs),
+    /// Manage package dependencies and publish packages.
+    Package(PackageArgs),
+    /// Run a package registry.
+    Registry(RegistryArgs),
+}
+
+/// `gdn package`.
+#[derive(Debug, Args)]
+pub(crate) struct PackageArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: PackageCommand,
+}
+
+/// The registry a package command talks to.
+#[derive(Debug, Args)]
+pub(crate) struct RegistryFlag {
+    /// The registry URL (default: the Package's spec.registry.url, then
+    /// GOONDAN_REGISTRY, then `registry` in the System Root's config.json).
+    #[arg(long, value_name = "URL")]
+    pub(crate) registry: Option<String>,
+}
+
+/// The subcommands of `gdn package`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PackageCommand {
+    /// Add a dependency to the Package and install it.
+    Add {
+        /// `@scope/name`, `@scope/name@1.2.0`, `@scope/name@^1` or
+        /// `@scope/name@<dist-tag>`.
+        reference: String,
+        /// Depend on exactly the resolved version instead of `^version`.
+        #[arg(short = 'E', long)]
+        exact: bool,
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// Install the Package's dependencies (from goondan.lock.yaml when it
+    /// still matches).
+    Install {
+        /// Refuse to change goondan.lock.yaml (for CI).
+        #[arg(long)]
+        frozen_lockfile: bool,
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// Resolve dependencies again (all, or one), ignoring the lockfile's
+    /// choice for them.
+    Update {
+        /// Only this package.
+        name: Option<String>,
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// Remove a dependency from the Package and the lockfile.
+    Remove {
+        /// The package name.
+        name: String,
+    },
+    /// Validate, pack and upload this bundle as a package.
+    Publish {
+        /// The dist-tag to point at the new version.
+        #[arg(long, default_value = "latest")]
+        tag: String,
+        /// Who may install it.
+        #[arg(long, value_parser = ["public", "restricted"])]
+        access: Option<String>,
+        /// Check and pack, upload nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// Withdraw a published version (`name@version`), or the whole
+    /// package (`name` with --force).
+    Unpublish {
+        /// `name@version`, or `name`.
+        reference: String,
+        /// Needed to remove every version.
+        #[arg(short, long)]
+        force: bool,
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// Mark a version deprecated (an empty message clears the mark).
+    Deprecate {
+        /// `name@version`.
+        reference: String,
+        /// Why, and what to use instead.
+        message: String,
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// Store a registry token in the System Root's config.json (read from
+    /// stdin; prefer `${VAR}` references or GOONDAN_REGISTRY_TOKEN).
+    Login {
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// Forget the stored token of a registry.
+    Logout {
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// Write this bundle's package tarball (`<name>-<version>.tgz`).
+    Pack {
+        /// The folder to write it to (default: the bundle folder).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Show a package's versions, dist-tags and deprecations.
+    Info {
+        /// `@scope/name` (or `@scope/name@version` for one version).
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryFlag,
+    },
+    /// The installed packages under the System Root, or remove them all.
+    Cache {
+        /// What to do.
+        #[command(subcommand)]
+        command: PackageCacheCommand,
+    },
+}
+
+/// `gdn package cache` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PackageCacheCommand {
+    /// List the installed packages and their size.
+    Info,
+    /// Remove every installed package (the next install downloads again).
+    Clean,
+}
+
+/// `gdn registry`.
+#[derive(Debug, Args)]
+pub(crate) struct RegistryArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: RegistryCommand,
+}
+
+/// The subcommands of `gdn registry`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RegistryCommand {
+    /// Serve a package registry from a folder.
+    Serve(RegistryServeArgs),
+}
+
+/// `gdn registry serve`.
+#[derive(Debug, Args)]
+pub(crate) struct RegistryServeArgs {
+    /// The folder holding the packages (created when missing).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// The address to listen on; loopback by default.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:4873")]
+    pub(crate) addr: std::net::SocketAddr,
+    /// Bearer tokens allowed to publish, unpublish and deprecate, one per
+    /// line (at least 16 characters each). Without it the registry is
+    /// read-only.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// The URL clients reach the registry at, for tarball URLs (default:
+    /// http://<addr>).
+    #[arg(long, value_name = "URL")]
+    pub(crate) public_url: Option<String>,
+    /// The largest request body in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = goondan_package::registry::server::DEFAULT_MAX_BODY_BYTES)]
+    pub(crate) max_body_bytes: u64,
+    /// The most open connections.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub(crate) max_connections: u64,
+    /// Seconds a request head may take to arrive.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub(crate) header_timeout: u64,
 }
 
 /// `gdn mcp`.
@@ -212,8 +388,8 @@ pub(crate) struct RunArgs {
     /// piped stdin is read as one message per line).
     #[arg(long, conflicts_with_all = ["input", "input_file", "detach"])]
     pub(crate) interactive: bool,
-    /// Accepted for the original's scripts: `gdn run` never installs
-    /// dependencies (`gdn package install` does).
+    /// Do not install missing package dependencies before starting (they
+    /// must already be installed, as `gdn package install` does).
     #[arg(long = "no-install")]
     pub(crate) no_install: bool,
     /// An extra env file, applied over .env.local and .env.

@@ -69,6 +69,16 @@ fn fits_socket_address(socket: &Path) -> bool {
     socket.as_os_str().len() <= MAX_SOCKET_PATH_BYTES
 }
 
+/// `<System Root>/packages`, where installed packages are unpacked;
+/// `None` when the System Root cannot be resolved (the loader then
+/// reports any package dependency as not loadable).
+pub(crate) fn packages_root(global: &GlobalArgs) -> Option<PathBuf> {
+    StateRootSources::from_process_env(global.state_root.clone())
+        .resolve()
+        .ok()
+        .map(|root| root.packages_dir())
+}
+
 /// The System Root from `--state-root`, `GOONDAN_STATE_ROOT` or
 /// `~/.goondan`.
 pub(crate) fn state_root(global: &GlobalArgs) -> anyhow::Result<StateRoot> {
@@ -130,12 +140,14 @@ impl NotLoaded {
 pub(crate) fn load_reporting(
     path: &Path,
     env_file: Option<PathBuf>,
+    packages_root: Option<PathBuf>,
     format: Format,
     quiet: bool,
 ) -> anyhow::Result<Result<Bundle, NotLoaded>> {
     let options = LoadOptions {
         env_file,
         inherit_process_env: true,
+        packages_root,
         ..LoadOptions::default()
     };
     let (diagnostics, outcome) = match load_bundle(path, &options) {
@@ -186,7 +198,8 @@ pub(crate) fn load(
     } else {
         Format::Text
     };
-    let bundle = match load_reporting(&path, env_file, format, global.quiet)? {
+    let bundle = match load_reporting(&path, env_file, packages_root(global), format, global.quiet)?
+    {
         Ok(bundle) => bundle,
         Err(not_loaded) => {
             if not_loaded.outcome == Outcome::ValidationFailed {

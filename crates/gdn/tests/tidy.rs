@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 /// The crates in flow order; a crate may depend only on crates before it.
 const FLOW: &[&str] = &[
     "goondan-types",
+    "goondan-http",
     "goondan-typescript",
     "goondan-telemetry",
     "goondan-config",
+    "goondan-package",
     "goondan-store",
     "goondan-model",
     "goondan-ipc",

@@ -220,11 +220,15 @@ pub async fn assemble(
     builtins_for: &BuiltinsFor,
     outbound: tokio::sync::mpsc::Sender<goondan_types::IpcMessage>,
 ) -> Result<AssembledAgent, StartError> {
+    let state_root = StateRootSources::from_process_env(args.state_root.clone())
+        .resolve()
+        .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
     let outcome = goondan_config::load_bundle(
         &args.bundle_dir,
         &LoadOptions {
             env_file: args.env_file.clone(),
             process_env_overlay: args.secrets.clone(),
+            packages_root: Some(state_root.packages_dir()),
             ..LoadOptions::default()
         },
     )
@@ -366,9 +370,6 @@ pub async fn assemble(
         callable_agents,
     };
 
-    let state_root = StateRootSources::from_process_env(args.state_root.clone())
-        .resolve()
-        .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
     state_root
         .ensure_outside_project(bundle.root())
         .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;

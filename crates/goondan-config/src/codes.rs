@@ -41,9 +41,12 @@ pub enum Code {
     /// A `Package` document is not the first document of `goondan.yaml`, or
     /// there is more than one.
     PackagePosition,
-    /// A package dependency or a reference's `package` names a package this
-    /// build cannot load (only `@goondan/base` is embedded).
+    /// A package dependency or a reference's `package` names a package that
+    /// is neither `@goondan/base` (embedded) nor installed and locked.
     PackageNotFound,
+    /// `goondan.lock.yaml` cannot be read, or does not hold a version of a
+    /// dependency that its range accepts.
+    PackageLockfile,
     /// An `entry` is a script of a kind whose plugin host is not
     /// available yet (a Python Connector).
     EntryUnsupported,
@@ -102,7 +105,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 35] = [
+    pub const ALL: [Code; 36] = [
         Code::Schema,
         Code::ApiVersion,
         Code::UnknownKind,
@@ -116,6 +119,7 @@ impl Code {
         Code::YamlSyntax,
         Code::PackagePosition,
         Code::PackageNotFound,
+        Code::PackageLockfile,
         Code::EntryUnsupported,
         Code::EntryNoRuntime,
         Code::BuiltinNotFound,
@@ -156,6 +160,7 @@ impl Code {
             Code::YamlSyntax => "E_CONFIG_YAML_SYNTAX",
             Code::PackagePosition => "E_CONFIG_PACKAGE_POSITION",
             Code::PackageNotFound => "E_CONFIG_PACKAGE_NOT_FOUND",
+            Code::PackageLockfile => "E_CONFIG_PACKAGE_LOCKFILE",
             Code::EntryUnsupported => "E_CONFIG_ENTRY_UNSUPPORTED",
             Code::EntryNoRuntime => "E_CONFIG_ENTRY_NO_RUNTIME",
             Code::BuiltinNotFound => "E_CONFIG_BUILTIN_NOT_FOUND",
@@ -216,7 +221,8 @@ impl Code {
             }
             Code::YamlSyntax => "fix the YAML at the position shown",
             Code::PackagePosition => "make the Package the first document of goondan.yaml",
-            Code::PackageNotFound => "only @goondan/base is available",
+            Code::PackageNotFound => "run `gdn package install`, or check the package name",
+            Code::PackageLockfile => "run `gdn package install` to write goondan.lock.yaml again",
             Code::EntryUnsupported => "use a `builtin:<name>` entry",
             Code::EntryNoRuntime => "use a .ts, .js, .mjs or .py file, or make the file executable",
             Code::BuiltinNotFound => "use the name of an existing built-in",

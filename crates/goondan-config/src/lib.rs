@@ -36,6 +36,7 @@ mod env;
 mod error;
 pub mod fix;
 mod loader;
+pub mod lockfile;
 mod paths;
 mod resource;
 pub mod spec;

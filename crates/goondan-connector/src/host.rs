@@ -51,6 +51,9 @@ pub struct ConnectorProcessArgs {
     /// How a TypeScript connector is stripped on a Node without type
     /// stripping (`goondan_plugin::launch::LaunchOptions::strip_types_command`).
     pub strip_types_command: Option<Vec<String>>,
+    /// Where installed packages are unpacked (`<System Root>/packages`),
+    /// for a Connection whose connector comes from a package.
+    pub packages_root: Option<PathBuf>,
 }
 
 /// Why the connector cannot start: sent as `runtime.start_error`.
@@ -156,6 +159,7 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
     let options = LoadOptions {
         env_file: args.env_file.clone(),
         process_env_overlay: secrets,
+        packages_root: args.packages_root.clone(),
         ..LoadOptions::default()
     };
     let outcome = goondan_config::load_bundle(&args.bundle_dir, &options).map_err(|error| {

@@ -22,10 +22,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use goondan_types::ConnectorEvent;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,8 +43,6 @@ pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
 /// (`HEADER_TIMEOUT_SECONDS`), so one that says nothing, or trickles its
 /// head a byte at a time, cannot hold a connection.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long requests in progress may take to finish after a shutdown.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// One request, as a platform sees it: headers and the whole body.
 #[derive(Debug, Clone, Copy)]
@@ -242,13 +236,8 @@ struct Shared {
 }
 
 /// Serves `platform` on `listener` until `shutdown` resolves, then lets
-/// requests in progress finish (for at most 15 s).
-///
-/// The accept loop is ours rather than `axum::serve`'s because the port
-/// faces the internet: a connection past `max_connections` is closed as
-/// soon as it is accepted, a request head slower than `header_timeout`
-/// closes its connection, and running out of file descriptors pauses
-/// accepting instead of ending it.
+/// requests in progress finish; the accept loop (connection cap, header
+/// timeout) is `goondan_http::serve`.
 pub async fn serve(
     listener: TcpListener,
     front: HttpFront,
@@ -257,10 +246,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let path = front.path.clone();
-    let header_timeout = front.header_timeout;
-    let connections = Arc::new(Semaphore::new(
-        usize::try_from(front.max_connections).unwrap_or(usize::MAX),
-    ));
+    let limits = goondan_http::AcceptLimits {
+        max_connections: front.max_connections,
+        header_timeout: front.header_timeout,
+    };
     let slots = Semaphore::new(usize::try_from(front.max_concurrent).unwrap_or(usize::MAX));
     let shared = Arc::new(Shared {
         front,
@@ -272,43 +261,7 @@ pub async fn serve(
         .route(&path, post(receive))
         .fallback(|| async { PlatformReply::error(StatusCode::NOT_FOUND, "no such path") })
         .with_state(shared);
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of descriptors, or a connection reset before it
-                    // was taken: wait a moment and go on accepting.
-                    tracing::warn!("accepting a connection failed: {error}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let connection = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(
-                TokioIo::new(stream),
-                TowerToHyperService::new(router.clone()),
-            );
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
-            drop(permit);
-        });
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await;
-    Ok(())
+    goondan_http::serve(listener, router, limits, shutdown).await
 }
 
 async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {

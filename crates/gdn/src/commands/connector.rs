@@ -6,7 +6,7 @@ use crate::cli::ConnectorArgs;
 use goondan_connector::host::ConnectorProcessArgs;
 
 /// Runs one ConnectorProcess and exits with its code.
-pub(crate) fn run(args: &ConnectorArgs) -> ! {
+pub(crate) fn run(args: &ConnectorArgs, state_root: Option<std::path::PathBuf>) -> ! {
     // It holds the Connection's signing secrets.
     crate::secrets::make_non_dumpable();
     super::agent::exit_with_parent();
@@ -27,6 +27,12 @@ pub(crate) fn run(args: &ConnectorArgs) -> ! {
             connection: args.connection.clone(),
             env_file: args.env_file.clone(),
             strip_types_command: super::strip_types::command(),
+            // An unresolvable System Root leaves packages unloadable, which
+            // the loader reports if the bundle needs any.
+            packages_root: goondan_store::StateRootSources::from_process_env(state_root)
+                .resolve()
+                .ok()
+                .map(|root| root.packages_dir()),
         },
     ));
     // Leave at once: a blocked stdin read would hold the runtime's drop.

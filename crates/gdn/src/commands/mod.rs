@@ -8,6 +8,7 @@ pub(crate) mod instance_screen;
 mod logs;
 pub(crate) mod manage;
 mod mcp;
+pub(crate) mod package;
 mod reload;
 mod run;
 mod strip_types;
@@ -36,12 +37,16 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Instance(args) => manage::instance(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
-        Command::Connector(args) => connector::run(args),
+        Command::Connector(args) => connector::run(args, cli.global.state_root.clone()),
         Command::StripTypes(args) => strip_types::run(args),
         Command::Init(args) => init::run(&cli.global, args),
         Command::Doctor(args) => doctor::run(&cli.global, args),
         Command::Mcp(args) => match &args.command {
             crate::cli::McpCommand::Serve(serve) => mcp::serve(&cli.global, serve),
+        },
+        Command::Package(args) => package::run(&cli.global, &args.command),
+        Command::Registry(args) => match &args.command {
+            crate::cli::RegistryCommand::Serve(serve) => package::serve_registry(serve),
         },
     }
 }

@@ -358,6 +358,7 @@ impl Reloader {
         let loaded = crate::project::load_reporting(
             &self.source.config,
             self.source.env_file.clone(),
+            Some(self.project.state_root.packages_dir()),
             self.source.format,
             self.source.quiet,
         );

@@ -58,6 +58,11 @@ const ATTACH_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs `gdn run`.
 pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome> {
+    if !args.no_install {
+        if let Err(outcome) = super::package::install_before_run(global) {
+            return Ok(outcome);
+        }
+    }
     let project = match project::load(global, args.swarm.as_deref(), args.env_file.clone())? {
         Ok(project) => project,
         Err(outcome) => return Ok(outcome),
@@ -504,6 +509,12 @@ async fn foreground(
     let mut bundle_args: Vec<String> = vec![
         "--bundle-dir".into(),
         project.bundle.root().display().to_string(),
+        // Absolute: the children run in the bundle root, not here. Both
+        // kinds of child read installed packages from it.
+        "--state-root".into(),
+        std::path::absolute(project.state_root.path())?
+            .display()
+            .to_string(),
     ];
     if let Some(env_file) = &args.env_file {
         bundle_args.push("--env-file".into());
@@ -515,15 +526,7 @@ async fn foreground(
     let mut agent_args: Vec<String> = std::iter::once("agent".to_string())
         .chain(bundle_args)
         .collect();
-    agent_args.extend([
-        "--swarm".into(),
-        project.swarm_name.clone(),
-        "--state-root".into(),
-        // Absolute: the children run in the bundle root, not here.
-        std::path::absolute(project.state_root.path())?
-            .display()
-            .to_string(),
-    ]);
+    agent_args.extend(["--swarm".into(), project.swarm_name.clone()]);
     if let Some(record) = &args.record {
         agent_args.push("--record".into());
         agent_args.push(std::path::absolute(record)?.display().to_string());

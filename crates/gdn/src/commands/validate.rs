@@ -38,6 +38,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<Ou
     let options = LoadOptions {
         env_file: args.env_file.clone(),
         inherit_process_env: true,
+        packages_root: crate::project::packages_root(global),
         ..LoadOptions::default()
     };
     let mut loaded = load_bundle(&path, &options);

@@ -10,6 +10,7 @@ mod liveness;
 mod mcp;
 mod mock_llm;
 mod otel;
+mod packages;
 mod plugins;
 mod replay;
 mod secrets;

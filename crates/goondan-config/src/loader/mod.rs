@@ -2,6 +2,7 @@
 //! references) run over the whole bundle, every problem is collected, and
 //! a [`Bundle`] is built only when none of them is an error.
 
+mod packages;
 mod parse;
 mod resolve;
 mod rules;
@@ -27,6 +28,11 @@ pub struct LoadOptions {
     /// (the env files still win), without ever entering this process's
     /// own environment, so the processes it starts never inherit them.
     pub process_env_overlay: Secrets,
+    /// Where installed packages are unpacked (`<System Root>/packages`);
+    /// needed only by a bundle whose Package depends on packages other
+    /// than `@goondan/base`, which otherwise fails with
+    /// `E_CONFIG_PACKAGE_NOT_FOUND`.
+    pub packages_root: Option<PathBuf>,
 }
 
 impl Default for LoadOptions {
@@ -35,6 +41,7 @@ impl Default for LoadOptions {
             env_file: None,
             inherit_process_env: true,
             process_env_overlay: Secrets::new(),
+            packages_root: None,
         }
     }
 }
@@ -130,7 +137,16 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
         diagnostics: &mut diagnostics,
     }
     .check_all(&parsed);
-    let resolved = resolve::resolve(&parsed, &root, &mut diagnostics);
+    let installed = packages::load_dependencies(
+        &parsed,
+        &packages::DependencySources {
+            root: &root,
+            packages_root: options.packages_root.as_deref(),
+            env: &env,
+        },
+        &mut diagnostics,
+    )?;
+    let resolved = resolve::resolve(&parsed, installed, &root, &mut diagnostics);
 
     for diagnostic in &mut diagnostics {
         if diagnostic.suggestion.is_none() {
@@ -200,13 +216,17 @@ fn build(
     resolved: resolve::Resolved,
     env: crate::env::EnvMap,
 ) -> Option<Bundle> {
-    let tool_offset = parsed.tools.len();
-    let extension_offset = parsed.extensions.len();
-    let connector_offset = parsed.connectors.len();
+    let offsets = |local: usize, base: usize| resolve::Offsets {
+        base: local,
+        package: local + base,
+    };
+    let tool_offsets = offsets(parsed.tools.len(), resolved.base.tools.len());
+    let extension_offsets = offsets(parsed.extensions.len(), resolved.base.extensions.len());
+    let connector_offsets = offsets(parsed.connectors.len(), resolved.base.connectors.len());
     let agent_links = resolved
         .agents
         .into_iter()
-        .map(|links| links.map(|links| links.finish(tool_offset, extension_offset)))
+        .map(|links| links.map(|links| links.finish(tool_offsets, extension_offsets)))
         .collect::<Option<Vec<_>>>()?;
     let swarm_links = resolved
         .swarms
@@ -216,17 +236,20 @@ fn build(
     let connection_links = resolved
         .connections
         .into_iter()
-        .map(|links| links.map(|links| links.finish(connector_offset)))
+        .map(|links| links.map(|links| links.finish(connector_offsets)))
         .collect::<Option<Vec<_>>>()?;
     fn resources<S>(locals: Vec<parse::Local<S>>) -> Vec<crate::Resource<S>> {
         locals.into_iter().map(|local| local.resource).collect()
     }
     let mut tools = resources(parsed.tools);
     tools.extend(resolved.base.tools);
+    tools.extend(resolved.packages.tools);
     let mut extensions = resources(parsed.extensions);
     extensions.extend(resolved.base.extensions);
+    extensions.extend(resolved.packages.extensions);
     let mut connectors = resources(parsed.connectors);
     connectors.extend(resolved.base.connectors);
+    connectors.extend(resolved.packages.connectors);
     Some(Bundle {
         root,
         package: parsed.package.map(|local| local.resource),

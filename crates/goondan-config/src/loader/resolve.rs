@@ -4,6 +4,7 @@
 //! checks the rules that span resources: swarm membership, model
 //! capabilities, prompt consumers, declared connector events.
 
+use super::packages::InstalledPackage;
 use super::parse::{read_manifest, Local, Parsed, Site};
 use crate::base_package::{self, BASE_PACKAGE, PROMPT_CONSUMER, REQUIRED_TOOLS_GUARD};
 use crate::bundle::{AgentLinks, ConnectionLinks, SwarmLinks};
@@ -28,6 +29,95 @@ pub(crate) enum Target {
     Local(usize),
     /// Index into the materialized `@goondan/base` list of that kind.
     Base(usize),
+    /// Index into the installed packages' list of that kind.
+    Package(usize),
+}
+
+/// Where each list of the bundle starts: its own resources, then the
+/// materialized built-ins, then the installed packages' resources.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Offsets {
+    pub(crate) base: usize,
+    pub(crate) package: usize,
+}
+
+impl Offsets {
+    fn place(self, target: Target) -> usize {
+        match target {
+            Target::Local(index) => index,
+            Target::Base(index) => self.base + index,
+            Target::Package(index) => self.package + index,
+        }
+    }
+}
+
+/// The Tools, Extensions and Connectors of the installed packages, with
+/// the package each came from.
+#[derive(Debug, Default)]
+pub(crate) struct PackageStore {
+    pub(crate) tools: Vec<Resource<ToolSpec>>,
+    pub(crate) extensions: Vec<Resource<ExtensionSpec>>,
+    pub(crate) connectors: Vec<Resource<ConnectorSpec>>,
+    /// The loaded package names.
+    names: Vec<String>,
+}
+
+impl PackageStore {
+    fn new(packages: Vec<InstalledPackage>) -> PackageStore {
+        let mut store = PackageStore::default();
+        for package in packages {
+            store.names.push(package.name);
+            let parsed = package.parsed;
+            store
+                .tools
+                .extend(parsed.tools.into_iter().map(|local| local.resource));
+            store
+                .extensions
+                .extend(parsed.extensions.into_iter().map(|local| local.resource));
+            store
+                .connectors
+                .extend(parsed.connectors.into_iter().map(|local| local.resource));
+        }
+        store
+    }
+
+    fn has_package(&self, name: &str) -> bool {
+        self.names.iter().any(|known| known == name)
+    }
+
+    /// `(package, name)` of each resource of `kind`, in list order.
+    fn entries(&self, kind: Kind) -> Vec<(&str, &str)> {
+        fn of<S>(resources: &[Resource<S>]) -> Vec<(&str, &str)> {
+            resources
+                .iter()
+                .map(|resource| {
+                    (
+                        resource.origin.package.as_deref().unwrap_or_default(),
+                        resource.name(),
+                    )
+                })
+                .collect()
+        }
+        match kind {
+            Kind::Tool => of(&self.tools),
+            Kind::Extension => of(&self.extensions),
+            Kind::Connector => of(&self.connectors),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Indices of the resources of `kind` named `name`, in `package` when
+    /// given.
+    fn find(&self, kind: Kind, name: &str, package: Option<&str>) -> Vec<usize> {
+        self.entries(kind)
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (owner, candidate))| {
+                *candidate == name && package.is_none_or(|package| package == *owner)
+            })
+            .map(|(index, _)| index)
+            .collect()
+    }
 }
 
 /// Built-in resources parsed so far.
@@ -132,6 +222,7 @@ fn index_kind<S>(
 /// (which always left an error behind).
 pub(crate) struct Resolved {
     pub(crate) base: BaseStore,
+    pub(crate) packages: PackageStore,
     pub(crate) agents: Vec<Option<PendingAgent>>,
     pub(crate) swarms: Vec<Option<PendingSwarm>>,
     pub(crate) connections: Vec<Option<PendingConnection>>,
@@ -157,22 +248,14 @@ pub(crate) struct PendingConnection {
 }
 
 impl PendingAgent {
-    pub(crate) fn finish(self, tool_offset: usize, extension_offset: usize) -> AgentLinks {
-        let place = |target: Target, offset: usize| match target {
-            Target::Local(index) => index,
-            Target::Base(index) => offset + index,
-        };
+    pub(crate) fn finish(self, tools: Offsets, extensions: Offsets) -> AgentLinks {
         AgentLinks {
             model: self.model,
-            tools: self
-                .tools
-                .into_iter()
-                .map(|t| place(t, tool_offset))
-                .collect(),
+            tools: self.tools.into_iter().map(|t| tools.place(t)).collect(),
             extensions: self
                 .extensions
                 .into_iter()
-                .map(|t| place(t, extension_offset))
+                .map(|t| extensions.place(t))
                 .collect(),
             extension_configs: self.extension_configs,
             system_prompt: self.system_prompt,
@@ -190,12 +273,9 @@ impl PendingSwarm {
 }
 
 impl PendingConnection {
-    pub(crate) fn finish(self, connector_offset: usize) -> ConnectionLinks {
+    pub(crate) fn finish(self, connectors: Offsets) -> ConnectionLinks {
         ConnectionLinks {
-            connector: match self.connector {
-                Target::Local(index) => index,
-                Target::Base(index) => connector_offset + index,
-            },
+            connector: connectors.place(self.connector),
             swarm: self.swarm,
             rule_agents: self.rule_agents,
         }
@@ -206,12 +286,18 @@ struct Resolver<'a> {
     index: LocalIndex,
     broken: &'a [(Kind, String)],
     base: BaseStore,
+    packages: PackageStore,
     local_package: Option<String>,
     diagnostics: &'a mut Vec<Diagnostic>,
 }
 
 /// Runs stage three.
-pub(crate) fn resolve(parsed: &Parsed, root: &Path, diagnostics: &mut Vec<Diagnostic>) -> Resolved {
+pub(crate) fn resolve(
+    parsed: &Parsed,
+    packages: Vec<InstalledPackage>,
+    root: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Resolved {
     let mut index = LocalIndex {
         names: HashMap::new(),
     };
@@ -231,6 +317,7 @@ pub(crate) fn resolve(parsed: &Parsed, root: &Path, diagnostics: &mut Vec<Diagno
         index,
         broken: &parsed.broken,
         base: BaseStore::default(),
+        packages: PackageStore::new(packages),
         local_package: parsed
             .package
             .as_ref()
@@ -254,6 +341,7 @@ pub(crate) fn resolve(parsed: &Parsed, root: &Path, diagnostics: &mut Vec<Diagno
         .collect();
     Resolved {
         base: resolver.base,
+        packages: resolver.packages,
         agents,
         swarms,
         connections,
@@ -316,17 +404,32 @@ impl Resolver<'_> {
                 return None;
             }
         }
-        let (search_local, search_base) = match reference.package.as_deref() {
-            None => (true, true),
-            Some(BASE_PACKAGE) => (false, true),
-            Some(package) if Some(package) == self.local_package.as_deref() => (true, false),
+        let (search_local, search_base, search_packages, only_package) = match reference
+            .package
+            .as_deref()
+        {
+            None => (true, true, true, None),
+            Some(BASE_PACKAGE) => (false, true, false, None),
+            Some(package) if Some(package) == self.local_package.as_deref() => {
+                (true, false, false, None)
+            }
+            Some(package) if self.packages.has_package(package) => {
+                (false, false, true, Some(package))
+            }
             Some(package) => {
+                let mut available = vec![BASE_PACKAGE.to_string()];
+                available.extend(self.packages.names.iter().cloned());
                 self.diagnostics.push(
-                    site.at(Code::PackageNotFound, format!("{} refers to {expected}/{name} in package `{package}`, which is not loaded", site.label), field)
-                        .with_suggestion(format!("only {BASE_PACKAGE} and this bundle's own package are available")),
-                );
+                        site.at(Code::PackageNotFound, format!("{} refers to {expected}/{name} in package `{package}`, which is not loaded", site.label), field)
+                            .with_suggestion(format!("add `{package}` to the Package's spec.dependencies and run `gdn package install`; loaded now: {}", available.join(", "))),
+                    );
                 return None;
             }
+        };
+        let in_packages = if search_packages {
+            self.packages.find(expected, name, only_package)
+        } else {
+            Vec::new()
         };
         let local = if search_local {
             self.index.find(expected, name)
@@ -338,16 +441,37 @@ impl Resolver<'_> {
         } else {
             None
         };
-        match (local, builtin) {
-            (Some(_), Some(_)) => {
+        let n_matches =
+            usize::from(local.is_some()) + usize::from(builtin.is_some()) + in_packages.len();
+        if n_matches > 1 {
+            let mut places = Vec::new();
+            if local.is_some() {
                 let place = self.index.place(expected, name).unwrap_or("the bundle");
-                self.diagnostics.push(
-                    site.at(Code::RefAmbiguous, format!("{} refers to {expected}/{name}, which is defined both in the bundle ({place}) and in {BASE_PACKAGE}", site.label), field)
-                        .with_suggestion(format!("add `package: \"{BASE_PACKAGE}\"` to use the built-in, or rename the bundle's {expected}/{name}")),
-                );
-                None
+                places.push(format!("the bundle ({place})"));
             }
-            (Some(index), None) => Some(Target::Local(index)),
+            if builtin.is_some() {
+                places.push(BASE_PACKAGE.to_string());
+            }
+            let entries = self.packages.entries(expected);
+            let mut owners: Vec<&str> = in_packages.iter().map(|index| entries[*index].0).collect();
+            owners.dedup();
+            places.extend(owners.iter().map(|owner| owner.to_string()));
+            let first_package = if builtin.is_some() {
+                BASE_PACKAGE
+            } else {
+                owners.first().copied().unwrap_or(BASE_PACKAGE)
+            };
+            self.diagnostics.push(
+                site.at(Code::RefAmbiguous, format!("{} refers to {expected}/{name}, which is defined in {}", site.label, places.join(" and ")), field)
+                    .with_suggestion(format!("add `package: \"{first_package}\"` (or the package you mean) to the reference, or rename the bundle's {expected}/{name}")),
+            );
+            return None;
+        }
+        if let Some(index) = in_packages.first() {
+            return Some(Target::Package(*index));
+        }
+        match (local, builtin) {
+            (Some(index), _) => Some(Target::Local(index)),
             (None, Some(manifest)) => match self.base.materialize(manifest) {
                 Ok(index) => Some(Target::Base(index)),
                 Err(diagnostic) => {
@@ -383,12 +507,29 @@ impl Resolver<'_> {
                 } else {
                     Vec::new()
                 };
-                let candidates = local_names.iter().chain(base_names.iter()).copied();
+                let package_entries: Vec<(&str, &str)> = self
+                    .packages
+                    .entries(expected)
+                    .into_iter()
+                    .filter(|(owner, _)| {
+                        search_packages && only_package.is_none_or(|only| only == *owner)
+                    })
+                    .collect();
+                let candidates = local_names
+                    .iter()
+                    .chain(base_names.iter())
+                    .copied()
+                    .chain(package_entries.iter().map(|(_, candidate)| *candidate));
                 diagnostic = match closest(name, candidates) {
                     Some(candidate) => {
+                        let owner = package_entries
+                            .iter()
+                            .find(|(_, known)| *known == candidate)
+                            .map(|(owner, _)| owner.to_string());
                         let place = match self.index.place(expected, candidate) {
                             Some(place) if search_local => place.to_string(),
-                            _ => BASE_PACKAGE.to_string(),
+                            _ if base_names.contains(&candidate) => BASE_PACKAGE.to_string(),
+                            _ => owner.unwrap_or_else(|| BASE_PACKAGE.to_string()),
                         };
                         diagnostic.with_suggestion(format!(
                             "did you mean {expected}/{candidate} ({place})?"
@@ -487,6 +628,7 @@ impl Resolver<'_> {
                     let entry = match target {
                         Target::Local(index) => &parsed.extensions[*index].resource.spec.entry,
                         Target::Base(index) => &self.base.extensions[*index].spec.entry,
+                        Target::Package(index) => &self.packages.extensions[*index].spec.entry,
                     };
                     matches!(Entry::parse(entry), Ok(Entry::Native { name }) if name == PROMPT_CONSUMER)
                 });
@@ -557,6 +699,7 @@ impl Resolver<'_> {
             let tool = match target {
                 Target::Local(index) => &parsed.tools[*index].resource,
                 Target::Base(index) => &self.base.tools[*index],
+                Target::Package(index) => &self.packages.tools[*index],
             };
             for export in &tool.spec.exports {
                 known.push(format!("{}__{}", tool.name(), export.name));
@@ -582,6 +725,7 @@ impl Resolver<'_> {
             let extension = match target {
                 Target::Local(index) => &parsed.extensions[*index].resource,
                 Target::Base(index) => &self.base.extensions[*index],
+                Target::Package(index) => &self.packages.extensions[*index],
             };
             extension.name() == REQUIRED_TOOLS_GUARD
                 || extension.spec.entry == format!("{BUILTIN_PREFIX}{REQUIRED_TOOLS_GUARD}")
@@ -603,6 +747,7 @@ impl Resolver<'_> {
         let own_config = |target: &Target| match target {
             Target::Local(index) => parsed.extensions[*index].resource.spec.config.clone(),
             Target::Base(index) => self.base.extensions[*index].spec.config.clone(),
+            Target::Package(index) => self.packages.extensions[*index].spec.config.clone(),
         };
         let mut config = extension_configs[position]
             .clone()
@@ -711,6 +856,7 @@ impl Resolver<'_> {
         let connector_spec = connector.map(|target| match target {
             Target::Local(index) => &parsed.connectors[index].resource.spec,
             Target::Base(index) => &self.base.connectors[index].spec,
+            Target::Package(index) => &self.packages.connectors[index].spec,
         });
         // The webhook connector takes the event name from what the sender
         // writes (`"event": "order_paid"`); what it declares is only its
@@ -721,6 +867,7 @@ impl Resolver<'_> {
         let connector_name = match connector {
             Some(Target::Local(index)) => parsed.connectors[index].resource.name().to_string(),
             Some(Target::Base(index)) => self.base.connectors[index].name().to_string(),
+            Some(Target::Package(index)) => self.packages.connectors[index].name().to_string(),
             None => String::new(),
         };
         let mut rule_agents = Vec::new();

@@ -42,6 +42,21 @@ impl Rules<'_> {
             self.check_name(&swarm.site, swarm.resource.name(), Kind::Swarm);
             self.check_swarm(swarm);
         }
+        self.check_resources(parsed);
+        for connection in &parsed.connections {
+            self.check_name(
+                &connection.site,
+                connection.resource.name(),
+                Kind::Connection,
+            );
+            self.check_connection(connection);
+        }
+    }
+
+    /// The rules of the kinds a package offers to the bundles that depend
+    /// on it: Tools, Extensions and Connectors (entries relative to
+    /// [`Rules::root`]).
+    pub(crate) fn check_resources(&mut self, parsed: &Parsed) {
         for tool in &parsed.tools {
             self.check_name(&tool.site, tool.resource.name(), Kind::Tool);
             self.check_entry(&tool.site, &tool.resource.spec.entry, Kind::Tool);
@@ -100,14 +115,6 @@ impl Rules<'_> {
                 }
             }
         }
-        for connection in &parsed.connections {
-            self.check_name(
-                &connection.site,
-                connection.resource.name(),
-                Kind::Connection,
-            );
-            self.check_connection(connection);
-        }
     }
 
     fn push(&mut self, diagnostic: Diagnostic) {
@@ -161,12 +168,6 @@ impl Rules<'_> {
             if !parts_ok {
                 self.push(package.site.at(Code::NamingConvention, format!("Package name `{name}` should be lowercase letters, digits and `-`, optionally scoped as @scope/name"), "metadata.name")
                     .with_suggestion(format!("rename it to `{}`", conventional(name))));
-            }
-        }
-        for (index, dependency) in package.resource.spec.dependencies.iter().enumerate() {
-            if dependency.name != base_package::BASE_PACKAGE {
-                self.push(package.site.at(Code::PackageNotFound, format!("package `{}` cannot be loaded: only {} is available (it is built in)", dependency.name, base_package::BASE_PACKAGE), &format!("spec.dependencies[{index}].name"))
-                    .with_suggestion("remove the dependency; registry packages are not supported yet"));
             }
         }
         if let Some(registry) = &package.resource.spec.registry {

@@ -7,6 +7,7 @@ mod api;
 mod base_tools;
 mod corpus;
 mod limits;
+mod packages;
 
 use goondan_config::{load_bundle, LoadOptions, LoadOutcome};
 use std::path::{Path, PathBuf};

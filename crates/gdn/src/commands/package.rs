@@ -1,0 +1,653 @@
+//! `gdn package ...` and `gdn registry serve`: argument glue around
+//! `goondan-package`. Every failure is printed once as
+//! `error[E_PKG_...]: message` with a `help:` line and mapped to an exit
+//! code; nothing here resolves, packs or serves by itself.
+
+use crate::cli::{
+    GlobalArgs, PackageCacheCommand, PackageCommand, RegistryFlag, RegistryServeArgs,
+};
+use crate::exit::Outcome;
+use anyhow::Context as _;
+use goondan_config::lockfile::{Lockfile, LOCKFILE_NAME};
+use goondan_package::install::{InstallOptions, InstallReport};
+use goondan_package::manifest::PackageManifest;
+use goondan_package::name::PackageRef;
+use goondan_package::registry::client::RegistryClient;
+use goondan_package::settings::ClientSettings;
+use goondan_package::PackageError;
+use std::path::{Path, PathBuf};
+
+/// Runs one `gdn package` subcommand.
+pub(crate) fn run(global: &GlobalArgs, command: &PackageCommand) -> anyhow::Result<Outcome> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let context = match Session::new(global) {
+        Ok(context) => context,
+        Err(error) => return Ok(report(&error)),
+    };
+    match runtime.block_on(context.run(command)) {
+        Ok(()) => Ok(Outcome::Success),
+        Err(error) => Ok(report(&error)),
+    }
+}
+
+/// Installs the bundle's missing dependencies before `gdn run` (skipped
+/// with `--no-install`). A bundle without registry dependencies costs one
+/// read of its `goondan.yaml`.
+pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
+    let context = Session::new(global).map_err(|error| report(&error))?;
+    match PackageManifest::read(&context.bundle_root) {
+        Ok(Some(manifest)) if !manifest.registry_dependencies().is_empty() => {}
+        // No Package, no dependencies, or a file the loader will report.
+        _ => return Ok(()),
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            eprintln!("error: starting the async runtime: {error}");
+            Outcome::Failure
+        })?;
+    let options = context.install_options(None, false);
+    match runtime.block_on(goondan_package::install::install(
+        &context.bundle_root,
+        &options,
+    )) {
+        Ok(report) => {
+            // stdout carries the run's answer; progress goes to stderr.
+            print_install(&report, global.quiet, &mut std::io::stderr());
+            Ok(())
+        }
+        Err(error) => {
+            let outcome = report(&error);
+            eprintln!("nothing was started (`gdn run --no-install` skips installing)");
+            Err(outcome)
+        }
+    }
+}
+
+/// Prints `error` with its code and help; the exit outcome for it.
+fn report(error: &PackageError) -> Outcome {
+    eprintln!("error[{}]: {error}", error.code());
+    eprintln!("   = help: {}", error.suggestion());
+    match error {
+        PackageError::Unreachable { .. } => Outcome::NetworkError,
+        PackageError::AuthRequired { .. } => Outcome::AuthError,
+        PackageError::NoPackageDocument { .. }
+        | PackageError::ManifestInvalid { .. }
+        | PackageError::Lockfile(_)
+        | PackageError::NoRegistry
+        | PackageError::UrlInvalid { .. }
+        | PackageError::TokenFile { .. } => Outcome::ConfigError,
+        PackageError::BundleInvalid { .. } => Outcome::ValidationFailed,
+        _ => Outcome::Failure,
+    }
+}
+
+fn print_install(report: &InstallReport, quiet: bool, out: &mut dyn std::io::Write) {
+    for warning in &report.deprecated {
+        eprintln!("warning: deprecated: {warning}");
+    }
+    if quiet {
+        return;
+    }
+    // A closed output is no reason to fail an install that succeeded.
+    for key in &report.installed {
+        let _ = writeln!(out, "installed {key}");
+    }
+    if !report.cached.is_empty() {
+        let _ = writeln!(out, "{} package(s) already installed", report.cached.len());
+    }
+    if report.lockfile_written {
+        let _ = writeln!(out, "wrote {LOCKFILE_NAME}");
+    }
+}
+
+/// What every package command needs: the bundle, the System Root's
+/// packages folder and its client settings.
+struct Session {
+    bundle_root: PathBuf,
+    packages_root: PathBuf,
+    config_file: PathBuf,
+    settings: ClientSettings,
+    quiet: bool,
+    json: bool,
+}
+
+impl Session {
+    fn new(global: &GlobalArgs) -> Result<Session, PackageError> {
+        let path = global.config.clone().unwrap_or_else(|| PathBuf::from("."));
+        let bundle_root = if path.is_file() {
+            path.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            path
+        };
+        let state_root =
+            goondan_store::StateRootSources::from_process_env(global.state_root.clone())
+                .resolve()
+                .map_err(|error| PackageError::Io {
+                    path: global.state_root.clone().unwrap_or_default(),
+                    source: std::io::Error::other(error.to_string()),
+                })?;
+        let config_file = state_root.config_file();
+        Ok(Session {
+            bundle_root,
+            packages_root: state_root.packages_dir(),
+            settings: ClientSettings::read(&config_file)?,
+            config_file,
+            quiet: global.quiet,
+            json: global.json,
+        })
+    }
+
+    fn install_options(&self, registry: Option<&RegistryFlag>, frozen: bool) -> InstallOptions {
+        InstallOptions {
+            packages_root: self.packages_root.clone(),
+            registry: registry.and_then(|flag| flag.registry.clone()),
+            frozen,
+            settings: self.settings.clone(),
+        }
+    }
+
+    fn manifest(&self) -> Result<PackageManifest, PackageError> {
+        PackageManifest::read(&self.bundle_root)?.ok_or_else(|| PackageError::NoPackageDocument {
+            path: goondan_package::manifest::manifest_path(&self.bundle_root),
+        })
+    }
+
+    /// A client of the registry named by `flag`, else the Package's,
+    /// else the settings'.
+    fn client(&self, flag: &RegistryFlag) -> Result<RegistryClient, PackageError> {
+        let manifest = PackageManifest::read(&self.bundle_root).ok().flatten();
+        let explicit = flag.registry.as_deref().or(manifest
+            .as_ref()
+            .and_then(|manifest| manifest.spec.registry.as_ref())
+            .map(|registry| registry.url.as_str()));
+        let base = self.settings.registry(explicit)?;
+        let token = self.settings.token(&base);
+        RegistryClient::new(base, token)
+    }
+
+    async fn install(&self, flag: &RegistryFlag, frozen: bool) -> Result<(), PackageError> {
+        let report = goondan_package::install::install(
+            &self.bundle_root,
+            &self.install_options(Some(flag), frozen),
+        )
+        .await?;
+        print_install(&report, self.quiet, &mut std::io::stdout());
+        Ok(())
+    }
+
+    async fn run(mut self, command: &PackageCommand) -> Result<(), PackageError> {
+        match command {
+            PackageCommand::Add {
+                reference,
+                exact,
+                registry,
+            } => self.add(reference, *exact, registry).await,
+            PackageCommand::Install {
+                frozen_lockfile,
+                registry,
+            } => self.install(registry, *frozen_lockfile).await,
+            PackageCommand::Update { name, registry } => {
+                let manifest = self.manifest()?;
+                if let Some(name) = name {
+                    if !manifest.registry_dependencies().contains_key(name) {
+                        return Err(PackageError::NotFound {
+                            name: name.clone(),
+                            registry: "the Package's dependencies".into(),
+                        });
+                    }
+                }
+                // Dropping the lockfile's entries makes install resolve
+                // them again; the others stay pinned where they can.
+                if let Some(mut lockfile) = Lockfile::read(&self.bundle_root)? {
+                    lockfile.packages.retain(|key, _| {
+                        name.as_ref().is_some_and(|name| {
+                            goondan_config::lockfile::split_package_key(key)
+                                .is_some_and(|(locked, _)| locked != name)
+                        })
+                    });
+                    goondan_package::install::write_lockfile(&self.bundle_root, &lockfile)?;
+                }
+                self.install(registry, false).await
+            }
+            PackageCommand::Remove { name } => {
+                let mut manifest = self.manifest()?;
+                if !manifest.remove_dependency(name)? {
+                    return Err(PackageError::NotFound {
+                        name: name.clone(),
+                        registry: "the Package's dependencies".into(),
+                    });
+                }
+                if !self.quiet {
+                    println!("removed {name} from the Package");
+                }
+                self.install(&RegistryFlag { registry: None }, false).await
+            }
+            PackageCommand::Publish {
+                tag,
+                access,
+                dry_run,
+                registry,
+            } => {
+                self.publish(tag, access.as_deref(), *dry_run, registry)
+                    .await
+            }
+            PackageCommand::Unpublish {
+                reference,
+                force,
+                registry,
+            } => {
+                let parsed = PackageRef::parse(reference)?;
+                if parsed.selector.is_none() && !force {
+                    return Err(PackageError::VersionInvalid {
+                        name: parsed.name,
+                        text: String::new(),
+                        what: "version (or --force to remove every version)",
+                    });
+                }
+                let warnings = self
+                    .client(registry)?
+                    .unpublish(&parsed.name, parsed.selector.as_deref())
+                    .await?;
+                for warning in warnings {
+                    eprintln!("warning: {warning}");
+                }
+                if !self.quiet {
+                    println!("unpublished {reference}");
+                }
+                Ok(())
+            }
+            PackageCommand::Deprecate {
+                reference,
+                message,
+                registry,
+            } => {
+                let parsed = PackageRef::parse(reference)?;
+                let Some(version) = parsed.selector else {
+                    return Err(PackageError::VersionInvalid {
+                        name: parsed.name,
+                        text: String::new(),
+                        what: "version",
+                    });
+                };
+                self.client(registry)?
+                    .deprecate(&parsed.name, &version, message)
+                    .await?;
+                if !self.quiet {
+                    println!("deprecated {}@{version}", parsed.name);
+                }
+                Ok(())
+            }
+            PackageCommand::Login { registry } => {
+                let base = self.client(registry)?.base().clone();
+                eprintln!("token for {base} (read from stdin):");
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .map_err(goondan_package_io(&self.config_file))?;
+                let token = line.trim();
+                if token.is_empty() {
+                    return Err(PackageError::TokenFile {
+                        path: PathBuf::from("stdin"),
+                        problem: "no token was given".into(),
+                    });
+                }
+                self.settings.login(&base, token)?;
+                if !self.quiet {
+                    println!(
+                        "stored the token for {base} in {}",
+                        self.config_file.display()
+                    );
+                }
+                Ok(())
+            }
+            PackageCommand::Logout { registry } => {
+                let base = self.client(registry)?.base().clone();
+                let removed = self.settings.logout(&base)?;
+                if !self.quiet {
+                    println!(
+                        "{} {base}",
+                        if removed {
+                            "forgot the token of"
+                        } else {
+                            "no token stored for"
+                        }
+                    );
+                }
+                Ok(())
+            }
+            PackageCommand::Pack { out } => {
+                let packed = goondan_package::publish::pack(&self.bundle_root)?;
+                let dir = out.clone().unwrap_or_else(|| self.bundle_root.clone());
+                let path = dir.join(&packed.file_name);
+                std::fs::create_dir_all(&dir).map_err(goondan_package_io(&dir))?;
+                std::fs::write(&path, &packed.tarball).map_err(goondan_package_io(&path))?;
+                if self.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"file": path, "integrity": packed.integrity, "size": packed.tarball.len()})
+                    );
+                } else if !self.quiet {
+                    println!(
+                        "{} ({} bytes)\nintegrity {}",
+                        path.display(),
+                        packed.tarball.len(),
+                        packed.integrity
+                    );
+                }
+                Ok(())
+            }
+            PackageCommand::Info {
+                reference,
+                registry,
+            } => {
+                let parsed = PackageRef::parse(reference)?;
+                let metadata = self.client(registry)?.metadata(&parsed.name).await?;
+                if self.json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&metadata).unwrap_or_default()
+                    );
+                    return Ok(());
+                }
+                println!("{} ({})", metadata.name, metadata.access);
+                if !metadata.description.is_empty() {
+                    println!("{}", metadata.description);
+                }
+                for (tag, version) in &metadata.dist_tags {
+                    println!("dist-tag {tag}: {version}");
+                }
+                for (version, entry) in &metadata.versions {
+                    if parsed
+                        .selector
+                        .as_deref()
+                        .is_some_and(|wanted| wanted != version)
+                    {
+                        continue;
+                    }
+                    let deprecated = if entry.deprecated.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (deprecated: {})", entry.deprecated)
+                    };
+                    println!("{version}  {}{deprecated}", entry.dist.integrity);
+                    for (name, range) in &entry.dependencies {
+                        println!("  depends on {name}@{range}");
+                    }
+                }
+                Ok(())
+            }
+            PackageCommand::Cache { command } => self.cache(command),
+        }
+    }
+
+    async fn add(
+        &self,
+        reference: &str,
+        exact: bool,
+        registry: &RegistryFlag,
+    ) -> Result<(), PackageError> {
+        let parsed = PackageRef::parse(reference)?;
+        let metadata = self.client(registry)?.metadata(&parsed.name).await?;
+        let mut manifest = match PackageManifest::read(&self.bundle_root)? {
+            Some(manifest) => manifest,
+            None => {
+                let created = PackageManifest::create(&self.bundle_root)?;
+                if !self.quiet {
+                    println!("created the Package `{}` in goondan.yaml", created.name);
+                }
+                created
+            }
+        };
+        let selector = parsed.selector.as_deref().unwrap_or("latest");
+        // A dist-tag or an exact version picks one version; a range is
+        // kept as written (with --exact, pinned to what it resolves to).
+        let pinned = metadata
+            .dist_tags
+            .get(selector)
+            .cloned()
+            .or_else(|| semver::Version::parse(selector).ok().map(|v| v.to_string()));
+        let range = match pinned {
+            Some(version) if exact => version,
+            Some(version) => format!("^{version}"),
+            None => {
+                let requirement = semver::VersionReq::parse(selector).map_err(|_| {
+                    PackageError::VersionInvalid {
+                        name: parsed.name.clone(),
+                        text: selector.to_string(),
+                        what: "range or dist-tag",
+                    }
+                })?;
+                let best = metadata
+                    .versions
+                    .keys()
+                    .filter_map(|text| semver::Version::parse(text).ok())
+                    .filter(|version| requirement.matches(version))
+                    .max()
+                    .ok_or_else(|| PackageError::NoMatchingVersion {
+                        name: parsed.name.clone(),
+                        range: selector.to_string(),
+                        available: metadata
+                            .versions
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })?;
+                if exact {
+                    best.to_string()
+                } else {
+                    selector.to_string()
+                }
+            }
+        };
+        manifest.set_dependency(&parsed.name, &range)?;
+        if !self.quiet {
+            println!("added {}@{range} to the Package", parsed.name);
+        }
+        self.install(registry, false).await
+    }
+
+    async fn publish(
+        &self,
+        tag: &str,
+        access: Option<&str>,
+        dry_run: bool,
+        registry: &RegistryFlag,
+    ) -> Result<(), PackageError> {
+        goondan_package::publish::validate(&self.bundle_root, &self.packages_root)?;
+        let packed = goondan_package::publish::pack(&self.bundle_root)?;
+        let body = goondan_package::publish::publish_body(&packed, Some(tag), access);
+        if dry_run {
+            if !self.quiet {
+                println!(
+                    "{}@{} is ready to publish ({} bytes, {}); nothing was uploaded",
+                    packed.name,
+                    packed.version,
+                    packed.tarball.len(),
+                    packed.integrity
+                );
+            }
+            return Ok(());
+        }
+        let client = self.client(registry)?;
+        client.publish(&body).await?;
+        if !self.quiet {
+            println!(
+                "published {}@{} to {} ({})",
+                packed.name,
+                packed.version,
+                client.base(),
+                packed.integrity
+            );
+        }
+        Ok(())
+    }
+
+    fn cache(&self, command: &PackageCacheCommand) -> Result<(), PackageError> {
+        match command {
+            PackageCacheCommand::Info => {
+                let mut installed = Vec::new();
+                installed_packages(&self.packages_root, &self.packages_root, &mut installed);
+                installed.sort();
+                for (name, bytes) in &installed {
+                    println!("{name}  {bytes} bytes");
+                }
+                if !self.quiet {
+                    println!(
+                        "{} package(s) in {}",
+                        installed.len(),
+                        self.packages_root.display()
+                    );
+                }
+                Ok(())
+            }
+            PackageCacheCommand::Clean => {
+                if self.packages_root.exists() {
+                    std::fs::remove_dir_all(&self.packages_root)
+                        .map_err(goondan_package_io(&self.packages_root))?;
+                }
+                if !self.quiet {
+                    println!("removed {}", self.packages_root.display());
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn goondan_package_io(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError {
+    let path = path.to_path_buf();
+    move |source| PackageError::Io { path, source }
+}
+
+/// Installed package folders (those holding an integrity marker) below
+/// `dir`, as `name@version` (their path below the packages root) and
+/// their size.
+fn installed_packages(root: &Path, dir: &Path, out: &mut Vec<(String, u64)>) {
+    if dir
+        .join(goondan_package::install::INTEGRITY_MARKER)
+        .is_file()
+    {
+        let relative = dir.strip_prefix(root).unwrap_or(dir);
+        let key = relative
+            .components()
+            .map(|part| part.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        out.push((key, folder_size(dir)));
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if entry.path().is_dir() && !name.to_string_lossy().starts_with('.') {
+            installed_packages(root, &entry.path(), out);
+        }
+    }
+}
+
+fn folder_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => folder_size(&entry.path()),
+            Ok(kind) if kind.is_file() => entry.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Runs `gdn registry serve` until Ctrl-C or SIGTERM.
+pub(crate) fn serve_registry(args: &RegistryServeArgs) -> anyhow::Result<Outcome> {
+    use goondan_package::registry::server::{self, RegistryConfig};
+    let tokens = match &args.token_file {
+        Some(path) => match server::read_token_file(path) {
+            Ok(tokens) => tokens,
+            Err(error) => return Ok(report(&error)),
+        },
+        None => Vec::new(),
+    };
+    let public_url = match &args.public_url {
+        Some(text) => goondan_package::settings::parse_registry_url(text),
+        None => goondan_package::settings::parse_registry_url(&format!("http://{}", args.addr)),
+    };
+    let public_url = match public_url {
+        Ok(url) => url,
+        Err(error) => return Ok(report(&error)),
+    };
+    if !args.addr.ip().is_loopback() {
+        eprintln!(
+            "warning: listening on {}, beyond this machine; tokens travel in clear over plain HTTP, so put TLS in front of it",
+            args.addr
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let listener = match tokio::net::TcpListener::bind(args.addr).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                eprintln!(
+                    "error[E_PKG_REGISTRY_BIND]: cannot listen on {}: {error}",
+                    args.addr
+                );
+                eprintln!("   = help: pick another --addr (port 0 picks a free one)");
+                return Ok(Outcome::Failure);
+            }
+        };
+        let bound = listener.local_addr()?;
+        let public_url = match &args.public_url {
+            Some(_) => public_url,
+            // Port 0: the URL carries the port actually bound.
+            None => goondan_package::settings::parse_registry_url(&format!("http://{bound}"))
+                .unwrap_or(public_url),
+        };
+        println!(
+            "registry listening on http://{bound} ({}), packages in {}",
+            if tokens.is_empty() {
+                "read-only"
+            } else {
+                "publishing with a token"
+            },
+            args.dir.display()
+        );
+        let config = RegistryConfig {
+            dir: args.dir.clone(),
+            tokens,
+            public_url,
+            max_body_bytes: args.max_body_bytes,
+            body_timeout: server::DEFAULT_BODY_TIMEOUT,
+            limits: goondan_http::AcceptLimits {
+                max_connections: args.max_connections,
+                header_timeout: std::time::Duration::from_secs(args.header_timeout),
+            },
+        };
+        let shutdown = async {
+            let mut terminate =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                () = async {
+                    match terminate.as_mut() {
+                        Some(signal) => { signal.recv().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {}
+            }
+        };
+        server::serve(listener, config, shutdown).await?;
+        Ok(Outcome::Success)
+    })
+}
