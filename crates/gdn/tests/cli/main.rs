@@ -6,6 +6,7 @@ mod connectors;
 mod hardening;
 mod init;
 mod ipc;
+mod ledger;
 mod liveness;
 mod mcp;
 mod mock_llm;
