@@ -86,6 +86,9 @@ pub(crate) enum Command {
     Doctor(DoctorArgs),
     /// Model Context Protocol: serve the running swarm to MCP clients.
     Mcp(McpArgs),
+    /// Open a read-only web view of the swarms under the System Root:
+    /// conversations, a live timeline, span trees, costs, call graphs.
+    Studio(StudioArgs),
 }
 
 /// `gdn mcp`.
@@ -308,6 +311,16 @@ pub(crate) struct LogsArgs {
     /// How many lines to show (of each log file, for a process log).
     #[arg(short = 'l', long, short_alias = 'n', default_value_t = 200)]
     pub(crate) lines: usize,
+}
+
+/// `gdn studio`.
+#[derive(Debug, Args)]
+pub(crate) struct StudioArgs {
+    /// Where to listen. Beyond loopback a token is required: set
+    /// GOONDAN_STUDIO_TOKEN (24+ characters) or use the generated one
+    /// printed in the URL.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7317")]
+    pub(crate) addr: std::net::SocketAddr,
 }
 
 /// `gdn usage`.

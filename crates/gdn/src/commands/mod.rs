@@ -10,6 +10,7 @@ mod mcp;
 mod reload;
 mod run;
 mod strip_types;
+mod studio;
 mod usage;
 mod validate;
 
@@ -36,6 +37,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Instance(args) => manage::instance(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Usage(args) => usage::run(&cli.global, args),
+        Command::Studio(args) => studio::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
         Command::Connector(args) => connector::run(args),
         Command::StripTypes(args) => strip_types::run(args),
