@@ -50,16 +50,18 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
             Some(token) => format!("http://{host}:{}/?token={token}", bound.port()),
             None => format!("http://{host}:{}/", bound.port()),
         };
+        // A closed stdout (`gdn studio | head -1`) must not stop the
+        // server, so printing is best effort.
         let mut out = std::io::stdout().lock();
-        writeln!(out, "Goondan Studio: {url}")?;
+        let _ = writeln!(out, "Goondan Studio: {url}");
         if !global.quiet {
-            writeln!(
+            let _ = writeln!(
                 out,
                 "reading {} (read-only); Ctrl-C stops",
                 state_root.path().display()
-            )?;
+            );
         }
-        out.flush()?;
+        let _ = out.flush();
         drop(out);
         let studio = Studio {
             state_root,

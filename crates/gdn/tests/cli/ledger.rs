@@ -35,7 +35,7 @@ fn relay_or_answer(request: &ChatRequest) -> Reply {
 
 /// Adds `pricing` to the Model and `policy_yaml` (already indented for
 /// `spec.policy`) to the Swarm of the bundle.
-fn configure(swarm: &Swarm, policy_yaml: &str) {
+pub(crate) fn configure(swarm: &Swarm, policy_yaml: &str) {
     let path = swarm.bundle.path().join("goondan.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let text = text.replacen(

@@ -1,6 +1,7 @@
 //! Drives the real `gdn` binary: exit codes, text, JSON and GitHub output,
 //! and global flags on either side of the subcommand.
 
+mod cdp;
 mod compat;
 mod connectors;
 mod hardening;
@@ -16,6 +17,7 @@ mod secrets;
 mod stdin;
 mod store_damage;
 mod strip_types;
+mod studio;
 mod swarm;
 mod telegram;
 mod watch;

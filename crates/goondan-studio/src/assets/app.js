@@ -202,30 +202,46 @@ function usageText(usage, cost) {
   return `${fmtTokens(usage.promptTokens)} in · ${fmtTokens(usage.completionTokens)} out · ${fmtCost(cost)}`;
 }
 
+function statusClass(status) {
+  return status === "ok" ? "status-ok" : status === "running" ? "status-running" : "status-error";
+}
+
+function renderTool(tool) {
+  return el("div", { class: "tool-call", "data-tool-name": tool.name },
+    el("span", { class: "tool-label", text: "tool" }), " ", el("span", { text: tool.name }), " ",
+    el("span", { class: statusClass(tool.status), text: tool.status }), " ",
+    el("span", { class: "muted", text: fmtMs(tool.duration) }));
+}
+
+function renderStep(step) {
+  const head = el("div", {},
+    el("b", { text: `Step ${step.index ?? "?"}` }), " ",
+    el("span", { class: "muted" }, step.model ? step.model + " · " : "", usageText(step.usage, step.cost), " · ", fmtMs(step.duration)));
+  return el("div", { class: "step", "data-step-id": step.id }, head, [...step.tools.values()].map(renderTool));
+}
+
+function renderTurn(turn) {
+  const kind = turn.status === "error" ? "failed" : turn.status === "running" ? "running" : "";
+  const head = el("div", { class: "head" },
+    el("span", {},
+      el("b", { text: "Turn " + short(turn.id.replace(/^turn_/, "")) }), " ",
+      el("span", { class: statusClass(turn.status), text: turn.status }), " ",
+      el("span", { class: "muted", text: (turn.start || "").replace("T", " ").slice(0, 19) })),
+    el("span", { class: "muted" },
+      usageText(turn.usage, turn.cost), " · ", fmtMs(turn.duration), " · ",
+      el("a", { href: `#/t/${enc(state.view.swarm)}/${enc(turn.traceId)}`, class: "trace-link", text: "trace " + short(turn.traceId) })));
+  const body = el("div", { class: "body" },
+    turn.notes.map((note) => el("div", { class: "budget", text: note })),
+    turn.error ? el("div", { class: "status-error", text: turn.error }) : null,
+    [...turn.steps.values()].map(renderStep));
+  return el("div", { class: "turn " + kind, "data-turn-id": turn.id, "data-status": turn.status }, head, body);
+}
+
 function renderTimeline(events) {
   const turns = buildTurns(events);
   const list = el("div", { class: "turns" });
   if (turns.length === 0) list.append(el("p", { class: "muted", text: "No turns yet." }));
-  for (const turn of turns.reverse()) {
-    const statusClass = turn.status === "ok" ? "status-ok" : turn.status === "error" ? "status-error" : "status-running";
-    list.append(el("div", { class: "turn " + (turn.status === "error" ? "failed" : turn.status === "running" ? "running" : ""), "data-turn-id": turn.id, "data-status": turn.status },
-      el("div", { class: "head" },
-        el("span", {}, el("b", { text: "Turn " + short(turn.id.replace(/^turn_/, "")) }), " ",
-          el("span", { class: statusClass, text: turn.status }), " ",
-          el("span", { class: "muted", text: (turn.start || "").replace("T", " ").slice(0, 19) })),
-        el("span", { class: "muted" }, usageText(turn.usage, turn.cost), " · ", fmtMs(turn.duration), " · ",
-          el("a", { href: `#/t/${enc(state.view.swarm)}/${enc(turn.traceId)}`, class: "trace-link", text: "trace " + short(turn.traceId) }))),
-      el("div", { class: "body" },
-        turn.notes.map((note) => el("div", { class: "budget", text: note })),
-        turn.error ? el("div", { class: "status-error", text: turn.error }) : null,
-        [...turn.steps.values()].map((step) => el("div", { class: "step", "data-step-id": step.id },
-          el("div", {}, el("b", { text: `Step ${step.index ?? "?"}` }), " ",
-            el("span", { class: "muted" }, step.model ? step.model + " · " : "", usageText(step.usage, step.cost), " · ", fmtMs(step.duration))),
-          [...step.tools.values()].map((tool) => el("div", { class: "tool-call", "data-tool-name": tool.name },
-            "🔧 ", el("span", { text: tool.name }), " ",
-            el("span", { class: tool.status === "ok" ? "status-ok" : tool.status === "running" ? "status-running" : "status-error", text: tool.status }), " ",
-            el("span", { class: "muted", text: fmtMs(tool.duration) })))))));
-  }
+  turns.reverse().forEach((turn) => list.append(renderTurn(turn)));
   return list;
 }
 
@@ -300,8 +316,9 @@ function renderTrace() {
 function barOf(span, left, width) {
   // Styles are set through the CSSOM, which the page's CSP allows.
   const bar = el("div", { class: `bar ${span.kind} ${span.status === "error" ? "failed" : ""}` });
-  bar.style.left = left + "%";
-  bar.style.width = Math.max(width, 0.5) + "%";
+  const shown = Math.max(width, 0.5);
+  bar.style.left = Math.min(left, 100 - shown) + "%";
+  bar.style.width = shown + "%";
   return bar;
 }
 
