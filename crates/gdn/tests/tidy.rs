@@ -13,6 +13,7 @@ const FLOW: &[&str] = &[
     "goondan-typescript",
     "goondan-config",
     "goondan-store",
+    "goondan-studio",
     "goondan-model",
     "goondan-ipc",
     "goondan-runtime",
