@@ -3,15 +3,14 @@
 //! (`prices/litellm-chat-prices.json`, see `prices/README.md` for its
 //! source, license and date).
 //!
-//! The list is compiled into the binary as text and parsed only when a
-//! price is looked up, which an agent does once when it starts. Nothing
+//! The list is compiled into the binary as text; a lookup, which an agent
+//! does once when it starts, parses only the entry it finds. Nothing
 //! here counts tokens or keeps totals; that is the ledger's job
 //! (`goondan_runtime::ledger`).
 
 use goondan_config::spec::ModelPricing;
 use goondan_types::TokenUsage;
 use serde::Deserialize;
-use std::collections::HashMap;
 
 /// The vendored snapshot, verbatim.
 const PRICE_LIST: &str = include_str!("../prices/litellm-chat-prices.json");
@@ -82,15 +81,6 @@ fn list_provider(provider: &str) -> Option<&'static str> {
 /// not know gets no price rather than someone else's.
 pub fn list_price(provider: &str, model: &str) -> Option<ModelPrice> {
     let list_provider = list_provider(provider)?;
-    let entries: HashMap<String, ListEntry> = match serde_json::from_str(PRICE_LIST) {
-        Ok(entries) => entries,
-        // The file is compiled in and checked by a test; a parse failure
-        // here would be a build of a broken snapshot.
-        Err(error) => {
-            tracing::error!(%error, "the vendored price list does not parse");
-            return None;
-        }
-    };
     let bare = model.strip_prefix("models/").unwrap_or(model);
     let candidates = [
         model.to_string(),
@@ -98,8 +88,7 @@ pub fn list_price(provider: &str, model: &str) -> Option<ModelPrice> {
         format!("{list_provider}/{bare}"),
     ];
     candidates.iter().find_map(|key| {
-        entries
-            .get(key)
+        list_entry(key)
             .filter(|entry| entry.litellm_provider == list_provider)
             .map(|entry| ModelPrice {
                 input_usd_per_token: entry.input_cost_per_token,
@@ -107,6 +96,21 @@ pub fn list_price(provider: &str, model: &str) -> Option<ModelPrice> {
                 source: PriceSource::PriceList,
             })
     })
+}
+
+/// The entry of `key`, parsing only that entry: the snapshot is written
+/// one top-level key per line (`\n "<key>": {`), so a text search finds
+/// it without building the whole map at every agent start. A key with a
+/// quote or backslash is never in the list.
+fn list_entry(key: &str) -> Option<ListEntry> {
+    if key.contains(['"', '\\']) {
+        return None;
+    }
+    let needle = format!("\n \"{key}\": ");
+    let start = PRICE_LIST.find(&needle)? + needle.len();
+    let mut entries =
+        serde_json::Deserializer::from_str(&PRICE_LIST[start..]).into_iter::<ListEntry>();
+    entries.next()?.ok()
 }
 
 /// The price of a Model: its own `spec.pricing` when it has one, else the
@@ -121,6 +125,7 @@ pub fn price_of(provider: &str, model: &str, pricing: Option<&ModelPricing>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn the_vendored_list_parses_and_covers_each_paid_provider() {
@@ -133,6 +138,23 @@ mod tests {
                 "{provider} missing"
             );
         }
+    }
+
+    #[test]
+    fn every_entry_is_found_by_its_key() {
+        let entries: HashMap<String, ListEntry> = serde_json::from_str(PRICE_LIST).unwrap();
+        for (key, expected) in &entries {
+            let found = list_entry(key).unwrap_or_else(|| panic!("{key} not found"));
+            assert_eq!(
+                found.input_cost_per_token, expected.input_cost_per_token,
+                "{key}"
+            );
+            assert_eq!(
+                found.output_cost_per_token, expected.output_cost_per_token,
+                "{key}"
+            );
+        }
+        assert!(list_entry("gpt-4o\": {").is_none());
     }
 
     #[test]

@@ -109,10 +109,13 @@ impl BudgetExceeded {
                 format!("${:.6}", self.limit_value),
             ),
         };
+        // The suggestion is part of the message: a Turn's error reaches
+        // its caller (a terminal, another agent) as code and message only.
         format!(
-            "{BUDGET_EXCEEDED}: model call refused: the {} used {used}, reaching spec.policy.budget.{} ({limit})",
+            "{BUDGET_EXCEEDED}: model call refused: the {} used {used}, reaching spec.policy.budget.{} ({limit}); to go on, {}",
             self.scope,
-            self.limit.field()
+            self.limit.field(),
+            self.suggestion()
         )
     }
 
