@@ -177,3 +177,92 @@ fn the_studio_in_a_real_browser_shows_finished_and_running_instances_live() {
         r#"document.querySelectorAll('#timeline .turn[data-status="ok"]').length === 1 && document.querySelector('#conversation').innerText.includes('pong(relay ping)')"#,
     );
 }
+
+/// A GET over plain TCP; the answer's status code.
+fn status_of(port: u16, path: &str, extra_headers: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: studio.example:{port}\r\nConnection: close\r\n{extra_headers}\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn beyond_loopback_gdn_studio_prints_a_token_url_and_refuses_without_it() {
+    let state = tempfile::tempdir().unwrap();
+    let bundle = tempfile::tempdir().unwrap();
+    let mut studio = Killed(
+        crate::swarm::gdn_command(
+            bundle.path(),
+            state.path(),
+            &["studio", "--addr", "0.0.0.0:0"],
+        )
+        .env_remove("GOONDAN_STUDIO_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    let mut reader = BufReader::new(studio.0.stdout.take().unwrap());
+    let mut first_line = String::new();
+    reader.read_line(&mut first_line).unwrap();
+    let (address, token) = first_line
+        .trim()
+        .strip_prefix("Goondan Studio: http://")
+        .and_then(|rest| rest.split_once("/?token="))
+        .unwrap_or_else(|| panic!("no token URL in {first_line:?}"));
+    assert_eq!(token.len(), 64, "{token}");
+    assert!(token.bytes().all(|byte| byte.is_ascii_hexdigit()));
+    let port: u16 = address.rsplit_once(':').unwrap().1.parse().unwrap();
+    assert_eq!(status_of(port, "/api/swarms", ""), 401);
+    assert_eq!(status_of(port, "/?token=0000", ""), 401);
+    assert_eq!(status_of(port, &format!("/?token={token}"), ""), 303);
+    let cookie = format!("Cookie: gdn_studio={token}\r\n");
+    assert_eq!(status_of(port, "/api/swarms", &cookie), 200);
+}
+
+#[test]
+fn gdn_studio_refuses_a_weak_token_and_a_taken_port_with_codes() {
+    let state = tempfile::tempdir().unwrap();
+    let bundle = tempfile::tempdir().unwrap();
+    let weak = crate::swarm::run_with_deadline({
+        let mut command = crate::swarm::gdn_command(
+            bundle.path(),
+            state.path(),
+            &["studio", "--addr", "0.0.0.0:0"],
+        );
+        command.env("GOONDAN_STUDIO_TOKEN", "short");
+        command
+    });
+    assert_eq!(code(&weak), 2, "{}", stderr(&weak));
+    assert!(
+        stderr(&weak).contains("error[E_STUDIO_TOKEN_WEAK]"),
+        "{}",
+        stderr(&weak)
+    );
+    assert!(stderr(&weak).contains("= help:"));
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let busy = crate::swarm::run_with_deadline(crate::swarm::gdn_command(
+        bundle.path(),
+        state.path(),
+        &["studio", "--addr", &addr],
+    ));
+    assert_eq!(code(&busy), 1, "{}", stderr(&busy));
+    assert!(
+        stderr(&busy).contains("error[E_STUDIO_BIND]"),
+        "{}",
+        stderr(&busy)
+    );
+}
