@@ -66,6 +66,9 @@ pub(crate) enum Command {
     Instance(InstanceArgs),
     /// Show runtime events or a process log.
     Logs(LogsArgs),
+    /// Show tokens and costs of model calls, by swarm, agent, instance or
+    /// day.
+    Usage(UsageArgs),
     /// Run one AgentProcess (spawned by the orchestrator; not for people).
     #[command(hide = true)]
     Agent(AgentArgs),
@@ -87,6 +90,9 @@ pub(crate) enum Command {
     Package(PackageArgs),
     /// Run a package registry.
     Registry(RegistryArgs),
+    /// Open a read-only web view of the swarms under the System Root:
+    /// conversations, a live timeline, span trees, costs, call graphs.
+    Studio(StudioArgs),
 }
 
 /// `gdn package`.
@@ -487,6 +493,52 @@ pub(crate) struct LogsArgs {
     /// How many lines to show (of each log file, for a process log).
     #[arg(short = 'l', long, short_alias = 'n', default_value_t = 200)]
     pub(crate) lines: usize,
+}
+
+/// `gdn studio`.
+#[derive(Debug, Args)]
+pub(crate) struct StudioArgs {
+    /// Where to listen. Beyond loopback a token is required: set
+    /// GOONDAN_STUDIO_TOKEN (24+ characters) or use the generated one
+    /// printed in the URL.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7317")]
+    pub(crate) addr: std::net::SocketAddr,
+}
+
+/// `gdn usage`.
+#[derive(Debug, Args)]
+pub(crate) struct UsageArgs {
+    /// One row per what.
+    #[arg(long, value_enum, default_value_t = UsageGroup::Instance)]
+    pub(crate) by: UsageGroup,
+    /// Only this agent's calls.
+    #[arg(short, long)]
+    pub(crate) agent: Option<String>,
+    /// Only calls on or after this UTC day (YYYY-MM-DD).
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = parse_day)]
+    pub(crate) since: Option<String>,
+}
+
+/// What one `gdn usage` row sums over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum UsageGroup {
+    /// One Swarm (workspace).
+    Swarm,
+    /// One agent of a Swarm.
+    Agent,
+    /// One agent instance.
+    Instance,
+    /// One UTC day of a Swarm.
+    Day,
+}
+
+/// Accepts a calendar day as `YYYY-MM-DD`.
+fn parse_day(text: &str) -> Result<String, String> {
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map(|day| day.format("%Y-%m-%d").to_string())
+        .map_err(|_| {
+            format!("`{text}` is not a day; write it as YYYY-MM-DD, for example 2026-05-01")
+        })
 }
 
 /// Which stream of a process log `gdn logs --process` shows.

@@ -16,6 +16,7 @@ const FLOW: &[&str] = &[
     "goondan-config",
     "goondan-package",
     "goondan-store",
+    "goondan-studio",
     "goondan-model",
     "goondan-ipc",
     "goondan-runtime",

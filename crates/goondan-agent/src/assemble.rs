@@ -14,7 +14,10 @@ use goondan_runtime::turn::{
     ToolExportDefinition,
 };
 use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, EntryResolvers, RuntimeEventSink};
-use goondan_store::{InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources, SyncPolicy};
+use goondan_runtime::{BudgetLimits, Ledger};
+use goondan_store::{
+    InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources, SwarmUsageTally, SyncPolicy,
+};
 use goondan_types::{Entry, JsonValue, RuntimeEvent, Secrets};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -104,6 +107,8 @@ pub struct AssembledAgent {
     pub agents: IpcAgents,
     /// Its `metadata.json`, for status updates.
     pub metadata: MetadataFile,
+    /// Its ledger, whose totals go to `metadata.json` after each Turn.
+    pub ledger: Arc<Ledger>,
     /// How many events may wait for their Turn
     /// (`policy.queues.maxQueuedEvents`).
     pub max_queued_events: usize,
@@ -386,6 +391,13 @@ pub async fn assemble(
         tracing::warn!(agent = %args.agent_name, warning, "instance opened with a warning");
     }
     let parts = instance.into_parts();
+    let ledger = Arc::new(ledger_for(
+        &swarm,
+        model_resource,
+        &format!("{}:{}", args.agent_name, args.instance_key),
+        &store,
+        parts.metadata.get().usage.unwrap_or_default(),
+    ));
 
     let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
     let inbox = AsyncResponseInbox::new();
@@ -489,6 +501,7 @@ pub async fn assemble(
         agents: Arc::new(agents.clone()),
         inbox,
         runtime_events,
+        ledger: Some(Arc::clone(&ledger)),
     };
     // `assemble` is still synchronous because the host loop calls it so.
     let agent = Agent::start(definition, services).await.map_err(|error| {
@@ -502,7 +515,49 @@ pub async fn assemble(
         agent,
         agents,
         metadata: parts.metadata,
+        ledger,
         max_queued_events: swarm.max_queued_events(),
         telemetry,
     })
+}
+
+/// The instance's ledger: its Model's price (`spec.pricing`, else the
+/// vendored list), the Swarm's `policy.budget`, and the lifetime totals
+/// stored in `metadata.json`.
+fn ledger_for(
+    swarm: &goondan_config::SwarmView<'_>,
+    model: &goondan_config::Resource<goondan_config::spec::ModelSpec>,
+    instance: &str,
+    store: &InstanceStore,
+    totals: goondan_store::UsageTotals,
+) -> Ledger {
+    let price = goondan_model::price_of(
+        &model.spec.provider,
+        &model.spec.model,
+        model.spec.pricing.as_ref(),
+    );
+    if price.is_none() && goondan_model::needs_api_key(&model.spec.provider) {
+        tracing::info!(
+            model = %model.metadata.name,
+            "no price known for {}/{}; tokens are counted, costs are not (set Model.spec.pricing)",
+            model.spec.provider,
+            model.spec.model
+        );
+    }
+    let ledger =
+        Ledger::new(instance, model.metadata.name.clone(), price).with_instance_totals(totals);
+    match &swarm.resource().spec.policy.budget {
+        Some(budget) => {
+            // The loader refused non-positive limits, so the casts keep
+            // every value.
+            let limits = BudgetLimits {
+                max_tokens_per_turn: budget.max_tokens_per_turn.map(|value| value as u64),
+                max_tokens_per_instance: budget.max_tokens_per_instance.map(|value| value as u64),
+                max_cost_usd_per_instance: budget.max_cost_usd_per_instance,
+                max_cost_usd_per_day: budget.max_cost_usd_per_day,
+            };
+            ledger.with_budget(limits, SwarmUsageTally::new(store.workspace()))
+        }
+        None => ledger,
+    }
 }

@@ -25,8 +25,10 @@ use goondan_ipc::protocol::{
 };
 use goondan_ipc::{framing, Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::turn::{Agent, PriorTurn};
+use goondan_runtime::Ledger;
 use goondan_store::{InstanceStatus, MetadataFile};
 use goondan_types::{AgentEvent, IpcMessage, TurnFinishReason, TurnResult};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -253,6 +255,7 @@ pub async fn serve(
     outbound: Outbound,
     receiver: mpsc::Receiver<IpcMessage>,
     mut metadata: Option<MetadataFile>,
+    ledger: Option<Arc<Ledger>>,
     max_queued: usize,
 ) -> HostExit {
     let (queue_tx, mut queue) = mpsc::channel::<AgentEvent>(max_queued.max(1));
@@ -358,7 +361,7 @@ pub async fn serve(
             .run_turn_answering_early(event, observer, cancelled, answer)
             .await;
         cancellations.end();
-        set_status(&mut metadata, InstanceStatus::Idle);
+        finish_turn(&mut metadata, ledger.as_deref());
         let ok = result.finish_reason != TurnFinishReason::Error;
         outbound
             .runtime(RuntimeMessage::TurnFinished(TurnFinished {
@@ -386,6 +389,23 @@ pub async fn serve(
 fn set_status(metadata: &mut Option<MetadataFile>, status: InstanceStatus) {
     if let Some(file) = metadata {
         if let Err(error) = file.set_status(status) {
+            tracing::warn!(code = error.code(), "metadata.json not updated: {error}");
+        }
+    }
+}
+
+/// Marks the instance idle and stores the ledger's lifetime totals, in one
+/// write; a failed write is logged like [`set_status`]'s.
+fn finish_turn(metadata: &mut Option<MetadataFile>, ledger: Option<&Ledger>) {
+    if let Some(file) = metadata {
+        let usage = ledger.map(Ledger::instance_totals);
+        let written = file.update(|metadata| {
+            metadata.status = InstanceStatus::Idle;
+            if usage.is_some() {
+                metadata.usage = usage;
+            }
+        });
+        if let Err(error) = written {
             tracing::warn!(code = error.code(), "metadata.json not updated: {error}");
         }
     }
@@ -591,6 +611,7 @@ pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &Builti
                 outbound,
                 receiver,
                 Some(assembled.metadata),
+                Some(assembled.ledger),
                 assembled.max_queued_events,
             )
             .await;

@@ -96,6 +96,22 @@ pub struct ModelSpec {
     /// Declared capabilities (`streaming`, `toolCalling`, ...).
     #[serde(default)]
     pub capabilities: BTreeMap<String, bool>,
+    /// Prices that replace the vendored price list's for this Model (a
+    /// Goondan-rs extension; `docs/observability.md`, "Usage and costs").
+    #[serde(default)]
+    pub pricing: Option<ModelPricing>,
+}
+
+/// `Model.spec.pricing`: what one million tokens cost, in US dollars.
+/// Both fields are required, so a half-written override cannot silently
+/// price one side at zero.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelPricing {
+    /// US dollars per million input (prompt) tokens.
+    pub input_usd_per_million_tokens: f64,
+    /// US dollars per million output (completion) tokens.
+    pub output_usd_per_million_tokens: f64,
 }
 
 impl ModelSpec {
@@ -220,7 +236,7 @@ pub struct AgentPrompt {
 }
 
 /// `Swarm.spec`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SwarmSpec {
     /// Receives events that name no agent.
@@ -236,7 +252,7 @@ pub struct SwarmSpec {
 }
 
 /// `Swarm.spec.policy`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SwarmPolicy {
     /// Steps after which a turn is cut off; default 32.
@@ -254,6 +270,31 @@ pub struct SwarmPolicy {
     /// Bounds on agent processes (a Goondan-rs extension).
     #[serde(default)]
     pub processes: Option<SwarmProcesses>,
+    /// Token and cost limits (a Goondan-rs extension).
+    #[serde(default)]
+    pub budget: Option<SwarmBudget>,
+}
+
+/// `Swarm.spec.policy.budget`: limits past which the next model call is
+/// refused with `E_BUDGET_EXCEEDED`. Every field is optional; an absent
+/// one is no limit.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SwarmBudget {
+    /// Tokens (input plus output) one root Turn may use, counting every
+    /// Turn of other agents it reached through inter-agent requests (one
+    /// trace).
+    #[serde(default)]
+    pub max_tokens_per_turn: Option<i64>,
+    /// Tokens one agent instance may use over its lifetime.
+    #[serde(default)]
+    pub max_tokens_per_instance: Option<i64>,
+    /// US dollars one agent instance may spend over its lifetime.
+    #[serde(default)]
+    pub max_cost_usd_per_instance: Option<f64>,
+    /// US dollars the whole Swarm may spend per UTC day.
+    #[serde(default)]
+    pub max_cost_usd_per_day: Option<f64>,
 }
 
 /// `Swarm.spec.policy.processes`: how many agent processes may run at

@@ -25,6 +25,7 @@ pub mod config;
 pub mod error;
 mod http;
 mod options;
+pub mod pricing;
 mod provider;
 pub mod request;
 mod scripted;
@@ -33,6 +34,7 @@ mod wire;
 pub use cassette::CassetteEntry;
 pub use config::{ApiKey, EnvLookup, ModelConfig, ProcessEnv};
 pub use error::ModelError;
+pub use pricing::{price_of, ModelPrice, PriceSource};
 pub use provider::{build, needs_api_key, DEFAULT_KEY_VARIABLES, PROVIDERS};
 pub use request::{
     FinishReason, InvalidToolArguments, ModelParams, ModelRequest, ModelResponse, ToolSpec,

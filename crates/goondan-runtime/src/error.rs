@@ -30,6 +30,10 @@ pub enum PipelineError {
     /// A call through `ctx.agents` failed.
     #[error("inter-agent call failed: {0}")]
     Agents(#[from] AgentsError),
+    /// A model call was refused: a `policy.budget` limit is reached, or
+    /// the budget's tally could not be read.
+    #[error(transparent)]
+    Budget(#[from] crate::ledger::AdmitError),
     /// A middleware ended the chain on purpose.
     #[error("{message}")]
     Middleware {
@@ -69,6 +73,8 @@ impl PipelineError {
             PipelineError::Model(error) => error.code(),
             PipelineError::Store(error) => error.code(),
             PipelineError::Agents(error) => error.code(),
+            PipelineError::Budget(crate::ledger::AdmitError::Exceeded(error)) => error.code(),
+            PipelineError::Budget(crate::ledger::AdmitError::Store(error)) => error.code(),
             PipelineError::Middleware { code, .. } => code,
             PipelineError::Cancelled => "E_TURN_CANCELLED",
         }
@@ -80,6 +86,10 @@ impl PipelineError {
             PipelineError::Model(error) => error.suggestion(),
             PipelineError::Store(_) => None,
             PipelineError::Agents(error) => error.suggestion(),
+            PipelineError::Budget(crate::ledger::AdmitError::Exceeded(error)) => {
+                Some(error.suggestion())
+            }
+            PipelineError::Budget(crate::ledger::AdmitError::Store(_)) => None,
             PipelineError::Middleware { suggestion, .. } => suggestion.as_deref(),
             PipelineError::Cancelled => {
                 Some("send the input again; what the turn stored before it stopped is kept")

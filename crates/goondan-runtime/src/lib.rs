@@ -26,6 +26,7 @@ pub mod conversation;
 pub mod error;
 pub mod events;
 pub mod extension;
+pub mod ledger;
 pub mod pipeline;
 pub mod tool;
 pub mod turn;
@@ -42,6 +43,7 @@ pub use extension::{
     EventBus, Extension, ExtensionApi, ExtensionInitError, ExtensionState, MapBuiltinCatalog,
     ResourceKind, Subscription, ToolHandlers,
 };
+pub use ledger::{BudgetExceeded, BudgetLimits, Ledger, BUDGET_EXCEEDED};
 pub use pipeline::{
     Middleware, MiddlewareKind, MiddlewareOptions, Next, Pipeline, PipelineRegistry, StepContext,
     StepNext, ToolCallContext, ToolCallNext, TurnContext, TurnNext,

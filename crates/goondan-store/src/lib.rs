@@ -41,6 +41,7 @@ pub mod owner_only;
 pub mod paths;
 mod runtime_events;
 mod swarm_events;
+mod usage;
 
 pub use active::ActiveSwarm;
 pub use durability::SyncPolicy;
@@ -55,6 +56,7 @@ pub use runtime_events::{
     read_runtime_events, RuntimeEventFilter, RuntimeEventLog, RuntimeEventPage, RuntimeEventRecord,
 };
 pub use swarm_events::{append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord};
+pub use usage::{SwarmUsage, SwarmUsageTally, UsageTotals};
 
 use goondan_types::{JsonValue, Message, MessageEvent};
 

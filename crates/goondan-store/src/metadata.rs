@@ -53,6 +53,10 @@ pub struct InstanceMetadata {
     /// ISO 8601 time before which the instance must not be restarted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff_until: Option<String>,
+    /// Model usage of the instance's whole life (the ledger; a Goondan-rs
+    /// extension). Reset only by deleting the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::UsageTotals>,
     /// Fields written by other versions, kept verbatim.
     #[serde(flatten)]
     pub extra: JsonObject,
@@ -71,6 +75,7 @@ impl InstanceMetadata {
             epoch: 0,
             consecutive_crashes: 0,
             backoff_until: None,
+            usage: None,
             extra: JsonObject::new(),
         }
     }

@@ -140,7 +140,8 @@ impl AgentSpans {
         match event {
             RuntimeEvent::TurnStarted { turn_id, .. }
             | RuntimeEvent::TurnCompleted { turn_id, .. }
-            | RuntimeEvent::TurnFailed { turn_id, .. } => {
+            | RuntimeEvent::TurnFailed { turn_id, .. }
+            | RuntimeEvent::BudgetExceeded { turn_id, .. } => {
                 let mut attributes = self.common("invoke_agent");
                 attributes.push(KeyValue::new("goondan.turn.id", turn_id.clone()));
                 (
@@ -198,6 +199,24 @@ impl AgentSpans {
     pub fn record(&self, event: &RuntimeEvent) {
         let now = SystemTime::now();
         let (duration, extra, status) = match event {
+            // A refused model call: noted on the Turn's span, which the
+            // `turn.failed` that follows ends with the error.
+            RuntimeEvent::BudgetExceeded {
+                base,
+                limit,
+                limit_value,
+                used,
+                ..
+            } => {
+                if let Some(span) = self.open_spans().get_mut(&base.span_id) {
+                    span.attributes.extend([
+                        KeyValue::new("goondan.budget.limit", limit.clone()),
+                        KeyValue::new("goondan.budget.limit_value", *limit_value),
+                        KeyValue::new("goondan.budget.used", *used),
+                    ]);
+                }
+                return;
+            }
             RuntimeEvent::TurnStarted { .. }
             | RuntimeEvent::StepStarted { .. }
             | RuntimeEvent::ToolCalled { .. } => {
@@ -217,9 +236,11 @@ impl AgentSpans {
                 duration,
                 step_count,
                 token_usage,
+                cost_usd,
                 ..
             } => {
                 let mut extra = usage_attributes(token_usage.as_ref());
+                extra.extend(cost_usd.map(|cost| KeyValue::new("goondan.usage.cost_usd", cost)));
                 extra.push(KeyValue::new(
                     "goondan.turn.step_count",
                     i64::from(*step_count),
@@ -230,9 +251,11 @@ impl AgentSpans {
                 duration,
                 tool_call_count,
                 token_usage,
+                cost_usd,
                 ..
             } => {
                 let mut extra = usage_attributes(token_usage.as_ref());
+                extra.extend(cost_usd.map(|cost| KeyValue::new("goondan.usage.cost_usd", cost)));
                 extra.push(KeyValue::new(
                     "goondan.step.tool_call_count",
                     i64::from(*tool_call_count),
@@ -495,6 +518,7 @@ mod tests {
                 completion_tokens: 2,
                 total_tokens: 9,
             }),
+            cost_usd: Some(0.25),
         });
         let done = keep.0.lock().unwrap().clone();
         let turn = &done[1];
@@ -506,6 +530,10 @@ mod tests {
         assert_eq!(
             attribute(turn, "gen_ai.usage.input_tokens").as_deref(),
             Some("7")
+        );
+        assert_eq!(
+            attribute(turn, "goondan.usage.cost_usd").as_deref(),
+            Some("0.25")
         );
         assert_eq!(
             attribute(turn, "gen_ai.usage.output_tokens").as_deref(),
@@ -573,6 +601,8 @@ mod tests {
             tool_call_count: 0,
             duration: 1,
             token_usage: None,
+            model: None,
+            cost_usd: None,
         };
         for capture in [false, true] {
             let (keep, spans) = spans(capture);

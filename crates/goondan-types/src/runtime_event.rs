@@ -1,4 +1,5 @@
-//! The nine observability events (`shared-types.md` §9). Appended to
+//! The nine observability events (`shared-types.md` §9), plus
+//! `budget.exceeded` and the ledger's cost fields (Goondan-rs extensions). Appended to
 //! `runtime-events.jsonl`; never read back to rebuild conversation state.
 
 use crate::result::TokenUsage;
@@ -68,6 +69,10 @@ pub enum RuntimeEvent {
         /// Summed model usage.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         token_usage: Option<TokenUsage>,
+        /// What that usage cost in US dollars at the agent's Model price;
+        /// absent when the price is unknown (a Goondan-rs extension).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A Turn failed.
     #[serde(rename = "turn.failed", rename_all = "camelCase")]
@@ -117,6 +122,14 @@ pub enum RuntimeEvent {
         /// The model call's usage.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         token_usage: Option<TokenUsage>,
+        /// The Model resource that answered (`Model/<name>`'s name; a
+        /// Goondan-rs extension, read by the ledger).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// What the call cost in US dollars; absent when the price is
+        /// unknown (a Goondan-rs extension).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A Step failed.
     #[serde(rename = "step.failed", rename_all = "camelCase")]
@@ -188,6 +201,25 @@ pub enum RuntimeEvent {
         /// What went wrong.
         error_message: String,
     },
+    /// A model call was refused because a `policy.budget` limit of the
+    /// Swarm would be crossed (a Goondan-rs extension; code
+    /// `E_BUDGET_EXCEEDED`). Nothing was sent to the model.
+    #[serde(rename = "budget.exceeded", rename_all = "camelCase")]
+    BudgetExceeded {
+        /// Common fields; the span is the refused Turn's.
+        #[serde(flatten)]
+        base: RuntimeEventBase,
+        /// The Turn whose model call was refused.
+        turn_id: String,
+        /// The limit's field name (`maxTokensPerTurn`, ...).
+        limit: String,
+        /// The limit as configured.
+        limit_value: f64,
+        /// What was already used against it.
+        used: f64,
+        /// The full refusal, as the caller received it.
+        error_message: String,
+    },
 }
 
 impl RuntimeEvent {
@@ -202,7 +234,8 @@ impl RuntimeEvent {
             | RuntimeEvent::StepFailed { base, .. }
             | RuntimeEvent::ToolCalled { base, .. }
             | RuntimeEvent::ToolCompleted { base, .. }
-            | RuntimeEvent::ToolFailed { base, .. } => base,
+            | RuntimeEvent::ToolFailed { base, .. }
+            | RuntimeEvent::BudgetExceeded { base, .. } => base,
         }
     }
 
@@ -218,6 +251,7 @@ impl RuntimeEvent {
             RuntimeEvent::ToolCalled { .. } => "tool.called",
             RuntimeEvent::ToolCompleted { .. } => "tool.completed",
             RuntimeEvent::ToolFailed { .. } => "tool.failed",
+            RuntimeEvent::BudgetExceeded { .. } => "budget.exceeded",
         }
     }
 }
@@ -261,6 +295,12 @@ mod tests {
             ),
             with(
                 json!({"type": "step.completed", "stepId": "s", "stepIndex": 0, "turnId": "t", "toolCallCount": 1, "duration": 3}),
+            ),
+            with(
+                json!({"type": "step.completed", "stepId": "s", "stepIndex": 0, "turnId": "t", "toolCallCount": 0, "duration": 3, "tokenUsage": usage, "model": "claude", "costUsd": 0.25}),
+            ),
+            with(
+                json!({"type": "budget.exceeded", "turnId": "t", "limit": "maxTokensPerTurn", "limitValue": 100.0, "used": 120.0, "errorMessage": "x"}),
             ),
             with(
                 json!({"type": "step.failed", "stepId": "s", "stepIndex": 0, "turnId": "t", "duration": 3, "errorMessage": "x"}),

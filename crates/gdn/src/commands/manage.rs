@@ -441,7 +441,7 @@ fn matches(summary: &InstanceSummary, key: &str) -> bool {
 
 /// The stores of the target's workspace, or of every workspace when no
 /// bundle names one.
-fn stores(target: &Target) -> anyhow::Result<Vec<InstanceStore>> {
+pub(crate) fn stores(target: &Target) -> anyhow::Result<Vec<InstanceStore>> {
     if let Some(workspace) = &target.workspace {
         return Ok(vec![InstanceStore::new(workspace.clone())]);
     }

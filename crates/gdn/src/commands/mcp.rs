@@ -184,7 +184,7 @@ fn http_access(args: &McpServeArgs, project: &project::Project) -> Result<HttpAc
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut terminate) = signal(SignalKind::terminate()) else {
         let _ = tokio::signal::ctrl_c().await;

@@ -12,6 +12,8 @@ pub(crate) mod package;
 mod reload;
 mod run;
 mod strip_types;
+mod studio;
+mod usage;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -36,6 +38,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Stop(args) => manage::stop(&cli.global, args),
         Command::Instance(args) => manage::instance(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
+        Command::Usage(args) => usage::run(&cli.global, args),
+        Command::Studio(args) => studio::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
         Command::Connector(args) => connector::run(args, cli.global.state_root.clone()),
         Command::StripTypes(args) => strip_types::run(args),

@@ -1,11 +1,13 @@
 //! Drives the real `gdn` binary: exit codes, text, JSON and GitHub output,
 //! and global flags on either side of the subcommand.
 
+mod cdp;
 mod compat;
 mod connectors;
 mod hardening;
 mod init;
 mod ipc;
+mod ledger;
 mod liveness;
 mod mcp;
 mod mock_llm;
@@ -17,6 +19,7 @@ mod secrets;
 mod stdin;
 mod store_damage;
 mod strip_types;
+mod studio;
 mod swarm;
 mod telegram;
 mod watch;

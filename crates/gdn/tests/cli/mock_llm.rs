@@ -10,8 +10,12 @@
 //! default), as one JSON body otherwise. [`Reply::Hang`] never answers,
 //! which is how tests hold an agent mid-Turn.
 //!
-//! It does not model errors, rate limits or usage accounting beyond a fixed
-//! `usage` block: the provider's own tests in `goondan-model` cover those.
+//! Each answer reports a `usage` block that differs per request (the
+//! prompt tokens grow with the conversation, the completion tokens with
+//! the request's number), and the server keeps what it reported
+//! ([`ChatRequest::reported_usage`]), so ledger tests can compare sums. It
+//! does not model rate limits: the provider's own tests in `goondan-model`
+//! cover those.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -32,6 +36,9 @@ pub(crate) struct ChatRequest {
     pub(crate) authorization: Option<String>,
     /// The JSON body.
     pub(crate) body: Value,
+    /// The `(prompt_tokens, completion_tokens)` the answer reported;
+    /// `None` when it did not answer with a completion (hang, error).
+    pub(crate) reported_usage: Option<(u64, u64)>,
 }
 
 impl ChatRequest {
@@ -232,20 +239,28 @@ async fn chat_completions(
             .body(Body::from(r#"{"error":{"message":"body is not JSON"}}"#))
             .unwrap();
     };
-    let request = ChatRequest {
+    let mut request = ChatRequest {
         authorization: headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .map(str::to_string),
         body,
+        reported_usage: None,
     };
     let reply = (shared.decide)(&request);
     let stream = request.body["stream"] == Value::Bool(true);
     let model = request.body["model"].clone();
-    let sequence = {
+    let n_messages = request.messages().len() as u64;
+    let (sequence, prompt_tokens, completion_tokens) = {
         let mut requests = shared.requests.lock().unwrap();
+        let sequence = requests.len() + 1;
+        let prompt_tokens = 10 * n_messages + 1;
+        let completion_tokens = 3 + (sequence as u64 % 5);
+        if matches!(reply, Reply::Text(_) | Reply::ToolCall { .. }) {
+            request.reported_usage = Some((prompt_tokens, completion_tokens));
+        }
         requests.push(request);
-        requests.len()
+        (sequence, prompt_tokens, completion_tokens)
     };
     let (message, finish_reason) =
         match reply {
@@ -271,7 +286,8 @@ async fn chat_completions(
                 "tool_calls",
             ),
         };
-    let usage = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
+    let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                       "total_tokens": prompt_tokens + completion_tokens});
     let id = format!("chatcmpl-mock-{sequence}");
     if !stream {
         let body = json!({

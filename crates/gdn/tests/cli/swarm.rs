@@ -135,7 +135,7 @@ impl Swarm {
 
     /// `gdn run --input TEXT` in the background (it attaches to a running
     /// orchestrator).
-    fn spawn_input(&self, text: &str) -> Child {
+    pub(crate) fn spawn_input(&self, text: &str) -> Child {
         self.command(&["run", "--input", text])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -237,6 +237,29 @@ impl Rules<'_> {
                 self.check_bundle_file(site, rules, "spec.options.rulesFile");
             }
         }
+        if let Some(pricing) = &spec.pricing {
+            for (value, field) in [
+                (
+                    pricing.input_usd_per_million_tokens,
+                    "spec.pricing.inputUsdPerMillionTokens",
+                ),
+                (
+                    pricing.output_usd_per_million_tokens,
+                    "spec.pricing.outputUsdPerMillionTokens",
+                ),
+            ] {
+                if !value.is_finite() || value < 0.0 {
+                    self.push(
+                        site.at(
+                            Code::OutOfRange,
+                            format!("{field} is {value}; a price must be a finite number of US dollars, 0 or more"),
+                            field,
+                        )
+                        .with_suggestion("write the provider's list price per million tokens, for example 3.0"),
+                    );
+                }
+            }
+        }
     }
 
     fn check_agent(&mut self, agent: &Local<AgentSpec>) {
@@ -304,6 +327,49 @@ impl Rules<'_> {
         let shutdown = policy.shutdown.clone().unwrap_or_default();
         let queues = policy.queues.clone().unwrap_or_default();
         let processes = policy.processes.clone().unwrap_or_default();
+        let budget = policy.budget.clone().unwrap_or_default();
+        for (value, field) in [
+            (
+                budget.max_tokens_per_turn,
+                "spec.policy.budget.maxTokensPerTurn",
+            ),
+            (
+                budget.max_tokens_per_instance,
+                "spec.policy.budget.maxTokensPerInstance",
+            ),
+        ] {
+            if let Some(value) = value.filter(|value| *value <= 0) {
+                self.push(
+                    site.at(
+                        Code::OutOfRange,
+                        format!("{field} is {value}; it must be a positive number of tokens"),
+                        field,
+                    )
+                    .with_suggestion("remove the field for no limit"),
+                );
+            }
+        }
+        for (value, field) in [
+            (
+                budget.max_cost_usd_per_instance,
+                "spec.policy.budget.maxCostUsdPerInstance",
+            ),
+            (
+                budget.max_cost_usd_per_day,
+                "spec.policy.budget.maxCostUsdPerDay",
+            ),
+        ] {
+            if let Some(value) = value.filter(|value| !value.is_finite() || *value <= 0.0) {
+                self.push(
+                    site.at(
+                        Code::OutOfRange,
+                        format!("{field} is {value}; it must be a positive number of US dollars"),
+                        field,
+                    )
+                    .with_suggestion("remove the field for no limit"),
+                );
+            }
+        }
         if let Some(value) = processes.idle_seconds {
             if !(0..=i64::from(u32::MAX)).contains(&value) {
                 self.push(site.at(

@@ -149,6 +149,9 @@ pub struct AgentServices {
     pub inbox: AsyncResponseInbox,
     /// Where runtime events go.
     pub runtime_events: Arc<dyn RuntimeEventSink>,
+    /// Prices and counts every model call and applies the Swarm's budget;
+    /// `None` counts nothing (embedding, tests).
+    pub ledger: Option<Arc<crate::ledger::Ledger>>,
 }
 
 impl AgentServices {
@@ -165,6 +168,7 @@ impl AgentServices {
             agents: Arc::new(DetachedAgents),
             inbox: AsyncResponseInbox::new(),
             runtime_events: Arc::new(DiscardEvents),
+            ledger: None,
         }
     }
 }

@@ -56,6 +56,7 @@ struct AgentCore {
     inbox: AsyncResponseInbox,
     runtime_events: Arc<dyn RuntimeEventSink>,
     event_bus: EventBus,
+    ledger: Option<Arc<crate::ledger::Ledger>>,
 }
 
 impl AgentCore {
@@ -72,6 +73,31 @@ impl AgentCore {
             }
         }
         self.runtime_events.emit(event);
+    }
+
+    /// Asks the ledger whether a model call of `trace` may go out; a
+    /// refusal by a limit is reported as a `budget.exceeded` event.
+    fn admit_model_call(&self, trace: &TraceContext, turn_id: &str) -> Result<(), PipelineError> {
+        let Some(ledger) = &self.ledger else {
+            return Ok(());
+        };
+        match ledger.admit(&trace.trace_id) {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                if let crate::ledger::AdmitError::Exceeded(exceeded) = &error {
+                    tracing::warn!(code = exceeded.code(), "{exceeded}");
+                    self.emit(RuntimeEvent::BudgetExceeded {
+                        base: self.event_base(trace),
+                        turn_id: turn_id.to_string(),
+                        limit: exceeded.limit.field().to_string(),
+                        limit_value: exceeded.limit_value,
+                        used: exceeded.used,
+                        error_message: exceeded.to_string(),
+                    });
+                }
+                Err(PipelineError::Budget(error))
+            }
+        }
     }
 
     fn event_base(&self, trace: &TraceContext) -> RuntimeEventBase {
@@ -131,6 +157,7 @@ impl Agent {
             agents,
             inbox,
             runtime_events,
+            ledger,
         } = services;
 
         // One at a time, not joined: a script resolver may start a process
@@ -241,6 +268,7 @@ impl Agent {
                 inbox,
                 runtime_events,
                 event_bus,
+                ledger,
             },
             conversation,
             extension_states,
@@ -371,6 +399,7 @@ impl Agent {
                     step_count: stats.step_count,
                     duration: milliseconds(started),
                     token_usage: Some(stats.token_usage),
+                    cost_usd: stats.cost_usd,
                 });
                 result
             }
@@ -411,6 +440,9 @@ impl Agent {
         if !self.conversation.state().events().is_empty() {
             self.conversation.commit()?;
         }
+        // A budget already reached refuses the Turn before its input is
+        // recorded, so a refused input leaves the conversation as it was.
+        self.core.admit_model_call(trace, turn_id)?;
         self.conversation.begin_turn(turn_id);
         let runtime = RuntimeContext::for_event(
             self.core.runtime_agent.clone(),
@@ -449,6 +481,8 @@ impl Agent {
 struct TurnStats {
     step_count: u32,
     token_usage: TokenUsage,
+    /// Summed over priced calls; `None` when no call was priced.
+    cost_usd: Option<f64>,
 }
 
 /// The core of the `turn` chain: the user message, then the Step loop.
@@ -459,7 +493,7 @@ struct TurnCore<'a> {
 }
 
 impl TurnCore<'_> {
-    fn record(&self, usage: Option<TokenUsage>) {
+    fn record(&self, usage: Option<TokenUsage>, cost_usd: Option<f64>) {
         let mut stats = self
             .stats
             .lock()
@@ -467,6 +501,9 @@ impl TurnCore<'_> {
         stats.step_count += 1;
         if let Some(usage) = usage {
             stats.token_usage += usage;
+        }
+        if let Some(cost_usd) = cost_usd {
+            *stats.cost_usd.get_or_insert(0.0) += cost_usd;
         }
     }
 
@@ -594,7 +631,11 @@ impl TurnCore<'_> {
                     return Err(error);
                 }
             };
-            self.record(outcome.usage);
+            let cost_usd = outcome
+                .recorded
+                .as_ref()
+                .and_then(|recorded| recorded.cost_usd);
+            self.record(outcome.usage, cost_usd);
             agent.emit(RuntimeEvent::StepCompleted {
                 base: agent.event_base(&step_trace),
                 step_id,
@@ -603,6 +644,8 @@ impl TurnCore<'_> {
                 tool_call_count: u32::try_from(result.tool_calls.len()).unwrap_or(u32::MAX),
                 duration: milliseconds(started),
                 token_usage: outcome.usage,
+                model: outcome.recorded.map(|recorded| recorded.model),
+                cost_usd,
             });
             if outcome.assistant_message.is_some() {
                 response_message = outcome.assistant_message;

@@ -30,6 +30,8 @@ use std::time::Instant;
 #[derive(Debug, Default)]
 pub(super) struct StepOutcome {
     pub(super) usage: Option<TokenUsage>,
+    /// The ledger's record of the model call, when it counted one.
+    pub(super) recorded: Option<crate::ledger::RecordedCall>,
     pub(super) assistant_message: Option<Arc<Message>>,
 }
 
@@ -134,8 +136,15 @@ impl StepCore<'_> {
             tools: ctx.tool_catalog.iter().map(tool_spec).collect(),
             params: agent.model_params.clone(),
         };
+        agent.admit_model_call(ctx.trace(), ctx.turn_id())?;
         self.observer.on_model_call_start();
         let response = agent.model.generate(request, self.observer).await?;
+        // Counted as soon as it returns: the call is paid for even if the
+        // Step fails afterwards.
+        let recorded = match (&agent.ledger, &response.usage) {
+            (Some(ledger), Some(usage)) => Some(ledger.record(&ctx.trace().trace_id, usage)),
+            _ => None,
+        };
         let tool_calls = response.tool_calls();
         let invalid_arguments: Vec<Option<InvalidToolArguments>> = tool_calls
             .iter()
@@ -164,6 +173,7 @@ impl StepCore<'_> {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             outcome.usage = response.usage;
+            outcome.recorded = recorded;
             outcome.assistant_message = assistant.clone();
         }
 

@@ -1,0 +1,29 @@
+//! The Studio: a read-only web view of a System Root, served by `gdn
+//! studio` (docs/observability.md, "Studio").
+//!
+//! It shows the swarms (workspaces) and their agent instances, an
+//! instance's conversation, its timeline of Turns, Steps and tool calls
+//! with tokens and cost, a trace's span tree with timings and the
+//! inter-agent call graph, and follows new runtime events live over
+//! server-sent events. Everything comes from the files under the System
+//! Root (`goondan-store`), so it works the same while a swarm runs and
+//! after it stopped, and it never needs the orchestrator.
+//!
+//! What it does not do: write anything, start or stop anything, or serve
+//! any file that is not one of its three embedded assets.
+//!
+//! The pieces: [`access`] (who may ask: Host check, token and cookie),
+//! `data` (reading the state root), `live` (the event tail behind the
+//! SSE stream), `server` (routes and the accept loop with its limits).
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub mod access;
+mod data;
+pub mod error;
+mod live;
+mod server;
+
+pub use access::Access;
+pub use error::StudioError;
+pub use server::{router, serve, Limits, Studio};

@@ -1,0 +1,355 @@
+//! The Studio's HTTP side: the routes (all `GET`), the access gate in
+//! front of them, and the accept loop with its limits.
+//!
+//! The accept loop is ours rather than `axum::serve`'s, like the
+//! connectors' (`goondan-connector/src/http.rs`), because the port may
+//! face a network: a connection past `max_connections` is closed as soon
+//! as it is accepted, a request head slower than `header_timeout` or
+//! larger than 16 KiB closes its connection, and live streams have their
+//! own cap so they cannot take every connection.
+
+use crate::access::{Access, Decision, Refusal, COOKIE_NAME};
+use crate::data::{self, ReadError};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use goondan_store::StateRoot;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use serde_json::{json, Value};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+/// The largest request head (request line plus headers) read.
+const MAX_REQUEST_HEAD_BYTES: usize = 16 * 1024;
+/// How long requests in progress may finish after shutdown began.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Bounds on what one Studio serves at once.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Open connections; one more is closed at once.
+    pub max_connections: usize,
+    /// Live event streams open at once; one more is answered 503.
+    pub max_live_streams: usize,
+    /// Time allowed for a request's head to arrive.
+    pub header_timeout: Duration,
+    /// How often live streams look for new events.
+    pub live_poll_interval: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 64,
+            max_live_streams: 16,
+            header_timeout: Duration::from_secs(10),
+            live_poll_interval: Duration::from_millis(50),
+        }
+    }
+}
+
+/// One Studio: what it reads, who may read it, and its limits.
+#[derive(Debug, Clone)]
+pub struct Studio {
+    /// The System Root shown.
+    pub state_root: StateRoot,
+    /// The gate.
+    pub access: Access,
+    /// The limits.
+    pub limits: Limits,
+}
+
+struct Shared {
+    studio: Studio,
+    live_streams: Arc<Semaphore>,
+}
+
+/// The Studio as an axum router, for serving and for in-process tests.
+pub fn router(studio: Studio) -> Router {
+    let shared = Arc::new(Shared {
+        live_streams: Arc::new(Semaphore::new(studio.limits.max_live_streams)),
+        studio,
+    });
+    Router::new()
+        .route("/", get(index))
+        .route("/assets/app.js", get(app_js))
+        .route("/assets/app.css", get(app_css))
+        .route("/api/swarms", get(swarms))
+        .route(
+            "/api/swarms/{swarm}/instances/{instance}/conversation",
+            get(conversation),
+        )
+        .route(
+            "/api/swarms/{swarm}/instances/{instance}/events",
+            get(instance_events),
+        )
+        .route("/api/swarms/{swarm}/traces/{trace}", get(trace))
+        .route("/api/swarms/{swarm}/live", get(live))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(shared.clone(), gate))
+        .with_state(shared)
+}
+
+/// Serves `studio` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    studio: Studio,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let header_timeout = studio.limits.header_timeout;
+    let connections = Arc::new(Semaphore::new(studio.limits.max_connections));
+    let router = router(studio);
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of descriptors, or a connection reset before it
+                    // was taken: wait a moment and go on accepting.
+                    tracing::warn!("accepting a connection failed: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .max_buf_size(MAX_REQUEST_HEAD_BYTES)
+            .serve_connection(
+                TokioIo::new(stream),
+                TowerToHyperService::new(router.clone()),
+            );
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await;
+    Ok(())
+}
+
+/// Access, method and response headers for every route.
+async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "E_STUDIO_READ_ONLY",
+            "the Studio is read-only; only GET is served",
+        );
+    }
+    let mut response = match shared
+        .studio
+        .access
+        .decide(request.uri(), request.headers())
+    {
+        Decision::Allow => next.run(request).await,
+        Decision::SetCookie { location } => {
+            let token = shared.studio.access.token().unwrap_or_default();
+            let cookie = format!("{COOKIE_NAME}={token}; Path=/; HttpOnly; SameSite=Strict");
+            let mut response = StatusCode::SEE_OTHER.into_response();
+            if let (Ok(location), Ok(cookie)) = (
+                HeaderValue::from_str(&location),
+                HeaderValue::from_str(&cookie),
+            ) {
+                response.headers_mut().insert(header::LOCATION, location);
+                response.headers_mut().insert(header::SET_COOKIE, cookie);
+            }
+            response
+        }
+        Decision::Refuse(Refusal::ForeignHost) => error(
+            StatusCode::FORBIDDEN,
+            "E_STUDIO_HOST",
+            "this Studio answers only to 127.0.0.1, localhost or [::1] with its port",
+        ),
+        Decision::Refuse(Refusal::Unauthorized) => error(
+            StatusCode::UNAUTHORIZED,
+            "E_STUDIO_UNAUTHORIZED",
+            "open the URL `gdn studio` printed, with its ?token=",
+        ),
+    };
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        ),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::CACHE_CONTROL, "no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({ "code": code, "message": message })),
+    )
+        .into_response()
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+async fn app_css() -> Response {
+    asset("text/css; charset=utf-8", APP_CSS)
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "E_STUDIO_NOT_FOUND", "no such page")
+}
+
+/// Runs a read off the async threads and turns its outcome into JSON.
+async fn read(work: impl FnOnce() -> Result<Value, ReadError> + Send + 'static) -> Response {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(value)) => axum::Json(value).into_response(),
+        Ok(Err(ReadError::NotFound(message))) => {
+            error(StatusCode::NOT_FOUND, "E_STUDIO_NOT_FOUND", &message)
+        }
+        Ok(Err(ReadError::Store(store_error))) => {
+            tracing::warn!(
+                code = store_error.code(),
+                "studio read failed: {store_error}"
+            );
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                store_error.code(),
+                "the state could not be read; see the Studio's log",
+            )
+        }
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "E_STUDIO_INTERNAL",
+            "the read failed",
+        ),
+    }
+}
+
+async fn swarms(State(shared): State<Arc<Shared>>) -> Response {
+    let root = shared.studio.state_root.clone();
+    read(move || data::swarms(&root)).await
+}
+
+async fn conversation(
+    State(shared): State<Arc<Shared>>,
+    Path((swarm, instance)): Path<(String, String)>,
+) -> Response {
+    let root = shared.studio.state_root.clone();
+    read(move || {
+        let workspace = data::workspace(&root, &swarm)?;
+        let dir = data::instance_dir(&workspace, &instance)?;
+        Ok(data::conversation(&dir))
+    })
+    .await
+}
+
+async fn instance_events(
+    State(shared): State<Arc<Shared>>,
+    Path((swarm, instance)): Path<(String, String)>,
+) -> Response {
+    let root = shared.studio.state_root.clone();
+    read(move || {
+        let workspace = data::workspace(&root, &swarm)?;
+        let dir = data::instance_dir(&workspace, &instance)?;
+        data::instance_events(&dir, &instance)
+    })
+    .await
+}
+
+async fn trace(
+    State(shared): State<Arc<Shared>>,
+    Path((swarm, trace_id)): Path<(String, String)>,
+) -> Response {
+    let root = shared.studio.state_root.clone();
+    read(move || {
+        let workspace = data::workspace(&root, &swarm)?;
+        data::trace_events(&workspace, &trace_id)
+    })
+    .await
+}
+
+async fn live(
+    State(shared): State<Arc<Shared>>,
+    Path(swarm): Path<String>,
+    request: Request,
+) -> Response {
+    let Ok(permit) = shared.live_streams.clone().try_acquire_owned() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "E_STUDIO_BUSY",
+            "too many live views are open; close one and reload",
+        );
+    };
+    let only = crate::access::query_value(request.uri(), "instance").map(str::to_string);
+    let root = shared.studio.state_root.clone();
+    let workspace = match tokio::task::spawn_blocking(move || data::workspace(&root, &swarm)).await
+    {
+        Ok(Ok(workspace)) => workspace,
+        Ok(Err(ReadError::NotFound(message))) => {
+            return error(StatusCode::NOT_FOUND, "E_STUDIO_NOT_FOUND", &message)
+        }
+        _ => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "E_STUDIO_INTERNAL",
+                "the state could not be read",
+            )
+        }
+    };
+    let receiver = crate::live::follow(workspace, only, shared.studio.limits.live_poll_interval);
+    // The permit lives as long as the stream, so the cap counts open
+    // streams, not requests.
+    let stream =
+        futures_util::stream::unfold((receiver, permit), |(mut receiver, permit)| async move {
+            let frame = receiver.recv().await?;
+            Some((
+                Ok::<Bytes, std::convert::Infallible>(frame),
+                (receiver, permit),
+            ))
+        });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}

@@ -1,0 +1,266 @@
+//! The Studio's port, tried from outside over real TCP on 127.0.0.1:
+//! what it serves from a real state root, and every way in it refuses
+//! (foreign Host, missing or wrong token, writes, traversal, slow or huge
+//! request heads, too many connections).
+
+use goondan_store::StateRoot;
+use goondan_studio::{Access, Limits, Studio};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+/// A state root with one swarm, one instance, a message and two events.
+fn state_root(dir: &Path) -> StateRoot {
+    let instance = dir.join("workspaces/main-1234/instances/alpha:default");
+    std::fs::create_dir_all(instance.join("messages")).unwrap();
+    std::fs::write(
+        instance.join("metadata.json"),
+        r#"{"status":"idle","agentName":"alpha","instanceKey":"default","createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:01Z","usage":{"inputTokens":21,"outputTokens":4,"costUsd":0.5,"modelCalls":1}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        instance.join("messages/base.jsonl"),
+        concat!(
+            r#"{"id":"m1","data":{"role":"user","content":"hello"},"metadata":{},"createdAt":"2026-01-01T00:00:00Z","source":{"type":"user"}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        instance.join("messages/runtime-events.jsonl"),
+        concat!(
+            r#"{"type":"turn.started","timestamp":"2026-01-01T00:00:00.000Z","agentName":"alpha","instanceKey":"default","traceId":"0123456789abcdef0123456789abcdef","spanId":"aaaaaaaaaaaaaaaa","turnId":"turn_1"}"#,
+            "\n",
+            r#"{"type":"turn.completed","timestamp":"2026-01-01T00:00:01.000Z","agentName":"alpha","instanceKey":"default","traceId":"0123456789abcdef0123456789abcdef","spanId":"aaaaaaaaaaaaaaaa","turnId":"turn_1","stepCount":1,"duration":1000,"tokenUsage":{"promptTokens":21,"completionTokens":4,"totalTokens":25},"costUsd":0.5}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    // A file in the System Root that is not one of the Studio's answers.
+    std::fs::write(dir.join("secret.txt"), "TOP SECRET").unwrap();
+    StateRoot::new(dir)
+}
+
+struct Running {
+    addr: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+fn start(root: StateRoot, access: impl FnOnce(SocketAddr) -> Access, limits: Limits) -> Running {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let studio = Studio {
+        state_root: root,
+        access: access(addr),
+        limits,
+    };
+    runtime.spawn(goondan_studio::serve(listener, studio, async {
+        let _ = stopped.await;
+    }));
+    Running {
+        addr,
+        _stop: stop,
+        _runtime: runtime,
+    }
+}
+
+fn loopback(addr: SocketAddr) -> Access {
+    Access::for_address(addr, None).unwrap()
+}
+
+/// Sends `request` as written and returns the whole answer (the server
+/// closes after it: every request says `Connection: close`).
+fn raw(addr: SocketAddr, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+fn get(addr: SocketAddr, path: &str, extra_headers: &str) -> String {
+    raw(
+        addr,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n{extra_headers}\r\n",
+            addr.port()
+        ),
+    )
+}
+
+fn status(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn it_serves_the_page_the_swarms_a_conversation_and_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let studio = start(state_root(dir.path()), loopback, Limits::default());
+    let page = get(studio.addr, "/", "");
+    assert_eq!(status(&page), 200, "{page}");
+    assert!(page.contains("Goondan <b>Studio</b>"));
+    assert!(page.contains("content-security-policy"));
+    let swarms = get(studio.addr, "/api/swarms", "");
+    assert!(swarms.contains(r#""agentName":"alpha""#), "{swarms}");
+    assert!(swarms.contains(r#""costUsd":0.5"#), "{swarms}");
+    let conversation = get(
+        studio.addr,
+        "/api/swarms/main-1234/instances/alpha:default/conversation",
+        "",
+    );
+    assert!(
+        conversation.contains(r#""content":"hello""#),
+        "{conversation}"
+    );
+    let trace = get(
+        studio.addr,
+        "/api/swarms/main-1234/traces/0123456789abcdef0123456789abcdef",
+        "",
+    );
+    assert!(trace.contains(r#""instance":"alpha:default""#), "{trace}");
+    assert!(trace.contains("turn.completed"), "{trace}");
+}
+
+#[test]
+fn loopback_refuses_a_foreign_host_and_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let studio = start(state_root(dir.path()), loopback, Limits::default());
+    // DNS rebinding: the browser sends the attacker's name as Host.
+    let rebound = raw(
+        studio.addr,
+        "GET /api/swarms HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status(&rebound), 403, "{rebound}");
+    assert!(rebound.contains("E_STUDIO_HOST"));
+    assert!(!rebound.contains("alpha"));
+    for method in ["POST", "PUT", "DELETE", "PATCH"] {
+        let answer = raw(
+            studio.addr,
+            &format!(
+                "{method} /api/swarms HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}",
+                studio.addr.port()
+            ),
+        );
+        assert_eq!(status(&answer), 405, "{method}: {answer}");
+    }
+}
+
+#[test]
+fn no_url_reaches_outside_the_state_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = dir.path().join("root");
+    std::fs::create_dir_all(&root_dir).unwrap();
+    let root = state_root(&root_dir);
+    std::fs::write(dir.path().join("outside.txt"), "OUTSIDE").unwrap();
+    let studio = start(root, loopback, Limits::default());
+    for path in [
+        "/assets/../../secret.txt",
+        "/assets/..%2F..%2Fsecret.txt",
+        "/%2e%2e/%2e%2e/outside.txt",
+        "/api/swarms/..%2F..%2F/instances/x/conversation",
+        "/api/swarms/main-1234/instances/..%2F..%2F..%2Fsecret.txt/conversation",
+        "/api/swarms/main-1234/instances/..%2F..%2F..%2F..%2Foutside.txt/events",
+        "/api/swarms/..%2Fmain-1234/traces/x",
+        "/secret.txt",
+    ] {
+        let answer = get(studio.addr, path, "");
+        assert!(
+            !answer.contains("TOP SECRET") && !answer.contains("OUTSIDE"),
+            "{path}: {answer}"
+        );
+        assert!(matches!(status(&answer), 400 | 404), "{path}: {answer}");
+    }
+}
+
+#[test]
+fn beyond_loopback_the_token_is_required_then_kept_in_a_cookie() {
+    let dir = tempfile::tempdir().unwrap();
+    let studio = start(
+        state_root(dir.path()),
+        |_| Access::Token {
+            token: TOKEN.to_string(),
+        },
+        Limits::default(),
+    );
+    assert_eq!(status(&get(studio.addr, "/api/swarms", "")), 401);
+    assert_eq!(status(&get(studio.addr, "/?token=wrong", "")), 401);
+    let wrong_cookie = format!("Cookie: gdn_studio={}\r\n", "f".repeat(32));
+    assert_eq!(status(&get(studio.addr, "/api/swarms", &wrong_cookie)), 401);
+    let welcome = get(studio.addr, &format!("/?token={TOKEN}"), "");
+    assert_eq!(status(&welcome), 303, "{welcome}");
+    let lower = welcome.to_ascii_lowercase();
+    assert!(lower.contains("set-cookie: gdn_studio="), "{welcome}");
+    assert!(lower.contains("httponly") && lower.contains("samesite=strict"));
+    assert!(
+        lower.contains("location: /\r\n"),
+        "the token leaves the URL: {welcome}"
+    );
+    let cookie = format!("Cookie: gdn_studio={TOKEN}\r\n");
+    let swarms = get(studio.addr, "/api/swarms", &cookie);
+    assert_eq!(status(&swarms), 200, "{swarms}");
+    assert!(swarms.contains("alpha"));
+}
+
+#[test]
+fn slow_and_huge_request_heads_and_extra_connections_are_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let studio = start(
+        state_root(dir.path()),
+        loopback,
+        Limits {
+            max_connections: 2,
+            header_timeout: Duration::from_millis(300),
+            ..Limits::default()
+        },
+    );
+    // A head that never ends is closed after the header timeout.
+    let mut slow = TcpStream::connect(studio.addr).unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let started = Instant::now();
+    let mut sink = Vec::new();
+    let _ = slow.read_to_end(&mut sink);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the slow head was not cut"
+    );
+
+    // A head past 16 KiB is refused.
+    let huge = format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Fill: {}\r\nConnection: close\r\n\r\n",
+        studio.addr.port(),
+        "a".repeat(64 * 1024)
+    );
+    let answer = raw(studio.addr, &huge);
+    assert!(!answer.contains("200 OK"), "{answer}");
+
+    // Two idle connections take both slots; the third is closed at once.
+    let _first = TcpStream::connect(studio.addr).unwrap();
+    let _second = TcpStream::connect(studio.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let third = get(studio.addr, "/api/swarms", "");
+    assert!(
+        third.is_empty(),
+        "a connection past the cap was served: {third}"
+    );
+}
