@@ -13,7 +13,8 @@
 //! that error as a tool error.
 //!
 //! With `--http ADDR` it serves streamable HTTP at `http://ADDR/mcp`
-//! instead, until SIGINT or SIGTERM. A non-loopback address is refused
+//! instead, until SIGINT or SIGTERM, through the accept loop every port
+//! shares (`goondan_http`: a connection cap and a header timeout). A non-loopback address is refused
 //! (`E_MCP_REMOTE_REFUSED`) unless both `--allow-remote` and a bearer token
 //! (`--token-env NAME`, read from the environment or the bundle's `.env`)
 //! are given: the endpoint runs Turns, which spend the operator's model
@@ -32,6 +33,14 @@ use goondan_mcp::server::http::HttpAccess;
 use goondan_mcp::server::{AgentTool, SwarmTurns, TurnFailure};
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// The bounds of the `--http` port before a request reaches the MCP
+/// router (which bounds bodies): each connection may hold a long call or
+/// its event stream, so a few hundred; a head must arrive within 10 s.
+const HTTP_LIMITS: goondan_http::AcceptLimits = goondan_http::AcceptLimits {
+    max_connections: 256,
+    header_timeout: std::time::Duration::from_secs(10),
+};
 
 /// The swarm behind the control socket.
 struct SocketTurns {
@@ -137,8 +146,7 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
             goondan_mcp::server::http::ENDPOINT
         );
         let router = goondan_mcp::server::http::router(turns, access);
-        axum::serve(listener, router)
-            .with_graceful_shutdown(stop_signal())
+        goondan_http::serve(listener, router, HTTP_LIMITS, stop_signal())
             .await
             .context("serving MCP over HTTP")?;
         Ok(Outcome::Success)

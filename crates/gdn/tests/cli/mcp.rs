@@ -400,3 +400,55 @@ fn the_official_python_sdk_lists_and_calls_agents_over_stdio_and_http() {
     let _ = http.wait();
     drop(resident);
 }
+
+#[test]
+fn the_http_port_closes_a_connection_whose_head_never_ends() {
+    use std::io::Read;
+    let swarm = mcp_swarm();
+    let resident = swarm.start_resident();
+    let mut http = swarm
+        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(http.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let address = banner
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+        .to_string();
+    // A slowloris: half a request head, then silence.
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let closed = stream.read_to_end(&mut rest);
+    assert!(
+        closed.is_ok(),
+        "the server closed the connection: {closed:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "closed by the header timeout, not the test's"
+    );
+    // The port still serves.
+    let answer = post(
+        &address,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+    );
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    let _ = http.kill();
+    let _ = http.wait();
+    drop(resident);
+}
