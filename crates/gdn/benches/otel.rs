@@ -9,8 +9,8 @@
 //! * `silent`: the endpoint at a socket that accepts and never answers (a
 //!   hung collector).
 //!
-//! Inputs go round-robin (off, on, silent, off, ...) so machine noise hits
-//! the three alike. For each mode it prints the wall time of `gdn run
+//! Inputs go round-robin (off, on, silent; then on, silent, off; ...) so
+//! machine noise and the position in a round hit the three alike. For each mode it prints the wall time of `gdn run
 //! --input` attached to the resident orchestrator, and the Turn time the
 //! entry agent itself recorded (`turn.completed.duration`, which includes
 //! the delegated Turn), as median and p90, with the ratio to `off`.
@@ -216,10 +216,12 @@ fn main() {
     for mode in &modes {
         ask(mode);
     }
-    for _ in 0..inputs {
-        for mode in &mut modes {
-            let elapsed = ask(mode);
-            mode.wall.push(elapsed);
+    // Each round starts with the next mode, so no mode always goes first.
+    for round in 0..inputs {
+        for offset in 0..modes.len() {
+            let index = (round + offset) % modes.len();
+            let elapsed = ask(&modes[index]);
+            modes[index].wall.push(elapsed);
         }
     }
     for mode in &mut modes {

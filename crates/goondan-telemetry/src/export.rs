@@ -75,7 +75,8 @@ impl SpanExport {
     /// Exports what is queued and stops the batch thread, waiting at most
     /// `bound` (a collector that does not answer costs a stopping process
     /// no more than that). Returns false when the bound ran out or the
-    /// last export failed; spans still queued are then lost, by design.
+    /// SDK reported a failure; spans still queued are then lost, by
+    /// design.
     pub fn shutdown(&self, bound: Duration) -> bool {
         match self.processor.shutdown_with_timeout(bound) {
             Ok(()) => true,
