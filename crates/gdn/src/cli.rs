@@ -123,6 +123,10 @@ pub(crate) enum PackageCommand {
         /// Depend on exactly the resolved version instead of `^version`.
         #[arg(short = 'E', long)]
         exact: bool,
+        /// Accepted for the original's scripts; it changes nothing, since
+        /// a Package has no devDependencies (a note says so).
+        #[arg(short = 'D', long)]
+        dev: bool,
         #[command(flatten)]
         registry: RegistryFlag,
     },
@@ -708,6 +712,18 @@ mod tests {
         assert!(matches!(
             instance.command,
             Some(InstanceCommand::List { all: true, .. })
+        ));
+        let Command::Package(package) = parse(&["package", "add", "@a/b", "-D", "-E"]).command
+        else {
+            panic!("not package");
+        };
+        assert!(matches!(
+            package.command,
+            PackageCommand::Add {
+                dev: true,
+                exact: true,
+                ..
+            }
         ));
         let Command::Instance(instance) = parse(&["instance"]).command else {
             panic!("not instance");

@@ -185,8 +185,16 @@ impl Session {
             PackageCommand::Add {
                 reference,
                 exact,
+                dev,
                 registry,
-            } => self.add(reference, *exact, registry).await,
+            } => {
+                if *dev {
+                    eprintln!(
+                        "note: --dev changes nothing: a Package has no devDependencies, so {reference} is added as a dependency (the original ignores --dev too)"
+                    );
+                }
+                self.add(reference, *exact, registry).await
+            }
             PackageCommand::Install {
                 frozen_lockfile,
                 registry,
