@@ -246,10 +246,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let path = front.path.clone();
-    let limits = goondan_http::AcceptLimits {
-        max_connections: front.max_connections,
-        header_timeout: front.header_timeout,
-    };
+    let limits = goondan_http::AcceptLimits::new(front.max_connections, front.header_timeout);
     let slots = Semaphore::new(usize::try_from(front.max_concurrent).unwrap_or(usize::MAX));
     let shared = Arc::new(Shared {
         front,

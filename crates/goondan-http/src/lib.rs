@@ -22,8 +22,14 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-/// How long requests in progress may take to finish after a shutdown.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
+/// A request head larger than this is refused unless a port says
+/// otherwise: far above what a browser or a webhook sender writes, far
+/// below hyper's own bound (about 400 KiB).
+pub const DEFAULT_MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// How long requests in progress may take to finish after a shutdown,
+/// unless a port says otherwise.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The limits the accept loop enforces before a request reaches a router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,10 +40,28 @@ pub struct AcceptLimits {
     /// that says nothing, or trickles its head a byte at a time, cannot
     /// hold a slot.
     pub header_timeout: Duration,
+    /// The largest request head (request line and headers) read.
+    pub max_head_bytes: usize,
+    /// How long requests in progress may take to finish after the
+    /// shutdown signal (a port with endless event streams keeps it short).
+    pub drain_timeout: Duration,
+}
+
+impl AcceptLimits {
+    /// `max_connections` and `header_timeout` with the default head bound
+    /// and drain time.
+    pub const fn new(max_connections: u64, header_timeout: Duration) -> AcceptLimits {
+        AcceptLimits {
+            max_connections,
+            header_timeout,
+            max_head_bytes: DEFAULT_MAX_HEAD_BYTES,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets
-/// requests in progress finish (for at most 15 s).
+/// requests in progress finish (for at most `limits.drain_timeout`).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -71,6 +95,7 @@ pub async fn serve(
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)
+            .max_buf_size(limits.max_head_bytes)
             .serve_connection(
                 TokioIo::new(stream),
                 TowerToHyperService::new(router.clone()),
@@ -82,6 +107,6 @@ pub async fn serve(
         });
     }
     drop(listener);
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await;
+    let _ = tokio::time::timeout(limits.drain_timeout, graceful.shutdown()).await;
     Ok(())
 }

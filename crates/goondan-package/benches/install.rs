@@ -60,10 +60,7 @@ fn main() {
             public_url: url.clone(),
             max_body_bytes: server::DEFAULT_MAX_BODY_BYTES,
             body_timeout: server::DEFAULT_BODY_TIMEOUT,
-            limits: goondan_http::AcceptLimits {
-                max_connections: 64,
-                header_timeout: Duration::from_secs(10),
-            },
+            limits: goondan_http::AcceptLimits::new(64, Duration::from_secs(10)),
         };
         tokio::spawn(server::serve(listener, config, std::future::pending()));
 

@@ -33,10 +33,7 @@ async fn start(tokens: &[&str], max_body_bytes: u64) -> Running {
         public_url: url::Url::parse(&url).unwrap(),
         max_body_bytes,
         body_timeout: Duration::from_secs(5),
-        limits: goondan_http::AcceptLimits {
-            max_connections: 16,
-            header_timeout: Duration::from_millis(500),
-        },
+        limits: goondan_http::AcceptLimits::new(16, Duration::from_millis(500)),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(server::serve(listener, config, async {

@@ -1,12 +1,12 @@
 //! The Studio's HTTP side: the routes (all `GET`), the access gate in
 //! front of them, and the accept loop with its limits.
 //!
-//! The accept loop is ours rather than `axum::serve`'s, like the
-//! connectors' (`goondan-connector/src/http.rs`), because the port may
-//! face a network: a connection past `max_connections` is closed as soon
-//! as it is accepted, a request head slower than `header_timeout` or
-//! larger than 16 KiB closes its connection, and live streams have their
-//! own cap so they cannot take every connection.
+//! The accept loop is the one every port shares (`goondan_http`) rather
+//! than `axum::serve`, because the port may face a network: a connection
+//! past `max_connections` is closed as soon as it is accepted, a request
+//! head slower than `header_timeout` or larger than 16 KiB closes its
+//! connection, and live streams have their own cap so they cannot take
+//! every connection.
 
 use crate::access::{Access, Decision, Refusal, COOKIE_NAME};
 use crate::data::{self, ReadError};
@@ -18,10 +18,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use goondan_store::StateRoot;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::sync::Arc;
@@ -104,53 +100,22 @@ pub fn router(studio: Studio) -> Router {
         .with_state(shared)
 }
 
-/// Serves `studio` on `listener` until `shutdown` resolves.
+/// Serves `studio` on `listener` until `shutdown` resolves, through the
+/// accept loop every port shares (`goondan_http`), with the Studio's own
+/// bounds: a 16 KiB head, and a short drain (live streams never end on
+/// their own).
 pub async fn serve(
     listener: TcpListener,
     studio: Studio,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let header_timeout = studio.limits.header_timeout;
-    let connections = Arc::new(Semaphore::new(studio.limits.max_connections));
-    let router = router(studio);
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of descriptors, or a connection reset before it
-                    // was taken: wait a moment and go on accepting.
-                    tracing::warn!("accepting a connection failed: {error}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let connection = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .max_buf_size(MAX_REQUEST_HEAD_BYTES)
-            .serve_connection(
-                TokioIo::new(stream),
-                TowerToHyperService::new(router.clone()),
-            );
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
-            drop(permit);
-        });
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await;
-    Ok(())
+    let limits = goondan_http::AcceptLimits {
+        max_connections: u64::try_from(studio.limits.max_connections).unwrap_or(u64::MAX),
+        header_timeout: studio.limits.header_timeout,
+        max_head_bytes: MAX_REQUEST_HEAD_BYTES,
+        drain_timeout: DRAIN_TIMEOUT,
+    };
+    goondan_http::serve(listener, router(studio), limits, shutdown).await
 }
 
 /// Access, method and response headers for every route.

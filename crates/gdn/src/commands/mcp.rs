@@ -37,10 +37,8 @@ use std::sync::Arc;
 /// The bounds of the `--http` port before a request reaches the MCP
 /// router (which bounds bodies): each connection may hold a long call or
 /// its event stream, so a few hundred; a head must arrive within 10 s.
-const HTTP_LIMITS: goondan_http::AcceptLimits = goondan_http::AcceptLimits {
-    max_connections: 256,
-    header_timeout: std::time::Duration::from_secs(10),
-};
+const HTTP_LIMITS: goondan_http::AcceptLimits =
+    goondan_http::AcceptLimits::new(256, std::time::Duration::from_secs(10));
 
 /// The swarm behind the control socket.
 struct SocketTurns {

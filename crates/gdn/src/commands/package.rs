@@ -637,10 +637,10 @@ pub(crate) fn serve_registry(args: &RegistryServeArgs) -> anyhow::Result<Outcome
             public_url,
             max_body_bytes: args.max_body_bytes,
             body_timeout: server::DEFAULT_BODY_TIMEOUT,
-            limits: goondan_http::AcceptLimits {
-                max_connections: args.max_connections,
-                header_timeout: std::time::Duration::from_secs(args.header_timeout),
-            },
+            limits: goondan_http::AcceptLimits::new(
+                args.max_connections,
+                std::time::Duration::from_secs(args.header_timeout),
+            ),
         };
         let shutdown = async {
             let mut terminate =
