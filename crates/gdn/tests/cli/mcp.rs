@@ -180,23 +180,7 @@ fn gdn_mcp_serve_offers_each_agent_as_a_tool_and_each_call_is_a_turn() {
     assert_eq!(client.finish(), 0);
 
     // The same swarm over streamable HTTP on a loopback port.
-    let mut http = swarm
-        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    BufReader::new(http.stderr.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
-    let address = banner
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {banner:?}"))
-        .to_string();
+    let (mut http, address) = serve_http(&swarm);
     let answer = post(
         &address,
         &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "beta", "arguments": {"text": "three"}}}),
@@ -260,6 +244,29 @@ fn a_cancelled_call_stops_its_turn_and_the_instance_takes_the_next() {
     );
     assert_eq!(client.finish(), 0);
     drop(resident);
+}
+
+/// `gdn mcp serve --http 127.0.0.1:0` for `swarm`, and the address it
+/// printed it serves on.
+fn serve_http(swarm: &Swarm) -> (Child, String) {
+    let mut http = swarm
+        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(http.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let address = banner
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+        .to_string();
+    (http, address)
 }
 
 /// One JSON-RPC message POSTed to `/mcp` over a plain HTTP/1.1
@@ -378,22 +385,8 @@ fn the_official_python_sdk_lists_and_calls_agents_over_stdio_and_http() {
         json!({"tools": ["alpha", "beta"], "text": "beta: from python", "isError": false})
     );
 
-    let mut http = swarm
-        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    BufReader::new(http.stderr.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
-    let url = banner
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {banner:?}"))
-        .to_string();
+    let (mut http, address) = serve_http(&swarm);
+    let url = format!("http://{address}/mcp");
     let over_http = official_client(&swarm, &["http", &url]);
     assert_eq!(over_http["text"], "beta: from python", "{over_http}");
     let _ = http.kill();
@@ -406,23 +399,7 @@ fn the_http_port_closes_a_connection_whose_head_never_ends() {
     use std::io::Read;
     let swarm = mcp_swarm();
     let resident = swarm.start_resident();
-    let mut http = swarm
-        .command(&["mcp", "serve", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    BufReader::new(http.stderr.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
-    let address = banner
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {banner:?}"))
-        .to_string();
+    let (mut http, address) = serve_http(&swarm);
     // A slowloris: half a request head, then silence.
     let mut stream = std::net::TcpStream::connect(&address).unwrap();
     stream

@@ -171,55 +171,17 @@ fn a_pipe_into_a_second_run_is_answered_by_the_running_orchestrator() {
 
 #[test]
 fn a_terminal_session_is_a_chat_that_keeps_one_conversation_and_ends_with_ctrl_d() {
-    use std::io::Read;
-    use std::sync::{Arc, Mutex};
     let swarm = echo_swarm();
-    let pty = nix::pty::openpty(None, None).unwrap();
-    let terminal = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
-    let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"])
-        .stdin(terminal(&pty.slave))
-        .stdout(terminal(&pty.slave))
-        .stderr(terminal(&pty.slave))
-        .spawn()
-        .unwrap();
-    drop(pty.slave);
-    let mut master = std::fs::File::from(pty.master);
-    let screen = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let screen = screen.clone();
-        let mut master = master.try_clone().unwrap();
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 4096];
-            // Ends with EIO once the last holder of the terminal exits.
-            while let Ok(read) = master.read(&mut buffer) {
-                if read == 0 {
-                    break;
-                }
-                screen
-                    .lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buffer[..read]));
-            }
-        })
-    };
-    let shows = |text: &str| {
-        let text = text.to_string();
-        let screen = screen.clone();
-        crate::swarm::wait_until(&format!("the terminal to show {text:?}"), move || {
-            screen.lock().unwrap().contains(&text).then_some(())
-        })
-    };
-    shows("type a message");
-    master.write_all(b"hello there\n").unwrap();
-    shows("got: hello there");
-    master.write_all(b"and again\n").unwrap();
-    shows("got: and again");
+    let mut terminal = Terminal::start(&swarm, &["run"]);
+    terminal.shows("type a message");
+    terminal.types(b"hello there\n");
+    terminal.shows("got: hello there");
+    terminal.types(b"and again\n");
+    terminal.shows("got: and again");
     // Ctrl-D at the start of a line is the end of the input.
-    master.write_all(&[4]).unwrap();
-    let output = crate::swarm::finish(child, "gdn run on a terminal");
-    assert_eq!(code(&output), 0, "{}", screen.lock().unwrap());
-    drop(master);
-    let _ = reader.join();
+    terminal.types(&[4]);
+    let (output, screen) = terminal.finish("gdn run on a terminal");
+    assert_eq!(code(&output), 0, "{screen}");
     let dir = find_instance(swarm.state.path(), "alpha", "default").unwrap();
     let history = crate::swarm::conversation_of(&dir);
     let users = history
@@ -258,8 +220,6 @@ fn sigterm_stops_a_piped_run_gracefully() {
 
 #[test]
 fn gdn_instance_on_a_terminal_lists_restarts_and_deletes_with_keys() {
-    use std::io::Read;
-    use std::sync::{Arc, Mutex};
     let swarm = echo_swarm();
     let resident = swarm.start_resident();
     let asked = swarm.run(&["run", "--input", "hello"]);
@@ -274,66 +234,102 @@ fn gdn_instance_on_a_terminal_lists_restarts_and_deletes_with_keys() {
         stdout(&piped)
     );
 
-    let pty = nix::pty::openpty(None, None).unwrap();
-    let terminal = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
-    let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["instance"])
-        .stdin(terminal(&pty.slave))
-        .stdout(terminal(&pty.slave))
-        .stderr(terminal(&pty.slave))
-        .spawn()
-        .unwrap();
-    drop(pty.slave);
-    let mut master = std::fs::File::from(pty.master);
-    let screen = Arc::new(Mutex::new(String::new()));
-    let reader = {
-        let screen = screen.clone();
-        let mut master = master.try_clone().unwrap();
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 4096];
-            while let Ok(read) = master.read(&mut buffer) {
-                if read == 0 {
-                    break;
-                }
-                screen
-                    .lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buffer[..read]));
-            }
-        })
-    };
-    let shows = |text: &str| {
-        let text = text.to_string();
-        let screen = screen.clone();
-        crate::swarm::wait_until(&format!("the screen to show {text:?}"), move || {
-            screen.lock().unwrap().contains(&text).then_some(())
-        })
-    };
-    shows(">● alpha:default");
-    shows("started=");
+    let mut terminal = Terminal::start(&swarm, &["instance"]);
+    terminal.shows(">● alpha:default");
+    terminal.shows("started=");
     let old_pid = swarm.pid_of("alpha").expect("alpha runs");
-    shows(&format!("pid={old_pid}"));
+    terminal.shows(&format!("pid={old_pid}"));
     // Down to "exit" and back up with arrow keys, then restart.
-    master.write_all(b"\x1b[B").unwrap();
-    shows(">  exit");
-    master.write_all(b"\x1b[A").unwrap();
-    master.write_all(b"r").unwrap();
-    shows("restarted alpha:default");
+    terminal.types(b"\x1b[B");
+    terminal.shows(">  exit");
+    terminal.types(b"\x1b[A");
+    terminal.types(b"r");
+    terminal.shows("restarted alpha:default");
     let new_pid = swarm.pid_of("alpha").expect("alpha runs again");
     assert_ne!(new_pid, old_pid);
-    shows(&format!("pid={new_pid}"));
+    terminal.shows(&format!("pid={new_pid}"));
     // Delete asks first; `n` keeps it, `y` deletes it.
-    master.write_all(b"d").unwrap();
-    shows("delete every message and extension state of alpha:default? [y/N]");
-    master.write_all(b"n").unwrap();
-    shows("kept alpha:default");
-    master.write_all(b"d").unwrap();
-    master.write_all(b"y").unwrap();
-    shows("deleted alpha:default");
-    master.write_all(b"q").unwrap();
-    let output = crate::swarm::finish(child, "gdn instance on a terminal");
-    assert_eq!(code(&output), 0, "{}", screen.lock().unwrap());
-    drop(master);
-    let _ = reader.join();
+    terminal.types(b"d");
+    terminal.shows("delete every message and extension state of alpha:default? [y/N]");
+    terminal.types(b"n");
+    terminal.shows("kept alpha:default");
+    terminal.types(b"d");
+    terminal.types(b"y");
+    terminal.shows("deleted alpha:default");
+    terminal.types(b"q");
+    let (output, screen) = terminal.finish("gdn instance on a terminal");
+    assert_eq!(code(&output), 0, "{screen}");
     assert!(find_instance(swarm.state.path(), "alpha", "default").is_none());
     drop(resident);
+}
+
+/// `gdn ARGS` of `swarm` on a pseudo-terminal: what it has shown so far,
+/// and a keyboard.
+struct Terminal {
+    child: std::process::Child,
+    master: std::fs::File,
+    screen: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Terminal {
+    fn start(swarm: &Swarm, args: &[&str]) -> Terminal {
+        use std::io::Read;
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let slave = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
+        let child = gdn_command(swarm.bundle.path(), swarm.state.path(), args)
+            .stdin(slave(&pty.slave))
+            .stdout(slave(&pty.slave))
+            .stderr(slave(&pty.slave))
+            .spawn()
+            .unwrap();
+        drop(pty.slave);
+        let master = std::fs::File::from(pty.master);
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let reader = {
+            let screen = screen.clone();
+            let mut master = master.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 4096];
+                // Ends with EIO once the last holder of the terminal exits.
+                while let Ok(read) = master.read(&mut buffer) {
+                    if read == 0 {
+                        break;
+                    }
+                    screen
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buffer[..read]));
+                }
+            })
+        };
+        Terminal {
+            child,
+            master,
+            screen,
+            reader,
+        }
+    }
+
+    /// Waits until the screen has shown `text`.
+    fn shows(&self, text: &str) {
+        let screen = self.screen.clone();
+        crate::swarm::wait_until(&format!("the terminal to show {text:?}"), move || {
+            screen.lock().unwrap().contains(text).then_some(())
+        })
+    }
+
+    /// Types `keys`.
+    fn types(&mut self, keys: &[u8]) {
+        self.master.write_all(keys).unwrap();
+    }
+
+    /// Waits for the program to exit: its output and all it showed.
+    fn finish(self, what: &str) -> (Output, String) {
+        let output = crate::swarm::finish(self.child, what);
+        drop(self.master);
+        let _ = self.reader.join();
+        let screen = self.screen.lock().unwrap().clone();
+        (output, screen)
+    }
 }
