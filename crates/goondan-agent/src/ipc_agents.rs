@@ -345,6 +345,33 @@ impl IpcAgents {
     }
 }
 
+/// Armed while a blocking request waits for its answer: when the wait is
+/// dropped instead of finishing (the caller's own Turn was cancelled), the
+/// request's Turn is cancelled too (`runtime.cancel` to the orchestrator),
+/// so a cancelled chain does not go on spending below its root.
+struct CancelOnDrop<'a> {
+    agents: &'a IpcAgents,
+    event_id: &'a str,
+    correlation_id: &'a str,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        lock(&self.agents.pending).remove(self.correlation_id);
+        let cancel = RuntimeMessage::Cancel(protocol::Cancel {
+            event_id: self.event_id.to_string(),
+        })
+        .to_message(&self.agents.me.to_string(), ORCHESTRATOR);
+        // Best effort: a full or closed channel means the process is busy
+        // writing or going away; the callee's Turn then finishes.
+        let _ = self.agents.outbound.try_send(cancel);
+    }
+}
+
 impl AgentsApi for IpcAgents {
     fn request<'a>(
         &'a self,
@@ -405,8 +432,16 @@ impl AgentsApi for IpcAgents {
                 lock(&self.pending).remove(&correlation_id);
                 return Err(error);
             }
-            let answer = match tokio::time::timeout(Duration::from_millis(timeout_ms), answer).await
-            {
+            let mut stop_waiting = CancelOnDrop {
+                agents: self,
+                event_id: &event.id,
+                correlation_id: &correlation_id,
+                armed: true,
+            };
+            let waited = tokio::time::timeout(Duration::from_millis(timeout_ms), answer).await;
+            stop_waiting.armed = false;
+            drop(stop_waiting);
+            let answer = match waited {
                 Ok(Ok(answer)) => answer,
                 _ => {
                     lock(&self.pending).remove(&correlation_id);

@@ -384,3 +384,49 @@ async fn a_send_returns_once_its_event_reached_the_target_or_was_refused() {
     let error = refused.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("E_EXTENSION_INIT"), "{error}");
 }
+
+#[tokio::test]
+async fn a_caller_that_stops_waiting_cancels_its_request_but_a_finished_wait_does_not() {
+    let (agents, mut orchestrator, _) = alpha();
+    agents.begin_turn(&event("outer"));
+    let caller = agents.clone();
+    let call = tokio::spawn(async move {
+        caller
+            .request(
+                "beta",
+                event("long job"),
+                AgentRuntimeRequestOptions::default(),
+            )
+            .await
+    });
+    let request = orchestrator.receiver.recv().await.unwrap();
+    let request: AgentEvent = serde_json::from_value(request.payload.clone()).unwrap();
+    // The caller's Turn is cancelled: its wait is dropped.
+    call.abort();
+    let _ = call.await;
+    let cancel = orchestrator.receiver.recv().await.unwrap();
+    assert_eq!(cancel.to, "orchestrator");
+    assert_eq!(cancel.from, "alpha:main");
+    match goondan_ipc::protocol::decode(&cancel) {
+        Ok(goondan_ipc::Inbound::Runtime(RuntimeMessage::Cancel(cancel))) => {
+            assert_eq!(cancel.event_id, request.id);
+        }
+        other => panic!("not a cancel: {other:?}"),
+    }
+
+    // A request that got its answer sends nothing more.
+    let caller = agents.clone();
+    let call = tokio::spawn(async move {
+        caller
+            .request(
+                "beta",
+                event("short job"),
+                AgentRuntimeRequestOptions::default(),
+            )
+            .await
+    });
+    let request = orchestrator.receiver.recv().await.unwrap();
+    assert!(deliver(&agents, answer_to(&request, "done", None)));
+    assert!(call.await.unwrap().is_ok());
+    assert!(orchestrator.receiver.try_recv().is_err());
+}

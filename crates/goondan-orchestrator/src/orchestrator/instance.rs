@@ -193,6 +193,18 @@ impl Instance {
         Ok(())
     }
 
+    /// Whether the event `event_id` that `sender` sent waits here: `Some(true)`
+    /// when a process has it, `Some(false)` while it is queued.
+    pub(crate) fn holds_event_from(&self, event_id: &str, sender: &str) -> Option<bool> {
+        let sent = |queued: &Queued| {
+            queued.event_id.as_deref() == Some(event_id) && queued.message.from == sender
+        };
+        if self.in_flight.iter().any(sent) {
+            return Some(true);
+        }
+        self.queue.iter().any(sent).then_some(false)
+    }
+
     /// Takes the event `event_id` out of the queue if it has not been
     /// handed to a process yet; true when it was there.
     pub(crate) fn remove_queued(&mut self, event_id: &str) -> bool {

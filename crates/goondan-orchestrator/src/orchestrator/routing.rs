@@ -105,6 +105,32 @@ impl Orchestrator {
         true
     }
 
+    /// A child stopped waiting for its request `event_id` (its own Turn
+    /// was cancelled): the request leaves its target's queue, or its Turn
+    /// is cancelled there, and so on down the chain. Only the sender of a
+    /// request can cancel it; an answered or unknown one is left alone.
+    fn cancel_request_of(&mut self, from: &RoutingKey, event_id: &str) {
+        let sender = from.to_string();
+        let held = self.instances.iter().find_map(|(key, instance)| {
+            instance
+                .holds_event_from(event_id, &sender)
+                .map(|handed_over| (key.clone(), handed_over))
+        });
+        let Some((key, handed_over)) = held else {
+            return;
+        };
+        tracing::info!(from = %from, to = %key, event_id, "request cancelled by its caller");
+        if !handed_over {
+            self.instance_for(&key).remove_queued(event_id);
+            return;
+        }
+        let message = RuntimeMessage::Cancel(Cancel {
+            event_id: event_id.to_string(),
+        })
+        .to_message(ORCHESTRATOR, &key.to_string());
+        let _ = self.deliver(&key, Queued::plain(message));
+    }
+
     /// `Err(E_AGENT_BACKOFF)` when `key` has no process and backs off
     /// after crashes.
     fn refuse_if_backing_off(&mut self, key: &RoutingKey) -> Result<(), OrchestratorError> {
@@ -285,6 +311,7 @@ impl Orchestrator {
                     event_id: None,
                 },
             ),
+            RuntimeMessage::Cancel(cancel) => self.cancel_request_of(key, &cancel.event_id),
             lifecycle => self.on_lifecycle(key, lifecycle),
         }
     }

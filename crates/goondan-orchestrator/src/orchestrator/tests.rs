@@ -882,3 +882,59 @@ async fn a_cancelled_request_is_dropped_while_queued_and_signalled_once_handed_o
     // Nothing waits any more: a second cancel finds nothing.
     assert!(!h.handle.cancel(event.id).await.unwrap());
 }
+
+#[tokio::test]
+async fn a_caller_that_stops_waiting_cancels_its_request_and_only_its_own() {
+    let mut h = harness(8);
+    let _asking = h.ask("one");
+    let alpha = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    let mut request = AgentEvent::new(
+        "agent.request",
+        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
+    );
+    request.input = Some("help".into());
+    request.reply_to = Some(goondan_types::ReplyChannel {
+        target: "alpha:main".into(),
+        correlation_id: protocol::correlation_id_for(&request),
+    });
+    h.say(
+        &alpha,
+        protocol::event_message("alpha:main", "beta:main", &request),
+    )
+    .await;
+    let beta = h.next_ready_process().await;
+    let (to, delivered) = h.next_event().await;
+    assert_eq!(
+        (to, delivered.id.as_str()),
+        (beta.clone(), request.id.as_str())
+    );
+    let cancel = |from: &Link| {
+        RuntimeMessage::Cancel(protocol::Cancel {
+            event_id: request.id.clone(),
+        })
+        .to_message(&from.key.to_string(), ORCHESTRATOR)
+    };
+    // Beta did not send the request: its cancel is ignored.
+    h.say(&beta, cancel(&beta)).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    while let Ok((_, message)) = h.sent.try_recv() {
+        assert!(
+            !matches!(
+                protocol::decode(&message),
+                Ok(Inbound::Runtime(RuntimeMessage::Cancel(_)))
+            ),
+            "a cancel from a process that did not send the request went through"
+        );
+    }
+    // Alpha stopped waiting: beta is told to cancel the Turn.
+    h.say(&alpha, cancel(&alpha)).await;
+    loop {
+        let (to, message) = h.sent.recv().await.unwrap();
+        if let Ok(Inbound::Runtime(RuntimeMessage::Cancel(cancel))) = protocol::decode(&message) {
+            assert_eq!(to, beta);
+            assert_eq!(cancel.event_id, request.id);
+            break;
+        }
+    }
+}
