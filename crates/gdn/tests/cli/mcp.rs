@@ -18,6 +18,12 @@ fn decide(request: &ChatRequest) -> Reply {
     if request.last_user_text() == "hang" {
         return Reply::Hang;
     }
+    if request.is_from("agent ALPHA") && request.last_user_text() == "chain" {
+        return Reply::tool(
+            "agents__request",
+            json!({"target": "beta", "input": "hang"}),
+        );
+    }
     if request.is_from("agent BETA") {
         return Reply::text(format!("beta: {}", request.last_user_text()));
     }
@@ -240,6 +246,52 @@ fn a_cancelled_call_stops_its_turn_and_the_instance_takes_the_next() {
         failed["errorMessage"]
             .as_str()
             .is_some_and(|message| message.contains("cancelled")),
+        "{failed}"
+    );
+    assert_eq!(client.finish(), 0);
+    drop(resident);
+}
+
+#[test]
+fn a_cancelled_call_also_cancels_the_turn_it_waits_on_in_another_agent() {
+    let swarm = mcp_swarm();
+    let resident = swarm.start_resident();
+    let mut client = McpClient::start(&swarm);
+    client.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+    );
+    client.notify("notifications/initialized");
+    // alpha asks beta, whose model never answers.
+    client.send(
+        2,
+        "tools/call",
+        json!({"name": "alpha", "arguments": {"text": "chain"}}),
+    );
+    swarm.mock.wait_for("beta's hanging model call", |request| {
+        request.is_from("agent BETA") && request.last_user_text() == "hang"
+    });
+    client.notify_with("notifications/cancelled", json!({"requestId": 2}));
+    // beta is free again only if its Turn was cancelled with alpha's.
+    let after = client.request(
+        3,
+        "tools/call",
+        json!({"name": "beta", "arguments": {"text": "after"}}),
+    );
+    assert_eq!(
+        after["result"]["content"][0]["text"], "beta: after",
+        "{after}"
+    );
+    let failed = swarm
+        .runtime_events("beta")
+        .into_iter()
+        .find(|event| event["type"] == "turn.failed")
+        .expect("beta's Turn failed as cancelled");
+    assert!(
+        failed["errorMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("cancelled")),
         "{failed}"
     );
     assert_eq!(client.finish(), 0);
