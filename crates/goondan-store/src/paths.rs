@@ -142,11 +142,6 @@ impl StateRoot {
         self.root.join("packages")
     }
 
-    /// `packages/<name>@<version>/`.
-    pub fn package_dir(&self, name: &str, version: &str) -> PathBuf {
-        self.packages_dir().join(format!("{name}@{version}"))
-    }
-
     /// `workspaces/`.
     pub fn workspaces_dir(&self) -> PathBuf {
         self.root.join("workspaces")
@@ -677,10 +672,6 @@ mod tests {
             Path::new("/s/runtime/sockets/main-prod.lock")
         );
         assert_eq!(root.config_file(), Path::new("/s/config.json"));
-        assert_eq!(
-            root.package_dir("@goondan/base", "1.0.0"),
-            Path::new("/s/packages/@goondan/base@1.0.0")
-        );
     }
 
     #[test]
