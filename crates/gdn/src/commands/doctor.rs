@@ -5,6 +5,7 @@
 //! command does, and proven writable with a probe file); the provider keys
 //! (presence only, never more than a 4-character prefix of a value); the
 //! runtimes future script entries will need (`node`, `bun`, `python3`);
+//! whether the `OTEL_*` variables turn span export on, and are usable;
 //! the project's bundle (found, valid). It exits 1 when a check fails and
 //! 0 otherwise. It touches no network and leaves nothing behind: folders
 //! it creates to probe the System Root are removed again.
@@ -106,7 +107,11 @@ impl Check {
 pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Result<Outcome> {
     // The runtimes answer while the other checks run.
     let runtime_probes = start_runtime_probes();
-    let mut checks = vec![version_check(), state_root_check(global, args.fix)];
+    let mut checks = vec![
+        version_check(),
+        state_root_check(global, args.fix),
+        telemetry_check(),
+    ];
     let (project_checks, bundle) = project_checks(global, args);
     checks.extend(finish_runtime_probes(runtime_probes));
     checks.extend(key_checks(bundle.as_ref()));
@@ -262,6 +267,43 @@ fn private_root_check(path: &Path, source: &str, fix: bool) -> Check {
         "chmod 700 {} (or run `gdn doctor --fix`)",
         shell_word(&path.display().to_string())
     ))
+}
+
+/// Whether the `OTEL_*` variables turn span export on, and whether
+/// `gdn run` could use them (it refuses to start otherwise).
+fn telemetry_check() -> Check {
+    const NAME: &str = "OpenTelemetry export";
+    match goondan_telemetry::OtlpSettings::from_env("goondan") {
+        Ok(None) => Check::new(
+            "system",
+            NAME,
+            Status::Pass,
+            "off (no OTEL_EXPORTER_OTLP_ENDPOINT)".into(),
+        ),
+        Ok(Some(settings)) => Check::new(
+            "system",
+            NAME,
+            Status::Pass,
+            format!(
+                "spans go to {} ({}), service `{}`{}",
+                settings.traces_endpoint,
+                settings.protocol.as_str(),
+                settings.service_name,
+                if settings.capture_message_content {
+                    ", with message content"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Err(error) => Check::new(
+            "system",
+            NAME,
+            Status::Fail,
+            format!("[{}] {error}", error.code()),
+        )
+        .with_fix(error.suggestion()),
+    }
 }
 
 /// What the probe found.

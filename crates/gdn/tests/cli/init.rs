@@ -648,3 +648,50 @@ fn doctor_fix_creates_the_state_root_makes_it_private_and_fixes_the_bundle() {
     let mode = std::fs::metadata(&state_root).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
 }
+
+#[test]
+fn doctor_says_whether_spans_are_exported_and_fails_on_settings_gdn_run_would_refuse() {
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("state");
+    let doctor = |env: &[(&str, &str)]| {
+        let mut command = gdn(
+            work.path(),
+            &["--state-root", state.to_str().unwrap(), "doctor", "--json"],
+        );
+        for name in [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_SDK_DISABLED",
+        ] {
+            command.env_remove(name);
+        }
+        command.envs(env.iter().copied());
+        let (_, report, _) = doctor_json(command);
+        check(&report, "OpenTelemetry export").clone()
+    };
+    let off = doctor(&[]);
+    assert_eq!(off["status"], "pass");
+    assert!(off["detail"].as_str().unwrap().starts_with("off"), "{off}");
+    let on = doctor(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")]);
+    assert_eq!(on["status"], "pass");
+    assert!(
+        on["detail"]
+            .as_str()
+            .unwrap()
+            .contains("http://127.0.0.1:4318/v1/traces"),
+        "{on}"
+    );
+    let unusable = doctor(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ]);
+    assert_eq!(unusable["status"], "fail", "{unusable}");
+    assert!(
+        unusable["detail"]
+            .as_str()
+            .unwrap()
+            .contains("E_OTEL_PROTOCOL"),
+        "{unusable}"
+    );
+}
