@@ -44,6 +44,13 @@ pub enum OrchestratorError {
         /// The exit code, `None` when a signal ended it.
         code: Option<i32>,
     },
+    /// The request's Turn was cancelled by its requester, and the process
+    /// running it died before it said so: the event is not run again.
+    #[error("the turn of {key} was cancelled")]
+    TurnCancelled {
+        /// The routing key.
+        key: String,
+    },
     /// The instance serving a request was deleted.
     #[error("{key} was deleted before answering")]
     Deleted {
@@ -130,6 +137,7 @@ impl OrchestratorError {
             OrchestratorError::UnknownAgent { .. } => "E_AGENT_NOT_FOUND",
             OrchestratorError::AgentStart { code, .. } => code,
             OrchestratorError::AgentExited { .. } => "E_AGENT_CRASHED",
+            OrchestratorError::TurnCancelled { .. } => "E_TURN_CANCELLED",
             OrchestratorError::Deleted { .. } => "E_INSTANCE_DELETED",
             OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
             OrchestratorError::QueueFull { .. } => "E_QUEUE_FULL",

@@ -32,6 +32,9 @@ pub(crate) struct Queued {
     /// The instance to tell once the event is handed over (the sender of
     /// a fire-and-forget event, which waits for that).
     pub(crate) ack_to: Option<goondan_ipc::RoutingKey>,
+    /// Its Turn was cancelled while a process had it: if that process
+    /// dies, the event is not handed to the next one.
+    pub(crate) cancelled: bool,
 }
 
 impl Queued {
@@ -42,6 +45,7 @@ impl Queued {
             event_id: Some(event_id),
             attempts: 0,
             ack_to: None,
+            cancelled: false,
         }
     }
 
@@ -52,6 +56,7 @@ impl Queued {
             event_id: None,
             attempts: 0,
             ack_to: None,
+            cancelled: false,
         }
     }
 }
@@ -205,6 +210,18 @@ impl Instance {
         self.queue.iter().any(sent).then_some(false)
     }
 
+    /// Marks the in-flight event `event_id` as cancelled, so a crash of
+    /// its process does not hand it to the next one.
+    pub(crate) fn mark_cancelled(&mut self, event_id: &str) {
+        if let Some(queued) = self
+            .in_flight
+            .iter_mut()
+            .find(|queued| queued.event_id.as_deref() == Some(event_id))
+        {
+            queued.cancelled = true;
+        }
+    }
+
     /// Takes the event `event_id` out of the queue if it has not been
     /// handed to a process yet; true when it was there.
     pub(crate) fn remove_queued(&mut self, event_id: &str) -> bool {
@@ -288,11 +305,12 @@ impl Instance {
 
     /// The process died: its in-flight events go back to the front of the
     /// queue, marked as redelivered, except those that were already handed
-    /// to [`MAX_DELIVERY_ATTEMPTS`] processes, which are returned.
+    /// to [`MAX_DELIVERY_ATTEMPTS`] processes or were cancelled, which are
+    /// returned.
     pub(crate) fn redeliver_in_flight(&mut self) -> Vec<Queued> {
         let mut given_up = Vec::new();
         for mut queued in std::mem::take(&mut self.in_flight).into_iter().rev() {
-            if queued.attempts >= MAX_DELIVERY_ATTEMPTS {
+            if queued.cancelled || queued.attempts >= MAX_DELIVERY_ATTEMPTS {
                 given_up.push(queued);
                 continue;
             }
@@ -401,5 +419,20 @@ mod tests {
             }
         }
         assert_eq!(instance.waiting(), 0);
+    }
+
+    #[test]
+    fn a_cancelled_event_is_not_redelivered() {
+        let mut instance = Instance::new();
+        instance.enqueue(event("kept"), 8).unwrap();
+        instance.enqueue(event("cancelled"), 8).unwrap();
+        while let Some(queued) = instance.next_to_send() {
+            instance.handed_over(queued);
+        }
+        instance.mark_cancelled("cancelled");
+        let not_redelivered = instance.redeliver_in_flight();
+        assert_eq!(not_redelivered.len(), 1);
+        assert!(not_redelivered[0].cancelled);
+        assert_eq!(instance.queued(), 1);
     }
 }

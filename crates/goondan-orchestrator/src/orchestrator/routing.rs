@@ -97,6 +97,7 @@ impl Orchestrator {
             }
             return true;
         }
+        self.instance_for(&key).mark_cancelled(event_id);
         let message = RuntimeMessage::Cancel(Cancel {
             event_id: event_id.to_string(),
         })
@@ -124,6 +125,7 @@ impl Orchestrator {
             self.instance_for(&key).remove_queued(event_id);
             return;
         }
+        self.instance_for(&key).mark_cancelled(event_id);
         let message = RuntimeMessage::Cancel(Cancel {
             event_id: event_id.to_string(),
         })

@@ -285,10 +285,20 @@ impl Orchestrator {
         }
         instance.control = None;
         instance.ending = Default::default();
-        let given_up = instance.redeliver_in_flight();
-        let attempts = given_up.first().map_or(0, |queued| queued.attempts);
-        for queued in given_up {
-            self.give_up(key, queued, code, attempts);
+        let not_redelivered = instance.redeliver_in_flight();
+        let attempts = not_redelivered
+            .iter()
+            .find(|queued| !queued.cancelled)
+            .map_or(0, |queued| queued.attempts);
+        for queued in not_redelivered {
+            if queued.cancelled {
+                let error = OrchestratorError::TurnCancelled {
+                    key: key.to_string(),
+                };
+                self.fail_queued(key, &queued, error);
+            } else {
+                self.give_up(key, queued, code, attempts);
+            }
         }
         let Some(instance) = self.instances.get_mut(key) else {
             return;

@@ -938,3 +938,33 @@ async fn a_caller_that_stops_waiting_cancels_its_request_and_only_its_own() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_cancelled_event_whose_process_dies_is_not_run_again() {
+    let mut h = harness(8);
+    let running = h
+        .handle
+        .enqueue(Ingress::cli("long job", None), None)
+        .await
+        .unwrap();
+    let link = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    assert!(h.handle.cancel(event.id.clone()).await.unwrap());
+    // The process dies before it says the Turn was cancelled.
+    h.end_process(0, &link, None).await;
+    let refused = tokio::time::timeout(Duration::from_secs(10), running.answer())
+        .await
+        .expect("the requester is answered, not left waiting for a rerun")
+        .unwrap_err();
+    assert_eq!(refused.code(), "E_TURN_CANCELLED");
+    // A crashed instance is started again, but the event is not handed to
+    // the new process.
+    let again = h.next_ready_process().await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    while let Ok((to, message)) = h.sent.try_recv() {
+        assert!(
+            !(to == again && matches!(protocol::decode(&message), Ok(Inbound::Event(_)))),
+            "the cancelled event was redelivered"
+        );
+    }
+}
