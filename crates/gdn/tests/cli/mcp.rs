@@ -200,8 +200,12 @@ fn gdn_mcp_serve_offers_each_agent_as_a_tool_and_each_call_is_a_turn() {
     drop(resident);
 }
 
-#[test]
-fn a_cancelled_call_stops_its_turn_and_the_instance_takes_the_next() {
+/// Calls `agent` with `text` through `gdn mcp serve` (request 2), waits
+/// until the model call `hangs` names is in flight, cancels the call, and
+/// checks that beta answers the next call (it could not while a Turn of
+/// it hung), that the cancelled call is never answered, and that beta's
+/// hung Turn failed as cancelled.
+fn cancel_a_hanging_call(agent: &str, text: &str, hangs: fn(&ChatRequest) -> bool) {
     let swarm = mcp_swarm();
     let resident = swarm.start_resident();
     let mut client = McpClient::start(&swarm);
@@ -211,19 +215,14 @@ fn a_cancelled_call_stops_its_turn_and_the_instance_takes_the_next() {
         json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
     );
     client.notify("notifications/initialized");
-
-    // beta's model never answers this one: its Turn holds the instance.
     client.send(
         2,
         "tools/call",
-        json!({"name": "beta", "arguments": {"text": "hang"}}),
+        json!({"name": agent, "arguments": {"text": text}}),
     );
-    swarm.mock.wait_for("beta's hanging model call", |request| {
-        request.last_user_text() == "hang"
-    });
+    swarm.mock.wait_for("the hanging model call", hangs);
     client.notify_with("notifications/cancelled", json!({"requestId": 2}));
 
-    // Without the cancel, this call would wait behind the hung Turn.
     let after = client.request(
         3,
         "tools/call",
@@ -233,9 +232,6 @@ fn a_cancelled_call_stops_its_turn_and_the_instance_takes_the_next() {
         after["result"]["content"][0]["text"], "beta: after",
         "{after}"
     );
-
-    // The cancelled call is never answered, and its Turn failed with the
-    // cancellation code.
     assert!(client.lines.try_recv().is_err());
     let events = swarm.runtime_events("beta");
     let failed = events
@@ -253,49 +249,18 @@ fn a_cancelled_call_stops_its_turn_and_the_instance_takes_the_next() {
 }
 
 #[test]
+fn a_cancelled_call_stops_its_turn_and_the_instance_takes_the_next() {
+    // beta's model never answers this one: its Turn holds the instance.
+    cancel_a_hanging_call("beta", "hang", |request| request.last_user_text() == "hang");
+}
+
+#[test]
 fn a_cancelled_call_also_cancels_the_turn_it_waits_on_in_another_agent() {
-    let swarm = mcp_swarm();
-    let resident = swarm.start_resident();
-    let mut client = McpClient::start(&swarm);
-    client.request(
-        1,
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
-    );
-    client.notify("notifications/initialized");
-    // alpha asks beta, whose model never answers.
-    client.send(
-        2,
-        "tools/call",
-        json!({"name": "alpha", "arguments": {"text": "chain"}}),
-    );
-    swarm.mock.wait_for("beta's hanging model call", |request| {
+    // alpha asks beta, whose model never answers: beta is free again only
+    // if its Turn was cancelled with alpha's.
+    cancel_a_hanging_call("alpha", "chain", |request| {
         request.is_from("agent BETA") && request.last_user_text() == "hang"
     });
-    client.notify_with("notifications/cancelled", json!({"requestId": 2}));
-    // beta is free again only if its Turn was cancelled with alpha's.
-    let after = client.request(
-        3,
-        "tools/call",
-        json!({"name": "beta", "arguments": {"text": "after"}}),
-    );
-    assert_eq!(
-        after["result"]["content"][0]["text"], "beta: after",
-        "{after}"
-    );
-    let failed = swarm
-        .runtime_events("beta")
-        .into_iter()
-        .find(|event| event["type"] == "turn.failed")
-        .expect("beta's Turn failed as cancelled");
-    assert!(
-        failed["errorMessage"]
-            .as_str()
-            .is_some_and(|m| m.contains("cancelled")),
-        "{failed}"
-    );
-    assert_eq!(client.finish(), 0);
-    drop(resident);
 }
 
 /// `gdn mcp serve --http 127.0.0.1:0` for `swarm`, and the address it
