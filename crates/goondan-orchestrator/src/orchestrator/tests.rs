@@ -251,6 +251,26 @@ impl Harness {
         tokio::spawn(async move { handle.ask(ingress, None).await })
     }
 
+    /// Alpha's process (`alpha`) sends beta a request for help, waiting on
+    /// `correlation_id`; the request.
+    async fn alpha_asks_beta(&self, alpha: &Link, correlation_id: &str) -> AgentEvent {
+        let mut request = AgentEvent::new(
+            "agent.request",
+            goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
+        );
+        request.input = Some("help".into());
+        request.reply_to = Some(goondan_types::ReplyChannel {
+            target: "alpha:main".into(),
+            correlation_id: correlation_id.into(),
+        });
+        self.say(
+            alpha,
+            protocol::event_message("alpha:main", "beta:main", &request),
+        )
+        .await;
+        request
+    }
+
     /// Waits for a `shutdown` sent to `link`.
     async fn next_shutdown_to(&mut self, link: &Link) {
         loop {
@@ -717,20 +737,7 @@ async fn a_draining_process_still_gets_the_answer_its_last_turn_waits_for() {
     let alpha = h.next_ready_process().await;
     let _ = h.next_event().await;
     // Alpha's Turn asks beta and waits.
-    let mut request = AgentEvent::new(
-        "agent.request",
-        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
-    );
-    request.input = Some("help".into());
-    request.reply_to = Some(goondan_types::ReplyChannel {
-        target: "alpha:main".into(),
-        correlation_id: "corr-1".into(),
-    });
-    h.say(
-        &alpha,
-        protocol::event_message("alpha:main", "beta:main", &request),
-    )
-    .await;
+    h.alpha_asks_beta(&alpha, "corr-1").await;
     let beta = h.next_ready_process().await;
     let (to, _) = h.next_event().await;
     assert_eq!(to, beta);
@@ -889,20 +896,7 @@ async fn a_caller_that_stops_waiting_cancels_its_request_and_only_its_own() {
     let _asking = h.ask("one");
     let alpha = h.next_ready_process().await;
     let _ = h.next_event().await;
-    let mut request = AgentEvent::new(
-        "agent.request",
-        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
-    );
-    request.input = Some("help".into());
-    request.reply_to = Some(goondan_types::ReplyChannel {
-        target: "alpha:main".into(),
-        correlation_id: protocol::correlation_id_for(&request),
-    });
-    h.say(
-        &alpha,
-        protocol::event_message("alpha:main", "beta:main", &request),
-    )
-    .await;
+    let request = h.alpha_asks_beta(&alpha, "corr-2").await;
     let beta = h.next_ready_process().await;
     let (to, delivered) = h.next_event().await;
     assert_eq!(
