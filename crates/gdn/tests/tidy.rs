@@ -19,6 +19,7 @@ const FLOW: &[&str] = &[
     "goondan-studio",
     "goondan-model",
     "goondan-ipc",
+    "goondan-cluster",
     "goondan-runtime",
     "goondan-plugin",
     "goondan-connector",

@@ -21,6 +21,7 @@
 //!   conversation on one System Root.
 
 use crate::StoreError;
+use goondan_types::placement::fnv1a64;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -549,18 +550,6 @@ pub fn decode_path_component(encoded: &str) -> Option<String> {
         }
     }
     String::from_utf8(decoded).ok()
-}
-
-/// 64-bit FNV-1a. Hand-written because the names it builds must stay the
-/// same across Rust releases, which `std`'s hasher does not promise, and
-/// collisions are caught by the key kept in `metadata.json`.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in bytes {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
 }
 
 #[cfg(test)]

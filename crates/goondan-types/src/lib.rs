@@ -20,6 +20,7 @@ pub mod event;
 pub mod ipc;
 pub mod json;
 pub mod message;
+pub mod placement;
 pub mod refs;
 pub mod result;
 pub mod runtime_event;

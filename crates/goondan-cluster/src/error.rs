@@ -1,0 +1,105 @@
+//! [`ClusterError`]: what can go wrong talking to the cluster, with codes.
+
+use std::time::Duration;
+
+/// A failure of the cluster engine, with a stable code and a suggestion.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// `--cluster` (or `GOONDAN_CLUSTER`) does not parse.
+    #[error("bad cluster address `{given}`: {reason}")]
+    BadUrl {
+        /// What was given.
+        given: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No server of the list could be reached.
+    #[error("cannot connect to the cluster at {urls}: {reason}")]
+    Connect {
+        /// The servers tried.
+        urls: String,
+        /// The client's error.
+        reason: String,
+    },
+    /// A stream, bucket or object store exists with settings this version
+    /// cannot work with, or cannot be created (too few servers, a server
+    /// older than 2.11).
+    #[error("cluster layout: {what}: {reason}")]
+    Layout {
+        /// The stream, bucket or object store.
+        what: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// Another owner wrote to the log after this writer last read it.
+    #[error("instance {instance} was taken over by another owner (log at {actual}, this writer expected {expected})")]
+    Fenced {
+        /// The instance's subject prefix.
+        instance: String,
+        /// The sequence this writer expected to be last.
+        expected: u64,
+        /// What the server reported, when it said.
+        actual: String,
+    },
+    /// The cluster did not answer in time (no quorum, a partition).
+    #[error("the cluster did not answer {what} within {after:?}")]
+    Timeout {
+        /// What was asked.
+        what: String,
+        /// How long we waited.
+        after: Duration,
+    },
+    /// Any other answer from the server or the client.
+    #[error("cluster request {what} failed: {reason}")]
+    Request {
+        /// What was asked.
+        what: String,
+        /// The error.
+        reason: String,
+    },
+    /// A message in a stream that is not what this version writes.
+    #[error("unreadable cluster record {what}: {reason}")]
+    Corrupt {
+        /// Where it was.
+        what: String,
+        /// Why it does not decode.
+        reason: String,
+    },
+}
+
+impl ClusterError {
+    /// The stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ClusterError::BadUrl { .. } => "E_CLUSTER_URL",
+            ClusterError::Connect { .. } => "E_CLUSTER_CONNECT",
+            ClusterError::Layout { .. } => "E_CLUSTER_LAYOUT",
+            ClusterError::Fenced { .. } => "E_CLUSTER_FENCED",
+            ClusterError::Timeout { .. } => "E_CLUSTER_TIMEOUT",
+            ClusterError::Request { .. } => "E_CLUSTER_REQUEST",
+            ClusterError::Corrupt { .. } => "E_CLUSTER_CORRUPT",
+        }
+    }
+
+    /// What the user can do about it.
+    pub fn suggestion(&self) -> Option<String> {
+        Some(match self {
+            ClusterError::BadUrl { .. } => {
+                "give comma-separated server addresses, e.g. nats://10.0.0.1:4222,nats://10.0.0.2:4222".into()
+            }
+            ClusterError::Connect { .. } => {
+                "check that the NATS servers run with JetStream enabled and that this host can reach them (credentials: GOONDAN_CLUSTER_CREDS)".into()
+            }
+            ClusterError::Layout { .. } => {
+                "Goondan needs nats-server 2.11 or later with JetStream; set GOONDAN_CLUSTER_REPLICAS to the number of servers (1 for a single dev server, 3 in production)".into()
+            }
+            ClusterError::Fenced { .. } => {
+                "another host owns this instance now; nothing was written, and the new owner resumes it".into()
+            }
+            ClusterError::Timeout { .. } => {
+                "a majority of the NATS servers must be reachable; check `gdn cluster status` and the servers' logs".into()
+            }
+            ClusterError::Request { .. } | ClusterError::Corrupt { .. } => return None,
+        })
+    }
+}

@@ -1,0 +1,199 @@
+//! The streams, key-value buckets and object stores a cluster uses, and
+//! [`ensure`], which creates what is missing and refuses what does not fit.
+//!
+//! | name | kind | holds |
+//! |---|---|---|
+//! | `GDN_IN` | work-queue stream, `gdn.in.<shard>.<ws>.<agent>.<key>` | every instance's inbox |
+//! | `GDN_CONV` | limits stream, `gdn.conv.<ws>.<agent>.<key>.<record>` | the conversation logs |
+//! | `GDN_OBS` | limits stream (7 days), `gdn.obs.<ws>.<agent>.<key>` | runtime events |
+//! | `gdn-hosts`, `gdn-shards` | KV with per-message TTL | liveness and shard leases |
+//! | `gdn-instances` | KV | instance metadata that moves with the instance |
+//! | `gdn-snap`, `gdn-blob` | object stores | snapshots, payloads over 256 KiB |
+
+use crate::connect::Cluster;
+use crate::error::ClusterError;
+use async_nats::jetstream::{kv, object_store, stream};
+use std::time::Duration;
+
+/// The inbox stream.
+pub const INBOX_STREAM: &str = "GDN_IN";
+/// The conversation-log stream.
+pub const CONVERSATION_STREAM: &str = "GDN_CONV";
+/// The runtime-event stream.
+pub const OBSERVATION_STREAM: &str = "GDN_OBS";
+/// Host heartbeats.
+pub const HOSTS_BUCKET: &str = "gdn-hosts";
+/// Shard leases.
+pub const SHARDS_BUCKET: &str = "gdn-shards";
+/// Instance metadata.
+pub const INSTANCES_BUCKET: &str = "gdn-instances";
+/// Conversation snapshots.
+pub const SNAPSHOT_STORE: &str = "gdn-snap";
+/// Payloads too large for one message.
+pub const BLOB_STORE: &str = "gdn-blob";
+
+/// How long the inbox remembers a `Nats-Msg-Id` to drop a duplicate send.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+/// The largest message this crate publishes; bigger content goes to the
+/// blob store (the server's default `max_payload` is 1 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+/// How long runtime events are kept.
+pub const OBSERVATION_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Creates every stream, bucket and object store that does not exist yet,
+/// with `cluster.options().replicas` replicas, and checks that the ones
+/// that do exist are shaped as this version needs.
+pub async fn ensure(cluster: &Cluster) -> Result<(), ClusterError> {
+    let replicas = cluster.options().replicas;
+    ensure_stream(
+        cluster,
+        stream::Config {
+            name: INBOX_STREAM.to_string(),
+            subjects: vec!["gdn.in.>".to_string()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            allow_direct: true,
+            duplicate_window: DUPLICATE_WINDOW,
+            num_replicas: replicas,
+            storage: stream::StorageType::File,
+            max_message_size: 1024 * 1024,
+            ..Default::default()
+        },
+    )
+    .await?;
+    ensure_stream(
+        cluster,
+        stream::Config {
+            name: CONVERSATION_STREAM.to_string(),
+            subjects: vec!["gdn.conv.>".to_string()],
+            retention: stream::RetentionPolicy::Limits,
+            allow_direct: true,
+            duplicate_window: DUPLICATE_WINDOW,
+            num_replicas: replicas,
+            storage: stream::StorageType::File,
+            max_message_size: 1024 * 1024,
+            ..Default::default()
+        },
+    )
+    .await?;
+    ensure_stream(
+        cluster,
+        stream::Config {
+            name: OBSERVATION_STREAM.to_string(),
+            subjects: vec!["gdn.obs.>".to_string()],
+            retention: stream::RetentionPolicy::Limits,
+            allow_direct: true,
+            max_age: OBSERVATION_MAX_AGE,
+            num_replicas: replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        },
+    )
+    .await?;
+    for (bucket, ttl_markers) in [
+        (HOSTS_BUCKET, true),
+        (SHARDS_BUCKET, true),
+        (INSTANCES_BUCKET, false),
+    ] {
+        ensure_bucket(
+            cluster,
+            kv::Config {
+                bucket: bucket.to_string(),
+                history: 1,
+                num_replicas: replicas,
+                storage: stream::StorageType::File,
+                // Leases carry a per-message TTL; when one runs out the
+                // server leaves a delete marker that watchers see.
+                limit_markers: ttl_markers.then_some(Duration::from_secs(1)),
+                ..Default::default()
+            },
+        )
+        .await?;
+    }
+    for store in [SNAPSHOT_STORE, BLOB_STORE] {
+        ensure_object_store(
+            cluster,
+            object_store::Config {
+                bucket: store.to_string(),
+                num_replicas: replicas,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn layout_error(what: &str, reason: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Layout {
+        what: what.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+async fn ensure_stream(cluster: &Cluster, wanted: stream::Config) -> Result<(), ClusterError> {
+    let jetstream = cluster.jetstream();
+    match jetstream.get_stream(&wanted.name).await {
+        Ok(mut existing) => {
+            let info = existing
+                .info()
+                .await
+                .map_err(|e| layout_error(&wanted.name, e))?;
+            let have = &info.config;
+            if have.retention != wanted.retention || have.subjects != wanted.subjects {
+                return Err(layout_error(
+                    &wanted.name,
+                    format!(
+                        "exists with retention {:?} and subjects {:?}, this version needs {:?} and {:?}",
+                        have.retention, have.subjects, wanted.retention, wanted.subjects
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Err(error) if is_stream_not_found(&error) => {
+            let name = wanted.name.clone();
+            jetstream
+                .create_stream(wanted)
+                .await
+                .map(drop)
+                .map_err(|e| layout_error(&name, e))
+        }
+        Err(error) => Err(layout_error(&wanted.name, error)),
+    }
+}
+
+async fn ensure_bucket(cluster: &Cluster, wanted: kv::Config) -> Result<(), ClusterError> {
+    let jetstream = cluster.jetstream();
+    if jetstream.get_key_value(&wanted.bucket).await.is_ok() {
+        return Ok(());
+    }
+    let bucket = wanted.bucket.clone();
+    jetstream
+        .create_key_value(wanted)
+        .await
+        .map(drop)
+        .map_err(|e| layout_error(&bucket, e))
+}
+
+async fn ensure_object_store(
+    cluster: &Cluster,
+    wanted: object_store::Config,
+) -> Result<(), ClusterError> {
+    let jetstream = cluster.jetstream();
+    if jetstream.get_object_store(&wanted.bucket).await.is_ok() {
+        return Ok(());
+    }
+    let bucket = wanted.bucket.clone();
+    jetstream
+        .create_object_store(wanted)
+        .await
+        .map(drop)
+        .map_err(|e| layout_error(&bucket, e))
+}
+
+fn is_stream_not_found(error: &async_nats::jetstream::context::GetStreamError) -> bool {
+    use async_nats::jetstream::context::GetStreamErrorKind;
+    use async_nats::jetstream::ErrorCode;
+    matches!(error.kind(), GetStreamErrorKind::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND)
+}
