@@ -8,8 +8,12 @@
 //! - [`Cluster`]: one connection, and the streams, buckets and object
 //!   stores of [`layout`], created on first use;
 //! - [`subject`]: how routing keys become subject tokens;
-//! - the conversation log, the inbox and the shard leases are built on
-//!   these, each behind a seam the single-host code already has.
+//! - [`ClusterJournal`] and [`ClusterExtensionState`]: an instance's
+//!   conversation log in `GDN_CONV` behind `goondan-store`'s
+//!   `TurnJournal` and `ExtensionStateStore`, and [`export`], which writes
+//!   it back in the single-host layout;
+//! - the inbox and the shard leases are built on these, each behind a seam
+//!   the single-host code already has.
 //!
 //! Safety never rests on a lease alone: every write to an instance's log is
 //! a compare-and-append on the last sequence its writer read, checked by
@@ -17,11 +21,17 @@
 //! finish thinking but never commit.
 
 mod connect;
+mod conversation;
 mod error;
+mod export;
+mod journal;
 pub mod layout;
+mod record;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use connect::{Cluster, ClusterOptions, ClusterUrls};
 pub use error::ClusterError;
+pub use export::export;
+pub use journal::{ClusterExtensionState, ClusterJournal, DEFAULT_SNAPSHOT_EVERY};
