@@ -197,8 +197,7 @@ impl ConversationLog {
                 Err(error)
                     if matches!(
                         error.kind(),
-                        PublishErrorKind::WrongLastMessageId
-                            | PublishErrorKind::MaxPayloadExceeded
+                        PublishErrorKind::WrongLastMessageId | PublishErrorKind::MaxPayloadExceeded
                     ) =>
                 {
                     return Err(request_error(&subject, error));
@@ -281,7 +280,10 @@ impl ConversationLog {
             if body.v != RECORD_VERSION {
                 return Err(ClusterError::Corrupt {
                     what: format!("{SNAPSHOT_STORE}/{}", reference.object),
-                    reason: format!("snapshot version {}; this version of gdn reads version {RECORD_VERSION}", body.v),
+                    reason: format!(
+                        "snapshot version {}; this version of gdn reads version {RECORD_VERSION}",
+                        body.v
+                    ),
                 });
             }
             as_of = body.as_of;

@@ -84,9 +84,7 @@ impl WorkerHandle {
                 reason: "it stopped".to_string(),
             })
         };
-        self.commands
-            .send(command(reply))
-            .map_err(|_| stopped())?;
+        self.commands.send(command(reply)).map_err(|_| stopped())?;
         answer.recv().map_err(|_| stopped())?
     }
 }
@@ -154,12 +152,10 @@ impl ClusterJournal {
                 what: "a thread for the journal".to_string(),
                 reason: error.to_string(),
             })?;
-        opened_answer
-            .recv()
-            .map_err(|_| ClusterError::Request {
-                what: "opening the journal".to_string(),
-                reason: "its thread stopped".to_string(),
-            })??;
+        opened_answer.recv().map_err(|_| ClusterError::Request {
+            what: "opening the journal".to_string(),
+            reason: "its thread stopped".to_string(),
+        })??;
         Ok(ClusterJournal {
             worker: WorkerHandle { commands },
             prefix,

@@ -208,8 +208,14 @@ mod tests {
             let subject = kind.subject(prefix, Some("memory.v2"));
             assert_eq!(RecordKind::of_subject(prefix, &subject), Some(kind));
         }
-        assert_eq!(RecordKind::of_subject(prefix, "gdn.conv.ws.coder.k10.ev"), None);
-        assert_eq!(RecordKind::of_subject(prefix, "gdn.conv.ws.coder.k1.other"), None);
+        assert_eq!(
+            RecordKind::of_subject(prefix, "gdn.conv.ws.coder.k10.ev"),
+            None
+        );
+        assert_eq!(
+            RecordKind::of_subject(prefix, "gdn.conv.ws.coder.k1.other"),
+            None
+        );
     }
 
     #[test]
