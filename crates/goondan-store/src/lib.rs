@@ -27,6 +27,8 @@
 #![forbid(unsafe_code)]
 
 mod active;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod durability;
 pub mod error;
 mod extension_state;
