@@ -262,10 +262,10 @@ impl ConversationLog {
     pub(crate) async fn replay(&mut self, upto: u64) -> Result<Replay, ClusterError> {
         let records = read_records(&self.cluster, &self.stream, &self.prefix, upto).await?;
         let mut replay = Replay::default();
-        let snapshot = records.iter().rev().find_map(|raw| match raw.kind {
-            RecordKind::Snapshot => Some(raw),
-            _ => None,
-        });
+        let snapshot = records
+            .iter()
+            .rev()
+            .find(|raw| raw.kind == RecordKind::Snapshot);
         let mut as_of = 0;
         if let Some(raw) = snapshot {
             let Record::Snapshot(reference) = self.decode(raw).await? else {

@@ -48,7 +48,7 @@ enum Command {
     Load(Reply<LoadedConversation>),
     Record {
         turn_id: String,
-        event: MessageEvent,
+        event: Box<MessageEvent>,
         reply: Reply<()>,
     },
     Commit {
@@ -194,7 +194,7 @@ impl TurnJournal for ClusterJournal {
     fn record_event(&mut self, turn_id: &str, event: &MessageEvent) -> Result<(), StoreError> {
         self.worker.call(|reply| Command::Record {
             turn_id: turn_id.to_string(),
-            event: event.clone(),
+            event: Box::new(event.clone()),
             reply,
         })
     }
@@ -329,7 +329,7 @@ impl Writer {
                     event,
                     reply,
                 } => {
-                    let _ = reply.send(self.record(turn_id, event).await.map_err(Into::into));
+                    let _ = reply.send(self.record(turn_id, *event).await.map_err(Into::into));
                 }
                 Command::Commit {
                     turn_id,

@@ -20,6 +20,9 @@
 //! the stream's Raft leader, so a stale owner (paused, partitioned) can
 //! finish thinking but never commit.
 
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
 mod connect;
 mod conversation;
 mod error;
