@@ -7,8 +7,11 @@
 //! is the last sequence this writer wrote or read under `<prefix>.>`, so the
 //! stream's Raft leader refuses it (10071, wrong last sequence) once anyone
 //! else wrote there. Each record carries a `Nats-Msg-Id` fixed before its
-//! first attempt, so a publish retried after a lost acknowledgement is
-//! deduplicated by the server instead of landing twice.
+//! first attempt. A publish retried after a lost acknowledgement never
+//! lands twice: the server refuses the retry's stale expected sequence
+//! (it checks that before its duplicate window), and the writer then finds
+//! its own message id on the record right after the sequence it expected,
+//! so the refusal is not taken for a takeover.
 
 use crate::error::ClusterError;
 use crate::layout::{BLOB_STORE, CONVERSATION_STREAM, MAX_MESSAGE_BYTES, SNAPSHOT_STORE};
@@ -187,6 +190,18 @@ impl ConversationLog {
                     return Ok(ack.sequence);
                 }
                 Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
+                    // The server checks the expected sequence before the
+                    // duplicate window, so a retry whose first attempt
+                    // landed (its acknowledgement lost) is refused too:
+                    // then the record right after the expected sequence
+                    // is this one.
+                    if let Some(seq) = self.landed(&message_id).await {
+                        self.last_seq = seq;
+                        if let Some(name) = blob {
+                            self.blobs.push((seq, name));
+                        }
+                        return Ok(seq);
+                    }
                     self.fenced = Some((self.last_seq, error.to_string()));
                     return Err(ClusterError::Fenced {
                         instance: self.prefix.clone(),
@@ -218,6 +233,21 @@ impl ConversationLog {
                 }
             }
         }
+    }
+
+    /// The sequence of the record with `message_id`, when it is the first
+    /// record after the sequence this writer expects.
+    async fn landed(&self, message_id: &str) -> Option<u64> {
+        let next = self
+            .stream
+            .raw_message_builder()
+            .next_by_subject(self.filter())
+            .sequence(self.last_seq + 1)
+            .send()
+            .await
+            .ok()?;
+        let id = next.headers.get(async_nats::header::NATS_MESSAGE_ID)?;
+        (id.as_str() == message_id).then_some(next.sequence)
     }
 
     async fn put_object(
@@ -338,6 +368,20 @@ impl ConversationLog {
         extensions: &BTreeMap<String, JsonValue>,
         previous: Option<&str>,
     ) -> Result<String, ClusterError> {
+        let object = self.upload_snapshot(as_of, messages, extensions).await?;
+        self.point_to_snapshot(&object, as_of).await?;
+        self.compact(as_of, previous.filter(|previous| *previous != object))
+            .await?;
+        Ok(object)
+    }
+
+    /// Step 1: the snapshot object. Until step 2 nothing refers to it.
+    async fn upload_snapshot(
+        &self,
+        as_of: u64,
+        messages: &[Message],
+        extensions: &BTreeMap<String, JsonValue>,
+    ) -> Result<String, ClusterError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct SnapshotOut<'a> {
@@ -366,23 +410,31 @@ impl ConversationLog {
         ]);
         self.put_object(SNAPSHOT_STORE, &object, metadata, &bytes)
             .await?;
-        self.publish(
-            RecordKind::Snapshot,
-            None,
-            &SnapshotRef {
-                v: RECORD_VERSION,
-                object: object.clone(),
-                as_of,
-            },
-        )
-        .await?;
+        Ok(object)
+    }
+
+    /// Step 2: the `snap` record, fenced like every write. From here a
+    /// replay starts at the snapshot and skips the records it covers.
+    async fn point_to_snapshot(&mut self, object: &str, as_of: u64) -> Result<u64, ClusterError> {
+        let reference = SnapshotRef {
+            v: RECORD_VERSION,
+            object: object.to_string(),
+            as_of,
+        };
+        self.publish(RecordKind::Snapshot, None, &reference).await
+    }
+
+    /// Step 3: the records before `as_of` go (the commit at `as_of` stays,
+    /// so the next compare-and-append still finds its sequence), then the
+    /// previous snapshot and the blobs of purged records.
+    async fn compact(&mut self, as_of: u64, previous: Option<&str>) -> Result<(), ClusterError> {
         self.stream
             .purge()
             .filter(self.filter())
             .sequence(as_of)
             .await
             .map_err(|e| request_error(&format!("purge of {}", self.filter()), e))?;
-        if let Some(previous) = previous.filter(|previous| *previous != object) {
+        if let Some(previous) = previous {
             self.delete_object(SNAPSHOT_STORE, previous).await;
         }
         let (covered, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.blobs)
@@ -392,7 +444,7 @@ impl ConversationLog {
         for (_, name) in covered {
             self.delete_object(BLOB_STORE, &name).await;
         }
-        Ok(object)
+        Ok(())
     }
 }
 
@@ -568,4 +620,114 @@ pub(crate) fn appended_by<'a>(
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{CommitBody, EventBody};
+    use crate::testing::NatsCluster;
+    use goondan_types::{MessageSource, ModelMessage};
+
+    async fn log_on(nats: &NatsCluster, key: &str) -> (Cluster, ConversationLog) {
+        let cluster = nats.connect().await;
+        crate::layout::ensure(&cluster).await.unwrap();
+        let address = InstanceAddress::new("ws", "coder", key);
+        let mut log = ConversationLog::attach(&cluster, &address).await.unwrap();
+        log.read_last_seq().await.unwrap();
+        (cluster, log)
+    }
+
+    /// Records one Turn of a single append and commits it; the commit's
+    /// sequence.
+    async fn turn(log: &mut ConversationLog, turn_id: &str, text: &str) -> (Message, u64) {
+        let message = Message::new(ModelMessage::user(text), MessageSource::User);
+        let event = EventBody {
+            v: RECORD_VERSION,
+            turn_id: turn_id.to_string(),
+            event: MessageEvent::Append {
+                message: message.clone(),
+            },
+        };
+        log.publish(RecordKind::Event, None, &event).await.unwrap();
+        let commit = CommitBody {
+            v: RECORD_VERSION,
+            turn_id: turn_id.to_string(),
+            mode: CommitMode::Append,
+            messages: None,
+        };
+        let seq = log
+            .publish(RecordKind::Commit, None, &commit)
+            .await
+            .unwrap();
+        (message, seq)
+    }
+
+    async fn replayed_base(cluster: &Cluster, key: &str) -> Vec<Message> {
+        let address = InstanceAddress::new("ws", "coder", key);
+        let mut reader = ConversationLog::attach(cluster, &address).await.unwrap();
+        let last = reader.read_last_seq().await.unwrap();
+        reader.replay(last).await.unwrap().base
+    }
+
+    #[tokio::test]
+    async fn a_retried_publish_whose_first_attempt_landed_is_not_taken_for_a_fence() {
+        let Some(nats) = NatsCluster::start(1).await else {
+            return;
+        };
+        let (_cluster, mut log) = log_on(&nats, "retry").await;
+        let body = crate::record::ClaimBody {
+            v: RECORD_VERSION,
+            owner: "a".to_string(),
+            at: goondan_types::now_iso(),
+        };
+        let before = log.last_seq();
+        let first = log.publish(RecordKind::Claim, None, &body).await.unwrap();
+        // As if the acknowledgement had been lost: the same record (same
+        // message id) sent again with the sequence expected before it.
+        log.last_seq = before;
+        log.n_written -= 1;
+        let again = log.publish(RecordKind::Claim, None, &body).await.unwrap();
+        assert_eq!(again, first);
+        assert!(log.check_not_fenced().is_ok());
+        // Someone else's record after it still fences.
+        log.last_seq = before;
+        let error = log
+            .publish(RecordKind::Claim, None, &body)
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "E_CLUSTER_FENCED");
+    }
+
+    #[tokio::test]
+    async fn a_crash_at_any_step_of_a_snapshot_leaves_the_same_conversation() {
+        let Some(nats) = NatsCluster::start(1).await else {
+            return;
+        };
+        let (cluster, mut log) = log_on(&nats, "snap-steps").await;
+        let (first, _) = turn(&mut log, "t-1", "one").await;
+        let (second, as_of) = turn(&mut log, "t-2", "two").await;
+        let base = vec![first, second];
+        let extensions = BTreeMap::new();
+
+        // Crash after the upload: nothing refers to the object yet.
+        let object = log
+            .upload_snapshot(as_of, &base, &extensions)
+            .await
+            .unwrap();
+        assert_eq!(replayed_base(&cluster, "snap-steps").await, base);
+
+        // Crash after the snap record, before the purge: the replay starts
+        // at the snapshot and skips the records it covers.
+        log.point_to_snapshot(&object, as_of).await.unwrap();
+        assert_eq!(replayed_base(&cluster, "snap-steps").await, base);
+
+        // The purge, then one more Turn on top.
+        log.compact(as_of, None).await.unwrap();
+        assert_eq!(replayed_base(&cluster, "snap-steps").await, base);
+        let (third, _) = turn(&mut log, "t-3", "three").await;
+        let mut expected = base.clone();
+        expected.push(third);
+        assert_eq!(replayed_base(&cluster, "snap-steps").await, expected);
+    }
 }
