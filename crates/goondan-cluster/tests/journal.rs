@@ -530,3 +530,34 @@ async fn export_writes_files_the_file_store_loads_as_the_same_conversation() {
         Some(json!({"k": "v"}))
     );
 }
+
+#[tokio::test]
+async fn two_owners_claiming_at_once_both_open_and_only_the_later_claim_writes() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:race");
+    let first = user("first");
+    let mut seed = harness.open(&address, "host-0");
+    seed.record_event("t-1", &append(&first)).unwrap();
+    drop(seed);
+    let (mut a, mut b) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| harness.open(&address, "host-a"));
+        let b = scope.spawn(|| harness.open(&address, "host-b"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let (from_a, from_b) = (user("from a"), user("from b"));
+    let wrote_a = a.record_event("t-1", &append(&from_a));
+    let wrote_b = b.record_event("t-1", &append(&from_b));
+    assert!(
+        wrote_a.is_ok() != wrote_b.is_ok(),
+        "exactly one owner writes: {wrote_a:?} / {wrote_b:?}"
+    );
+    let winner = if wrote_a.is_ok() { &from_a } else { &from_b };
+    for loser in [wrote_a, wrote_b].into_iter().filter_map(Result::err) {
+        assert_eq!(loser.code(), "E_STORE_FENCED");
+    }
+    drop((a, b));
+    let loaded = harness.open(&address, "host-c").load().unwrap();
+    assert_eq!(loaded.pending_events, vec![append(&first), append(winner)]);
+}
