@@ -8,20 +8,33 @@
 //! - [`Cluster`]: one connection, and the streams, buckets and object
 //!   stores of [`layout`], created on first use;
 //! - [`subject`]: how routing keys become subject tokens;
-//! - the conversation log, the inbox and the shard leases are built on
-//!   these, each behind a seam the single-host code already has.
+//! - [`ClusterJournal`] and [`ClusterExtensionState`]: an instance's
+//!   conversation log in `GDN_CONV` behind `goondan-store`'s
+//!   `TurnJournal` and `ExtensionStateStore`, and [`export`], which writes
+//!   it back in the single-host layout;
+//! - the inbox and the shard leases are built on these, each behind a seam
+//!   the single-host code already has.
 //!
 //! Safety never rests on a lease alone: every write to an instance's log is
 //! a compare-and-append on the last sequence its writer read, checked by
 //! the stream's Raft leader, so a stale owner (paused, partitioned) can
 //! finish thinking but never commit.
 
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
 mod connect;
+mod conversation;
 mod error;
+mod export;
+mod journal;
 pub mod layout;
+mod record;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use connect::{Cluster, ClusterOptions, ClusterUrls};
 pub use error::ClusterError;
+pub use export::export;
+pub use journal::{ClusterExtensionState, ClusterJournal, DEFAULT_SNAPSHOT_EVERY};

@@ -134,6 +134,29 @@ pub enum StoreError {
         /// The instance's `messages/` folder.
         dir: PathBuf,
     },
+
+    /// Another owner took the instance over (a newer claim on a shared
+    /// log): this writer's record was refused, nothing of it was written,
+    /// and every later call of the same journal fails the same way.
+    #[error("instance {instance} belongs to another owner now: {reason}")]
+    Fenced {
+        /// The instance, as the backend names it.
+        instance: String,
+        /// What the backend reported.
+        reason: String,
+    },
+
+    /// A storage backend other than the filesystem (the cluster) failed;
+    /// `code` is the backend's own stable code.
+    #[error("{message}")]
+    Backend {
+        /// The backend's code, for example `E_CLUSTER_TIMEOUT`.
+        code: &'static str,
+        /// What happened, where.
+        message: String,
+        /// What the user can do, when the backend knows.
+        suggestion: Option<String>,
+    },
 }
 
 impl StoreError {
@@ -152,6 +175,8 @@ impl StoreError {
             StoreError::CorruptState { .. } => "E_STORE_CORRUPT_STATE",
             StoreError::Encode { .. } => "E_STORE_ENCODE",
             StoreError::JournalPoisoned { .. } => "E_STORE_JOURNAL_POISONED",
+            StoreError::Fenced { .. } => "E_STORE_FENCED",
+            StoreError::Backend { code, .. } => code,
         }
     }
 
@@ -196,6 +221,10 @@ impl StoreError {
             StoreError::JournalPoisoned { .. } => Some(
                 "restart the agent process; opening the instance again runs recovery".to_string(),
             ),
+            StoreError::Fenced { .. } => Some(
+                "stop working on this instance: its new owner resumes it from the log".to_string(),
+            ),
+            StoreError::Backend { suggestion, .. } => suggestion.clone(),
         }
     }
 
@@ -230,5 +259,22 @@ mod tests {
         assert_eq!(error.code(), "E_STORE_INSTANCE_LOCKED");
         assert!(error.to_string().contains("by process 42"), "{error}");
         assert!(error.suggestion().unwrap().contains("42"));
+    }
+
+    #[test]
+    fn backend_errors_keep_the_backend_code_and_fenced_has_its_own() {
+        let error = StoreError::Backend {
+            code: "E_CLUSTER_TIMEOUT",
+            message: "the cluster did not answer".to_string(),
+            suggestion: Some("check the servers".to_string()),
+        };
+        assert_eq!(error.code(), "E_CLUSTER_TIMEOUT");
+        assert_eq!(error.suggestion().as_deref(), Some("check the servers"));
+        let fenced = StoreError::Fenced {
+            instance: "gdn.conv.ws.a.k".to_string(),
+            reason: "wrong last sequence: 4".to_string(),
+        };
+        assert_eq!(fenced.code(), "E_STORE_FENCED");
+        assert!(fenced.to_string().contains("gdn.conv.ws.a.k"), "{fenced}");
     }
 }

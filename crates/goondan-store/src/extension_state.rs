@@ -55,8 +55,9 @@ impl FileExtensionState {
     }
 }
 
-/// The file form of a state: pretty JSON and a newline, like the original.
-fn encode_state(value: &JsonValue) -> Result<Vec<u8>, StoreError> {
+/// The file form of a state (`extensions/<ext-name>.json`): pretty JSON and
+/// a newline, like the original.
+pub fn encode_state(value: &JsonValue) -> Result<Vec<u8>, StoreError> {
     let mut bytes =
         serde_json::to_vec_pretty(value).map_err(|e| StoreError::encode("extension state", e))?;
     bytes.push(b'\n');

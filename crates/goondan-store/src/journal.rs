@@ -142,8 +142,9 @@ fn parse_events_line(line: &JsonlLine, path: &std::path::Path) -> Result<EventsL
     })
 }
 
-/// Encodes one event line, newline included.
-fn encode_event_line(turn_id: &str, event: &MessageEvent) -> Result<Vec<u8>, StoreError> {
+/// Encodes one line of `events.jsonl`, newline included: the event as the
+/// original writes it plus the `turnId` of the Turn that emitted it.
+pub fn encode_event_line(turn_id: &str, event: &MessageEvent) -> Result<Vec<u8>, StoreError> {
     let mut value =
         serde_json::to_value(event).map_err(|e| StoreError::encode("a message event", e))?;
     if let Some(object) = value.as_object_mut() {
@@ -155,8 +156,8 @@ fn encode_event_line(turn_id: &str, event: &MessageEvent) -> Result<Vec<u8>, Sto
     Ok(bytes)
 }
 
-/// Encodes messages as base lines.
-fn encode_messages(messages: &[Message]) -> Result<Vec<u8>, StoreError> {
+/// Encodes messages as lines of `base.jsonl`, one `Message` per line.
+pub fn encode_messages(messages: &[Message]) -> Result<Vec<u8>, StoreError> {
     let mut bytes = Vec::with_capacity(messages.len() * 256);
     for message in messages {
         serde_json::to_writer(&mut bytes, message)

@@ -1,0 +1,563 @@
+//! `ClusterJournal` against three real nats-servers: the store contract of
+//! `goondan_store::TurnJournal` (round trip, crash recovery, the orphan
+//! rule), fencing by a newer claim, blobs, snapshots with purge, a killed
+//! stream leader, and export to the single-host layout.
+//!
+//! The tests run on tokio's current-thread runtime on purpose: that is
+//! where an AgentProcess calls the synchronous journal from.
+
+use goondan_cluster::testing::NatsCluster;
+use goondan_cluster::{
+    export, layout, subject::InstanceAddress, Cluster, ClusterJournal, ClusterOptions, ClusterUrls,
+};
+use goondan_store::{ExtensionStateStore, InstanceStore, StateRoot, StoreError, TurnJournal};
+use goondan_types::{
+    ContentPart, JsonValue, Message, MessageEvent, MessageSource, ModelMessage, ToolResultOutput,
+};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+struct Harness {
+    nats: NatsCluster,
+    cluster: Cluster,
+}
+
+impl Harness {
+    async fn start() -> Option<Harness> {
+        let nats = NatsCluster::start(3).await?;
+        let cluster = nats.connect().await;
+        layout::ensure(&cluster).await.expect("layout");
+        Some(Harness { nats, cluster })
+    }
+
+    fn open(&self, address: &InstanceAddress, owner: &str) -> ClusterJournal {
+        self.try_open(address, owner).expect("open the journal")
+    }
+
+    fn try_open(
+        &self,
+        address: &InstanceAddress,
+        owner: &str,
+    ) -> Result<ClusterJournal, goondan_cluster::ClusterError> {
+        let urls = ClusterUrls::parse(&self.nats.urls()).unwrap();
+        let options = ClusterOptions {
+            replicas: 3,
+            client_name: format!("test-{owner}"),
+            ..ClusterOptions::default()
+        };
+        ClusterJournal::open(&urls, options, address.clone(), owner)
+    }
+
+    /// How many messages the stream holds for `address`.
+    async fn n_records(&self, address: &InstanceAddress) -> u64 {
+        let stream = self
+            .cluster
+            .jetstream()
+            .get_stream(layout::CONVERSATION_STREAM)
+            .await
+            .unwrap();
+        let filter = format!("{}.>", address.conversation_prefix());
+        let mut subjects = stream.info_with_subjects(filter).await.unwrap();
+        let mut total = 0;
+        use futures_util::StreamExt;
+        while let Some(entry) = subjects.next().await {
+            total += entry.unwrap().1 as u64;
+        }
+        total
+    }
+}
+
+fn user(text: &str) -> Message {
+    Message::new(ModelMessage::user(text), MessageSource::User)
+}
+
+fn assistant(text: &str) -> Message {
+    Message::new(
+        ModelMessage::assistant(vec![ContentPart::text(text)]),
+        MessageSource::Assistant {
+            step_id: "s-1".to_string(),
+        },
+    )
+}
+
+fn append(message: &Message) -> MessageEvent {
+    MessageEvent::Append {
+        message: message.clone(),
+    }
+}
+
+/// Records `messages` as appends of `turn_id` and commits them.
+fn append_turn(
+    journal: &mut ClusterJournal,
+    base: &mut Vec<Message>,
+    turn_id: &str,
+    messages: &[Message],
+) {
+    let events: Vec<MessageEvent> = messages.iter().map(append).collect();
+    for event in &events {
+        journal.record_event(turn_id, event).unwrap();
+    }
+    base.extend(messages.iter().cloned());
+    journal.commit_turn(turn_id, &events, base).unwrap();
+}
+
+#[tokio::test]
+async fn record_commit_and_load_round_trip_with_appends_rewrites_and_extension_state() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:round-trip");
+    let mut journal = harness.open(&address, "host-a");
+    assert_eq!(journal.load().unwrap(), Default::default());
+    let mut base = Vec::new();
+    append_turn(
+        &mut journal,
+        &mut base,
+        "t-1",
+        &[user("hello"), assistant("hi")],
+    );
+    // A Turn that replaces and removes is folded by a rewrite.
+    let replacement = assistant("hi there");
+    let events = vec![
+        MessageEvent::Replace {
+            target_id: base[1].id.clone(),
+            message: replacement.clone(),
+        },
+        MessageEvent::Remove {
+            target_id: base[0].id.clone(),
+        },
+    ];
+    for event in &events {
+        journal.record_event("t-2", event).unwrap();
+    }
+    base = vec![replacement];
+    journal.commit_turn("t-2", &events, &base).unwrap();
+    append_turn(&mut journal, &mut base, "t-3", &[user("again")]);
+    let mut extensions = journal.extension_state();
+    extensions
+        .save("memory", &json!({"facts": ["likes tea"]}))
+        .unwrap();
+    drop(extensions);
+    drop(journal);
+
+    let mut reopened = harness.open(&address, "host-b");
+    let loaded = reopened.load().unwrap();
+    assert_eq!(loaded.base, base);
+    assert!(loaded.pending_events.is_empty());
+    assert_eq!(loaded.pending_turn_id, None);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let mut extensions = reopened.extension_state();
+    assert_eq!(
+        extensions.load("memory").unwrap(),
+        Some(json!({"facts": ["likes tea"]}))
+    );
+    assert_eq!(extensions.load("other").unwrap(), None);
+    // A second load reads the log again and finds the same.
+    assert_eq!(reopened.load().unwrap().base, base);
+}
+
+#[tokio::test]
+async fn a_turn_that_did_not_commit_is_pending_on_the_next_open_with_its_turn_id() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:crash");
+    let mut journal = harness.open(&address, "host-a");
+    let mut base = Vec::new();
+    append_turn(&mut journal, &mut base, "t-1", &[user("one")]);
+    let interrupted = [user("two"), assistant("half an answer")];
+    for message in &interrupted {
+        journal.record_event("t-2", &append(message)).unwrap();
+    }
+    drop(journal); // The process dies before the commit.
+
+    let mut journal = harness.open(&address, "host-b");
+    let loaded = journal.load().unwrap();
+    assert_eq!(loaded.base, base);
+    assert_eq!(loaded.pending_turn_id.as_deref(), Some("t-2"));
+    assert_eq!(
+        loaded.pending_events,
+        interrupted.iter().map(append).collect::<Vec<_>>()
+    );
+    // Folding the pending Turn under its own id, as the contract says.
+    base.extend(interrupted.iter().cloned());
+    journal
+        .commit_turn("t-2", &loaded.pending_events, &base)
+        .unwrap();
+    drop(journal);
+    let loaded = harness.open(&address, "host-c").load().unwrap();
+    assert_eq!(loaded.base, base);
+    assert_eq!(loaded.pending_turn_id, None);
+}
+
+#[tokio::test]
+async fn only_the_latest_turns_events_are_pending_and_abandoned_ones_are_reported() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:orphans");
+    let mut journal = harness.open(&address, "host-a");
+    journal
+        .record_event("t-1", &append(&user("abandoned")))
+        .unwrap();
+    let kept = user("kept");
+    journal.record_event("t-2", &append(&kept)).unwrap();
+    drop(journal);
+
+    let mut journal = harness.open(&address, "host-b");
+    let loaded = journal.load().unwrap();
+    assert_eq!(loaded.pending_turn_id.as_deref(), Some("t-2"));
+    assert_eq!(loaded.pending_events, vec![append(&kept)]);
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(loaded.warnings[0].contains("t-1"), "{:?}", loaded.warnings);
+    // The append commit of t-2 folds t-2's message only.
+    journal
+        .commit_turn("t-2", &loaded.pending_events, std::slice::from_ref(&kept))
+        .unwrap();
+    drop(journal);
+    let loaded = harness.open(&address, "host-c").load().unwrap();
+    assert_eq!(loaded.base, vec![kept]);
+    assert!(loaded.pending_events.is_empty());
+}
+
+#[tokio::test]
+async fn a_second_owner_fences_the_first_and_nothing_the_first_tries_lands() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:fence");
+    let mut first = harness.open(&address, "host-a");
+    let mut first_extensions = first.extension_state();
+    let landed = user("before the takeover");
+    first.record_event("t-1", &append(&landed)).unwrap();
+
+    let mut second = harness.open(&address, "host-b");
+    let seen = second.load().unwrap();
+    assert_eq!(seen.pending_events, vec![append(&landed)]);
+
+    let refused = user("after the takeover");
+    let error = first.record_event("t-1", &append(&refused)).unwrap_err();
+    assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
+    assert!(matches!(error, StoreError::Fenced { .. }));
+    assert!(error.suggestion().is_some());
+    // Poisoned: every later call fails the same way, without writing.
+    let error = first
+        .commit_turn("t-1", &[append(&landed)], std::slice::from_ref(&landed))
+        .unwrap_err();
+    assert_eq!(error.code(), "E_STORE_FENCED");
+    let error = first_extensions.save("memory", &json!(1)).unwrap_err();
+    assert_eq!(error.code(), "E_STORE_FENCED");
+    assert_eq!(first.load().unwrap_err().code(), "E_STORE_FENCED");
+
+    // The second owner goes on; a third reader sees only what landed.
+    let answer = assistant("ok");
+    second.record_event("t-1", &append(&answer)).unwrap();
+    drop(second);
+    let mut third = harness.open(&address, "host-c");
+    let loaded = third.load().unwrap();
+    assert!(loaded.base.is_empty());
+    assert_eq!(
+        loaded.pending_events,
+        vec![append(&landed), append(&answer)]
+    );
+    assert_eq!(third.extension_state().load("memory").unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_tool_result_larger_than_a_message_round_trips_through_the_blob_store() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:blob");
+    let mut journal = harness.open(&address, "host-a");
+    let big_output = "x".repeat(300 * 1024);
+    let tool = Message::new(
+        ModelMessage::tool(vec![ContentPart::tool_result(
+            "call-1",
+            "bash",
+            ToolResultOutput::Text(big_output.clone()),
+        )]),
+        MessageSource::Tool {
+            tool_call_id: "call-1".to_string(),
+            tool_name: "bash".to_string(),
+        },
+    );
+    let mut base = vec![];
+    append_turn(
+        &mut journal,
+        &mut base,
+        "t-1",
+        &[user("run it"), tool.clone()],
+    );
+    // An interrupted Turn with a large pending event, and a large state.
+    let pending_tool = Message {
+        id: "msg_pending_big".to_string(),
+        ..tool.clone()
+    };
+    journal.record_event("t-2", &append(&pending_tool)).unwrap();
+    let big_state = JsonValue::String(big_output.clone());
+    journal.extension_state().save("cache", &big_state).unwrap();
+    drop(journal);
+
+    let mut journal = harness.open(&address, "host-b");
+    let loaded = journal.load().unwrap();
+    assert_eq!(loaded.base, base);
+    assert_eq!(loaded.pending_events, vec![append(&pending_tool)]);
+    assert_eq!(
+        journal.extension_state().load("cache").unwrap(),
+        Some(big_state)
+    );
+    let blobs = harness
+        .cluster
+        .jetstream()
+        .get_object_store(layout::BLOB_STORE)
+        .await
+        .unwrap();
+    use futures_util::StreamExt;
+    let n_blobs = blobs.list().await.unwrap().count().await;
+    assert!(n_blobs >= 3, "{n_blobs} blobs");
+}
+
+#[tokio::test]
+async fn snapshots_purge_the_log_and_loading_still_gives_the_full_history() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:snapshots");
+    let mut journal = harness.open(&address, "host-a").with_snapshot_every(2);
+    let mut base = Vec::new();
+    for turn in 0..10 {
+        let turn_id = format!("t-{turn}");
+        append_turn(
+            &mut journal,
+            &mut base,
+            &turn_id,
+            &[user(&format!("q{turn}")), assistant(&format!("a{turn}"))],
+        );
+        if turn == 4 {
+            // A rewrite in the middle snapshots at once.
+            let event = MessageEvent::Remove {
+                target_id: base[0].id.clone(),
+            };
+            journal.record_event("t-4b", &event).unwrap();
+            base.remove(0);
+            journal.commit_turn("t-4b", &[event], &base).unwrap();
+        }
+        journal
+            .extension_state()
+            .save("counter", &json!(turn))
+            .unwrap();
+    }
+    let n_records = harness.n_records(&address).await;
+    // The claim, 10 × (2 events + commit + ext) and a snapshot record per
+    // two commits would be 51 records without purging.
+    assert!(n_records <= 8, "{n_records} records left for the instance");
+    drop(journal);
+
+    let mut journal = harness.open(&address, "host-b");
+    let loaded = journal.load().unwrap();
+    assert_eq!(loaded.base.len(), 19);
+    assert_eq!(loaded.base, base);
+    assert!(loaded.pending_events.is_empty());
+    assert_eq!(
+        journal.extension_state().load("counter").unwrap(),
+        Some(json!(9))
+    );
+    let snapshots = harness
+        .cluster
+        .jetstream()
+        .get_object_store(layout::SNAPSHOT_STORE)
+        .await
+        .unwrap();
+    use futures_util::StreamExt;
+    let n_snapshots = snapshots.list().await.unwrap().count().await;
+    assert_eq!(n_snapshots, 1, "older snapshots are deleted");
+}
+
+#[tokio::test]
+async fn a_thousand_message_history_loads_and_appends_are_measured_against_the_file_store() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:thousand");
+    let mut journal = harness.open(&address, "host-a");
+    let mut base = Vec::new();
+    let started = Instant::now();
+    for turn in 0..100 {
+        let messages: Vec<Message> = (0..10)
+            .map(|n| {
+                user(&format!(
+                    "turn {turn} message {n}: {}",
+                    "lorem ipsum ".repeat(20)
+                ))
+            })
+            .collect();
+        append_turn(&mut journal, &mut base, &format!("t-{turn}"), &messages);
+    }
+    let cluster_elapsed = started.elapsed();
+    drop(journal);
+
+    let started = Instant::now();
+    let mut journal = harness.open(&address, "host-b");
+    let loaded = journal.load().unwrap();
+    let load_elapsed = started.elapsed();
+    assert_eq!(loaded.base.len(), 1000);
+    assert_eq!(loaded.base, base);
+
+    // The same workload on the file store (default sync policy).
+    let dir = tempfile::tempdir().unwrap();
+    let store = InstanceStore::new(StateRoot::new(dir.path()).workspace("ws-1"));
+    let mut instance = store.open("coder", "user:thousand").unwrap();
+    let file_journal = instance.journal_mut();
+    let mut file_base: Vec<Message> = Vec::new();
+    let started = Instant::now();
+    for (turn, chunk) in base.chunks(10).enumerate() {
+        let events: Vec<MessageEvent> = chunk.iter().map(append).collect();
+        for event in &events {
+            file_journal
+                .record_event(&format!("t-{turn}"), event)
+                .unwrap();
+        }
+        file_base.extend(chunk.iter().cloned());
+        file_journal
+            .commit_turn(&format!("t-{turn}"), &events, &file_base)
+            .unwrap();
+    }
+    let file_elapsed = started.elapsed();
+    eprintln!(
+        "1000 appends in 100 turns: cluster {:?} ({:?} per record, events and commits), file store {:?} ({:?} per record); cluster load of 1000 messages {:?}",
+        cluster_elapsed,
+        cluster_elapsed / 1100,
+        file_elapsed,
+        file_elapsed / 1100,
+        load_elapsed
+    );
+    assert!(load_elapsed < Duration::from_secs(10), "{load_elapsed:?}");
+}
+
+#[tokio::test]
+async fn appends_resume_after_the_stream_leader_is_killed_with_nothing_lost_or_doubled() {
+    let Some(mut harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:leader");
+    let mut journal = harness.open(&address, "host-a");
+    let mut base = Vec::new();
+    for turn in 0..5 {
+        append_turn(
+            &mut journal,
+            &mut base,
+            &format!("t-{turn}"),
+            &[user(&format!("q{turn}")), assistant(&format!("a{turn}"))],
+        );
+    }
+    let mut stream = harness
+        .cluster
+        .jetstream()
+        .get_stream(layout::CONVERSATION_STREAM)
+        .await
+        .unwrap();
+    let leader = stream
+        .info()
+        .await
+        .unwrap()
+        .cluster
+        .clone()
+        .and_then(|cluster| cluster.leader)
+        .expect("the stream has a leader");
+    let index = harness.nats.index_of(&leader).expect("a known server");
+    harness.nats.kill(index);
+    let started = Instant::now();
+    for turn in 5..15 {
+        append_turn(
+            &mut journal,
+            &mut base,
+            &format!("t-{turn}"),
+            &[user(&format!("q{turn}")), assistant(&format!("a{turn}"))],
+        );
+    }
+    eprintln!(
+        "10 turns after killing the GDN_CONV leader {leader}: {:?}",
+        started.elapsed()
+    );
+    drop(journal);
+    let loaded = harness.open(&address, "host-b").load().unwrap();
+    assert_eq!(loaded.base.len(), 30);
+    assert_eq!(loaded.base, base);
+    assert!(loaded.pending_events.is_empty());
+}
+
+#[tokio::test]
+async fn export_writes_files_the_file_store_loads_as_the_same_conversation() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:export");
+    let mut journal = harness.open(&address, "host-a");
+    let mut base = Vec::new();
+    append_turn(
+        &mut journal,
+        &mut base,
+        "t-1",
+        &[user("hello"), assistant("hi")],
+    );
+    journal
+        .record_event("t-2", &append(&user("pending")))
+        .unwrap();
+    journal
+        .extension_state()
+        .save("memory", &json!({"k": "v"}))
+        .unwrap();
+    let from_cluster = {
+        drop(journal);
+        harness.open(&address, "host-b").load().unwrap()
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = StateRoot::new(dir.path()).workspace("ws-1");
+    let paths = workspace.instance("coder", "user:export");
+    export(&harness.cluster, &address, paths.dir())
+        .await
+        .unwrap();
+    let mut instance = InstanceStore::new(workspace)
+        .open("coder", "user:export")
+        .unwrap();
+    let from_disk = instance.journal_mut().load().unwrap();
+    assert_eq!(from_disk, from_cluster);
+    assert_eq!(from_disk.pending_turn_id.as_deref(), Some("t-2"));
+    assert_eq!(
+        instance.extension_state_mut().load("memory").unwrap(),
+        Some(json!({"k": "v"}))
+    );
+}
+
+#[tokio::test]
+async fn two_owners_claiming_at_once_both_open_and_only_the_later_claim_writes() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:race");
+    let first = user("first");
+    let mut seed = harness.open(&address, "host-0");
+    seed.record_event("t-1", &append(&first)).unwrap();
+    drop(seed);
+    let (mut a, mut b) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| harness.open(&address, "host-a"));
+        let b = scope.spawn(|| harness.open(&address, "host-b"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let (from_a, from_b) = (user("from a"), user("from b"));
+    let wrote_a = a.record_event("t-1", &append(&from_a));
+    let wrote_b = b.record_event("t-1", &append(&from_b));
+    assert!(
+        wrote_a.is_ok() != wrote_b.is_ok(),
+        "exactly one owner writes: {wrote_a:?} / {wrote_b:?}"
+    );
+    let winner = if wrote_a.is_ok() { &from_a } else { &from_b };
+    for loser in [wrote_a, wrote_b].into_iter().filter_map(Result::err) {
+        assert_eq!(loser.code(), "E_STORE_FENCED");
+    }
+    drop((a, b));
+    let loaded = harness.open(&address, "host-c").load().unwrap();
+    assert_eq!(loaded.pending_events, vec![append(&first), append(winner)]);
+}
