@@ -18,7 +18,9 @@
 
 mod connect;
 mod error;
+pub mod inbox;
 pub mod layout;
+pub mod membership;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
