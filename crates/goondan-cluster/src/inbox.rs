@@ -349,10 +349,18 @@ impl ShardInbox {
     /// Messages the server is sending at this instant come back after
     /// `ack_wait`. Deliveries handed out before stay valid: ack them after
     /// their Turns commit.
-    pub async fn close(mut self) -> usize {
+    pub async fn close(self) -> usize {
         use futures_util::FutureExt;
+        let mut messages = self.messages;
+        let mut held = Vec::new();
+        while let Some(Some(Ok(message))) = messages.next().now_or_never() {
+            held.push(message);
+        }
+        // Unsubscribe before the NAKs: the server would otherwise redeliver
+        // them at once to this inbox's still-open pull request.
+        drop(messages);
         let mut n_nacked = 0;
-        while let Some(Some(Ok(message))) = self.messages.next().now_or_never() {
+        for message in held {
             if message.ack_with(AckKind::Nak(None)).await.is_ok() {
                 n_nacked += 1;
             }

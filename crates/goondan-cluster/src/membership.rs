@@ -350,11 +350,14 @@ impl Membership {
     /// the other hosts take the shards at once (`gdn stop`). Drain every
     /// owned shard first.
     pub async fn leave(self) -> Result<(), ClusterError> {
+        // Taken first, so no renewal is half done: an aborted renewal
+        // could have moved a lease to a revision this host never learnt,
+        // and the release by revision would then miss it.
+        let mut held = self.shared.held.lock().await;
         if let Some(renewer) = self.renewer.lock().expect("renewer").take() {
             renewer.abort();
         }
         self.watcher.abort();
-        let mut held = self.shared.held.lock().await;
         let releases = held
             .iter()
             .map(|(shard, lease)| self.shared.delete_lease(*shard, lease.revision));
@@ -392,6 +395,14 @@ impl Drop for Membership {
         }
         self.watcher.abort();
     }
+}
+
+/// What a lease key holds.
+enum LeaseRecord {
+    /// Nobody holds it; a new lease is written over this revision.
+    Free(u64),
+    /// A lease, at this revision.
+    Held(u64, Lease),
 }
 
 /// The outcome of one compare-and-set on a lease.
@@ -485,9 +496,9 @@ impl Shared {
         }
     }
 
-    /// The revision a new lease on `shard` must be written over, or `None`
-    /// when a lease is held.
-    async fn free_revision(&self, shard: u16) -> Result<Option<u64>, ClusterError> {
+    /// The last record of `shard`'s lease key: free (absent, released or
+    /// expired) at a revision, or held.
+    async fn read_lease(&self, shard: u16) -> Result<LeaseRecord, ClusterError> {
         let stream = self
             .cluster
             .jetstream()
@@ -504,9 +515,19 @@ impl Shared {
                     .get("KV-Operation")
                     .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"))
                     || message.headers.get("Nats-Marker-Reason").is_some();
-                Ok(removed.then_some(message.sequence))
+                if removed {
+                    return Ok(LeaseRecord::Free(message.sequence));
+                }
+                serde_json::from_slice(&message.payload)
+                    .map(|lease| LeaseRecord::Held(message.sequence, lease))
+                    .map_err(|e| ClusterError::Corrupt {
+                        what: format!("{SHARDS_BUCKET}/{}", lease_key(shard)),
+                        reason: e.to_string(),
+                    })
             }
-            Err(error) if matches!(error.kind(), DirectGetErrorKind::NotFound) => Ok(Some(0)),
+            Err(error) if matches!(error.kind(), DirectGetErrorKind::NotFound) => {
+                Ok(LeaseRecord::Free(0))
+            }
             Err(error) => Err(request_error(
                 &format!("read {}", lease_subject(shard)),
                 error,
@@ -517,7 +538,7 @@ impl Shared {
     /// Takes the lease on `shard` if it is free: the acquiring write, then
     /// the write that records its revision as the epoch.
     async fn acquire(&self, shard: u16) -> Result<Option<Held>, ClusterError> {
-        let Some(expected) = self.free_revision(shard).await? else {
+        let LeaseRecord::Free(expected) = self.read_lease(shard).await? else {
             return Ok(None);
         };
         let subject = lease_subject(shard);
@@ -553,7 +574,16 @@ impl Shared {
             .await?
         {
             Cas::Written(revision) => Ok(Some(Held { revision, ..lease })),
-            Cas::Conflict => Ok(None),
+            // An earlier renewal may have been stored although its answer
+            // was lost: the lease is still this host's if it says so.
+            Cas::Conflict => match self.read_lease(shard).await? {
+                LeaseRecord::Held(revision, current)
+                    if current.host == self.host_id && current.epoch == lease.epoch =>
+                {
+                    Ok(Some(Held { revision, ..lease }))
+                }
+                _ => Ok(None),
+            },
         }
     }
 
