@@ -262,13 +262,20 @@ impl Membership {
             async move {
                 while let Some(entry) = entries.next().await {
                     match entry {
+                        // Heartbeats renew every second: only a host
+                        // joining or leaving is worth an early tick.
                         Ok(entry) => {
-                            shared.saw_host(entry);
-                            shared.hosts_changed.notify_one();
+                            if shared.saw_host(entry) {
+                                shared.hosts_changed.notify_one();
+                            }
                         }
                         Err(error) => tracing::warn!("watching {HOSTS_BUCKET}: {error}"),
                     }
                 }
+                tracing::error!(
+                    host = shared.host_id,
+                    "the watch of {HOSTS_BUCKET} ended; the live hosts are no longer followed"
+                );
             }
         });
         shared.tick().await;
@@ -412,20 +419,19 @@ enum Cas {
 }
 
 impl Shared {
-    fn saw_host(&self, entry: async_nats::jetstream::kv::Entry) {
+    /// Applies one change of `gdn-hosts`; true when the set of live hosts
+    /// changed.
+    fn saw_host(&self, entry: async_nats::jetstream::kv::Entry) -> bool {
         let mut live = self.live.lock().expect("live hosts");
         match entry.operation {
             Operation::Put => match serde_json::from_slice::<HostInfo>(&entry.value) {
-                Ok(info) => {
-                    live.insert(entry.key, info.host);
-                }
+                Ok(info) => live.insert(entry.key, info.host.clone()).as_ref() != Some(&info.host),
                 Err(error) => {
                     tracing::warn!(key = entry.key, "unreadable heartbeat: {error}");
+                    false
                 }
             },
-            Operation::Delete | Operation::Purge => {
-                live.remove(&entry.key);
-            }
+            Operation::Delete | Operation::Purge => live.remove(&entry.key).is_some(),
         }
     }
 
@@ -510,12 +516,7 @@ impl Shared {
             .await
         {
             Ok(message) => {
-                let removed = message
-                    .headers
-                    .get("KV-Operation")
-                    .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"))
-                    || message.headers.get("Nats-Marker-Reason").is_some();
-                if removed {
+                if is_removal(&message) {
                     return Ok(LeaseRecord::Free(message.sequence));
                 }
                 serde_json::from_slice(&message.payload)
@@ -752,7 +753,9 @@ pub async fn cluster_status(cluster: &Cluster) -> Result<ClusterStatus, ClusterE
     Ok(ClusterStatus { hosts, shards })
 }
 
-/// Every live key of `bucket` with its value.
+/// Every live key of `bucket` with its value. Values are read from the
+/// bucket's stream, since a hashed subject token (`~…`) is not a key
+/// `kv::Store::get` accepts.
 async fn read_bucket(
     bucket: &async_nats::jetstream::kv::Store,
     name: &str,
@@ -766,13 +769,29 @@ async fn read_bucket(
         .map_err(|e| request_error(&format!("list {name}"), e))?;
     let mut entries = Vec::with_capacity(keys.len());
     for key in keys {
-        if let Some(value) = bucket
-            .get(&key)
+        match bucket
+            .stream
+            .direct_get_last_for_subject(format!("$KV.{name}.{key}"))
             .await
-            .map_err(|e| request_error(&format!("read {name}/{key}"), e))?
         {
-            entries.push((key, value.to_vec()));
+            Ok(message) if !is_removal(&message) => {
+                entries.push((key, message.payload.to_vec()));
+            }
+            Ok(_) => {}
+            // Expired or deleted since it was listed.
+            Err(error) if matches!(error.kind(), DirectGetErrorKind::NotFound) => {}
+            Err(error) => return Err(request_error(&format!("read {name}/{key}"), error)),
         }
     }
     Ok(entries)
+}
+
+/// True for a key-value record that removes its key: a delete or purge, or
+/// the marker the server leaves when a value's TTL ran out.
+fn is_removal(message: &async_nats::jetstream::message::StreamMessage) -> bool {
+    message
+        .headers
+        .get("KV-Operation")
+        .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"))
+        || message.headers.get("Nats-Marker-Reason").is_some()
 }
