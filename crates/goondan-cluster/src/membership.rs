@@ -8,9 +8,10 @@
 //! # How ownership moves
 //!
 //! Every `renew_every` (1 s) a [`Membership`]:
-//! 1. writes its heartbeat `gdn-hosts/<host>` with a per-message TTL (5 s);
-//! 2. renews each lease it holds by compare-and-set on the lease's own
-//!    revision, with the same TTL;
+//! 1. renews each lease it holds by compare-and-set on the lease's own
+//!    revision, with a per-message TTL (5 s);
+//! 2. writes its heartbeat `gdn-hosts/<host>` with the same TTL, after the
+//!    leases, so it expires after them;
 //! 3. computes each shard's owner by rendezvous hashing over the live hosts
 //!    (every host computes the same answer, there is no leader), and for a
 //!    shard it wins but does not hold, takes the lease if nobody holds it:
@@ -588,25 +589,11 @@ impl Shared {
         }
     }
 
-    /// One round: heartbeat, renewals, acquisitions.
+    /// One round: renewals, heartbeat, acquisitions.
     async fn tick(&self) {
         let started = Instant::now();
-        let mut complete = match self.heartbeat().await {
-            Ok(()) => true,
-            Err(error) => {
-                tracing::warn!(host = self.host_id, "heartbeat: {error}");
-                false
-            }
-        };
-        let mut live: BTreeSet<String> = self
-            .live
-            .lock()
-            .expect("live hosts")
-            .values()
-            .cloned()
-            .collect();
-        live.insert(self.host_id.clone());
         let mut held = self.held.lock().await;
+        let mut complete = true;
 
         let renewals = held
             .iter()
@@ -626,9 +613,23 @@ impl Shared {
                 }
             }
         }
+        // The heartbeat after the leases, so it expires after them: a host
+        // that sees this one's heartbeat go finds its leases free already.
+        if let Err(error) = self.heartbeat().await {
+            tracing::warn!(host = self.host_id, "heartbeat: {error}");
+            complete = false;
+        }
         if complete {
             *self.renewed_at.lock().expect("renewal clock") = Some(started);
         }
+        let mut live: BTreeSet<String> = self
+            .live
+            .lock()
+            .expect("live hosts")
+            .values()
+            .cloned()
+            .collect();
+        live.insert(self.host_id.clone());
 
         let wanted: Vec<u16> = (0..SHARD_COUNT)
             .filter(|shard| !held.contains_key(shard))
