@@ -65,6 +65,16 @@ pub enum ClusterError {
         /// Why it does not decode.
         reason: String,
     },
+    /// A message larger than this version publishes.
+    #[error("{what} is {bytes} bytes, over the {limit}-byte limit of one cluster message")]
+    TooLarge {
+        /// The message.
+        what: String,
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl ClusterError {
@@ -78,6 +88,7 @@ impl ClusterError {
             ClusterError::Timeout { .. } => "E_CLUSTER_TIMEOUT",
             ClusterError::Request { .. } => "E_CLUSTER_REQUEST",
             ClusterError::Corrupt { .. } => "E_CLUSTER_CORRUPT",
+            ClusterError::TooLarge { .. } => "E_CLUSTER_TOO_LARGE",
         }
     }
 
@@ -98,6 +109,9 @@ impl ClusterError {
             }
             ClusterError::Timeout { .. } => {
                 "a majority of the NATS servers must be reachable; check `gdn cluster status` and the servers' logs".into()
+            }
+            ClusterError::TooLarge { .. } => {
+                "send large content as a blob reference instead of inline".into()
             }
             ClusterError::Request { .. } | ClusterError::Corrupt { .. } => return None,
         })
