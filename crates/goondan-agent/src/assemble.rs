@@ -592,7 +592,7 @@ fn open_cluster_log(
     log: &ClusterLog,
     agent_name: &str,
     instance_key: &str,
-) -> Result<goondan_cluster::journal::ClusterJournal, StartError> {
+) -> Result<goondan_cluster::ClusterJournal, StartError> {
     let cluster_error = |error: goondan_cluster::ClusterError| {
         StartError::new(error.code(), error.to_string(), error.suggestion())
     };
@@ -600,6 +600,6 @@ fn open_cluster_log(
         .map_err(cluster_error)?;
     let address =
         goondan_cluster::subject::InstanceAddress::new(&log.workspace_id, agent_name, instance_key);
-    goondan_cluster::journal::ClusterJournal::open(&log.urls, options, address, &log.host_id)
+    goondan_cluster::ClusterJournal::open(&log.urls, options, address, &log.host_id)
         .map_err(cluster_error)
 }

@@ -212,7 +212,7 @@ impl Host {
             tokio::select! {
                 changed = owned.changed() => if changed.is_err() { break },
                 changed = to_drain.changed() => if changed.is_err() { break },
-                _ = stopped.wait_for(|stop| *stop) => break,
+                _ = stop_requested(&mut stopped) => break,
                 Some(ended) = pullers.join_next(), if !pullers.is_empty() => {
                     let Ok(shard) = ended else { continue };
                     pulling.remove(&shard);
@@ -258,7 +258,7 @@ impl ShardPuller {
         loop {
             let next = tokio::select! {
                 next = inbox.next() => next,
-                _ = stop.wait_for(|stop| *stop) => break,
+                _ = stop_requested(&mut stop) => break,
             };
             match next {
                 None => break,
@@ -353,6 +353,12 @@ impl ShardPuller {
     }
 }
 
+/// Resolves once `stop` says true (or its sender is gone), holding no
+/// guard across the wait.
+async fn stop_requested(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
 /// What a host publishes to an envelope's reply subject.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -432,7 +438,7 @@ pub(crate) async fn ask(
         Ok(routed) => routed,
         Err(error) => return Ok(report(Err(Refused::from(error)), None, json)),
     };
-    let cluster = match mode.connect().await {
+    let cluster = match connect_as_client(&mode.urls).await {
         Ok(cluster) => cluster,
         Err(error) => return Ok(print_cluster_error(&error)),
     };
@@ -500,11 +506,14 @@ fn current_thread() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Connects for a command run by a person (no host id of its own).
-async fn connect_as_client(urls: &str) -> Result<Cluster, ClusterError> {
-    let urls = ClusterUrls::parse(urls)?;
+/// Connects for a command run by a person (no host id of its own), and
+/// checks that some host has made the layout.
+async fn connect_as_client(urls: &ClusterUrls) -> Result<Cluster, ClusterError> {
     let mut options = ClusterOptions::from_env(|name| std::env::var(name).ok())?;
     options.client_name = "gdn cli".to_string();
-    Cluster::connect(&urls, options).await
+    let cluster = Cluster::connect(urls, options).await?;
+    layout::require(&cluster).await?;
+    Ok(cluster)
 }
 
 /// `gdn instance export KEY --cluster URLS --to DIR`.
@@ -540,8 +549,8 @@ pub(crate) fn export(
         &instance_key,
     );
     let exported = current_thread()?.block_on(async {
-        let cluster = connect_as_client(urls).await?;
-        goondan_cluster::journal::export(&cluster, &address, to).await
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        goondan_cluster::export(&cluster, &address, to).await
     });
     match exported {
         Ok(()) => {
@@ -555,7 +564,7 @@ pub(crate) fn export(
 /// `gdn cluster status`: hosts, and each host's shards with their backlog.
 fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
     let status = current_thread()?.block_on(async {
-        let cluster = connect_as_client(urls).await?;
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
         goondan_cluster::membership::cluster_status(&cluster).await
     });
     let status = match status {
