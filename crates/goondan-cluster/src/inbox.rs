@@ -315,11 +315,12 @@ pub async fn send(cluster: &Cluster, envelope: &Envelope) -> Result<Receipt, Clu
         Ok(ack) => {
             if let (true, Some(name)) = (ack.duplicate, blob) {
                 // The put above rewrote the first copy's blob. If that copy
-                // was acked already, nothing will delete the blob again.
+                // was acked already, nothing will delete the blob again (asked
+                // of the stream leader: a replica may still hold the copy).
                 let stream = cluster.jetstream().get_stream_no_info(INBOX_STREAM).await;
                 if let Ok(stream) = stream {
-                    if let Err(error) = stream.direct_get(ack.sequence).await {
-                        if matches!(error.kind(), DirectGetErrorKind::NotFound) {
+                    if let Err(error) = stream.get_raw_message(ack.sequence).await {
+                        if matches!(error.kind(), LastRawMessageErrorKind::NoMessageFound) {
                             delete_blob(cluster, &name).await;
                         }
                     }
