@@ -281,7 +281,9 @@ async fn a_writer_learns_it_was_taken_over_before_it_writes() {
     assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
     // The check wrote nothing, and the new owner is still the writer.
     second.confirm_writer().unwrap();
-    second.record_event("t-2", &append(&user("theirs"))).unwrap();
+    second
+        .record_event("t-2", &append(&user("theirs")))
+        .unwrap();
 }
 
 #[tokio::test]
