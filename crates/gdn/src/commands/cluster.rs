@@ -188,14 +188,16 @@ impl JoinedHost {
     }
 
     /// Serves this host's shards through `handle` until
-    /// [`HostTask::drain`].
-    pub(crate) fn serve(self, handle: OrchestratorHandle) -> HostTask {
+    /// [`HostTask::drain`]; runs the `singletons` Connections while it
+    /// owns shard 0.
+    pub(crate) fn serve(self, handle: OrchestratorHandle, singletons: Vec<String>) -> HostTask {
         let (stop, stopped) = watch::channel(false);
         let host = Host {
             cluster: self.cluster,
             handle,
             membership: Arc::new(self.membership),
             workspace_id: self.workspace_id,
+            singletons,
         };
         let task = tokio::spawn(host.run(stopped));
         HostTask { stop, task }
@@ -260,6 +262,25 @@ struct Host {
     handle: OrchestratorHandle,
     membership: Arc<Membership>,
     workspace_id: String,
+    /// Connections only one host may run at a time (polling, schedules).
+    singletons: Vec<String>,
+}
+
+/// The shard whose owner runs the singleton Connections.
+const SINGLETON_SHARD: u16 = 0;
+
+/// The Connections of `project` every host runs (a push connector's port,
+/// behind a load balancer), and those only one host may run at a time
+/// (anything that polls or fires on a schedule would fire once per host).
+pub(crate) fn split_connections(project: &Project, all: &[String]) -> (Vec<String>, Vec<String>) {
+    const PUSH: [&str; 4] = ["builtin:webhook", "builtin:github", "builtin:slack", "builtin:discord"];
+    all.iter().cloned().partition(|name| {
+        project
+            .bundle
+            .connections()
+            .find(|connection| connection.name() == name)
+            .is_some_and(|connection| PUSH.contains(&connection.connector().spec.entry.as_str()))
+    })
 }
 
 impl Host {
@@ -271,6 +292,7 @@ impl Host {
         let mut to_drain = self.membership.to_drain();
         let mut pulling: HashMap<u16, watch::Sender<bool>> = HashMap::new();
         let mut pullers = JoinSet::new();
+        let mut runs_singletons = false;
         loop {
             let draining: BTreeSet<u16> = to_drain.borrow_and_update().clone();
             let serving: BTreeSet<u16> = owned
@@ -278,6 +300,10 @@ impl Host {
                 .difference(&draining)
                 .copied()
                 .collect();
+            if serving.contains(&SINGLETON_SHARD) != runs_singletons && !self.singletons.is_empty() {
+                runs_singletons = !runs_singletons;
+                self.run_singletons(runs_singletons).await;
+            }
             for (shard, stop) in &pulling {
                 if !serving.contains(shard) {
                     let _ = stop.send(true);
@@ -319,10 +345,29 @@ impl Host {
             let _ = stop.send(true);
         }
         while pullers.join_next().await.is_some() {}
+        if runs_singletons {
+            self.run_singletons(false).await;
+        }
         if let Ok(membership) = Arc::try_unwrap(self.membership) {
             if let Err(error) = membership.leave().await {
                 tracing::warn!(code = error.code(), "leaving the cluster: {error}");
             }
+        }
+    }
+}
+
+impl Host {
+    /// Starts (or stops) the singleton Connections with this host's
+    /// ownership of [`SINGLETON_SHARD`].
+    async fn run_singletons(&self, run: bool) {
+        let mut swarm = (*self.handle.swarm()).clone();
+        swarm.connections.retain(|name| !self.singletons.contains(name));
+        if run {
+            swarm.connections.extend(self.singletons.iter().cloned());
+        }
+        tracing::info!(run, connections = ?self.singletons, "singleton Connections follow shard {SINGLETON_SHARD}");
+        if let Err(error) = self.handle.reconfigure(swarm).await {
+            tracing::warn!(code = error.code(), "starting or stopping the singleton Connections: {error}");
         }
     }
 }

@@ -530,7 +530,17 @@ async fn foreground(
         eprintln!("error[{}]: {error}", error.code());
         return Ok(Outcome::ConfigError);
     }
-    let info = swarm_info(&project)?;
+    let mut info = swarm_info(&project)?;
+    // A cluster host starts with the Connections every host runs; the
+    // others follow the ownership of one shard (`cluster::Host`).
+    let singletons = match &cluster {
+        Some(_) => {
+            let (everywhere, singletons) = cluster::split_connections(&project, &info.connections);
+            info.connections = everywhere;
+            singletons
+        }
+        None => Vec::new(),
+    };
     // What every child (`gdn agent`, `gdn connector`) loads its bundle with.
     let mut bundle_args: Vec<String> = vec![
         "--bundle-dir".into(),
@@ -653,7 +663,7 @@ async fn foreground(
                 "host {} joined the cluster at {} for Swarm/{} (workspace {})",
                 mode.host_id, mode.urls, project.swarm_name, mode.workspace_id
             );
-            Some(joined.serve(handle.clone()))
+            Some(joined.serve(handle.clone(), singletons))
         }
         _ => None,
     };

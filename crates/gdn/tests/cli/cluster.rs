@@ -34,7 +34,11 @@ struct Cluster {
     swarm: Swarm,
     hosts: Vec<Host>,
     _runtime: tokio::runtime::Runtime,
+    // Last: released after the hosts and servers are gone.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// One `gdn run --cluster` host, SIGKILLed (with its agents) when dropped.
 struct Host {
@@ -50,15 +54,30 @@ impl Host {
 
     /// The agent processes this host runs.
     fn agents(&self) -> Vec<i32> {
+        self.children()
+            .into_iter()
+            .filter(|pid| command_line(*pid).contains(&"agent".to_string()))
+            .collect()
+    }
+
+    /// The ConnectorProcesses this host runs.
+    fn connectors(&self) -> Vec<i32> {
+        self.children()
+            .into_iter()
+            .filter(|pid| command_line(*pid).contains(&"connector".to_string()))
+            .collect()
+    }
+
+    fn children(&self) -> Vec<i32> {
         self.child
             .as_ref()
             .map_or_else(Vec::new, |_| children_of(self.pid()))
     }
 
     fn signal(&self, signal: Signal) {
-        // The host's agents die with it (they watch their parent), but a
-        // stopped host must stop its agents too: signal the whole group.
-        for pid in self.agents() {
+        // The host's children die with it (they watch their parent), but a
+        // stopped host must stop them too: signal the whole family.
+        for pid in self.children() {
             let _ = kill(Pid::from_raw(pid), signal);
         }
         let _ = kill(Pid::from_raw(self.pid()), signal);
@@ -78,8 +97,18 @@ impl Drop for Host {
 }
 
 impl Cluster {
-    /// `None` when no nats-server is installed (and none is required).
+    /// The `pair` bundle; `None` when no nats-server is installed (and
+    /// none is required).
     fn start(decide: impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static) -> Option<Cluster> {
+        Cluster::with_swarm(|| Swarm::pair(5, decide))
+    }
+
+    /// Each test's cluster runs alone: three NATS servers and two hosts
+    /// per test are enough load for two cores.
+    fn with_swarm(swarm: impl FnOnce() -> Swarm) -> Option<Cluster> {
+        let alone = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -87,9 +116,10 @@ impl Cluster {
         let nats = runtime.block_on(NatsCluster::start(3))?;
         Some(Cluster {
             nats,
-            swarm: Swarm::pair(5, decide),
+            swarm: swarm(),
             hosts: Vec::new(),
             _runtime: runtime,
+            _alone: alone,
         })
     }
 
@@ -201,6 +231,15 @@ impl Cluster {
             self.hosts.iter().position(|host| !host.agents().is_empty())
         })
     }
+}
+
+/// The arguments of a running process.
+fn command_line(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|byte| *byte == 0)
+        .map(|part| String::from_utf8_lossy(part).into_owned())
+        .collect()
 }
 
 fn user_texts(conversation: &[Value]) -> Vec<String> {
@@ -401,4 +440,54 @@ fn an_agent_on_one_host_asks_an_agent_on_another() {
         assert_eq!(ran("alpha"), owns("alpha"), "alpha on {}", host.id);
         assert_eq!(ran("beta"), owns("beta"), "beta on {}", host.id);
     }
+}
+
+#[test]
+fn a_polling_connector_runs_on_one_host_and_moves_when_it_dies() {
+    let Some(mut cluster) = Cluster::with_swarm(|| {
+        let mock = crate::mock_llm::MockLlm::start(|request| {
+            Reply::text(format!("got: {}", request.last_user_text()))
+        });
+        Swarm {
+            bundle: crate::swarm::fixture("ticker", &[("@ENDPOINT@", mock.endpoint())]),
+            state: tempfile::tempdir().unwrap(),
+            mock,
+        }
+    }) else {
+        return;
+    };
+    cluster.add_host("host-a");
+    cluster.add_host("host-b");
+    let running = |cluster: &Cluster| -> Vec<usize> {
+        cluster
+            .hosts
+            .iter()
+            .enumerate()
+            .filter(|(_, host)| !host.connectors().is_empty())
+            .map(|(index, _)| index)
+            .collect()
+    };
+    let first = crate::swarm::wait_until("one host running the connector", || {
+        match running(&cluster).as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    });
+    // Its event reached the agent, on whichever host owns it.
+    cluster
+        .swarm
+        .mock
+        .wait_for("the tick", |request| request.last_user_text() == "tick from a script");
+    // Still one, some time later (no second host started one).
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(running(&cluster), [first]);
+
+    cluster.hosts[first].signal(Signal::SIGKILL);
+    let started = Instant::now();
+    let survivor = 1 - first;
+    while cluster.hosts[survivor].connectors().is_empty() {
+        assert!(started.elapsed() < HANDOFF_DEADLINE, "the connector did not move");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("singleton connector moved after {:?}", started.elapsed());
 }

@@ -91,6 +91,14 @@ impl Orchestrator {
             Err(error) => return failed(error),
         };
         let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
+        if let Some(remote) = self.remote.as_ref().filter(|remote| !remote.serves(&key)) {
+            tracing::info!(connection, target = %key, event_id = %event.id, "connector event forwarded to the instance's host");
+            remote.forward(message);
+            return QueryAnswer::Ingested {
+                event_id: Some(event.id),
+                target: Some(key.to_string()),
+            };
+        }
         match self.deliver(&key, Queued::turn(message, event.id.clone())) {
             Ok(()) => {
                 tracing::info!(connection, target = %key, event_id = %event.id, trace_id = ?event.trace_id, "connector event queued");
