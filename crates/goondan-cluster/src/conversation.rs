@@ -42,7 +42,12 @@ const EXPECTED_SUBJECT_HEADER: &str = "Nats-Expected-Last-Subject-Sequence-Subje
 const HEADER_ROOM: usize = 4 * 1024;
 
 /// How long a write keeps retrying through timeouts and leader elections.
-pub(crate) const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long a read keeps starting again. Longer than a write's: reading
+/// the log needs a consumer, which needs the meta leader as well as the
+/// stream's.
+const READ_DEADLINE: Duration = Duration::from_secs(20);
 
 /// The records of one instance, read and written by one writer.
 #[derive(Debug)]
@@ -68,11 +73,14 @@ impl ConversationLog {
         cluster: &Cluster,
         address: &InstanceAddress,
     ) -> Result<Self, ClusterError> {
-        let stream = cluster
-            .jetstream()
-            .get_stream(CONVERSATION_STREAM)
-            .await
-            .map_err(|e| request_error(CONVERSATION_STREAM, e))?;
+        let jetstream = cluster.jetstream();
+        let stream = retrying(CONVERSATION_STREAM, || async move {
+            jetstream
+                .get_stream(CONVERSATION_STREAM)
+                .await
+                .map_err(|e| request_error(CONVERSATION_STREAM, e))
+        })
+        .await?;
         Ok(ConversationLog {
             cluster: cluster.clone(),
             stream,
@@ -115,20 +123,17 @@ impl ConversationLog {
     /// read from the stream leader; it becomes what the next write expects.
     pub(crate) async fn read_last_seq(&mut self) -> Result<u64, ClusterError> {
         let filter = self.filter();
-        let deadline = Instant::now() + WRITE_DEADLINE;
-        let last = loop {
-            match self.stream.get_last_raw_message_by_subject(&filter).await {
-                Ok(message) => break message.sequence,
+        let (stream, filter) = (&self.stream, filter.as_str());
+        let last = retrying(filter, || async move {
+            match stream.get_last_raw_message_by_subject(filter).await {
+                Ok(message) => Ok(message.sequence),
                 Err(error) if matches!(error.kind(), LastRawMessageErrorKind::NoMessageFound) => {
-                    break 0
+                    Ok(0)
                 }
-                Err(error) if Instant::now() < deadline => {
-                    tracing::debug!(%error, "reading the last sequence of {filter}; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(error) => return Err(request_error(&filter, error)),
+                Err(error) => Err(request_error(filter, error)),
             }
-        };
+        })
+        .await?;
         self.last_seq = last;
         Ok(last)
     }
@@ -456,80 +461,114 @@ struct RawRecord {
     payload: Vec<u8>,
 }
 
-/// The instance's records up to sequence `upto`, in order.
+/// The instance's records up to sequence `upto`, in order. A read that
+/// fails (a consumer cannot be made while the servers elect a leader) is
+/// started again until [`READ_DEADLINE`].
 async fn read_records(
     cluster: &Cluster,
     stream: &Stream,
     prefix: &str,
     upto: u64,
 ) -> Result<Vec<RawRecord>, ClusterError> {
-    let mut records = Vec::new();
     if upto == 0 {
-        return Ok(records);
+        return Ok(Vec::new());
     }
-    let filter = format!("{prefix}.>");
-    let what = format!("a read of {filter}");
-    let read = async {
-        let consumer = stream
-            .create_consumer(pull::OrderedConfig {
-                filter_subject: filter.clone(),
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| request_error(&what, e))?;
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| request_error(&what, e))?;
-        while let Some(message) = messages.next().await {
-            let message = message.map_err(|e| request_error(&what, e))?;
-            let info = message.info().map_err(|e| request_error(&what, e))?;
-            let (seq, pending) = (info.stream_sequence, info.pending);
-            if seq > upto {
-                break;
-            }
-            let subject = message.subject.to_string();
-            // Subjects under the prefix that this version does not write
-            // are skipped, so a newer writer's extra records do not stop
-            // an older reader.
-            if let Some(kind) = RecordKind::of_subject(prefix, &subject) {
-                records.push(RawRecord {
-                    seq,
-                    subject,
-                    kind,
-                    payload: message.payload.to_vec(),
-                });
-            }
-            if seq >= upto || pending == 0 {
-                break;
-            }
+    let what = format!("a read of {prefix}.>");
+    let attempt_limit = cluster.options().request_timeout * 6;
+    let what = what.as_str();
+    retrying(what, || async move {
+        match tokio::time::timeout(attempt_limit, read_once(stream, prefix, upto)).await {
+            Ok(Ok(records)) => Ok(records),
+            Ok(Err(reason)) => Err(request_error(what, reason)),
+            Err(_) => Err(ClusterError::Timeout {
+                what: what.to_string(),
+                after: attempt_limit,
+            }),
         }
-        Ok(records)
-    };
-    let limit = cluster.options().request_timeout * 6;
-    tokio::time::timeout(limit, read)
+    })
+    .await
+}
+
+/// One pass of an ordered consumer over the instance's records.
+async fn read_once(stream: &Stream, prefix: &str, upto: u64) -> Result<Vec<RawRecord>, String> {
+    let text = |e: &dyn std::fmt::Display| e.to_string();
+    let mut records = Vec::new();
+    let consumer = stream
+        .create_consumer(pull::OrderedConfig {
+            filter_subject: format!("{prefix}.>"),
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
         .await
-        .map_err(|_| ClusterError::Timeout { what, after: limit })?
+        .map_err(|e| text(&e))?;
+    let mut messages = consumer.messages().await.map_err(|e| text(&e))?;
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(|e| text(&e))?;
+        let info = message.info().map_err(|e| text(&e))?;
+        let (seq, pending) = (info.stream_sequence, info.pending);
+        if seq > upto {
+            break;
+        }
+        let subject = message.subject.to_string();
+        // Subjects under the prefix that this version does not write are
+        // skipped, so a newer writer's extra records do not stop an older
+        // reader.
+        if let Some(kind) = RecordKind::of_subject(prefix, &subject) {
+            records.push(RawRecord {
+                seq,
+                subject,
+                kind,
+                payload: message.payload.to_vec(),
+            });
+        }
+        if seq >= upto || pending == 0 {
+            break;
+        }
+    }
+    Ok(records)
 }
 
 async fn read_object(cluster: &Cluster, store: &str, name: &str) -> Result<Vec<u8>, ClusterError> {
     let what = format!("{store}/{name}");
-    let objects = cluster
-        .jetstream()
-        .get_object_store(store)
-        .await
-        .map_err(|e| request_error(store, e))?;
-    let mut object = objects
-        .get(name)
-        .await
-        .map_err(|e| request_error(&what, e))?;
-    let mut bytes = Vec::new();
-    object
-        .read_to_end(&mut bytes)
-        .await
-        .map_err(|e| request_error(&what, e))?;
-    Ok(bytes)
+    let what = what.as_str();
+    retrying(what, || async move {
+        let objects = cluster
+            .jetstream()
+            .get_object_store(store)
+            .await
+            .map_err(|e| request_error(store, e))?;
+        let mut object = objects
+            .get(name)
+            .await
+            .map_err(|e| request_error(what, e))?;
+        let mut bytes = Vec::new();
+        object
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| request_error(what, e))?;
+        Ok(bytes)
+    })
+    .await
+}
+
+/// Runs `attempt` again while it fails (a leader election, a lost
+/// connection) until [`READ_DEADLINE`], then returns its last error.
+async fn retrying<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
+    let deadline = Instant::now() + READ_DEADLINE;
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
+            Err(error) if Instant::now() < deadline => {
+                tracing::debug!(%error, "{what}: retrying");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 fn request_error(what: &str, error: impl std::fmt::Display) -> ClusterError {
