@@ -69,6 +69,9 @@ pub(crate) enum Command {
     /// Show tokens and costs of model calls, by swarm, agent, instance or
     /// day.
     Usage(UsageArgs),
+    /// A swarm spread over several hosts (`gdn run --cluster`): its hosts,
+    /// shards and backlog.
+    Cluster(ClusterArgs),
     /// Run one AgentProcess (spawned by the orchestrator; not for people).
     #[command(hide = true)]
     Agent(AgentArgs),
@@ -414,6 +417,16 @@ pub(crate) struct RunArgs {
     /// changed. An invalid edit is reported and the swarm runs on.
     #[arg(short, long)]
     pub(crate) watch: bool,
+    /// Run as one host of a swarm spread over several hosts on NATS
+    /// JetStream (comma-separated `nats://` or `tls://` servers); with
+    /// --input, send that one input through the cluster and print the
+    /// answer (no host needed here). See docs/cluster.md.
+    #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER", conflicts_with_all = ["interactive", "watch"])]
+    pub(crate) cluster: Option<String>,
+    /// This host's name in the cluster (default: the host name and a hash
+    /// of the state root).
+    #[arg(long, value_name = "ID", requires = "cluster")]
+    pub(crate) host_id: Option<String>,
 }
 
 /// `gdn restart`.
@@ -459,6 +472,19 @@ pub(crate) enum InstanceCommand {
         #[arg(long)]
         fresh: bool,
     },
+    /// Write an instance of a cluster (`gdn run --cluster`) in the
+    /// single-host layout: `messages/base.jsonl`, `messages/events.jsonl`,
+    /// `extensions/`.
+    Export {
+        /// `agent:instanceKey`, or `instanceKey` of the entry agent.
+        key: String,
+        /// The cluster's NATS servers.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+        cluster: String,
+        /// The folder to write (created; must be empty or missing).
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+    },
     /// Stop the processes of an instance and delete its state.
     Delete {
         /// `instanceKey`, or `agent:instanceKey` for one agent.
@@ -466,6 +492,25 @@ pub(crate) enum InstanceCommand {
         /// Do not ask for confirmation.
         #[arg(short, long)]
         force: bool,
+    },
+}
+
+/// `gdn cluster`.
+#[derive(Debug, Args)]
+pub(crate) struct ClusterArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: ClusterCommand,
+}
+
+/// `gdn cluster` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ClusterCommand {
+    /// Live hosts, which host owns each shard, and the inbox backlog.
+    Status {
+        /// The cluster's NATS servers.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+        cluster: String,
     },
 }
 

@@ -16,7 +16,8 @@ use goondan_runtime::turn::{
 use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, EntryResolvers, RuntimeEventSink};
 use goondan_runtime::{BudgetLimits, Ledger};
 use goondan_store::{
-    InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources, SwarmUsageTally, SyncPolicy,
+    ExtensionStateStore, InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources,
+    SwarmUsageTally, SyncPolicy, TurnJournal,
 };
 use goondan_types::{Entry, JsonValue, RuntimeEvent, Secrets};
 use std::path::PathBuf;
@@ -58,6 +59,20 @@ pub struct AgentProcessArgs {
     /// `gdn` fills it with its own `strip-types` subcommand once that
     /// exists; `None` leaves such entries to bun or Node 22.6+.
     pub strip_types_command: Option<Vec<String>>,
+    /// Where the conversation lives when this instance runs on a cluster
+    /// host (`gdn run --cluster`); the local System Root when `None`.
+    pub cluster: Option<ClusterLog>,
+}
+
+/// The cluster log an AgentProcess of a cluster host writes to.
+#[derive(Debug, Clone)]
+pub struct ClusterLog {
+    /// The NATS servers.
+    pub urls: goondan_cluster::ClusterUrls,
+    /// The host, named in the log's claims.
+    pub host_id: String,
+    /// The swarm's workspace, the same on every host.
+    pub workspace_id: String,
 }
 
 /// Reads a durability level:
@@ -494,9 +509,18 @@ pub async fn assemble(
         }),
         None => Arc::new(store_events),
     };
+    let (journal, extension_state): (Box<dyn TurnJournal>, Box<dyn ExtensionStateStore>) =
+        match &args.cluster {
+            None => (Box::new(parts.journal), Box::new(parts.extension_state)),
+            Some(log) => {
+                let journal = open_cluster_log(log, &args.agent_name, &args.instance_key)?;
+                let extension_state = journal.extension_state();
+                (Box::new(journal), Box::new(extension_state))
+            }
+        };
     let services = AgentServices {
-        journal: Box::new(parts.journal),
-        extension_state: Box::new(parts.extension_state),
+        journal,
+        extension_state,
         entries: Arc::new(EntryResolvers::new(builtins).with_scripts(Arc::new(scripts))),
         agents: Arc::new(agents.clone()),
         inbox,
@@ -560,4 +584,22 @@ fn ledger_for(
         }
         None => ledger,
     }
+}
+
+/// Opens the instance's log in the cluster, fencing every earlier owner:
+/// from here on, only this process writes to it.
+fn open_cluster_log(
+    log: &ClusterLog,
+    agent_name: &str,
+    instance_key: &str,
+) -> Result<goondan_cluster::ClusterJournal, StartError> {
+    let cluster_error = |error: goondan_cluster::ClusterError| {
+        StartError::new(error.code(), error.to_string(), error.suggestion())
+    };
+    let options = goondan_cluster::ClusterOptions::from_env(|name| std::env::var(name).ok())
+        .map_err(cluster_error)?;
+    let address =
+        goondan_cluster::subject::InstanceAddress::new(&log.workspace_id, agent_name, instance_key);
+    goondan_cluster::ClusterJournal::open(&log.urls, options, address, &log.host_id)
+        .map_err(cluster_error)
 }

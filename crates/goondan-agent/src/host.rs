@@ -186,6 +186,11 @@ enum Control {
 /// this process never got) is forgotten oldest first.
 const MAX_PENDING_CANCELS: usize = 256;
 
+/// The exit status of an AgentProcess whose instance another process (on
+/// another host of a cluster) has taken over: `EX_TEMPFAIL`, since the
+/// event it held is run again by the next process.
+pub const EXIT_TAKEN_OVER: i32 = 75;
+
 /// Turns to cancel (`runtime.cancel`), shared by the inbound reader, which
 /// hears the cancel, and the Turn loop, which owns the Turns.
 #[derive(Default)]
@@ -297,6 +302,14 @@ pub async fn serve(
             },
         };
         let event_id = event.id.clone();
+        if let Err(error) = agent.confirm_writer() {
+            // Another host owns this instance now (it claimed the log after
+            // this process loaded it). Running the Turn here would only be
+            // refused at its first write; exiting hands the event back to
+            // the orchestrator, whose next process reads the current log.
+            tracing::error!(code = error.code(), event_id = %event_id, "{error}; exiting so a new process reads the current conversation");
+            std::process::exit(EXIT_TAKEN_OVER);
+        }
         if event.redelivered {
             if let Some(PriorTurn::Answered { text }) = agent.prior_turn(&event_id) {
                 tracing::info!(event_id = %event_id, "redelivered event was already answered; sending the recorded answer");

@@ -116,6 +116,20 @@ impl ConversationLog {
         }
     }
 
+    /// Fails, and fences this writer for good, when the instance's last
+    /// record is not the last one this writer wrote or read: another owner
+    /// has claimed the log since.
+    pub(crate) async fn confirm_writer(&mut self) -> Result<(), ClusterError> {
+        self.check_not_fenced()?;
+        let mine = self.last_seq;
+        let last = self.read_last_seq().await?;
+        if last != mine {
+            self.last_seq = mine;
+            self.fenced = Some((mine, last.to_string()));
+        }
+        self.check_not_fenced()
+    }
+
     /// The sequence of the instance's last record (0 when it has none),
     /// read from the stream leader; it becomes what the next write expects.
     pub(crate) async fn read_last_seq(&mut self) -> Result<u64, ClusterError> {

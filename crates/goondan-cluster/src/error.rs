@@ -65,6 +65,22 @@ pub enum ClusterError {
         /// Why it does not decode.
         reason: String,
     },
+    /// The servers hold no Goondan layout: no host has started yet.
+    #[error("the cluster has no {missing} yet: no `gdn run --cluster` host has started on it")]
+    NotStarted {
+        /// The stream that is missing.
+        missing: String,
+    },
+    /// A message larger than this version publishes.
+    #[error("{what} is {bytes} bytes, over the {limit}-byte limit of one cluster message")]
+    TooLarge {
+        /// The message.
+        what: String,
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl ClusterError {
@@ -78,6 +94,8 @@ impl ClusterError {
             ClusterError::Timeout { .. } => "E_CLUSTER_TIMEOUT",
             ClusterError::Request { .. } => "E_CLUSTER_REQUEST",
             ClusterError::Corrupt { .. } => "E_CLUSTER_CORRUPT",
+            ClusterError::NotStarted { .. } => "E_CLUSTER_NOT_STARTED",
+            ClusterError::TooLarge { .. } => "E_CLUSTER_TOO_LARGE",
         }
     }
 
@@ -86,6 +104,9 @@ impl ClusterError {
         Some(match self {
             ClusterError::BadUrl { .. } => {
                 "give comma-separated server addresses, e.g. nats://10.0.0.1:4222,nats://10.0.0.2:4222".into()
+            }
+            ClusterError::NotStarted { .. } => {
+                "start a host first (`gdn run --cluster URLS` with the bundle); it creates the streams and buckets".into()
             }
             ClusterError::Connect { .. } => {
                 "check that the NATS servers run with JetStream enabled and that this host can reach them (credentials: GOONDAN_CLUSTER_CREDS)".into()
@@ -98,6 +119,9 @@ impl ClusterError {
             }
             ClusterError::Timeout { .. } => {
                 "a majority of the NATS servers must be reachable; check `gdn cluster status` and the servers' logs".into()
+            }
+            ClusterError::TooLarge { .. } => {
+                "send large content as a blob reference instead of inline".into()
             }
             ClusterError::Request { .. } | ClusterError::Corrupt { .. } => return None,
         })

@@ -66,6 +66,7 @@ enum Command {
         value: JsonValue,
         reply: Reply<()>,
     },
+    ConfirmWriter(Reply<()>),
     SnapshotEvery(u64),
 }
 
@@ -212,6 +213,12 @@ impl TurnJournal for ClusterJournal {
             reply,
         })
     }
+
+    /// One read of the instance's last sequence: anything but this
+    /// writer's own last write means another owner claimed the log.
+    fn confirm_writer(&mut self) -> Result<(), StoreError> {
+        self.worker.call(Command::ConfirmWriter)
+    }
 }
 
 impl ExtensionStateStore for ClusterExtensionState {
@@ -350,6 +357,10 @@ impl Writer {
                 Command::SaveExtension { name, value, reply } => {
                     let saved = self.save_extension(name, value).await;
                     let _ = reply.send(saved.map_err(Into::into));
+                }
+                Command::ConfirmWriter(reply) => {
+                    let confirmed = self.log.confirm_writer().await;
+                    let _ = reply.send(confirmed.map_err(Into::into));
                 }
                 Command::SnapshotEvery(every) => self.snapshot_every = every,
             }

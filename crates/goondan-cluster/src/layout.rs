@@ -124,6 +124,21 @@ pub async fn ensure(cluster: &Cluster) -> Result<(), ClusterError> {
     Ok(())
 }
 
+/// Fails with [`ClusterError::NotStarted`] when no host has made the
+/// layout yet, for commands that only use it (`--input`, status, export).
+pub async fn require(cluster: &Cluster) -> Result<(), ClusterError> {
+    // The blob store is the last thing `ensure` creates: with it, all is
+    // there.
+    let last = format!("OBJ_{BLOB_STORE}");
+    match cluster.jetstream().get_stream(&last).await {
+        Ok(_) => Ok(()),
+        Err(error) if is_stream_not_found(&error) => Err(ClusterError::NotStarted {
+            missing: format!("object store {BLOB_STORE}"),
+        }),
+        Err(error) => Err(layout_error(&last, error)),
+    }
+}
+
 fn layout_error(what: &str, reason: impl std::fmt::Display) -> ClusterError {
     ClusterError::Layout {
         what: what.to_string(),

@@ -12,8 +12,8 @@
 //!   conversation log in `GDN_CONV` behind `goondan-store`'s
 //!   `TurnJournal` and `ExtensionStateStore`, and [`export`], which writes
 //!   it back in the single-host layout;
-//! - the inbox and the shard leases are built on these, each behind a seam
-//!   the single-host code already has.
+//! - [`inbox`]: every instance's inbox in `GDN_IN`, pulled per shard;
+//! - [`membership`]: host heartbeats and the shard leases.
 //!
 //! Safety never rests on a lease alone: every write to an instance's log is
 //! a compare-and-append on the last sequence its writer read, checked by
@@ -27,8 +27,10 @@ mod connect;
 mod conversation;
 mod error;
 mod export;
+pub mod inbox;
 mod journal;
 pub mod layout;
+pub mod membership;
 mod record;
 pub mod subject;
 #[cfg(feature = "testing")]

@@ -264,6 +264,27 @@ async fn a_second_owner_fences_the_first_and_nothing_the_first_tries_lands() {
 }
 
 #[tokio::test]
+async fn a_writer_learns_it_was_taken_over_before_it_writes() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:confirm");
+    let mut first = harness.open(&address, "host-a");
+    first.load().unwrap();
+    first.confirm_writer().unwrap();
+    first.record_event("t-1", &append(&user("mine"))).unwrap();
+    // Its own writes do not make it doubt itself.
+    first.confirm_writer().unwrap();
+    let mut second = harness.open(&address, "host-b");
+    second.load().unwrap();
+    let error = first.confirm_writer().unwrap_err();
+    assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
+    // The check wrote nothing, and the new owner is still the writer.
+    second.confirm_writer().unwrap();
+    second.record_event("t-2", &append(&user("theirs"))).unwrap();
+}
+
+#[tokio::test]
 async fn a_tool_result_larger_than_a_message_round_trips_through_the_blob_store() {
     let Some(harness) = Harness::start().await else {
         return;

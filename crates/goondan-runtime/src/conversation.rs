@@ -494,6 +494,17 @@ impl Conversation {
         inner.record_and_apply(event)
     }
 
+    /// Asks the journal whether this process is still the instance's only
+    /// writer (see `TurnJournal::confirm_writer`).
+    pub(crate) fn confirm_writer(&self) -> Result<(), StoreError> {
+        let inner = self.write();
+        let mut journal = inner
+            .journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        journal.confirm_writer()
+    }
+
     /// Commits the Turn's events in the journal, then folds them into the
     /// base. A failed commit leaves state and journal as they were.
     pub(crate) fn commit(&self) -> Result<(), StoreError> {

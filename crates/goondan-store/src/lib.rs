@@ -94,6 +94,16 @@ pub trait TurnJournal: Send {
         events: &[MessageEvent],
         next_messages: &[Message],
     ) -> Result<(), StoreError>;
+
+    /// Confirms, before a Turn starts, that no other writer has written to
+    /// the instance since this one loaded it. A store whose single writer
+    /// is held by a lock for the journal's whole life (the file journal)
+    /// always can; one that fences earlier writers instead (the cluster's
+    /// log) answers with an error once it was taken over, and the process
+    /// must then stop instead of running the Turn on a stale history.
+    fn confirm_writer(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// A conversation as read back from storage.

@@ -36,6 +36,13 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         // Filled from the spawn handshake, never from the environment.
         secrets: goondan_types::Secrets::new(),
         strip_types_command: super::strip_types::command(),
+        cluster: match super::cluster::agent_log() {
+            Ok(log) => log,
+            Err(error) => {
+                eprintln!("error[{}]: {error}", error.code());
+                std::process::exit(2);
+            }
+        },
     };
     let builtins_for = |model,
                         model_name: &str,

@@ -356,6 +356,9 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
             }
             Ok(not_running())
         }
+        InstanceCommand::Export { key, cluster, to } => {
+            super::cluster::export(global, key, cluster, to)
+        }
         InstanceCommand::Delete { key, force } => {
             if !force && !confirm(key)? {
                 eprintln!("error[E_CONFIRMATION_REQUIRED]: deleting {key} needs confirmation");
@@ -426,7 +429,7 @@ pub(super) fn delete_instances(target: &Target, key: &str) -> anyhow::Result<(us
 }
 
 /// `agent:instance` or a bare instance key.
-fn split_key(key: &str) -> (Option<String>, String) {
+pub(super) fn split_key(key: &str) -> (Option<String>, String) {
     match key.split_once(':') {
         Some((agent, instance)) if !agent.is_empty() && !instance.is_empty() => {
             (Some(agent.to_string()), instance.to_string())

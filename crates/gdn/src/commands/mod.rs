@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 mod agent;
+mod cluster;
 mod connector;
 mod doctor;
 mod init;
@@ -39,6 +40,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Instance(args) => manage::instance(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Usage(args) => usage::run(&cli.global, args),
+        Command::Cluster(args) => cluster::command(&cli.global, args),
         Command::Studio(args) => studio::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
         Command::Connector(args) => connector::run(args, cli.global.state_root.clone()),

@@ -22,6 +22,7 @@
 //! answer `Status` with this workspace's identity, then attaches. A socket
 //! file is only ever replaced by the lock's holder.
 
+use super::cluster::{self, ClusterMode};
 use super::reload;
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::exit::Outcome;
@@ -80,6 +81,23 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
         eprintln!("nothing was started");
         return Ok(Outcome::ConfigError);
     }
+    let cluster = match &args.cluster {
+        None => None,
+        Some(urls) => match ClusterMode::new(&project, urls, args.host_id.as_deref()) {
+            Ok(mode) => Some(mode),
+            Err(error) => return Ok(cluster::print_cluster_error(&error)),
+        },
+    };
+    if let (Some(mode), Some(text)) = (&cluster, &input) {
+        // One input through the cluster: no orchestrator here.
+        let info = swarm_info(&project)?;
+        let ingress = Ingress::cli_event(typed_event(text.clone(), args.instance_key.clone()), None);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        return runtime.block_on(cluster::ask(mode, &info, ingress, global.json));
+    }
     let workspace = project.workspace();
     let socket = match project::control_socket(&workspace) {
         Ok(socket) => socket,
@@ -118,7 +136,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
                 drop(lock);
                 return detach(global, args, &project, &socket, input).await;
             }
-            return foreground(global, args, project, socket, input, lock).await;
+            return foreground(global, args, project, socket, input, lock, cluster).await;
         }
     })
 }
@@ -421,6 +439,12 @@ async fn detach(
     if args.watch {
         command.arg("--watch");
     }
+    if let Some(urls) = &args.cluster {
+        command.arg("--cluster").arg(urls);
+    }
+    if let Some(host_id) = &args.host_id {
+        command.arg("--host-id").arg(host_id);
+    }
     if global.verbose > 0 {
         command.arg("-v");
     }
@@ -486,6 +510,7 @@ async fn foreground(
     socket: PathBuf,
     input: Option<String>,
     lock: std::fs::File,
+    cluster: Option<ClusterMode>,
 ) -> anyhow::Result<Outcome> {
     raise_open_file_limit();
     // Listened for before anything starts, so a stop during start-up is a
@@ -542,11 +567,14 @@ async fn foreground(
     });
     // Agents open the workspace this orchestrator chose: the scope names
     // the bundle, which `gdn agent` does not hash again.
-    let env = project
+    let mut env = project
         .state_root
         .bundle_scope()
         .map(|scope| vec![(BUNDLE_SCOPE_ENV.to_string(), scope.to_string())])
         .unwrap_or_default();
+    if let Some(mode) = &cluster {
+        env.extend(mode.agent_env());
+    }
     // Keys reach agents in the spawn handshake, never through their
     // environment (which every tool they run would inherit) or argv.
     let (secrets, withheld_env) = crate::secrets::for_children(&project.bundle);
@@ -608,8 +636,30 @@ async fn foreground(
         restart_requests_rx,
     )?;
 
+    let host = match &cluster {
+        None => None,
+        Some(mode) => match cluster::serve(mode, handle.clone()).await {
+            Ok(host) => {
+                eprintln!(
+                    "host {} joined the cluster at {} for Swarm/{} (workspace {})",
+                    mode.host_id, mode.urls, project.swarm_name, mode.workspace_id
+                );
+                Some(host)
+            }
+            Err(error) => {
+                reloader.abort();
+                let _ = stop_control.send(());
+                handle.shutdown().await.ok();
+                let _ = control_server.await;
+                ActiveSwarm::remove_if_owned_by(&active, std::process::id());
+                return Ok(cluster::print_cluster_error(&error));
+            }
+        },
+    };
     let instance_key = args.instance_key.clone();
     let (outcome, signalled) = match input {
+        // A host serves its shards; its input comes through the cluster.
+        _ if host.is_some() => (resident(task, &mut stop).await, true),
         Some(text) => (ask(&handle, text, instance_key, &mut stop).await, false),
         None => match console(global, args.interactive) {
             Console::Terminal => {
@@ -632,6 +682,11 @@ async fn foreground(
     // once, and its grace period bounds them.
     reloader.abort();
     let _ = stop_control.send(());
+    if let Some(host) = host {
+        // Stop pulling and let the Turns in flight answer before the
+        // agents stop; the leases go last.
+        host.drain().await;
+    }
     if signalled {
         handle.shutdown().await.ok();
         let _ = control_server.await;
@@ -1002,7 +1057,11 @@ impl From<OrchestratorError> for Refused {
 /// Prints what came of one input: the answer text (or one JSON line with
 /// `json`), or the error on stderr (in the JSON line with `json`).
 /// `sent_key` is the instance key the input asked for, when it named one.
-fn report(reply: Result<AgentEvent, Refused>, sent_key: Option<&str>, json: bool) -> Outcome {
+pub(crate) fn report(
+    reply: Result<AgentEvent, Refused>,
+    sent_key: Option<&str>,
+    json: bool,
+) -> Outcome {
     let text = reply.as_ref().map_err(Refused::clone).and_then(answer_text);
     if !json {
         return match text {

@@ -2,6 +2,7 @@
 //! and global flags on either side of the subcommand.
 
 mod cdp;
+mod cluster;
 mod compat;
 mod connectors;
 mod hardening;

@@ -231,7 +231,12 @@ pub(crate) fn run_with_deadline(mut command: Command) -> Output {
 /// Waits for a child with a deadline and collects its output. The pipes
 /// are drained while it runs, so a chatty child never blocks on a full
 /// pipe.
-pub(crate) fn finish(mut child: Child, what: &str) -> Output {
+pub(crate) fn finish(child: Child, what: &str) -> Output {
+    finish_within(child, what, DEADLINE)
+}
+
+/// [`finish`] with another deadline.
+pub(crate) fn finish_within(mut child: Child, what: &str, deadline: Duration) -> Output {
     fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -248,7 +253,7 @@ pub(crate) fn finish(mut child: Child, what: &str) -> Output {
         if let Some(status) = child.try_wait().unwrap() {
             break Some(status);
         }
-        if started.elapsed() > DEADLINE {
+        if started.elapsed() > deadline {
             let _ = child.kill();
             let _ = child.wait();
             break None;
@@ -262,7 +267,7 @@ pub(crate) fn finish(mut child: Child, what: &str) -> Output {
     };
     assert!(
         status.is_some(),
-        "{what} did not finish within {DEADLINE:?}; stdout: {}; stderr: {}",
+        "{what} did not finish within {deadline:?}; stdout: {}; stderr: {}",
         stdout(&output),
         stderr(&output)
     );

@@ -278,6 +278,18 @@ impl OrchestratorHandle {
         self.enqueue_event(ingress, None, deltas).await
     }
 
+    /// As [`OrchestratorHandle::request`], returning once the orchestrator
+    /// has the event (so events queued one after another reach their
+    /// instance in that order) with its answer still to come.
+    pub async fn enqueue_request(
+        &self,
+        agent: Option<String>,
+        event: AgentEvent,
+    ) -> Result<PendingAnswer, OrchestratorError> {
+        let ingress = Ingress::cli(event.input.clone().unwrap_or_default(), agent);
+        self.enqueue_event(ingress, Some(Box::new(event)), None).await
+    }
+
     async fn submit(
         &self,
         ingress: Ingress,

@@ -306,6 +306,13 @@ impl Agent {
         &self.core.inbox
     }
 
+    /// Whether this process still is the only writer of the instance's
+    /// conversation: an error means another process (on another host) has
+    /// taken it over, and this one must not run a Turn on what it holds.
+    pub fn confirm_writer(&self) -> Result<(), goondan_store::StoreError> {
+        self.conversation.confirm_writer()
+    }
+
     /// What became of the input event `event_id` if a Turn already
     /// consumed it (see [`PriorTurn`]); `None` when none did. Hosts ask
     /// this for redelivered events only: it reads the conversation from

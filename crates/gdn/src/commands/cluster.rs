@@ -1,0 +1,600 @@
+//! `gdn run --cluster`: this host's share of a swarm that runs on several
+//! hosts over NATS JetStream (docs/cluster.md), and the commands that talk
+//! to such a cluster from anywhere (`gdn run --cluster … --input`, `gdn
+//! cluster status`, `gdn instance export --cluster`).
+//!
+//! A host is the single-host orchestrator plus [`serve`]: it joins the
+//! cluster (heartbeat, shard leases by rendezvous hashing), pulls the
+//! inboxes of the shards it owns, hands each input to its orchestrator as
+//! a request for the instance it names, keeps the delivery alive while the
+//! Turn runs, publishes the answer to the sender's reply subject and only
+//! then acks. Its agents keep their conversations in the cluster's log
+//! (`GOONDAN_CLUSTER` in their environment), so whichever host owns an
+//! instance next reads what this one wrote, and a stale owner's writes are
+//! refused by the log itself.
+
+use super::run::{report, Refused};
+use super::run::swarm_info;
+use crate::cli::{ClusterArgs, ClusterCommand, GlobalArgs};
+use crate::exit::Outcome;
+use crate::project::Project;
+use anyhow::Context;
+use goondan_cluster::inbox::{self, Delivery, Envelope, ShardInbox};
+use goondan_cluster::membership::Membership;
+use goondan_cluster::subject::InstanceAddress;
+use goondan_cluster::{layout, Cluster, ClusterError, ClusterOptions, ClusterUrls};
+use goondan_orchestrator::{Ingress, OrchestratorError, OrchestratorHandle, SwarmInfo};
+use goondan_types::AgentEvent;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// The variable that holds the server list (also what agents read).
+pub(crate) const CLUSTER_ENV: &str = "GOONDAN_CLUSTER";
+/// The owner name an agent writes into its log's claims.
+pub(crate) const CLUSTER_HOST_ENV: &str = "GOONDAN_CLUSTER_HOST";
+/// The workspace id every host of the swarm uses.
+pub(crate) const CLUSTER_WORKSPACE_ENV: &str = "GOONDAN_CLUSTER_WORKSPACE";
+
+/// How often a running Turn's delivery is kept alive (its `ack_wait` is
+/// 10 s).
+const PROGRESS_EVERY: Duration = Duration::from_secs(3);
+/// How long a draining host lets running Turns finish.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
+/// How long `gdn run --cluster … --input` waits for its answer.
+const ANSWER_WAIT: Duration = Duration::from_secs(600);
+
+/// Where this process meets the cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterMode {
+    /// The servers.
+    pub(crate) urls: ClusterUrls,
+    /// This host's name in heartbeats, leases and log claims.
+    pub(crate) host_id: String,
+    /// The workspace every host of this swarm uses. Unlike a single host's,
+    /// it does not hash the bundle's folder: hosts keep the bundle in
+    /// different places.
+    pub(crate) workspace_id: String,
+}
+
+impl ClusterMode {
+    /// The mode of `--cluster URLS` for `project`, with `host_id` or one
+    /// made from the host name and this state root.
+    pub(crate) fn new(
+        project: &Project,
+        urls: &str,
+        host_id: Option<&str>,
+    ) -> Result<ClusterMode, ClusterError> {
+        let urls = ClusterUrls::parse(urls)?;
+        let host_id = match host_id {
+            Some(id) => id.to_string(),
+            None => default_host_id(project),
+        };
+        Ok(ClusterMode {
+            urls,
+            host_id,
+            workspace_id: goondan_store::paths::workspace_id(&project.instance_key),
+        })
+    }
+
+    /// What an agent this host spawns needs to open its log in the
+    /// cluster.
+    pub(crate) fn agent_env(&self) -> Vec<(String, String)> {
+        vec![
+            (CLUSTER_ENV.to_string(), self.urls.as_slice().join(",")),
+            (CLUSTER_HOST_ENV.to_string(), self.host_id.clone()),
+            (CLUSTER_WORKSPACE_ENV.to_string(), self.workspace_id.clone()),
+        ]
+    }
+
+    /// Connects with the options of this process's environment.
+    pub(crate) async fn connect(&self) -> Result<Cluster, ClusterError> {
+        let mut options = ClusterOptions::from_env(|name| std::env::var(name).ok())?;
+        options.client_name = format!("gdn host {}", self.host_id);
+        Cluster::connect(&self.urls, options).await
+    }
+}
+
+/// The cluster log of an AgentProcess its host spawned with
+/// [`ClusterMode::agent_env`]; `None` on a single host.
+pub(crate) fn agent_log() -> Result<Option<goondan_agent::assemble::ClusterLog>, ClusterError> {
+    let Ok(urls) = std::env::var(CLUSTER_ENV) else {
+        return Ok(None);
+    };
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    Ok(Some(goondan_agent::assemble::ClusterLog {
+        urls: ClusterUrls::parse(&urls)?,
+        host_id: var(CLUSTER_HOST_ENV),
+        workspace_id: var(CLUSTER_WORKSPACE_ENV),
+    }))
+}
+
+/// `<host name>-<hash of the state root>`: stable across restarts of one
+/// host, different for two hosts (or two state roots on one machine).
+fn default_host_id(project: &Project) -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .unwrap_or_else(|| "host".to_string());
+    let root = std::path::absolute(project.state_root.path())
+        .unwrap_or_else(|_| project.state_root.path().to_path_buf());
+    let hash = goondan_types::placement::fnv1a64(root.as_os_str().as_encoded_bytes());
+    format!("{host}-{:08x}", hash as u32)
+}
+
+/// A running host: stop it with [`HostTask::drain`].
+pub(crate) struct HostTask {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HostTask {
+    /// Stops pulling, lets the Turns this host runs finish (at most
+    /// [`DRAIN_DEADLINE`]), acks them, and releases every lease so other
+    /// hosts take the shards at once.
+    pub(crate) async fn drain(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Joins the cluster and serves this host's shards through `handle` until
+/// [`HostTask::drain`].
+pub(crate) async fn serve(
+    mode: &ClusterMode,
+    handle: OrchestratorHandle,
+) -> Result<HostTask, ClusterError> {
+    let cluster = mode.connect().await?;
+    layout::ensure(&cluster).await?;
+    let membership = Membership::join(cluster.clone(), mode.host_id.clone()).await?;
+    let (stop, stopped) = watch::channel(false);
+    let workspace_id = mode.workspace_id.clone();
+    let task = tokio::spawn(async move {
+        let host = Host {
+            cluster,
+            handle,
+            membership: Arc::new(membership),
+            workspace_id,
+        };
+        host.run(stopped).await;
+    });
+    Ok(HostTask { stop, task })
+}
+
+struct Host {
+    cluster: Cluster,
+    handle: OrchestratorHandle,
+    membership: Arc<Membership>,
+    workspace_id: String,
+}
+
+impl Host {
+    /// Pulls the inbox of every shard this host owns and does not have to
+    /// hand over; a shard to hand over is drained (its puller stopped and
+    /// its Turns answered), then released.
+    async fn run(self, mut stopped: watch::Receiver<bool>) {
+        let mut owned = self.membership.owned();
+        let mut to_drain = self.membership.to_drain();
+        let mut pulling: HashMap<u16, watch::Sender<bool>> = HashMap::new();
+        let mut pullers = JoinSet::new();
+        loop {
+            let draining: BTreeSet<u16> = to_drain.borrow_and_update().clone();
+            let serving: BTreeSet<u16> = owned
+                .borrow_and_update()
+                .difference(&draining)
+                .copied()
+                .collect();
+            for (shard, stop) in &pulling {
+                if !serving.contains(shard) {
+                    let _ = stop.send(true);
+                }
+            }
+            for shard in serving {
+                if pulling.contains_key(&shard) {
+                    continue;
+                }
+                let (stop, stop_rx) = watch::channel(false);
+                pulling.insert(shard, stop);
+                let puller = ShardPuller {
+                    cluster: self.cluster.clone(),
+                    handle: self.handle.clone(),
+                    membership: Arc::clone(&self.membership),
+                    workspace_id: self.workspace_id.clone(),
+                };
+                pullers.spawn(async move {
+                    puller.run(shard, stop_rx).await;
+                    shard
+                });
+            }
+            tokio::select! {
+                changed = owned.changed() => if changed.is_err() { break },
+                changed = to_drain.changed() => if changed.is_err() { break },
+                _ = stop_requested(&mut stopped) => break,
+                Some(ended) = pullers.join_next(), if !pullers.is_empty() => {
+                    let Ok(shard) = ended else { continue };
+                    pulling.remove(&shard);
+                    if to_drain.borrow().contains(&shard) {
+                        if let Err(error) = self.membership.release(shard).await {
+                            tracing::warn!(shard, code = error.code(), "releasing a drained shard: {error}");
+                        }
+                    }
+                }
+            }
+        }
+        for stop in pulling.values() {
+            let _ = stop.send(true);
+        }
+        while pullers.join_next().await.is_some() {}
+        if let Ok(membership) = Arc::try_unwrap(self.membership) {
+            if let Err(error) = membership.leave().await {
+                tracing::warn!(code = error.code(), "leaving the cluster: {error}");
+            }
+        }
+    }
+}
+
+struct ShardPuller {
+    cluster: Cluster,
+    handle: OrchestratorHandle,
+    membership: Arc<Membership>,
+    workspace_id: String,
+}
+
+impl ShardPuller {
+    /// Pulls one shard's inbox until told to stop, then waits for the
+    /// Turns it started (bounded by [`DRAIN_DEADLINE`]).
+    async fn run(self, shard: u16, mut stop: watch::Receiver<bool>) {
+        let mut inbox = match ShardInbox::open(&self.cluster, shard).await {
+            Ok(inbox) => inbox,
+            Err(error) => {
+                tracing::error!(shard, code = error.code(), "cannot open the shard's inbox: {error}");
+                return;
+            }
+        };
+        let mut turns = JoinSet::new();
+        loop {
+            let next = tokio::select! {
+                next = inbox.next() => next,
+                _ = stop_requested(&mut stop) => break,
+            };
+            match next {
+                None => break,
+                Some(Err(error)) => {
+                    tracing::warn!(shard, code = error.code(), "inbox: {error}");
+                }
+                Some(Ok(delivery)) => {
+                    if !self.membership.is_fresh() {
+                        // Our leases may have run out: another host may own
+                        // this instance now, so start nothing.
+                        delivery.nak().await.ok();
+                        continue;
+                    }
+                    if let Some(turn) = self.start(delivery).await {
+                        turns.spawn(turn);
+                    }
+                }
+            }
+        }
+        // Deliveries fetched but not started go back at once.
+        inbox.close().await;
+        let drained = async { while turns.join_next().await.is_some() {} };
+        if tokio::time::timeout(DRAIN_DEADLINE, drained).await.is_err() {
+            tracing::warn!(shard, "Turns still running after the drain deadline; the next owner resumes them");
+        }
+    }
+
+    /// Queues the delivery's event on its instance (in delivery order) and
+    /// returns the wait for its answer.
+    async fn start(&self, delivery: Delivery) -> Option<impl std::future::Future<Output = ()>> {
+        let envelope = delivery.envelope.clone();
+        if envelope.address.workspace_id != self.workspace_id {
+            let refused = ClusterReply::refused(
+                "E_CLUSTER_WORKSPACE",
+                format!(
+                    "this cluster serves workspace {}, not {}",
+                    self.workspace_id, envelope.address.workspace_id
+                ),
+                "run one swarm per cluster, and every host with the same bundle and swarm",
+            );
+            reply(&self.cluster, &envelope, &refused).await;
+            delivery.ack().await.ok();
+            return None;
+        }
+        let mut event = envelope.event.clone();
+        event.id = envelope.id.clone();
+        event.instance_key = Some(envelope.address.instance_key.clone());
+        // A Turn another host (or this one) may have run: the agent looks
+        // the event up in the conversation before running it again.
+        event.redelivered |= delivery.delivered > 1;
+        let agent = Some(envelope.address.agent_name.clone());
+        let pending = match self.handle.enqueue_request(agent, event).await {
+            Ok(pending) => pending,
+            Err(OrchestratorError::Stopped) => {
+                delivery.nak().await.ok();
+                return None;
+            }
+            Err(error) => {
+                reply(&self.cluster, &envelope, &ClusterReply::from_error(&error)).await;
+                delivery.ack().await.ok();
+                return None;
+            }
+        };
+        let cluster = self.cluster.clone();
+        Some(async move {
+            let answer = pending.answer();
+            tokio::pin!(answer);
+            let mut progress = tokio::time::interval(PROGRESS_EVERY);
+            progress.tick().await;
+            let answer = loop {
+                tokio::select! {
+                    answer = &mut answer => break answer,
+                    _ = progress.tick() => { delivery.progress().await.ok(); }
+                }
+            };
+            match answer {
+                Ok(answer) => {
+                    reply(&cluster, &envelope, &ClusterReply::answered(answer)).await;
+                    delivery.ack().await.ok();
+                }
+                // This host stops: the next owner runs it (the log says
+                // how far it got).
+                Err(OrchestratorError::Stopped) => {
+                    delivery.nak().await.ok();
+                }
+                Err(error) => {
+                    reply(&cluster, &envelope, &ClusterReply::from_error(&error)).await;
+                    delivery.ack().await.ok();
+                }
+            }
+        })
+    }
+}
+
+/// Resolves once `stop` says true (or its sender is gone), holding no
+/// guard across the wait.
+async fn stop_requested(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// What a host publishes to an envelope's reply subject.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClusterReply {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    answer: Option<Box<AgentEvent>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<ReplyError>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReplyError {
+    code: String,
+    message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    suggestion: Option<String>,
+}
+
+impl ClusterReply {
+    fn answered(answer: AgentEvent) -> Self {
+        ClusterReply {
+            answer: Some(Box::new(answer)),
+            error: None,
+        }
+    }
+
+    fn refused(code: &str, message: String, suggestion: &str) -> Self {
+        ClusterReply {
+            answer: None,
+            error: Some(ReplyError {
+                code: code.to_string(),
+                message,
+                suggestion: Some(suggestion.to_string()),
+            }),
+        }
+    }
+
+    fn from_error(error: &OrchestratorError) -> Self {
+        ClusterReply {
+            answer: None,
+            error: Some(ReplyError {
+                code: error.code().to_string(),
+                message: error.to_string(),
+                suggestion: error.suggestion(),
+            }),
+        }
+    }
+}
+
+async fn reply(cluster: &Cluster, envelope: &Envelope, reply: &ClusterReply) {
+    let Some(subject) = &envelope.reply_to else {
+        return;
+    };
+    let body = match serde_json::to_vec(reply) {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::error!("cannot encode a reply: {error}");
+            return;
+        }
+    };
+    if let Err(error) = cluster.client().publish(subject.clone(), body.into()).await {
+        tracing::warn!(subject, "cannot publish a reply: {error}");
+    }
+}
+
+/// `gdn run --cluster URLS --input TEXT`: routes the input as the swarm's
+/// rules say, sends it to its instance's inbox and prints the answer. No
+/// host needs to run here.
+pub(crate) async fn ask(
+    mode: &ClusterMode,
+    info: &SwarmInfo,
+    ingress: Ingress,
+    json: bool,
+) -> anyhow::Result<Outcome> {
+    let (key, event) = match goondan_orchestrator::ingress::route(info, &ingress) {
+        Ok(routed) => routed,
+        Err(error) => return Ok(report(Err(Refused::from(error)), None, json)),
+    };
+    let cluster = match connect_as_client(&mode.urls).await {
+        Ok(cluster) => cluster,
+        Err(error) => return Ok(print_cluster_error(&error)),
+    };
+    let reply_subject = format!("gdn.reply.cli.{}", goondan_types::new_event_id());
+    let mut replies = cluster
+        .client()
+        .subscribe(reply_subject.clone())
+        .await
+        .context("subscribing to the reply subject")?;
+    let envelope = Envelope {
+        id: event.id.clone(),
+        address: InstanceAddress::new(&mode.workspace_id, &key.agent_name, &key.instance_key),
+        event,
+        reply_to: Some(reply_subject),
+    };
+    if let Err(error) = inbox::send(&cluster, &envelope).await {
+        return Ok(print_cluster_error(&error));
+    }
+    use futures_util::StreamExt;
+    let message = match tokio::time::timeout(ANSWER_WAIT, replies.next()).await {
+        Ok(Some(message)) => message,
+        Ok(None) | Err(_) => {
+            let error = ClusterError::Timeout {
+                what: format!("an answer from {key}"),
+                after: ANSWER_WAIT,
+            };
+            return Ok(print_cluster_error(&error));
+        }
+    };
+    let reply: ClusterReply = serde_json::from_slice(&message.payload)
+        .context("the cluster's reply does not decode")?;
+    let reply = match (reply.answer, reply.error) {
+        (Some(answer), _) => Ok(*answer),
+        (None, Some(error)) => Err(Refused {
+            code: error.code,
+            message: error.message,
+            suggestion: error.suggestion,
+        }),
+        (None, None) => anyhow::bail!("the cluster's reply holds neither an answer nor an error"),
+    };
+    Ok(report(reply, Some(&key.instance_key), json))
+}
+
+/// Prints a cluster error the way every command prints coded errors.
+pub(crate) fn print_cluster_error(error: &ClusterError) -> Outcome {
+    eprintln!("error[{}]: {error}", error.code());
+    if let Some(help) = error.suggestion() {
+        eprintln!("   = help: {help}");
+    }
+    Outcome::Failure
+}
+
+/// `gdn cluster ...`.
+pub(crate) fn command(global: &GlobalArgs, args: &ClusterArgs) -> anyhow::Result<Outcome> {
+    match &args.command {
+        ClusterCommand::Status { cluster } => status(global, cluster),
+    }
+}
+
+fn current_thread() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Connects for a command run by a person (no host id of its own).
+/// Connects for a command run by a person (no host id of its own), and
+/// checks that some host has made the layout.
+async fn connect_as_client(urls: &ClusterUrls) -> Result<Cluster, ClusterError> {
+    let mut options = ClusterOptions::from_env(|name| std::env::var(name).ok())?;
+    options.client_name = "gdn cli".to_string();
+    let cluster = Cluster::connect(urls, options).await?;
+    layout::require(&cluster).await?;
+    Ok(cluster)
+}
+
+/// `gdn instance export KEY --cluster URLS --to DIR`.
+pub(crate) fn export(
+    global: &GlobalArgs,
+    key: &str,
+    urls: &str,
+    to: &std::path::Path,
+) -> anyhow::Result<Outcome> {
+    let project = match crate::project::load(global, None, None)? {
+        Ok(project) => project,
+        Err(outcome) => return Ok(outcome),
+    };
+    let non_empty = std::fs::read_dir(to)
+        .map(|mut entries| entries.next().is_some())
+        .unwrap_or(false);
+    if non_empty {
+        eprintln!(
+            "error[E_EXPORT_TARGET_NOT_EMPTY]: {} exists and is not empty",
+            to.display()
+        );
+        eprintln!("   = help: export into a new or empty folder");
+        return Ok(Outcome::BadArguments);
+    }
+    let (agent, instance_key) = super::manage::split_key(key);
+    let agent = match agent {
+        Some(agent) => agent,
+        None => swarm_info(&project)?.entry_agent,
+    };
+    let address = InstanceAddress::new(
+        &goondan_store::paths::workspace_id(&project.instance_key),
+        &agent,
+        &instance_key,
+    );
+    let exported = current_thread()?.block_on(async {
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        goondan_cluster::export(&cluster, &address, to).await
+    });
+    match exported {
+        Ok(()) => {
+            println!("exported {agent}:{instance_key} to {}", to.display());
+            Ok(Outcome::Success)
+        }
+        Err(error) => Ok(print_cluster_error(&error)),
+    }
+}
+
+/// `gdn cluster status`: hosts, and each host's shards with their backlog.
+fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
+    let status = current_thread()?.block_on(async {
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        goondan_cluster::membership::cluster_status(&cluster).await
+    });
+    let status = match status {
+        Ok(status) => status,
+        Err(error) => return Ok(print_cluster_error(&error)),
+    };
+    if global.json {
+        println!("{}", serde_json::to_string(&status)?);
+        return Ok(Outcome::Success);
+    }
+    println!("{} host(s)", status.hosts.len());
+    for host in &status.hosts {
+        let shards: Vec<&goondan_cluster::membership::ShardStatus> = status
+            .shards
+            .iter()
+            .filter(|shard| shard.lease.as_ref().is_some_and(|lease| lease.host == host.host))
+            .collect();
+        let pending: u64 = shards.iter().filter_map(|shard| shard.pending).sum();
+        let in_flight: usize = shards.iter().filter_map(|shard| shard.ack_pending).sum();
+        println!(
+            "  {}  shards={} pending={pending} inFlight={in_flight} version={} started={}",
+            host.host,
+            shards.len(),
+            host.version,
+            host.started_at
+        );
+    }
+    let unowned = status.shards.iter().filter(|shard| shard.lease.is_none()).count();
+    if unowned > 0 {
+        println!("  {unowned} shard(s) without an owner");
+    }
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,316 @@
+//! `gdn run --cluster`: a swarm spread over hosts on three real NATS
+//! servers (`goondan_cluster::testing::NatsCluster`), each host a real
+//! `gdn` with its own System Root (no shared disk), inputs sent from a
+//! third System Root with `gdn run --cluster … --input`, and the faults of
+//! the design: a host SIGKILLed mid-Turn, a host stopped (SIGSTOP) past
+//! its leases and woken again.
+//!
+//! After each fault the conversation read back from the cluster (`gdn
+//! instance export`) is what the model saw: one user message, one answer.
+
+use crate::mock_llm::{ChatRequest, Reply};
+use crate::swarm::{
+    children_of, code, finish, finish_within, gdn_command, run_with_deadline, stderr, stdout, Swarm,
+};
+use goondan_cluster::testing::NatsCluster;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// A handoff is due within 10 s of a crash; the rest is a loaded machine.
+const HANDOFF_DEADLINE: Duration = Duration::from_secs(40);
+
+/// Three NATS servers, the `pair` bundle and its mock, and the hosts.
+struct Cluster {
+    nats: NatsCluster,
+    swarm: Swarm,
+    hosts: Vec<Host>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+/// One `gdn run --cluster` host, SIGKILLed (with its agents) when dropped.
+struct Host {
+    id: String,
+    child: Option<Child>,
+    state: TempDir,
+}
+
+impl Host {
+    fn pid(&self) -> i32 {
+        self.child.as_ref().expect("a running host").id() as i32
+    }
+
+    /// The agent processes this host runs.
+    fn agents(&self) -> Vec<i32> {
+        self.child.as_ref().map_or_else(Vec::new, |_| children_of(self.pid()))
+    }
+
+    fn signal(&self, signal: Signal) {
+        // The host's agents die with it (they watch their parent), but a
+        // stopped host must stop its agents too: signal the whole group.
+        for pid in self.agents() {
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
+        let _ = kill(Pid::from_raw(self.pid()), signal);
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            for pid in children_of(child.id() as i32) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Cluster {
+    /// `None` when no nats-server is installed (and none is required).
+    fn start(decide: impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static) -> Option<Cluster> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let nats = runtime.block_on(NatsCluster::start(3))?;
+        Some(Cluster {
+            nats,
+            swarm: Swarm::pair(5, decide),
+            hosts: Vec::new(),
+            _runtime: runtime,
+        })
+    }
+
+    fn command(&self, state: &Path, args: &[&str]) -> Command {
+        let mut command = gdn_command(self.swarm.bundle.path(), state, args);
+        command
+            .env("GOONDAN_CLUSTER", self.nats.urls())
+            .env("GOONDAN_CLUSTER_REPLICAS", "3");
+        command
+    }
+
+    /// Starts a host and waits until `gdn cluster status` shows it.
+    fn add_host(&mut self, id: &str) {
+        let state = tempfile::tempdir().unwrap();
+        let child = self
+            .command(state.path(), &["run", "--host-id", id])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.hosts.push(Host {
+            id: id.to_string(),
+            child: Some(child),
+            state,
+        });
+        let expected = self.hosts.len();
+        self.wait_for_status(&format!("{expected} hosts owning every shard"), |status| {
+            let hosts = status["hosts"].as_array().map_or(0, Vec::len);
+            let owned = status["shards"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|shard| !shard["lease"].is_null())
+                .count();
+            hosts == expected && owned == 128
+        });
+    }
+
+    /// `gdn cluster status --json`; `Null` until the first host has made
+    /// the cluster's layout.
+    fn status(&self) -> Value {
+        let client = tempfile::tempdir().unwrap();
+        let output = run_with_deadline(self.command(client.path(), &["--json", "cluster", "status"]));
+        if code(&output) != 0 {
+            assert!(stderr(&output).contains("E_CLUSTER_NOT_STARTED"), "{}", stderr(&output));
+            return Value::Null;
+        }
+        serde_json::from_str(&stdout(&output)).unwrap()
+    }
+
+    fn wait_for_status(&self, what: &str, condition: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let status = self.status();
+            if condition(&status) {
+                return status;
+            }
+            assert!(started.elapsed() < HANDOFF_DEADLINE, "timed out waiting for {what}: {status}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `gdn run --cluster … --input TEXT --instance-key KEY` from a System
+    /// Root no host uses, started in the background.
+    fn spawn_input(&self, text: &str, key: &str) -> (Child, TempDir) {
+        let client = tempfile::tempdir().unwrap();
+        let child = self
+            .command(client.path(), &["run", "--input", text, "--instance-key", key])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        (child, client)
+    }
+
+    /// The conversation of `alpha:KEY` as the cluster holds it, through
+    /// `gdn instance export`: each message's `data`.
+    fn exported(&self, key: &str) -> Vec<Value> {
+        let client = tempfile::tempdir().unwrap();
+        let target = client.path().join("export");
+        let output = run_with_deadline(self.command(
+            client.path(),
+            &["instance", "export", &format!("alpha:{key}"), "--to", target.to_str().unwrap()],
+        ));
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        crate::swarm::conversation_of(&target)
+    }
+
+    /// The host whose agent runs the Turn now.
+    fn host_running_a_turn(&self) -> usize {
+        crate::swarm::wait_until("an agent process on some host", || {
+            self.hosts.iter().position(|host| !host.agents().is_empty())
+        })
+    }
+}
+
+fn user_texts(conversation: &[Value]) -> Vec<String> {
+    conversation
+        .iter()
+        .filter(|data| data["role"] == "user")
+        .map(|data| match &data["content"] {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+fn assistant_count(conversation: &[Value]) -> usize {
+    conversation.iter().filter(|data| data["role"] == "assistant").count()
+}
+
+#[test]
+fn turns_run_on_whichever_host_owns_their_instance() {
+    let Some(mut cluster) = Cluster::start(|request| {
+        Reply::text(format!("answer to {}", request.last_user_text()))
+    }) else {
+        return;
+    };
+    cluster.add_host("host-a");
+    cluster.add_host("host-b");
+    for key in ["k-1", "k-2", "k-3", "k-4"] {
+        let (child, _client) = cluster.spawn_input(&format!("hello from {key}"), key);
+        let output = finish(child, "gdn run --cluster --input");
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        assert!(stdout(&output).contains(&format!("answer to hello from {key}")), "{}", stdout(&output));
+        let conversation = cluster.exported(key);
+        assert_eq!(user_texts(&conversation), [format!("hello from {key}")]);
+        assert_eq!(assistant_count(&conversation), 1);
+    }
+    // The second turn of an instance sees the first, wherever it ran.
+    let (child, _client) = cluster.spawn_input("and again", "k-1");
+    assert_eq!(code(&finish(child, "a second turn")), 0);
+    let last = cluster.swarm.mock.requests().last().unwrap().clone();
+    let users: Vec<String> = last
+        .messages()
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .map(|message| message["content"].to_string())
+        .collect();
+    assert_eq!(users.len(), 2, "{users:?}");
+    // Both hosts have local state roots, and neither holds the other's.
+    for host in &cluster.hosts {
+        assert!(host.state.path().exists(), "{}", host.id);
+    }
+}
+
+#[test]
+fn a_host_killed_mid_turn_hands_the_instance_over() {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&attempts);
+    let Some(mut cluster) = Cluster::start(move |request| {
+        // The first host never gets its answer; the next one does.
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Reply::Hang
+        } else {
+            Reply::text(format!("answer to {}", request.last_user_text()))
+        }
+    }) else {
+        return;
+    };
+    cluster.add_host("host-a");
+    cluster.add_host("host-b");
+    let (child, _client) = cluster.spawn_input("survive this", "crash");
+    cluster
+        .swarm
+        .mock
+        .wait_for("the first attempt", |request| request.last_user_text() == "survive this");
+    let victim = cluster.host_running_a_turn();
+    let killed_at = Instant::now();
+    cluster.hosts[victim].signal(Signal::SIGKILL);
+    let output = finish_within(child, "the input whose host died", HANDOFF_DEADLINE);
+    let handoff = killed_at.elapsed();
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stdout(&output).contains("answer to survive this"), "{}", stdout(&output));
+    eprintln!("handoff after SIGKILL: {handoff:?}");
+
+    let conversation = cluster.exported("crash");
+    assert_eq!(user_texts(&conversation), ["survive this"]);
+    assert_eq!(assistant_count(&conversation), 1);
+    // What the second host's model call saw: the one user message.
+    let last = cluster.swarm.mock.requests().last().unwrap().clone();
+    assert_eq!(
+        last.messages().iter().filter(|m| m["role"] == "user").count(),
+        1,
+        "{:?}",
+        last.messages()
+    );
+}
+
+#[test]
+fn a_host_stopped_past_its_leases_cannot_write_when_it_wakes() {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&attempts);
+    let Some(mut cluster) = Cluster::start(move |request| {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            // Answered only after the stopped host has been replaced.
+            std::thread::sleep(Duration::from_secs(1));
+            Reply::text("a stale answer")
+        } else {
+            Reply::text(format!("answer to {}", request.last_user_text()))
+        }
+    }) else {
+        return;
+    };
+    cluster.add_host("host-a");
+    cluster.add_host("host-b");
+    let (child, _client) = cluster.spawn_input("who answers?", "zombie");
+    cluster
+        .swarm
+        .mock
+        .wait_for("the first attempt", |request| request.last_user_text() == "who answers?");
+    let zombie = cluster.hosts[cluster.host_running_a_turn()].pid();
+    let zombie = cluster.hosts.iter().position(|h| h.pid() == zombie).unwrap();
+    cluster.hosts[zombie].signal(Signal::SIGSTOP);
+    let output = finish_within(child, "the input whose host was stopped", HANDOFF_DEADLINE);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stdout(&output).contains("answer to who answers?"), "{}", stdout(&output));
+    // Wake it: whatever it was about to write is refused by the log.
+    cluster.hosts[zombie].signal(Signal::SIGCONT);
+    std::thread::sleep(Duration::from_secs(3));
+    let conversation = cluster.exported("zombie");
+    assert_eq!(user_texts(&conversation), ["who answers?"]);
+    let answers: Vec<&Value> = conversation.iter().filter(|d| d["role"] == "assistant").collect();
+    assert_eq!(answers.len(), 1, "{conversation:?}");
+    assert!(!answers[0].to_string().contains("a stale answer"), "{conversation:?}");
+}
