@@ -14,7 +14,9 @@
 //! so the refusal is not taken for a takeover.
 
 use crate::error::ClusterError;
-use crate::layout::{BLOB_STORE, CONVERSATION_STREAM, MAX_MESSAGE_BYTES, SNAPSHOT_STORE};
+use crate::layout::{
+    is_stream_not_found, BLOB_STORE, CONVERSATION_STREAM, MAX_MESSAGE_BYTES, SNAPSHOT_STORE,
+};
 use crate::record::{
     blob_of, BlobRef, CommitBody, CommitMode, Record, RecordKind, SnapshotBody, SnapshotRef,
     RECORD_VERSION,
@@ -72,12 +74,16 @@ impl ConversationLog {
     ) -> Result<Self, ClusterError> {
         let jetstream = cluster.jetstream();
         let stream = retrying(CONVERSATION_STREAM, || async move {
-            jetstream
-                .get_stream(CONVERSATION_STREAM)
-                .await
-                .map_err(|e| request_error(CONVERSATION_STREAM, e))
+            match jetstream.get_stream(CONVERSATION_STREAM).await {
+                Ok(stream) => Ok(Ok(stream)),
+                // Not a passing state: no host has made the layout.
+                Err(error) if is_stream_not_found(&error) => Ok(Err(ClusterError::NotStarted {
+                    missing: format!("stream {CONVERSATION_STREAM}"),
+                })),
+                Err(error) => Err(request_error(CONVERSATION_STREAM, error)),
+            }
         })
-        .await?;
+        .await??;
         Ok(ConversationLog {
             cluster: cluster.clone(),
             stream,

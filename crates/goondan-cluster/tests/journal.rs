@@ -281,7 +281,9 @@ async fn a_writer_learns_it_was_taken_over_before_it_writes() {
     assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
     // The check wrote nothing, and the new owner is still the writer.
     second.confirm_writer().unwrap();
-    second.record_event("t-2", &append(&user("theirs"))).unwrap();
+    second
+        .record_event("t-2", &append(&user("theirs")))
+        .unwrap();
 }
 
 #[tokio::test]
@@ -584,4 +586,26 @@ async fn two_owners_claiming_at_once_both_open_and_only_the_later_claim_writes()
     drop((a, b));
     let loaded = harness.open(&address, "host-c").load().unwrap();
     assert_eq!(loaded.pending_events, vec![append(&first), append(winner)]);
+}
+
+#[tokio::test]
+async fn opening_before_any_host_made_the_layout_fails_at_once_with_not_started() {
+    let Some(nats) = NatsCluster::start(3).await else {
+        return;
+    };
+    let urls = ClusterUrls::parse(&nats.urls()).unwrap();
+    let started = Instant::now();
+    let error = ClusterJournal::open(
+        &urls,
+        ClusterOptions::default(),
+        InstanceAddress::new("ws-1", "coder", "user:early"),
+        "host-a",
+    )
+    .unwrap_err();
+    assert_eq!(error.code(), "E_CLUSTER_NOT_STARTED", "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
