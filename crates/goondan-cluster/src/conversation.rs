@@ -188,27 +188,51 @@ impl ConversationLog {
             })?;
             blob = Some(name);
         }
-        let payload = bytes;
+        match self.send(&subject, &message_id, bytes).await {
+            Ok(seq) => {
+                if let Some(name) = blob {
+                    self.blobs.push((seq, name));
+                }
+                Ok(seq)
+            }
+            Err(error) => {
+                // A refused record references nothing; after a timeout it
+                // may have landed, so its blob stays.
+                if let Some(name) = blob.filter(|_| !matches!(error, ClusterError::Timeout { .. }))
+                {
+                    self.delete_object(BLOB_STORE, &name).await;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Sends one record (CAS on the last sequence), again with the same
+    /// message id after a timeout or a lost connection, until
+    /// [`RETRY_DEADLINE`].
+    async fn send(
+        &mut self,
+        subject: &str,
+        message_id: &str,
+        payload: Vec<u8>,
+    ) -> Result<u64, ClusterError> {
         let deadline = Instant::now() + RETRY_DEADLINE;
         loop {
             let message = PublishMessage::build()
                 .payload(payload.clone().into())
-                .message_id(&message_id)
+                .message_id(message_id)
                 .expected_last_subject_sequence(self.last_seq)
                 .header(EXPECTED_SUBJECT_HEADER, self.filter().as_str());
             let attempt = async {
                 self.cluster
                     .jetstream()
-                    .send_publish(subject.clone(), message)
+                    .send_publish(subject.to_string(), message)
                     .await?
                     .await
             };
             match attempt.await {
                 Ok(ack) => {
                     self.last_seq = ack.sequence;
-                    if let Some(name) = blob {
-                        self.blobs.push((ack.sequence, name));
-                    }
                     return Ok(ack.sequence);
                 }
                 Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
@@ -217,11 +241,8 @@ impl ConversationLog {
                     // landed (its acknowledgement lost) is refused too:
                     // then the record right after the expected sequence
                     // is this one.
-                    if let Some(seq) = self.landed(&message_id).await {
+                    if let Some(seq) = self.landed(message_id).await {
                         self.last_seq = seq;
-                        if let Some(name) = blob {
-                            self.blobs.push((seq, name));
-                        }
                         return Ok(seq);
                     }
                     self.fenced = Some((self.last_seq, error.to_string()));
@@ -237,7 +258,7 @@ impl ConversationLog {
                         PublishErrorKind::WrongLastMessageId | PublishErrorKind::MaxPayloadExceeded
                     ) =>
                 {
-                    return Err(request_error(&subject, error));
+                    return Err(request_error(subject, error));
                 }
                 // Timeouts, no responders and broken connections happen
                 // while a leader is elected: the same record (same
