@@ -115,7 +115,10 @@ impl Bench {
             if live == hosts && owned == 128 {
                 return;
             }
-            assert!(started.elapsed() < Duration::from_secs(60), "hosts did not settle: {status}");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "hosts did not settle: {status}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -124,7 +127,10 @@ impl Bench {
         let state = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let output = self
-            .gdn(state.path(), &["run", "--input", text, "--instance-key", key])
+            .gdn(
+                state.path(),
+                &["run", "--input", text, "--instance-key", key],
+            )
             .output()
             .unwrap();
         let took = started.elapsed();
@@ -193,9 +199,14 @@ fn main() {
         bench.hosts.push((host.to_string(), Some(child), state));
     }
     bench.wait_for_hosts(HOSTS.len());
-    println!("3 hosts joined, every shard owned: {}", ms(started.elapsed()));
+    println!(
+        "3 hosts joined, every shard owned: {}",
+        ms(started.elapsed())
+    );
 
-    let mut cold: Vec<Duration> = (0..10).map(|i| bench.ask("ping", &format!("cold-{i}"))).collect();
+    let mut cold: Vec<Duration> = (0..10)
+        .map(|i| bench.ask("ping", &format!("cold-{i}")))
+        .collect();
     let mut warm: Vec<Duration> = (0..20).map(|_| bench.ask("ping", "cold-0")).collect();
     println!(
         "gdn run --cluster --input, cold instance: p50 {} p90 {}",
@@ -245,9 +256,16 @@ fn main() {
     let drained = bench.host_index("bench-b");
     let started = Instant::now();
     let pid = bench.hosts[drained].1.as_ref().unwrap().id() as i32;
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     bench.wait_for_hosts(2);
-    println!("handoff on drain (SIGTERM to every shard owned by the others): {}", ms(started.elapsed()));
+    println!(
+        "handoff on drain (SIGTERM to every shard owned by the others): {}",
+        ms(started.elapsed())
+    );
     let _ = bench.hosts[drained].1.take().unwrap().wait();
 
     // Handoff on crash: SIGKILL a host, then ask an instance it owned.

@@ -130,6 +130,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         crash_ledger: None,
         liveness: Default::default(),
         restart_requests: None,
+        remote: None,
     });
 
     let mut cold = Vec::with_capacity(n_instances);

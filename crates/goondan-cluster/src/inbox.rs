@@ -6,6 +6,10 @@
 //! own the cursor itself: the last `commit` of an instance's conversation
 //! log records the inbox sequence it consumed (the journal's business).
 //!
+//! A body over [`MAX_MESSAGE_BYTES`](crate::layout::MAX_MESSAGE_BYTES)
+//! goes to the `gdn-blob` object store as `inbox/<id>` and the stream holds
+//! a reference; readers fetch it transparently, and the ack deletes it.
+//!
 //! # Doorbell, queue, cursor
 //!
 //! Acks alone cannot give exactly-once: the server may accept an ack after
@@ -24,7 +28,7 @@
 
 use crate::connect::Cluster;
 use crate::error::ClusterError;
-use crate::layout::{INBOX_STREAM, MAX_MESSAGE_BYTES};
+use crate::layout::{BLOB_STORE, INBOX_STREAM, MAX_MESSAGE_BYTES};
 use crate::subject::{shard_consumer_name, shard_inbox_filter, InstanceAddress};
 use async_nats::jetstream::consumer::{pull, AckPolicy, Consumer};
 use async_nats::jetstream::context::PublishErrorKind;
@@ -68,10 +72,38 @@ struct EnvelopeBody {
     reply_to: Option<String>,
 }
 
+/// What stands in the stream for a body over
+/// [`MAX_MESSAGE_BYTES`](crate::layout::MAX_MESSAGE_BYTES): where in
+/// `gdn-blob` the body is.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlobReference {
+    v: u32,
+    id: String,
+    blob: String,
+    bytes: usize,
+}
+
+/// A message of `GDN_IN`: the body, or a reference to it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StoredBody {
+    Blob(BlobReference),
+    Inline(Box<EnvelopeBody>),
+}
+
+/// The largest envelope body [`send`] accepts; bodies over
+/// [`MAX_MESSAGE_BYTES`](crate::layout::MAX_MESSAGE_BYTES) go through the
+/// blob store, up to this.
+pub const MAX_ENVELOPE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The `gdn-blob` object holding the body of envelope `id`.
+fn blob_name(id: &str) -> String {
+    format!("inbox/{id}")
+}
+
 impl Envelope {
-    /// The JSON body, refused when larger than
-    /// [`MAX_MESSAGE_BYTES`](crate::layout::MAX_MESSAGE_BYTES).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, ClusterError> {
+    fn encode(&self) -> Result<Vec<u8>, ClusterError> {
         let body = EnvelopeBody {
             v: ENVELOPE_VERSION,
             id: self.id.clone(),
@@ -85,30 +117,28 @@ impl Envelope {
             what: format!("encode envelope {}", self.id),
             reason: e.to_string(),
         })?;
-        if bytes.len() > MAX_MESSAGE_BYTES {
+        if bytes.len() > MAX_ENVELOPE_BYTES {
             return Err(ClusterError::TooLarge {
                 what: format!("envelope {} for {}", self.id, self.address.routing_key()),
                 bytes: bytes.len(),
-                limit: MAX_MESSAGE_BYTES,
+                limit: MAX_ENVELOPE_BYTES,
             });
         }
         Ok(bytes)
     }
 
-    /// Decodes a body read from `subject` at `seq`. The body must be of
+    /// The envelope of `body`, read from `subject` at `seq`: it must be of
     /// this version and name the instance whose inbox subject it came on.
-    pub fn from_bytes(subject: &str, seq: u64, bytes: &[u8]) -> Result<Envelope, ClusterError> {
-        let corrupt = |reason: String| ClusterError::Corrupt {
-            what: format!("{INBOX_STREAM} seq {seq} ({subject})"),
-            reason,
-        };
-        let body: EnvelopeBody =
-            serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not an envelope: {e}")))?;
+    fn from_body(subject: &str, seq: u64, body: EnvelopeBody) -> Result<Envelope, ClusterError> {
         if body.v != ENVELOPE_VERSION {
-            return Err(corrupt(format!(
-                "envelope version {}, this version reads {ENVELOPE_VERSION}",
-                body.v
-            )));
+            return Err(corrupt(
+                subject,
+                seq,
+                format!(
+                    "envelope version {}, this version reads {ENVELOPE_VERSION}",
+                    body.v
+                ),
+            ));
         }
         let envelope = Envelope {
             id: body.id,
@@ -122,11 +152,107 @@ impl Envelope {
         };
         let expected = envelope.address.inbox_subject();
         if expected != subject {
-            return Err(corrupt(format!(
-                "the envelope is for {expected}, not the subject it was stored on"
-            )));
+            return Err(corrupt(
+                subject,
+                seq,
+                format!("the envelope is for {expected}, not the subject it was stored on"),
+            ));
         }
         Ok(envelope)
+    }
+}
+
+fn corrupt(subject: &str, seq: u64, reason: String) -> ClusterError {
+    ClusterError::Corrupt {
+        what: format!("{INBOX_STREAM} seq {seq} ({subject})"),
+        reason,
+    }
+}
+
+/// Decodes a message of `GDN_IN`, fetching its body from `gdn-blob` when
+/// it is a reference; also returns the blob's name then.
+async fn read_stored(
+    cluster: &Cluster,
+    subject: &str,
+    seq: u64,
+    payload: &[u8],
+) -> Result<(Envelope, Option<String>), ClusterError> {
+    let stored: StoredBody = serde_json::from_slice(payload)
+        .map_err(|e| corrupt(subject, seq, format!("not an envelope: {e}")))?;
+    let reference = match stored {
+        StoredBody::Inline(body) => return Ok((Envelope::from_body(subject, seq, *body)?, None)),
+        StoredBody::Blob(reference) => reference,
+    };
+    if reference.v != ENVELOPE_VERSION {
+        return Err(corrupt(
+            subject,
+            seq,
+            format!(
+                "envelope version {}, this version reads {ENVELOPE_VERSION}",
+                reference.v
+            ),
+        ));
+    }
+    let bytes = get_blob(cluster, &reference.blob).await?.ok_or_else(|| {
+        corrupt(
+            subject,
+            seq,
+            format!("its body {BLOB_STORE}/{} is missing", reference.blob),
+        )
+    })?;
+    let body: EnvelopeBody = serde_json::from_slice(&bytes)
+        .map_err(|e| corrupt(subject, seq, format!("its body is not an envelope: {e}")))?;
+    let envelope = Envelope::from_body(subject, seq, body)?;
+    if envelope.id != reference.id {
+        return Err(corrupt(
+            subject,
+            seq,
+            format!("its body is envelope {}, not {}", envelope.id, reference.id),
+        ));
+    }
+    Ok((envelope, Some(reference.blob)))
+}
+
+async fn blob_store(
+    cluster: &Cluster,
+) -> Result<async_nats::jetstream::object_store::ObjectStore, ClusterError> {
+    cluster
+        .jetstream()
+        .get_object_store(BLOB_STORE)
+        .await
+        .map_err(|e| ClusterError::Request {
+            what: format!("open {BLOB_STORE}"),
+            reason: e.to_string(),
+        })
+}
+
+async fn get_blob(cluster: &Cluster, name: &str) -> Result<Option<Vec<u8>>, ClusterError> {
+    use async_nats::jetstream::object_store::GetErrorKind;
+    use tokio::io::AsyncReadExt;
+    let request_error = |reason: String| ClusterError::Request {
+        what: format!("read {BLOB_STORE}/{name}"),
+        reason,
+    };
+    let mut object = match blob_store(cluster).await?.get(name).await {
+        Ok(object) => object,
+        Err(error) if matches!(error.kind(), GetErrorKind::NotFound) => return Ok(None),
+        Err(error) => return Err(request_error(error.to_string())),
+    };
+    let mut bytes = Vec::new();
+    object
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|e| request_error(e.to_string()))?;
+    Ok(Some(bytes))
+}
+
+async fn delete_blob(cluster: &Cluster, name: &str) {
+    let deleted = match blob_store(cluster).await {
+        Ok(store) => store.delete(name).await.map_err(|e| e.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    if let Err(error) = deleted {
+        tracing::warn!("could not delete {BLOB_STORE}/{name} (left behind): {error}");
     }
 }
 
@@ -144,12 +270,37 @@ pub struct Receipt {
 /// Publishes `envelope` to its instance's inbox and waits until a quorum
 /// of servers stored it. Idempotent on `envelope.id` for
 /// [`DUPLICATE_WINDOW`](crate::layout::DUPLICATE_WINDOW).
+///
+/// A body over [`MAX_MESSAGE_BYTES`](crate::layout::MAX_MESSAGE_BYTES) is
+/// put in `gdn-blob` first and the stream holds a reference to it; the
+/// blob is deleted when the delivery is acked. Over
+/// [`MAX_ENVELOPE_BYTES`] it is refused ([`ClusterError::TooLarge`]).
 pub async fn send(cluster: &Cluster, envelope: &Envelope) -> Result<Receipt, ClusterError> {
     let subject = envelope.address.inbox_subject();
-    let bytes = envelope.to_bytes()?;
     let what = || format!("send {} to {subject}", envelope.id);
+    let mut payload = envelope.encode()?;
+    let mut blob = None;
+    if payload.len() > MAX_MESSAGE_BYTES {
+        let name = blob_name(&envelope.id);
+        blob_store(cluster)
+            .await?
+            .put(name.as_str(), &mut payload.as_slice())
+            .await
+            .map_err(|e| ClusterError::Request {
+                what: format!("put {BLOB_STORE}/{name} for {}", what()),
+                reason: e.to_string(),
+            })?;
+        let reference = BlobReference {
+            v: ENVELOPE_VERSION,
+            id: envelope.id.clone(),
+            blob: name.clone(),
+            bytes: payload.len(),
+        };
+        payload = serde_json::to_vec(&reference).expect("a blob reference encodes");
+        blob = Some(name);
+    }
     let publish = PublishMessage::build()
-        .payload(bytes.into())
+        .payload(payload.into())
         .message_id(&envelope.id)
         .expected_stream(INBOX_STREAM);
     let answer = async {
@@ -161,10 +312,25 @@ pub async fn send(cluster: &Cluster, envelope: &Envelope) -> Result<Receipt, Clu
     }
     .await;
     match answer {
-        Ok(ack) => Ok(Receipt {
-            seq: ack.sequence,
-            duplicate: ack.duplicate,
-        }),
+        Ok(ack) => {
+            if let (true, Some(name)) = (ack.duplicate, blob) {
+                // The put above rewrote the first copy's blob. If that copy
+                // was acked already, nothing will delete the blob again (asked
+                // of the stream leader: a replica may still hold the copy).
+                let stream = cluster.jetstream().get_stream_no_info(INBOX_STREAM).await;
+                if let Ok(stream) = stream {
+                    if let Err(error) = stream.get_raw_message(ack.sequence).await {
+                        if matches!(error.kind(), LastRawMessageErrorKind::NoMessageFound) {
+                            delete_blob(cluster, &name).await;
+                        }
+                    }
+                }
+            }
+            Ok(Receipt {
+                seq: ack.sequence,
+                duplicate: ack.duplicate,
+            })
+        }
         Err(error) if error.kind() == PublishErrorKind::TimedOut => Err(ClusterError::Timeout {
             what: what(),
             after: cluster.options().request_timeout,
@@ -204,6 +370,7 @@ impl Default for InboxOptions {
 /// One shard's inbox: the durable pull consumer `shard-NNN` on
 /// `gdn.in.NNN.>`, delivering [`Delivery`]s.
 pub struct ShardInbox {
+    cluster: Cluster,
     shard: u16,
     messages: pull::Stream,
     ended: bool,
@@ -263,6 +430,7 @@ impl ShardInbox {
             .await
             .map_err(|e| request_error("pull from", e.to_string()))?;
         Ok(ShardInbox {
+            cluster: cluster.clone(),
             shard,
             messages,
             ended: false,
@@ -321,14 +489,17 @@ impl ShardInbox {
             }
         };
         let (message, acker) = message.split();
-        match Envelope::from_bytes(message.subject.as_str(), seq, &message.payload) {
-            Ok(envelope) => Ok(Delivery {
+        let subject = message.subject.as_str();
+        match read_stored(&self.cluster, subject, seq, &message.payload).await {
+            Ok((envelope, blob)) => Ok(Delivery {
                 envelope,
                 seq,
                 delivered,
                 acker,
+                blob,
+                cluster: self.cluster.clone(),
             }),
-            Err(error) => {
+            Err(error @ ClusterError::Corrupt { .. }) => {
                 // A poison message must not come back forever: it is
                 // acked, and the log keeps where it was.
                 let acked = acker.double_ack().await;
@@ -338,6 +509,14 @@ impl ShardInbox {
                     acked = acked.is_ok(),
                     "dropped an unreadable inbox message: {error}"
                 );
+                Err(error)
+            }
+            // The blob store did not answer: the message is fine, it comes
+            // back at once.
+            Err(error) => {
+                if let Err(nak) = acker.ack_with(AckKind::Nak(None)).await {
+                    tracing::warn!(seq, "could not NAK an inbox message: {nak}");
+                }
                 Err(error)
             }
         }
@@ -380,6 +559,9 @@ pub struct Delivery {
     /// How many times it was delivered (1 = the first time).
     pub delivered: u64,
     acker: Acker,
+    /// The `gdn-blob` object holding the body, for a large one.
+    blob: Option<String>,
+    cluster: Cluster,
 }
 
 impl std::fmt::Debug for Delivery {
@@ -402,14 +584,18 @@ impl Delivery {
     }
 
     /// Acknowledges it and waits until the server confirmed (double ack);
-    /// the work queue then drops the message. Call it after the Turn's
-    /// commit, never before.
+    /// the work queue then drops the message (and the blob of a large
+    /// body). Call it after the Turn's commit, never before.
     pub async fn ack(self) -> Result<(), ClusterError> {
         let seq = self.seq;
         self.acker
             .double_ack()
             .await
-            .map_err(|e| ack_error("ack", seq, e))
+            .map_err(|e| ack_error("ack", seq, e))?;
+        if let Some(name) = &self.blob {
+            delete_blob(&self.cluster, name).await;
+        }
+        Ok(())
     }
 
     /// Gives it back for immediate redelivery (to this host or the shard's
@@ -480,12 +666,14 @@ pub async fn next_for_instance(
         }
         Err(error) => return Err(request_error(error.to_string())),
     };
-    found
-        .map(|message| {
-            Envelope::from_bytes(&subject, message.sequence, &message.payload)
-                .map(|envelope| (message.sequence, envelope))
-        })
-        .transpose()
+    match found {
+        None => Ok(None),
+        Some(message) => {
+            let (envelope, _) =
+                read_stored(cluster, &subject, message.sequence, &message.payload).await?;
+            Ok(Some((message.sequence, envelope)))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -507,36 +695,53 @@ mod tests {
         }
     }
 
-    #[test]
-    fn envelopes_round_trip_and_check_their_subject() {
-        let sent = envelope("hello");
-        let bytes = sent.to_bytes().unwrap();
-        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(body["v"], 1);
-        let subject = sent.address.inbox_subject();
-        assert_eq!(Envelope::from_bytes(&subject, 7, &bytes).unwrap(), sent);
-
-        for (subject, bytes) in [
-            ("gdn.in.000.ws.other.x", bytes.clone()),
-            (subject.as_str(), b"not json".to_vec()),
-            (
-                subject.as_str(),
-                String::from_utf8(bytes.clone())
-                    .unwrap()
-                    .replacen("\"v\":1", "\"v\":9", 1)
-                    .into_bytes(),
-            ),
-        ] {
-            let error = Envelope::from_bytes(subject, 7, &bytes).unwrap_err();
-            assert_eq!(error.code(), "E_CLUSTER_CORRUPT", "{error}");
-            assert!(error.to_string().contains("seq 7"), "{error}");
+    fn stored(bytes: &[u8]) -> Result<EnvelopeBody, serde_json::Error> {
+        match serde_json::from_slice(bytes)? {
+            StoredBody::Inline(body) => Ok(*body),
+            StoredBody::Blob(_) => panic!("an inline body read as a blob reference"),
         }
     }
 
     #[test]
-    fn a_body_over_the_limit_is_refused() {
-        let error = envelope(&"x".repeat(MAX_MESSAGE_BYTES))
-            .to_bytes()
+    fn envelopes_round_trip_and_check_their_subject() {
+        let sent = envelope("hello");
+        let bytes = sent.encode().unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["v"], 1);
+        let subject = sent.address.inbox_subject();
+        let read = Envelope::from_body(&subject, 7, stored(&bytes).unwrap()).unwrap();
+        assert_eq!(read, sent);
+
+        let wrong_version = String::from_utf8(bytes.clone())
+            .unwrap()
+            .replacen("\"v\":1", "\"v\":9", 1)
+            .into_bytes();
+        for (subject, bytes) in [
+            ("gdn.in.000.ws.other.x", bytes.clone()),
+            (subject.as_str(), wrong_version),
+        ] {
+            let error = Envelope::from_body(subject, 7, stored(&bytes).unwrap()).unwrap_err();
+            assert_eq!(error.code(), "E_CLUSTER_CORRUPT", "{error}");
+            assert!(error.to_string().contains("seq 7"), "{error}");
+        }
+        assert!(stored(b"not json").is_err());
+        let reference = serde_json::to_vec(&BlobReference {
+            v: 1,
+            id: "evt_1".into(),
+            blob: blob_name("evt_1"),
+            bytes: 300_000,
+        })
+        .unwrap();
+        assert!(matches!(
+            serde_json::from_slice(&reference).unwrap(),
+            StoredBody::Blob(BlobReference { bytes: 300_000, .. })
+        ));
+    }
+
+    #[test]
+    fn a_body_over_the_envelope_limit_is_refused() {
+        let error = envelope(&"x".repeat(MAX_ENVELOPE_BYTES))
+            .encode()
             .unwrap_err();
         assert_eq!(error.code(), "E_CLUSTER_TOO_LARGE");
         assert!(error.to_string().contains("assistant:user:1"), "{error}");

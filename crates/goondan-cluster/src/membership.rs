@@ -57,7 +57,7 @@ use crate::subject::{shard_consumer_name, token};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::kv::Operation;
 use async_nats::jetstream::message::PublishMessage;
-use async_nats::jetstream::stream::DirectGetErrorKind;
+use async_nats::jetstream::stream::{DirectGetErrorKind, LastRawMessageErrorKind};
 use futures_util::{StreamExt, TryStreamExt};
 use goondan_types::placement::{rendezvous_owner, SHARD_COUNT};
 use serde::{Deserialize, Serialize};
@@ -279,19 +279,22 @@ impl Membership {
                 );
             }
         });
-        shared.tick().await;
+        let first_expiring = shared.tick().await;
         let renewer = tokio::spawn({
             let shared = Arc::clone(&shared);
             async move {
                 let mut interval = tokio::time::interval(shared.timings.renew_every);
                 interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 interval.tick().await;
+                let soon = shared.timings.renew_every / 4;
+                let mut expiring = first_expiring;
                 loop {
                     tokio::select! {
                         _ = interval.tick() => {}
                         _ = shared.hosts_changed.notified() => {}
+                        _ = tokio::time::sleep(soon), if expiring => {}
                     }
-                    shared.tick().await;
+                    expiring = shared.tick().await;
                 }
             }
         });
@@ -411,6 +414,15 @@ enum LeaseRecord {
     Free(u64),
     /// A lease, at this revision.
     Held(u64, Lease),
+}
+
+/// The outcome of trying to take a lease.
+enum Acquired {
+    Taken(Held),
+    /// Another host holds it.
+    HeldBy(String),
+    /// Another host wrote it between the read and the write.
+    Raced,
 }
 
 /// The outcome of one compare-and-set on a lease.
@@ -539,16 +551,17 @@ impl Shared {
 
     /// Takes the lease on `shard` if it is free: the acquiring write, then
     /// the write that records its revision as the epoch.
-    async fn acquire(&self, shard: u16) -> Result<Option<Held>, ClusterError> {
-        let LeaseRecord::Free(expected) = self.read_lease(shard).await? else {
-            return Ok(None);
+    async fn acquire(&self, shard: u16) -> Result<Acquired, ClusterError> {
+        let expected = match self.read_lease(shard).await? {
+            LeaseRecord::Free(revision) => revision,
+            LeaseRecord::Held(_, lease) => return Ok(Acquired::HeldBy(lease.host)),
         };
         let subject = lease_subject(shard);
         let Cas::Written(acquired) = self
             .publish(&subject, self.lease_message(0, expected), "take the lease")
             .await?
         else {
-            return Ok(None);
+            return Ok(Acquired::Raced);
         };
         match self
             .publish(
@@ -558,11 +571,11 @@ impl Shared {
             )
             .await?
         {
-            Cas::Written(revision) => Ok(Some(Held {
+            Cas::Written(revision) => Ok(Acquired::Taken(Held {
                 revision,
                 epoch: acquired,
             })),
-            Cas::Conflict => Ok(None),
+            Cas::Conflict => Ok(Acquired::Raced),
         }
     }
 
@@ -589,8 +602,10 @@ impl Shared {
         }
     }
 
-    /// One round: renewals, heartbeat, acquisitions.
-    async fn tick(&self) {
+    /// One round: renewals, heartbeat, acquisitions. True when a shard this
+    /// host wins is still leased to a host that is gone: its lease expires
+    /// any moment, worth looking again soon.
+    async fn tick(&self) -> bool {
         let started = Instant::now();
         let mut held = self.held.lock().await;
         let mut complete = true;
@@ -641,12 +656,14 @@ impl Shared {
         let acquisitions = wanted
             .into_iter()
             .map(|shard| async move { (shard, self.acquire(shard).await) });
+        let mut expiring = false;
         for (shard, outcome) in futures_util::future::join_all(acquisitions).await {
             match outcome {
-                Ok(Some(lease)) => {
+                Ok(Acquired::Taken(lease)) => {
                     held.insert(shard, lease);
                 }
-                Ok(None) => {}
+                Ok(Acquired::HeldBy(host)) => expiring |= !live.contains(&host),
+                Ok(Acquired::Raced) => {}
                 Err(error) => {
                     tracing::warn!(host = self.host_id, shard, "taking the lease: {error}");
                 }
@@ -664,6 +681,7 @@ impl Shared {
         self.to_drain
             .send_if_modified(|old| replace_if_changed(old, to_drain));
         self.publish_owned(&held);
+        expiring
     }
 
     fn publish_owned(&self, held: &BTreeMap<u16, Held>) {
@@ -770,9 +788,11 @@ async fn read_bucket(
         .map_err(|e| request_error(&format!("list {name}"), e))?;
     let mut entries = Vec::with_capacity(keys.len());
     for key in keys {
+        // From the stream leader: a replica may be a moment behind, and
+        // show a lease that was just taken as still expired.
         match bucket
             .stream
-            .direct_get_last_for_subject(format!("$KV.{name}.{key}"))
+            .get_last_raw_message_by_subject(&format!("$KV.{name}.{key}"))
             .await
         {
             Ok(message) if !is_removal(&message) => {
@@ -780,7 +800,7 @@ async fn read_bucket(
             }
             Ok(_) => {}
             // Expired or deleted since it was listed.
-            Err(error) if matches!(error.kind(), DirectGetErrorKind::NotFound) => {}
+            Err(error) if matches!(error.kind(), LastRawMessageErrorKind::NoMessageFound) => {}
             Err(error) => return Err(request_error(&format!("read {name}/{key}"), error)),
         }
     }

@@ -50,13 +50,31 @@ async fn next(inbox: &mut ShardInbox) -> inbox::Delivery {
         .await
         .expect("a delivery within 5 s")
         .expect("the inbox is open")
-        .expect("a readable delivery")
+        .unwrap_or_else(|e| panic!("a readable delivery: {e}"))
 }
 
 async fn nothing_within(inbox: &mut ShardInbox, wait: Duration) {
     if let Ok(delivery) = tokio::time::timeout(wait, inbox.next()).await {
         panic!("unexpected delivery: {delivery:?}");
     }
+}
+
+/// Whether blob `name` is there, once the replicas agree (reads may be
+/// answered by a replica a moment behind).
+async fn blob_exists(blobs: &async_nats::jetstream::object_store::ObjectStore, name: &str) -> bool {
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        seen.push(blobs.info(name).await.is_ok_and(|info| !info.deleted));
+        if seen.len() >= 3
+            && seen[seen.len() - 3..]
+                .iter()
+                .all(|s| *s == seen[seen.len() - 1])
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seen[seen.len() - 1]
 }
 
 async fn stored_messages(cluster: &Cluster) -> u64 {
@@ -358,5 +376,53 @@ async fn one_shard_throughput_and_send_latency() {
         "send with PubAck: p50 {p50:?}, p99 {p99:?}; one shard: {N} deliveries double-acked in {elapsed:?} ({:.0}/s)",
         N as f64 / elapsed.as_secs_f64()
     );
+    assert_eq!(stored_messages(&cluster).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_travels_through_the_blob_store_and_leaves_with_the_ack() {
+    let Some((_nats, cluster)) = start().await else {
+        return;
+    };
+    let instance = address("user-8");
+    let big = envelope(&instance, &"x".repeat(layout::MAX_MESSAGE_BYTES + 1));
+    let receipt = inbox::send(&cluster, &big).await.unwrap();
+    let stream_bytes = cluster
+        .jetstream()
+        .get_stream(layout::INBOX_STREAM)
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .state
+        .bytes;
+    assert!(stream_bytes < 4096, "the stream holds a reference only");
+    let blobs = cluster
+        .jetstream()
+        .get_object_store(layout::BLOB_STORE)
+        .await
+        .unwrap();
+    let blob_name = format!("inbox/{}", big.id);
+    assert!(blob_exists(&blobs, &blob_name).await);
+
+    let (seq, read) = inbox::next_for_instance(&cluster, &instance, 0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((seq, &read), (receipt.seq, &big));
+    let mut shard = ShardInbox::open(&cluster, instance.shard()).await.unwrap();
+    let delivery = next(&mut shard).await;
+    assert_eq!(delivery.envelope, big);
+    delivery.ack().await.unwrap();
+    assert!(
+        !blob_exists(&blobs, &blob_name).await,
+        "the blob left with the ack"
+    );
+
+    // A late retry of the same send is a duplicate and leaves no blob behind.
+    let retried = inbox::send(&cluster, &big).await.unwrap();
+    assert!(retried.duplicate);
+    assert!(!blob_exists(&blobs, &blob_name).await);
     assert_eq!(stored_messages(&cluster).await, 0);
 }

@@ -3,12 +3,14 @@
 //! owners at once, a host that stops renewing fences itself and loses its
 //! shards, and `leave` hands them over at once.
 
+use async_nats::jetstream::kv::Operation;
+use futures_util::StreamExt;
 use goondan_cluster::membership::{self, Membership, MembershipTimings};
 use goondan_cluster::testing::NatsCluster;
 use goondan_cluster::{inbox, layout, Cluster};
 use goondan_types::placement::{rendezvous_owner, SHARD_COUNT};
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 async fn start() -> Option<(NatsCluster, Cluster)> {
@@ -59,6 +61,54 @@ fn drain_when_asked(host: &Arc<Membership>) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// What [`watch_leases`] saw.
+#[derive(Debug, Default)]
+struct LeaseHistory {
+    /// Leases that passed from one host to another without being released
+    /// or expiring in between: two owners at once, as the cluster saw it.
+    double_owners: Vec<String>,
+    /// Leases taken by a host after another's was released or expired.
+    handovers: usize,
+}
+
+/// Follows every write to `gdn-shards` from now on.
+async fn watch_leases(cluster: &Cluster) -> Arc<Mutex<LeaseHistory>> {
+    let bucket = cluster
+        .jetstream()
+        .get_key_value(layout::SHARDS_BUCKET)
+        .await
+        .unwrap();
+    let mut entries = bucket.watch_with_history(">").await.unwrap();
+    let history = Arc::new(Mutex::new(LeaseHistory::default()));
+    let seen = Arc::clone(&history);
+    tokio::spawn(async move {
+        // Per key: the current holder, and the one before a removal.
+        let mut holders: HashMap<String, (Option<String>, Option<String>)> = HashMap::new();
+        while let Some(Ok(entry)) = entries.next().await {
+            let (holder, removed) = holders.entry(entry.key.clone()).or_default();
+            match entry.operation {
+                Operation::Put => {
+                    let lease: membership::Lease = serde_json::from_slice(&entry.value).unwrap();
+                    let mut seen = seen.lock().unwrap();
+                    match (holder.as_ref(), removed.take()) {
+                        (Some(before), _) if *before != lease.host => {
+                            seen.double_owners.push(format!(
+                                "{}: {before} -> {} at revision {}",
+                                entry.key, lease.host, entry.revision
+                            ));
+                        }
+                        (None, Some(before)) if before != lease.host => seen.handovers += 1,
+                        _ => {}
+                    }
+                    *holder = Some(lease.host);
+                }
+                Operation::Delete | Operation::Purge => *removed = holder.take(),
+            }
+        }
+    });
+    history
+}
+
 fn rendezvous(hosts: &[&str]) -> Vec<BTreeSet<u16>> {
     hosts
         .iter()
@@ -97,6 +147,7 @@ async fn one_host_owns_every_shard_and_a_second_splits_them_without_overlap() {
     assert_leases(&cluster, &["host-a"]).await;
     let epoch_before = host_a.epoch(5).await.unwrap();
 
+    let leases = watch_leases(&cluster).await;
     let _drain_a = drain_when_asked(&host_a);
     let host_b = join(&nats, "host-b").await;
     let _drain_b = drain_when_asked(&host_b);
@@ -120,6 +171,17 @@ async fn one_host_owns_every_shard_and_a_second_splits_them_without_overlap() {
     }
     eprintln!("split after {:?} ({samples} samples)", started.elapsed());
     assert_leases(&cluster, &["host-a", "host-b"]).await;
+    wait_until(
+        Duration::from_secs(2),
+        "the watch sees every handover",
+        || leases.lock().unwrap().handovers >= expected[1].len(),
+    )
+    .await;
+    {
+        let history = leases.lock().unwrap();
+        assert_eq!(history.double_owners, Vec::<String>::new());
+        assert_eq!(history.handovers, expected[1].len());
+    }
     // A shard that moved has a new, larger epoch; one that stayed keeps it.
     for shard in expected[1].iter().take(3) {
         assert!(host_b.epoch(*shard).await.unwrap() > epoch_before);
@@ -172,6 +234,7 @@ async fn a_host_that_stops_renewing_fences_itself_and_loses_its_shards() {
     .await;
 
     // host-a is paused: no more heartbeats or renewals, nothing released.
+    let leases = watch_leases(&cluster).await;
     let paused_at = Instant::now();
     host_a.stop_renewing();
     let fenced_after = wait_until(timings.ttl, "host-a fences itself", || !host_a.is_fresh()).await;
@@ -193,6 +256,16 @@ async fn a_host_that_stops_renewing_fences_itself_and_loses_its_shards() {
         "{takeover:?}"
     );
     assert_leases(&cluster, &["host-b"]).await;
+    // Every lease went through its expiry marker before host-b took it.
+    wait_until(
+        Duration::from_secs(2),
+        "the watch sees every handover",
+        || leases.lock().unwrap().handovers >= expected[0].len(),
+    )
+    .await;
+    let history = leases.lock().unwrap();
+    assert_eq!(history.double_owners, Vec::<String>::new());
+    assert_eq!(history.handovers, expected[0].len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

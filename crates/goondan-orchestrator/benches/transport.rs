@@ -150,6 +150,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
         crash_ledger: None,
         liveness: Default::default(),
         restart_requests: None,
+        remote: None,
     })
 }
 

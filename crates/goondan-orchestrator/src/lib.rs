@@ -25,11 +25,13 @@ pub mod control;
 pub mod error;
 pub mod ingress;
 pub mod orchestrator;
+pub mod remote;
 pub mod spawner;
 
 pub use error::OrchestratorError;
 pub use ingress::{Ingress, IngressRule};
 pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo};
+pub use remote::RemoteInstances;
 pub use spawner::{
     LocalSpawner, LogFileFor, ProcessControl, SpawnRequest, SpawnedProcess, Spawner,
 };

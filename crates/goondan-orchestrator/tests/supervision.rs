@@ -332,6 +332,7 @@ fn with_ledger(
             crash_ledger,
             liveness: LIVENESS,
             restart_requests: None,
+            remote: None,
         });
         body(handle.clone()).await;
         tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
@@ -580,6 +581,7 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
             crash_ledger: None,
             liveness: Default::default(),
             restart_requests: None,
+            remote: None,
         });
         assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
         let asking = handle.clone();

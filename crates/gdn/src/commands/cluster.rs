@@ -13,8 +13,8 @@
 //! instance next reads what this one wrote, and a stale owner's writes are
 //! refused by the log itself.
 
-use super::run::{report, Refused};
 use super::run::swarm_info;
+use super::run::{report, Refused};
 use crate::cli::{ClusterArgs, ClusterCommand, GlobalArgs};
 use crate::exit::Outcome;
 use crate::project::Project;
@@ -23,13 +23,18 @@ use goondan_cluster::inbox::{self, Delivery, Envelope, ShardInbox};
 use goondan_cluster::membership::Membership;
 use goondan_cluster::subject::InstanceAddress;
 use goondan_cluster::{layout, Cluster, ClusterError, ClusterOptions, ClusterUrls};
-use goondan_orchestrator::{Ingress, OrchestratorError, OrchestratorHandle, SwarmInfo};
+use goondan_ipc::protocol;
+use goondan_ipc::{Inbound, RoutingKey, ORCHESTRATOR};
+use goondan_orchestrator::{
+    Ingress, OrchestratorError, OrchestratorHandle, RemoteInstances, SwarmInfo,
+};
 use goondan_types::AgentEvent;
+use goondan_types::IpcMessage;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 /// The variable that holds the server list (also what agents read).
@@ -141,27 +146,113 @@ impl HostTask {
     }
 }
 
-/// Joins the cluster and serves this host's shards through `handle` until
-/// [`HostTask::drain`].
-pub(crate) async fn serve(
-    mode: &ClusterMode,
-    handle: OrchestratorHandle,
-) -> Result<HostTask, ClusterError> {
+/// A host that has joined the cluster (heartbeat, leases) and serves
+/// nothing yet: its orchestrator starts with [`JoinedHost::remote`], then
+/// [`JoinedHost::serve`] pulls the inboxes.
+pub(crate) struct JoinedHost {
+    cluster: Cluster,
+    membership: Membership,
+    workspace_id: String,
+    remote: Arc<ClusterRemote>,
+}
+
+/// Connects, makes the layout if it is missing, and joins the cluster.
+pub(crate) async fn join(mode: &ClusterMode) -> Result<JoinedHost, ClusterError> {
     let cluster = mode.connect().await?;
     layout::ensure(&cluster).await?;
     let membership = Membership::join(cluster.clone(), mode.host_id.clone()).await?;
-    let (stop, stopped) = watch::channel(false);
-    let workspace_id = mode.workspace_id.clone();
-    let task = tokio::spawn(async move {
-        let host = Host {
-            cluster,
-            handle,
-            membership: Arc::new(membership),
-            workspace_id,
-        };
-        host.run(stopped).await;
+    let (outbox, forwarded) = mpsc::unbounded_channel();
+    tokio::spawn(publish_forwarded(
+        cluster.clone(),
+        mode.workspace_id.clone(),
+        forwarded,
+    ));
+    let remote = Arc::new(ClusterRemote {
+        workspace_id: mode.workspace_id.clone(),
+        owned: membership.owned(),
+        outbox,
     });
-    Ok(HostTask { stop, task })
+    Ok(JoinedHost {
+        cluster,
+        membership,
+        workspace_id: mode.workspace_id.clone(),
+        remote,
+    })
+}
+
+impl JoinedHost {
+    /// What the orchestrator forwards events for other hosts' instances
+    /// through.
+    pub(crate) fn remote(&self) -> Arc<dyn RemoteInstances> {
+        self.remote.clone()
+    }
+
+    /// Serves this host's shards through `handle` until
+    /// [`HostTask::drain`].
+    pub(crate) fn serve(self, handle: OrchestratorHandle) -> HostTask {
+        let (stop, stopped) = watch::channel(false);
+        let host = Host {
+            cluster: self.cluster,
+            handle,
+            membership: Arc::new(self.membership),
+            workspace_id: self.workspace_id,
+        };
+        let task = tokio::spawn(host.run(stopped));
+        HostTask { stop, task }
+    }
+}
+
+/// The instances of shards this host does not own, reached through their
+/// inboxes.
+struct ClusterRemote {
+    workspace_id: String,
+    owned: watch::Receiver<BTreeSet<u16>>,
+    outbox: mpsc::UnboundedSender<IpcMessage>,
+}
+
+impl RemoteInstances for ClusterRemote {
+    fn serves(&self, key: &RoutingKey) -> bool {
+        let shard =
+            InstanceAddress::new(&self.workspace_id, &key.agent_name, &key.instance_key).shard();
+        self.owned.borrow().contains(&shard)
+    }
+
+    fn forward(&self, message: IpcMessage) {
+        // The publisher lives as long as the host; after it, nothing runs.
+        let _ = self.outbox.send(message);
+    }
+}
+
+/// Publishes what the orchestrator forwards, in order, each to its
+/// instance's inbox (the event id is the message id, so a retry is stored
+/// once).
+async fn publish_forwarded(
+    cluster: Cluster,
+    workspace_id: String,
+    mut forwarded: mpsc::UnboundedReceiver<IpcMessage>,
+) {
+    while let Some(message) = forwarded.recv().await {
+        let event = match protocol::decode(&message) {
+            Ok(Inbound::Answer(_, event) | Inbound::Event(event)) => *event,
+            _ => {
+                tracing::warn!(to = %message.to, "only events cross hosts; a runtime message was dropped");
+                continue;
+            }
+        };
+        let Ok(key) = RoutingKey::parse(&message.to, "") else {
+            tracing::warn!(to = %message.to, "no instance to forward to; dropped");
+            continue;
+        };
+        let envelope = Envelope {
+            id: event.id.clone(),
+            address: InstanceAddress::new(&workspace_id, &key.agent_name, &key.instance_key),
+            event,
+            reply_to: None,
+        };
+        if let Err(error) = inbox::send(&cluster, &envelope).await {
+            tracing::error!(to = %key, code = error.code(), "forwarding event {} to its host: {error}", envelope.id);
+        }
+    }
 }
 
 struct Host {
@@ -250,7 +341,11 @@ impl ShardPuller {
         let mut inbox = match ShardInbox::open(&self.cluster, shard).await {
             Ok(inbox) => inbox,
             Err(error) => {
-                tracing::error!(shard, code = error.code(), "cannot open the shard's inbox: {error}");
+                tracing::error!(
+                    shard,
+                    code = error.code(),
+                    "cannot open the shard's inbox: {error}"
+                );
                 return;
             }
         };
@@ -282,7 +377,10 @@ impl ShardPuller {
         inbox.close().await;
         let drained = async { while turns.join_next().await.is_some() {} };
         if tokio::time::timeout(DRAIN_DEADLINE, drained).await.is_err() {
-            tracing::warn!(shard, "Turns still running after the drain deadline; the next owner resumes them");
+            tracing::warn!(
+                shard,
+                "Turns still running after the drain deadline; the next owner resumes them"
+            );
         }
     }
 
@@ -290,6 +388,20 @@ impl ShardPuller {
     /// returns the wait for its answer.
     async fn start(&self, delivery: Delivery) -> Option<impl std::future::Future<Output = ()>> {
         let envelope = delivery.envelope.clone();
+        if envelope.reply_to.is_none() && envelope.address.workspace_id == self.workspace_id {
+            // From an instance on another host: a request, a send or an
+            // answer, routed here as the orchestrator routes its own.
+            let to = RoutingKey::new(
+                envelope.address.agent_name.clone(),
+                envelope.address.instance_key.clone(),
+            );
+            let message = protocol::event_message(ORCHESTRATOR, &to.to_string(), &envelope.event);
+            match self.handle.deliver_from_remote(to, message).await {
+                Ok(()) => delivery.ack().await.ok(),
+                Err(_) => delivery.nak().await.ok(),
+            };
+            return None;
+        }
         if envelope.address.workspace_id != self.workspace_id {
             let refused = ClusterReply::refused(
                 "E_CLUSTER_WORKSPACE",
@@ -468,8 +580,8 @@ pub(crate) async fn ask(
             return Ok(print_cluster_error(&error));
         }
     };
-    let reply: ClusterReply = serde_json::from_slice(&message.payload)
-        .context("the cluster's reply does not decode")?;
+    let reply: ClusterReply =
+        serde_json::from_slice(&message.payload).context("the cluster's reply does not decode")?;
     let reply = match (reply.answer, reply.error) {
         (Some(answer), _) => Ok(*answer),
         (None, Some(error)) => Err(Refused {
@@ -580,7 +692,12 @@ fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
         let shards: Vec<&goondan_cluster::membership::ShardStatus> = status
             .shards
             .iter()
-            .filter(|shard| shard.lease.as_ref().is_some_and(|lease| lease.host == host.host))
+            .filter(|shard| {
+                shard
+                    .lease
+                    .as_ref()
+                    .is_some_and(|lease| lease.host == host.host)
+            })
             .collect();
         let pending: u64 = shards.iter().filter_map(|shard| shard.pending).sum();
         let in_flight: usize = shards.iter().filter_map(|shard| shard.ack_pending).sum();
@@ -592,7 +709,11 @@ fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
             host.started_at
         );
     }
-    let unowned = status.shards.iter().filter(|shard| shard.lease.is_none()).count();
+    let unowned = status
+        .shards
+        .iter()
+        .filter(|shard| shard.lease.is_none())
+        .count();
     if unowned > 0 {
         println!("  {unowned} shard(s) without an owner");
     }

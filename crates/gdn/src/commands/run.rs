@@ -91,7 +91,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
     if let (Some(mode), Some(text)) = (&cluster, &input) {
         // One input through the cluster: no orchestrator here.
         let info = swarm_info(&project)?;
-        let ingress = Ingress::cli_event(typed_event(text.clone(), args.instance_key.clone()), None);
+        let ingress =
+            Ingress::cli_event(typed_event(text.clone(), args.instance_key.clone()), None);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -596,6 +597,15 @@ async fn foreground(
                 tracing::warn!(key = %key, code = error.code(), "could not clear history: {error}");
             }
         });
+    // A cluster host joins before its orchestrator starts: the orchestrator
+    // must know from its first event which instances other hosts serve.
+    let joined = match &cluster {
+        None => None,
+        Some(mode) => match cluster::join(mode).await {
+            Ok(joined) => Some(joined),
+            Err(error) => return Ok(cluster::print_cluster_error(&error)),
+        },
+    };
     let (restart_requests, restart_requests_rx) =
         tokio::sync::mpsc::channel(reload::RESTART_REQUEST_CAPACITY);
     let (handle, task) = Orchestrator::start(OrchestratorConfig {
@@ -607,6 +617,7 @@ async fn foreground(
         crash_ledger: Some(crash_ledger(&project)),
         liveness: Liveness::from_env(),
         restart_requests: Some(restart_requests),
+        remote: joined.as_ref().map(cluster::JoinedHost::remote),
     });
     let identity = ControlIdentity {
         workspace_id: Some(workspace.workspace_id().to_string()),
@@ -636,25 +647,15 @@ async fn foreground(
         restart_requests_rx,
     )?;
 
-    let host = match &cluster {
-        None => None,
-        Some(mode) => match cluster::serve(mode, handle.clone()).await {
-            Ok(host) => {
-                eprintln!(
-                    "host {} joined the cluster at {} for Swarm/{} (workspace {})",
-                    mode.host_id, mode.urls, project.swarm_name, mode.workspace_id
-                );
-                Some(host)
-            }
-            Err(error) => {
-                reloader.abort();
-                let _ = stop_control.send(());
-                handle.shutdown().await.ok();
-                let _ = control_server.await;
-                ActiveSwarm::remove_if_owned_by(&active, std::process::id());
-                return Ok(cluster::print_cluster_error(&error));
-            }
-        },
+    let host = match (joined, &cluster) {
+        (Some(joined), Some(mode)) => {
+            eprintln!(
+                "host {} joined the cluster at {} for Swarm/{} (workspace {})",
+                mode.host_id, mode.urls, project.swarm_name, mode.workspace_id
+            );
+            Some(joined.serve(handle.clone()))
+        }
+        _ => None,
     };
     let instance_key = args.instance_key.clone();
     let (outcome, signalled) = match input {

@@ -110,6 +110,9 @@ pub(crate) enum Reply {
     Hang,
     /// An HTTP error with this status and an OpenAI-style error body.
     Status(u16),
+    /// The inner reply, sent after this long (the request is recorded at
+    /// once, so a test sees it while its answer is still to come).
+    Delayed(Duration, Box<Reply>),
 }
 
 impl Reply {
@@ -247,7 +250,12 @@ async fn chat_completions(
         body,
         reported_usage: None,
     };
-    let reply = (shared.decide)(&request);
+    let mut delay = Duration::ZERO;
+    let mut reply = (shared.decide)(&request);
+    while let Reply::Delayed(more, inner) = reply {
+        delay += more;
+        reply = *inner;
+    }
     let stream = request.body["stream"] == Value::Bool(true);
     let model = request.body["model"].clone();
     let n_messages = request.messages().len() as u64;
@@ -262,9 +270,11 @@ async fn chat_completions(
         requests.push(request);
         (sequence, prompt_tokens, completion_tokens)
     };
+    tokio::time::sleep(delay).await;
     let (message, finish_reason) =
         match reply {
             Reply::Hang => std::future::pending().await,
+            Reply::Delayed(..) => unreachable!("unwrapped above"),
             Reply::Status(status) => return Response::builder()
                 .status(status)
                 .header(header::CONTENT_TYPE, "application/json")

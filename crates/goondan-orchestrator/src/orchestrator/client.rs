@@ -7,8 +7,8 @@ use crate::OrchestratorError;
 use goondan_ipc::protocol::ProtocolStats;
 use goondan_ipc::protocol::QueryAnswer;
 use goondan_ipc::{Link, RoutingKey};
-use goondan_types::AgentEvent;
 use goondan_types::ProcessStatus;
+use goondan_types::{AgentEvent, IpcMessage};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -122,6 +122,13 @@ pub enum Input {
         key: String,
         /// True when something was running.
         reply: oneshot::Sender<bool>,
+    },
+    /// An event another host's instance sent to one of ours.
+    FromRemote {
+        /// The instance it is for.
+        to: RoutingKey,
+        /// The `event` message.
+        message: IpcMessage,
     },
     /// Cancel the Turn of one of the orchestrator's own requests.
     Cancel {
@@ -287,7 +294,8 @@ impl OrchestratorHandle {
         event: AgentEvent,
     ) -> Result<PendingAnswer, OrchestratorError> {
         let ingress = Ingress::cli(event.input.clone().unwrap_or_default(), agent);
-        self.enqueue_event(ingress, Some(Box::new(event)), None).await
+        self.enqueue_event(ingress, Some(Box::new(event)), None)
+            .await
     }
 
     async fn submit(
@@ -322,6 +330,17 @@ impl OrchestratorHandle {
         })
         .await?;
         Ok(PendingAnswer { event_id, answer })
+    }
+
+    /// Hands this orchestrator's instance `to` an event an instance on
+    /// another host sent it (see [`crate::RemoteInstances`]): a request or
+    /// a send becomes a Turn, an answer goes to the waiting process.
+    pub async fn deliver_from_remote(
+        &self,
+        to: RoutingKey,
+        message: IpcMessage,
+    ) -> Result<(), OrchestratorError> {
+        self.send(Input::FromRemote { to, message }).await
     }
 
     /// Cancels the Turn answering the request `event_id` (see

@@ -133,6 +133,9 @@ pub struct OrchestratorConfig {
     /// go (`self-restart__request`): whoever can load the bundle (`gdn
     /// run`). `None` answers them with `E_RESTART_UNAVAILABLE`.
     pub restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
+    /// Instances served elsewhere (a cluster host's); `None` serves every
+    /// instance here.
+    pub remote: Option<Arc<dyn crate::RemoteInstances>>,
 }
 
 /// The live state of one instance, as `gdn instance list` shows it.
@@ -208,6 +211,7 @@ pub struct Orchestrator {
     crash_ledger: Option<CrashLedger>,
     liveness: Liveness,
     restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
+    remote: Option<Arc<dyn crate::RemoteInstances>>,
     reconcile_interval: Duration,
     instances: BTreeMap<RoutingKey, Instance>,
     /// The orchestrator's own pending requests by correlation id; streamed
@@ -243,6 +247,7 @@ impl Orchestrator {
             crash_ledger: config.crash_ledger,
             liveness: config.liveness,
             restart_requests: config.restart_requests,
+            remote: config.remote,
             reconcile_interval: config.reconcile_interval,
             instances: BTreeMap::new(),
             waiters: HashMap::new(),
@@ -310,6 +315,7 @@ impl Orchestrator {
                 reply,
                 deltas,
             } => self.on_request(ingress, event, event_id, reply, deltas),
+            Input::FromRemote { to, message } => self.on_from_remote(to, message),
             Input::Cancel { event_id, done } => {
                 let _ = done.send(self.cancel(&event_id));
             }

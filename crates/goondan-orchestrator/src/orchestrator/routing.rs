@@ -228,6 +228,23 @@ impl Orchestrator {
         };
         let mut message = message;
         message.to = target.to_string();
+        if let Some(remote) = self
+            .remote
+            .as_ref()
+            .filter(|remote| !remote.serves(&target))
+        {
+            remote.forward(message);
+            // A send's sender waits to learn it was accepted: the cluster
+            // has it now (the owner's inbox is durable).
+            if protocol::in_reply_to(event).is_none() && event.reply_to.is_none() {
+                let accepted = RuntimeMessage::Accepted(protocol::Accepted {
+                    event_id: event.id.clone(),
+                })
+                .to_message(ORCHESTRATOR, &from.to_string());
+                let _ = self.deliver(from, Queued::plain(accepted));
+            }
+            return;
+        }
         let queued = match (protocol::in_reply_to(event), &event.reply_to) {
             (Some(_), _) => Queued::plain(message),
             (None, Some(_)) => Queued::turn(message, event.id.clone()),
@@ -239,6 +256,39 @@ impl Orchestrator {
         };
         if let Err(error) = self.deliver(&target, queued) {
             self.fail_event(from, event, error.code(), &error.to_string());
+        }
+    }
+
+    /// An event from an instance on another host for our instance `to`:
+    /// an answer goes to its process as it is, a request or a send is a
+    /// Turn. A refusal (a full queue) goes back the way it came.
+    pub(super) fn on_from_remote(&mut self, to: RoutingKey, message: IpcMessage) {
+        let event = match protocol::decode(&message) {
+            Ok(Inbound::Answer(_, event) | Inbound::Event(event)) => event,
+            Ok(_) | Err(_) => {
+                tracing::warn!(to = %to, "a message from another host is not an event; dropped");
+                return;
+            }
+        };
+        let queued = match protocol::in_reply_to(&event) {
+            Some(_) => Queued::plain(message),
+            None => Queued::turn(message, event.id.clone()),
+        };
+        if let Err(error) = self.deliver(&to, queued) {
+            tracing::warn!(to = %to, code = error.code(), "event {} from another host refused: {error}", event.id);
+            if let (Some(reply_to), Some(remote)) = (&event.reply_to, &self.remote) {
+                let answer = Answer::failed(
+                    reply_to.correlation_id.clone(),
+                    error.code(),
+                    &error.to_string(),
+                )
+                .to_event(&to.agent_name, event.trace_id.clone());
+                remote.forward(protocol::event_message(
+                    &to.to_string(),
+                    &reply_to.target,
+                    &answer,
+                ));
+            }
         }
     }
 

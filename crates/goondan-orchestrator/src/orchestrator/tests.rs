@@ -145,6 +145,7 @@ fn harness_full(
             missed_pings: 3,
         },
         restart_requests,
+        remote: None,
     });
     Harness {
         handle,
