@@ -207,7 +207,7 @@ async fn ensure_object_store(
         .map_err(|e| layout_error(&bucket, e))
 }
 
-fn is_stream_not_found(error: &async_nats::jetstream::context::GetStreamError) -> bool {
+pub(crate) fn is_stream_not_found(error: &async_nats::jetstream::context::GetStreamError) -> bool {
     use async_nats::jetstream::context::GetStreamErrorKind;
     use async_nats::jetstream::ErrorCode;
     matches!(error.kind(), GetStreamErrorKind::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND)

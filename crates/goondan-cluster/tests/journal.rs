@@ -235,7 +235,9 @@ async fn a_second_owner_fences_the_first_and_nothing_the_first_tries_lands() {
     let seen = second.load().unwrap();
     assert_eq!(seen.pending_events, vec![append(&landed)]);
 
-    let refused = user("after the takeover");
+    // Large, so it goes through the blob store: the refused record's blob
+    // is removed too.
+    let refused = user(&"after the takeover ".repeat(20_000));
     let error = first.record_event("t-1", &append(&refused)).unwrap_err();
     assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
     assert!(matches!(error, StoreError::Fenced { .. }));
@@ -261,6 +263,14 @@ async fn a_second_owner_fences_the_first_and_nothing_the_first_tries_lands() {
         vec![append(&landed), append(&answer)]
     );
     assert_eq!(third.extension_state().load("memory").unwrap(), None);
+    let blobs = harness
+        .cluster
+        .jetstream()
+        .get_object_store(layout::BLOB_STORE)
+        .await
+        .unwrap();
+    use futures_util::StreamExt;
+    assert_eq!(blobs.list().await.unwrap().count().await, 0);
 }
 
 #[tokio::test]
@@ -426,6 +436,27 @@ async fn a_thousand_message_history_loads_and_appends_are_measured_against_the_f
     let load_elapsed = started.elapsed();
     assert_eq!(loaded.base.len(), 1000);
     assert_eq!(loaded.base, base);
+    drop(journal);
+
+    // The same history without snapshots: a replay of all 1,100 records.
+    let unsnapshotted = InstanceAddress::new("ws-1", "coder", "user:thousand-no-snapshot");
+    let mut journal = harness
+        .open(&unsnapshotted, "host-a")
+        .with_snapshot_every(u64::MAX);
+    let mut replayed_base = Vec::new();
+    for (turn, chunk) in base.chunks(10).enumerate() {
+        append_turn(
+            &mut journal,
+            &mut replayed_base,
+            &format!("t-{turn}"),
+            chunk,
+        );
+    }
+    drop(journal);
+    let started = Instant::now();
+    let loaded = harness.open(&unsnapshotted, "host-b").load().unwrap();
+    let full_replay_elapsed = started.elapsed();
+    assert_eq!(loaded.base, base);
 
     // The same workload on the file store (default sync policy).
     let dir = tempfile::tempdir().unwrap();
@@ -448,12 +479,13 @@ async fn a_thousand_message_history_loads_and_appends_are_measured_against_the_f
     }
     let file_elapsed = started.elapsed();
     eprintln!(
-        "1000 appends in 100 turns: cluster {:?} ({:?} per record, events and commits), file store {:?} ({:?} per record); cluster load of 1000 messages {:?}",
+        "1000 appends in 100 turns: cluster {:?} ({:?} per record, events and commits), file store {:?} ({:?} per record); open + load of 1000 messages: snapshot + replay {:?}, full replay {:?}",
         cluster_elapsed,
         cluster_elapsed / 1100,
         file_elapsed,
         file_elapsed / 1100,
-        load_elapsed
+        load_elapsed,
+        full_replay_elapsed
     );
     assert!(load_elapsed < Duration::from_secs(10), "{load_elapsed:?}");
 }
@@ -491,16 +523,19 @@ async fn appends_resume_after_the_stream_leader_is_killed_with_nothing_lost_or_d
     let index = harness.nats.index_of(&leader).expect("a known server");
     harness.nats.kill(index);
     let started = Instant::now();
+    let mut longest_turn = Duration::ZERO;
     for turn in 5..15 {
+        let turn_started = Instant::now();
         append_turn(
             &mut journal,
             &mut base,
             &format!("t-{turn}"),
             &[user(&format!("q{turn}")), assistant(&format!("a{turn}"))],
         );
+        longest_turn = longest_turn.max(turn_started.elapsed());
     }
     eprintln!(
-        "10 turns after killing the GDN_CONV leader {leader}: {:?}",
+        "10 turns after killing the GDN_CONV leader {leader}: {:?}, the longest {longest_turn:?}",
         started.elapsed()
     );
     drop(journal);
@@ -583,4 +618,26 @@ async fn two_owners_claiming_at_once_both_open_and_only_the_later_claim_writes()
     drop((a, b));
     let loaded = harness.open(&address, "host-c").load().unwrap();
     assert_eq!(loaded.pending_events, vec![append(&first), append(winner)]);
+}
+
+#[tokio::test]
+async fn opening_before_any_host_made_the_layout_fails_at_once_with_not_started() {
+    let Some(nats) = NatsCluster::start(3).await else {
+        return;
+    };
+    let urls = ClusterUrls::parse(&nats.urls()).unwrap();
+    let started = Instant::now();
+    let error = ClusterJournal::open(
+        &urls,
+        ClusterOptions::default(),
+        InstanceAddress::new("ws-1", "coder", "user:early"),
+        "host-a",
+    )
+    .unwrap_err();
+    assert_eq!(error.code(), "E_CLUSTER_NOT_STARTED", "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
