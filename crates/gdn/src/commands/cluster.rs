@@ -273,7 +273,12 @@ const SINGLETON_SHARD: u16 = 0;
 /// behind a load balancer), and those only one host may run at a time
 /// (anything that polls or fires on a schedule would fire once per host).
 pub(crate) fn split_connections(project: &Project, all: &[String]) -> (Vec<String>, Vec<String>) {
-    const PUSH: [&str; 4] = ["builtin:webhook", "builtin:github", "builtin:slack", "builtin:discord"];
+    const PUSH: [&str; 4] = [
+        "builtin:webhook",
+        "builtin:github",
+        "builtin:slack",
+        "builtin:discord",
+    ];
     all.iter().cloned().partition(|name| {
         project
             .bundle
@@ -300,7 +305,8 @@ impl Host {
                 .difference(&draining)
                 .copied()
                 .collect();
-            if serving.contains(&SINGLETON_SHARD) != runs_singletons && !self.singletons.is_empty() {
+            if serving.contains(&SINGLETON_SHARD) != runs_singletons && !self.singletons.is_empty()
+            {
                 runs_singletons = !runs_singletons;
                 self.run_singletons(runs_singletons).await;
             }
@@ -361,13 +367,18 @@ impl Host {
     /// ownership of [`SINGLETON_SHARD`].
     async fn run_singletons(&self, run: bool) {
         let mut swarm = (*self.handle.swarm()).clone();
-        swarm.connections.retain(|name| !self.singletons.contains(name));
+        swarm
+            .connections
+            .retain(|name| !self.singletons.contains(name));
         if run {
             swarm.connections.extend(self.singletons.iter().cloned());
         }
         tracing::info!(run, connections = ?self.singletons, "singleton Connections follow shard {SINGLETON_SHARD}");
         if let Err(error) = self.handle.reconfigure(swarm).await {
-            tracing::warn!(code = error.code(), "starting or stopping the singleton Connections: {error}");
+            tracing::warn!(
+                code = error.code(),
+                "starting or stopping the singleton Connections: {error}"
+            );
         }
     }
 }

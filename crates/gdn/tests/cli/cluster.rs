@@ -474,10 +474,9 @@ fn a_polling_connector_runs_on_one_host_and_moves_when_it_dies() {
         }
     });
     // Its event reached the agent, on whichever host owns it.
-    cluster
-        .swarm
-        .mock
-        .wait_for("the tick", |request| request.last_user_text() == "tick from a script");
+    cluster.swarm.mock.wait_for("the tick", |request| {
+        request.last_user_text() == "tick from a script"
+    });
     // Still one, some time later (no second host started one).
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(running(&cluster), [first]);
@@ -486,7 +485,10 @@ fn a_polling_connector_runs_on_one_host_and_moves_when_it_dies() {
     let started = Instant::now();
     let survivor = 1 - first;
     while cluster.hosts[survivor].connectors().is_empty() {
-        assert!(started.elapsed() < HANDOFF_DEADLINE, "the connector did not move");
+        assert!(
+            started.elapsed() < HANDOFF_DEADLINE,
+            "the connector did not move"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("singleton connector moved after {:?}", started.elapsed());
