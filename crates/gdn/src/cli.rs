@@ -463,6 +463,10 @@ pub(crate) enum InstanceCommand {
         /// Every instance, no limit.
         #[arg(long)]
         all: bool,
+        /// List the instances of a cluster (`gdn run --cluster`) instead,
+        /// with the host that claimed each last.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+        cluster: Option<String>,
     },
     /// Restart the processes serving an instance.
     Restart {
@@ -542,6 +546,10 @@ pub(crate) struct LogsArgs {
     /// How many lines to show (of each log file, for a process log).
     #[arg(short = 'l', long, short_alias = 'n', default_value_t = 200)]
     pub(crate) lines: usize,
+    /// Read the runtime events every host of a cluster (`gdn run
+    /// --cluster`) published, instead of this System Root's.
+    #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER", conflicts_with_all = ["process", "follow"])]
+    pub(crate) cluster: Option<String>,
 }
 
 /// `gdn studio`.

@@ -142,11 +142,21 @@ impl EnvLookup for EnvLookupMap<'_> {
 
 /// Writes runtime events to `runtime-events.jsonl`. A failed append is
 /// logged, never fatal: runtime events are observations, not state.
-struct StoreEventSink(RuntimeEventLog);
+struct StoreEventSink {
+    log: RuntimeEventLog,
+    /// On a cluster host, the cluster's copy (`gdn logs --cluster`).
+    cluster: Option<goondan_cluster::ClusterObserver>,
+}
 
 impl RuntimeEventSink for StoreEventSink {
     fn emit(&self, event: RuntimeEvent) {
-        if let Err(error) = self.0.append(&event) {
+        if let Some(cluster) = &self.cluster {
+            match serde_json::to_vec(&event) {
+                Ok(line) => cluster.publish(line),
+                Err(error) => tracing::warn!("runtime event not encoded: {error}"),
+            }
+        }
+        if let Err(error) = self.log.append(&event) {
             tracing::warn!(code = error.code(), "runtime event not recorded: {error}");
         }
     }
@@ -494,7 +504,27 @@ pub async fn assemble(
         tool_call_policy: Default::default(),
         secrets,
     };
-    let store_events = StoreEventSink(parts.runtime_events);
+    let (journal, extension_state, observer): (
+        Box<dyn TurnJournal>,
+        Box<dyn ExtensionStateStore>,
+        Option<goondan_cluster::ClusterObserver>,
+    ) = match &args.cluster {
+        None => (
+            Box::new(parts.journal),
+            Box::new(parts.extension_state),
+            None,
+        ),
+        Some(log) => {
+            let journal = open_cluster_log(log, &args.agent_name, &args.instance_key)?;
+            let extension_state = journal.extension_state();
+            let observer = journal.observer();
+            (Box::new(journal), Box::new(extension_state), Some(observer))
+        }
+    };
+    let store_events = StoreEventSink {
+        log: parts.runtime_events,
+        cluster: observer,
+    };
     let telemetry = start_telemetry(&args.secrets);
     let runtime_events: Arc<dyn RuntimeEventSink> = match &telemetry {
         Some(export) => Arc::new(ExportingEventSink {
@@ -509,15 +539,6 @@ pub async fn assemble(
         }),
         None => Arc::new(store_events),
     };
-    let (journal, extension_state): (Box<dyn TurnJournal>, Box<dyn ExtensionStateStore>) =
-        match &args.cluster {
-            None => (Box::new(parts.journal), Box::new(parts.extension_state)),
-            Some(log) => {
-                let journal = open_cluster_log(log, &args.agent_name, &args.instance_key)?;
-                let extension_state = journal.extension_state();
-                (Box::new(journal), Box::new(extension_state))
-            }
-        };
     let services = AgentServices {
         journal,
         extension_state,

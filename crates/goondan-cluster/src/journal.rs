@@ -67,6 +67,7 @@ enum Command {
         reply: Reply<()>,
     },
     ConfirmWriter(Reply<()>),
+    Observe(Vec<u8>),
     SnapshotEvery(u64),
 }
 
@@ -96,6 +97,21 @@ impl WorkerHandle {
 pub struct ClusterJournal {
     worker: WorkerHandle,
     prefix: String,
+}
+
+/// Publishes an instance's runtime events to `GDN_OBS`, for `gdn logs
+/// --cluster` (see [`crate::directory::observations`]).
+#[derive(Debug, Clone)]
+pub struct ClusterObserver {
+    worker: WorkerHandle,
+}
+
+impl ClusterObserver {
+    /// Publishes one runtime event (its JSON line) without waiting.
+    pub fn publish(&self, line: Vec<u8>) {
+        // After the journal's thread stopped there is no one to tell.
+        let _ = self.worker.commands.send(Command::Observe(line));
+    }
 }
 
 /// The extension state of the instance of a [`ClusterJournal`], fenced by
@@ -181,6 +197,13 @@ impl ClusterJournal {
         }
     }
 
+    /// Where the instance's runtime events go, on the same connection.
+    pub fn observer(&self) -> ClusterObserver {
+        ClusterObserver {
+            worker: self.worker.clone(),
+        }
+    }
+
     /// The instance's subject prefix in `GDN_CONV`.
     pub fn prefix(&self) -> &str {
         &self.prefix
@@ -258,6 +281,9 @@ impl From<ClusterError> for StoreError {
 
 /// The journal's state, on its thread.
 struct Writer {
+    cluster: Cluster,
+    /// Where this instance's runtime events go (`GDN_OBS`).
+    observation_subject: String,
     log: ConversationLog,
     /// Events after the last commit, with their Turns.
     uncommitted: Vec<(String, MessageEvent)>,
@@ -298,8 +324,17 @@ impl Writer {
                 Err(error) => return Err(error),
             }
         };
+        if let Err(error) = crate::directory::record_claim(&cluster, address, owner).await {
+            // Only `gdn instance list --cluster` reads it.
+            tracing::warn!(
+                code = error.code(),
+                "the instance directory was not updated: {error}"
+            );
+        }
         let replay = log.replay(claimed).await?;
         let mut writer = Writer {
+            observation_subject: address.observation_subject(),
+            cluster,
             log,
             uncommitted: Vec::new(),
             base_len: 0,
@@ -361,6 +396,14 @@ impl Writer {
                 Command::ConfirmWriter(reply) => {
                     let confirmed = self.log.confirm_writer().await;
                     let _ = reply.send(confirmed.map_err(Into::into));
+                }
+                Command::Observe(line) => {
+                    // Core NATS into the stream: no ack waited for, as a
+                    // runtime event must never slow a Turn down.
+                    let subject = self.observation_subject.clone();
+                    if let Err(error) = self.cluster.client().publish(subject, line.into()).await {
+                        tracing::debug!("a runtime event was not published: {error}");
+                    }
                 }
                 Command::SnapshotEvery(every) => self.snapshot_every = every,
             }

@@ -25,6 +25,7 @@
 
 mod connect;
 mod conversation;
+pub mod directory;
 mod error;
 mod export;
 pub mod inbox;
@@ -39,4 +40,4 @@ pub mod testing;
 pub use connect::{Cluster, ClusterOptions, ClusterUrls};
 pub use error::ClusterError;
 pub use export::export;
-pub use journal::{ClusterExtensionState, ClusterJournal, DEFAULT_SNAPSHOT_EVERY};
+pub use journal::{ClusterExtensionState, ClusterJournal, ClusterObserver, DEFAULT_SNAPSHOT_EVERY};

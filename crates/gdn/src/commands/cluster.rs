@@ -775,3 +775,122 @@ fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
     }
     Ok(Outcome::Success)
 }
+
+/// The project of the current folder (or `--config`) and the cluster
+/// workspace it names, for commands that read a cluster.
+fn cluster_workspace(global: &GlobalArgs) -> anyhow::Result<Result<(Project, String), Outcome>> {
+    Ok(crate::project::load(global, None, None)?.map(|project| {
+        let workspace_id = goondan_store::paths::workspace_id(&project.instance_key);
+        (project, workspace_id)
+    }))
+}
+
+/// `gdn instance list --cluster URLS`: the instances some host claimed,
+/// newest claim first, with whether that host is still live.
+pub(crate) fn list_instances(
+    global: &GlobalArgs,
+    urls: &str,
+    agent: Option<&str>,
+    limit: Option<usize>,
+) -> anyhow::Result<Outcome> {
+    let (_, workspace_id) = match cluster_workspace(global)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let read = current_thread()?.block_on(async {
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        let instances = goondan_cluster::directory::instances(&cluster, &workspace_id).await?;
+        let status = goondan_cluster::membership::cluster_status(&cluster).await?;
+        Ok::<_, ClusterError>((instances, status.hosts))
+    });
+    let (mut instances, hosts) = match read {
+        Ok(read) => read,
+        Err(error) => return Ok(print_cluster_error(&error)),
+    };
+    instances.retain(|record| agent.is_none_or(|agent| record.agent_name == agent));
+    instances.sort_by(|a, b| b.claimed_at.cmp(&a.claimed_at));
+    let total = instances.len();
+    instances.truncate(limit.unwrap_or(usize::MAX));
+    let live = |host: &str| hosts.iter().any(|info| info.host == host);
+    if global.json {
+        let rows: Vec<serde_json::Value> = instances
+            .iter()
+            .map(|record| {
+                serde_json::json!({
+                    "agentName": record.agent_name,
+                    "instanceKey": record.instance_key,
+                    "host": record.host,
+                    "hostLive": live(&record.host),
+                    "claimedAt": record.claimed_at,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({ "instances": rows, "hidden": total - instances.len() })
+        );
+        return Ok(Outcome::Success);
+    }
+    println!(
+        "{:<24} {:<16} {:<24} {:<6} CLAIMED",
+        "INSTANCE KEY", "AGENT", "HOST", "LIVE"
+    );
+    for record in &instances {
+        println!(
+            "{:<24} {:<16} {:<24} {:<6} {}",
+            record.instance_key,
+            record.agent_name,
+            record.host,
+            if live(&record.host) { "yes" } else { "no" },
+            record.claimed_at
+        );
+    }
+    if total > instances.len() {
+        println!("({} more; --all lists every one)", total - instances.len());
+    }
+    Ok(Outcome::Success)
+}
+
+/// `gdn logs --cluster URLS`: the runtime events every host's agents
+/// published, filtered and in time order, as JSON lines.
+pub(crate) fn logs(
+    global: &GlobalArgs,
+    urls: &str,
+    filter: &goondan_store::RuntimeEventFilter,
+) -> anyhow::Result<Outcome> {
+    let (_, workspace_id) = match cluster_workspace(global)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let read = current_thread()?.block_on(async {
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        goondan_cluster::directory::observations(&cluster, &workspace_id).await
+    });
+    let lines = match read {
+        Ok(lines) => lines,
+        Err(error) => return Ok(print_cluster_error(&error)),
+    };
+    let mut events: Vec<(String, String)> = lines
+        .into_iter()
+        .filter_map(|line| {
+            let event: goondan_types::RuntimeEvent = serde_json::from_slice(&line).ok()?;
+            filter.matches(&event).then(|| {
+                (
+                    event.base().timestamp.clone(),
+                    String::from_utf8_lossy(&line).into_owned(),
+                )
+            })
+        })
+        .collect();
+    events.sort_by(|a, b| a.0.cmp(&b.0));
+    let skip = events
+        .len()
+        .saturating_sub(filter.last.unwrap_or(usize::MAX));
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for (_, line) in &events[skip..] {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(Outcome::Success)
+}

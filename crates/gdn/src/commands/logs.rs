@@ -15,6 +15,15 @@ use std::time::Duration;
 
 /// Runs `gdn logs`.
 pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcome> {
+    if let Some(urls) = &args.cluster {
+        let filter = RuntimeEventFilter {
+            agent_name: args.agent.clone(),
+            trace_id: args.trace.clone(),
+            event_type: args.event_type.clone(),
+            last: Some(args.lines),
+        };
+        return super::cluster::logs(global, urls, &filter);
+    }
     let target = manage::target(global)?;
     let workspace = match (&args.instance_key, &target.workspace) {
         (Some(swarm_key), _) => target.state_root.workspace(swarm_key),

@@ -337,9 +337,17 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
         return list(global, &target, None, Some(DEFAULT_LIST_LIMIT));
     };
     match command {
-        InstanceCommand::List { agent, limit, all } => {
+        InstanceCommand::List {
+            agent,
+            limit,
+            all,
+            cluster,
+        } => {
             let limit = (!*all).then_some(*limit);
-            list(global, &target, agent.as_deref(), limit)
+            match cluster {
+                Some(urls) => super::cluster::list_instances(global, urls, agent.as_deref(), limit),
+                None => list(global, &target, agent.as_deref(), limit),
+            }
         }
         InstanceCommand::Restart { key, fresh } => {
             if let Some(response) = restart_live(&target, key, *fresh)? {

@@ -421,14 +421,44 @@ fn an_agent_on_one_host_asks_an_agent_on_another() {
         .map(|i| format!("split-{i}"))
         .find(|key| owner_of("alpha", key, hosts) != owner_of("beta", key, hosts))
         .unwrap();
-    let (child, _client) = cluster.spawn_input("ping", &key);
-    let output = finish(child, "a request across hosts");
+    let client = tempfile::tempdir().unwrap();
+    let output = run_with_deadline(cluster.command(
+        client.path(),
+        &["--json", "run", "--input", "ping", "--instance-key", &key],
+    ));
     assert_eq!(code(&output), 0, "{}", stderr(&output));
-    assert!(
-        stdout(&output).contains("alpha heard: pong(ping)"),
-        "{}",
-        stdout(&output)
-    );
+    let answer: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(answer["text"], "alpha heard: pong(ping)", "{answer}");
+    // One trace across both hosts, read back from the cluster.
+    let trace = answer["traceId"].as_str().unwrap().to_string();
+    let logs = run_with_deadline(cluster.command(
+        client.path(),
+        &["logs", "--trace", &trace, "--type", "turn.completed"],
+    ));
+    assert_eq!(code(&logs), 0, "{}", stderr(&logs));
+    let mut agents: Vec<String> = stdout(&logs)
+        .lines()
+        .map(|line| {
+            let event: Value = serde_json::from_str(line).unwrap();
+            event["agentName"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    agents.sort();
+    assert_eq!(agents, ["alpha", "beta"], "{}", stdout(&logs));
+    // Both instances are in the cluster's directory, with their hosts.
+    let list = run_with_deadline(cluster.command(client.path(), &["--json", "instance", "list"]));
+    assert_eq!(code(&list), 0, "{}", stderr(&list));
+    let list: Value = serde_json::from_str(stdout(&list).trim()).unwrap();
+    for agent in ["alpha", "beta"] {
+        let row = list["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["agentName"] == agent && row["instanceKey"] == key.as_str())
+            .unwrap_or_else(|| panic!("{agent}:{key} not listed: {list}"));
+        assert_eq!(row["host"], owner_of(agent, &key, hosts), "{row}");
+        assert_eq!(row["hostLive"], true);
+    }
     // Each agent ran on the host that owns it, and only there.
     for host in &cluster.hosts {
         let owns = |agent: &str| owner_of(agent, &key, hosts) == host.id;
