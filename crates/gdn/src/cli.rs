@@ -757,7 +757,7 @@ mod tests {
         };
         assert!(matches!(
             instance.command,
-            Some(InstanceCommand::List { agent: Some(ref a), limit: 5, all: false }) if a == "coder"
+            Some(InstanceCommand::List { agent: Some(ref a), limit: 5, all: false, .. }) if a == "coder"
         ));
         let Command::Instance(instance) = parse(&["instance", "list", "--all"]).command else {
             panic!("not instance");

@@ -13,7 +13,7 @@
 //! its own message id on the record right after the sequence it expected,
 //! so the refusal is not taken for a takeover.
 
-use crate::error::ClusterError;
+use crate::error::{request_error, ClusterError};
 use crate::layout::{
     is_stream_not_found, BLOB_STORE, CONVERSATION_STREAM, MAX_MESSAGE_BYTES, SNAPSHOT_STORE,
 };
@@ -606,13 +606,6 @@ where
             }
             Err(error) => return Err(error),
         }
-    }
-}
-
-fn request_error(what: &str, error: impl std::fmt::Display) -> ClusterError {
-    ClusterError::Request {
-        what: what.to_string(),
-        reason: error.to_string(),
     }
 }
 

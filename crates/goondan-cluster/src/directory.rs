@@ -4,7 +4,7 @@
 //! by the agents as they happen). `gdn instance list --cluster` and `gdn
 //! logs --cluster` read them.
 
-use crate::error::ClusterError;
+use crate::error::{request_error, ClusterError};
 use crate::layout::{INSTANCES_BUCKET, OBSERVATION_STREAM};
 use crate::subject::{token, InstanceAddress};
 use crate::Cluster;
@@ -27,13 +27,6 @@ pub struct InstanceRecord {
     pub host: String,
     /// When (ISO 8601, that host's clock; for display only).
     pub claimed_at: String,
-}
-
-fn request_error(what: &str, error: impl std::fmt::Display) -> ClusterError {
-    ClusterError::Request {
-        what: what.to_string(),
-        reason: error.to_string(),
-    }
 }
 
 /// Records that `host` claimed `address`'s log now.

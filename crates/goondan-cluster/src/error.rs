@@ -127,3 +127,11 @@ impl ClusterError {
         })
     }
 }
+
+/// A [`ClusterError::Request`] for `what`, from whatever the client said.
+pub(crate) fn request_error(what: &str, error: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Request {
+        what: what.to_string(),
+        reason: error.to_string(),
+    }
+}

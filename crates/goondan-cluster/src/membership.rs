@@ -51,7 +51,7 @@
 //! leases may have expired and been taken.
 
 use crate::connect::Cluster;
-use crate::error::ClusterError;
+use crate::error::{request_error, ClusterError};
 use crate::layout::{HOSTS_BUCKET, INBOX_STREAM, SHARDS_BUCKET};
 use crate::subject::{shard_consumer_name, token};
 use async_nats::jetstream::context::PublishErrorKind;
@@ -701,13 +701,6 @@ fn replace_if_changed(old: &mut BTreeSet<u16>, new: BTreeSet<u16>) -> bool {
     }
     *old = new;
     true
-}
-
-fn request_error(what: &str, error: impl std::fmt::Display) -> ClusterError {
-    ClusterError::Request {
-        what: what.to_string(),
-        reason: error.to_string(),
-    }
 }
 
 /// The live hosts, each shard's lease and each shard's inbox backlog, read

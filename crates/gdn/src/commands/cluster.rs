@@ -684,6 +684,19 @@ async fn connect_as_client(urls: &ClusterUrls) -> Result<Cluster, ClusterError> 
     Ok(cluster)
 }
 
+/// Connects as a person's command does and runs `read`; a cluster error
+/// is printed and becomes the outcome.
+fn read_cluster<T>(
+    urls: &str,
+    read: impl AsyncFnOnce(&Cluster) -> Result<T, ClusterError>,
+) -> anyhow::Result<Result<T, Outcome>> {
+    let read = current_thread()?.block_on(async {
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        read(&cluster).await
+    });
+    Ok(read.map_err(|error| print_cluster_error(&error)))
+}
+
 /// `gdn instance export KEY --cluster URLS --to DIR`.
 pub(crate) fn export(
     global: &GlobalArgs,
@@ -691,8 +704,8 @@ pub(crate) fn export(
     urls: &str,
     to: &std::path::Path,
 ) -> anyhow::Result<Outcome> {
-    let project = match crate::project::load(global, None, None)? {
-        Ok(project) => project,
+    let (project, workspace_id) = match cluster_workspace(global)? {
+        Ok(found) => found,
         Err(outcome) => return Ok(outcome),
     };
     let non_empty = std::fs::read_dir(to)
@@ -711,33 +724,21 @@ pub(crate) fn export(
         Some(agent) => agent,
         None => swarm_info(&project)?.entry_agent,
     };
-    let address = InstanceAddress::new(
-        &goondan_store::paths::workspace_id(&project.instance_key),
-        &agent,
-        &instance_key,
-    );
-    let exported = current_thread()?.block_on(async {
-        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
-        goondan_cluster::export(&cluster, &address, to).await
-    });
-    match exported {
-        Ok(()) => {
-            println!("exported {agent}:{instance_key} to {}", to.display());
-            Ok(Outcome::Success)
-        }
-        Err(error) => Ok(print_cluster_error(&error)),
+    let address = InstanceAddress::new(&workspace_id, &agent, &instance_key);
+    if let Err(outcome) = read_cluster(urls, async |cluster| {
+        goondan_cluster::export(cluster, &address, to).await
+    })? {
+        return Ok(outcome);
     }
+    println!("exported {agent}:{instance_key} to {}", to.display());
+    Ok(Outcome::Success)
 }
 
 /// `gdn cluster status`: hosts, and each host's shards with their backlog.
 fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
-    let status = current_thread()?.block_on(async {
-        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
-        goondan_cluster::membership::cluster_status(&cluster).await
-    });
-    let status = match status {
+    let status = match read_cluster(urls, goondan_cluster::membership::cluster_status)? {
         Ok(status) => status,
-        Err(error) => return Ok(print_cluster_error(&error)),
+        Err(outcome) => return Ok(outcome),
     };
     if global.json {
         println!("{}", serde_json::to_string(&status)?);
@@ -797,15 +798,14 @@ pub(crate) fn list_instances(
         Ok(found) => found,
         Err(outcome) => return Ok(outcome),
     };
-    let read = current_thread()?.block_on(async {
-        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
-        let instances = goondan_cluster::directory::instances(&cluster, &workspace_id).await?;
-        let status = goondan_cluster::membership::cluster_status(&cluster).await?;
-        Ok::<_, ClusterError>((instances, status.hosts))
-    });
+    let read = read_cluster(urls, async |cluster| {
+        let instances = goondan_cluster::directory::instances(cluster, &workspace_id).await?;
+        let status = goondan_cluster::membership::cluster_status(cluster).await?;
+        Ok((instances, status.hosts))
+    })?;
     let (mut instances, hosts) = match read {
         Ok(read) => read,
-        Err(error) => return Ok(print_cluster_error(&error)),
+        Err(outcome) => return Ok(outcome),
     };
     instances.retain(|record| agent.is_none_or(|agent| record.agent_name == agent));
     instances.sort_by(|a, b| b.claimed_at.cmp(&a.claimed_at));
@@ -862,13 +862,12 @@ pub(crate) fn logs(
         Ok(found) => found,
         Err(outcome) => return Ok(outcome),
     };
-    let read = current_thread()?.block_on(async {
-        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
-        goondan_cluster::directory::observations(&cluster, &workspace_id).await
-    });
+    let read = read_cluster(urls, async |cluster| {
+        goondan_cluster::directory::observations(cluster, &workspace_id).await
+    })?;
     let lines = match read {
         Ok(lines) => lines,
-        Err(error) => return Ok(print_cluster_error(&error)),
+        Err(outcome) => return Ok(outcome),
     };
     let mut events: Vec<(String, String)> = lines
         .into_iter()
