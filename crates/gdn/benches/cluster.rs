@@ -14,8 +14,8 @@
 //!   owned is answered by another host.
 //!
 //! Needs `nats-server` (2.11+) on the `PATH` or in `GOONDAN_NATS_SERVER`.
-//! Run: `cargo bench -p gdn --bench cluster` (`-- 400` sets the number of
-//! inputs of the throughput run).
+//! Run: `cargo bench -p gdn --bench cluster` (`-- 300 30`: the number of
+//! inputs of the throughput run, and over how many instances).
 
 use futures_util::StreamExt;
 use goondan_cluster::inbox::{self, Envelope};
@@ -167,10 +167,12 @@ fn event(text: &str, key: &str) -> AgentEvent {
 }
 
 fn main() {
-    let inputs: usize = std::env::args()
+    let numbers: Vec<usize> = std::env::args()
         .skip(1)
-        .find_map(|arg| arg.parse().ok())
-        .unwrap_or(300);
+        .filter_map(|arg| arg.parse().ok())
+        .collect();
+    let inputs = numbers.first().copied().unwrap_or(300);
+    let keys = numbers.get(1).copied().unwrap_or(30);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -190,10 +192,12 @@ fn main() {
     let started = Instant::now();
     for host in HOSTS {
         let state = tempfile::tempdir().unwrap();
+        // Each host's log, kept for a look when a number surprises.
+        let log = std::env::temp_dir().join(format!("gdn-bench-{host}.log"));
         let child = bench
             .gdn(state.path(), &["run", "--host-id", host])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         bench.hosts.push((host.to_string(), Some(child), state));
@@ -221,7 +225,6 @@ fn main() {
 
     // Throughput: many instances at once, straight into the inboxes.
     let workspace = goondan_store::paths::workspace_id("default");
-    let keys = 30;
     let elapsed = runtime.block_on(async {
         let cluster = bench.nats.connect().await;
         let reply_subject = "gdn.reply.bench";
@@ -238,16 +241,19 @@ fn main() {
             };
             inbox::send(&cluster, &envelope).await.unwrap();
         }
+        let sent = started.elapsed();
         for _ in 0..inputs {
             tokio::time::timeout(Duration::from_secs(120), replies.next())
                 .await
                 .expect("every answer within 2 minutes")
                 .unwrap();
         }
-        started.elapsed()
+        (sent, started.elapsed())
     });
+    let (sent, elapsed) = elapsed;
     println!(
-        "throughput: {inputs} inputs over {keys} instances on 3 hosts in {} = {:.0} events/s",
+        "throughput: {inputs} inputs over {keys} instances on 3 hosts (sent in {}) answered in {} = {:.0} events/s",
+        ms(sent),
         ms(elapsed),
         inputs as f64 / elapsed.as_secs_f64()
     );

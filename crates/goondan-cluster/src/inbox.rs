@@ -360,7 +360,9 @@ pub struct InboxOptions {
 impl Default for InboxOptions {
     fn default() -> Self {
         InboxOptions {
-            ack_wait: Duration::from_secs(10),
+            // With a lease TTL of 5 s, a delivery held by a host that died
+            // comes back about when its shard has a new owner.
+            ack_wait: Duration::from_secs(6),
             max_ack_pending: 10_000,
             batch: 64,
         }

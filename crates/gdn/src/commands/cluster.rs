@@ -45,8 +45,8 @@ pub(crate) const CLUSTER_HOST_ENV: &str = "GOONDAN_CLUSTER_HOST";
 pub(crate) const CLUSTER_WORKSPACE_ENV: &str = "GOONDAN_CLUSTER_WORKSPACE";
 
 /// How often a running Turn's delivery is kept alive (its `ack_wait` is
-/// 10 s).
-const PROGRESS_EVERY: Duration = Duration::from_secs(3);
+/// 6 s: a lost progress message is not yet a redelivery).
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// How long a draining host lets running Turns finish.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
 /// How long `gdn run --cluster … --input` waits for its answer.
@@ -394,28 +394,27 @@ impl ShardPuller {
     /// Pulls one shard's inbox until told to stop, then waits for the
     /// Turns it started (bounded by [`DRAIN_DEADLINE`]).
     async fn run(self, shard: u16, mut stop: watch::Receiver<bool>) {
-        let mut inbox = match ShardInbox::open(&self.cluster, shard).await {
-            Ok(inbox) => inbox,
-            Err(error) => {
-                tracing::error!(
-                    shard,
-                    code = error.code(),
-                    "cannot open the shard's inbox: {error}"
-                );
-                return;
-            }
-        };
+        let mut inbox: Option<ShardInbox> = None;
         let mut turns = JoinSet::new();
         loop {
+            let pulling = match &mut inbox {
+                Some(inbox) => inbox,
+                None => match ShardInbox::open(&self.cluster, shard).await {
+                    Ok(opened) => inbox.insert(opened),
+                    Err(error) => {
+                        tracing::warn!(shard, code = error.code(), "cannot open the shard's inbox: {error}; trying again");
+                        if self.pause(&mut stop).await {
+                            break;
+                        }
+                        continue;
+                    }
+                },
+            };
             let next = tokio::select! {
-                next = inbox.next() => next,
+                next = pulling.next() => next,
                 _ = stop_requested(&mut stop) => break,
             };
             match next {
-                None => break,
-                Some(Err(error)) => {
-                    tracing::warn!(shard, code = error.code(), "inbox: {error}");
-                }
                 Some(Ok(delivery)) => {
                     if !self.membership.is_fresh() {
                         // Our leases may have run out: another host may own
@@ -427,16 +426,44 @@ impl ShardPuller {
                         turns.spawn(turn);
                     }
                 }
+                // One unreadable message, already acked and logged.
+                Some(Err(error @ ClusterError::Corrupt { .. })) => {
+                    tracing::warn!(shard, code = error.code(), "inbox: {error}");
+                }
+                // A failed pull (the consumer was not ready, a leader
+                // moved): pull anew at once rather than wait for the
+                // client's own retry, which can take the pull's expiry.
+                failed => {
+                    if let Some(Err(error)) = &failed {
+                        tracing::warn!(shard, code = error.code(), "inbox: {error}; pulling again");
+                    }
+                    if let Some(broken) = inbox.take() {
+                        broken.close().await;
+                    }
+                    if self.pause(&mut stop).await {
+                        break;
+                    }
+                }
             }
         }
         // Deliveries fetched but not started go back at once.
-        inbox.close().await;
+        if let Some(inbox) = inbox {
+            inbox.close().await;
+        }
         let drained = async { while turns.join_next().await.is_some() {} };
         if tokio::time::timeout(DRAIN_DEADLINE, drained).await.is_err() {
             tracing::warn!(
                 shard,
                 "Turns still running after the drain deadline; the next owner resumes them"
             );
+        }
+    }
+
+    /// Waits a moment before a retry; true when told to stop meanwhile.
+    async fn pause(&self, stop: &mut watch::Receiver<bool>) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => false,
+            _ = stop_requested(stop) => true,
         }
     }
 
