@@ -230,16 +230,23 @@ fn main() {
         let reply_subject = "gdn.reply.bench";
         let mut replies = cluster.client().subscribe(reply_subject).await.unwrap();
         let started = Instant::now();
-        for i in 0..inputs {
-            let key = format!("tp-{}", i % keys);
-            let event = event("ping", &key);
-            let envelope = Envelope {
-                id: event.id.clone(),
-                address: InstanceAddress::new(&workspace, "echo", &key),
-                event,
-                reply_to: Some(reply_subject.to_string()),
-            };
-            inbox::send(&cluster, &envelope).await.unwrap();
+        // Sent all at once, as many senders would: the figure is what
+        // the hosts do, not one sender's round trips.
+        let envelopes: Vec<Envelope> = (0..inputs)
+            .map(|i| {
+                let key = format!("tp-{}", i % keys);
+                let event = event("ping", &key);
+                Envelope {
+                    id: event.id.clone(),
+                    address: InstanceAddress::new(&workspace, "echo", &key),
+                    event,
+                    reply_to: Some(reply_subject.to_string()),
+                }
+            })
+            .collect();
+        let sends = envelopes.iter().map(|envelope| inbox::send(&cluster, envelope));
+        for receipt in futures_util::future::join_all(sends).await {
+            receipt.unwrap();
         }
         let sent = started.elapsed();
         for _ in 0..inputs {
