@@ -523,3 +523,41 @@ fn a_polling_connector_runs_on_one_host_and_moves_when_it_dies() {
     }
     eprintln!("singleton connector moved after {:?}", started.elapsed());
 }
+
+#[test]
+fn a_draining_host_finishes_its_turn_then_hands_its_shards_over() {
+    let Some(mut cluster) = Cluster::start(|request| {
+        // Long enough to be mid-Turn when the host is told to stop.
+        Reply::Delayed(
+            Duration::from_secs(2),
+            Box::new(Reply::text(format!("answer to {}", request.last_user_text()))),
+        )
+    }) else {
+        return;
+    };
+    cluster.add_host("host-a");
+    cluster.add_host("host-b");
+    let (child, _client) = cluster.spawn_input("finish me", "drain");
+    cluster
+        .swarm
+        .mock
+        .wait_for("the Turn to start", |request| request.last_user_text() == "finish me");
+    let draining = cluster.host_running_a_turn();
+    // As `gdn stop` or a service manager would: the host alone.
+    let pid = cluster.hosts[draining].pid();
+    kill(Pid::from_raw(pid), Signal::SIGTERM).unwrap();
+    // The Turn it was running still answers, once, from that host.
+    let output = finish_within(child, "the input of a draining host", HANDOFF_DEADLINE);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stdout(&output).contains("answer to finish me"), "{}", stdout(&output));
+    assert_eq!(cluster.swarm.mock.requests().len(), 1);
+    // It left: the other host owns every shard, at once (no lease expiry).
+    let mut host = cluster.hosts[draining].child.take().unwrap();
+    let exited = host.wait().unwrap();
+    assert!(exited.success(), "{exited:?}");
+    let status = cluster.status();
+    assert_eq!(status["hosts"].as_array().map(Vec::len), Some(1), "{status}");
+    let conversation = cluster.exported("drain");
+    assert_eq!(user_texts(&conversation), ["finish me"]);
+    assert_eq!(assistant_count(&conversation), 1);
+}
