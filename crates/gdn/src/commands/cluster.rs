@@ -49,6 +49,9 @@ pub(crate) const CLUSTER_WORKSPACE_ENV: &str = "GOONDAN_CLUSTER_WORKSPACE";
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// How long a draining host lets running Turns finish.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a starting host retries a join that failed on a transient
+/// error.
+pub(crate) const JOIN_DEADLINE: Duration = Duration::from_secs(30);
 /// How long `gdn run --cluster … --input` waits for its answer.
 const ANSWER_WAIT: Duration = Duration::from_secs(600);
 
@@ -159,8 +162,26 @@ pub(crate) struct JoinedHost {
 /// Connects, makes the layout if it is missing, and joins the cluster.
 pub(crate) async fn join(mode: &ClusterMode) -> Result<JoinedHost, ClusterError> {
     let cluster = mode.connect().await?;
-    layout::ensure(&cluster).await?;
-    let membership = Membership::join(cluster.clone(), mode.host_id.clone()).await?;
+    // Hosts starting together race to make the layout, and a request can
+    // time out while the servers elect a leader for what was just made:
+    // such failures are retried for a while, a refusal is not.
+    let deadline = tokio::time::Instant::now() + JOIN_DEADLINE;
+    let membership = loop {
+        let joined = async {
+            layout::ensure(&cluster).await?;
+            Membership::join(cluster.clone(), mode.host_id.clone()).await
+        };
+        match joined.await {
+            Ok(membership) => break membership,
+            Err(error @ (ClusterError::Request { .. } | ClusterError::Timeout { .. }))
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tracing::warn!(code = error.code(), "joining the cluster: {error}; trying again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    };
     let (outbox, forwarded) = mpsc::unbounded_channel();
     tokio::spawn(publish_forwarded(
         cluster.clone(),

@@ -460,7 +460,13 @@ async fn detach(
     // Poll finely: the daemon is usually ready within a few milliseconds.
     // The pid printed is the one that answers: another `gdn run` may have
     // won the start lock first, and then the child attached to it.
-    let deadline = tokio::time::Instant::now() + ATTACH_WAIT;
+    // A cluster host joins the cluster before it answers, which may wait
+    // out a leader election.
+    let wait = match args.cluster {
+        Some(_) => ATTACH_WAIT + cluster::JOIN_DEADLINE,
+        None => ATTACH_WAIT,
+    };
+    let deadline = tokio::time::Instant::now() + wait;
     drop(child);
     while tokio::time::Instant::now() < deadline {
         if let Ok(ControlResponse::Status { pid, identity, .. }) =
@@ -488,7 +494,8 @@ async fn detach(
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     eprintln!(
-        "error[E_ORCHESTRATOR_START]: the background orchestrator did not answer within 5 s\n   = help: read {}",
+        "error[E_ORCHESTRATOR_START]: the background orchestrator did not answer within {} s\n   = help: read {}",
+        wait.as_secs(),
         log_path.display()
     );
     Ok(Outcome::Failure)
