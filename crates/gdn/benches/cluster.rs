@@ -244,7 +244,9 @@ fn main() {
                 }
             })
             .collect();
-        let sends = envelopes.iter().map(|envelope| inbox::send(&cluster, envelope));
+        let sends = envelopes
+            .iter()
+            .map(|envelope| inbox::send(&cluster, envelope));
         for receipt in futures_util::future::join_all(sends).await {
             receipt.unwrap();
         }

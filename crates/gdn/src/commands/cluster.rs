@@ -157,6 +157,7 @@ pub(crate) struct JoinedHost {
     membership: Membership,
     workspace_id: String,
     remote: Arc<ClusterRemote>,
+    answered: Arc<AnsweredRequests>,
 }
 
 /// Connects, makes the layout if it is missing, and joins the cluster.
@@ -176,17 +177,22 @@ pub(crate) async fn join(mode: &ClusterMode) -> Result<JoinedHost, ClusterError>
             Err(error @ (ClusterError::Request { .. } | ClusterError::Timeout { .. }))
                 if tokio::time::Instant::now() < deadline =>
             {
-                tracing::warn!(code = error.code(), "joining the cluster: {error}; trying again");
+                tracing::warn!(
+                    code = error.code(),
+                    "joining the cluster: {error}; trying again"
+                );
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Err(error) => return Err(error),
         }
     };
     let (outbox, forwarded) = mpsc::unbounded_channel();
+    let answered = Arc::new(AnsweredRequests::default());
     tokio::spawn(publish_forwarded(
         cluster.clone(),
         mode.workspace_id.clone(),
         forwarded,
+        Arc::clone(&answered),
     ));
     let remote = Arc::new(ClusterRemote {
         workspace_id: mode.workspace_id.clone(),
@@ -198,6 +204,7 @@ pub(crate) async fn join(mode: &ClusterMode) -> Result<JoinedHost, ClusterError>
         membership,
         workspace_id: mode.workspace_id.clone(),
         remote,
+        answered,
     })
 }
 
@@ -219,6 +226,7 @@ impl JoinedHost {
             membership: Arc::new(self.membership),
             workspace_id: self.workspace_id,
             singletons,
+            answered: self.answered,
         };
         let task = tokio::spawn(host.run(stopped));
         HostTask { stop, task }
@@ -253,6 +261,7 @@ async fn publish_forwarded(
     cluster: Cluster,
     workspace_id: String,
     mut forwarded: mpsc::UnboundedReceiver<IpcMessage>,
+    answered: Arc<AnsweredRequests>,
 ) {
     while let Some(message) = forwarded.recv().await {
         let event = match protocol::decode(&message) {
@@ -272,8 +281,15 @@ async fn publish_forwarded(
             event,
             reply_to: None,
         };
-        if let Err(error) = inbox::send(&cluster, &envelope).await {
-            tracing::error!(to = %key, code = error.code(), "forwarding event {} to its host: {error}", envelope.id);
+        match inbox::send(&cluster, &envelope).await {
+            Ok(_) => {
+                if let Some(correlation_id) = protocol::in_reply_to(&envelope.event) {
+                    answered.answered(correlation_id);
+                }
+            }
+            Err(error) => {
+                tracing::error!(to = %key, code = error.code(), "forwarding event {} to its host: {error}", envelope.id);
+            }
         }
     }
 }
@@ -285,6 +301,7 @@ struct Host {
     workspace_id: String,
     /// Connections only one host may run at a time (polling, schedules).
     singletons: Vec<String>,
+    answered: Arc<AnsweredRequests>,
 }
 
 /// The shard whose owner runs the singleton Connections.
@@ -347,6 +364,7 @@ impl Host {
                     handle: self.handle.clone(),
                     membership: Arc::clone(&self.membership),
                     workspace_id: self.workspace_id.clone(),
+                    answered: Arc::clone(&self.answered),
                 };
                 pullers.spawn(async move {
                     puller.run(shard, stop_rx).await;
@@ -409,6 +427,7 @@ struct ShardPuller {
     handle: OrchestratorHandle,
     membership: Arc<Membership>,
     workspace_id: String,
+    answered: Arc<AnsweredRequests>,
 }
 
 impl ShardPuller {
@@ -423,7 +442,11 @@ impl ShardPuller {
                 None => match ShardInbox::open(&self.cluster, shard).await {
                     Ok(opened) => inbox.insert(opened),
                     Err(error) => {
-                        tracing::warn!(shard, code = error.code(), "cannot open the shard's inbox: {error}; trying again");
+                        tracing::warn!(
+                            shard,
+                            code = error.code(),
+                            "cannot open the shard's inbox: {error}; trying again"
+                        );
                         if self.pause(&mut stop).await {
                             break;
                         }
@@ -490,7 +513,7 @@ impl ShardPuller {
 
     /// Queues the delivery's event on its instance (in delivery order) and
     /// returns the wait for its answer.
-    async fn start(&self, delivery: Delivery) -> Option<impl std::future::Future<Output = ()>> {
+    async fn start(&self, delivery: Delivery) -> Option<TurnWait> {
         let envelope = delivery.envelope.clone();
         if envelope.reply_to.is_none() && envelope.address.workspace_id == self.workspace_id {
             // From an instance on another host: a request, a send or an
@@ -500,11 +523,27 @@ impl ShardPuller {
                 envelope.address.instance_key.clone(),
             );
             let message = protocol::event_message(ORCHESTRATOR, &to.to_string(), &envelope.event);
-            match self.handle.deliver_from_remote(to, message).await {
-                Ok(()) => delivery.ack().await.ok(),
-                Err(_) => delivery.nak().await.ok(),
+            // A request stays unacked until its answer leaves (see
+            // `AnsweredRequests`): if this host dies before, the next
+            // owner gets it again, and its log tells how far it got.
+            let answered = envelope
+                .event
+                .reply_to
+                .as_ref()
+                .filter(|_| protocol::in_reply_to(&envelope.event).is_none())
+                .map(|reply_to| self.answered.expect(&reply_to.correlation_id));
+            if self.handle.deliver_from_remote(to, message).await.is_err() {
+                delivery.nak().await.ok();
+                return None;
+            }
+            let Some(answered) = answered else {
+                delivery.ack().await.ok();
+                return None;
             };
-            return None;
+            return Some(Box::pin(async move {
+                keep_alive_until(&delivery, answered).await;
+                delivery.ack().await.ok();
+            }));
         }
         if envelope.address.workspace_id != self.workspace_id {
             let refused = ClusterReply::refused(
@@ -539,17 +578,8 @@ impl ShardPuller {
             }
         };
         let cluster = self.cluster.clone();
-        Some(async move {
-            let answer = pending.answer();
-            tokio::pin!(answer);
-            let mut progress = tokio::time::interval(PROGRESS_EVERY);
-            progress.tick().await;
-            let answer = loop {
-                tokio::select! {
-                    answer = &mut answer => break answer,
-                    _ = progress.tick() => { delivery.progress().await.ok(); }
-                }
-            };
+        Some(Box::pin(async move {
+            let answer = keep_alive_until(&delivery, pending.answer()).await;
             match answer {
                 Ok(answer) => {
                     reply(&cluster, &envelope, &ClusterReply::answered(answer)).await;
@@ -565,7 +595,61 @@ impl ShardPuller {
                     delivery.ack().await.ok();
                 }
             }
-        })
+        }))
+    }
+}
+
+/// The wait for one Turn a shard puller started.
+type TurnWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Awaits `until` while keeping `delivery` from being delivered again.
+async fn keep_alive_until<T>(
+    delivery: &Delivery,
+    until: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(until);
+    let mut progress = tokio::time::interval(PROGRESS_EVERY);
+    progress.tick().await;
+    loop {
+        tokio::select! {
+            done = &mut until => return done,
+            _ = progress.tick() => { delivery.progress().await.ok(); }
+        }
+    }
+}
+
+/// Requests from other hosts' instances that this host's instances are
+/// answering, by correlation id: each delivery is acked once its answer
+/// has left for the caller's inbox.
+#[derive(Default)]
+struct AnsweredRequests {
+    waiting: std::sync::Mutex<HashMap<String, tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl AnsweredRequests {
+    /// Resolves when the answer to `correlation_id` has been forwarded (or
+    /// after a day, if it never is: a Turn cannot run that long).
+    fn expect(&self, correlation_id: &str) -> impl std::future::Future<Output = ()> + Send + use<> {
+        let (answered, wait) = tokio::sync::oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(correlation_id.to_string(), answered);
+        async move {
+            let _ = tokio::time::timeout(Duration::from_secs(24 * 3600), wait).await;
+        }
+    }
+
+    /// The answer to `correlation_id` left.
+    fn answered(&self, correlation_id: &str) {
+        let waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(correlation_id);
+        if let Some(answered) = waiting {
+            let _ = answered.send(());
+        }
     }
 }
 

@@ -445,6 +445,18 @@ fn an_agent_on_one_host_asks_an_agent_on_another() {
         .collect();
     agents.sort();
     assert_eq!(agents, ["alpha", "beta"], "{}", stdout(&logs));
+    // Every delivery was acked, the request once its answer left: nothing
+    // comes back after the 6 s ack_wait, and the model saw three calls
+    // (alpha asks, beta answers, alpha answers).
+    cluster.wait_for_status("no delivery in flight", |status| {
+        status["shards"].as_array().is_some_and(|shards| {
+            shards
+                .iter()
+                .all(|shard| shard["ackPending"].as_u64().unwrap_or(0) == 0)
+        })
+    });
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(cluster.swarm.mock.requests().len(), 3);
     // Both instances are in the cluster's directory, with their hosts.
     let list = run_with_deadline(cluster.command(client.path(), &["--json", "instance", "list"]));
     assert_eq!(code(&list), 0, "{}", stderr(&list));
@@ -530,7 +542,10 @@ fn a_draining_host_finishes_its_turn_then_hands_its_shards_over() {
         // Long enough to be mid-Turn when the host is told to stop.
         Reply::Delayed(
             Duration::from_secs(2),
-            Box::new(Reply::text(format!("answer to {}", request.last_user_text()))),
+            Box::new(Reply::text(format!(
+                "answer to {}",
+                request.last_user_text()
+            ))),
         )
     }) else {
         return;
@@ -538,10 +553,9 @@ fn a_draining_host_finishes_its_turn_then_hands_its_shards_over() {
     cluster.add_host("host-a");
     cluster.add_host("host-b");
     let (child, _client) = cluster.spawn_input("finish me", "drain");
-    cluster
-        .swarm
-        .mock
-        .wait_for("the Turn to start", |request| request.last_user_text() == "finish me");
+    cluster.swarm.mock.wait_for("the Turn to start", |request| {
+        request.last_user_text() == "finish me"
+    });
     let draining = cluster.host_running_a_turn();
     // As `gdn stop` or a service manager would: the host alone.
     let pid = cluster.hosts[draining].pid();
@@ -549,14 +563,22 @@ fn a_draining_host_finishes_its_turn_then_hands_its_shards_over() {
     // The Turn it was running still answers, once, from that host.
     let output = finish_within(child, "the input of a draining host", HANDOFF_DEADLINE);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
-    assert!(stdout(&output).contains("answer to finish me"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("answer to finish me"),
+        "{}",
+        stdout(&output)
+    );
     assert_eq!(cluster.swarm.mock.requests().len(), 1);
     // It left: the other host owns every shard, at once (no lease expiry).
     let mut host = cluster.hosts[draining].child.take().unwrap();
     let exited = host.wait().unwrap();
     assert!(exited.success(), "{exited:?}");
     let status = cluster.status();
-    assert_eq!(status["hosts"].as_array().map(Vec::len), Some(1), "{status}");
+    assert_eq!(
+        status["hosts"].as_array().map(Vec::len),
+        Some(1),
+        "{status}"
+    );
     let conversation = cluster.exported("drain");
     assert_eq!(user_texts(&conversation), ["finish me"]);
     assert_eq!(assistant_count(&conversation), 1);
