@@ -3,8 +3,9 @@
 //! to such a cluster from anywhere (`gdn run --cluster … --input`, `gdn
 //! cluster status`, `gdn instance export --cluster`).
 //!
-//! A host is the single-host orchestrator plus [`serve`]: it joins the
-//! cluster (heartbeat, shard leases by rendezvous hashing), pulls the
+//! A host is the single-host orchestrator plus this module: [`join`]
+//! enters the cluster (heartbeat, shard leases by rendezvous hashing)
+//! before the orchestrator starts, and [`JoinedHost::serve`] pulls the
 //! inboxes of the shards it owns, hands each input to its orchestrator as
 //! a request for the instance it names, keeps the delivery alive while the
 //! Turn runs, publishes the answer to the sender's reply subject and only
@@ -84,7 +85,7 @@ impl ClusterMode {
         Ok(ClusterMode {
             urls,
             host_id,
-            workspace_id: goondan_store::paths::workspace_id(&project.instance_key),
+            workspace_id: workspace_of(project),
         })
     }
 
@@ -713,13 +714,29 @@ async fn reply(cluster: &Cluster, envelope: &Envelope, reply: &ClusterReply) {
     let Some(subject) = &envelope.reply_to else {
         return;
     };
-    let body = match serde_json::to_vec(reply) {
+    let mut body = match serde_json::to_vec(reply) {
         Ok(body) => body,
         Err(error) => {
             tracing::error!("cannot encode a reply: {error}");
             return;
         }
     };
+    // A reply travels as one core-NATS message: one the servers would
+    // refuse becomes an error the caller reads, not a wait for nothing.
+    let limit = usize::try_from(cluster.client().server_info().max_payload).unwrap_or(usize::MAX);
+    if body.len() > limit {
+        let error = ClusterError::TooLarge {
+            what: "the answer".to_string(),
+            bytes: body.len(),
+            limit,
+        };
+        let refused = ClusterReply::refused(
+            error.code(),
+            error.to_string(),
+            "ask for a shorter answer, or read it from the conversation (`gdn instance export --cluster`)",
+        );
+        body = serde_json::to_vec(&refused).unwrap_or_default();
+    }
     if let Err(error) = cluster.client().publish(subject.clone(), body.into()).await {
         tracing::warn!(subject, "cannot publish a reply: {error}");
     }
@@ -913,9 +930,15 @@ fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
 /// workspace it names, for commands that read a cluster.
 fn cluster_workspace(global: &GlobalArgs) -> anyhow::Result<Result<(Project, String), Outcome>> {
     Ok(crate::project::load(global, None, None)?.map(|project| {
-        let workspace_id = goondan_store::paths::workspace_id(&project.instance_key);
+        let workspace_id = workspace_of(&project);
         (project, workspace_id)
     }))
+}
+
+/// The workspace every host of `project`'s swarm uses: the Swarm's
+/// instance key alone, since hosts keep the bundle in different folders.
+fn workspace_of(project: &Project) -> String {
+    goondan_store::paths::workspace_id(&project.instance_key)
 }
 
 /// `gdn instance list --cluster URLS`: the instances some host claimed,
