@@ -723,7 +723,7 @@ async fn reply(cluster: &Cluster, envelope: &Envelope, reply: &ClusterReply) {
     };
     // A reply travels as one core-NATS message: one the servers would
     // refuse becomes an error the caller reads, not a wait for nothing.
-    let limit = usize::try_from(cluster.client().server_info().max_payload).unwrap_or(usize::MAX);
+    let limit = cluster.client().server_info().max_payload;
     if body.len() > limit {
         let error = ClusterError::TooLarge {
             what: "the answer".to_string(),
