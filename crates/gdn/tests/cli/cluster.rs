@@ -583,3 +583,84 @@ fn a_draining_host_finishes_its_turn_then_hands_its_shards_over() {
     assert_eq!(user_texts(&conversation), ["finish me"]);
     assert_eq!(assistant_count(&conversation), 1);
 }
+
+#[test]
+fn bad_addresses_a_cluster_without_hosts_and_garbage_in_an_inbox_get_clear_answers() {
+    let Some(mut cluster) =
+        Cluster::start(|request| Reply::text(format!("answer to {}", request.last_user_text())))
+    else {
+        return;
+    };
+    let client = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], urls: &str| {
+        let mut command = cluster.command(client.path(), args);
+        command.env("GOONDAN_CLUSTER", urls);
+        run_with_deadline(command)
+    };
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (args, urls, expected) in [
+        (
+            &["run", "--input", "hi"][..],
+            "http://127.0.0.1:4222".to_string(),
+            "E_CLUSTER_URL",
+        ),
+        (
+            &["cluster", "status"][..],
+            format!("nats://127.0.0.1:{closed}"),
+            "E_CLUSTER_CONNECT",
+        ),
+        (
+            &["cluster", "status"][..],
+            cluster.nats.urls(),
+            "E_CLUSTER_NOT_STARTED",
+        ),
+        (
+            &["run", "--input", "hi"][..],
+            cluster.nats.urls(),
+            "E_CLUSTER_NOT_STARTED",
+        ),
+    ] {
+        let output = run(args, &urls);
+        assert_ne!(code(&output), 0, "{args:?} {urls}");
+        assert!(
+            stderr(&output).contains(expected),
+            "{args:?} {urls}: {}",
+            stderr(&output)
+        );
+        assert!(stderr(&output).contains("help:"), "{}", stderr(&output));
+    }
+
+    cluster.add_host("host-a");
+    // Garbage, and an envelope for another workspace, in the inbox of the
+    // instance the next input goes to: the host drops them (logged) and
+    // serves on.
+    let workspace = goondan_store::paths::workspace_id("default");
+    let inbox = InstanceAddress::new(&workspace, "alpha", "junk").inbox_subject();
+    cluster._runtime.block_on(async {
+        let nats = cluster.nats.connect().await;
+        for body in [
+            &b"\xff not json"[..],
+            br#"{"v":1,"id":"x","workspaceId":"elsewhere"}"#,
+        ] {
+            nats.jetstream()
+                .publish(inbox.clone(), body.to_vec().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    });
+    let (child, _client) = cluster.spawn_input("still there?", "junk");
+    let output = finish(child, "an input after garbage");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("answer to still there?"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(cluster.swarm.mock.requests().len(), 1);
+}
