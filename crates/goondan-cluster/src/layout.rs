@@ -45,47 +45,27 @@ pub const OBSERVATION_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// that do exist are shaped as this version needs.
 pub async fn ensure(cluster: &Cluster) -> Result<(), ClusterError> {
     let replicas = cluster.options().replicas;
+    let retained = stream::RetentionPolicy::Limits;
     ensure_stream(
         cluster,
-        stream::Config {
-            name: INBOX_STREAM.to_string(),
-            subjects: vec!["gdn.in.>".to_string()],
-            retention: stream::RetentionPolicy::WorkQueue,
-            allow_direct: true,
-            duplicate_window: DUPLICATE_WINDOW,
-            num_replicas: replicas,
-            storage: stream::StorageType::File,
-            max_message_size: 1024 * 1024,
-            ..Default::default()
-        },
+        stream_config(
+            INBOX_STREAM,
+            "gdn.in.>",
+            stream::RetentionPolicy::WorkQueue,
+            replicas,
+        ),
+    )
+    .await?;
+    ensure_stream(
+        cluster,
+        stream_config(CONVERSATION_STREAM, "gdn.conv.>", retained, replicas),
     )
     .await?;
     ensure_stream(
         cluster,
         stream::Config {
-            name: CONVERSATION_STREAM.to_string(),
-            subjects: vec!["gdn.conv.>".to_string()],
-            retention: stream::RetentionPolicy::Limits,
-            allow_direct: true,
-            duplicate_window: DUPLICATE_WINDOW,
-            num_replicas: replicas,
-            storage: stream::StorageType::File,
-            max_message_size: 1024 * 1024,
-            ..Default::default()
-        },
-    )
-    .await?;
-    ensure_stream(
-        cluster,
-        stream::Config {
-            name: OBSERVATION_STREAM.to_string(),
-            subjects: vec!["gdn.obs.>".to_string()],
-            retention: stream::RetentionPolicy::Limits,
-            allow_direct: true,
             max_age: OBSERVATION_MAX_AGE,
-            num_replicas: replicas,
-            storage: stream::StorageType::File,
-            ..Default::default()
+            ..stream_config(OBSERVATION_STREAM, "gdn.obs.>", retained, replicas)
         },
     )
     .await?;
@@ -136,6 +116,27 @@ pub async fn require(cluster: &Cluster) -> Result<(), ClusterError> {
             missing: format!("object store {BLOB_STORE}"),
         }),
         Err(error) => Err(layout_error(&last, error)),
+    }
+}
+
+/// A stream of this layout: file storage, direct gets, the duplicate
+/// window, messages of at most 1 MiB (the servers' default payload).
+fn stream_config(
+    name: &str,
+    subjects: &str,
+    retention: stream::RetentionPolicy,
+    replicas: usize,
+) -> stream::Config {
+    stream::Config {
+        name: name.to_string(),
+        subjects: vec![subjects.to_string()],
+        retention,
+        allow_direct: true,
+        duplicate_window: DUPLICATE_WINDOW,
+        num_replicas: replicas,
+        storage: stream::StorageType::File,
+        max_message_size: 1024 * 1024,
+        ..Default::default()
     }
 }
 
