@@ -664,3 +664,35 @@ fn bad_addresses_a_cluster_without_hosts_and_garbage_in_an_inbox_get_clear_answe
     );
     assert_eq!(cluster.swarm.mock.requests().len(), 1);
 }
+
+#[test]
+fn an_agent_killed_mid_turn_on_a_host_resumes_from_the_cluster_log() {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&attempts);
+    let Some(mut cluster) = Cluster::start(move |request| {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Reply::Hang
+        } else {
+            Reply::text(format!("answer to {}", request.last_user_text()))
+        }
+    }) else {
+        return;
+    };
+    cluster.add_host("host-a");
+    let (child, _client) = cluster.spawn_input("kill my agent", "agent-crash");
+    cluster.swarm.mock.wait_for("the first attempt", |request| {
+        request.last_user_text() == "kill my agent"
+    });
+    let agent = cluster.hosts[0].agents()[0];
+    let _ = kill(Pid::from_raw(agent), Signal::SIGKILL);
+    let output = finish_within(child, "the input whose agent died", HANDOFF_DEADLINE);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("answer to kill my agent"),
+        "{}",
+        stdout(&output)
+    );
+    let conversation = cluster.exported("agent-crash");
+    assert_eq!(user_texts(&conversation), ["kill my agent"]);
+    assert_eq!(assistant_count(&conversation), 1);
+}
