@@ -497,7 +497,7 @@ impl Conversation {
     /// Asks the journal whether this process is still the instance's only
     /// writer (see `TurnJournal::confirm_writer`).
     pub(crate) fn confirm_writer(&self) -> Result<(), StoreError> {
-        let inner = self.write();
+        let inner = self.read();
         let mut journal = inner
             .journal
             .lock()

@@ -91,7 +91,7 @@ impl Orchestrator {
             Err(error) => return failed(error),
         };
         let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
-        if let Some(remote) = self.remote.as_ref().filter(|remote| !remote.serves(&key)) {
+        if let Some(remote) = self.served_elsewhere(&key) {
             tracing::info!(connection, target = %key, event_id = %event.id, "connector event forwarded to the instance's host");
             remote.forward(message);
             return QueryAnswer::Ingested {

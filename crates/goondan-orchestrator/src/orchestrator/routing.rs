@@ -228,20 +228,12 @@ impl Orchestrator {
         };
         let mut message = message;
         message.to = target.to_string();
-        if let Some(remote) = self
-            .remote
-            .as_ref()
-            .filter(|remote| !remote.serves(&target))
-        {
+        if let Some(remote) = self.served_elsewhere(&target) {
             remote.forward(message);
             // A send's sender waits to learn it was accepted: the cluster
             // has it now (the owner's inbox is durable).
             if protocol::in_reply_to(event).is_none() && event.reply_to.is_none() {
-                let accepted = RuntimeMessage::Accepted(protocol::Accepted {
-                    event_id: event.id.clone(),
-                })
-                .to_message(ORCHESTRATOR, &from.to_string());
-                let _ = self.deliver(from, Queued::plain(accepted));
+                self.acknowledge(from, event.id.clone());
             }
             return;
         }
@@ -257,6 +249,20 @@ impl Orchestrator {
         if let Err(error) = self.deliver(&target, queued) {
             self.fail_event(from, event, error.code(), &error.to_string());
         }
+    }
+
+    /// The door out when another host serves `key` (see
+    /// [`crate::RemoteInstances`]); `None` when this orchestrator runs it.
+    pub(super) fn served_elsewhere(&self, key: &RoutingKey) -> Option<&dyn crate::RemoteInstances> {
+        self.remote.as_deref().filter(|remote| !remote.serves(key))
+    }
+
+    /// Tells `sender` that its event `event_id` was accepted (reached a
+    /// process, or the cluster).
+    fn acknowledge(&mut self, sender: &RoutingKey, event_id: String) {
+        let accepted = RuntimeMessage::Accepted(protocol::Accepted { event_id })
+            .to_message(ORCHESTRATOR, &sender.to_string());
+        let _ = self.deliver(sender, Queued::plain(accepted));
     }
 
     /// An event from an instance on another host for our instance `to`:
@@ -529,9 +535,7 @@ impl Orchestrator {
         }
         let acknowledged = !acks.is_empty();
         for (sender, event_id) in acks {
-            let accepted = RuntimeMessage::Accepted(protocol::Accepted { event_id })
-                .to_message(ORCHESTRATOR, &sender.to_string());
-            let _ = self.deliver(&sender, Queued::plain(accepted));
+            self.acknowledge(&sender, event_id);
         }
         // A message no process can take is refused to its sender at once
         // instead of waiting forever.
