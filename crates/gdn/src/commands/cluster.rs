@@ -99,11 +99,10 @@ impl ClusterMode {
         ]
     }
 
-    /// Connects with the options of this process's environment.
+    /// Connects as this host, with the options of this process's
+    /// environment.
     pub(crate) async fn connect(&self) -> Result<Cluster, ClusterError> {
-        let mut options = ClusterOptions::from_env(|name| std::env::var(name).ok())?;
-        options.client_name = format!("gdn host {}", self.host_id);
-        Cluster::connect(&self.urls, options).await
+        connect_as(&self.urls, format!("gdn host {}", self.host_id)).await
     }
 }
 
@@ -826,11 +825,17 @@ fn current_thread() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Connects for a command run by a person (no host id of its own), and
 /// checks that some host has made the layout.
 async fn connect_as_client(urls: &ClusterUrls) -> Result<Cluster, ClusterError> {
-    let mut options = ClusterOptions::from_env(|name| std::env::var(name).ok())?;
-    options.client_name = "gdn cli".to_string();
-    let cluster = Cluster::connect(urls, options).await?;
+    let cluster = connect_as(urls, "gdn cli".to_string()).await?;
     layout::require(&cluster).await?;
     Ok(cluster)
+}
+
+/// Connects under `client_name` (what the servers' monitoring shows), with
+/// the options of this process's environment (`GOONDAN_CLUSTER_*`).
+async fn connect_as(urls: &ClusterUrls, client_name: String) -> Result<Cluster, ClusterError> {
+    let mut options = ClusterOptions::from_env(|name| std::env::var(name).ok())?;
+    options.client_name = client_name;
+    Cluster::connect(urls, options).await
 }
 
 /// Connects as a person's command does and runs `read`; a cluster error
