@@ -21,7 +21,6 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -233,6 +232,23 @@ impl Cluster {
     }
 }
 
+/// `answer to <the last user text>`, for every request.
+fn answer(request: &ChatRequest) -> Reply {
+    Reply::text(format!("answer to {}", request.last_user_text()))
+}
+
+/// `first` for the first request the mock gets, then [`answer`].
+fn first_then_answer(first: Reply) -> impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static {
+    let attempts = AtomicUsize::new(0);
+    move |request| {
+        if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+            first.clone()
+        } else {
+            answer(request)
+        }
+    }
+}
+
 /// The arguments of a running process.
 fn command_line(pid: i32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
@@ -262,9 +278,7 @@ fn assistant_count(conversation: &[Value]) -> usize {
 
 #[test]
 fn turns_run_on_whichever_host_owns_their_instance() {
-    let Some(mut cluster) =
-        Cluster::start(|request| Reply::text(format!("answer to {}", request.last_user_text())))
-    else {
+    let Some(mut cluster) = Cluster::start(answer) else {
         return;
     };
     cluster.add_host("host-a");
@@ -301,16 +315,8 @@ fn turns_run_on_whichever_host_owns_their_instance() {
 
 #[test]
 fn a_host_killed_mid_turn_hands_the_instance_over() {
-    let attempts = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&attempts);
-    let Some(mut cluster) = Cluster::start(move |request| {
-        // The first host never gets its answer; the next one does.
-        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
-            Reply::Hang
-        } else {
-            Reply::text(format!("answer to {}", request.last_user_text()))
-        }
-    }) else {
+    // The first attempt never gets its answer; the next one does.
+    let Some(mut cluster) = Cluster::start(first_then_answer(Reply::Hang)) else {
         return;
     };
     cluster.add_host("host-a");
@@ -350,19 +356,12 @@ fn a_host_killed_mid_turn_hands_the_instance_over() {
 
 #[test]
 fn a_host_stopped_past_its_leases_cannot_write_when_it_wakes() {
-    let attempts = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&attempts);
-    let Some(mut cluster) = Cluster::start(move |request| {
-        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
-            // Answered once its host is stopped: read when it wakes.
-            Reply::Delayed(
-                Duration::from_secs(2),
-                Box::new(Reply::text("a stale answer")),
-            )
-        } else {
-            Reply::text(format!("answer to {}", request.last_user_text()))
-        }
-    }) else {
+    // The first attempt is answered once its host is stopped: read when
+    // it wakes.
+    let Some(mut cluster) = Cluster::start(first_then_answer(Reply::Delayed(
+        Duration::from_secs(2),
+        Box::new(Reply::text("a stale answer")),
+    ))) else {
         return;
     };
     cluster.add_host("host-a");
@@ -540,13 +539,7 @@ fn a_polling_connector_runs_on_one_host_and_moves_when_it_dies() {
 fn a_draining_host_finishes_its_turn_then_hands_its_shards_over() {
     let Some(mut cluster) = Cluster::start(|request| {
         // Long enough to be mid-Turn when the host is told to stop.
-        Reply::Delayed(
-            Duration::from_secs(2),
-            Box::new(Reply::text(format!(
-                "answer to {}",
-                request.last_user_text()
-            ))),
-        )
+        Reply::Delayed(Duration::from_secs(2), Box::new(answer(request)))
     }) else {
         return;
     };
@@ -586,9 +579,7 @@ fn a_draining_host_finishes_its_turn_then_hands_its_shards_over() {
 
 #[test]
 fn bad_addresses_a_cluster_without_hosts_and_garbage_in_an_inbox_get_clear_answers() {
-    let Some(mut cluster) =
-        Cluster::start(|request| Reply::text(format!("answer to {}", request.last_user_text())))
-    else {
+    let Some(mut cluster) = Cluster::start(answer) else {
         return;
     };
     let client = tempfile::tempdir().unwrap();
@@ -667,15 +658,8 @@ fn bad_addresses_a_cluster_without_hosts_and_garbage_in_an_inbox_get_clear_answe
 
 #[test]
 fn an_agent_killed_mid_turn_on_a_host_resumes_from_the_cluster_log() {
-    let attempts = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&attempts);
-    let Some(mut cluster) = Cluster::start(move |request| {
-        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
-            Reply::Hang
-        } else {
-            Reply::text(format!("answer to {}", request.last_user_text()))
-        }
-    }) else {
+    // The first attempt never gets its answer; the next one does.
+    let Some(mut cluster) = Cluster::start(first_then_answer(Reply::Hang)) else {
         return;
     };
     cluster.add_host("host-a");
