@@ -163,9 +163,10 @@ pub(crate) struct JoinedHost {
 /// Connects, makes the layout if it is missing, and joins the cluster.
 pub(crate) async fn join(mode: &ClusterMode) -> Result<JoinedHost, ClusterError> {
     let cluster = mode.connect().await?;
-    // Hosts starting together race to make the layout, and a request can
-    // time out while the servers elect a leader for what was just made:
-    // such failures are retried for a while, a refusal is not.
+    // Hosts starting together race to make the layout, and a request (a
+    // stream's creation among them) can time out while the servers elect
+    // a leader for what was just made: such failures are retried for a
+    // while; what still fails at the deadline is reported as it is.
     let deadline = tokio::time::Instant::now() + JOIN_DEADLINE;
     let membership = loop {
         let joined = async {
@@ -174,9 +175,11 @@ pub(crate) async fn join(mode: &ClusterMode) -> Result<JoinedHost, ClusterError>
         };
         match joined.await {
             Ok(membership) => break membership,
-            Err(error @ (ClusterError::Request { .. } | ClusterError::Timeout { .. }))
-                if tokio::time::Instant::now() < deadline =>
-            {
+            Err(
+                error @ (ClusterError::Request { .. }
+                | ClusterError::Timeout { .. }
+                | ClusterError::Layout { .. }),
+            ) if tokio::time::Instant::now() < deadline => {
                 tracing::warn!(
                     code = error.code(),
                     "joining the cluster: {error}; trying again"
