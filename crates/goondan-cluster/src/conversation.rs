@@ -26,7 +26,7 @@ use crate::Cluster;
 use async_nats::jetstream::consumer::{pull, DeliverPolicy};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
-use async_nats::jetstream::object_store::ObjectMetadata;
+use async_nats::jetstream::object_store::{GetErrorKind, ObjectMetadata};
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use futures_util::StreamExt;
 use goondan_store::LoadedConversation;
@@ -175,8 +175,7 @@ impl ConversationLog {
         let mut blob = None;
         if bytes.len() + HEADER_ROOM > MAX_MESSAGE_BYTES {
             let name = format!("{}.{message_id}", self.prefix);
-            self.put_object(BLOB_STORE, &name, HashMap::new(), &bytes)
-                .await?;
+            put_object(&self.cluster, BLOB_STORE, &name, HashMap::new(), &bytes).await?;
             bytes = serde_json::to_vec(&BlobRef {
                 v: RECORD_VERSION,
                 blob: name.clone(),
@@ -291,31 +290,6 @@ impl ConversationLog {
             .ok()?;
         let id = next.headers.get(async_nats::header::NATS_MESSAGE_ID)?;
         (id.as_str() == message_id).then_some(next.sequence)
-    }
-
-    async fn put_object(
-        &self,
-        store: &str,
-        name: &str,
-        metadata: HashMap<String, String>,
-        bytes: &[u8],
-    ) -> Result<(), ClusterError> {
-        let objects = self
-            .cluster
-            .jetstream()
-            .get_object_store(store)
-            .await
-            .map_err(|e| request_error(store, e))?;
-        let meta = ObjectMetadata {
-            name: name.to_string(),
-            metadata,
-            ..Default::default()
-        };
-        objects
-            .put(meta, &mut &bytes[..])
-            .await
-            .map_err(|e| request_error(&format!("{store}/{name}"), e))?;
-        Ok(())
     }
 
     async fn delete_object(&self, store: &str, name: &str) {
@@ -451,8 +425,7 @@ impl ConversationLog {
             ("asOf".to_string(), as_of.to_string()),
             ("instance".to_string(), self.prefix.clone()),
         ]);
-        self.put_object(SNAPSHOT_STORE, &object, metadata, &bytes)
-            .await?;
+        put_object(&self.cluster, SNAPSHOT_STORE, &object, metadata, &bytes).await?;
         Ok(object)
     }
 
@@ -566,7 +539,38 @@ async fn read_once(stream: &Stream, prefix: &str, upto: u64) -> Result<Vec<RawRe
     Ok(records)
 }
 
-async fn read_object(cluster: &Cluster, store: &str, name: &str) -> Result<Vec<u8>, ClusterError> {
+/// Stores `bytes` as the object `name` of `store`.
+pub(crate) async fn put_object(
+    cluster: &Cluster,
+    store: &str,
+    name: &str,
+    metadata: HashMap<String, String>,
+    bytes: &[u8],
+) -> Result<(), ClusterError> {
+    let objects = cluster
+        .jetstream()
+        .get_object_store(store)
+        .await
+        .map_err(|e| request_error(store, e))?;
+    let meta = ObjectMetadata {
+        name: name.to_string(),
+        metadata,
+        ..Default::default()
+    };
+    objects
+        .put(meta, &mut &bytes[..])
+        .await
+        .map_err(|e| request_error(&format!("{store}/{name}"), e))?;
+    Ok(())
+}
+
+/// Reads the object `name` of `store`, retrying while the servers are
+/// busy.
+pub(crate) async fn read_object(
+    cluster: &Cluster,
+    store: &str,
+    name: &str,
+) -> Result<Vec<u8>, ClusterError> {
     let what = format!("{store}/{name}");
     let what = what.as_str();
     retrying(what, || async move {
@@ -575,10 +579,12 @@ async fn read_object(cluster: &Cluster, store: &str, name: &str) -> Result<Vec<u
             .get_object_store(store)
             .await
             .map_err(|e| request_error(store, e))?;
-        let mut object = objects
-            .get(name)
-            .await
-            .map_err(|e| request_error(what, e))?;
+        let mut object = objects.get(name).await.map_err(|e| match e.kind() {
+            GetErrorKind::NotFound => ClusterError::Missing {
+                what: what.to_string(),
+            },
+            _ => request_error(what, e),
+        })?;
         let mut bytes = Vec::new();
         object
             .read_to_end(&mut bytes)
@@ -600,6 +606,8 @@ where
     loop {
         match attempt().await {
             Ok(value) => return Ok(value),
+            // Gone is gone: waiting does not bring it back.
+            Err(error @ ClusterError::Missing { .. }) => return Err(error),
             Err(error) if Instant::now() < deadline => {
                 tracing::debug!(%error, "{what}: retrying");
                 tokio::time::sleep(Duration::from_millis(250)).await;

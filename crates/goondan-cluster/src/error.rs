@@ -65,6 +65,13 @@ pub enum ClusterError {
         /// Why it does not decode.
         reason: String,
     },
+    /// An object a record names is not in its store (removed by hand, or
+    /// never uploaded).
+    #[error("{what} is not in the cluster")]
+    Missing {
+        /// The store and object.
+        what: String,
+    },
     /// The servers hold no Goondan layout: no host has started yet.
     #[error("the cluster has no {missing} yet: no `gdn run --cluster` host has started on it")]
     NotStarted {
@@ -95,6 +102,7 @@ impl ClusterError {
             ClusterError::Request { .. } => "E_CLUSTER_REQUEST",
             ClusterError::Corrupt { .. } => "E_CLUSTER_CORRUPT",
             ClusterError::NotStarted { .. } => "E_CLUSTER_NOT_STARTED",
+            ClusterError::Missing { .. } => "E_CLUSTER_MISSING",
             ClusterError::TooLarge { .. } => "E_CLUSTER_TOO_LARGE",
         }
     }
@@ -122,6 +130,9 @@ impl ClusterError {
             }
             ClusterError::TooLarge { .. } => {
                 "send large content as a blob reference instead of inline".into()
+            }
+            ClusterError::Missing { .. } => {
+                "the record that names it is unusable; for a bundle, deploy one again with `gdn cluster deploy`".into()
             }
             ClusterError::Request { .. } | ClusterError::Corrupt { .. } => return None,
         })

@@ -8,7 +8,8 @@
 //! | `GDN_OBS` | limits stream (7 days), `gdn.obs.<ws>.<agent>.<key>` | runtime events |
 //! | `gdn-hosts`, `gdn-shards` | KV with per-message TTL | liveness and shard leases |
 //! | `gdn-instances` | KV | instance metadata that moves with the instance |
-//! | `gdn-snap`, `gdn-blob` | object stores | snapshots, payloads over 256 KiB |
+//! | `gdn-config` | KV | `active`: the bundle the swarm runs (see [`crate::bundle`]) |
+//! | `gdn-bundle`, `gdn-snap`, `gdn-blob` | object stores | bundle archives by digest, snapshots, payloads over 256 KiB |
 
 use crate::connect::Cluster;
 use crate::error::ClusterError;
@@ -27,6 +28,10 @@ pub const HOSTS_BUCKET: &str = "gdn-hosts";
 pub const SHARDS_BUCKET: &str = "gdn-shards";
 /// Instance metadata.
 pub const INSTANCES_BUCKET: &str = "gdn-instances";
+/// The active bundle's record.
+pub const CONFIG_BUCKET: &str = "gdn-config";
+/// Bundle archives by digest.
+pub const BUNDLE_STORE: &str = "gdn-bundle";
 /// Conversation snapshots.
 pub const SNAPSHOT_STORE: &str = "gdn-snap";
 /// Payloads too large for one message.
@@ -89,7 +94,21 @@ pub async fn ensure(cluster: &Cluster) -> Result<(), ClusterError> {
         )
         .await?;
     }
-    for store in [SNAPSHOT_STORE, BLOB_STORE] {
+    ensure_bucket(
+        cluster,
+        kv::Config {
+            bucket: CONFIG_BUCKET.to_string(),
+            // The last few rollouts, for `kv history` when something went
+            // wrong.
+            history: 16,
+            num_replicas: replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        },
+    )
+    .await?;
+    // The blob store stays last: `require` looks for it.
+    for store in [BUNDLE_STORE, SNAPSHOT_STORE, BLOB_STORE] {
         ensure_object_store(
             cluster,
             object_store::Config {

@@ -13,7 +13,8 @@
 //!   `TurnJournal` and `ExtensionStateStore`, and [`export`], which writes
 //!   it back in the single-host layout;
 //! - [`inbox`]: every instance's inbox in `GDN_IN`, pulled per shard;
-//! - [`membership`]: host heartbeats and the shard leases.
+//! - [`membership`]: host heartbeats and the shard leases;
+//! - [`bundle`]: the bundle every host runs, distributed by digest.
 //!
 //! Safety never rests on a lease alone: every write to an instance's log is
 //! a compare-and-append on the last sequence its writer read, checked by
@@ -23,6 +24,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod bundle;
 mod connect;
 mod conversation;
 pub mod directory;

@@ -96,6 +96,14 @@ pub struct HostInfo {
     pub started_at: String,
     /// Its `gdn` version.
     pub version: String,
+    /// The digest of the bundle it runs (see [`crate::bundle`]), once
+    /// it runs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+    /// Why it does not run the active bundle, when it refused one (it
+    /// runs on with `bundle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle_problem: Option<String>,
 }
 
 /// A shard lease, the value of `gdn-shards/sNNN`.
@@ -156,7 +164,7 @@ struct Held {
 struct Shared {
     cluster: Cluster,
     host_id: String,
-    info: HostInfo,
+    info: Mutex<HostInfo>,
     timings: MembershipTimings,
     /// Serializes the renewal tick with `release` and `leave`, which all
     /// compare-and-set the same revisions.
@@ -208,11 +216,13 @@ impl Membership {
             renew_every: timings.renew_every,
         };
         let shared = Arc::new(Shared {
-            info: HostInfo {
+            info: Mutex::new(HostInfo {
                 host: host_id.clone(),
                 started_at: goondan_types::now_iso(),
                 version: env!("CARGO_PKG_VERSION").to_string(),
-            },
+                bundle: None,
+                bundle_problem: None,
+            }),
             cluster,
             host_id,
             timings,
@@ -303,6 +313,21 @@ impl Membership {
             renewer: Mutex::new(Some(renewer)),
             watcher,
         })
+    }
+
+    /// Announces the bundle this host runs, and why it refused the active
+    /// one if it did (`None` once it runs it), in its heartbeat at once.
+    pub async fn set_bundle(
+        &self,
+        digest: &str,
+        problem: Option<String>,
+    ) -> Result<(), ClusterError> {
+        {
+            let mut info = self.shared.info.lock().expect("host info lock");
+            info.bundle = Some(digest.to_string());
+            info.bundle_problem = problem;
+        }
+        self.shared.heartbeat().await
     }
 
     /// The host id.
@@ -449,7 +474,10 @@ impl Shared {
     }
 
     async fn heartbeat(&self) -> Result<(), ClusterError> {
-        let body = serde_json::to_vec(&self.info).expect("heartbeat encodes");
+        let body = {
+            let info = self.info.lock().expect("host info lock");
+            serde_json::to_vec(&*info).expect("heartbeat encodes")
+        };
         self.publish(
             &heartbeat_subject(&self.host_id),
             PublishMessage::build()
