@@ -414,8 +414,9 @@ pub(crate) struct RunArgs {
     pub(crate) record: Option<PathBuf>,
     /// Watch the bundle's files (and the files they name, and the env
     /// files); after an edit, reload and validate it and restart only what
-    /// changed. An invalid edit is reported and the swarm runs on.
-    #[arg(short, long)]
+    /// changed. An invalid edit is reported and the swarm runs on. (A
+    /// cluster host follows `gdn cluster deploy` instead.)
+    #[arg(short, long, conflicts_with = "cluster")]
     pub(crate) watch: bool,
     /// Run as one host of a swarm spread over several hosts on NATS
     /// JetStream (comma-separated `nats://` or `tls://` servers); with
@@ -515,6 +516,17 @@ pub(crate) enum ClusterCommand {
         /// The cluster's NATS servers.
         #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
         cluster: String,
+    },
+    /// Make this folder's bundle (or --config) the one every host runs,
+    /// then wait until each live host runs it. Hosts restart only what
+    /// changed, as `gdn run --watch` does after an edit.
+    Deploy {
+        /// The cluster's NATS servers.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+        cluster: String,
+        /// How long to wait for the hosts, in seconds (0: do not wait).
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        wait: u64,
     },
 }
 

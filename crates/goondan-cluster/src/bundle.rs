@@ -65,6 +65,15 @@ impl ActiveBundle {
     }
 }
 
+/// A host's refusal of an active bundle, in its heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The bundle refused.
+    pub digest: String,
+    /// Why, with its code (`[E_…] …`).
+    pub problem: String,
+}
+
 /// `sha256:` and the hex SHA-256 of `archive`.
 pub fn digest_of(archive: &[u8]) -> String {
     let hash = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, archive);

@@ -100,10 +100,10 @@ pub struct HostInfo {
     /// it runs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bundle: Option<String>,
-    /// Why it does not run the active bundle, when it refused one (it
-    /// runs on with `bundle`).
+    /// The last active bundle it refused, and why (it runs on with
+    /// `bundle`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bundle_problem: Option<String>,
+    pub bundle_refused: Option<crate::bundle::Refusal>,
 }
 
 /// A shard lease, the value of `gdn-shards/sNNN`.
@@ -135,6 +135,8 @@ pub struct ShardStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterStatus {
+    /// The bundle the swarm runs, once one was made active.
+    pub active_bundle: Option<crate::bundle::ActiveBundle>,
     /// Live hosts (their heartbeat has not expired), by id.
     pub hosts: Vec<HostInfo>,
     /// Every shard, in order.
@@ -221,7 +223,7 @@ impl Membership {
                 started_at: goondan_types::now_iso(),
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 bundle: None,
-                bundle_problem: None,
+                bundle_refused: None,
             }),
             cluster,
             host_id,
@@ -315,17 +317,18 @@ impl Membership {
         })
     }
 
-    /// Announces the bundle this host runs, and why it refused the active
-    /// one if it did (`None` once it runs it), in its heartbeat at once.
+    /// Announces the bundle this host runs, and the active one it refused
+    /// if it did (`None` once it runs the active one), in its heartbeat at
+    /// once.
     pub async fn set_bundle(
         &self,
         digest: &str,
-        problem: Option<String>,
+        refused: Option<crate::bundle::Refusal>,
     ) -> Result<(), ClusterError> {
         {
             let mut info = self.shared.info.lock().expect("host info lock");
             info.bundle = Some(digest.to_string());
-            info.bundle_problem = problem;
+            info.bundle_refused = refused;
         }
         self.shared.heartbeat().await
     }
@@ -747,6 +750,7 @@ pub async fn cluster_status(cluster: &Cluster) -> Result<ClusterStatus, ClusterE
         }
     }
     hosts.sort_by(|a, b| a.host.cmp(&b.host));
+    let active_bundle = crate::bundle::active(cluster).await?;
 
     let shards_bucket = jetstream
         .get_key_value(SHARDS_BUCKET)
@@ -790,7 +794,11 @@ pub async fn cluster_status(cluster: &Cluster) -> Result<ClusterStatus, ClusterE
             status.ack_pending = Some(info.num_ack_pending);
         }
     }
-    Ok(ClusterStatus { hosts, shards })
+    Ok(ClusterStatus {
+        active_bundle,
+        hosts,
+        shards,
+    })
 }
 
 /// Every live key of `bucket` with its value. Values are read from the

@@ -1,7 +1,7 @@
 //! Events of the swarm as a whole, beside the per-instance
 //! [`RuntimeEvent`](crate::RuntimeEvent)s: today, each reload of the
 //! bundle (a `--watch` edit, an agent's `self-restart__request`, a
-//! `gdn restart`) and each reload refused because the edited bundle is
+//! `gdn restart`, a cluster rollout) and each reload refused because the edited bundle is
 //! invalid. Appended to the workspace's `swarm-events.jsonl` and shown by
 //! `gdn logs` among the runtime events, ordered by time.
 
@@ -17,6 +17,8 @@ pub enum ReloadTrigger {
     SelfRestart,
     /// `gdn restart` was run.
     Restart,
+    /// A cluster host applied the bundle `gdn cluster deploy` made active.
+    Rollout,
 }
 
 impl ReloadTrigger {
@@ -26,6 +28,7 @@ impl ReloadTrigger {
             ReloadTrigger::Watch => "watch",
             ReloadTrigger::SelfRestart => "self-restart",
             ReloadTrigger::Restart => "restart",
+            ReloadTrigger::Rollout => "rollout",
         }
     }
 }

@@ -14,6 +14,7 @@
 //! instance next reads what this one wrote, and a stale owner's writes are
 //! refused by the log itself.
 
+use super::rollout::BundleFollower;
 use super::run::swarm_info;
 use super::run::{report, Refused};
 use crate::cli::{ClusterArgs, ClusterCommand, GlobalArgs};
@@ -160,21 +161,26 @@ pub(crate) struct JoinedHost {
     answered: Arc<AnsweredRequests>,
 }
 
-/// Connects, makes the layout if it is missing, and joins the cluster.
-pub(crate) async fn join(mode: &ClusterMode) -> Result<JoinedHost, ClusterError> {
-    let cluster = mode.connect().await?;
-    // Hosts starting together race to make the layout, and a request (a
-    // stream's creation among them) can time out while the servers elect
-    // a leader for what was just made: such failures are retried for a
-    // while; what still fails at the deadline is reported as it is.
+/// Makes the layout of `cluster` if it is missing, as a starting host
+/// does (retrying what fails while the servers settle).
+pub(crate) async fn ensure_layout(cluster: &Cluster) -> Result<(), ClusterError> {
+    while_starting(|| layout::ensure(cluster)).await
+}
+
+/// Runs `attempt` until it succeeds or [`JOIN_DEADLINE`] passes. Hosts
+/// starting together race to make the layout, and a request (a stream's
+/// creation among them) can time out while the servers elect a leader
+/// for what was just made: such failures are retried for a while; what
+/// still fails at the deadline is reported as it is.
+async fn while_starting<T, F, Fut>(mut attempt: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
     let deadline = tokio::time::Instant::now() + JOIN_DEADLINE;
-    let membership = loop {
-        let joined = async {
-            layout::ensure(&cluster).await?;
-            Membership::join(cluster.clone(), mode.host_id.clone()).await
-        };
-        match joined.await {
-            Ok(membership) => break membership,
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
             Err(
                 error @ (ClusterError::Request { .. }
                 | ClusterError::Timeout { .. }
@@ -188,7 +194,19 @@ pub(crate) async fn join(mode: &ClusterMode) -> Result<JoinedHost, ClusterError>
             }
             Err(error) => return Err(error),
         }
-    };
+    }
+}
+
+/// Joins the cluster `cluster` (its layout made: [`ensure_layout`]) as a host
+/// running the bundle `digest`: heartbeat, then the shards this host wins.
+pub(crate) async fn join(
+    mode: &ClusterMode,
+    cluster: Cluster,
+    digest: &str,
+) -> Result<JoinedHost, ClusterError> {
+    let membership =
+        while_starting(|| Membership::join(cluster.clone(), mode.host_id.clone())).await?;
+    membership.set_bundle(digest, None).await?;
     let (outbox, forwarded) = mpsc::unbounded_channel();
     let answered = Arc::new(AnsweredRequests::default());
     tokio::spawn(publish_forwarded(
@@ -219,16 +237,23 @@ impl JoinedHost {
     }
 
     /// Serves this host's shards through `handle` until
-    /// [`HostTask::drain`]; runs the `singletons` Connections while it
-    /// owns shard 0.
-    pub(crate) fn serve(self, handle: OrchestratorHandle, singletons: Vec<String>) -> HostTask {
+    /// [`HostTask::drain`]; runs the singleton Connections of
+    /// `connections` while it owns shard 0, and applies every rollout
+    /// `follower` sees.
+    pub(crate) fn serve(
+        self,
+        handle: OrchestratorHandle,
+        connections: Arc<SingletonConnections>,
+        follower: BundleFollower,
+    ) -> HostTask {
         let (stop, stopped) = watch::channel(false);
         let host = Host {
             cluster: self.cluster,
             handle,
             membership: Arc::new(self.membership),
             workspace_id: self.workspace_id,
-            singletons,
+            connections,
+            follower: Some(follower),
             answered: self.answered,
         };
         let task = tokio::spawn(host.run(stopped));
@@ -302,38 +327,72 @@ struct Host {
     handle: OrchestratorHandle,
     membership: Arc<Membership>,
     workspace_id: String,
-    /// Connections only one host may run at a time (polling, schedules).
-    singletons: Vec<String>,
+    connections: Arc<SingletonConnections>,
+    /// Taken when the host starts serving.
+    follower: Option<BundleFollower>,
     answered: Arc<AnsweredRequests>,
 }
 
 /// The shard whose owner runs the singleton Connections.
 const SINGLETON_SHARD: u16 = 0;
 
-/// The Connections of `project` every host runs (a push connector's port,
-/// behind a load balancer), and those only one host may run at a time
-/// (anything that polls or fires on a schedule would fire once per host).
-pub(crate) fn split_connections(project: &Project, all: &[String]) -> (Vec<String>, Vec<String>) {
-    const PUSH: [&str; 4] = [
-        "builtin:webhook",
-        "builtin:github",
-        "builtin:slack",
-        "builtin:discord",
-    ];
-    all.iter().cloned().partition(|name| {
-        project
-            .bundle
-            .connections()
-            .find(|connection| connection.name() == name)
-            .is_some_and(|connection| PUSH.contains(&connection.connector().spec.entry.as_str()))
-    })
+/// Which Connections this host runs: those every host runs (a push
+/// connector's port, behind a load balancer), and the singletons, which
+/// only one host may run at a time (anything that polls or fires on a
+/// schedule would fire once per host), while it owns [`SINGLETON_SHARD`].
+/// Shared by the host, which follows the shard, and the reloads, which
+/// change the bundle.
+#[derive(Debug, Default)]
+pub(crate) struct SingletonConnections {
+    /// The singleton Connections of the running bundle.
+    names: std::sync::Mutex<Vec<String>>,
+    /// Whether this host runs them now.
+    running: std::sync::atomic::AtomicBool,
+}
+
+impl SingletonConnections {
+    /// `info` with only the Connections of `project` this host runs now;
+    /// remembers which of them are singletons.
+    pub(crate) fn select(&self, project: &Project, mut info: SwarmInfo) -> SwarmInfo {
+        const PUSH: [&str; 4] = [
+            "builtin:webhook",
+            "builtin:github",
+            "builtin:slack",
+            "builtin:discord",
+        ];
+        let (everywhere, singletons): (Vec<String>, Vec<String>) =
+            info.connections.iter().cloned().partition(|name| {
+                project
+                    .bundle
+                    .connections()
+                    .find(|connection| connection.name() == name)
+                    .is_some_and(|connection| {
+                        PUSH.contains(&connection.connector().spec.entry.as_str())
+                    })
+            });
+        info.connections = everywhere;
+        if self.running.load(std::sync::atomic::Ordering::SeqCst) {
+            info.connections.extend(singletons.iter().cloned());
+        }
+        *self.names.lock().expect("singleton names lock") = singletons;
+        info
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.names.lock().expect("singleton names lock").clone()
+    }
 }
 
 impl Host {
     /// Pulls the inbox of every shard this host owns and does not have to
     /// hand over; a shard to hand over is drained (its puller stopped and
     /// its Turns answered), then released.
-    async fn run(self, mut stopped: watch::Receiver<bool>) {
+    async fn run(mut self, mut stopped: watch::Receiver<bool>) {
+        // Ends with the host, before it leaves (it holds the membership).
+        let follower = self
+            .follower
+            .take()
+            .map(|follower| tokio::spawn(follower.run(Arc::clone(&self.membership))));
         let mut owned = self.membership.owned();
         let mut to_drain = self.membership.to_drain();
         let mut pulling: HashMap<u16, watch::Sender<bool>> = HashMap::new();
@@ -346,8 +405,7 @@ impl Host {
                 .difference(&draining)
                 .copied()
                 .collect();
-            if serving.contains(&SINGLETON_SHARD) != runs_singletons && !self.singletons.is_empty()
-            {
+            if serving.contains(&SINGLETON_SHARD) != runs_singletons {
                 runs_singletons = !runs_singletons;
                 self.run_singletons(runs_singletons).await;
             }
@@ -396,6 +454,10 @@ impl Host {
         if runs_singletons {
             self.run_singletons(false).await;
         }
+        if let Some(follower) = follower {
+            follower.abort();
+            let _ = follower.await;
+        }
         if let Ok(membership) = Arc::try_unwrap(self.membership) {
             if let Err(error) = membership.leave().await {
                 tracing::warn!(code = error.code(), "leaving the cluster: {error}");
@@ -408,14 +470,19 @@ impl Host {
     /// Starts (or stops) the singleton Connections with this host's
     /// ownership of [`SINGLETON_SHARD`].
     async fn run_singletons(&self, run: bool) {
-        let mut swarm = (*self.handle.swarm()).clone();
-        swarm
-            .connections
-            .retain(|name| !self.singletons.contains(name));
-        if run {
-            swarm.connections.extend(self.singletons.iter().cloned());
+        self.connections
+            .running
+            .store(run, std::sync::atomic::Ordering::SeqCst);
+        let singletons = self.connections.names();
+        if singletons.is_empty() {
+            return;
         }
-        tracing::info!(run, connections = ?self.singletons, "singleton Connections follow shard {SINGLETON_SHARD}");
+        let mut swarm = (*self.handle.swarm()).clone();
+        swarm.connections.retain(|name| !singletons.contains(name));
+        if run {
+            swarm.connections.extend(singletons.iter().cloned());
+        }
+        tracing::info!(run, connections = ?singletons, "singleton Connections follow shard {SINGLETON_SHARD}");
         if let Err(error) = self.handle.reconfigure(swarm).await {
             tracing::warn!(
                 code = error.code(),
@@ -814,6 +881,9 @@ pub(crate) fn print_cluster_error(error: &ClusterError) -> Outcome {
 pub(crate) fn command(global: &GlobalArgs, args: &ClusterArgs) -> anyhow::Result<Outcome> {
     match &args.command {
         ClusterCommand::Status { cluster } => status(global, cluster),
+        ClusterCommand::Deploy { cluster, wait } => {
+            super::rollout::deploy(global, cluster, Duration::from_secs(*wait))
+        }
     }
 }
 
@@ -824,7 +894,6 @@ fn current_thread() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// Connects for a command run by a person (no host id of its own).
 /// Connects for a command run by a person (no host id of its own), and
 /// checks that some host has made the layout.
 async fn connect_as_client(urls: &ClusterUrls) -> Result<Cluster, ClusterError> {
@@ -835,7 +904,10 @@ async fn connect_as_client(urls: &ClusterUrls) -> Result<Cluster, ClusterError> 
 
 /// Connects under `client_name` (what the servers' monitoring shows), with
 /// the options of this process's environment (`GOONDAN_CLUSTER_*`).
-async fn connect_as(urls: &ClusterUrls, client_name: String) -> Result<Cluster, ClusterError> {
+pub(crate) async fn connect_as(
+    urls: &ClusterUrls,
+    client_name: String,
+) -> Result<Cluster, ClusterError> {
     let mut options = ClusterOptions::from_env(|name| std::env::var(name).ok())?;
     options.client_name = client_name;
     Cluster::connect(urls, options).await
@@ -901,6 +973,16 @@ fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
         println!("{}", serde_json::to_string(&status)?);
         return Ok(Outcome::Success);
     }
+    match &status.active_bundle {
+        Some(active) => println!(
+            "bundle {} ({} KiB, made active by {} at {})",
+            active.digest,
+            active.size.div_ceil(1024),
+            active.deployed_by,
+            active.deployed_at
+        ),
+        None => println!("no bundle active yet"),
+    }
     println!("{} host(s)", status.hosts.len());
     for host in &status.hosts {
         let shards: Vec<&goondan_cluster::membership::ShardStatus> = status
@@ -915,13 +997,28 @@ fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
             .collect();
         let pending: u64 = shards.iter().filter_map(|shard| shard.pending).sum();
         let in_flight: usize = shards.iter().filter_map(|shard| shard.ack_pending).sum();
+        let bundle = host
+            .bundle
+            .as_deref()
+            .map_or("-", goondan_cluster::bundle::short_digest);
+        let behind = match (&status.active_bundle, &host.bundle) {
+            (Some(active), Some(runs)) if &active.digest != runs => " (not the active bundle)",
+            _ => "",
+        };
         println!(
-            "  {}  shards={} pending={pending} inFlight={in_flight} version={} started={}",
+            "  {}  shards={} pending={pending} inFlight={in_flight} bundle={bundle}{behind} version={} started={}",
             host.host,
             shards.len(),
             host.version,
             host.started_at
         );
+        if let Some(refused) = &host.bundle_refused {
+            println!(
+                "    refused bundle {}: {}",
+                goondan_cluster::bundle::short_digest(&refused.digest),
+                refused.problem
+            );
+        }
     }
     let unowned = status
         .shards

@@ -11,6 +11,7 @@ pub(crate) mod manage;
 mod mcp;
 pub(crate) mod package;
 mod reload;
+mod rollout;
 mod run;
 mod strip_types;
 mod studio;

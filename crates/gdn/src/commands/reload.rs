@@ -28,7 +28,15 @@
 //! The orchestrator's `SwarmInfo` is replaced on every valid reload
 //! (`OrchestratorHandle::reconfigure`), which starts Connections that
 //! appeared and stops those that went away.
+//!
+//! On a cluster host (`gdn run --cluster`) a third trigger is the rollout
+//! of a new active bundle ([`Rollout`], from `super::rollout`): the
+//! bundle is loaded from the folder it was fetched to, the link the
+//! host's children load through is pointed at it, and what changed
+//! restarts as after an edit. A host's singleton Connections stay on the
+//! host that owns them ([`ClusterReload::connections`]).
 
+use super::cluster::SingletonConnections;
 use crate::cli::{Format, GlobalArgs};
 use crate::project::{NotLoaded, Project};
 use goondan_config::{Bundle, Resource};
@@ -42,8 +50,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 /// How long the files must stay quiet before a reload: an editor's save
@@ -57,29 +66,41 @@ const READY_SETTLE: Duration = Duration::from_secs(5);
 /// re-read; more are refused with `E_RESTART_BUSY`.
 pub(crate) const RESTART_REQUEST_CAPACITY: usize = 4;
 
+/// A new active bundle for a cluster host to apply: fetched and unpacked
+/// into `dir`, not validated yet.
+pub(crate) struct Rollout {
+    /// Its digest.
+    pub(crate) digest: String,
+    /// Where it was unpacked.
+    pub(crate) dir: PathBuf,
+    /// `Ok` once it runs; the reason it was refused otherwise (the host
+    /// runs on with its bundle).
+    pub(crate) done: oneshot::Sender<Result<(), String>>,
+}
+
+/// What a cluster host's reloads need beyond a single host's.
+pub(crate) struct ClusterReload {
+    /// Rollouts to apply.
+    pub(crate) rollouts: mpsc::Receiver<Rollout>,
+    /// The link every child loads the bundle through; a rollout points it
+    /// at the new bundle before anything restarts.
+    pub(crate) link: PathBuf,
+    /// Which Connections this host runs.
+    pub(crate) connections: Arc<SingletonConnections>,
+}
+
 /// Starts reloading the bundle of `project`, whose swarm `handle` runs,
-/// on every request from `requests` and, with `watch_files`, on every
-/// edit. The task ends when the orchestrator drops its end of
-/// `requests`, or when it is aborted.
+/// on every request from `requests`, with `watch_files` on every edit,
+/// and on a cluster host on every rollout. The task ends when the
+/// orchestrator drops its end of `requests`, or when it is aborted.
 pub(crate) fn start(
     handle: OrchestratorHandle,
     project: &Project,
-    global: &GlobalArgs,
-    env_file: Option<PathBuf>,
+    source: Source,
     watch_files: bool,
     requests: mpsc::Receiver<SwarmRestartRequest>,
+    cluster: Option<ClusterReload>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let env_file = env_file.map(std::path::absolute).transpose()?;
-    let source = Source {
-        config: global.config.clone().unwrap_or_else(|| PathBuf::from(".")),
-        env_file,
-        format: if global.json {
-            Format::Json
-        } else {
-            Format::Text
-        },
-        quiet: global.quiet,
-    };
     let snapshot = Snapshot::of(&project.bundle, &project.swarm_name, &source);
     let (events_tx, events) = mpsc::unbounded_channel();
     let watcher = if watch_files {
@@ -108,16 +129,66 @@ pub(crate) fn start(
         source,
         snapshot,
         watch: watcher,
+        cluster,
     };
     Ok(tokio::spawn(reloader.run(events, requests)))
 }
 
 /// Where the bundle is loaded from, as `gdn run` was told.
-struct Source {
-    config: PathBuf,
-    env_file: Option<PathBuf>,
-    format: Format,
-    quiet: bool,
+pub(crate) struct Source {
+    /// The bundle file or folder (a cluster host's link).
+    pub(crate) config: PathBuf,
+    /// `--env-file`, absolute.
+    pub(crate) env_file: Option<PathBuf>,
+    /// How diagnostics are printed.
+    pub(crate) format: Format,
+    /// `--quiet`.
+    pub(crate) quiet: bool,
+}
+
+impl Source {
+    /// What `gdn run` loads: `config` (the bundle of `--config`, or a
+    /// cluster host's link) with `--env-file`, printing diagnostics as
+    /// `global` says.
+    pub(crate) fn new(
+        global: &GlobalArgs,
+        config: PathBuf,
+        env_file: Option<PathBuf>,
+    ) -> std::io::Result<Source> {
+        Ok(Source {
+            config,
+            env_file: env_file.map(std::path::absolute).transpose()?,
+            format: if global.json {
+                Format::Json
+            } else {
+                Format::Text
+            },
+            quiet: global.quiet,
+        })
+    }
+
+    /// The bundle at `path` (a file or folder), loaded as `gdn run` loads
+    /// one, with packages from `packages_root`; or why it is refused (its
+    /// diagnostics are printed).
+    pub(crate) fn load(&self, path: &Path, packages_root: PathBuf) -> Result<Bundle, NotLoaded> {
+        let loaded = crate::project::load_reporting(
+            path,
+            self.env_file.clone(),
+            Some(packages_root),
+            self.format,
+            self.quiet,
+        );
+        match loaded {
+            Ok(loaded) => loaded,
+            // Printing the diagnostics failed; the bundle is refused all
+            // the same.
+            Err(_) => Err(NotLoaded {
+                outcome: crate::exit::Outcome::ValidationFailed,
+                diagnostics: 0,
+                first_error: None,
+            }),
+        }
+    }
 }
 
 /// The folders watched for edits (`--watch`).
@@ -132,6 +203,8 @@ enum Trigger {
     Watch,
     /// An agent's `self-restart__request`.
     Request(SwarmRestartRequest),
+    /// A new active bundle on a cluster host.
+    Rollout(Rollout),
 }
 
 impl Trigger {
@@ -140,6 +213,14 @@ impl Trigger {
         match self {
             Trigger::Watch => "watch",
             Trigger::Request(_) => "self-restart",
+            Trigger::Rollout(_) => "rollout",
+        }
+    }
+
+    /// Tells a rollout's sender how it went.
+    fn finish(self, outcome: Result<(), String>) {
+        if let Trigger::Rollout(rollout) = self {
+            let _ = rollout.done.send(outcome);
         }
     }
 }
@@ -151,6 +232,7 @@ struct Reloader {
     source: Source,
     snapshot: Snapshot,
     watch: Option<FileWatch>,
+    cluster: Option<ClusterReload>,
 }
 
 impl Reloader {
@@ -160,8 +242,15 @@ impl Reloader {
         mut requests: mpsc::Receiver<SwarmRestartRequest>,
     ) {
         let mut watching = self.watch.is_some();
+        let mut rollouts = self
+            .cluster
+            .as_mut()
+            .map(|cluster| std::mem::replace(&mut cluster.rollouts, mpsc::channel(1).1));
         loop {
             tokio::select! {
+                Some(rollout) = async { rollouts.as_mut()?.recv().await }, if rollouts.is_some() => {
+                    self.reload(Trigger::Rollout(rollout)).await;
+                }
                 event = events.recv(), if watching => match event {
                     Some(Ok(event)) if self.snapshot.concerns(&event) => {
                         // Wait for quiet: one reload per burst of saves.
@@ -190,36 +279,74 @@ impl Reloader {
     async fn reload(&mut self, trigger: Trigger) {
         let started = Instant::now();
         let label = trigger.label();
-        let bundle = match self.load() {
+        let from = match &trigger {
+            Trigger::Rollout(rollout) => rollout.dir.clone(),
+            Trigger::Watch | Trigger::Request(_) => self.source.config.clone(),
+        };
+        let bundle = match self
+            .source
+            .load(&from, self.project.state_root.packages_dir())
+        {
             Ok(bundle) => bundle,
             Err(not_loaded) => {
                 let summary = not_loaded.summary();
-                self.reject(&trigger, not_loaded.code(), &summary).await;
+                self.reject(trigger, not_loaded.code(), &summary).await;
                 return;
             }
         };
         let swarm_name = self.project.swarm_name.clone();
-        if bundle.swarm(&swarm_name).is_none() {
+        let Some(swarm) = bundle.swarm(&swarm_name) else {
             let message = format!("Swarm/{swarm_name} is no longer defined");
-            self.reject(&trigger, "E_CONFIG_REF_NOT_FOUND", &message)
+            self.reject(trigger, "E_CONFIG_REF_NOT_FOUND", &message)
                 .await;
             return;
+        };
+        if let (Trigger::Rollout(_), Some(_)) = (&trigger, &self.cluster) {
+            // The cluster's conversations are kept under the Swarm's
+            // instance key: another key would be another swarm.
+            if swarm.instance_key() != self.project.instance_key {
+                let message = format!(
+                    "Swarm/{swarm_name} has instanceKey {} in the new bundle; this cluster runs {}",
+                    swarm.instance_key(),
+                    self.project.instance_key
+                );
+                self.reject(trigger, "E_CLUSTER_WORKSPACE", &message).await;
+                return;
+            }
         }
-        let snapshot = Snapshot::of(&bundle, &swarm_name, &self.source);
+        // Nothing changes until the new bundle is known to be usable.
+        let candidate = Project {
+            bundle,
+            swarm_name: swarm_name.clone(),
+            instance_key: self.project.instance_key.clone(),
+            state_root: self.project.state_root.clone(),
+        };
+        let info = match super::run::swarm_info(&candidate) {
+            Ok(info) => match &self.cluster {
+                Some(cluster) => cluster.connections.select(&candidate, info),
+                None => info,
+            },
+            Err(error) => {
+                let message = format!("{error:#}");
+                self.reject(trigger, "E_CONFIG_INVALID", &message).await;
+                return;
+            }
+        };
+        if let (Trigger::Rollout(_), Some(cluster)) = (&trigger, &self.cluster) {
+            // New children load the new bundle from here on.
+            if let Err(error) = super::rollout::point_link(&cluster.link, candidate.bundle.root()) {
+                let message = format!("cannot point {} at it: {error}", cluster.link.display());
+                self.reject(trigger, "E_CLUSTER_BUNDLE", &message).await;
+                return;
+            }
+        }
+        let snapshot = Snapshot::of(&candidate.bundle, &swarm_name, &self.source);
         let mut change = self.snapshot.compare(&snapshot);
-        self.project.bundle = bundle;
+        self.project = candidate;
         self.snapshot = snapshot;
         if let Some(watch) = &mut self.watch {
             watch_dirs(&mut watch.watcher, &mut watch.watched_dirs, &self.snapshot);
         }
-        let info = match super::run::swarm_info(&self.project) {
-            Ok(info) => info,
-            Err(error) => {
-                let message = format!("{error:#}");
-                self.reject(&trigger, "E_CONFIG_INVALID", &message).await;
-                return;
-            }
-        };
         match &trigger {
             Trigger::Request(request) => {
                 // Answered before anything restarts: messages to one
@@ -246,7 +373,7 @@ impl Reloader {
                 );
                 return;
             }
-            Trigger::Watch => {}
+            Trigger::Watch | Trigger::Rollout(_) => {}
         }
         let grace = info.grace_period;
         let outcome = self.apply(info, &change, grace).await;
@@ -268,6 +395,7 @@ impl Reloader {
         };
         let asked = match &trigger {
             Trigger::Request(request) => format!(" for {} ({})", request.from, request.reason),
+            Trigger::Rollout(rollout) => format!(" to bundle {}", rollout.digest),
             Trigger::Watch => String::new(),
         };
         eprintln!(
@@ -292,15 +420,16 @@ impl Reloader {
             not_ready,
             duration: elapsed.as_millis() as u64,
         });
+        trigger.finish(Ok(()));
     }
 
     /// Refuses a reload: the swarm runs on unchanged. An agent that asked
     /// gets the reason as its tool call's error.
-    async fn reject(&self, trigger: &Trigger, code: &str, message: &str) {
+    async fn reject(&self, trigger: Trigger, code: &str, message: &str) {
         let label = trigger.label();
         let what = match trigger {
             Trigger::Watch => "edit",
-            Trigger::Request(_) => "bundle",
+            Trigger::Request(_) | Trigger::Rollout(_) => "bundle",
         };
         eprintln!(
             "{label}: the {what} is invalid: [{code}] {message}; the swarm runs on unchanged"
@@ -311,7 +440,7 @@ impl Reloader {
             code,
             "the reloaded bundle is invalid; nothing was restarted"
         );
-        if let Trigger::Request(request) = trigger {
+        if let Trigger::Request(request) = &trigger {
             let answer = QueryAnswer::Failed(Failure {
                 code: code.to_string(),
                 message: format!("the bundle is invalid, so nothing restarts: {message}"),
@@ -322,10 +451,11 @@ impl Reloader {
                 .await;
         }
         self.record(SwarmEvent::ReloadRejected {
-            base: self.event_base(trigger),
+            base: self.event_base(&trigger),
             code: code.to_string(),
             error_message: message.to_string(),
         });
+        trigger.finish(Err(format!("[{code}] {message}")));
     }
 
     fn event_base(&self, trigger: &Trigger) -> SwarmEventBase {
@@ -335,6 +465,7 @@ impl Reloader {
                 ReloadTrigger::SelfRestart,
                 Some(format!("{}: {}", request.from, request.reason)),
             ),
+            Trigger::Rollout(rollout) => (ReloadTrigger::Rollout, Some(rollout.digest.clone())),
         };
         SwarmEventBase {
             timestamp: goondan_types::now_iso(),
@@ -350,27 +481,6 @@ impl Reloader {
     fn record(&self, event: SwarmEvent) {
         if let Err(error) = goondan_store::append_swarm_event(&self.project.workspace(), &event) {
             tracing::warn!(code = error.code(), "could not record the reload: {error}");
-        }
-    }
-
-    /// The new bundle, or why it is refused (its diagnostics are printed).
-    fn load(&self) -> Result<Bundle, NotLoaded> {
-        let loaded = crate::project::load_reporting(
-            &self.source.config,
-            self.source.env_file.clone(),
-            Some(self.project.state_root.packages_dir()),
-            self.source.format,
-            self.source.quiet,
-        );
-        match loaded {
-            Ok(loaded) => loaded,
-            // Printing the diagnostics failed; the bundle is refused all
-            // the same.
-            Err(_) => Err(NotLoaded {
-                outcome: crate::exit::Outcome::ValidationFailed,
-                diagnostics: 0,
-                first_error: None,
-            }),
         }
     }
 

@@ -22,8 +22,9 @@
 //! answer `Status` with this workspace's identity, then attaches. A socket
 //! file is only ever replaced by the lock's holder.
 
-use super::cluster::{self, ClusterMode};
+use super::cluster::{self, ClusterMode, SingletonConnections};
 use super::reload;
+use super::rollout::{self, BundleFollower, HostBundle};
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::exit::Outcome;
 use crate::project::{self, Project};
@@ -537,21 +538,32 @@ async fn foreground(
         eprintln!("error[{}]: {error}", error.code());
         return Ok(Outcome::ConfigError);
     }
+    // A cluster host joins before its orchestrator starts: it runs the
+    // cluster's bundle, and the orchestrator must know from its first
+    // event which instances other hosts serve.
+    let (project, host) = match &cluster {
+        None => (project, None),
+        Some(mode) => match join_cluster(global, args, mode, project).await? {
+            Ok((project, host)) => (project, Some(host)),
+            Err(outcome) => return Ok(outcome),
+        },
+    };
     let mut info = swarm_info(&project)?;
     // A cluster host starts with the Connections every host runs; the
     // others follow the ownership of one shard (`cluster::Host`).
-    let singletons = match &cluster {
-        Some(_) => {
-            let (everywhere, singletons) = cluster::split_connections(&project, &info.connections);
-            info.connections = everywhere;
-            singletons
-        }
-        None => Vec::new(),
+    let connections = Arc::new(SingletonConnections::default());
+    if cluster.is_some() {
+        info = connections.select(&project, info);
+    }
+    // The folder every child (`gdn agent`, `gdn connector`) loads its
+    // bundle from and runs in: a cluster host's link follows rollouts.
+    let bundle_dir = match &host {
+        Some(host) => host.bundle.link.clone(),
+        None => project.bundle.root().to_path_buf(),
     };
-    // What every child (`gdn agent`, `gdn connector`) loads its bundle with.
     let mut bundle_args: Vec<String> = vec![
         "--bundle-dir".into(),
-        project.bundle.root().display().to_string(),
+        bundle_dir.display().to_string(),
         // Absolute: the children run in the bundle root, not here. Both
         // kinds of child read installed packages from it.
         "--state-root".into(),
@@ -605,7 +617,7 @@ async fn foreground(
         secrets,
         withheld_env,
         log_file: Some(log_file),
-        current_dir: Some(project.bundle.root().to_path_buf()),
+        current_dir: Some(bundle_dir.clone()),
     };
     let store = InstanceStore::new(workspace.clone());
     let reset_instance: goondan_orchestrator::orchestrator::ResetInstance =
@@ -614,15 +626,6 @@ async fn foreground(
                 tracing::warn!(key = %key, code = error.code(), "could not clear history: {error}");
             }
         });
-    // A cluster host joins before its orchestrator starts: the orchestrator
-    // must know from its first event which instances other hosts serve.
-    let joined = match &cluster {
-        None => None,
-        Some(mode) => match cluster::join(mode).await {
-            Ok(joined) => Some(joined),
-            Err(error) => return Ok(cluster::print_cluster_error(&error)),
-        },
-    };
     let (restart_requests, restart_requests_rx) =
         tokio::sync::mpsc::channel(reload::RESTART_REQUEST_CAPACITY);
     let (handle, task) = Orchestrator::start(OrchestratorConfig {
@@ -634,7 +637,7 @@ async fn foreground(
         crash_ledger: Some(crash_ledger(&project)),
         liveness: Liveness::from_env(),
         restart_requests: Some(restart_requests),
-        remote: joined.as_ref().map(cluster::JoinedHost::remote),
+        remote: host.as_ref().map(|host| host.joined.remote()),
     });
     let identity = ControlIdentity {
         workspace_id: Some(workspace.workspace_id().to_string()),
@@ -655,22 +658,40 @@ async fn foreground(
     let active = write_active(&project, &workspace, &socket)?;
     // Started once the swarm runs, so the first edit or restart request
     // has something to restart; stopped before the swarm drains.
+    let (rollouts, cluster_reload) = match &host {
+        Some(host) => {
+            let (rollouts, rollouts_rx) = tokio::sync::mpsc::channel(1);
+            let reload = reload::ClusterReload {
+                rollouts: rollouts_rx,
+                link: host.bundle.link.clone(),
+                connections: Arc::clone(&connections),
+            };
+            (Some(rollouts), Some(reload))
+        }
+        None => (None, None),
+    };
     let reloader = reload::start(
         handle.clone(),
         &project,
-        global,
-        args.env_file.clone(),
+        reload::Source::new(global, bundle_dir.clone(), args.env_file.clone())?,
         args.watch,
         restart_requests_rx,
+        cluster_reload,
     )?;
 
-    let host = match (joined, &cluster) {
-        (Some(joined), Some(mode)) => {
+    let host = match (host, &cluster, rollouts) {
+        (Some(host), Some(mode), Some(rollouts)) => {
             eprintln!(
-                "host {} joined the cluster at {} for Swarm/{} (workspace {})",
-                mode.host_id, mode.urls, project.swarm_name, mode.workspace_id
+                "host {} joined the cluster at {} for Swarm/{} (workspace {}, bundle {})",
+                mode.host_id,
+                mode.urls,
+                project.swarm_name,
+                mode.workspace_id,
+                goondan_cluster::bundle::short_digest(&host.bundle.digest)
             );
-            Some(joined.serve(handle.clone(), singletons))
+            let follower =
+                BundleFollower::new(host.cluster, mode, host.bundle, host.local_root, rollouts);
+            Some(host.joined.serve(handle.clone(), connections, follower))
         }
         _ => None,
     };
@@ -715,6 +736,54 @@ async fn foreground(
     ActiveSwarm::remove_if_owned_by(&active, std::process::id());
     drop(lock);
     Ok(outcome)
+}
+
+/// A cluster host that joined, before its orchestrator starts.
+struct StartingHost {
+    cluster: goondan_cluster::Cluster,
+    joined: cluster::JoinedHost,
+    bundle: HostBundle,
+    /// The folder it was started in (its env files).
+    local_root: PathBuf,
+}
+
+/// Connects to the cluster of `mode`, settles which bundle this host runs
+/// (see `rollout`) and joins; `Err` after printing why not.
+async fn join_cluster(
+    global: &GlobalArgs,
+    args: &RunArgs,
+    mode: &ClusterMode,
+    project: Project,
+) -> anyhow::Result<Result<(Project, StartingHost), Outcome>> {
+    let connected = async {
+        let cluster = mode.connect().await?;
+        cluster::ensure_layout(&cluster).await?;
+        Ok::<_, goondan_cluster::ClusterError>(cluster)
+    };
+    let cluster = match connected.await {
+        Ok(cluster) => cluster,
+        Err(error) => return Ok(Err(cluster::print_cluster_error(&error))),
+    };
+    let local_root = project.bundle.root().to_path_buf();
+    let link = rollout::link_of(&project);
+    let source = reload::Source::new(global, link, args.env_file.clone())?;
+    let (project, bundle) = match rollout::adopt(&cluster, mode, project, &source).await {
+        Ok(adopted) => adopted,
+        Err(outcome) => return Ok(Err(outcome)),
+    };
+    let joined = match cluster::join(mode, cluster.clone(), &bundle.digest).await {
+        Ok(joined) => joined,
+        Err(error) => return Ok(Err(cluster::print_cluster_error(&error))),
+    };
+    Ok(Ok((
+        project,
+        StartingHost {
+            cluster,
+            joined,
+            bundle,
+            local_root,
+        },
+    )))
 }
 
 /// What the orchestrator needs to know about the selected Swarm of

@@ -46,7 +46,15 @@ struct Host {
     state: TempDir,
 }
 
+/// The file in a host's state root that holds its stderr.
+const HOST_LOG: &str = "host.stderr";
+
 impl Host {
+    /// What the host printed on stderr so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.state.path().join(HOST_LOG)).unwrap_or_default()
+    }
+
     fn pid(&self) -> i32 {
         self.child.as_ref().expect("a running host").id() as i32
     }
@@ -123,7 +131,12 @@ impl Cluster {
     }
 
     fn command(&self, state: &Path, args: &[&str]) -> Command {
-        let mut command = gdn_command(self.swarm.bundle.path(), state, args);
+        self.command_in(self.swarm.bundle.path(), state, args)
+    }
+
+    /// [`Cluster::command`] with the bundle at `bundle`.
+    fn command_in(&self, bundle: &Path, state: &Path, args: &[&str]) -> Command {
+        let mut command = gdn_command(bundle, state, args);
         command
             .env("GOONDAN_CLUSTER", self.nats.urls())
             .env("GOONDAN_CLUSTER_REPLICAS", "3");
@@ -132,12 +145,20 @@ impl Cluster {
 
     /// Starts a host and waits until `gdn cluster status` shows it.
     fn add_host(&mut self, id: &str) {
+        let bundle = self.swarm.bundle.path().to_path_buf();
+        self.add_host_from(id, &bundle);
+    }
+
+    /// Starts a host in the folder `bundle`; its stderr goes to
+    /// [`Host::log`].
+    fn add_host_from(&mut self, id: &str, bundle: &Path) {
         let state = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(state.path().join(HOST_LOG)).unwrap();
         let child = self
-            .command(state.path(), &["run", "--host-id", id])
+            .command_in(bundle, state.path(), &["run", "--host-id", id])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
         self.hosts.push(Host {
@@ -180,10 +201,17 @@ impl Cluster {
             if condition(&status) {
                 return status;
             }
-            assert!(
-                started.elapsed() < HANDOFF_DEADLINE,
-                "timed out waiting for {what}: {status}"
-            );
+            if started.elapsed() >= HANDOFF_DEADLINE {
+                let logs: Vec<String> = self
+                    .hosts
+                    .iter()
+                    .map(|host| format!("--- {} ---\n{}", host.id, host.log()))
+                    .collect();
+                panic!(
+                    "timed out waiting for {what}: {status}\n{}",
+                    logs.join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -231,6 +259,8 @@ impl Cluster {
         })
     }
 }
+
+mod rollout;
 
 /// `answer to <the last user text>`, for every request.
 fn answer(request: &ChatRequest) -> Reply {
