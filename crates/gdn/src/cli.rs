@@ -26,7 +26,7 @@ impl Cli {
 }
 
 /// The global options of `cli.md` §1.3.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct GlobalArgs {
     /// The bundle file or folder (default: the current folder).
     #[arg(short = 'c', long, global = true, value_name = "PATH")]

@@ -38,10 +38,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &PackageCommand) -> anyhow::Resu
 /// read of its `goondan.yaml`.
 pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
     let context = Session::new(global).map_err(|error| report(&error))?;
-    match PackageManifest::read(&context.bundle_root) {
-        Ok(Some(manifest)) if !manifest.registry_dependencies().is_empty() => {}
-        // No Package, no dependencies, or a file the loader will report.
-        _ => return Ok(()),
+    if !context.has_registry_dependencies() {
+        return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -50,22 +48,27 @@ pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
             eprintln!("error: starting the async runtime: {error}");
             Outcome::Failure
         })?;
-    let options = context.install_options(None, false);
-    match runtime.block_on(goondan_package::install::install(
-        &context.bundle_root,
-        &options,
-    )) {
-        Ok(report) => {
-            // stdout carries the run's answer; progress goes to stderr.
-            print_install(&report, global.quiet, &mut std::io::stderr());
-            Ok(())
-        }
-        Err(error) => {
+    runtime
+        .block_on(context.install_missing(global.quiet))
+        .map_err(|error| {
             let outcome = report(&error);
             eprintln!("nothing was started (`gdn run --no-install` skips installing)");
-            Err(outcome)
-        }
+            outcome
+        })
+}
+
+/// Installs the missing dependencies of the bundle at `bundle_root` (one
+/// a cluster host fetched), as `gdn run` does for its own.
+pub(crate) async fn install_for_bundle(
+    global: &GlobalArgs,
+    bundle_root: &Path,
+) -> Result<(), PackageError> {
+    let mut context = Session::new(global)?;
+    context.bundle_root = bundle_root.to_path_buf();
+    if !context.has_registry_dependencies() {
+        return Ok(());
     }
+    context.install_missing(global.quiet).await
 }
 
 /// Prints `error` with its code and help; the exit outcome for it.
@@ -140,6 +143,22 @@ impl Session {
             quiet: global.quiet,
             json: global.json,
         })
+    }
+
+    /// Whether the bundle depends on registry packages (false without a
+    /// Package, or with a file the loader will report).
+    fn has_registry_dependencies(&self) -> bool {
+        PackageManifest::read(&self.bundle_root)
+            .is_ok_and(|manifest| manifest.is_some_and(|m| !m.registry_dependencies().is_empty()))
+    }
+
+    /// Installs what the lockfile names and the System Root lacks; the
+    /// report goes to stderr (stdout carries a run's answer).
+    async fn install_missing(&self, quiet: bool) -> Result<(), PackageError> {
+        let options = self.install_options(None, false);
+        let report = goondan_package::install::install(&self.bundle_root, &options).await?;
+        print_install(&report, quiet, &mut std::io::stderr());
+        Ok(())
     }
 
     fn install_options(&self, registry: Option<&RegistryFlag>, frozen: bool) -> InstallOptions {

@@ -77,6 +77,7 @@ fn pack(project: &Project) -> Result<(Vec<u8>, String), Outcome> {
 /// and workspace stay this folder's) and the link to load it through;
 /// `Err` after printing why the host cannot start.
 pub(crate) async fn adopt(
+    global: &GlobalArgs,
     cluster: &Cluster,
     mode: &ClusterMode,
     project: Project,
@@ -137,6 +138,15 @@ pub(crate) async fn adopt(
     let dir = fetch(cluster, bundles, &active.digest, project.bundle.root())
         .await
         .map_err(|e| print_cluster_error(&e))?;
+    if let Err(error) = super::package::install_for_bundle(global, &dir).await {
+        eprintln!(
+            "error[{}]: installing the packages of the cluster's bundle {}: {error}",
+            error.code(),
+            short_digest(&active.digest)
+        );
+        eprintln!("   = help: {}", error.suggestion());
+        return Err(Outcome::Failure);
+    }
     let bundle = match source.load(&dir, project.state_root.packages_dir()) {
         Ok(bundle) => bundle,
         Err(not_loaded) => {
@@ -269,6 +279,7 @@ fn prune(bundles: &Path, running: &Path) {
 /// and handed to the host's reloader; the outcome goes into the host's
 /// heartbeat.
 pub(crate) struct BundleFollower {
+    global: GlobalArgs,
     cluster: Cluster,
     workspace_id: String,
     running: HostBundle,
@@ -281,6 +292,7 @@ impl BundleFollower {
     /// A follower for the host running `running`, handing rollouts to
     /// `rollouts`.
     pub(crate) fn new(
+        global: &GlobalArgs,
         cluster: Cluster,
         mode: &ClusterMode,
         running: HostBundle,
@@ -288,6 +300,7 @@ impl BundleFollower {
         rollouts: mpsc::Sender<Rollout>,
     ) -> BundleFollower {
         BundleFollower {
+            global: global.clone(),
             cluster,
             workspace_id: mode.workspace_id.clone(),
             running,
@@ -371,6 +384,14 @@ impl BundleFollower {
         let dir = fetch(&self.cluster, bundles, &wanted.digest, &self.local_root)
             .await
             .map_err(|error| Some(format!("[{}] {error}", error.code())))?;
+        super::package::install_for_bundle(&self.global, &dir)
+            .await
+            .map_err(|error| {
+                Some(format!(
+                    "[{}] installing its packages: {error}",
+                    error.code()
+                ))
+            })?;
         let (done, outcome) = oneshot::channel();
         let rollout = Rollout {
             digest: wanted.digest.clone(),

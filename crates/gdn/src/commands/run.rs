@@ -689,8 +689,14 @@ async fn foreground(
                 mode.workspace_id,
                 goondan_cluster::bundle::short_digest(&host.bundle.digest)
             );
-            let follower =
-                BundleFollower::new(host.cluster, mode, host.bundle, host.local_root, rollouts);
+            let follower = BundleFollower::new(
+                global,
+                host.cluster,
+                mode,
+                host.bundle,
+                host.local_root,
+                rollouts,
+            );
             Some(host.joined.serve(handle.clone(), connections, follower))
         }
         _ => None,
@@ -767,7 +773,7 @@ async fn join_cluster(
     let local_root = project.bundle.root().to_path_buf();
     let link = rollout::link_of(&project);
     let source = reload::Source::new(global, link, args.env_file.clone())?;
-    let (project, bundle) = match rollout::adopt(&cluster, mode, project, &source).await {
+    let (project, bundle) = match rollout::adopt(global, &cluster, mode, project, &source).await {
         Ok(adopted) => adopted,
         Err(outcome) => return Ok(Err(outcome)),
     };
