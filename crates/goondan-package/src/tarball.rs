@@ -32,11 +32,36 @@ fn is_skipped(name: &str) -> bool {
         || name.starts_with(".env.")
 }
 
+/// How [`collect`] treats a symlink.
+#[derive(Debug, Clone, Copy)]
+enum Links<'a> {
+    /// Refused: a package holds only plain files and folders.
+    Refuse,
+    /// A link to a file inside this (canonical) folder is packed as that
+    /// file; any other link is refused.
+    FollowInside(&'a Path),
+}
+
 /// Packs the folder `root` as a package tarball. A symlink inside is
 /// refused: what it points at would be packed as if it were the package.
 pub fn pack(root: &Path) -> Result<Vec<u8>, PackageError> {
+    pack_files(root, Links::Refuse)
+}
+
+/// Packs the folder `root` as a bundle a cluster distributes: as [`pack`],
+/// except that a symlink to a file inside `root` is packed as that file,
+/// and entries whose names start with `..` are left out. That is how a
+/// Kubernetes ConfigMap volume lays files out (`goondan.yaml ->
+/// ..data/goondan.yaml`), and it packs to the same bytes as the plain
+/// folder. A link leaving `root`, or to a folder, is refused.
+pub fn pack_bundle(root: &Path) -> Result<Vec<u8>, PackageError> {
+    let canonical = root.canonicalize().map_err(PackageError::io(root))?;
+    pack_files(root, Links::FollowInside(&canonical))
+}
+
+fn pack_files(root: &Path, links: Links<'_>) -> Result<Vec<u8>, PackageError> {
     let mut files = Vec::new();
-    collect(root, Path::new(""), &mut files)?;
+    collect(root, Path::new(""), links, &mut files)?;
     if !files.iter().any(|(relative, _)| {
         relative == Path::new("goondan.yaml") || relative == Path::new("dist/goondan.yaml")
     }) {
@@ -71,7 +96,12 @@ pub fn pack(root: &Path) -> Result<Vec<u8>, PackageError> {
 
 /// The files below `dir` (relative to the package root), sorted, with
 /// whether each is executable.
-fn collect(root: &Path, dir: &Path, files: &mut Vec<(PathBuf, bool)>) -> Result<(), PackageError> {
+fn collect(
+    root: &Path,
+    dir: &Path,
+    links: Links<'_>,
+    files: &mut Vec<(PathBuf, bool)>,
+) -> Result<(), PackageError> {
     let absolute = root.join(dir);
     let mut entries: Vec<_> = std::fs::read_dir(&absolute)
         .map_err(PackageError::io(&absolute))?
@@ -81,18 +111,38 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<(PathBuf, bool)>) -> Result<
     for entry in entries {
         let name = entry.file_name();
         let name_text = name.to_string_lossy();
-        if is_skipped(&name_text) {
+        if is_skipped(&name_text)
+            || (matches!(links, Links::FollowInside(_)) && name_text.starts_with(".."))
+        {
             continue;
         }
         let relative = dir.join(&name);
         let file_type = entry.file_type().map_err(PackageError::io(entry.path()))?;
         if file_type.is_symlink() {
-            return Err(PackageError::UnsafeTarball {
+            let unsafe_link = |problem: &str| PackageError::UnsafeTarball {
                 entry: relative.display().to_string(),
-                problem: "it is a symlink; a package holds only plain files and folders".into(),
-            });
+                problem: problem.to_string(),
+            };
+            let Links::FollowInside(canonical_root) = links else {
+                return Err(unsafe_link(
+                    "it is a symlink; a package holds only plain files and folders",
+                ));
+            };
+            let target = entry
+                .path()
+                .canonicalize()
+                .map_err(PackageError::io(entry.path()))?;
+            if !target.starts_with(canonical_root) {
+                return Err(unsafe_link("it is a symlink to a file outside the bundle"));
+            }
+            if !target.is_file() {
+                return Err(unsafe_link(
+                    "it is a symlink to a folder; only links to files are followed",
+                ));
+            }
+            files.push((relative, is_executable(&target)));
         } else if file_type.is_dir() {
-            collect(root, &relative, files)?;
+            collect(root, &relative, links, files)?;
         } else if file_type.is_file() {
             files.push((relative, is_executable(&entry.path())));
         }
@@ -398,6 +448,49 @@ mod tests {
             assert_eq!(error.code(), "E_PKG_PATH_TRAVERSAL", "{path}: {error}");
             assert!(!dest.path().join("evil").exists());
         }
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_bundle_mounted_as_a_config_map_packs_like_the_plain_folder() {
+        use std::os::unix::fs::symlink;
+        let plain = tempfile::tempdir().unwrap();
+        std::fs::write(plain.path().join("goondan.yaml"), "kind: Swarm").unwrap();
+        std::fs::create_dir(plain.path().join("prompts")).unwrap();
+        std::fs::write(plain.path().join("prompts/a.md"), "hello").unwrap();
+        // Kubernetes: each key a link into `..data`, itself a link to a
+        // timestamped folder.
+        let mounted = tempfile::tempdir().unwrap();
+        let stamp = mounted.path().join("..2026_11_26_05_00_00.1");
+        std::fs::create_dir_all(stamp.join("prompts")).unwrap();
+        std::fs::write(stamp.join("goondan.yaml"), "kind: Swarm").unwrap();
+        std::fs::write(stamp.join("prompts/a.md"), "hello").unwrap();
+        symlink("..2026_11_26_05_00_00.1", mounted.path().join("..data")).unwrap();
+        symlink("..data/goondan.yaml", mounted.path().join("goondan.yaml")).unwrap();
+        std::fs::create_dir(mounted.path().join("prompts")).unwrap();
+        symlink(
+            "../..data/prompts/a.md",
+            mounted.path().join("prompts/a.md"),
+        )
+        .unwrap();
+        assert_eq!(
+            pack_bundle(mounted.path()).unwrap(),
+            pack_bundle(plain.path()).unwrap()
+        );
+        assert_eq!(
+            pack_bundle(plain.path()).unwrap(),
+            pack(plain.path()).unwrap()
+        );
+
+        // A link out of the bundle, or to a folder, is still refused.
+        symlink("/etc/passwd", mounted.path().join("p")).unwrap();
+        let error = pack_bundle(mounted.path()).unwrap_err();
+        assert_eq!(error.code(), "E_PKG_PATH_TRAVERSAL");
+        assert!(error.to_string().contains("outside the bundle"), "{error}");
+        std::fs::remove_file(mounted.path().join("p")).unwrap();
+        symlink("prompts", mounted.path().join("d")).unwrap();
+        let error = pack_bundle(mounted.path()).unwrap_err();
+        assert!(error.to_string().contains("to a folder"), "{error}");
     }
 
     #[test]

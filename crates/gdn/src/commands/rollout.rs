@@ -55,7 +55,7 @@ pub(crate) struct HostBundle {
 /// The digest of `project`'s bundle packed for the cluster, with the
 /// archive; `Err` after printing why it cannot be packed.
 fn pack(project: &Project) -> Result<(Vec<u8>, String), Outcome> {
-    match goondan_package::tarball::pack(project.bundle.root()) {
+    match goondan_package::tarball::pack_bundle(project.bundle.root()) {
         Ok(archive) => {
             let digest = bundle::digest_of(&archive);
             Ok((archive, digest))
@@ -65,7 +65,7 @@ fn pack(project: &Project) -> Result<(Vec<u8>, String), Outcome> {
                 "error[E_CLUSTER_BUNDLE]: cannot pack the bundle at {} for the cluster: {error}",
                 project.bundle.root().display()
             );
-            eprintln!("   = help: a cluster bundle holds only plain files and folders (no symlinks), at most {} files", goondan_package::tarball::MAX_ENTRIES);
+            eprintln!("   = help: a cluster bundle holds plain files and folders, and links to files inside it; at most {} files", goondan_package::tarball::MAX_ENTRIES);
             Err(Outcome::ConfigError)
         }
     }
