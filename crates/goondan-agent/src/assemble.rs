@@ -617,7 +617,7 @@ fn open_cluster_log(
     let cluster_error = |error: goondan_cluster::ClusterError| {
         StartError::new(error.code(), error.to_string(), error.suggestion())
     };
-    let options = goondan_cluster::ClusterOptions::from_env(|name| std::env::var(name).ok())
+    let options = goondan_cluster::ClusterOptions::from_process_env()
         .map_err(cluster_error)?;
     let address =
         goondan_cluster::subject::InstanceAddress::new(&log.workspace_id, agent_name, instance_key);

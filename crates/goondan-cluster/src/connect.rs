@@ -89,6 +89,11 @@ impl Default for ClusterOptions {
 }
 
 impl ClusterOptions {
+    /// [`from_env`](Self::from_env) with this process's environment.
+    pub fn from_process_env() -> Result<Self, ClusterError> {
+        ClusterOptions::from_env(|name| std::env::var(name).ok())
+    }
+
     /// The defaults, with `GOONDAN_CLUSTER_REPLICAS` and
     /// `GOONDAN_CLUSTER_CREDS` read from `env`.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Self, ClusterError> {

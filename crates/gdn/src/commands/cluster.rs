@@ -908,7 +908,7 @@ pub(crate) async fn connect_as(
     urls: &ClusterUrls,
     client_name: String,
 ) -> Result<Cluster, ClusterError> {
-    let mut options = ClusterOptions::from_env(|name| std::env::var(name).ok())?;
+    let mut options = ClusterOptions::from_process_env()?;
     options.client_name = client_name;
     Cluster::connect(urls, options).await
 }
