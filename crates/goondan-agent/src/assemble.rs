@@ -617,8 +617,7 @@ fn open_cluster_log(
     let cluster_error = |error: goondan_cluster::ClusterError| {
         StartError::new(error.code(), error.to_string(), error.suggestion())
     };
-    let options = goondan_cluster::ClusterOptions::from_process_env()
-        .map_err(cluster_error)?;
+    let options = goondan_cluster::ClusterOptions::from_process_env().map_err(cluster_error)?;
     let address =
         goondan_cluster::subject::InstanceAddress::new(&log.workspace_id, agent_name, instance_key);
     goondan_cluster::ClusterJournal::open(&log.urls, options, address, &log.host_id)

@@ -454,6 +454,7 @@ impl Cron {
                 ("scheduled_at".to_string(), scheduled_at.to_rfc3339()),
             ]),
             instance_key: Some(self.instance_key.clone()),
+            delivery_id: Some(format!("{}@{}", self.written, scheduled_at.to_rfc3339())),
         }
     }
 

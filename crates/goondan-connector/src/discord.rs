@@ -177,6 +177,7 @@ pub fn event_from_interaction(body: &Value) -> Option<ConnectorEvent> {
         message: ConnectorMessage::Text { text },
         properties,
         instance_key: Some(format!("discord:{key}")),
+        delivery_id: text_at("/id").map(str::to_string),
     })
 }
 

@@ -81,6 +81,7 @@ impl Platform for Github {
             event
                 .properties
                 .insert("delivery".into(), delivery.to_string());
+            event.delivery_id = Some(delivery.to_string());
         }
         Ok(PlatformOutcome::Emit {
             event,
@@ -154,6 +155,7 @@ pub fn event_from_delivery(event_type: &str, body: &Value) -> ConnectorEvent {
         message: ConnectorMessage::Text { text },
         properties,
         instance_key: Some(format!("github:{}", repo.unwrap_or(event_type))),
+        delivery_id: None,
     }
 }
 

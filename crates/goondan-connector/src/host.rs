@@ -327,12 +327,18 @@ fn unsupported(connection: &str, entry: &str) -> Refusal {
     )
 }
 
+/// The window of [`IpcEmitter::deliveries`]: a delivery id is kept twice
+/// this long, 120 s, as long as a cluster's inbox drops a duplicate.
+const DELIVERY_WINDOW: Duration = Duration::from_secs(60);
+
 /// Answers waiting for their questions, by correlation id.
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<QueryAnswer>>>>;
 
 /// Sends events to the orchestrator as ingest queries.
 struct IpcEmitter {
     me: String,
+    /// Platform delivery ids accepted recently.
+    deliveries: crate::verify::ReplayGuard,
     sender: mpsc::Sender<IpcMessage>,
     pending: Pending,
 }
@@ -340,51 +346,73 @@ struct IpcEmitter {
 impl Emitter for IpcEmitter {
     fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<Accepted, EmitError>> {
         Box::pin(async move {
-            let correlation_id = protocol::new_correlation_id();
-            let (answer_tx, answer_rx) = oneshot::channel();
+            // A platform's retry of a delivery this process already handed
+            // over is dropped here; the delivery counts as accepted.
+            let delivery_id = event.delivery_id.clone();
+            if let Some(id) = &delivery_id {
+                let now = crate::verify::unix_seconds(std::time::SystemTime::now());
+                if !self.deliveries.first(id, now, DELIVERY_WINDOW) {
+                    tracing::info!(delivery_id = %id, event = %event.name, "a retry of a delivery already accepted; dropped");
+                    return Ok(Accepted { target: None });
+                }
+            }
+            let ingested = self.ingest(event).await;
+            if let (Err(_), Some(id)) = (&ingested, &delivery_id) {
+                // Not accepted: the platform's next try must go through.
+                self.deliveries.forget(id);
+            }
+            ingested
+        })
+    }
+}
+
+impl IpcEmitter {
+    /// Asks the orchestrator to route and queue `event`.
+    async fn ingest(&self, event: ConnectorEvent) -> Result<Accepted, EmitError> {
+        let correlation_id = protocol::new_correlation_id();
+        let (answer_tx, answer_rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(correlation_id.clone(), answer_tx);
+        let query = RuntimeMessage::Query(QueryRequest {
+            correlation_id: correlation_id.clone(),
+            query: Query::Ingest { event },
+        });
+        let forget = || {
             self.pending
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .insert(correlation_id.clone(), answer_tx);
-            let query = RuntimeMessage::Query(QueryRequest {
-                correlation_id: correlation_id.clone(),
-                query: Query::Ingest { event },
-            });
-            let forget = || {
-                self.pending
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .remove(&correlation_id);
-            };
-            if self
-                .sender
-                .send(query.to_message(&self.me, ORCHESTRATOR))
-                .await
-                .is_err()
-            {
+                .remove(&correlation_id);
+        };
+        if self
+            .sender
+            .send(query.to_message(&self.me, ORCHESTRATOR))
+            .await
+            .is_err()
+        {
+            forget();
+            return Err(EmitError::Closed("the orchestrator is gone".into()));
+        }
+        match tokio::time::timeout(INGEST_TIMEOUT, answer_rx).await {
+            Ok(Ok(QueryAnswer::Ingested { target, .. })) => Ok(Accepted { target }),
+            Ok(Ok(QueryAnswer::Failed(failure))) if failure.code == "E_QUEUE_FULL" => {
+                Err(EmitError::QueueFull(failure.message))
+            }
+            Ok(Ok(QueryAnswer::Failed(failure))) => Err(EmitError::Refused(format!(
+                "{}: {}",
+                failure.code, failure.message
+            ))),
+            Ok(Ok(other)) => Err(EmitError::Refused(format!("unexpected answer {other:?}"))),
+            Ok(Err(_)) => Err(EmitError::Closed("the orchestrator is gone".into())),
+            Err(_) => {
                 forget();
-                return Err(EmitError::Closed("the orchestrator is gone".into()));
+                Err(EmitError::Closed(format!(
+                    "the orchestrator did not queue the event within {} s",
+                    INGEST_TIMEOUT.as_secs()
+                )))
             }
-            match tokio::time::timeout(INGEST_TIMEOUT, answer_rx).await {
-                Ok(Ok(QueryAnswer::Ingested { target, .. })) => Ok(Accepted { target }),
-                Ok(Ok(QueryAnswer::Failed(failure))) if failure.code == "E_QUEUE_FULL" => {
-                    Err(EmitError::QueueFull(failure.message))
-                }
-                Ok(Ok(QueryAnswer::Failed(failure))) => Err(EmitError::Refused(format!(
-                    "{}: {}",
-                    failure.code, failure.message
-                ))),
-                Ok(Ok(other)) => Err(EmitError::Refused(format!("unexpected answer {other:?}"))),
-                Ok(Err(_)) => Err(EmitError::Closed("the orchestrator is gone".into())),
-                Err(_) => {
-                    forget();
-                    Err(EmitError::Closed(format!(
-                        "the orchestrator did not queue the event within {} s",
-                        INGEST_TIMEOUT.as_secs()
-                    )))
-                }
-            }
-        })
+        }
     }
 }
 
@@ -450,6 +478,7 @@ async fn serve(
     });
     let emitter = Arc::new(IpcEmitter {
         me: me.to_string(),
+        deliveries: crate::verify::ReplayGuard::default(),
         sender: sender.clone(),
         pending,
     });

@@ -3,8 +3,9 @@
 //! `normalizeCliLine`): the name from `event` or `name`, the message from
 //! `text` or `message` (a string, or a message object such as
 //! `{"type": "image", "url": ...}`), the instance key from `instanceKey`,
-//! and `properties` whose strings, numbers and booleans become string
-//! properties (anything else is left out).
+//! the sender's id of this delivery from `deliveryId` (a retry carries the
+//! same), and `properties` whose strings, numbers and booleans become
+//! string properties (anything else is left out).
 
 use goondan_types::{ConnectorEvent, ConnectorMessage};
 use serde_json::{Map, Value};
@@ -68,5 +69,6 @@ pub fn event_from_object(
         instance_key: string("instanceKey")
             .or(default_instance_key)
             .map(str::to_string),
+        delivery_id: string("deliveryId").map(str::to_string),
     })
 }

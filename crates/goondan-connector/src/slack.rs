@@ -183,6 +183,10 @@ pub fn event_from_callback(body: &Value) -> Option<ConnectorEvent> {
         },
         properties,
         instance_key: Some(format!("slack:{channel}:{thread}")),
+        delivery_id: body
+            .get("event_id")
+            .and_then(Value::as_str)
+            .map(str::to_string),
     })
 }
 
@@ -209,6 +213,7 @@ pub fn event_from_command(form: &BTreeMap<String, String>) -> ConnectorEvent {
         },
         instance_key: Some(format!("slack:{channel}")),
         properties,
+        delivery_id: form.get("trigger_id").cloned(),
     }
 }
 
@@ -242,6 +247,7 @@ pub fn event_from_interaction(payload: &Value) -> ConnectorEvent {
         },
         instance_key: Some(format!("slack:{channel}")),
         properties,
+        delivery_id: text_at("/trigger_id").map(str::to_string),
     }
 }
 

@@ -142,7 +142,6 @@ pub async fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goondan_types::ConnectorMessage;
     use std::sync::Mutex;
 
     /// Answers each emit with the next scripted result, then accepts.
@@ -166,12 +165,7 @@ mod tests {
     }
 
     fn event() -> ConnectorEvent {
-        ConnectorEvent {
-            name: "tick".into(),
-            message: ConnectorMessage::Text { text: "t".into() },
-            properties: Default::default(),
-            instance_key: None,
-        }
+        ConnectorEvent::text("tick", "t")
     }
 
     #[tokio::test(start_paused = true)]

@@ -284,6 +284,7 @@ pub fn event_from_update(update: &Value) -> Option<ConnectorEvent> {
         message: ConnectorMessage::Text { text },
         properties,
         instance_key: Some(format!("telegram:{chat_id}")),
+        delivery_id: Some(update_id.to_string()),
     })
 }
 

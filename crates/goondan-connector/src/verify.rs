@@ -211,6 +211,19 @@ impl ReplayGuard {
         seen.keys.insert(key);
         true
     }
+
+    /// Forgets `key` (compared case-insensitively), so it is new again: for
+    /// a request that was remembered but then not accepted.
+    pub fn forget(&self, key: &str) {
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = key.to_ascii_lowercase();
+        if seen.keys.remove(&key) {
+            seen.order.retain(|(_, kept)| *kept != key);
+        }
+    }
 }
 
 /// Seconds since 1970 at `now`.
@@ -422,6 +435,10 @@ mod tests {
         assert!(!guard.first("abc", 1200, window));
         assert!(guard.first("other", 1601, window), "abc expires at 1600");
         assert!(guard.first("abc", 1601, window));
+        // A key forgotten (its request was not accepted) is new again.
+        guard.forget("ABC");
+        assert!(guard.first("abc", 1602, window));
+        assert!(!guard.first("other", 1603, window));
     }
 
     #[test]

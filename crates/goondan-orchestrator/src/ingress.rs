@@ -136,12 +136,18 @@ pub fn route(
 }
 
 /// The AgentEvent an ingress event becomes: its name as the type, its
-/// message as the input, its properties as metadata, a new trace.
+/// message as the input, its properties as metadata, a new trace. An
+/// event with a `delivery_id` gets an id made from it and the Connection,
+/// the same on every host, so a platform's retry has the id of the
+/// delivery it repeats.
 pub fn agent_event(connection: &str, event: &ConnectorEvent, instance_key: &str) -> AgentEvent {
     let mut agent_event = AgentEvent::new(
         event.name.clone(),
         EventSource::new(EventSourceKind::Connector, connection),
     );
+    if let Some(delivery_id) = &event.delivery_id {
+        agent_event.id = delivery_event_id(connection, delivery_id);
+    }
     agent_event.input = Some(event.message.as_input());
     agent_event.instance_key = Some(instance_key.to_string());
     agent_event.trace_id = Some(goondan_types::trace::new_trace_id());
@@ -158,10 +164,37 @@ pub fn agent_event(connection: &str, event: &ConnectorEvent, instance_key: &str)
     agent_event
 }
 
+/// `evt_d` and a hash of the Connection and the platform's delivery id.
+fn delivery_event_id(connection: &str, delivery_id: &str) -> String {
+    let mut key = Vec::with_capacity(connection.len() + 1 + delivery_id.len());
+    key.extend_from_slice(connection.as_bytes());
+    key.push(0);
+    key.extend_from_slice(delivery_id.as_bytes());
+    format!("evt_d{:016x}", goondan_types::placement::fnv1a64(&key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_retried_delivery_has_the_id_of_the_first() {
+        let mut event = ConnectorEvent::text("github_push", "x");
+        event.delivery_id = Some("72d3162e-cc78-11e3-81ab-4c9367dc0958".into());
+        let first = agent_event("gh", &event, "k");
+        let retry = agent_event("gh", &event, "k");
+        assert_eq!(first.id, retry.id);
+        assert!(first.id.starts_with("evt_d"), "{}", first.id);
+        // Another Connection's delivery of the same id is another event.
+        assert_ne!(agent_event("gh-2", &event, "k").id, first.id);
+        // Without a delivery id, every event is new.
+        event.delivery_id = None;
+        assert_ne!(
+            agent_event("gh", &event, "k").id,
+            agent_event("gh", &event, "k").id
+        );
+    }
 
     fn swarm(ingress: Vec<IngressRule>) -> SwarmInfo {
         SwarmInfo {

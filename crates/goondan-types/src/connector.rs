@@ -21,6 +21,13 @@ pub struct ConnectorEvent {
     /// The instance the connector suggests; ingress rules may override it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_key: Option<String>,
+    /// The platform's id of this delivery (Slack's `event_id`, GitHub's
+    /// `X-GitHub-Delivery`, Telegram's `update_id`, a schedule's fire
+    /// time): a platform's retry carries the same one. The event's id is
+    /// made from it, so in a cluster a retry that reaches another host is
+    /// dropped as a duplicate by the instance's inbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
 }
 
 /// The content of a [`ConnectorEvent`] (multimodal).
@@ -54,6 +61,7 @@ impl ConnectorEvent {
             message: ConnectorMessage::Text { text: text.into() },
             properties: BTreeMap::new(),
             instance_key: None,
+            delivery_id: None,
         }
     }
 

@@ -152,10 +152,17 @@ impl Cluster {
     /// Starts a host in the folder `bundle`; its stderr goes to
     /// [`Host::log`].
     fn add_host_from(&mut self, id: &str, bundle: &Path) {
+        self.add_host_with(id, bundle, &[]);
+    }
+
+    /// [`Cluster::add_host_from`] with `env` added to the host's
+    /// environment.
+    fn add_host_with(&mut self, id: &str, bundle: &Path, env: &[(&str, String)]) {
         let state = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(state.path().join(HOST_LOG)).unwrap();
         let child = self
             .command_in(bundle, state.path(), &["run", "--host-id", id])
+            .envs(env.iter().map(|(name, value)| (*name, value.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -260,6 +267,7 @@ impl Cluster {
     }
 }
 
+mod deliveries;
 mod rollout;
 
 /// `answer to <the last user text>`, for every request.

@@ -189,6 +189,30 @@ fn signed_posts_become_turns_routed_by_the_connection_rules() {
 }
 
 #[test]
+fn a_retried_delivery_is_one_turn() {
+    let (swarm, port) = hooks();
+    let _resident = start(&swarm);
+    // The sender retries a delivery it is not sure arrived: same id.
+    let first = r#"{"text":"once only","instanceKey":"retry","deliveryId":"delivery-1"}"#;
+    for _ in 0..2 {
+        let (status, body) = post_signed_when_up(port, first);
+        assert_eq!(status, 200, "{body}");
+    }
+    // A new delivery queued after it: when it has run, a duplicate
+    // would have run before it.
+    let next = r#"{"text":"then this","instanceKey":"retry","deliveryId":"delivery-2"}"#;
+    assert_eq!(post_signed_when_up(port, next).0, 200);
+    wait_for_answer(&swarm, "alpha", "retry", "then this");
+    let turns = swarm
+        .mock
+        .requests()
+        .iter()
+        .filter(|request| request.last_user_text() == "once only")
+        .count();
+    assert_eq!(turns, 1);
+}
+
+#[test]
 fn forged_missing_and_stale_signatures_start_nothing() {
     let (swarm, port) = hooks();
     let _resident = start(&swarm);

@@ -91,7 +91,14 @@ impl Orchestrator {
             Err(error) => return failed(error),
         };
         let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
-        if let Some(remote) = self.served_elsewhere(&key) {
+        // A platform's delivery goes through the instance's inbox even when
+        // this host serves it: a retry the platform sends to another host
+        // carries the same event id and is dropped there as a duplicate.
+        let through_inbox = match &self.remote {
+            Some(remote) if ingress.event.delivery_id.is_some() => Some(remote.as_ref()),
+            _ => self.served_elsewhere(&key),
+        };
+        if let Some(remote) = through_inbox {
             tracing::info!(connection, target = %key, event_id = %event.id, "connector event forwarded to the instance's host");
             remote.forward(message);
             return QueryAnswer::Ingested {
