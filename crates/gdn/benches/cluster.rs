@@ -8,6 +8,8 @@
 //!   instance), p50/p90;
 //! * events/s: inputs published straight to the inboxes of many instances
 //!   at once, until every answer arrived;
+//! * a rollout: `gdn cluster deploy` of a changed bundle until every host
+//!   runs it, and the first answer from it;
 //! * handoff on drain: SIGTERM to a host until every shard is owned by the
 //!   others again;
 //! * handoff on crash: SIGKILL of a host until an input for an instance it
@@ -78,10 +80,15 @@ impl Drop for Bench {
 
 impl Bench {
     fn gdn(&self, state: &Path, args: &[&str]) -> Command {
+        self.gdn_in(self.bundle.path(), state, args)
+    }
+
+    /// [`Bench::gdn`] with the bundle at `bundle`.
+    fn gdn_in(&self, bundle: &Path, state: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_gdn"));
         command
             .arg("--config")
-            .arg(self.bundle.path())
+            .arg(bundle)
             .arg("--state-root")
             .arg(state)
             .args(args)
@@ -265,6 +272,42 @@ fn main() {
         ms(sent),
         ms(elapsed),
         inputs as f64 / elapsed.as_secs_f64()
+    );
+
+    // A rollout: a changed bundle, deployed, until every host runs it.
+    let v2 = tempfile::tempdir().unwrap();
+    std::fs::write(v2.path().join("goondan.yaml"), BUNDLE).unwrap();
+    std::fs::write(
+        v2.path().join("rules.yaml"),
+        RULES.replace("pong", "pong v2"),
+    )
+    .unwrap();
+    let deployer = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let output = bench
+        .gdn_in(v2.path(), deployer.path(), &["cluster", "deploy"])
+        .output()
+        .unwrap();
+    let deployed = started.elapsed();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let state = tempfile::tempdir().unwrap();
+    let answer = bench
+        .gdn(
+            state.path(),
+            &["run", "--input", "ping", "--instance-key", "cold-1"],
+        )
+        .output()
+        .unwrap();
+    let first_answer = started.elapsed();
+    assert!(String::from_utf8_lossy(&answer.stdout).contains("pong v2"));
+    println!(
+        "rollout: gdn cluster deploy until 3 hosts run the new bundle {}, its first answer at {}",
+        ms(deployed),
+        ms(first_answer)
     );
 
     // Handoff on drain: SIGTERM one host until the others own every shard.
