@@ -13,6 +13,8 @@
 //!   `TurnJournal` and `ExtensionStateStore`, and [`export`], which writes
 //!   it back in the single-host layout;
 //! - [`inbox`]: every instance's inbox in `GDN_IN`, pulled per shard;
+//! - [`cursor`]: what an instance's last commit consumed from its inbox
+//!   and answered (the transactional outbox);
 //! - [`membership`]: host heartbeats and the shard leases.
 //!
 //! Safety never rests on a lease alone: every write to an instance's log is
@@ -25,6 +27,7 @@
 
 mod connect;
 mod conversation;
+pub mod cursor;
 pub mod directory;
 mod error;
 mod export;

@@ -58,7 +58,9 @@ fn commit_appends(
         journal.record_event(turn_id, event).expect("record");
     }
     base.extend_from_slice(new);
-    journal.commit_turn(turn_id, &events, base).expect("commit");
+    journal
+        .commit_turn(turn_id, &events, base, &Default::default())
+        .expect("commit");
 }
 
 /// Two committed Turns read back by a new writer: the base in order,
@@ -116,7 +118,7 @@ pub fn committing_the_pending_turn_folds_it_once(under_test: &mut impl JournalUn
         let turn_id = loaded.pending_turn_id.expect("a pending turn");
         let next = vec![pending.clone()];
         journal
-            .commit_turn(&turn_id, &loaded.pending_events, &next)
+            .commit_turn(&turn_id, &loaded.pending_events, &next, &Default::default())
             .expect("commit the pending turn");
     }
     let loaded = open(under_test).load().expect("load");
@@ -183,7 +185,9 @@ pub fn a_rewrite_replaces_the_base(under_test: &mut impl JournalUnderTest) {
             journal.record_event("t-2", event).expect("record");
         }
         base = vec![edited, third];
-        journal.commit_turn("t-2", &events, &base).expect("commit");
+        journal
+            .commit_turn("t-2", &events, &base, &Default::default())
+            .expect("commit");
     }
     assert_eq!(open(under_test).load().expect("load").base, base);
     {
@@ -193,7 +197,7 @@ pub fn a_rewrite_replaces_the_base(under_test: &mut impl JournalUnderTest) {
             .record_event("t-3", &MessageEvent::Truncate)
             .expect("record");
         journal
-            .commit_turn("t-3", &[MessageEvent::Truncate], &[])
+            .commit_turn("t-3", &[MessageEvent::Truncate], &[], &Default::default())
             .expect("commit");
     }
     assert_eq!(
@@ -224,6 +228,7 @@ pub fn second_writer_is_refused_or_fences_the_first(under_test: &mut impl Journa
                 "t-2",
                 &[append(&stale)],
                 &[base.clone(), vec![stale]].concat(),
+                &Default::default(),
             );
             assert!(
                 recorded.is_err() && committed.is_err(),
