@@ -7,8 +7,10 @@
 //! dropped without its commit, a restart is a new writer on the same
 //! instance. What each check proves is in its name and its doc.
 
-use crate::{StoreError, TurnJournal};
-use goondan_types::{Message, MessageEvent, MessageSource, ModelMessage};
+use crate::{CommitContext, OutboxMessage, StoreError, TurnJournal};
+use goondan_types::{
+    AgentEvent, EventSource, EventSourceKind, Message, MessageEvent, MessageSource, ModelMessage,
+};
 
 /// One instance of the implementation under test.
 pub trait JournalUnderTest {
@@ -28,6 +30,7 @@ pub fn check_all<T: JournalUnderTest>(mut fresh: impl FnMut() -> T) {
     a_rewrite_replaces_the_base(&mut fresh());
     second_writer_is_refused_or_fences_the_first(&mut fresh());
     a_long_history_loads_whole(&mut fresh());
+    a_commit_context_does_not_change_the_conversation(&mut fresh());
 }
 
 fn user(text: &str) -> Message {
@@ -61,6 +64,34 @@ fn commit_appends(
     journal
         .commit_turn(turn_id, &events, base, &Default::default())
         .expect("commit");
+}
+
+/// A commit with a [`CommitContext`] (an inbox cursor, an answer in the
+/// outbox) folds exactly what one without does: a store keeps the context
+/// or drops it, and loads the same conversation either way.
+pub fn a_commit_context_does_not_change_the_conversation(under_test: &mut impl JournalUnderTest) {
+    let question = user("q");
+    {
+        let mut journal = open(under_test);
+        let events = [append(&question)];
+        journal.record_event("t-1", &events[0]).expect("record");
+        let context = CommitContext {
+            inbox_seq: Some(3),
+            outbox: vec![OutboxMessage {
+                to: "orchestrator".to_string(),
+                event: AgentEvent::new(
+                    "response",
+                    EventSource::new(EventSourceKind::Agent, "coder"),
+                ),
+            }],
+        };
+        journal
+            .commit_turn("t-1", &events, std::slice::from_ref(&question), &context)
+            .expect("commit with a context");
+    }
+    let loaded = open(under_test).load().expect("load");
+    assert_eq!(loaded.base, [question]);
+    assert!(loaded.pending_events.is_empty(), "{loaded:?}");
 }
 
 /// Two committed Turns read back by a new writer: the base in order,

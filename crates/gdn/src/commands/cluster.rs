@@ -643,8 +643,8 @@ impl ShardPuller {
 enum Consumed {
     /// Not consumed (or the commit could not be read): run its Turn.
     No,
-    /// Consumed, and what its Turn answered was sent again (or it wants no
-    /// answer): only ack it.
+    /// Consumed at the cursor, and what its Turn answered was sent again
+    /// (or it wants no answer): only ack it.
     Answered,
     /// Below the cursor, or at it without its answer in the outbox: the
     /// agent, told it is a redelivered event, looks it up in its
@@ -696,14 +696,22 @@ impl ShardPuller {
             }
             _ => None,
         };
+        let Some(correlation_id) = correlation_id else {
+            // Nothing to answer: the Turn's commit was all it owed.
+            tracing::info!(
+                seq = delivery.seq,
+                instance = %envelope.address.routing_key(),
+                "input already consumed by a committed Turn; acked"
+            );
+            return Ok(Consumed::Answered);
+        };
         let answers: Vec<_> = outbox
             .into_iter()
             .filter(|message| {
-                correlation_id.is_some()
-                    && protocol::in_reply_to(&message.event) == correlation_id.as_deref()
+                protocol::in_reply_to(&message.event) == Some(correlation_id.as_str())
             })
             .collect();
-        if correlation_id.is_some() && answers.is_empty() {
+        if answers.is_empty() {
             // The last commit is this input's cursor carried over by a fold
             // that answered nothing.
             return Ok(Consumed::Earlier);
@@ -723,7 +731,7 @@ impl ShardPuller {
                 continue;
             };
             let forwarded = Envelope {
-                id: inbox::answer_message_id(correlation_id.as_deref().unwrap_or_default()),
+                id: inbox::answer_message_id(&correlation_id),
                 address: InstanceAddress::new(
                     &self.workspace_id,
                     &caller.agent_name,
