@@ -26,7 +26,7 @@ use goondan_ipc::protocol::{
 use goondan_ipc::{framing, Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::turn::{Agent, PriorTurn};
 use goondan_runtime::Ledger;
-use goondan_store::{InstanceStatus, MetadataFile};
+use goondan_store::{InstanceStatus, MetadataFile, OutboxMessage};
 use goondan_types::{AgentEvent, IpcMessage, TurnFinishReason, TurnResult};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,15 +65,16 @@ impl Outbound {
             .await;
     }
 
-    /// Sends `answer`; one too large for an IPC frame is replaced by a
-    /// failure saying so (the whole answer stays in the conversation), so
-    /// the caller never waits for a message no reader would accept.
-    async fn answer(&self, to: &str, answer: &Answer, trace_id: Option<String>) {
+    /// Sends `answer` and returns the event sent; one too large for an IPC
+    /// frame is replaced by a failure saying so (the whole answer stays in
+    /// the conversation), so the caller never waits for a message no reader
+    /// would accept.
+    async fn answer(&self, to: &str, answer: &Answer, trace_id: Option<String>) -> AgentEvent {
         let event = answer.to_event(&self.me.agent_name, trace_id.clone());
         let message = protocol::event_message(&self.me.to_string(), to, &event);
         if framing::fits(&message) {
             self.send(message).await;
-            return;
+            return event;
         }
         let bytes = framing::encoded_len(&message);
         tracing::warn!(
@@ -92,6 +93,7 @@ impl Outbound {
         );
         let event = refusal.to_event(&self.me.agent_name, trace_id);
         self.event(to, &event).await;
+        event
     }
 
     async fn shutdown_ack(&self) {
@@ -365,10 +367,18 @@ pub async fn serve(
                 // Every delta is on the wire before the answer that ends it.
                 stream.finish().await;
             }
-            if let Some(reply_to) = &reply_to {
-                let answer = turn_answer(result, &reply_to.correlation_id);
-                outbound.answer(&reply_to.target, &answer, trace_id).await;
-            }
+            // What was sent is committed with the Turn as its outbox, so a
+            // cluster host that finds the commit but not the input's ack
+            // sends it again instead of waking this process.
+            let Some(reply_to) = &reply_to else {
+                return Vec::new();
+            };
+            let answer = turn_answer(result, &reply_to.correlation_id);
+            let event = outbound.answer(&reply_to.target, &answer, trace_id).await;
+            vec![OutboxMessage {
+                to: reply_to.target.clone(),
+                event,
+            }]
         };
         let result = agent
             .run_turn_answering_early(event, observer, cancelled, answer)

@@ -46,7 +46,9 @@ fn agent(runtime: &tokio::runtime::Runtime, extensions: &[(&str, JsonValue)]) ->
         })
         .collect();
     let mut journal = MemoryJournal::default();
-    journal.commit_turn("seed", &[], &conversation()).unwrap();
+    journal
+        .commit_turn("seed", &[], &conversation(), &Default::default())
+        .unwrap();
     let services = AgentServices::new(
         Box::new(journal),
         Box::new(MemoryExtensionState::default()),

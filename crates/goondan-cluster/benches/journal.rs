@@ -50,7 +50,9 @@ fn append_turns(journal: &mut dyn TurnJournal, turns: usize) -> (Vec<Duration>, 
         records.push(started.elapsed());
         base.push(new);
         let started = Instant::now();
-        journal.commit_turn(&turn_id, &[event], &base).unwrap();
+        journal
+            .commit_turn(&turn_id, &[event], &base, &Default::default())
+            .unwrap();
         commits.push(started.elapsed());
     }
     (records, commits)
@@ -65,7 +67,12 @@ fn build_history(journal: &mut dyn TurnJournal, n: usize) {
         .record_event("t-bulk", &MessageEvent::Truncate)
         .unwrap();
     journal
-        .commit_turn("t-bulk", &[MessageEvent::Truncate], &all)
+        .commit_turn(
+            "t-bulk",
+            &[MessageEvent::Truncate],
+            &all,
+            &Default::default(),
+        )
         .unwrap();
     append_turns(journal, 10);
 }

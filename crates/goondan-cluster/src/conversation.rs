@@ -334,6 +334,7 @@ impl ConversationLog {
                 });
             }
             as_of = body.as_of;
+            replay.inbox_seq = body.inbox_seq;
             replay.base = body.messages;
             replay.extensions = body.extensions;
             replay.snapshot_object = Some(reference.object);
@@ -383,9 +384,12 @@ impl ConversationLog {
         as_of: u64,
         messages: &[Message],
         extensions: &BTreeMap<String, JsonValue>,
+        inbox_seq: Option<u64>,
         previous: Option<&str>,
     ) -> Result<String, ClusterError> {
-        let object = self.upload_snapshot(as_of, messages, extensions).await?;
+        let object = self
+            .upload_snapshot(as_of, messages, extensions, inbox_seq)
+            .await?;
         self.point_to_snapshot(&object, as_of).await?;
         self.compact(as_of, previous.filter(|previous| *previous != object))
             .await?;
@@ -398,6 +402,7 @@ impl ConversationLog {
         as_of: u64,
         messages: &[Message],
         extensions: &BTreeMap<String, JsonValue>,
+        inbox_seq: Option<u64>,
     ) -> Result<String, ClusterError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
@@ -406,6 +411,8 @@ impl ConversationLog {
             as_of: u64,
             messages: &'a [Message],
             extensions: &'a BTreeMap<String, JsonValue>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            inbox_seq: Option<u64>,
         }
         self.check_not_fenced()?;
         // Named by sequence: a stale writer can never overwrite the
@@ -416,6 +423,7 @@ impl ConversationLog {
             as_of,
             messages,
             extensions,
+            inbox_seq,
         })
         .map_err(|e| ClusterError::Corrupt {
             what: object.clone(),
@@ -626,6 +634,9 @@ pub(crate) struct Replay {
     pub(crate) uncommitted: Vec<(String, MessageEvent)>,
     /// The latest state of each extension.
     pub(crate) extensions: BTreeMap<String, JsonValue>,
+    /// The inbox cursor of the last commit (or of the snapshot, when no
+    /// commit follows it).
+    pub(crate) inbox_seq: Option<u64>,
     /// Commits after the snapshot the replay started from.
     pub(crate) commits_since_snapshot: u64,
     /// That snapshot's object.
@@ -634,6 +645,9 @@ pub(crate) struct Replay {
 
 impl Replay {
     fn apply_commit(&mut self, commit: CommitBody) {
+        // A record written before cursors has none: the last known one
+        // still holds.
+        self.inbox_seq = commit.inbox_seq.or(self.inbox_seq);
         match (commit.mode, commit.messages) {
             (CommitMode::Rewrite, Some(messages)) => self.base = messages,
             (CommitMode::Rewrite, None) => self.base.clear(),
@@ -733,6 +747,8 @@ mod tests {
             turn_id: turn_id.to_string(),
             mode: CommitMode::Append,
             messages: None,
+            inbox_seq: None,
+            outbox: Vec::new(),
         };
         let seq = log
             .publish(RecordKind::Commit, None, &commit)
@@ -790,7 +806,7 @@ mod tests {
 
         // Crash after the upload: nothing refers to the object yet.
         let object = log
-            .upload_snapshot(as_of, &base, &extensions)
+            .upload_snapshot(as_of, &base, &extensions, None)
             .await
             .unwrap();
         assert_eq!(replayed_base(&cluster, "snap-steps").await, base);

@@ -4,7 +4,8 @@
 //! `Nats-Msg-Id`, quorum PubAck), one shard's durable pull consumer
 //! ([`ShardInbox`]) and the cursor read [`next_for_instance`]. It does not
 //! own the cursor itself: the last `commit` of an instance's conversation
-//! log records the inbox sequence it consumed (the journal's business).
+//! log records the inbox sequence it consumed (the journal's business),
+//! and [`crate::cursor::last_commit`] reads it.
 //!
 //! A body over [`MAX_MESSAGE_BYTES`](crate::layout::MAX_MESSAGE_BYTES)
 //! goes to the `gdn-blob` object store as `inbox/<id>` and the stream holds
@@ -20,8 +21,9 @@
 //! of X's last committed Turn, and:
 //!
 //! - a delivery with `seq <= cursor` was consumed already (a redelivery, or
-//!   a crash between commit and ack): it is just acked
-//!   ([`Delivery::consumed_by`]);
+//!   a crash between commit and ack) ([`Delivery::consumed_by`]): the
+//!   answer its Turn committed in the outbox is sent again, and it is
+//!   acked without waking the agent;
 //! - a delivery whose Turn runs gets [`Delivery::progress`] every 3 s;
 //! - after the Turn's `commit` (which records `seq` as the new cursor) it is
 //!   [`Delivery::ack`]ed, and the work queue drops the message.
@@ -46,8 +48,9 @@ pub const ENVELOPE_VERSION: u32 = 1;
 /// One input for one instance, as it travels through `GDN_IN`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
-    /// The stable event id; sent as `Nats-Msg-Id`, so a retried send within
-    /// the duplicate window is stored once.
+    /// The stable event id, or [`answer_message_id`] for a forwarded
+    /// answer; sent as `Nats-Msg-Id`, so a retried send within the
+    /// duplicate window is stored once.
     pub id: String,
     /// The instance the input is for.
     pub address: InstanceAddress,
@@ -96,6 +99,14 @@ enum StoredBody {
 /// [`MAX_MESSAGE_BYTES`](crate::layout::MAX_MESSAGE_BYTES) go through the
 /// blob store, up to this.
 pub const MAX_ENVELOPE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The id of the envelope carrying the answer to the request
+/// `correlation_id` to its caller's inbox (`reply:<correlationId>`): the
+/// host whose instance answered and a host that re-sends the answer from
+/// the commit's outbox send the same id, so the inbox stores one copy.
+pub fn answer_message_id(correlation_id: &str) -> String {
+    format!("reply:{correlation_id}")
+}
 
 /// The `gdn-blob` object holding the body of envelope `id`.
 fn blob_name(id: &str) -> String {
@@ -579,8 +590,9 @@ impl std::fmt::Debug for Delivery {
 impl Delivery {
     /// True when an instance whose last committed Turn consumed inbox
     /// sequence `cursor` has consumed this delivery already (a
-    /// redelivery, or a crash between commit and ack): the host just
-    /// [`ack`](Self::ack)s it.
+    /// redelivery, or a crash between commit and ack): the host sends the
+    /// committed answer again and [`ack`](Self::ack)s it (see
+    /// [`crate::cursor`]).
     pub fn consumed_by(&self, cursor: u64) -> bool {
         self.seq <= cursor
     }

@@ -15,7 +15,11 @@
 //! commit, the atomic commit point (an `append` commit when the Turn only
 //! appended after an intact base, a `rewrite` carrying the whole base
 //! otherwise); everything after the last commit is pending on the next
-//! open, and only the latest Turn's events are. Every
+//! open, and only the latest Turn's events are. Unlike the file journal,
+//! the commit also keeps the [`goondan_store::CommitContext`]: the inbox
+//! cursor (carried over by a commit whose Turn consumed no sequenced input)
+//! and the Turn's outbox, which [`crate::cursor::last_commit`] reads back
+//! for the host. Every
 //! [`ClusterJournal::with_snapshot_every`] commits, and after every
 //! rewrite, the base goes to `gdn-snap` and older records are purged.
 //!
@@ -25,10 +29,14 @@
 
 use crate::conversation::{appended_by, ConversationLog, Replay};
 use crate::error::ClusterError;
-use crate::record::{ClaimBody, CommitMode, EventBody, ExtensionBody, RecordKind, RECORD_VERSION};
+use crate::record::{
+    ClaimBody, CommitMode, EventBody, ExtensionBody, OutboxBody, RecordKind, RECORD_VERSION,
+};
 use crate::subject::InstanceAddress;
 use crate::{Cluster, ClusterOptions, ClusterUrls};
-use goondan_store::{ExtensionStateStore, LoadedConversation, StoreError, TurnJournal};
+use goondan_store::{
+    CommitContext, ExtensionStateStore, LoadedConversation, StoreError, TurnJournal,
+};
 use goondan_types::{JsonValue, Message, MessageEvent};
 use std::collections::BTreeMap;
 use std::sync::mpsc as std_mpsc;
@@ -55,6 +63,7 @@ enum Command {
         turn_id: String,
         all_appends: bool,
         next_messages: Vec<Message>,
+        context: CommitContext,
         reply: Reply<()>,
     },
     LoadExtension {
@@ -228,11 +237,13 @@ impl TurnJournal for ClusterJournal {
         turn_id: &str,
         events: &[MessageEvent],
         next_messages: &[Message],
+        context: &CommitContext,
     ) -> Result<(), StoreError> {
         self.worker.call(|reply| Command::Commit {
             turn_id: turn_id.to_string(),
             all_appends: events.iter().all(MessageEvent::is_append),
             next_messages: next_messages.to_vec(),
+            context: context.clone(),
             reply,
         })
     }
@@ -289,6 +300,10 @@ struct Writer {
     uncommitted: Vec<(String, MessageEvent)>,
     base_len: usize,
     last_base_id: Option<String>,
+    /// The inbox cursor of the last commit, written again by a commit
+    /// whose Turn consumed no sequenced input, so the last commit always
+    /// holds it.
+    inbox_seq: Option<u64>,
     extensions: BTreeMap<String, JsonValue>,
     commits_since_snapshot: u64,
     snapshot_every: u64,
@@ -339,6 +354,7 @@ impl Writer {
             uncommitted: Vec::new(),
             base_len: 0,
             last_base_id: None,
+            inbox_seq: None,
             extensions: BTreeMap::new(),
             commits_since_snapshot: 0,
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
@@ -354,6 +370,7 @@ impl Writer {
         self.base_len = replay.base.len();
         self.last_base_id = replay.base.last().map(|m| m.id.clone());
         self.uncommitted = replay.uncommitted;
+        self.inbox_seq = replay.inbox_seq;
         self.extensions = replay.extensions;
         self.commits_since_snapshot = replay.commits_since_snapshot;
         self.snapshot_object = replay.snapshot_object;
@@ -377,9 +394,12 @@ impl Writer {
                     turn_id,
                     all_appends,
                     next_messages,
+                    context,
                     reply,
                 } => {
-                    let committed = self.commit(turn_id, all_appends, next_messages).await;
+                    let committed = self
+                        .commit(turn_id, all_appends, next_messages, context)
+                        .await;
                     let _ = reply.send(committed.map_err(Into::into));
                 }
                 Command::LoadExtension { name, reply } => {
@@ -462,8 +482,10 @@ impl Writer {
         turn_id: String,
         all_appends: bool,
         next_messages: Vec<Message>,
+        context: CommitContext,
     ) -> Result<(), ClusterError> {
-        /// [`CommitBody`] without copying the messages.
+        /// [`CommitBody`](crate::record::CommitBody) without copying the
+        /// messages.
         #[derive(serde::Serialize)]
         #[serde(rename_all = "camelCase")]
         struct CommitOut<'a> {
@@ -472,15 +494,23 @@ impl Writer {
             mode: CommitMode,
             #[serde(skip_serializing_if = "Option::is_none")]
             messages: Option<&'a [Message]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            inbox_seq: Option<u64>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            outbox: Vec<OutboxBody>,
         }
         let mode = self.mode_of(&turn_id, all_appends, &next_messages);
+        let inbox_seq = context.inbox_seq.or(self.inbox_seq);
         let body = CommitOut {
             v: RECORD_VERSION,
             turn_id: &turn_id,
             mode,
             messages: (mode == CommitMode::Rewrite).then_some(next_messages.as_slice()),
+            inbox_seq,
+            outbox: context.outbox.iter().map(OutboxBody::from).collect(),
         };
         let seq = self.log.publish(RecordKind::Commit, None, &body).await?;
+        self.inbox_seq = inbox_seq;
         self.uncommitted.clear();
         self.base_len = next_messages.len();
         self.last_base_id = next_messages.last().map(|m| m.id.clone());
@@ -494,6 +524,7 @@ impl Writer {
                     seq,
                     &next_messages,
                     &self.extensions,
+                    inbox_seq,
                     self.snapshot_object.as_deref(),
                 )
                 .await

@@ -13,6 +13,8 @@
 //!   `TurnJournal` and `ExtensionStateStore`, and [`export`], which writes
 //!   it back in the single-host layout;
 //! - [`inbox`]: every instance's inbox in `GDN_IN`, pulled per shard;
+//! - [`cursor`]: what an instance's last commit consumed from its inbox
+//!   and answered (the transactional outbox);
 //! - [`membership`]: host heartbeats and the shard leases;
 //! - [`bundle`]: the bundle every host runs, distributed by digest.
 //!
@@ -27,6 +29,7 @@
 pub mod bundle;
 mod connect;
 mod conversation;
+pub mod cursor;
 pub mod directory;
 mod error;
 mod export;

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `<prefix>.claim` | `{"v":1,"owner":"host-a","at":"2026-…Z"}` |
 //! | `<prefix>.ev` | `{"v":1,"turnId":"t-7","event":{MessageEvent}}` |
-//! | `<prefix>.commit` | `{"v":1,"turnId":"t-7","mode":"append"}` or `{…,"mode":"rewrite","messages":[…]}` |
+//! | `<prefix>.commit` | `{"v":1,"turnId":"t-7","mode":"append","inboxSeq":42,"outbox":[{"to":"orchestrator","event":{AgentEvent}}]}`, or `{…,"mode":"rewrite","messages":[…]}` |
 //! | `<prefix>.ext.<token(name)>` | `{"v":1,"name":"memory","value":…}` |
 //! | `<prefix>.snap` | `{"v":1,"object":"<prefix>@42","asOf":42}` |
 //!
@@ -15,16 +15,28 @@
 //! instead.
 //!
 //! An `append` commit folds the `append` events its Turn recorded since
-//! the previous commit; a `rewrite` commit carries the whole base. The
+//! the previous commit; a `rewrite` commit carries the whole base. A
+//! commit's `inboxSeq` is the instance's inbox cursor after it (the
+//! `GDN_IN` sequence of the last input a committed Turn consumed, carried
+//! over by commits that consumed none), and its `outbox` the answers its
+//! Turn sent (see [`crate::cursor`]). The
 //! snapshot object (`gdn-snap`) holds `{"v":1,"asOf":X,"messages":[…],
-//! "extensions":{…}}`: the state after every record up to sequence `X`.
+//! "extensions":{…},"inboxSeq":N}`: the state after every record up to
+//! sequence `X`.
 
 use crate::subject::token;
-use goondan_types::{JsonValue, Message, MessageEvent};
+use goondan_store::OutboxMessage;
+use goondan_types::{AgentEvent, JsonValue, Message, MessageEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The version every body carries as `v`.
+///
+/// A field added as optional (`default`, skipped when empty) keeps the
+/// version: a record written before it decodes without it, and an older
+/// reader ignores it (no body denies unknown fields). Only a change an
+/// older reader would misread (a field removed or given a new meaning)
+/// takes a new version, which older readers then refuse.
 pub(crate) const RECORD_VERSION: u32 = 1;
 
 /// How a commit changed the base.
@@ -63,6 +75,41 @@ pub(crate) struct CommitBody {
     pub(crate) mode: CommitMode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) messages: Option<Vec<Message>>,
+    /// The inbox cursor after this commit; absent in records written
+    /// before cursors were, and while the instance has consumed no
+    /// sequenced input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) inbox_seq: Option<u64>,
+    /// The answers the committed Turn sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) outbox: Vec<OutboxBody>,
+}
+
+/// One answer in a commit's outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OutboxBody {
+    /// The routing key it went to (`orchestrator` for a host's own
+    /// request).
+    pub(crate) to: String,
+    pub(crate) event: AgentEvent,
+}
+
+impl From<OutboxBody> for OutboxMessage {
+    fn from(body: OutboxBody) -> Self {
+        OutboxMessage {
+            to: body.to,
+            event: body.event,
+        }
+    }
+}
+
+impl From<&OutboxMessage> for OutboxBody {
+    fn from(message: &OutboxMessage) -> Self {
+        OutboxBody {
+            to: message.to.clone(),
+            event: message.event.clone(),
+        }
+    }
 }
 
 /// `<prefix>.ext.<token>`: one extension's state.
@@ -98,6 +145,9 @@ pub(crate) struct SnapshotBody {
     pub(crate) as_of: u64,
     pub(crate) messages: Vec<Message>,
     pub(crate) extensions: BTreeMap<String, JsonValue>,
+    /// The inbox cursor as of `as_of`: the commit there is not replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) inbox_seq: Option<u64>,
 }
 
 /// A decoded record.
@@ -218,6 +268,57 @@ mod tests {
         );
     }
 
+    fn decoded_commit(body: &[u8]) -> CommitBody {
+        match RecordKind::Commit.decode(body).unwrap() {
+            Record::Commit(commit) => commit,
+            other => panic!("not a commit: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_commit_round_trips_its_inbox_cursor_and_outbox() {
+        let mut answer = AgentEvent::new(
+            "response",
+            goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "coder"),
+        );
+        answer.input = Some("done".to_string());
+        let outbox = vec![OutboxBody {
+            to: "orchestrator".to_string(),
+            event: answer,
+        }];
+        let body = serde_json::to_vec(&CommitBody {
+            v: RECORD_VERSION,
+            turn_id: "t-1".to_string(),
+            mode: CommitMode::Append,
+            messages: None,
+            inbox_seq: Some(42),
+            outbox: outbox.clone(),
+        })
+        .unwrap();
+        let json: JsonValue = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["inboxSeq"], 42, "{json}");
+        assert_eq!(json["outbox"][0]["to"], "orchestrator", "{json}");
+        let commit = decoded_commit(&body);
+        assert_eq!(commit.inbox_seq, Some(42));
+        assert_eq!(commit.outbox, outbox);
+    }
+
+    #[test]
+    fn a_commit_written_before_cursors_still_decodes() {
+        // Exactly what earlier versions wrote: no `inboxSeq`, no `outbox`.
+        for old in [
+            &br#"{"v":1,"turnId":"t-7","mode":"append"}"#[..],
+            br#"{"v":1,"turnId":"t-8","mode":"rewrite","messages":[]}"#,
+        ] {
+            let commit = decoded_commit(old);
+            assert_eq!(commit.inbox_seq, None);
+            assert!(commit.outbox.is_empty());
+            // And a commit without them is written as before.
+            let written = serde_json::to_value(&commit).unwrap();
+            assert_eq!(written, serde_json::from_slice::<JsonValue>(old).unwrap());
+        }
+    }
+
     #[test]
     fn a_blob_reference_is_told_from_a_body() {
         let reference = serde_json::to_vec(&BlobRef {
@@ -232,6 +333,8 @@ mod tests {
             turn_id: "t".to_string(),
             mode: CommitMode::Append,
             messages: None,
+            inbox_seq: None,
+            outbox: Vec::new(),
         })
         .unwrap();
         assert!(blob_of(&commit).is_none());

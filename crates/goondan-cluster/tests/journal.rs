@@ -1,18 +1,24 @@
 //! `ClusterJournal` against three real nats-servers: the store contract of
 //! `goondan_store::TurnJournal` (round trip, crash recovery, the orphan
 //! rule), fencing by a newer claim, blobs, snapshots with purge, a killed
-//! stream leader, and export to the single-host layout.
+//! stream leader, export to the single-host layout, and the inbox cursor
+//! and outbox each commit carries, read back by `cursor::last_commit`.
 //!
 //! The tests run on tokio's current-thread runtime on purpose: that is
 //! where an AgentProcess calls the synchronous journal from.
 
+use goondan_cluster::cursor::last_commit;
 use goondan_cluster::testing::NatsCluster;
 use goondan_cluster::{
     export, layout, subject::InstanceAddress, Cluster, ClusterJournal, ClusterOptions, ClusterUrls,
 };
-use goondan_store::{ExtensionStateStore, InstanceStore, StateRoot, StoreError, TurnJournal};
+use goondan_store::{
+    CommitContext, ExtensionStateStore, InstanceStore, OutboxMessage, StateRoot, StoreError,
+    TurnJournal,
+};
 use goondan_types::{
-    ContentPart, JsonValue, Message, MessageEvent, MessageSource, ModelMessage, ToolResultOutput,
+    AgentEvent, ContentPart, EventSource, EventSourceKind, JsonValue, Message, MessageEvent,
+    MessageSource, ModelMessage, ToolResultOutput,
 };
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -98,7 +104,9 @@ fn append_turn(
         journal.record_event(turn_id, event).unwrap();
     }
     base.extend(messages.iter().cloned());
-    journal.commit_turn(turn_id, &events, base).unwrap();
+    journal
+        .commit_turn(turn_id, &events, base, &Default::default())
+        .unwrap();
 }
 
 #[tokio::test]
@@ -131,7 +139,9 @@ async fn record_commit_and_load_round_trip_with_appends_rewrites_and_extension_s
         journal.record_event("t-2", event).unwrap();
     }
     base = vec![replacement];
-    journal.commit_turn("t-2", &events, &base).unwrap();
+    journal
+        .commit_turn("t-2", &events, &base, &Default::default())
+        .unwrap();
     append_turn(&mut journal, &mut base, "t-3", &[user("again")]);
     let mut extensions = journal.extension_state();
     extensions
@@ -182,7 +192,7 @@ async fn a_turn_that_did_not_commit_is_pending_on_the_next_open_with_its_turn_id
     // Folding the pending Turn under its own id, as the contract says.
     base.extend(interrupted.iter().cloned());
     journal
-        .commit_turn("t-2", &loaded.pending_events, &base)
+        .commit_turn("t-2", &loaded.pending_events, &base, &Default::default())
         .unwrap();
     drop(journal);
     let loaded = harness.open(&address, "host-c").load().unwrap();
@@ -212,7 +222,12 @@ async fn only_the_latest_turns_events_are_pending_and_abandoned_ones_are_reporte
     assert!(loaded.warnings[0].contains("t-1"), "{:?}", loaded.warnings);
     // The append commit of t-2 folds t-2's message only.
     journal
-        .commit_turn("t-2", &loaded.pending_events, std::slice::from_ref(&kept))
+        .commit_turn(
+            "t-2",
+            &loaded.pending_events,
+            std::slice::from_ref(&kept),
+            &Default::default(),
+        )
         .unwrap();
     drop(journal);
     let loaded = harness.open(&address, "host-c").load().unwrap();
@@ -244,7 +259,12 @@ async fn a_second_owner_fences_the_first_and_nothing_the_first_tries_lands() {
     assert!(error.suggestion().is_some());
     // Poisoned: every later call fails the same way, without writing.
     let error = first
-        .commit_turn("t-1", &[append(&landed)], std::slice::from_ref(&landed))
+        .commit_turn(
+            "t-1",
+            &[append(&landed)],
+            std::slice::from_ref(&landed),
+            &Default::default(),
+        )
         .unwrap_err();
     assert_eq!(error.code(), "E_STORE_FENCED");
     let error = first_extensions.save("memory", &json!(1)).unwrap_err();
@@ -352,6 +372,82 @@ async fn a_tool_result_larger_than_a_message_round_trips_through_the_blob_store(
 }
 
 #[tokio::test]
+async fn the_last_commit_holds_the_inbox_cursor_and_outbox_through_blobs_snapshots_and_owners() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:cursor");
+    let last = |address: &InstanceAddress| {
+        let (cluster, address) = (harness.cluster.clone(), address.clone());
+        async move { last_commit(&cluster, &address).await.unwrap() }
+    };
+    // A snapshot after every commit: earlier records are purged, so a new
+    // owner learns the cursor from the snapshot.
+    let mut journal = harness.open(&address, "host-a").with_snapshot_every(1);
+    assert_eq!(last(&address).await, None, "a claim is not a commit");
+
+    let mut answer = AgentEvent::new(
+        "response",
+        EventSource::new(EventSourceKind::Agent, "coder"),
+    );
+    answer.input = Some("a1".to_string());
+    let outbox = vec![OutboxMessage {
+        to: "orchestrator".to_string(),
+        event: answer,
+    }];
+    let mut base = vec![user("q1"), assistant("a1")];
+    let events: Vec<MessageEvent> = base.iter().map(append).collect();
+    for event in &events {
+        journal.record_event("t-1", event).unwrap();
+    }
+    let context = CommitContext {
+        inbox_seq: Some(5),
+        outbox: outbox.clone(),
+    };
+    journal
+        .commit_turn("t-1", &events, &base, &context)
+        .unwrap();
+    let first = last(&address).await.expect("a commit");
+    assert_eq!(first.inbox_seq, Some(5));
+    assert_eq!(first.outbox, outbox);
+
+    // A rewrite too large for one message (its body is a blob) that
+    // consumed no input: the cursor is carried over, the outbox is not.
+    let big = user(&"x".repeat(1_100_000));
+    let rewrite = [MessageEvent::Truncate, append(&big)];
+    for event in &rewrite {
+        journal.record_event("t-2", event).unwrap();
+    }
+    base = vec![big.clone()];
+    journal
+        .commit_turn("t-2", &rewrite, &base, &CommitContext::default())
+        .unwrap();
+    let second = last(&address).await.expect("a commit");
+    assert!(second.seq > first.seq);
+    assert_eq!(second.inbox_seq, Some(5));
+    assert!(second.outbox.is_empty());
+    drop(journal);
+
+    // A new owner folds a Turn of its own without an input: it still
+    // writes the cursor it read from the snapshot.
+    let mut journal = harness.open(&address, "host-b");
+    assert_eq!(journal.load().unwrap().base, base);
+    append_turn(&mut journal, &mut base, "t-3", &[user("q3")]);
+    assert_eq!(last(&address).await.unwrap().inbox_seq, Some(5));
+    let events = [append(&assistant("a3"))];
+    journal.record_event("t-4", &events[0]).unwrap();
+    base.push(assistant("a3"));
+    let context = CommitContext {
+        inbox_seq: Some(9),
+        outbox: Vec::new(),
+    };
+    journal
+        .commit_turn("t-4", &events, &base, &context)
+        .unwrap();
+    assert_eq!(last(&address).await.unwrap().inbox_seq, Some(9));
+}
+
+#[tokio::test]
 async fn snapshots_purge_the_log_and_loading_still_gives_the_full_history() {
     let Some(harness) = Harness::start().await else {
         return;
@@ -374,7 +470,9 @@ async fn snapshots_purge_the_log_and_loading_still_gives_the_full_history() {
             };
             journal.record_event("t-4b", &event).unwrap();
             base.remove(0);
-            journal.commit_turn("t-4b", &[event], &base).unwrap();
+            journal
+                .commit_turn("t-4b", &[event], &base, &Default::default())
+                .unwrap();
         }
         journal
             .extension_state()
@@ -474,7 +572,12 @@ async fn a_thousand_message_history_loads_and_appends_are_measured_against_the_f
         }
         file_base.extend(chunk.iter().cloned());
         file_journal
-            .commit_turn(&format!("t-{turn}"), &events, &file_base)
+            .commit_turn(
+                &format!("t-{turn}"),
+                &events,
+                &file_base,
+                &Default::default(),
+            )
             .unwrap();
     }
     let file_elapsed = started.elapsed();

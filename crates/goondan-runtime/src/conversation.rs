@@ -11,7 +11,7 @@
 //! that Turn. The id→position index is built lazily on the first
 //! `replace`/`remove` and rebuilt only after removals shift positions.
 
-use goondan_store::{StoreError, TurnJournal};
+use goondan_store::{CommitContext, StoreError, TurnJournal};
 use goondan_types::{Message, MessageEvent, ModelMessage};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
@@ -505,9 +505,10 @@ impl Conversation {
         journal.confirm_writer()
     }
 
-    /// Commits the Turn's events in the journal, then folds them into the
-    /// base. A failed commit leaves state and journal as they were.
-    pub(crate) fn commit(&self) -> Result<(), StoreError> {
+    /// Commits the Turn's events in the journal with `context` (what the
+    /// Turn consumed and answered), then folds them into the base. A failed
+    /// commit leaves state and journal as they were.
+    pub(crate) fn commit(&self, context: &CommitContext) -> Result<(), StoreError> {
         let mut inner = self.write();
         let mut deferred = self.deferred();
         Self::flush_into(&mut inner, &mut deferred);
@@ -523,7 +524,7 @@ impl Conversation {
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         state.commit_with(|events, next_messages| {
-            journal.commit_turn(turn_id, events, next_messages)
+            journal.commit_turn(turn_id, events, next_messages, context)
         })
     }
 

@@ -6,7 +6,7 @@
 
 use futures_util::future::BoxFuture;
 use goondan_model::{FinishReason, Model, ModelError, ModelRequest, ModelResponse, StreamObserver};
-use goondan_store::{LoadedConversation, MemoryJournal, StoreError, TurnJournal};
+use goondan_store::{CommitContext, LoadedConversation, MemoryJournal, StoreError, TurnJournal};
 use goondan_types::{
     AgentEvent, ContentPart, EventSource, EventSourceKind, JsonValue, Message, MessageEvent,
     TokenUsage,
@@ -163,7 +163,7 @@ pub enum JournalCall {
         /// The event.
         event: Box<MessageEvent>,
     },
-    /// `commit_turn(turn_id, events, next)`.
+    /// `commit_turn(turn_id, events, next, context)`.
     Commit {
         /// The Turn.
         turn_id: String,
@@ -171,6 +171,10 @@ pub enum JournalCall {
         events: usize,
         /// How many messages the new base has.
         messages: usize,
+        /// The context's inbox sequence.
+        inbox_seq: Option<u64>,
+        /// How many answers the context's outbox holds.
+        outbox: usize,
     },
 }
 
@@ -233,6 +237,7 @@ impl TurnJournal for RecordingJournal {
         turn_id: &str,
         events: &[MessageEvent],
         next_messages: &[Message],
+        context: &CommitContext,
     ) -> Result<(), StoreError> {
         if *lock(&self.fail_commits) {
             return Err(StoreError::Io {
@@ -245,8 +250,10 @@ impl TurnJournal for RecordingJournal {
             turn_id: turn_id.to_string(),
             events: events.len(),
             messages: next_messages.len(),
+            inbox_seq: context.inbox_seq,
+            outbox: context.outbox.len(),
         });
-        lock(&self.journal).commit_turn(turn_id, events, next_messages)
+        lock(&self.journal).commit_turn(turn_id, events, next_messages, context)
     }
 }
 

@@ -244,6 +244,7 @@ impl TurnJournal for FailingJournal {
         _: &str,
         _: &[MessageEvent],
         _: &[Message],
+        _: &goondan_store::CommitContext,
     ) -> Result<(), StoreError> {
         Ok(())
     }
@@ -332,7 +333,7 @@ async fn a_cancelled_turn_stops_mid_tool_keeps_what_it_stored_and_the_next_close
             user_event("first"),
             &NoStream,
             cancelled,
-            async |_: &goondan_types::TurnResult| {},
+            async |_: &goondan_types::TurnResult| Vec::new(),
         )
         .await;
     assert_eq!(result.finish_reason, TurnFinishReason::Error);
@@ -817,16 +818,18 @@ async fn must_compaction_may_emit_while_reading_the_conversation() {
 }
 
 #[tokio::test]
-async fn an_early_answer_comes_after_the_chain_and_before_the_commit() {
+async fn an_early_answer_comes_after_the_chain_and_before_the_commit_which_records_it() {
     let harness = Harness::new();
     harness.model.text("the answer");
     let mut agent = harness.start().await;
     let journal = harness.journal.clone();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
     let seen_in_answer = seen.clone();
+    let mut event = user_event("q");
+    event.inbox_seq = Some(7);
     let result = agent
         .run_turn_answering_early(
-            user_event("q"),
+            event,
             &NoStream,
             std::future::pending(),
             async |result: &goondan_types::TurnResult| {
@@ -836,9 +839,30 @@ async fn an_early_answer_comes_after_the_chain_and_before_the_commit() {
                     journal.pending().len(),
                     journal.base().len(),
                 ));
+                let answer = goondan_types::AgentEvent::new(
+                    "response",
+                    goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "coder"),
+                );
+                vec![goondan_store::OutboxMessage {
+                    to: "orchestrator".to_string(),
+                    event: answer,
+                }]
             },
         )
         .await;
+    // The commit carries the event's inbox sequence and what was answered.
+    let commits: Vec<(Option<u64>, usize)> = harness
+        .journal
+        .calls()
+        .into_iter()
+        .filter_map(|call| match call {
+            JournalCall::Commit {
+                inbox_seq, outbox, ..
+            } => Some((inbox_seq, outbox)),
+            JournalCall::Record { .. } => None,
+        })
+        .collect();
+    assert_eq!(commits, [(Some(7), 1)]);
     let (answered, pending, base) = seen.lock().unwrap().clone().unwrap();
     assert_eq!(answered.as_deref(), Some("the answer"));
     assert_eq!(

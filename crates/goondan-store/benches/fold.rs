@@ -45,7 +45,7 @@ fn instance_with_history(
         .collect();
     instance
         .journal_mut()
-        .commit_turn("seed", &events, &messages)
+        .commit_turn("seed", &events, &messages, &Default::default())
         .expect("seed");
     (instance, messages)
 }
@@ -91,7 +91,7 @@ fn bench_append(c: &mut Criterion, policy: SyncPolicy, label: &str) {
                     let events = record_turn(journal, turn, &mut messages);
                     let started = Instant::now();
                     journal
-                        .commit_turn(&format!("t{turn}"), &events, &messages)
+                        .commit_turn(&format!("t{turn}"), &events, &messages, &Default::default())
                         .expect("commit");
                     total += started.elapsed();
                 }
@@ -130,7 +130,7 @@ fn bench_rewrite(c: &mut Criterion) {
                     messages[0] = replacement;
                     let started = Instant::now();
                     journal
-                        .commit_turn(&turn_id, &[event], &messages)
+                        .commit_turn(&turn_id, &[event], &messages, &Default::default())
                         .expect("commit");
                     total += started.elapsed();
                 }

@@ -7,8 +7,10 @@
 //! dropped without its commit, a restart is a new writer on the same
 //! instance. What each check proves is in its name and its doc.
 
-use crate::{StoreError, TurnJournal};
-use goondan_types::{Message, MessageEvent, MessageSource, ModelMessage};
+use crate::{CommitContext, OutboxMessage, StoreError, TurnJournal};
+use goondan_types::{
+    AgentEvent, EventSource, EventSourceKind, Message, MessageEvent, MessageSource, ModelMessage,
+};
 
 /// One instance of the implementation under test.
 pub trait JournalUnderTest {
@@ -28,6 +30,7 @@ pub fn check_all<T: JournalUnderTest>(mut fresh: impl FnMut() -> T) {
     a_rewrite_replaces_the_base(&mut fresh());
     second_writer_is_refused_or_fences_the_first(&mut fresh());
     a_long_history_loads_whole(&mut fresh());
+    a_commit_context_does_not_change_the_conversation(&mut fresh());
 }
 
 fn user(text: &str) -> Message {
@@ -58,7 +61,37 @@ fn commit_appends(
         journal.record_event(turn_id, event).expect("record");
     }
     base.extend_from_slice(new);
-    journal.commit_turn(turn_id, &events, base).expect("commit");
+    journal
+        .commit_turn(turn_id, &events, base, &Default::default())
+        .expect("commit");
+}
+
+/// A commit with a [`CommitContext`] (an inbox cursor, an answer in the
+/// outbox) folds exactly what one without does: a store keeps the context
+/// or drops it, and loads the same conversation either way.
+pub fn a_commit_context_does_not_change_the_conversation(under_test: &mut impl JournalUnderTest) {
+    let question = user("q");
+    {
+        let mut journal = open(under_test);
+        let events = [append(&question)];
+        journal.record_event("t-1", &events[0]).expect("record");
+        let context = CommitContext {
+            inbox_seq: Some(3),
+            outbox: vec![OutboxMessage {
+                to: "orchestrator".to_string(),
+                event: AgentEvent::new(
+                    "response",
+                    EventSource::new(EventSourceKind::Agent, "coder"),
+                ),
+            }],
+        };
+        journal
+            .commit_turn("t-1", &events, std::slice::from_ref(&question), &context)
+            .expect("commit with a context");
+    }
+    let loaded = open(under_test).load().expect("load");
+    assert_eq!(loaded.base, [question]);
+    assert!(loaded.pending_events.is_empty(), "{loaded:?}");
 }
 
 /// Two committed Turns read back by a new writer: the base in order,
@@ -116,7 +149,7 @@ pub fn committing_the_pending_turn_folds_it_once(under_test: &mut impl JournalUn
         let turn_id = loaded.pending_turn_id.expect("a pending turn");
         let next = vec![pending.clone()];
         journal
-            .commit_turn(&turn_id, &loaded.pending_events, &next)
+            .commit_turn(&turn_id, &loaded.pending_events, &next, &Default::default())
             .expect("commit the pending turn");
     }
     let loaded = open(under_test).load().expect("load");
@@ -183,7 +216,9 @@ pub fn a_rewrite_replaces_the_base(under_test: &mut impl JournalUnderTest) {
             journal.record_event("t-2", event).expect("record");
         }
         base = vec![edited, third];
-        journal.commit_turn("t-2", &events, &base).expect("commit");
+        journal
+            .commit_turn("t-2", &events, &base, &Default::default())
+            .expect("commit");
     }
     assert_eq!(open(under_test).load().expect("load").base, base);
     {
@@ -193,7 +228,7 @@ pub fn a_rewrite_replaces_the_base(under_test: &mut impl JournalUnderTest) {
             .record_event("t-3", &MessageEvent::Truncate)
             .expect("record");
         journal
-            .commit_turn("t-3", &[MessageEvent::Truncate], &[])
+            .commit_turn("t-3", &[MessageEvent::Truncate], &[], &Default::default())
             .expect("commit");
     }
     assert_eq!(
@@ -224,6 +259,7 @@ pub fn second_writer_is_refused_or_fences_the_first(under_test: &mut impl Journa
                 "t-2",
                 &[append(&stale)],
                 &[base.clone(), vec![stale]].concat(),
+                &Default::default(),
             );
             assert!(
                 recorded.is_err() && committed.is_err(),

@@ -69,7 +69,7 @@ use crate::fault::{reach, FaultPoint};
 use crate::jsonl::{read_jsonl_repairing, truncate, JsonlLine};
 use crate::lock::InstanceLock;
 use crate::paths::InstancePaths;
-use crate::{LoadedConversation, StoreError, TurnJournal};
+use crate::{CommitContext, LoadedConversation, StoreError, TurnJournal};
 use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -420,11 +420,16 @@ impl TurnJournal for FileJournal {
         Ok(())
     }
 
+    /// The `context` is not kept: single-host inputs have no inbox
+    /// sequence, and a redelivered input is recognised by its event id in
+    /// the conversation (see [`CommitContext`]), so neither a cursor nor an
+    /// outbox has a place in `base.jsonl` or the commit marker.
     fn commit_turn(
         &mut self,
         turn_id: &str,
         events: &[MessageEvent],
         next_messages: &[Message],
+        _context: &CommitContext,
     ) -> Result<(), StoreError> {
         self.check_usable()?;
         let only_appends =

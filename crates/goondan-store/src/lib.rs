@@ -60,7 +60,7 @@ pub use runtime_events::{
 pub use swarm_events::{append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord};
 pub use usage::{SwarmUsage, SwarmUsageTally, UsageTotals};
 
-use goondan_types::{JsonValue, Message, MessageEvent};
+use goondan_types::{AgentEvent, JsonValue, Message, MessageEvent};
 
 /// Where a conversation's messages live between and during Turns.
 ///
@@ -87,12 +87,16 @@ pub trait TurnJournal: Send {
 
     /// Folds the Turn's events into the base. `next_messages` is
     /// `base + SUM(events)`; `events` lets the store choose between a delta
-    /// append (only appends) and an atomic rewrite.
+    /// append (only appends) and an atomic rewrite. `context` is what the
+    /// Turn consumed and answered: a store that can keep it in the same
+    /// atomic commit does (see [`CommitContext`]); a fold of recovered
+    /// events passes `CommitContext::default()`.
     fn commit_turn(
         &mut self,
         turn_id: &str,
         events: &[MessageEvent],
         next_messages: &[Message],
+        context: &CommitContext,
     ) -> Result<(), StoreError>;
 
     /// Confirms, before a Turn starts, that no other writer has written to
@@ -104,6 +108,35 @@ pub trait TurnJournal: Send {
     fn confirm_writer(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
+}
+
+/// What a Turn's commit records besides its messages: which input it
+/// consumed and what it answered, so that whoever finds the commit without
+/// the input's acknowledgement can finish the delivery without running the
+/// Turn again (the transactional outbox of cluster mode).
+///
+/// Only a store whose inputs come from a sequenced inbox has a use for it
+/// (the cluster's log). On a single host the orchestrator hands an input
+/// over again only to a new process of the same instance, which finds the
+/// answer by the event's id in the conversation itself, so the file and
+/// memory journals keep neither field.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommitContext {
+    /// The inbox sequence of the input the Turn consumed (its
+    /// `AgentEvent::inbox_seq`); `None` when the input had none.
+    pub inbox_seq: Option<u64>,
+    /// The answers the Turn sent, in the order it sent them.
+    pub outbox: Vec<OutboxMessage>,
+}
+
+/// One answer a Turn sent: the event, and the routing key it went to
+/// (`orchestrator` for the orchestrator's own requests).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxMessage {
+    /// Where the answer went.
+    pub to: String,
+    /// The answer, as sent.
+    pub event: AgentEvent,
 }
 
 /// A conversation as read back from storage.

@@ -1,7 +1,7 @@
 //! In-memory storage: the same contracts as the on-disk store, for tests,
 //! benchmarks and embedding without a System Root.
 
-use crate::{ExtensionStateStore, LoadedConversation, StoreError, TurnJournal};
+use crate::{CommitContext, ExtensionStateStore, LoadedConversation, StoreError, TurnJournal};
 use goondan_types::{JsonValue, Message, MessageEvent};
 use std::collections::HashMap;
 
@@ -48,6 +48,7 @@ impl TurnJournal for MemoryJournal {
         _turn_id: &str,
         _events: &[MessageEvent],
         next_messages: &[Message],
+        _context: &CommitContext,
     ) -> Result<(), StoreError> {
         self.base = next_messages.to_vec();
         self.pending.clear();

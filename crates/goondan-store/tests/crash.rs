@@ -119,7 +119,12 @@ fn run_child(root: &Path, seed: u64, mode: Mode) -> ! {
             .clone()
             .unwrap_or_else(|| "recovered".to_string());
         journal
-            .commit_turn(&turn_id, &loaded.pending_events, &state)
+            .commit_turn(
+                &turn_id,
+                &loaded.pending_events,
+                &state,
+                &Default::default(),
+            )
             .expect("child recovery commit");
     }
     writeln!(out, "@@ready").unwrap();
@@ -139,7 +144,7 @@ fn run_child(root: &Path, seed: u64, mode: Mode) -> ! {
         }
         writeln!(out, "@@commit").unwrap();
         journal
-            .commit_turn(&turn_id, &events, &state)
+            .commit_turn(&turn_id, &events, &state, &Default::default())
             .expect("child commit");
         writeln!(out, "@@committed").unwrap();
     }

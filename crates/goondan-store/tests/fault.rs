@@ -125,7 +125,7 @@ fn run_turn(
         journal.record_event(turn_id, event).unwrap();
     }
     journal
-        .commit_turn(turn_id, events, &applied(base, events))
+        .commit_turn(turn_id, events, &applied(base, events), &Default::default())
         .unwrap();
 }
 
@@ -273,7 +273,7 @@ fn a_crash_at_every_fault_point_leaves_the_fold_done_or_undone_never_half() {
             let journal = instance.journal_mut();
             if !loaded.pending_events.is_empty() {
                 journal
-                    .commit_turn(TURN_ID, &loaded.pending_events, &after)
+                    .commit_turn(TURN_ID, &loaded.pending_events, &after, &Default::default())
                     .unwrap();
             }
             let next = vec![

@@ -53,7 +53,12 @@ fn tricky_instance_keys_get_distinct_folders_inside_the_instance_tree() {
         }];
         instance
             .journal_mut()
-            .commit_turn("t", &events, std::slice::from_ref(&message))
+            .commit_turn(
+                "t",
+                &events,
+                std::slice::from_ref(&message),
+                &Default::default(),
+            )
             .unwrap();
     }
     // Nothing escaped the instance tree.
@@ -264,7 +269,12 @@ fn reset_empties_the_message_history_but_keeps_extension_state() {
         };
         instance
             .journal_mut()
-            .commit_turn("t1", std::slice::from_ref(&event), &[message])
+            .commit_turn(
+                "t1",
+                std::slice::from_ref(&event),
+                &[message],
+                &Default::default(),
+            )
             .unwrap();
         instance.journal_mut().record_event("t2", &event).unwrap();
         instance

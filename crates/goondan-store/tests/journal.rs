@@ -30,7 +30,9 @@ fn turn(journal: &mut impl TurnJournal, turn_id: &str, events: &[MessageEvent], 
     for event in events {
         journal.record_event(turn_id, event).unwrap();
     }
-    journal.commit_turn(turn_id, events, next).unwrap();
+    journal
+        .commit_turn(turn_id, events, next, &Default::default())
+        .unwrap();
 }
 
 #[test]
@@ -146,7 +148,7 @@ fn uncommitted_events_come_back_pending_with_their_turn() {
     // The documented recovery: fold the pending Turn before the next one.
     let next = vec![committed.clone(), pending.clone()];
     journal
-        .commit_turn("t2", &loaded.pending_events, &next)
+        .commit_turn("t2", &loaded.pending_events, &next, &Default::default())
         .unwrap();
     drop(instance);
     let mut instance = store.open("coder", "k").unwrap();
@@ -604,7 +606,7 @@ fn issue_16_11_a_lost_commit_marker_does_not_duplicate_messages() {
     assert_eq!(loaded.pending_events, vec![append(&third)]);
     let next = vec![first.clone(), second.clone(), third.clone()];
     journal
-        .commit_turn("t2", &loaded.pending_events, &next)
+        .commit_turn("t2", &loaded.pending_events, &next, &Default::default())
         .unwrap();
     drop(instance);
     let mut instance = files.store.open("coder", "k").unwrap();

@@ -102,6 +102,13 @@ pub struct AgentEvent {
     /// then checks whether a Turn already consumed it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redelivered: bool,
+    /// Set only by a cluster host: the sequence of the `GDN_IN` delivery
+    /// that carried this event. The Turn it starts records it in its commit
+    /// as the instance's inbox cursor, so a delivery that comes back after
+    /// that commit is answered from the commit's outbox instead of waking
+    /// the agent. Absent (and not written) on a single host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbox_seq: Option<u64>,
 }
 
 impl AgentEvent {
@@ -121,6 +128,7 @@ impl AgentEvent {
             parent_span_id: None,
             call_chain: Vec::new(),
             redelivered: false,
+            inbox_seq: None,
         }
     }
 

@@ -9,7 +9,10 @@
 //! inboxes of the shards it owns, hands each input to its orchestrator as
 //! a request for the instance it names, keeps the delivery alive while the
 //! Turn runs, publishes the answer to the sender's reply subject and only
-//! then acks. Its agents keep their conversations in the cluster's log
+//! then acks. A delivery the instance's last commit already consumed (its
+//! host died between commit and ack) is not run again: the answer that
+//! commit's outbox holds is sent again, and it is acked. Its agents keep
+//! their conversations in the cluster's log
 //! (`GOONDAN_CLUSTER` in their environment), so whichever host owns an
 //! instance next reads what this one wrote, and a stale owner's writes are
 //! refused by the log itself.
@@ -21,6 +24,7 @@ use crate::cli::{ClusterArgs, ClusterCommand, GlobalArgs};
 use crate::exit::Outcome;
 use crate::project::Project;
 use anyhow::Context;
+use goondan_cluster::cursor;
 use goondan_cluster::inbox::{self, Delivery, Envelope, ShardInbox};
 use goondan_cluster::membership::Membership;
 use goondan_cluster::subject::InstanceAddress;
@@ -303,8 +307,14 @@ async fn publish_forwarded(
             tracing::warn!(to = %message.to, "no instance to forward to; dropped");
             continue;
         };
+        // An answer's id is its request's, so the copy a next owner sends
+        // again from the commit's outbox is stored once.
+        let id = match protocol::in_reply_to(&event) {
+            Some(correlation_id) => inbox::answer_message_id(correlation_id),
+            None => event.id.clone(),
+        };
         let envelope = Envelope {
-            id: event.id.clone(),
+            id,
             address: InstanceAddress::new(&workspace_id, &key.agent_name, &key.instance_key),
             event,
             reply_to: None,
@@ -601,6 +611,27 @@ impl ShardPuller {
     /// returns the wait for its answer.
     async fn start(&self, delivery: Delivery) -> Option<TurnWait> {
         let envelope = delivery.envelope.clone();
+        let mut consumed = Consumed::No;
+        if envelope.address.workspace_id == self.workspace_id {
+            match self.answer_from_outbox(&delivery).await {
+                Ok(Consumed::Answered) => {
+                    delivery.ack().await.ok();
+                    return None;
+                }
+                Ok(other) => consumed = other,
+                // The answer did not leave: the delivery comes back, and
+                // its answer is sent again then.
+                Err(error) => {
+                    tracing::warn!(
+                        seq = delivery.seq,
+                        code = error.code(),
+                        "sending a committed answer again: {error}"
+                    );
+                    delivery.nak().await.ok();
+                    return None;
+                }
+            }
+        }
         if envelope.reply_to.is_none() && envelope.address.workspace_id == self.workspace_id {
             // From an instance on another host: a request, a send or an
             // answer, routed here as the orchestrator routes its own.
@@ -608,7 +639,10 @@ impl ShardPuller {
                 envelope.address.agent_name.clone(),
                 envelope.address.instance_key.clone(),
             );
-            let message = protocol::event_message(ORCHESTRATOR, &to.to_string(), &envelope.event);
+            let mut event = envelope.event.clone();
+            event.inbox_seq = Some(delivery.seq);
+            event.redelivered |= consumed == Consumed::Earlier;
+            let message = protocol::event_message(ORCHESTRATOR, &to.to_string(), &event);
             // A request stays unacked until its answer leaves (see
             // `AnsweredRequests`): if this host dies before, the next
             // owner gets it again, and its log tells how far it got.
@@ -647,9 +681,11 @@ impl ShardPuller {
         let mut event = envelope.event.clone();
         event.id = envelope.id.clone();
         event.instance_key = Some(envelope.address.instance_key.clone());
+        // Its Turn's commit records it as the instance's inbox cursor.
+        event.inbox_seq = Some(delivery.seq);
         // A Turn another host (or this one) may have run: the agent looks
         // the event up in the conversation before running it again.
-        event.redelivered |= delivery.delivered > 1;
+        event.redelivered |= delivery.delivered > 1 || consumed == Consumed::Earlier;
         let agent = Some(envelope.address.agent_name.clone());
         let pending = match self.handle.enqueue_request(agent, event).await {
             Ok(pending) => pending,
@@ -682,6 +718,121 @@ impl ShardPuller {
                 }
             }
         }))
+    }
+}
+
+/// What the instance's last commit says about a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Consumed {
+    /// Not consumed (or the commit could not be read): run its Turn.
+    No,
+    /// Consumed at the cursor, and what its Turn answered was sent again
+    /// (or it wants no answer): only ack it.
+    Answered,
+    /// Below the cursor, or at it without its answer in the outbox: the
+    /// agent, told it is a redelivered event, looks it up in its
+    /// conversation (answers it from there, or resumes its Turn).
+    Earlier,
+}
+
+impl ShardPuller {
+    /// When the instance's last commit consumed `delivery` already (its
+    /// Turn committed, and the host that ran it died before the ack, or
+    /// acked too late), sends the answer that Turn gave this input again
+    /// from the commit's outbox, so the agent is not woken and the model
+    /// not called. A commit that cannot be read leaves the delivery to the
+    /// agent, which recognises a consumed input in its conversation.
+    async fn answer_from_outbox(&self, delivery: &Delivery) -> Result<Consumed, ClusterError> {
+        let envelope = &delivery.envelope;
+        let last = match cursor::last_commit(&self.cluster, &envelope.address).await {
+            Ok(last) => last,
+            Err(error) => {
+                tracing::warn!(
+                    seq = delivery.seq,
+                    code = error.code(),
+                    "reading the inbox cursor: {error}; the agent checks its conversation instead"
+                );
+                return Ok(Consumed::No);
+            }
+        };
+        let Some((cursor, outbox)) = last.and_then(|last| {
+            last.inbox_seq
+                .filter(|cursor| delivery.consumed_by(*cursor))
+                .map(|cursor| (cursor, last.outbox))
+        }) else {
+            return Ok(Consumed::No);
+        };
+        if delivery.seq < cursor {
+            // Inputs are not taken in inbox order yet (one that came back
+            // after `ack_wait` may follow a newer one a host took at once),
+            // so a lower sequence may be a Turn that was interrupted, or
+            // whose answer is in an earlier commit: the log tells.
+            return Ok(Consumed::Earlier);
+        }
+        // The correlation id an answer to this input carries: the one the
+        // orchestrator gives an input with a reply subject, or the calling
+        // instance's; none for a send or an answer.
+        let correlation_id = match (&envelope.reply_to, &envelope.event.reply_to) {
+            (Some(_), _) => Some(protocol::correlation_id_for_id(&envelope.id)),
+            (None, Some(reply_to)) if protocol::in_reply_to(&envelope.event).is_none() => {
+                Some(reply_to.correlation_id.clone())
+            }
+            _ => None,
+        };
+        let Some(correlation_id) = correlation_id else {
+            // Nothing to answer: the Turn's commit was all it owed.
+            tracing::info!(
+                seq = delivery.seq,
+                instance = %envelope.address.routing_key(),
+                "input already consumed by a committed Turn; acked"
+            );
+            return Ok(Consumed::Answered);
+        };
+        let answers: Vec<_> = outbox
+            .into_iter()
+            .filter(|message| {
+                protocol::in_reply_to(&message.event) == Some(correlation_id.as_str())
+            })
+            .collect();
+        if answers.is_empty() {
+            // The last commit is this input's cursor carried over by a fold
+            // that answered nothing.
+            return Ok(Consumed::Earlier);
+        }
+        let n_answers = answers.len();
+        for message in answers {
+            let mut answer = message.event;
+            if envelope.reply_to.is_some() {
+                answer
+                    .instance_key
+                    .get_or_insert_with(|| envelope.address.instance_key.clone());
+                reply(&self.cluster, envelope, &ClusterReply::answered(answer)).await;
+                continue;
+            }
+            let Ok(caller) = RoutingKey::parse(&message.to, "") else {
+                tracing::warn!(to = %message.to, "a committed answer names no instance; not sent again");
+                continue;
+            };
+            let forwarded = Envelope {
+                id: inbox::answer_message_id(&correlation_id),
+                address: InstanceAddress::new(
+                    &self.workspace_id,
+                    &caller.agent_name,
+                    &caller.instance_key,
+                ),
+                event: answer,
+                reply_to: None,
+            };
+            inbox::send(&self.cluster, &forwarded).await?;
+        }
+        tracing::info!(
+            seq = delivery.seq,
+            cursor,
+            answers = n_answers,
+            instance = %envelope.address.routing_key(),
+            "input already consumed by a committed Turn; acked, its answer sent again from the outbox"
+        );
+        Ok(Consumed::Answered)
     }
 }
 

@@ -3,7 +3,8 @@
 //! `gdn` with its own System Root (no shared disk), inputs sent from a
 //! third System Root with `gdn run --cluster … --input`, and the faults of
 //! the design: a host SIGKILLed mid-Turn, a host stopped (SIGSTOP) past
-//! its leases and woken again.
+//! its leases and woken again, a host killed after its agent committed a
+//! Turn but before it answered and acked (the outbox).
 //!
 //! After each fault the conversation read back from the cluster (`gdn
 //! instance export`) is what the model saw: one user message, one answer.
@@ -390,6 +391,68 @@ fn a_host_killed_mid_turn_hands_the_instance_over() {
         "{:?}",
         last.messages()
     );
+}
+
+#[test]
+fn a_committed_turn_whose_host_died_before_the_ack_is_answered_from_the_outbox() {
+    // Slow enough to freeze the host while the model thinks.
+    let Some(mut cluster) =
+        Cluster::start(|request| Reply::Delayed(Duration::from_secs(2), Box::new(answer(request))))
+    else {
+        return;
+    };
+    cluster.add_host("host-a");
+    let (child, _client) = cluster.spawn_input("answer me once", "outbox");
+    cluster.swarm.mock.wait_for("the Turn to start", |request| {
+        request.last_user_text() == "answer me once"
+    });
+    // Freeze the host alone: its agent goes on and commits the Turn (with
+    // the cursor and the answer) to the cluster log, while the answer
+    // waits unread in the host's pipe and the delivery stays unacked.
+    let host_a = cluster.hosts.remove(0);
+    kill(Pid::from_raw(host_a.pid()), Signal::SIGSTOP).unwrap();
+    let workspace = goondan_store::paths::workspace_id("default");
+    let address = InstanceAddress::new(&workspace, "alpha", "outbox");
+    let committed = cluster._runtime.block_on(async {
+        let nats = cluster.nats.connect().await;
+        let started = Instant::now();
+        loop {
+            let last = goondan_cluster::cursor::last_commit(&nats, &address).await;
+            if let Ok(Some(last)) = last.as_ref() {
+                if last.inbox_seq.is_some() {
+                    return last.clone();
+                }
+            }
+            assert!(
+                started.elapsed() < HANDOFF_DEADLINE,
+                "the agent never committed: {last:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    assert_eq!(committed.outbox.len(), 1, "{committed:?}");
+    // The host dies before it answers or acks; the next owner gets the
+    // delivery again after `ack_wait`.
+    host_a.signal(Signal::SIGKILL);
+    drop(host_a);
+    cluster.add_host("host-b");
+    let output = finish_within(child, "the input of a host that died", HANDOFF_DEADLINE);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("answer to answer me once"),
+        "{}",
+        stdout(&output)
+    );
+    // Answered from the commit: the model was called once, and the new
+    // owner never woke the agent.
+    assert_eq!(cluster.swarm.mock.requests().len(), 1);
+    assert!(
+        cluster.hosts[0].agents().is_empty(),
+        "host-b spawned an agent"
+    );
+    let conversation = cluster.exported("outbox");
+    assert_eq!(user_texts(&conversation), ["answer me once"]);
+    assert_eq!(assistant_count(&conversation), 1);
 }
 
 #[test]

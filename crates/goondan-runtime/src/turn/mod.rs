@@ -28,7 +28,7 @@ use crate::pipeline::{
 use crate::tool::{ToolExecutor, ToolRegistry};
 use futures_util::future::BoxFuture;
 use goondan_model::{Model, ModelParams, StreamObserver};
-use goondan_store::ExtensionStateStore;
+use goondan_store::{CommitContext, ExtensionStateStore, OutboxMessage};
 use goondan_types::agents::INTER_AGENT_RESPONSE_METADATA_KEY;
 use goondan_types::trace::{new_span_id, new_trace_id, random_hex};
 use goondan_types::{
@@ -222,7 +222,9 @@ impl Agent {
                 "folding the events of an interrupted turn"
             );
             conversation.replay(&turn_id, loaded.pending_events);
-            conversation.commit()?;
+            // The fold of an interrupted Turn: whatever it consumed or
+            // answered is not known here (its host decides from the log).
+            conversation.commit(&CommitContext::default())?;
         }
 
         let mut registry = PipelineRegistry::new();
@@ -338,7 +340,7 @@ impl Agent {
             event,
             observer,
             std::future::pending(),
-            async |_: &TurnResult| {},
+            async |_: &TurnResult| Vec::new(),
         )
         .await
     }
@@ -348,6 +350,9 @@ impl Agent {
     /// committed, so a host can send the answer without waiting for the
     /// disk. The answer is already recoverable then: every event is in the
     /// journal, and a crash before the commit folds them on the next start.
+    /// What `answer` returns (the answers it sent) is committed with the
+    /// Turn as its outbox, beside the event's `inbox_seq`
+    /// ([`goondan_store::CommitContext`]).
     /// If the commit itself fails afterwards, the returned result (not the
     /// one answered) reports the failure and the events stay pending.
     ///
@@ -362,9 +367,10 @@ impl Agent {
         event: AgentEvent,
         observer: &dyn StreamObserver,
         cancelled: impl std::future::Future<Output = ()>,
-        answer: impl AsyncFnOnce(&TurnResult),
+        answer: impl AsyncFnOnce(&TurnResult) -> Vec<OutboxMessage>,
     ) -> TurnResult {
         let turn_id = format!("turn_{}", random_hex(12));
+        let inbox_seq = event.inbox_seq;
         let started = Instant::now();
         let trace = TraceContext {
             trace_id: event
@@ -388,10 +394,12 @@ impl Agent {
             }
         };
         if let Ok((result, _)) = &outcome {
-            if let Some(answer) = answer.take() {
-                answer(result).await;
-            }
-            if let Err(error) = self.conversation.commit() {
+            let outbox = match answer.take() {
+                Some(answer) => answer(result).await,
+                None => Vec::new(),
+            };
+            let context = CommitContext { inbox_seq, outbox };
+            if let Err(error) = self.conversation.commit(&context) {
                 outcome = Err(PipelineError::from(error));
             }
         }
@@ -427,6 +435,8 @@ impl Agent {
                         code: Some(error.code().to_string()),
                     }),
                 };
+                // A failed Turn commits nothing, so its answer is in no
+                // outbox: the answer sent here is the only copy.
                 if let Some(answer) = answer.take() {
                     answer(&result).await;
                 }
@@ -445,7 +455,7 @@ impl Agent {
         // Events a failed Turn left pending are folded first, exactly as
         // recovery after a crash does.
         if !self.conversation.state().events().is_empty() {
-            self.conversation.commit()?;
+            self.conversation.commit(&CommitContext::default())?;
         }
         // A budget already reached refuses the Turn before its input is
         // recorded, so a refused input leaves the conversation as it was.
