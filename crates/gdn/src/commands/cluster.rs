@@ -389,7 +389,10 @@ impl SingletonConnections {
 /// which every host may run behind a load balancer (a retry reaching
 /// another host is dropped by its delivery id): webhook, GitHub, Slack,
 /// Discord, and Telegram in webhook mode.
-fn is_pushed_to(bundle: &goondan_config::Bundle, connection: goondan_config::ConnectionView<'_>) -> bool {
+fn is_pushed_to(
+    bundle: &goondan_config::Bundle,
+    connection: goondan_config::ConnectionView<'_>,
+) -> bool {
     const PUSH: [&str; 4] = [
         "builtin:webhook",
         "builtin:github",
@@ -1408,9 +1411,6 @@ spec:
         connections
             .running
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(
-            connections.select(&project, info).connections.len(),
-            4
-        );
+        assert_eq!(connections.select(&project, info).connections.len(), 4);
     }
 }
