@@ -254,8 +254,10 @@ async fn fetch(
     Ok(dir)
 }
 
-/// Removes fetched bundles other than `running` and the
-/// [`KEEP_PREVIOUS`] most recently fetched.
+/// Removes fetched bundles other than `running`, the [`KEEP_PREVIOUS`]
+/// most recently fetched, and any a child of this host still runs in (an
+/// agent whose resources did not change keeps running from the bundle it
+/// started with).
 fn prune(bundles: &Path, running: &Path) {
     let Ok(entries) = std::fs::read_dir(bundles) else {
         return;
@@ -268,11 +270,49 @@ fn prune(bundles: &Path, running: &Path) {
         .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
         .collect();
     fetched.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+    let Some(in_use) = children_working_dirs() else {
+        // Without /proc, nothing tells which are in use: keep them all.
+        return;
+    };
     for (_, old) in fetched.into_iter().skip(KEEP_PREVIOUS) {
+        let canonical = old.canonicalize().unwrap_or_else(|_| old.clone());
+        if in_use.iter().any(|cwd| cwd.starts_with(&canonical)) {
+            continue;
+        }
         if let Err(error) = std::fs::remove_dir_all(&old) {
             tracing::warn!(dir = %old.display(), "cannot remove an old bundle: {error}");
         }
     }
+}
+
+/// The working folders of this process's children (`/proc`), or `None`
+/// where there is no `/proc` to read.
+fn children_working_dirs() -> Option<Vec<PathBuf>> {
+    let me = std::process::id().to_string();
+    let entries = std::fs::read_dir("/proc").ok()?;
+    Some(
+        entries
+            .flatten()
+            .filter(|entry| {
+                entry
+                    .file_name()
+                    .to_string_lossy()
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            })
+            .filter(|entry| {
+                // `pid (comm) state ppid ...`; comm may hold spaces.
+                std::fs::read_to_string(entry.path().join("stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        let after = &stat[stat.rfind(')')? + 1..];
+                        after.split_whitespace().nth(1).map(|ppid| ppid == me)
+                    })
+                    .unwrap_or(false)
+            })
+            .filter_map(|entry| std::fs::read_link(entry.path().join("cwd")).ok())
+            .collect(),
+    )
 }
 
 /// Follows the cluster's active bundle for a host: a new one is fetched
@@ -551,5 +591,37 @@ async fn wait_for_hosts(cluster: &Cluster, digest: &str, wait: Duration, quiet: 
             return Outcome::Failure;
         }
         tokio::time::sleep(DEPLOY_POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundle_a_child_still_runs_in_is_kept() {
+        let bundles = tempfile::tempdir().unwrap();
+        let dir = |name: &str| {
+            let dir = bundles.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            // Oldest first.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            dir
+        };
+        let [in_use, old, previous, last, running] =
+            ["in-use", "old", "previous", "last", "running"].map(dir);
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .current_dir(&in_use)
+            .spawn()
+            .unwrap();
+        prune(bundles.path(), &running);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(in_use.exists(), "a child runs there");
+        assert!(!old.exists(), "older than the two kept");
+        for kept in [previous, last, running] {
+            assert!(kept.exists(), "{}", kept.display());
+        }
     }
 }
