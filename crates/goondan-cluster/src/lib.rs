@@ -16,6 +16,7 @@
 //! - [`cursor`]: what an instance's last commit consumed from its inbox
 //!   and answered (the transactional outbox);
 //! - [`membership`]: host heartbeats and the shard leases;
+//! - [`crashes`]: crash counters that move with an instance;
 //! - [`bundle`]: the bundle every host runs, distributed by digest.
 //!
 //! Safety never rests on a lease alone: every write to an instance's log is
@@ -29,6 +30,7 @@
 pub mod bundle;
 mod connect;
 mod conversation;
+pub mod crashes;
 pub mod cursor;
 pub mod directory;
 mod error;

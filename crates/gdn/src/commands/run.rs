@@ -30,6 +30,7 @@ use crate::exit::Outcome;
 use crate::project::{self, Project};
 use crate::stdin_lines::{self, Line};
 use anyhow::Context;
+use goondan_cluster::crashes::{CrashEntry, CrashRecords};
 use goondan_ipc::protocol::{Answer, AnswerOutcome};
 use goondan_ipc::RoutingKey;
 use goondan_orchestrator::control::{
@@ -634,7 +635,10 @@ async fn foreground(
         transport: None,
         reconcile_interval: Duration::from_secs(5),
         reset_instance: Some(reset_instance),
-        crash_ledger: Some(crash_ledger(&project)),
+        crash_ledger: Some(match &host {
+            Some(host) => cluster_crash_ledger(&project, host.crashes.clone()),
+            None => crash_ledger(&project),
+        }),
         liveness: Liveness::from_env(),
         restart_requests: Some(restart_requests),
         remote: host.as_ref().map(|host| host.joined.remote()),
@@ -749,6 +753,8 @@ struct StartingHost {
     cluster: goondan_cluster::Cluster,
     joined: cluster::JoinedHost,
     bundle: HostBundle,
+    /// The workspace's crash counters, shared by every host.
+    crashes: CrashRecords,
     /// The folder it was started in (its env files).
     local_root: PathBuf,
 }
@@ -777,6 +783,12 @@ async fn join_cluster(
         Ok(adopted) => adopted,
         Err(outcome) => return Ok(Err(outcome)),
     };
+    // Read before the first instance starts: one that crashed elsewhere
+    // keeps backing off here.
+    let crashes = match CrashRecords::follow(&cluster, &mode.workspace_id).await {
+        Ok(crashes) => crashes,
+        Err(error) => return Ok(Err(cluster::print_cluster_error(&error))),
+    };
     let joined = match cluster::join(mode, cluster.clone(), &bundle.digest).await {
         Ok(joined) => joined,
         Err(error) => return Ok(Err(cluster::print_cluster_error(&error))),
@@ -787,6 +799,7 @@ async fn join_cluster(
             cluster,
             joined,
             bundle,
+            crashes,
             local_root,
         },
     )))
@@ -913,6 +926,42 @@ fn crash_ledger(project: &Project) -> CrashLedger {
             if let Err(error) = outcome {
                 tracing::debug!(key = %key, code = error.code(), "crash counters not persisted: {error}");
             }
+        }),
+    }
+}
+
+/// A cluster host's crash counters: those of `crashes`, which every host
+/// shares (an instance that moves keeps backing off), also written to the
+/// instance's `metadata.json` here, for `gdn instance list` on this host.
+fn cluster_crash_ledger(project: &Project, crashes: CrashRecords) -> CrashLedger {
+    let local = crash_ledger(project);
+    let reader = crashes.clone();
+    CrashLedger {
+        load: Arc::new(move |key: &RoutingKey| {
+            let entry = reader.get(&key.agent_name, &key.instance_key);
+            CrashRecord {
+                consecutive_crashes: entry.consecutive_crashes,
+                backoff_until: entry
+                    .backoff_until_ms
+                    .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
+            }
+        }),
+        save: Arc::new(move |key: &RoutingKey, record: CrashRecord| {
+            let backoff_until_ms = record.backoff_until.and_then(|until| {
+                until
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .ok()
+                    .map(|since| since.as_millis() as u64)
+            });
+            crashes.put(
+                &key.agent_name,
+                &key.instance_key,
+                CrashEntry {
+                    consecutive_crashes: record.consecutive_crashes,
+                    backoff_until_ms,
+                },
+            );
+            (local.save)(key, record);
         }),
     }
 }

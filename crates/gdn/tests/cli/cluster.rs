@@ -268,6 +268,7 @@ impl Cluster {
     }
 }
 
+mod crashes;
 mod deliveries;
 mod rollout;
 
