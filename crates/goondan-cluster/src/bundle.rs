@@ -14,9 +14,9 @@
 //! substituted object never reaches a host's disk.
 
 use crate::connect::Cluster;
-use crate::conversation::{put_object, read_object};
 use crate::error::{request_error, ClusterError};
 use crate::layout::{BUNDLE_STORE, CONFIG_BUCKET};
+use crate::object;
 use async_nats::jetstream::kv;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -110,13 +110,13 @@ pub async fn upload(cluster: &Cluster, archive: &[u8]) -> Result<String, Cluster
     if store.info(&digest).await.is_ok() {
         return Ok(digest);
     }
-    put_object(cluster, BUNDLE_STORE, &digest, HashMap::new(), archive).await?;
+    object::put(cluster, BUNDLE_STORE, &digest, HashMap::new(), archive).await?;
     Ok(digest)
 }
 
 /// The archive `digest`, checked against its digest.
 pub async fn download(cluster: &Cluster, digest: &str) -> Result<Vec<u8>, ClusterError> {
-    let archive = read_object(cluster, BUNDLE_STORE, digest).await?;
+    let archive = object::read(cluster, BUNDLE_STORE, digest).await?;
     let actual = digest_of(&archive);
     if actual != digest {
         return Err(ClusterError::Corrupt {

@@ -17,6 +17,7 @@ use crate::error::{request_error, ClusterError};
 use crate::layout::{
     is_stream_not_found, BLOB_STORE, CONVERSATION_STREAM, MAX_MESSAGE_BYTES, SNAPSHOT_STORE,
 };
+use crate::object;
 use crate::record::{
     blob_of, BlobRef, CommitBody, CommitMode, Record, RecordKind, SnapshotBody, SnapshotRef,
     RECORD_VERSION,
@@ -26,7 +27,6 @@ use crate::Cluster;
 use async_nats::jetstream::consumer::{pull, DeliverPolicy};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
-use async_nats::jetstream::object_store::{GetErrorKind, ObjectMetadata};
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use futures_util::StreamExt;
 use goondan_store::LoadedConversation;
@@ -34,7 +34,6 @@ use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
 
 /// The header that makes the expected sequence apply to every subject of
 /// the instance (async-nats has a builder method for the sequence only).
@@ -175,7 +174,7 @@ impl ConversationLog {
         let mut blob = None;
         if bytes.len() + HEADER_ROOM > MAX_MESSAGE_BYTES {
             let name = format!("{}.{message_id}", self.prefix);
-            put_object(&self.cluster, BLOB_STORE, &name, HashMap::new(), &bytes).await?;
+            object::put(&self.cluster, BLOB_STORE, &name, HashMap::new(), &bytes).await?;
             bytes = serde_json::to_vec(&BlobRef {
                 v: RECORD_VERSION,
                 blob: name.clone(),
@@ -199,7 +198,7 @@ impl ConversationLog {
                 // may have landed, so its blob stays.
                 if let Some(name) = blob.filter(|_| !matches!(error, ClusterError::Timeout { .. }))
                 {
-                    self.delete_object(BLOB_STORE, &name).await;
+                    object::delete(&self.cluster, BLOB_STORE, &name).await;
                 }
                 Err(error)
             }
@@ -292,17 +291,6 @@ impl ConversationLog {
         (id.as_str() == message_id).then_some(next.sequence)
     }
 
-    async fn delete_object(&self, store: &str, name: &str) {
-        let deleted = async {
-            let objects = self.cluster.jetstream().get_object_store(store).await?;
-            objects.delete(name).await?;
-            Ok::<(), async_nats::Error>(())
-        };
-        if let Err(error) = deleted.await {
-            tracing::warn!(%error, "could not delete {store}/{name}; it is unreferenced and can be removed");
-        }
-    }
-
     /// Reads every record up to `upto` and folds them, starting from the
     /// latest snapshot. The sequence read becomes what the next write
     /// expects.
@@ -318,7 +306,7 @@ impl ConversationLog {
             let Record::Snapshot(reference) = self.decode(raw).await? else {
                 unreachable!("a snapshot record decodes as one");
             };
-            let bytes = read_object(&self.cluster, SNAPSHOT_STORE, &reference.object).await?;
+            let bytes = object::read(&self.cluster, SNAPSHOT_STORE, &reference.object).await?;
             let body: SnapshotBody =
                 serde_json::from_slice(&bytes).map_err(|e| ClusterError::Corrupt {
                     what: format!("{SNAPSHOT_STORE}/{}", reference.object),
@@ -365,7 +353,7 @@ impl ConversationLog {
         };
         let decoded = match blob_of(&raw.payload) {
             Some(reference) => {
-                let bytes = read_object(&self.cluster, BLOB_STORE, &reference.blob).await?;
+                let bytes = object::read(&self.cluster, BLOB_STORE, &reference.blob).await?;
                 self.blobs.push((raw.seq, reference.blob));
                 raw.kind.decode(&bytes)
             }
@@ -433,7 +421,7 @@ impl ConversationLog {
             ("asOf".to_string(), as_of.to_string()),
             ("instance".to_string(), self.prefix.clone()),
         ]);
-        put_object(&self.cluster, SNAPSHOT_STORE, &object, metadata, &bytes).await?;
+        object::put(&self.cluster, SNAPSHOT_STORE, &object, metadata, &bytes).await?;
         Ok(object)
     }
 
@@ -459,14 +447,14 @@ impl ConversationLog {
             .await
             .map_err(|e| request_error(&format!("purge of {}", self.filter()), e))?;
         if let Some(previous) = previous {
-            self.delete_object(SNAPSHOT_STORE, previous).await;
+            object::delete(&self.cluster, SNAPSHOT_STORE, previous).await;
         }
         let (covered, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.blobs)
             .into_iter()
             .partition(|(seq, _)| *seq < as_of);
         self.blobs = kept;
         for (_, name) in covered {
-            self.delete_object(BLOB_STORE, &name).await;
+            object::delete(&self.cluster, BLOB_STORE, &name).await;
         }
         Ok(())
     }
@@ -547,65 +535,9 @@ async fn read_once(stream: &Stream, prefix: &str, upto: u64) -> Result<Vec<RawRe
     Ok(records)
 }
 
-/// Stores `bytes` as the object `name` of `store`.
-pub(crate) async fn put_object(
-    cluster: &Cluster,
-    store: &str,
-    name: &str,
-    metadata: HashMap<String, String>,
-    bytes: &[u8],
-) -> Result<(), ClusterError> {
-    let objects = cluster
-        .jetstream()
-        .get_object_store(store)
-        .await
-        .map_err(|e| request_error(store, e))?;
-    let meta = ObjectMetadata {
-        name: name.to_string(),
-        metadata,
-        ..Default::default()
-    };
-    objects
-        .put(meta, &mut &bytes[..])
-        .await
-        .map_err(|e| request_error(&format!("{store}/{name}"), e))?;
-    Ok(())
-}
-
-/// Reads the object `name` of `store`, retrying while the servers are
-/// busy.
-pub(crate) async fn read_object(
-    cluster: &Cluster,
-    store: &str,
-    name: &str,
-) -> Result<Vec<u8>, ClusterError> {
-    let what = format!("{store}/{name}");
-    let what = what.as_str();
-    retrying(what, || async move {
-        let objects = cluster
-            .jetstream()
-            .get_object_store(store)
-            .await
-            .map_err(|e| request_error(store, e))?;
-        let mut object = objects.get(name).await.map_err(|e| match e.kind() {
-            GetErrorKind::NotFound => ClusterError::Missing {
-                what: what.to_string(),
-            },
-            _ => request_error(what, e),
-        })?;
-        let mut bytes = Vec::new();
-        object
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| request_error(what, e))?;
-        Ok(bytes)
-    })
-    .await
-}
-
 /// Runs `attempt` again while it fails (a leader election, a lost
 /// connection) until [`RETRY_DEADLINE`], then returns its last error.
-async fn retrying<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, ClusterError>
+pub(crate) async fn retrying<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, ClusterError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ClusterError>>,

@@ -20,9 +20,9 @@
 //! by both hosts within the duplicate window is stored once; a later one
 //! reaches a caller that no longer waits and is dropped there.
 
-use crate::conversation::read_object;
 use crate::error::{request_error, ClusterError};
 use crate::layout::{BLOB_STORE, CONVERSATION_STREAM};
+use crate::object;
 use crate::record::{blob_of, Record, RecordKind};
 use crate::subject::InstanceAddress;
 use crate::Cluster;
@@ -66,7 +66,7 @@ pub async fn last_commit(
         Err(error) => return Err(request_error(&format!("the last {subject}"), error)),
     };
     let body = match blob_of(&message.payload) {
-        Some(reference) => read_object(cluster, BLOB_STORE, &reference.blob).await?,
+        Some(reference) => object::read(cluster, BLOB_STORE, &reference.blob).await?,
         None => message.payload.to_vec(),
     };
     let corrupt = |reason: String| ClusterError::Corrupt {

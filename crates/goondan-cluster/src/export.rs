@@ -4,7 +4,7 @@
 //! store's own encoders; nothing here claims or changes the cluster log.
 
 use crate::conversation::ConversationLog;
-use crate::error::ClusterError;
+use crate::error::{request_error, ClusterError};
 use crate::subject::InstanceAddress;
 use crate::Cluster;
 use goondan_store::paths::InstancePaths;
@@ -49,10 +49,7 @@ pub async fn export(
 fn write(dir: &Path, file: &Path, bytes: &[u8]) -> Result<(), ClusterError> {
     std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::write(file, bytes))
-        .map_err(|error| ClusterError::Request {
-            what: format!("writing {}", file.display()),
-            reason: error.to_string(),
-        })
+        .map_err(|error| request_error(&format!("writing {}", file.display()), error))
 }
 
 fn store_error(error: StoreError) -> ClusterError {

@@ -29,8 +29,9 @@
 //!   [`Delivery::ack`]ed, and the work queue drops the message.
 
 use crate::connect::Cluster;
-use crate::error::ClusterError;
+use crate::error::{request_error, ClusterError};
 use crate::layout::{BLOB_STORE, INBOX_STREAM, MAX_MESSAGE_BYTES};
+use crate::object;
 use crate::subject::{shard_consumer_name, shard_inbox_filter, InstanceAddress};
 use async_nats::jetstream::consumer::{pull, AckPolicy, Consumer};
 use async_nats::jetstream::context::PublishErrorKind;
@@ -124,10 +125,8 @@ impl Envelope {
             event: self.event.clone(),
             reply_to: self.reply_to.clone(),
         };
-        let bytes = serde_json::to_vec(&body).map_err(|e| ClusterError::Request {
-            what: format!("encode envelope {}", self.id),
-            reason: e.to_string(),
-        })?;
+        let bytes = serde_json::to_vec(&body)
+            .map_err(|e| request_error(&format!("encode envelope {}", self.id), e))?;
         if bytes.len() > MAX_ENVELOPE_BYTES {
             return Err(ClusterError::TooLarge {
                 what: format!("envelope {} for {}", self.id, self.address.routing_key()),
@@ -224,46 +223,12 @@ async fn read_stored(
     Ok((envelope, Some(reference.blob)))
 }
 
-async fn blob_store(
-    cluster: &Cluster,
-) -> Result<async_nats::jetstream::object_store::ObjectStore, ClusterError> {
-    cluster
-        .jetstream()
-        .get_object_store(BLOB_STORE)
-        .await
-        .map_err(|e| ClusterError::Request {
-            what: format!("open {BLOB_STORE}"),
-            reason: e.to_string(),
-        })
-}
-
+/// A body's blob, `None` when it is gone (acked and deleted meanwhile).
 async fn get_blob(cluster: &Cluster, name: &str) -> Result<Option<Vec<u8>>, ClusterError> {
-    use async_nats::jetstream::object_store::GetErrorKind;
-    use tokio::io::AsyncReadExt;
-    let request_error = |reason: String| ClusterError::Request {
-        what: format!("read {BLOB_STORE}/{name}"),
-        reason,
-    };
-    let mut object = match blob_store(cluster).await?.get(name).await {
-        Ok(object) => object,
-        Err(error) if matches!(error.kind(), GetErrorKind::NotFound) => return Ok(None),
-        Err(error) => return Err(request_error(error.to_string())),
-    };
-    let mut bytes = Vec::new();
-    object
-        .read_to_end(&mut bytes)
-        .await
-        .map_err(|e| request_error(e.to_string()))?;
-    Ok(Some(bytes))
-}
-
-async fn delete_blob(cluster: &Cluster, name: &str) {
-    let deleted = match blob_store(cluster).await {
-        Ok(store) => store.delete(name).await.map_err(|e| e.to_string()),
-        Err(error) => Err(error.to_string()),
-    };
-    if let Err(error) = deleted {
-        tracing::warn!("could not delete {BLOB_STORE}/{name} (left behind): {error}");
+    match object::read(cluster, BLOB_STORE, name).await {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(ClusterError::Missing { .. }) => Ok(None),
+        Err(error) => Err(error),
     }
 }
 
@@ -293,14 +258,7 @@ pub async fn send(cluster: &Cluster, envelope: &Envelope) -> Result<Receipt, Clu
     let mut blob = None;
     if payload.len() > MAX_MESSAGE_BYTES {
         let name = blob_name(&envelope.id);
-        blob_store(cluster)
-            .await?
-            .put(name.as_str(), &mut payload.as_slice())
-            .await
-            .map_err(|e| ClusterError::Request {
-                what: format!("put {BLOB_STORE}/{name} for {}", what()),
-                reason: e.to_string(),
-            })?;
+        object::put(cluster, BLOB_STORE, &name, Default::default(), &payload).await?;
         let reference = BlobReference {
             v: ENVELOPE_VERSION,
             id: envelope.id.clone(),
@@ -332,7 +290,7 @@ pub async fn send(cluster: &Cluster, envelope: &Envelope) -> Result<Receipt, Clu
                 if let Ok(stream) = stream {
                     if let Err(error) = stream.get_raw_message(ack.sequence).await {
                         if matches!(error.kind(), LastRawMessageErrorKind::NoMessageFound) {
-                            delete_blob(cluster, &name).await;
+                            object::delete(cluster, BLOB_STORE, &name).await;
                         }
                     }
                 }
@@ -346,10 +304,7 @@ pub async fn send(cluster: &Cluster, envelope: &Envelope) -> Result<Receipt, Clu
             what: what(),
             after: cluster.options().request_timeout,
         }),
-        Err(error) => Err(ClusterError::Request {
-            what: what(),
-            reason: error.to_string(),
-        }),
+        Err(error) => Err(request_error(&what(), error)),
     }
 }
 
@@ -413,15 +368,14 @@ impl ShardInbox {
         options: &InboxOptions,
     ) -> Result<ShardInbox, ClusterError> {
         let name = shard_consumer_name(shard);
-        let request_error = |what: &str, reason: String| ClusterError::Request {
-            what: format!("{what} {INBOX_STREAM} consumer {name}"),
-            reason,
+        let failed = |what: &str, error: String| {
+            request_error(&format!("{what} {INBOX_STREAM} consumer {name}"), error)
         };
         let stream = cluster
             .jetstream()
             .get_stream_no_info(INBOX_STREAM)
             .await
-            .map_err(|e| request_error("find the stream of", e.to_string()))?;
+            .map_err(|e| failed("find the stream of", e.to_string()))?;
         let consumer: Consumer<pull::Config> = stream
             .get_or_create_consumer(
                 &name,
@@ -435,13 +389,13 @@ impl ShardInbox {
                 },
             )
             .await
-            .map_err(|e| request_error("create", e.to_string()))?;
+            .map_err(|e| failed("create", e.to_string()))?;
         let messages = consumer
             .stream()
             .max_messages_per_batch(options.batch.max(1))
             .messages()
             .await
-            .map_err(|e| request_error("pull from", e.to_string()))?;
+            .map_err(|e| failed("pull from", e.to_string()))?;
         Ok(ShardInbox {
             cluster: cluster.clone(),
             shard,
@@ -607,7 +561,7 @@ impl Delivery {
             .await
             .map_err(|e| ack_error("ack", seq, e))?;
         if let Some(name) = &self.blob {
-            delete_blob(&self.cluster, name).await;
+            object::delete(&self.cluster, BLOB_STORE, name).await;
         }
         Ok(())
     }
@@ -651,15 +605,12 @@ pub async fn next_for_instance(
     after_seq: u64,
 ) -> Result<Option<(u64, Envelope)>, ClusterError> {
     let subject = address.inbox_subject();
-    let request_error = |reason: String| ClusterError::Request {
-        what: format!("read {subject} after seq {after_seq}"),
-        reason,
-    };
+    let what = format!("read {subject} after seq {after_seq}");
     let stream = cluster
         .jetstream()
         .get_stream_no_info(INBOX_STREAM)
         .await
-        .map_err(|e| request_error(e.to_string()))?;
+        .map_err(|e| request_error(&what, e))?;
     let from = after_seq.saturating_add(1);
     let found: Option<StreamMessage> = match stream
         .direct_get_next_for_subject(subject.clone(), Some(from))
@@ -675,10 +626,10 @@ pub async fn next_for_instance(
                 Err(error) if matches!(error.kind(), LastRawMessageErrorKind::NoMessageFound) => {
                     None
                 }
-                Err(error) => return Err(request_error(error.to_string())),
+                Err(error) => return Err(request_error(&what, error)),
             }
         }
-        Err(error) => return Err(request_error(error.to_string())),
+        Err(error) => return Err(request_error(&what, error)),
     };
     match found {
         None => Ok(None),

@@ -39,6 +39,7 @@ pub mod inbox;
 mod journal;
 pub mod layout;
 pub mod membership;
+mod object;
 mod record;
 pub mod subject;
 #[cfg(feature = "testing")]
