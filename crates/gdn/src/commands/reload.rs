@@ -80,8 +80,6 @@ pub(crate) struct Rollout {
 
 /// What a cluster host's reloads need beyond a single host's.
 pub(crate) struct ClusterReload {
-    /// Rollouts to apply.
-    pub(crate) rollouts: mpsc::Receiver<Rollout>,
     /// The link every child loads the bundle through; a rollout points it
     /// at the new bundle before anything restarts.
     pub(crate) link: PathBuf,
@@ -91,16 +89,18 @@ pub(crate) struct ClusterReload {
 
 /// Starts reloading the bundle of `project`, whose swarm `handle` runs,
 /// on every request from `requests`, with `watch_files` on every edit,
-/// and on a cluster host on every rollout. The task ends when the
-/// orchestrator drops its end of `requests`, or when it is aborted.
+/// and on a cluster host on every rollout from `rollouts`. The task ends
+/// when the orchestrator drops its end of `requests`, or when it is
+/// aborted.
 pub(crate) fn start(
     handle: OrchestratorHandle,
     project: &Project,
     source: Source,
     watch_files: bool,
     requests: mpsc::Receiver<SwarmRestartRequest>,
-    cluster: Option<ClusterReload>,
+    cluster: Option<(ClusterReload, mpsc::Receiver<Rollout>)>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let (cluster, rollouts) = cluster.unzip();
     let snapshot = Snapshot::of(&project.bundle, &project.swarm_name, &source);
     let (events_tx, events) = mpsc::unbounded_channel();
     let watcher = if watch_files {
@@ -131,7 +131,7 @@ pub(crate) fn start(
         watch: watcher,
         cluster,
     };
-    Ok(tokio::spawn(reloader.run(events, requests)))
+    Ok(tokio::spawn(reloader.run(events, requests, rollouts)))
 }
 
 /// Where the bundle is loaded from, as `gdn run` was told.
@@ -240,17 +240,16 @@ impl Reloader {
         mut self,
         mut events: mpsc::UnboundedReceiver<notify::Result<notify::Event>>,
         mut requests: mpsc::Receiver<SwarmRestartRequest>,
+        mut rollouts: Option<mpsc::Receiver<Rollout>>,
     ) {
         let mut watching = self.watch.is_some();
-        let mut rollouts = self
-            .cluster
-            .as_mut()
-            .map(|cluster| std::mem::replace(&mut cluster.rollouts, mpsc::channel(1).1));
         loop {
             tokio::select! {
-                Some(rollout) = async { rollouts.as_mut()?.recv().await }, if rollouts.is_some() => {
-                    self.reload(Trigger::Rollout(rollout)).await;
-                }
+                rollout = async { rollouts.as_mut()?.recv().await }, if rollouts.is_some() => match rollout {
+                    Some(rollout) => self.reload(Trigger::Rollout(rollout)).await,
+                    // The host stopped following the cluster.
+                    None => rollouts = None,
+                },
                 event = events.recv(), if watching => match event {
                     Some(Ok(event)) if self.snapshot.concerns(&event) => {
                         // Wait for quiet: one reload per burst of saves.

@@ -662,29 +662,31 @@ async fn foreground(
     let active = write_active(&project, &workspace, &socket)?;
     // Started once the swarm runs, so the first edit or restart request
     // has something to restart; stopped before the swarm drains.
-    let (rollouts, cluster_reload) = match &host {
-        Some(host) => {
-            let (rollouts, rollouts_rx) = tokio::sync::mpsc::channel(1);
-            let reload = reload::ClusterReload {
-                rollouts: rollouts_rx,
-                link: host.bundle.link.clone(),
-                connections: Arc::clone(&connections),
-            };
-            (Some(rollouts), Some(reload))
-        }
-        None => (None, None),
+    let (rollouts, rollouts_rx) = tokio::sync::mpsc::channel(1);
+    // A single host reloads what `--config` named (a folder or one file);
+    // a cluster host, the link to the bundle it runs.
+    let config = match &host {
+        Some(host) => host.bundle.link.clone(),
+        None => global.config.clone().unwrap_or_else(|| PathBuf::from(".")),
     };
+    let cluster_reload = host.as_ref().map(|host| {
+        let reload = reload::ClusterReload {
+            link: host.bundle.link.clone(),
+            connections: Arc::clone(&connections),
+        };
+        (reload, rollouts_rx)
+    });
     let reloader = reload::start(
         handle.clone(),
         &project,
-        reload::Source::new(global, bundle_dir.clone(), args.env_file.clone())?,
+        reload::Source::new(global, config, args.env_file.clone())?,
         args.watch,
         restart_requests_rx,
         cluster_reload,
     )?;
 
-    let host = match (host, &cluster, rollouts) {
-        (Some(host), Some(mode), Some(rollouts)) => {
+    let host = match (host, &cluster) {
+        (Some(host), Some(mode)) => {
             eprintln!(
                 "host {} joined the cluster at {} for Swarm/{} (workspace {}, bundle {})",
                 mode.host_id,

@@ -501,3 +501,38 @@ fn self_restart_with_an_invalid_bundle_is_the_tools_error_and_nothing_restarts()
     assert_eq!(events[0]["code"], "E_CONFIG_REF_NOT_FOUND");
     assert_eq!(resident.terminate(), 0);
 }
+
+#[test]
+fn watch_a_single_file_bundle_reloads_that_file_not_its_folder() {
+    // Only the reload is checked: the agent processes load the bundle's
+    // folder (`--bundle-dir`), which this sibling file would break.
+    let swarm = Swarm::pair(5, relay);
+    // A file beside the bundle that the folder would load (and fail on),
+    // but that is not part of the one-file bundle run here.
+    std::fs::write(
+        swarm.bundle.path().join("agents.yaml"),
+        "apiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: draft\nspec: {}\n",
+    )
+    .unwrap();
+    let file = swarm.bundle.path().join("goondan.yaml");
+    let command = |args: &[&str]| {
+        let mut command = crate::swarm::gdn_command(&file, swarm.state.path(), args);
+        command.current_dir(swarm.bundle.path());
+        command
+    };
+    let stderr_file = std::fs::File::create(swarm.state.path().join("watch.log")).unwrap();
+    let child = command(&["run", "--watch"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr_file)
+        .spawn()
+        .unwrap();
+    let resident = Resident { child: Some(child) };
+    swarm.wait_for_socket();
+
+    edit(&swarm, BETA_PROMPT, "You are agent BETA v2.");
+    let line = wait_until("one reload", || reloads(&swarm).pop());
+    assert!(line.contains("changed Agent/beta;"), "{line}");
+    assert!(!log(&swarm).contains(INVALID), "{}", log(&swarm));
+    assert_eq!(resident.terminate(), 0);
+}
