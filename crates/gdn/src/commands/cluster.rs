@@ -128,14 +128,18 @@ pub(crate) fn agent_log() -> Result<Option<goondan_agent::assemble::ClusterLog>,
 /// `<host name>-<hash of the state root>`: stable across restarts of one
 /// host, different for two hosts (or two state roots on one machine).
 fn default_host_id(project: &Project) -> String {
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|name| name.into_string().ok())
-        .unwrap_or_else(|| "host".to_string());
+    let host = host_name().unwrap_or_else(|| "host".to_string());
     let root = std::path::absolute(project.state_root.path())
         .unwrap_or_else(|_| project.state_root.path().to_path_buf());
     let hash = goondan_types::placement::fnv1a64(root.as_os_str().as_encoded_bytes());
     format!("{host}-{:08x}", hash as u32)
+}
+
+/// This machine's host name, when it has a readable one.
+pub(crate) fn host_name() -> Option<String> {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
 }
 
 /// A running host: stop it with [`HostTask::drain`].
@@ -1057,7 +1061,7 @@ pub(crate) fn command(global: &GlobalArgs, args: &ClusterArgs) -> anyhow::Result
     }
 }
 
-fn current_thread() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn current_thread() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1212,7 +1216,7 @@ fn cluster_workspace(global: &GlobalArgs) -> anyhow::Result<Result<(Project, Str
 
 /// The workspace every host of `project`'s swarm uses: the Swarm's
 /// instance key alone, since hosts keep the bundle in different folders.
-fn workspace_of(project: &Project) -> String {
+pub(crate) fn workspace_of(project: &Project) -> String {
     goondan_store::paths::workspace_id(&project.instance_key)
 }
 

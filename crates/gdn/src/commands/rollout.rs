@@ -463,18 +463,12 @@ pub(crate) fn deploy(global: &GlobalArgs, urls: &str, wait: Duration) -> anyhow:
         Ok(packed) => packed,
         Err(outcome) => return Ok(outcome),
     };
-    let workspace_id = goondan_store::paths::workspace_id(&project.instance_key);
+    let workspace_id = cluster::workspace_of(&project);
     let deployer = format!(
         "gdn cluster deploy on {}",
-        nix::unistd::gethostname()
-            .ok()
-            .and_then(|name| name.into_string().ok())
-            .unwrap_or_else(|| "an unnamed machine".into())
+        cluster::host_name().unwrap_or_else(|| "an unnamed machine".into())
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
+    cluster::current_thread()?.block_on(async {
         let urls = match goondan_cluster::ClusterUrls::parse(urls) {
             Ok(urls) => urls,
             Err(error) => return Ok(print_cluster_error(&error)),
@@ -491,7 +485,7 @@ pub(crate) fn deploy(global: &GlobalArgs, urls: &str, wait: Duration) -> anyhow:
             Err(error) => return Ok(print_cluster_error(&error)),
         };
         let activated = async {
-            bundle::upload(&cluster, &archive).await?;
+            let mut uploaded = false;
             loop {
                 let current = bundle::active(&cluster).await?;
                 if let Some(current) = &current {
@@ -501,6 +495,11 @@ pub(crate) fn deploy(global: &GlobalArgs, urls: &str, wait: Duration) -> anyhow:
                     if current.digest == digest {
                         return Ok(Ok(false));
                     }
+                }
+                // Only a bundle this cluster may run is stored.
+                if !uploaded {
+                    bundle::upload(&cluster, &archive).await?;
+                    uploaded = true;
                 }
                 let record = ActiveBundle::new(
                     digest.clone(),
