@@ -89,27 +89,14 @@ impl CrashRecords {
             .await
             .is_some();
         if any {
-            let loaded = tokio::time::timeout(cluster.options().request_timeout, async {
-                while let Some(entry) = entries.next().await {
-                    let entry = entry
-                        .map_err(|e| request_error(&format!("watch {INSTANCES_BUCKET}"), e))?;
-                    let current = entry.delta == 0;
-                    apply(&mirror, entry);
-                    if current {
-                        break;
-                    }
-                }
-                Ok::<(), ClusterError>(())
-            });
-            match loaded.await {
-                Ok(result) => result?,
-                Err(_) => {
-                    return Err(ClusterError::Timeout {
-                        what: format!("the crash records of {workspace_id}"),
-                        after: cluster.options().request_timeout,
-                    })
-                }
-            }
+            crate::layout::catch_up(
+                cluster,
+                &mut entries,
+                INSTANCES_BUCKET,
+                &format!("the crash records of {workspace_id}"),
+                |entry| apply(&mirror, entry),
+            )
+            .await?;
         }
         tokio::spawn({
             let mirror = Arc::clone(&mirror);

@@ -227,6 +227,43 @@ async fn ensure_object_store(
         .map_err(|e| layout_error(&bucket, e))
 }
 
+/// Hands each entry of a watch's history to `apply`, up to the current
+/// one (delta 0), within the request timeout: what a watcher must know
+/// before it acts (the live hosts, the crash records). `what` names it in
+/// the timeout error. Call it only when the history is not empty: a watch
+/// of keys never written says nothing.
+pub(crate) async fn catch_up(
+    cluster: &Cluster,
+    entries: &mut kv::Watch,
+    bucket: &str,
+    what: &str,
+    mut apply: impl FnMut(kv::Entry),
+) -> Result<(), ClusterError> {
+    let after = cluster.options().request_timeout;
+    let caught_up = tokio::time::timeout(after, async {
+        while let Some(entry) = futures_util::StreamExt::next(entries).await {
+            let entry =
+                entry.map_err(|e| crate::error::request_error(&format!("watch {bucket}"), e))?;
+            let current = entry.delta == 0;
+            apply(entry);
+            if current {
+                return Ok(());
+            }
+        }
+        Err(crate::error::request_error(
+            &format!("watch {bucket}"),
+            "ended",
+        ))
+    });
+    match caught_up.await {
+        Ok(result) => result,
+        Err(_) => Err(ClusterError::Timeout {
+            what: what.to_string(),
+            after,
+        }),
+    }
+}
+
 pub(crate) fn is_stream_not_found(error: &async_nats::jetstream::context::GetStreamError) -> bool {
     use async_nats::jetstream::context::GetStreamErrorKind;
     use async_nats::jetstream::ErrorCode;

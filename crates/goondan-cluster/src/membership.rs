@@ -248,28 +248,16 @@ impl Membership {
             .map_err(|e| request_error(&format!("watch {HOSTS_BUCKET}"), e))?;
         // The history ends with an entry of delta 0; this host's own
         // heartbeat is in it, so it comes.
-        let ready = tokio::time::timeout(shared.cluster.options().request_timeout, async {
-            while let Some(entry) = entries.next().await {
-                let entry =
-                    entry.map_err(|e| request_error(&format!("watch {HOSTS_BUCKET}"), e))?;
-                let current = entry.delta == 0;
+        crate::layout::catch_up(
+            &shared.cluster,
+            &mut entries,
+            HOSTS_BUCKET,
+            &format!("the live hosts in {HOSTS_BUCKET}"),
+            |entry| {
                 shared.saw_host(entry);
-                if current {
-                    return Ok(());
-                }
-            }
-            Err(request_error(&format!("watch {HOSTS_BUCKET}"), "ended"))
-        })
-        .await;
-        match ready {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(ClusterError::Timeout {
-                    what: format!("the live hosts in {HOSTS_BUCKET}"),
-                    after: shared.cluster.options().request_timeout,
-                })
-            }
-        }
+            },
+        )
+        .await?;
         let watcher = tokio::spawn({
             let shared = Arc::clone(&shared);
             async move {
