@@ -5,12 +5,14 @@
 //! including argument errors and failures, becomes an exit code through
 //! [`exit::exit_code`].
 
+mod answers;
 mod cli;
 mod commands;
 mod exit;
 mod logging;
 mod project;
 mod render;
+mod runtime;
 mod secrets;
 mod stdin_lines;
 

@@ -1,11 +1,15 @@
-//! Diagnostic rendering: text for people, JSON for tools, and GitHub
-//! Actions annotations for CI. Rendering never changes a diagnostic; the
-//! caller decides severities (for example `--strict`).
+//! Rendering for people: diagnostics (text for people, JSON for tools,
+//! GitHub Actions annotations for CI), every coded `error[…]` line, and
+//! the notices of a running swarm. Rendering never changes a diagnostic;
+//! the caller decides severities (for example `--strict`).
 
 use crate::cli::Format;
+use crate::exit::Outcome;
+use goondan_host::{HostError, NotLoaded, Notice, Notices};
 use goondan_types::{Diagnostic, Severity};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Whether to color text output.
 #[derive(Debug, Clone, Copy)]
@@ -164,6 +168,106 @@ fn escape_data(text: &str) -> String {
 /// Escapes an annotation property value.
 fn escape_property(text: &str) -> String {
     escape_data(text).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// Prints one coded error as every command prints one: `error[CODE]:
+/// message`, then `   = help: …` when there is something to suggest.
+pub(crate) fn error(code: &str, message: &dyn std::fmt::Display, help: Option<&str>) {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "error[{code}]: {message}");
+    if let Some(help) = help {
+        let _ = writeln!(err, "   = help: {help}");
+    }
+}
+
+/// Prints the diagnostics of a bundle that did not load, relative to its
+/// folder.
+pub(crate) fn not_loaded(not_loaded: &NotLoaded, format: Format, quiet: bool) {
+    let renderer = Renderer {
+        style: Style { colored: false },
+        base: not_loaded.base.clone(),
+    };
+    let mut err = io::stderr().lock();
+    let _ = renderer.report(&mut err, format, &not_loaded.diagnostics, quiet);
+    let _ = err.flush();
+}
+
+/// Prints why a swarm could not start (or a cluster command failed) and
+/// returns the outcome to exit with.
+pub(crate) fn host_error(error: &HostError, format: Format) -> Outcome {
+    if let HostError::ClusterBundleNotLoaded { not_loaded: diagnostics, .. } = error {
+        not_loaded(diagnostics, format, false);
+    }
+    self::error(error.code(), error, error.suggestion().as_deref());
+    match error {
+        HostError::StateRootTooDeep { .. }
+        | HostError::ClusterBundle { .. }
+        | HostError::ClusterWorkspace { .. }
+        | HostError::Store(_)
+        | HostError::SwarmMissing { .. } => Outcome::ConfigError,
+        HostError::ClusterBundleNotLoaded { not_loaded, .. } if not_loaded.invalid => {
+            Outcome::ValidationFailed
+        }
+        HostError::ClusterBundleNotLoaded { .. } => Outcome::ConfigError,
+        _ => Outcome::Failure,
+    }
+}
+
+/// Prints a cluster error the way every command prints coded errors.
+pub(crate) fn cluster_error(error: &goondan_cluster::ClusterError) -> Outcome {
+    self::error(error.code(), error, error.suggestion().as_deref());
+    Outcome::Failure
+}
+
+/// The console lines of a running swarm's notices, on stderr (stdout
+/// carries answers); an invalid bundle's diagnostics as `format` says.
+pub(crate) fn notices(format: Format, quiet: bool) -> Notices {
+    use goondan_cluster::bundle::short_digest;
+    Arc::new(move |notice: Notice| match notice {
+        Notice::Reloaded {
+            trigger,
+            asked,
+            elapsed,
+            changed,
+            restarted,
+        } => eprintln!(
+            "{trigger}: reloaded{asked} in {} ms: changed {changed}; restarted {restarted}",
+            elapsed.as_millis()
+        ),
+        Notice::ReloadRefused {
+            trigger,
+            what,
+            code,
+            message,
+            not_loaded: diagnostics,
+        } => {
+            if let Some(diagnostics) = &diagnostics {
+                not_loaded(diagnostics, format, quiet);
+            }
+            eprintln!(
+                "{trigger}: the {what} is invalid: [{code}] {message}; the swarm runs on unchanged"
+            );
+        }
+        Notice::RunsClusterBundle {
+            active,
+            deployed_by,
+            deployed_at,
+            local,
+        } => eprintln!(
+            "the cluster runs bundle {} (made active by {deployed_by} at {deployed_at}); this folder's bundle ({}) differs and is not run here. `gdn cluster deploy` rolls a bundle out to every host",
+            short_digest(&active),
+            short_digest(&local)
+        ),
+        Notice::RolloutRefused {
+            digest,
+            problem,
+            running,
+        } => eprintln!(
+            "rollout: bundle {} refused on this host: {problem}; it runs on with {}",
+            short_digest(&digest),
+            short_digest(&running)
+        ),
+    })
 }
 
 #[cfg(test)]

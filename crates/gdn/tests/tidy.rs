@@ -27,6 +27,7 @@ const FLOW: &[&str] = &[
     "goondan-base",
     "goondan-agent",
     "goondan-orchestrator",
+    "goondan-host",
     "gdn",
 ];
 

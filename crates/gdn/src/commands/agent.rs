@@ -13,13 +13,10 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
     crate::secrets::make_non_dumpable();
     exit_with_parent();
     crate::logging::init_json_stderr("info");
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::current_thread() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: starting the async runtime: {error}");
+            eprintln!("error: {error:#}");
             std::process::exit(1);
         }
     };
@@ -36,10 +33,10 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         // Filled from the spawn handshake, never from the environment.
         secrets: goondan_types::Secrets::new(),
         strip_types_command: super::strip_types::command(),
-        cluster: match super::cluster::agent_log() {
+        cluster: match goondan_host::cluster::agent_log() {
             Ok(log) => log,
             Err(error) => {
-                eprintln!("error[{}]: {error}", error.code());
+                crate::render::cluster_error(&error);
                 std::process::exit(2);
             }
         },

@@ -11,13 +11,10 @@ pub(crate) fn run(args: &ConnectorArgs, state_root: Option<std::path::PathBuf>) 
     crate::secrets::make_non_dumpable();
     super::agent::exit_with_parent();
     crate::logging::init_json_stderr("info");
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::current_thread() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: starting the async runtime: {error}");
+            eprintln!("error: {error:#}");
             std::process::exit(1);
         }
     };

@@ -36,7 +36,7 @@ pub(crate) fn target(global: &GlobalArgs) -> anyhow::Result<Target> {
         .and_then(|outcome| outcome.bundle);
     if let Some(bundle) = bundle {
         if let Some(swarm) = bundle.default_swarm() {
-            let state_root = project::scoped_state_root(state_root, &bundle);
+            let state_root = goondan_host::project::scoped_state_root(state_root, &bundle);
             let workspace = state_root.workspace(swarm.instance_key());
             return Ok(Target {
                 state_root,
@@ -202,7 +202,7 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
                     return Ok(outcome);
                 }
             };
-            let info = Box::new(super::run::swarm_info(&project)?);
+            let info = Box::new(goondan_host::project::swarm_info(&project)?);
             (Some(info), Some(project))
         }
     };
@@ -405,7 +405,7 @@ pub(super) fn restart_live(
     let Some(socket) = &target.socket else {
         return Ok(None);
     };
-    let (agent, instance_key) = split_key(key);
+    let (agent, instance_key) = crate::project::split_key(key);
     let request = ControlRequest::Restart {
         agent,
         instance_key: Some(instance_key),
@@ -434,16 +434,6 @@ pub(super) fn delete_instances(target: &Target, key: &str) -> anyhow::Result<(us
         store.delete(&summary.agent_name, &summary.instance_key)
     })?;
     Ok((n_deleted, stopped))
-}
-
-/// `agent:instance` or a bare instance key.
-pub(super) fn split_key(key: &str) -> (Option<String>, String) {
-    match key.split_once(':') {
-        Some((agent, instance)) if !agent.is_empty() && !instance.is_empty() => {
-            (Some(agent.to_string()), instance.to_string())
-        }
-        _ => (None, key.to_string()),
-    }
 }
 
 fn matches(summary: &InstanceSummary, key: &str) -> bool {

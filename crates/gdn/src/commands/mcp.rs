@@ -23,7 +23,8 @@
 //! stdout carries only protocol lines; every message for a person goes to
 //! stderr.
 
-use super::run::{self, Claim};
+use super::run;
+use goondan_host::lock::{self, Claim};
 use crate::cli::{GlobalArgs, McpServeArgs};
 use crate::exit::Outcome;
 use crate::project;
@@ -77,9 +78,9 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
         Err(outcome) => return Ok(outcome),
     };
     let workspace = project.workspace();
-    let socket = match project::control_socket(&workspace) {
+    let socket = match lock::control_socket(&workspace) {
         Ok(socket) => socket,
-        Err(outcome) => return Ok(outcome),
+        Err(error) => return Ok(crate::render::host_error(&error, project::format(global))),
     };
     let swarm = project
         .bundle
@@ -108,21 +109,18 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
         Ok(access) => access,
         Err(outcome) => return Ok(outcome),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async {
-        match run::claim(&workspace, &socket).await? {
-            Claim::Running => {}
-            Claim::Refused(outcome) => return Ok(outcome),
-            Claim::Won(_lock) => {
-                eprintln!(
-                    "error[E_ORCHESTRATOR_NOT_RUNNING]: no orchestrator is running Swarm/{} of this bundle",
-                    project.swarm_name
-                );
-                eprintln!(
-                    "   = help: start it first with `gdn run --detach` in the project folder (the same --config and --state-root)"
+    crate::runtime::current_thread()?.block_on(async {
+        match lock::claim(&workspace, &socket).await {
+            Ok(Claim::Running) => {}
+            Err(error) => return Ok(crate::render::host_error(&error, project::format(global))),
+            Ok(Claim::Won(_lock)) => {
+                crate::render::error(
+                    "E_ORCHESTRATOR_NOT_RUNNING",
+                    &format!(
+                        "no orchestrator is running Swarm/{} of this bundle",
+                        project.swarm_name
+                    ),
+                    Some("start it first with `gdn run --detach` in the project folder (the same --config and --state-root)"),
                 );
                 return Ok(Outcome::Failure);
             }
@@ -152,7 +150,7 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
 }
 
 /// Who may call `--http`, or the refusal already printed.
-fn http_access(args: &McpServeArgs, project: &project::Project) -> Result<HttpAccess, Outcome> {
+fn http_access(args: &McpServeArgs, project: &goondan_host::Project) -> Result<HttpAccess, Outcome> {
     let bearer_token = match &args.token_env {
         Some(name) => {
             let value = std::env::var(name)

@@ -10,8 +10,6 @@ mod logs;
 pub(crate) mod manage;
 mod mcp;
 pub(crate) mod package;
-mod reload;
-mod rollout;
 mod run;
 mod strip_types;
 mod studio;

@@ -59,7 +59,7 @@ pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
 
 /// Installs the missing dependencies of the bundle at `bundle_root` (one
 /// a cluster host fetched), as `gdn run` does for its own.
-pub(crate) async fn install_for_bundle(
+async fn install_for_bundle(
     global: &GlobalArgs,
     bundle_root: &Path,
 ) -> Result<(), PackageError> {
@@ -69,6 +69,16 @@ pub(crate) async fn install_for_bundle(
         return Ok(());
     }
     context.install_missing(global.quiet).await
+}
+
+/// What a cluster host installs the packages of a bundle it fetched
+/// with: [`install_for_bundle`], as `gdn run` does for its own.
+pub(crate) fn installer(global: &GlobalArgs) -> goondan_host::PackageInstaller {
+    let global = global.clone();
+    std::sync::Arc::new(move |bundle_root: PathBuf| {
+        let global = global.clone();
+        Box::pin(async move { install_for_bundle(&global, &bundle_root).await })
+    })
 }
 
 /// Prints `error` with its code and help; the exit outcome for it.

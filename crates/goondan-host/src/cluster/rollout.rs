@@ -1,14 +1,14 @@
 //! The bundle a cluster's hosts run, distributed by digest
 //! (`goondan_cluster::bundle`): what a host runs when it joins
-//! ([`adopt`]), how it follows a rollout ([`BundleFollower`]), and
-//! `gdn cluster deploy` ([`deploy`]), which starts one.
+//! ([`adopt`]) and how it follows a rollout ([`BundleFollower`]);
+//! `gdn cluster deploy`, which starts one, is [`super::client::deploy`].
 //!
 //! The first host to join makes its own bundle the active one. Every
 //! later host runs the active bundle, whatever its own folder holds
 //! (a different one is fetched, checked against its digest, unpacked and
-//! validated; the host says so on stderr), and `gdn cluster deploy`
-//! replaces the active bundle on every host at once, each applying it as
-//! `--watch` applies an edit: only what changed restarts.
+//! validated; the host says so with a [`Notice`]), and a deploy replaces
+//! the active bundle on every host at once, each applying it as `--watch`
+//! applies an edit: only what changed restarts.
 //!
 //! A host's children load the bundle through one link,
 //! `<workspace>/cluster-bundles/current`, pointed at the host's own folder
@@ -18,13 +18,13 @@
 //! linked into every bundle it fetches, so each host keeps its own
 //! secrets.
 
-use super::cluster::{self, print_cluster_error, ClusterMode};
-use super::reload::{Rollout, Source};
-use crate::cli::GlobalArgs;
-use crate::exit::Outcome;
-use crate::project::Project;
+use super::ClusterMode;
+use crate::project::BundleSource;
+use crate::reload::Rollout;
+use crate::start::PackageInstaller;
+use crate::{HostError, Notice, Notices, Project};
 use goondan_cluster::bundle::{self, short_digest, ActiveBundle};
-use goondan_cluster::membership::{cluster_status, Membership};
+use goondan_cluster::membership::Membership;
 use goondan_cluster::{Cluster, ClusterError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,8 +40,6 @@ const CURRENT_LINK: &str = "current";
 const ENV_FILES: [&str; 2] = [".env", ".env.local"];
 /// Fetched bundles kept besides the running one, for a quick way back.
 const KEEP_PREVIOUS: usize = 2;
-/// How often `gdn cluster deploy` looks at the hosts while it waits.
-const DEPLOY_POLL: Duration = Duration::from_millis(250);
 
 /// The bundle a host runs and the link its children load it through.
 #[derive(Debug, Clone)]
@@ -52,74 +50,71 @@ pub(crate) struct HostBundle {
     pub(crate) digest: String,
 }
 
-/// The digest of `project`'s bundle packed for the cluster, with the
-/// archive; `Err` after printing why it cannot be packed.
-fn pack(project: &Project) -> Result<(Vec<u8>, String), Outcome> {
+/// The archive of `project`'s bundle packed for the cluster, with its
+/// digest.
+pub(crate) fn pack(project: &Project) -> Result<(Vec<u8>, String), HostError> {
     match goondan_package::tarball::pack_bundle(project.bundle.root()) {
         Ok(archive) => {
             let digest = bundle::digest_of(&archive);
             Ok((archive, digest))
         }
-        Err(error) => {
-            eprintln!(
-                "error[E_CLUSTER_BUNDLE]: cannot pack the bundle at {} for the cluster: {error}",
+        Err(error) => Err(HostError::ClusterBundle {
+            message: format!(
+                "cannot pack the bundle at {} for the cluster: {error}",
                 project.bundle.root().display()
-            );
-            eprintln!("   = help: a cluster bundle holds plain files and folders, and links to files inside it; at most {} files", goondan_package::tarball::MAX_ENTRIES);
-            Err(Outcome::ConfigError)
-        }
+            ),
+            suggestion: format!(
+                "a cluster bundle holds plain files and folders, and links to files inside it; at most {} files",
+                goondan_package::tarball::MAX_ENTRIES
+            ),
+        }),
     }
 }
 
 /// Decides what a joining host runs: its own bundle when none is active
 /// yet (it becomes the active one) or when it is the active one, else the
 /// active bundle, fetched. Returns the project to run (its System Root
-/// and workspace stay this folder's) and the link to load it through;
-/// `Err` after printing why the host cannot start.
+/// and workspace stay this folder's) and the link to load it through.
 pub(crate) async fn adopt(
-    global: &GlobalArgs,
     cluster: &Cluster,
     mode: &ClusterMode,
     project: Project,
-    source: &Source,
-) -> Result<(Project, HostBundle), Outcome> {
+    source: &BundleSource,
+    install: &PackageInstaller,
+    notices: &Notices,
+) -> Result<(Project, HostBundle), HostError> {
     let (archive, local) = pack(&project)?;
     let link = link_of(&project);
     let bundles = link.parent().expect("the link sits in the bundles folder");
     let active = loop {
-        let active = bundle::active(cluster)
-            .await
-            .map_err(|e| print_cluster_error(&e))?;
-        if let Some(active) = active {
+        if let Some(active) = bundle::active(cluster).await? {
             break active;
         }
         // The first host: its bundle becomes the swarm's.
-        bundle::upload(cluster, &archive)
-            .await
-            .map_err(|e| print_cluster_error(&e))?;
+        bundle::upload(cluster, &archive).await?;
         let record = ActiveBundle::new(
             local.clone(),
             archive.len() as u64,
             mode.workspace_id.clone(),
             mode.host_id.clone(),
         );
-        match bundle::activate(cluster, &record, None).await {
-            Ok(Some(active)) => break active,
+        match bundle::activate(cluster, &record, None).await? {
+            Some(active) => break active,
             // Another host was first: run what it made active.
-            Ok(None) => continue,
-            Err(error) => return Err(print_cluster_error(&error)),
+            None => continue,
         }
     };
     if active.workspace_id != mode.workspace_id {
-        eprintln!(
-            "error[E_CLUSTER_WORKSPACE]: this cluster runs workspace {} (Swarm instance key), this bundle's Swarm/{} is workspace {}",
-            active.workspace_id, project.swarm_name, mode.workspace_id
-        );
-        eprintln!("   = help: run one swarm per cluster: start this host against another cluster, or deploy this bundle's swarm where it belongs");
-        return Err(Outcome::ConfigError);
+        return Err(HostError::ClusterWorkspace {
+            message: format!(
+                "this cluster runs workspace {} (Swarm instance key), this bundle's Swarm/{} is workspace {}",
+                active.workspace_id, project.swarm_name, mode.workspace_id
+            ),
+            suggestion: "run one swarm per cluster: start this host against another cluster, or deploy this bundle's swarm where it belongs".into(),
+        });
     }
     if active.digest == local {
-        point_link(&link, project.bundle.root()).map_err(|error| link_error(&link, &error))?;
+        point_link(&link, project.bundle.root()).map_err(link_error(&link))?;
         return Ok((
             project,
             HostBundle {
@@ -128,53 +123,42 @@ pub(crate) async fn adopt(
             },
         ));
     }
-    eprintln!(
-        "the cluster runs bundle {} (made active by {} at {}); this folder's bundle ({}) differs and is not run here. `gdn cluster deploy` rolls a bundle out to every host",
-        short_digest(&active.digest),
-        active.deployed_by,
-        active.deployed_at,
-        short_digest(&local)
-    );
-    let dir = fetch(cluster, bundles, &active.digest, project.bundle.root())
+    notices(Notice::RunsClusterBundle {
+        active: active.digest.clone(),
+        deployed_by: active.deployed_by.clone(),
+        deployed_at: active.deployed_at.clone(),
+        local,
+    });
+    let dir = fetch(cluster, bundles, &active.digest, project.bundle.root()).await?;
+    install(dir.clone())
         .await
-        .map_err(|e| print_cluster_error(&e))?;
-    if let Err(error) = super::package::install_for_bundle(global, &dir).await {
-        eprintln!(
-            "error[{}]: installing the packages of the cluster's bundle {}: {error}",
-            error.code(),
-            short_digest(&active.digest)
-        );
-        eprintln!("   = help: {}", error.suggestion());
-        return Err(Outcome::Failure);
-    }
-    let bundle = match source.load(&dir, project.state_root.packages_dir()) {
-        Ok(bundle) => bundle,
-        Err(not_loaded) => {
-            eprintln!(
-                "error[{}]: the cluster's bundle {} does not load on this host: {}",
-                not_loaded.code(),
-                short_digest(&active.digest),
-                not_loaded.summary()
-            );
-            eprintln!("   = help: a host needs what the bundle reads from its environment (its own .env, variables); or deploy a bundle that loads here");
-            return Err(not_loaded.outcome);
-        }
-    };
+        .map_err(|source| HostError::PackageInstall {
+            digest: short_digest(&active.digest).to_string(),
+            source,
+        })?;
+    let bundle = source
+        .load(&dir, Some(project.state_root.packages_dir()))
+        .map_err(|not_loaded| HostError::ClusterBundleNotLoaded {
+            digest: short_digest(&active.digest).to_string(),
+            summary: not_loaded.summary(),
+            not_loaded: Box::new(not_loaded),
+        })?;
     match bundle.swarm(&project.swarm_name) {
         Some(swarm) if swarm.instance_key() == project.instance_key => {}
         _ => {
-            eprintln!(
-                "error[E_CLUSTER_WORKSPACE]: the cluster's bundle {} has no Swarm/{} with instanceKey {}",
-                short_digest(&active.digest),
-                project.swarm_name,
-                project.instance_key
-            );
-            eprintln!("   = help: start the host with the Swarm the cluster runs (--swarm)");
-            return Err(Outcome::ConfigError);
+            return Err(HostError::ClusterWorkspace {
+                message: format!(
+                    "the cluster's bundle {} has no Swarm/{} with instanceKey {}",
+                    short_digest(&active.digest),
+                    project.swarm_name,
+                    project.instance_key
+                ),
+                suggestion: "start the host with the Swarm the cluster runs (--swarm)".into(),
+            })
         }
     }
-    point_link(&link, bundle.root()).map_err(|error| link_error(&link, &error))?;
-    let project = Project { bundle, ..project };
+    point_link(&link, bundle.root()).map_err(link_error(&link))?;
+    let project = project.with_bundle(bundle);
     Ok((
         project,
         HostBundle {
@@ -193,12 +177,8 @@ pub(crate) fn link_of(project: &Project) -> PathBuf {
         .join(CURRENT_LINK)
 }
 
-fn link_error(link: &Path, error: &std::io::Error) -> Outcome {
-    eprintln!(
-        "error[E_CLUSTER_BUNDLE]: cannot point {} at the bundle: {error}",
-        link.display()
-    );
-    Outcome::Failure
+fn link_error(link: &Path) -> impl FnOnce(std::io::Error) -> HostError {
+    HostError::io(format!("cannot point {} at the bundle", link.display()))
 }
 
 /// Points `link` at `target` atomically (a new link renamed over the old
@@ -319,7 +299,8 @@ fn children_working_dirs() -> Option<Vec<PathBuf>> {
 /// and handed to the host's reloader; the outcome goes into the host's
 /// heartbeat.
 pub(crate) struct BundleFollower {
-    global: GlobalArgs,
+    install: PackageInstaller,
+    notices: Notices,
     cluster: Cluster,
     workspace_id: String,
     running: HostBundle,
@@ -332,15 +313,17 @@ impl BundleFollower {
     /// A follower for the host running `running`, handing rollouts to
     /// `rollouts`.
     pub(crate) fn new(
-        global: &GlobalArgs,
         cluster: Cluster,
         mode: &ClusterMode,
         running: HostBundle,
         local_root: PathBuf,
         rollouts: mpsc::Sender<Rollout>,
+        install: PackageInstaller,
+        notices: Notices,
     ) -> BundleFollower {
         BundleFollower {
-            global: global.clone(),
+            install,
+            notices,
             cluster,
             workspace_id: mode.workspace_id.clone(),
             running,
@@ -382,11 +365,11 @@ impl BundleFollower {
                     }
                     Err(None) => return,
                     Err(Some(problem)) => {
-                        eprintln!(
-                            "rollout: bundle {} refused on this host: {problem}; it runs on with {}",
-                            short_digest(&wanted.digest),
-                            short_digest(&self.running.digest)
-                        );
+                        (self.notices)(Notice::RolloutRefused {
+                            digest: wanted.digest.clone(),
+                            problem: problem.clone(),
+                            running: self.running.digest.clone(),
+                        });
                         refused = Some(wanted.digest.clone());
                         Some(Some(bundle::Refusal {
                             digest: wanted.digest.clone(),
@@ -424,7 +407,7 @@ impl BundleFollower {
         let dir = fetch(&self.cluster, bundles, &wanted.digest, &self.local_root)
             .await
             .map_err(|error| Some(format!("[{}] {error}", error.code())))?;
-        super::package::install_for_bundle(&self.global, &dir)
+        (self.install)(dir.clone())
             .await
             .map_err(|error| {
                 Some(format!(
@@ -449,147 +432,6 @@ impl BundleFollower {
             Ok(Err(problem)) => Err(Some(problem)),
             Err(_) => Err(None),
         }
-    }
-}
-
-/// `gdn cluster deploy`: makes this folder's bundle the one every host
-/// runs, then waits up to `wait` until every live host runs it.
-pub(crate) fn deploy(global: &GlobalArgs, urls: &str, wait: Duration) -> anyhow::Result<Outcome> {
-    let project = match crate::project::load(global, None, None)? {
-        Ok(project) => project,
-        Err(outcome) => return Ok(outcome),
-    };
-    let (archive, digest) = match pack(&project) {
-        Ok(packed) => packed,
-        Err(outcome) => return Ok(outcome),
-    };
-    let workspace_id = cluster::workspace_of(&project);
-    let deployer = format!(
-        "gdn cluster deploy on {}",
-        cluster::host_name().unwrap_or_else(|| "an unnamed machine".into())
-    );
-    cluster::current_thread()?.block_on(async {
-        let urls = match goondan_cluster::ClusterUrls::parse(urls) {
-            Ok(urls) => urls,
-            Err(error) => return Ok(print_cluster_error(&error)),
-        };
-        // A deploy may come before the first host (an init step): it
-        // makes the layout like a host does.
-        let connected = async {
-            let cluster = cluster::connect_as(&urls, "gdn cluster deploy".to_string()).await?;
-            cluster::ensure_layout(&cluster).await?;
-            Ok::<_, ClusterError>(cluster)
-        };
-        let cluster = match connected.await {
-            Ok(cluster) => cluster,
-            Err(error) => return Ok(print_cluster_error(&error)),
-        };
-        let activated = async {
-            let mut uploaded = false;
-            loop {
-                let current = bundle::active(&cluster).await?;
-                if let Some(current) = &current {
-                    if current.workspace_id != workspace_id {
-                        return Ok(Err(current.workspace_id.clone()));
-                    }
-                    if current.digest == digest {
-                        return Ok(Ok(false));
-                    }
-                }
-                // Only a bundle this cluster may run is stored.
-                if !uploaded {
-                    bundle::upload(&cluster, &archive).await?;
-                    uploaded = true;
-                }
-                let record = ActiveBundle::new(
-                    digest.clone(),
-                    archive.len() as u64,
-                    workspace_id.clone(),
-                    deployer.clone(),
-                );
-                let after = current.map(|current| current.revision);
-                if bundle::activate(&cluster, &record, after).await?.is_some() {
-                    return Ok(Ok(true));
-                }
-                // Another deploy came between the read and the write.
-            }
-        };
-        match activated.await {
-            Err(error) => return Ok(print_cluster_error(&error)),
-            Ok(Err(theirs)) => {
-                eprintln!(
-                    "error[E_CLUSTER_WORKSPACE]: this cluster runs workspace {theirs}; this bundle's Swarm/{} is workspace {workspace_id}",
-                    project.swarm_name
-                );
-                eprintln!("   = help: run one swarm per cluster: deploy to the cluster that runs this swarm");
-                return Ok(Outcome::ConfigError);
-            }
-            Ok(Ok(true)) => println!(
-                "deployed bundle {digest} ({} KiB) for Swarm/{}",
-                archive.len().div_ceil(1024),
-                project.swarm_name
-            ),
-            Ok(Ok(false)) => println!("bundle {digest} is already active"),
-        }
-        if wait.is_zero() {
-            return Ok(Outcome::Success);
-        }
-        Ok(wait_for_hosts(&cluster, &digest, wait, global.quiet).await)
-    })
-}
-
-/// Waits until every live host runs `digest` or refused it; prints each
-/// host as it gets there.
-async fn wait_for_hosts(cluster: &Cluster, digest: &str, wait: Duration, quiet: bool) -> Outcome {
-    let deadline = tokio::time::Instant::now() + wait;
-    let mut reported = std::collections::BTreeSet::new();
-    loop {
-        let status = match cluster_status(cluster).await {
-            Ok(status) => status,
-            Err(error) => return print_cluster_error(&error),
-        };
-        let mut behind = Vec::new();
-        let mut refused = 0;
-        for host in &status.hosts {
-            let state = if host.bundle.as_deref() == Some(digest) {
-                "runs it".to_string()
-            } else if let Some(refusal) = host
-                .bundle_refused
-                .as_ref()
-                .filter(|refusal| refusal.digest == digest)
-            {
-                refused += 1;
-                format!("refused it: {}", refusal.problem)
-            } else {
-                behind.push(host.host.clone());
-                continue;
-            };
-            if reported.insert(host.host.clone()) && !quiet {
-                println!("  {}: {state}", host.host);
-            }
-        }
-        if behind.is_empty() {
-            if status.hosts.is_empty() {
-                println!("no host is running; each host that starts runs this bundle");
-            }
-            if refused > 0 {
-                eprintln!("error[E_CLUSTER_BUNDLE]: {refused} host(s) refused the bundle and run on with their previous one");
-                eprintln!("   = help: fix what they report (`gdn cluster status` shows it) and deploy again");
-                return Outcome::Failure;
-            }
-            return Outcome::Success;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            eprintln!(
-                "error[E_CLUSTER_TIMEOUT]: after {}s, {} host(s) do not run the bundle yet: {}",
-                wait.as_secs(),
-                behind.len(),
-                behind.join(", ")
-            );
-            eprintln!("   = help: `gdn cluster status` shows what each host runs; a host applies a rollout once its running Turns allow the restart");
-            return Outcome::Failure;
-        }
-        tokio::time::sleep(DEPLOY_POLL).await;
     }
 }
 

@@ -6,7 +6,8 @@
 //! `rulesFile`, and `.env`, `.env.local`, `--env-file`), the debounce of
 //! editor bursts, the comparison of the old and new bundle, the answer to
 //! an agent's restart request, and the record of each reload (one console
-//! line and one [`SwarmEvent`] in the workspace's `swarm-events.jsonl`,
+//! [`Notice`] for the console and one [`SwarmEvent`] in the workspace's
+//! `swarm-events.jsonl`,
 //! which `gdn logs` shows). It does not restart anything itself: the
 //! orchestrator's graceful restart does (`OrchestratorHandle::
 //! restart_for_config`), so conversations, extension state and queued
@@ -30,15 +31,16 @@
 //! appeared and stops those that went away.
 //!
 //! On a cluster host (`gdn run --cluster`) a third trigger is the rollout
-//! of a new active bundle ([`Rollout`], from `super::rollout`): the
+//! of a new active bundle ([`Rollout`], from `crate::cluster::rollout`): the
 //! bundle is loaded from the folder it was fetched to, the link the
 //! host's children load through is pointed at it, and what changed
 //! restarts as after an edit. A host's singleton Connections stay on the
 //! host that owns them ([`ClusterReload::connections`]).
 
-use super::cluster::SingletonConnections;
-use crate::cli::{Format, GlobalArgs};
-use crate::project::{NotLoaded, Project};
+use crate::cluster::rollout::point_link;
+use crate::cluster::SingletonConnections;
+use crate::project::{swarm_info, BundleSource};
+use crate::{Notice, Notices, Project};
 use goondan_config::{Bundle, Resource};
 use goondan_ipc::protocol::{Failure, QueryAnswer};
 use goondan_orchestrator::orchestrator::SwarmRestartRequest;
@@ -85,6 +87,8 @@ pub(crate) struct ClusterReload {
     pub(crate) link: PathBuf,
     /// Which Connections this host runs.
     pub(crate) connections: Arc<SingletonConnections>,
+    /// The rollouts to apply, as the host's bundle follower finds them.
+    pub(crate) rollouts: mpsc::Receiver<Rollout>,
 }
 
 /// Starts reloading the bundle of `project`, whose swarm `handle` runs,
@@ -95,12 +99,22 @@ pub(crate) struct ClusterReload {
 pub(crate) fn start(
     handle: OrchestratorHandle,
     project: &Project,
-    source: Source,
+    source: BundleSource,
     watch_files: bool,
     requests: mpsc::Receiver<SwarmRestartRequest>,
-    cluster: Option<(ClusterReload, mpsc::Receiver<Rollout>)>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let (cluster, rollouts) = cluster.unzip();
+    cluster: Option<ClusterReload>,
+    notices: Notices,
+) -> notify::Result<tokio::task::JoinHandle<()>> {
+    let (cluster, rollouts) = cluster
+        .map(|cluster| {
+            let ClusterReload {
+                link,
+                connections,
+                rollouts,
+            } = cluster;
+            (ClusterLink { link, connections }, rollouts)
+        })
+        .unzip();
     let snapshot = Snapshot::of(&project.bundle, &project.swarm_name, &source);
     let (events_tx, events) = mpsc::unbounded_channel();
     let watcher = if watch_files {
@@ -120,75 +134,14 @@ pub(crate) fn start(
     };
     let reloader = Reloader {
         handle,
-        project: Project {
-            bundle: project.bundle.clone(),
-            swarm_name: project.swarm_name.clone(),
-            instance_key: project.instance_key.clone(),
-            state_root: project.state_root.clone(),
-        },
+        project: project.clone(),
         source,
+        notices,
         snapshot,
         watch: watcher,
         cluster,
     };
     Ok(tokio::spawn(reloader.run(events, requests, rollouts)))
-}
-
-/// Where the bundle is loaded from, as `gdn run` was told.
-pub(crate) struct Source {
-    /// The bundle file or folder (a cluster host's link).
-    pub(crate) config: PathBuf,
-    /// `--env-file`, absolute.
-    pub(crate) env_file: Option<PathBuf>,
-    /// How diagnostics are printed.
-    pub(crate) format: Format,
-    /// `--quiet`.
-    pub(crate) quiet: bool,
-}
-
-impl Source {
-    /// What `gdn run` loads: `config` (the bundle of `--config`, or a
-    /// cluster host's link) with `--env-file`, printing diagnostics as
-    /// `global` says.
-    pub(crate) fn new(
-        global: &GlobalArgs,
-        config: PathBuf,
-        env_file: Option<PathBuf>,
-    ) -> std::io::Result<Source> {
-        Ok(Source {
-            config,
-            env_file: env_file.map(std::path::absolute).transpose()?,
-            format: if global.json {
-                Format::Json
-            } else {
-                Format::Text
-            },
-            quiet: global.quiet,
-        })
-    }
-
-    /// The bundle at `path` (a file or folder), loaded as `gdn run` loads
-    /// one, with packages from `packages_root`; or why it is refused (its
-    /// diagnostics are printed).
-    pub(crate) fn load(&self, path: &Path, packages_root: PathBuf) -> Result<Bundle, NotLoaded> {
-        let loaded = crate::project::load_reporting(
-            path,
-            self.env_file.clone(),
-            Some(packages_root),
-            self.format,
-            self.quiet,
-        );
-        match loaded {
-            Ok(loaded) => loaded,
-            // Printing the diagnostics failed; the bundle is refused all
-            // the same.
-            Err(_) => Err(NotLoaded {
-                outcome: crate::exit::Outcome::ValidationFailed,
-                diagnostics: 0,
-                first_error: None,
-            }),
-        }
-    }
 }
 
 /// The folders watched for edits (`--watch`).
@@ -229,10 +182,17 @@ impl Trigger {
 struct Reloader {
     handle: OrchestratorHandle,
     project: Project,
-    source: Source,
+    source: BundleSource,
+    notices: Notices,
     snapshot: Snapshot,
     watch: Option<FileWatch>,
-    cluster: Option<ClusterReload>,
+    cluster: Option<ClusterLink>,
+}
+
+/// A cluster host's link and Connections, as the reload loop keeps them.
+struct ClusterLink {
+    link: PathBuf,
+    connections: Arc<SingletonConnections>,
 }
 
 impl Reloader {
@@ -284,19 +244,21 @@ impl Reloader {
         };
         let bundle = match self
             .source
-            .load(&from, self.project.state_root.packages_dir())
+            .load(&from, Some(self.project.state_root.packages_dir()))
         {
             Ok(bundle) => bundle,
             Err(not_loaded) => {
                 let summary = not_loaded.summary();
-                self.reject(trigger, not_loaded.code(), &summary).await;
+                let code = not_loaded.code().to_string();
+                self.reject(trigger, &code, &summary, Some(not_loaded))
+                    .await;
                 return;
             }
         };
         let swarm_name = self.project.swarm_name.clone();
         let Some(swarm) = bundle.swarm(&swarm_name) else {
             let message = format!("Swarm/{swarm_name} is no longer defined");
-            self.reject(trigger, "E_CONFIG_REF_NOT_FOUND", &message)
+            self.reject(trigger, "E_CONFIG_REF_NOT_FOUND", &message, None)
                 .await;
             return;
         };
@@ -309,33 +271,30 @@ impl Reloader {
                     swarm.instance_key(),
                     self.project.instance_key
                 );
-                self.reject(trigger, "E_CLUSTER_WORKSPACE", &message).await;
+                self.reject(trigger, "E_CLUSTER_WORKSPACE", &message, None)
+                    .await;
                 return;
             }
         }
         // Nothing changes until the new bundle is known to be usable.
-        let candidate = Project {
-            bundle,
-            swarm_name: swarm_name.clone(),
-            instance_key: self.project.instance_key.clone(),
-            state_root: self.project.state_root.clone(),
-        };
-        let info = match super::run::swarm_info(&candidate) {
+        let candidate = self.project.with_bundle(bundle);
+        let info = match swarm_info(&candidate) {
             Ok(info) => match &self.cluster {
                 Some(cluster) => cluster.connections.select(&candidate, info),
                 None => info,
             },
             Err(error) => {
-                let message = format!("{error:#}");
-                self.reject(trigger, "E_CONFIG_INVALID", &message).await;
+                let message = error.to_string();
+                self.reject(trigger, error.code(), &message, None).await;
                 return;
             }
         };
         if let (Trigger::Rollout(_), Some(cluster)) = (&trigger, &self.cluster) {
             // New children load the new bundle from here on.
-            if let Err(error) = super::rollout::point_link(&cluster.link, candidate.bundle.root()) {
+            if let Err(error) = point_link(&cluster.link, candidate.bundle.root()) {
                 let message = format!("cannot point {} at it: {error}", cluster.link.display());
-                self.reject(trigger, "E_CLUSTER_BUNDLE", &message).await;
+                self.reject(trigger, "E_CLUSTER_BUNDLE", &message, None)
+                    .await;
                 return;
             }
         }
@@ -397,10 +356,13 @@ impl Reloader {
             Trigger::Rollout(rollout) => format!(" to bundle {}", rollout.digest),
             Trigger::Watch => String::new(),
         };
-        eprintln!(
-            "{label}: reloaded{asked} in {} ms: changed {changed}; restarted {restarted}",
-            elapsed.as_millis()
-        );
+        (self.notices)(Notice::Reloaded {
+            trigger: label,
+            asked,
+            elapsed,
+            changed: changed.clone(),
+            restarted: restarted.clone(),
+        });
         tracing::info!(
             event = "swarm.reloaded",
             trigger = label,
@@ -424,15 +386,25 @@ impl Reloader {
 
     /// Refuses a reload: the swarm runs on unchanged. An agent that asked
     /// gets the reason as its tool call's error.
-    async fn reject(&self, trigger: Trigger, code: &str, message: &str) {
+    async fn reject(
+        &self,
+        trigger: Trigger,
+        code: &str,
+        message: &str,
+        not_loaded: Option<crate::NotLoaded>,
+    ) {
         let label = trigger.label();
         let what = match trigger {
             Trigger::Watch => "edit",
             Trigger::Request(_) | Trigger::Rollout(_) => "bundle",
         };
-        eprintln!(
-            "{label}: the {what} is invalid: [{code}] {message}; the swarm runs on unchanged"
-        );
+        (self.notices)(Notice::ReloadRefused {
+            trigger: label,
+            what,
+            code: code.to_string(),
+            message: message.to_string(),
+            not_loaded,
+        });
         tracing::warn!(
             event = "swarm.reload_rejected",
             trigger = label,
@@ -606,7 +578,7 @@ struct Change {
 }
 
 impl Snapshot {
-    fn of(bundle: &Bundle, swarm_name: &str, source: &Source) -> Snapshot {
+    fn of(bundle: &Bundle, swarm_name: &str, source: &BundleSource) -> Snapshot {
         let root = bundle.root().to_path_buf();
         let mut snapshot = Snapshot {
             root: root.clone(),

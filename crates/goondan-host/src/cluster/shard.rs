@@ -1,0 +1,370 @@
+//! One shard's puller: takes each delivery of the shard's inbox to the
+//! orchestrator as a request for the instance it names, keeps it alive
+//! while the Turn runs, answers its sender and only then acks it; a
+//! delivery the instance's last commit already consumed is answered from
+//! that commit's outbox without waking the agent.
+
+use super::host::stop_requested;
+use super::remote::AnsweredRequests;
+use goondan_cluster::cursor;
+use goondan_cluster::inbox::{self, Delivery, Envelope, ShardInbox};
+use goondan_cluster::membership::Membership;
+use goondan_cluster::reply::{self, ClusterReply};
+use goondan_cluster::subject::InstanceAddress;
+use goondan_cluster::{Cluster, ClusterError};
+use goondan_ipc::protocol;
+use goondan_ipc::{RoutingKey, ORCHESTRATOR};
+use goondan_orchestrator::{OrchestratorError, OrchestratorHandle};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How often a running Turn's delivery is kept alive (its `ack_wait` is
+/// 6 s: a lost progress message is not yet a redelivery).
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+/// How long a draining host lets running Turns finish.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
+
+pub(super) struct ShardPuller {
+    pub(super) cluster: Cluster,
+    pub(super) handle: OrchestratorHandle,
+    pub(super) membership: Arc<Membership>,
+    pub(super) workspace_id: String,
+    pub(super) answered: Arc<AnsweredRequests>,
+}
+
+impl ShardPuller {
+    /// Pulls one shard's inbox until told to stop, then waits for the
+    /// Turns it started (bounded by [`DRAIN_DEADLINE`]).
+    pub(super) async fn run(self, shard: u16, mut stop: watch::Receiver<bool>) {
+        let mut inbox: Option<ShardInbox> = None;
+        let mut turns = JoinSet::new();
+        loop {
+            let pulling = match &mut inbox {
+                Some(inbox) => inbox,
+                None => match ShardInbox::open(&self.cluster, shard).await {
+                    Ok(opened) => inbox.insert(opened),
+                    Err(error) => {
+                        tracing::warn!(
+                            shard,
+                            code = error.code(),
+                            "cannot open the shard's inbox: {error}; trying again"
+                        );
+                        if self.pause(&mut stop).await {
+                            break;
+                        }
+                        continue;
+                    }
+                },
+            };
+            let next = tokio::select! {
+                next = pulling.next() => next,
+                _ = stop_requested(&mut stop) => break,
+            };
+            match next {
+                Some(Ok(delivery)) => {
+                    if !self.membership.is_fresh() {
+                        // Our leases may have run out: another host may own
+                        // this instance now, so start nothing.
+                        delivery.nak().await.ok();
+                        continue;
+                    }
+                    if let Some(turn) = self.start(delivery).await {
+                        turns.spawn(turn);
+                    }
+                }
+                // One unreadable message, already acked and logged.
+                Some(Err(error @ ClusterError::Corrupt { .. })) => {
+                    tracing::warn!(shard, code = error.code(), "inbox: {error}");
+                }
+                // A failed pull (the consumer was not ready, a leader
+                // moved): pull anew at once rather than wait for the
+                // client's own retry, which can take the pull's expiry.
+                failed => {
+                    if let Some(Err(error)) = &failed {
+                        tracing::warn!(shard, code = error.code(), "inbox: {error}; pulling again");
+                    }
+                    if let Some(broken) = inbox.take() {
+                        broken.close().await;
+                    }
+                    if self.pause(&mut stop).await {
+                        break;
+                    }
+                }
+            }
+        }
+        // Deliveries fetched but not started go back at once.
+        if let Some(inbox) = inbox {
+            inbox.close().await;
+        }
+        let drained = async { while turns.join_next().await.is_some() {} };
+        if tokio::time::timeout(DRAIN_DEADLINE, drained).await.is_err() {
+            tracing::warn!(
+                shard,
+                "Turns still running after the drain deadline; the next owner resumes them"
+            );
+        }
+    }
+
+    /// Waits a moment before a retry; true when told to stop meanwhile.
+    async fn pause(&self, stop: &mut watch::Receiver<bool>) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => false,
+            _ = stop_requested(stop) => true,
+        }
+    }
+
+    /// Queues the delivery's event on its instance (in delivery order) and
+    /// returns the wait for its answer.
+    async fn start(&self, delivery: Delivery) -> Option<TurnWait> {
+        let envelope = delivery.envelope.clone();
+        let mut consumed = Consumed::No;
+        if envelope.address.workspace_id == self.workspace_id {
+            match self.answer_from_outbox(&delivery).await {
+                Ok(Consumed::Answered) => {
+                    delivery.ack().await.ok();
+                    return None;
+                }
+                Ok(other) => consumed = other,
+                // The answer did not leave: the delivery comes back, and
+                // its answer is sent again then.
+                Err(error) => {
+                    tracing::warn!(
+                        seq = delivery.seq,
+                        code = error.code(),
+                        "sending a committed answer again: {error}"
+                    );
+                    delivery.nak().await.ok();
+                    return None;
+                }
+            }
+        }
+        if envelope.reply_to.is_none() && envelope.address.workspace_id == self.workspace_id {
+            // From an instance on another host: a request, a send or an
+            // answer, routed here as the orchestrator routes its own.
+            let to = RoutingKey::new(
+                envelope.address.agent_name.clone(),
+                envelope.address.instance_key.clone(),
+            );
+            let mut event = envelope.event.clone();
+            event.inbox_seq = Some(delivery.seq);
+            event.redelivered |= consumed == Consumed::Earlier;
+            let message = protocol::event_message(ORCHESTRATOR, &to.to_string(), &event);
+            // A request stays unacked until its answer leaves (see
+            // `AnsweredRequests`): if this host dies before, the next
+            // owner gets it again, and its log tells how far it got.
+            let answered = envelope
+                .event
+                .reply_to
+                .as_ref()
+                .filter(|_| protocol::in_reply_to(&envelope.event).is_none())
+                .map(|reply_to| self.answered.expect(&reply_to.correlation_id));
+            if self.handle.deliver_from_remote(to, message).await.is_err() {
+                delivery.nak().await.ok();
+                return None;
+            }
+            let Some(answered) = answered else {
+                delivery.ack().await.ok();
+                return None;
+            };
+            return Some(Box::pin(async move {
+                keep_alive_until(&delivery, answered).await;
+                delivery.ack().await.ok();
+            }));
+        }
+        if envelope.address.workspace_id != self.workspace_id {
+            let refused = ClusterReply::refused(
+                "E_CLUSTER_WORKSPACE",
+                format!(
+                    "this cluster serves workspace {}, not {}",
+                    self.workspace_id, envelope.address.workspace_id
+                ),
+                Some("run one swarm per cluster, and every host with the same bundle and swarm".into()),
+            );
+            reply::send(&self.cluster, &envelope, &refused).await;
+            delivery.ack().await.ok();
+            return None;
+        }
+        let mut event = envelope.event.clone();
+        event.id = envelope.id.clone();
+        event.instance_key = Some(envelope.address.instance_key.clone());
+        // Its Turn's commit records it as the instance's inbox cursor.
+        event.inbox_seq = Some(delivery.seq);
+        // A Turn another host (or this one) may have run: the agent looks
+        // the event up in the conversation before running it again.
+        event.redelivered |= delivery.delivered > 1 || consumed == Consumed::Earlier;
+        let agent = Some(envelope.address.agent_name.clone());
+        let pending = match self.handle.enqueue_request(agent, event).await {
+            Ok(pending) => pending,
+            Err(OrchestratorError::Stopped) => {
+                delivery.nak().await.ok();
+                return None;
+            }
+            Err(error) => {
+                reply::send(&self.cluster, &envelope, &refusal(&error)).await;
+                delivery.ack().await.ok();
+                return None;
+            }
+        };
+        let cluster = self.cluster.clone();
+        Some(Box::pin(async move {
+            let answer = keep_alive_until(&delivery, pending.answer()).await;
+            match answer {
+                Ok(answer) => {
+                    reply::send(&cluster, &envelope, &ClusterReply::answered(answer)).await;
+                    delivery.ack().await.ok();
+                }
+                // This host stops: the next owner runs it (the log says
+                // how far it got).
+                Err(OrchestratorError::Stopped) => {
+                    delivery.nak().await.ok();
+                }
+                Err(error) => {
+                    reply::send(&cluster, &envelope, &refusal(&error)).await;
+                    delivery.ack().await.ok();
+                }
+            }
+        }))
+    }
+}
+
+/// What the instance's last commit says about a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Consumed {
+    /// Not consumed (or the commit could not be read): run its Turn.
+    No,
+    /// Consumed at the cursor, and what its Turn answered was sent again
+    /// (or it wants no answer): only ack it.
+    Answered,
+    /// Below the cursor, or at it without its answer in the outbox: the
+    /// agent, told it is a redelivered event, looks it up in its
+    /// conversation (answers it from there, or resumes its Turn).
+    Earlier,
+}
+
+impl ShardPuller {
+    /// When the instance's last commit consumed `delivery` already (its
+    /// Turn committed, and the host that ran it died before the ack, or
+    /// acked too late), sends the answer that Turn gave this input again
+    /// from the commit's outbox, so the agent is not woken and the model
+    /// not called. A commit that cannot be read leaves the delivery to the
+    /// agent, which recognises a consumed input in its conversation.
+    async fn answer_from_outbox(&self, delivery: &Delivery) -> Result<Consumed, ClusterError> {
+        let envelope = &delivery.envelope;
+        let last = match cursor::last_commit(&self.cluster, &envelope.address).await {
+            Ok(last) => last,
+            Err(error) => {
+                tracing::warn!(
+                    seq = delivery.seq,
+                    code = error.code(),
+                    "reading the inbox cursor: {error}; the agent checks its conversation instead"
+                );
+                return Ok(Consumed::No);
+            }
+        };
+        let Some((cursor, outbox)) = last.and_then(|last| {
+            last.inbox_seq
+                .filter(|cursor| delivery.consumed_by(*cursor))
+                .map(|cursor| (cursor, last.outbox))
+        }) else {
+            return Ok(Consumed::No);
+        };
+        if delivery.seq < cursor {
+            // Inputs are not taken in inbox order yet (one that came back
+            // after `ack_wait` may follow a newer one a host took at once),
+            // so a lower sequence may be a Turn that was interrupted, or
+            // whose answer is in an earlier commit: the log tells.
+            return Ok(Consumed::Earlier);
+        }
+        // The correlation id an answer to this input carries: the one the
+        // orchestrator gives an input with a reply subject, or the calling
+        // instance's; none for a send or an answer.
+        let correlation_id = match (&envelope.reply_to, &envelope.event.reply_to) {
+            (Some(_), _) => Some(protocol::correlation_id_for_id(&envelope.id)),
+            (None, Some(reply_to)) if protocol::in_reply_to(&envelope.event).is_none() => {
+                Some(reply_to.correlation_id.clone())
+            }
+            _ => None,
+        };
+        let Some(correlation_id) = correlation_id else {
+            // Nothing to answer: the Turn's commit was all it owed.
+            tracing::info!(
+                seq = delivery.seq,
+                instance = %envelope.address.routing_key(),
+                "input already consumed by a committed Turn; acked"
+            );
+            return Ok(Consumed::Answered);
+        };
+        let answers: Vec<_> = outbox
+            .into_iter()
+            .filter(|message| {
+                protocol::in_reply_to(&message.event) == Some(correlation_id.as_str())
+            })
+            .collect();
+        if answers.is_empty() {
+            // The last commit is this input's cursor carried over by a fold
+            // that answered nothing.
+            return Ok(Consumed::Earlier);
+        }
+        let n_answers = answers.len();
+        for message in answers {
+            let mut answer = message.event;
+            if envelope.reply_to.is_some() {
+                answer
+                    .instance_key
+                    .get_or_insert_with(|| envelope.address.instance_key.clone());
+                reply::send(&self.cluster, envelope, &ClusterReply::answered(answer)).await;
+                continue;
+            }
+            let Ok(caller) = RoutingKey::parse(&message.to, "") else {
+                tracing::warn!(to = %message.to, "a committed answer names no instance; not sent again");
+                continue;
+            };
+            let forwarded = Envelope {
+                id: inbox::answer_message_id(&correlation_id),
+                address: InstanceAddress::new(
+                    &self.workspace_id,
+                    &caller.agent_name,
+                    &caller.instance_key,
+                ),
+                event: answer,
+                reply_to: None,
+            };
+            inbox::send(&self.cluster, &forwarded).await?;
+        }
+        tracing::info!(
+            seq = delivery.seq,
+            cursor,
+            answers = n_answers,
+            instance = %envelope.address.routing_key(),
+            "input already consumed by a committed Turn; acked, its answer sent again from the outbox"
+        );
+        Ok(Consumed::Answered)
+    }
+}
+
+/// The wait for one Turn a shard puller started.
+type TurnWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Awaits `until` while keeping `delivery` from being delivered again.
+async fn keep_alive_until<T>(
+    delivery: &Delivery,
+    until: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(until);
+    let mut progress = tokio::time::interval(PROGRESS_EVERY);
+    progress.tick().await;
+    loop {
+        tokio::select! {
+            done = &mut until => return done,
+            _ = progress.tick() => { delivery.progress().await.ok(); }
+        }
+    }
+}
+
+
+/// The reply telling a caller why the orchestrator refused its input.
+fn refusal(error: &OrchestratorError) -> ClusterReply {
+    ClusterReply::refused(error.code(), error.to_string(), error.suggestion())
+}
