@@ -110,7 +110,6 @@ fn print_text(text: &str, streamed: &str) -> Outcome {
     Outcome::Success
 }
 
-
 /// What a cluster host replied: its answer, or why there is none.
 pub(crate) fn from_cluster_reply(
     reply: goondan_cluster::reply::ClusterReply,

@@ -195,7 +195,11 @@ pub(crate) fn not_loaded(not_loaded: &NotLoaded, format: Format, quiet: bool) {
 /// Prints why a swarm could not start (or a cluster command failed) and
 /// returns the outcome to exit with.
 pub(crate) fn host_error(error: &HostError, format: Format) -> Outcome {
-    if let HostError::ClusterBundleNotLoaded { not_loaded: diagnostics, .. } = error {
+    if let HostError::ClusterBundleNotLoaded {
+        not_loaded: diagnostics,
+        ..
+    } = error
+    {
         not_loaded(diagnostics, format, false);
     }
     self::error(error.code(), error, error.suggestion().as_deref());
@@ -223,7 +227,8 @@ pub(crate) fn cluster_error(error: &goondan_cluster::ClusterError) -> Outcome {
 /// carries answers); an invalid bundle's diagnostics as `format` says.
 pub(crate) fn notices(format: Format, quiet: bool) -> Notices {
     use goondan_cluster::bundle::short_digest;
-    Arc::new(move |notice: Notice| match notice {
+    Arc::new(move |notice: Notice| {
+        match notice {
         Notice::Reloaded {
             trigger,
             asked,
@@ -267,6 +272,7 @@ pub(crate) fn notices(format: Format, quiet: bool) -> Notices {
             short_digest(&digest),
             short_digest(&running)
         ),
+    }
     })
 }
 

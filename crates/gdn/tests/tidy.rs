@@ -411,3 +411,148 @@ fn crate_names_are_found_only_as_crate_paths() {
         assert_eq!(names_crate(code, name), expected, "{name} in {code:?}");
     }
 }
+
+/// The module path of a file under `crates/gdn/src` (`commands/run.rs` is
+/// `commands::run`, `commands/mod.rs` is `commands`, `main.rs` the root).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).unwrap().with_extension("");
+    let mut path: Vec<String> = relative
+        .iter()
+        .map(|part| part.to_string_lossy().into_owned())
+        .collect();
+    if path
+        .last()
+        .is_some_and(|last| last == "mod" || last == "main")
+    {
+        path.pop();
+    }
+    path
+}
+
+/// The modules of `gdn` that `code` (of the module `module`) names through
+/// `crate::…` or `super::…` paths, among `known`.
+fn named_modules(code: &str, module: &[String], known: &[Vec<String>]) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", module[..module.len().saturating_sub(1)].to_vec()),
+    ] {
+        for (at, _) in code.match_indices(prefix) {
+            // `goondan_host::crate::` cannot occur; `foo::super::` can't
+            // either, so only a path that starts here counts.
+            let before = code[..at].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut path = base.clone();
+            for segment in code[at + prefix.len()..].split("::") {
+                let name: String = segment
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if name.is_empty() {
+                    break;
+                }
+                path.push(name.clone());
+                if !known.contains(&path) {
+                    path.pop();
+                    break;
+                }
+                if segment.len() != name.len() {
+                    break;
+                }
+            }
+            if !path.is_empty() && path != module && !module.starts_with(&path) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn gdn_modules_name_each_other_without_a_circle() {
+    let src = workspace_root().join("crates/gdn/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: Vec<Vec<String>> = files.iter().map(|file| module_of(&src, file)).collect();
+    let mut edges: std::collections::BTreeMap<
+        Vec<String>,
+        std::collections::BTreeSet<Vec<String>>,
+    > = Default::default();
+    for (file, module) in files.iter().zip(&modules) {
+        let text = std::fs::read_to_string(file).unwrap();
+        // Unit tests may reach anywhere; STYLE.md puts them last.
+        let code = text
+            .split("#[cfg(test)]\nmod ")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        edges
+            .entry(module.clone())
+            .or_default()
+            .extend(named_modules(&code, module, &modules));
+    }
+    // Depth-first search with colors; a grey module met again is a circle.
+    fn visit(
+        module: &Vec<String>,
+        edges: &std::collections::BTreeMap<Vec<String>, std::collections::BTreeSet<Vec<String>>>,
+        grey: &mut Vec<Vec<String>>,
+        black: &mut std::collections::BTreeSet<Vec<String>>,
+        circles: &mut Vec<String>,
+    ) {
+        if black.contains(module) {
+            return;
+        }
+        if let Some(at) = grey.iter().position(|seen| seen == module) {
+            let circle: Vec<String> = grey[at..]
+                .iter()
+                .chain(std::iter::once(module))
+                .map(|path| path.join("::"))
+                .collect();
+            circles.push(circle.join(" -> "));
+            return;
+        }
+        grey.push(module.clone());
+        for next in edges.get(module).into_iter().flatten() {
+            visit(next, edges, grey, black, circles);
+        }
+        grey.pop();
+        black.insert(module.clone());
+    }
+    let mut circles = Vec::new();
+    let mut black = std::collections::BTreeSet::new();
+    for module in edges.keys() {
+        visit(module, &edges, &mut Vec::new(), &mut black, &mut circles);
+    }
+    assert!(
+        circles.is_empty(),
+        "modules of gdn that name each other in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn module_references_are_read_as_paths() {
+    let known: Vec<Vec<String>> = [
+        vec!["commands"],
+        vec!["commands", "run"],
+        vec!["commands", "cluster"],
+        vec!["render"],
+    ]
+    .iter()
+    .map(|path| path.iter().map(|part| part.to_string()).collect())
+    .collect();
+    let run: Vec<String> = vec!["commands".into(), "run".into()];
+    let code = "use super::cluster::ask;\nuse crate::render::error;\nlet x = goondan_host::cluster::client;\ncrate::commands::run::foo();";
+    assert_eq!(
+        named_modules(code, &run, &known),
+        vec![
+            vec!["render".to_string()],
+            vec!["commands".to_string(), "cluster".to_string()],
+        ]
+    );
+}

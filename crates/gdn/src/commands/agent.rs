@@ -111,10 +111,7 @@ mod tests {
 
     #[test]
     fn a_panic_ends_the_run_at_once_even_with_a_blocked_read_pending() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = crate::runtime::current_thread().unwrap();
         let started = Instant::now();
         let code = exit_code_of(&runtime, async {
             // Stands for the stdin read that never returns.

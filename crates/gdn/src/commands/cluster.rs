@@ -348,4 +348,3 @@ pub(crate) fn logs(
     out.flush()?;
     Ok(Outcome::Success)
 }
-

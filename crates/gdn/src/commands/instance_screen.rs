@@ -9,7 +9,7 @@
 //! blocks; an Escape alone is told from the start of an arrow key by
 //! waiting 50 ms for what follows it.
 
-use super::manage::{delete_instances, instance_rows, restart_live, Target};
+use super::target::{delete_instances, instance_rows, restart_live, Target};
 use crate::cli::GlobalArgs;
 use crate::exit::Outcome;
 use goondan_orchestrator::control::ControlResponse;

@@ -4,7 +4,7 @@
 //! followed.
 
 use crate::cli::{GlobalArgs, LogsArgs};
-use crate::commands::manage;
+use crate::commands::target;
 use crate::exit::Outcome;
 use anyhow::Context;
 use goondan_store::{read_runtime_events, InstanceStore, RuntimeEventFilter};
@@ -24,14 +24,15 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
         };
         return super::cluster::logs(global, urls, &filter);
     }
-    let target = manage::target(global)?;
+    let target = target::target(global)?;
     let workspace = match (&args.instance_key, &target.workspace) {
         (Some(swarm_key), _) => target.state_root.workspace(swarm_key),
         (None, Some(workspace)) => workspace.clone(),
         (None, None) => {
-            eprintln!("error[E_INSTANCE_NOT_FOUND]: no swarm to read logs of");
-            eprintln!(
-                "   = help: run inside a bundle folder, pass --config, or pass --instance-key"
+            crate::render::error(
+                "E_INSTANCE_NOT_FOUND",
+                &"no swarm to read logs of",
+                Some("run inside a bundle folder, pass --config, or pass --instance-key"),
             );
             return Ok(Outcome::ConfigError);
         }
@@ -138,9 +139,10 @@ fn tail_files(paths: &[PathBuf], lines: usize, follow: bool) -> anyhow::Result<O
     out.flush()?;
     if paths.iter().all(|path| !path.exists()) {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        eprintln!("error[E_LOG_NOT_FOUND]: no log at {}", shown.join(" or "));
-        eprintln!(
-            "   = help: process names are `orchestrator`, `<agent>-<instanceKey>` or `connection-<name>`; agents log to stderr only"
+        crate::render::error(
+            "E_LOG_NOT_FOUND",
+            &format_args!("no log at {}", shown.join(" or ")),
+            Some("process names are `orchestrator`, `<agent>-<instanceKey>` or `connection-<name>`; agents log to stderr only"),
         );
         return Ok(Outcome::Failure);
     }

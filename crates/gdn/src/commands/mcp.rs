@@ -24,12 +24,12 @@
 //! stderr.
 
 use super::run;
-use goondan_host::lock::{self, Claim};
 use crate::cli::{GlobalArgs, McpServeArgs};
 use crate::exit::Outcome;
 use crate::project;
 use anyhow::Context;
 use futures_util::future::BoxFuture;
+use goondan_host::lock::{self, Claim};
 use goondan_mcp::server::http::HttpAccess;
 use goondan_mcp::server::{AgentTool, SwarmTurns, TurnFailure};
 use std::path::PathBuf;
@@ -150,7 +150,10 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
 }
 
 /// Who may call `--http`, or the refusal already printed.
-fn http_access(args: &McpServeArgs, project: &goondan_host::Project) -> Result<HttpAccess, Outcome> {
+fn http_access(
+    args: &McpServeArgs,
+    project: &goondan_host::Project,
+) -> Result<HttpAccess, Outcome> {
     let bearer_token = match &args.token_env {
         Some(name) => {
             let value = std::env::var(name)
@@ -159,10 +162,11 @@ fn http_access(args: &McpServeArgs, project: &goondan_host::Project) -> Result<H
             match value.filter(|value| !value.is_empty()) {
                 Some(value) => Some(value),
                 None => {
-                    eprintln!(
-                        "error[E_MCP_TOKEN_MISSING]: --token-env names `{name}`, which is not set"
+                    crate::render::error(
+                        "E_MCP_TOKEN_MISSING",
+                        &format_args!("--token-env names `{name}`, which is not set"),
+                        Some("set it in the environment or the bundle's .env"),
                     );
-                    eprintln!("   = help: set it in the environment or the bundle's .env");
                     return Err(Outcome::BadArguments);
                 }
             }
@@ -172,11 +176,10 @@ fn http_access(args: &McpServeArgs, project: &goondan_host::Project) -> Result<H
     if let Some(address) = args.http {
         let remote_allowed = args.allow_remote && bearer_token.is_some();
         if !(address.ip().is_loopback() || remote_allowed) {
-            eprintln!(
-                "error[E_MCP_REMOTE_REFUSED]: --http {address} is not a loopback address; anyone who reaches it could run Turns"
-            );
-            eprintln!(
-                "   = help: use 127.0.0.1, or pass --allow-remote with --token-env NAME (a bearer token clients must send)"
+            crate::render::error(
+                "E_MCP_REMOTE_REFUSED",
+                &format_args!("--http {address} is not a loopback address; anyone who reaches it could run Turns"),
+                Some("use 127.0.0.1, or pass --allow-remote with --token-env NAME (a bearer token clients must send)"),
             );
             return Err(Outcome::BadArguments);
         }

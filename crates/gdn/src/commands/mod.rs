@@ -7,12 +7,13 @@ mod doctor;
 mod init;
 pub(crate) mod instance_screen;
 mod logs;
-pub(crate) mod manage;
+mod manage;
 mod mcp;
 pub(crate) mod package;
 mod run;
 mod strip_types;
 mod studio;
+mod target;
 mod usage;
 mod validate;
 

@@ -59,10 +59,7 @@ pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
 
 /// Installs the missing dependencies of the bundle at `bundle_root` (one
 /// a cluster host fetched), as `gdn run` does for its own.
-async fn install_for_bundle(
-    global: &GlobalArgs,
-    bundle_root: &Path,
-) -> Result<(), PackageError> {
+async fn install_for_bundle(global: &GlobalArgs, bundle_root: &Path) -> Result<(), PackageError> {
     let mut context = Session::new(global)?;
     context.bundle_root = bundle_root.to_path_buf();
     if !context.has_registry_dependencies() {

@@ -171,8 +171,7 @@ fn read_input_file(path: &Path) -> Result<Vec<u8>, Outcome> {
 }
 
 fn input_error(code: &str, message: &str, help: &str) -> Outcome {
-    eprintln!("error[{code}]: {message}");
-    eprintln!("   = help: {help}");
+    crate::render::error(code, &message, Some(help));
     eprintln!("nothing was started");
     Outcome::BadArguments
 }
@@ -204,7 +203,11 @@ async fn attach_chat(
         let answer = match ask_over_socket(socket, None, event, false).await? {
             Delivery::Answered(answer) => answer.map(|answer| *answer),
             Delivery::NotDelivered => {
-                eprintln!("error[E_ORCHESTRATOR_NOT_RUNNING]: the orchestrator stopped");
+                crate::render::error(
+                    "E_ORCHESTRATOR_NOT_RUNNING",
+                    &"the orchestrator stopped",
+                    None,
+                );
                 return Ok(Outcome::Failure);
             }
         };
@@ -396,19 +399,23 @@ async fn detach(
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    eprintln!(
-        "error[E_ORCHESTRATOR_START]: the background orchestrator did not answer within {} s\n   = help: read {}",
-        wait.as_secs(),
-        log_path.display()
+    crate::render::error(
+        "E_ORCHESTRATOR_START",
+        &format_args!(
+            "the background orchestrator did not answer within {} s",
+            wait.as_secs()
+        ),
+        Some(&format!("read {}", log_path.display())),
     );
     Ok(Outcome::Failure)
 }
 
 fn not_delivered() -> Outcome {
-    eprintln!(
-        "error[E_ORCHESTRATOR_NOT_RUNNING]: the orchestrator stopped before it took the input"
+    crate::render::error(
+        "E_ORCHESTRATOR_NOT_RUNNING",
+        &"the orchestrator stopped before it took the input",
+        Some("run the command again"),
     );
-    eprintln!("   = help: run the command again");
     Outcome::Failure
 }
 
@@ -436,8 +443,16 @@ async fn foreground(
     let format = project::format(global);
     let settings = HostSettings {
         config: global.config.clone().unwrap_or_else(|| PathBuf::from(".")),
-        env_file: args.env_file.as_deref().map(std::path::absolute).transpose()?,
-        record: args.record.as_deref().map(std::path::absolute).transpose()?,
+        env_file: args
+            .env_file
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()?,
+        record: args
+            .record
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()?,
         watch: args.watch,
         mode,
         program: std::env::current_exe()?,
@@ -598,15 +613,19 @@ fn line_event(line: Line, instance_key: Option<&str>) -> Result<Option<Connector
     let text = match line {
         Line::Text(text) => text,
         Line::TooLong => {
-            eprintln!(
-                "error[E_INPUT_TOO_LARGE]: a line of input is larger than the {MAX_INPUT_BYTES}-byte limit (1 MiB); it was skipped"
+            crate::render::error(
+                "E_INPUT_TOO_LARGE",
+                &format_args!("a line of input is larger than the {MAX_INPUT_BYTES}-byte limit (1 MiB); it was skipped"),
+                Some("put large documents where a tool can read them"),
             );
-            eprintln!("   = help: put large documents where a tool can read them");
             return Err(Outcome::Failure);
         }
         Line::NotUtf8 => {
-            eprintln!("error[E_INPUT_NOT_UTF8]: a line of input is not UTF-8 text; it was skipped");
-            eprintln!("   = help: convert the input to UTF-8");
+            crate::render::error(
+                "E_INPUT_NOT_UTF8",
+                &"a line of input is not UTF-8 text; it was skipped",
+                Some("convert the input to UTF-8"),
+            );
             return Err(Outcome::Failure);
         }
     };
@@ -621,8 +640,11 @@ fn line_event(line: Line, instance_key: Option<&str>) -> Result<Option<Connector
     let mut event = match object {
         Some(object) => goondan_connector::payload::event_from_object(&object, CLI_EVENT, None)
             .map_err(|error| {
-                eprintln!("error[E_INPUT_INVALID]: a JSON line of input is not an event: {error}; it was skipped");
-                eprintln!("   = help: write {{\"text\": \"...\", \"instanceKey\": \"...\"}}, or plain text");
+                crate::render::error(
+                    "E_INPUT_INVALID",
+                    &format_args!("a JSON line of input is not an event: {error}; it was skipped"),
+                    Some(r#"write {"text": "...", "instanceKey": "..."}, or plain text"#),
+                );
                 Outcome::Failure
             })?,
         None => ConnectorEvent::text(CLI_EVENT, text),
@@ -731,4 +753,3 @@ fn prompt() {
     let _ = write!(err, "> ");
     let _ = err.flush();
 }
-

@@ -18,9 +18,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
         .ok()
         .filter(|token| !token.is_empty());
     // File reads go to the blocking pool, so one thread serves the rest.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = crate::runtime::current_thread()?;
     runtime.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(args.addr).await {
             Ok(listener) => listener,
@@ -75,8 +73,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
 
 /// Prints a start failure in the house format and picks the exit code.
 fn report(error: &StudioError) -> Outcome {
-    eprintln!("error[{}]: {error}", error.code());
-    eprintln!("   = help: {}", error.suggestion());
+    crate::render::error(error.code(), error, Some(error.suggestion()));
     match error {
         StudioError::Bind { .. } => Outcome::Failure,
         StudioError::WeakToken { .. } => Outcome::BadArguments,

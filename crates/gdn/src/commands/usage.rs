@@ -8,7 +8,7 @@
 //! Nothing here writes.
 
 use crate::cli::{GlobalArgs, UsageArgs, UsageGroup};
-use crate::commands::manage;
+use crate::commands::target;
 use crate::exit::Outcome;
 use goondan_store::{read_runtime_events, InstancePaths, RuntimeEventFilter};
 use goondan_types::RuntimeEvent;
@@ -64,14 +64,14 @@ impl UsageRow {
 
 /// Runs `gdn usage`.
 pub(crate) fn run(global: &GlobalArgs, args: &UsageArgs) -> anyhow::Result<Outcome> {
-    let target = manage::target(global)?;
+    let target = target::target(global)?;
     let filter = RuntimeEventFilter {
         agent_name: args.agent.clone(),
         event_type: Some("step.completed".into()),
         ..RuntimeEventFilter::default()
     };
     let mut rows: BTreeMap<(String, String, String, String), UsageRow> = BTreeMap::new();
-    for store in manage::stores(&target)? {
+    for store in target::stores(&target)? {
         let swarm = store.workspace().workspace_id().to_string();
         for summary in store.list()? {
             let log = InstancePaths::from_dir(&summary.dir).runtime_events_log();
