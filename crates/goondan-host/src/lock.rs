@@ -54,9 +54,7 @@ pub async fn claim(workspace: &WorkspacePaths, socket: &Path) -> Result<Claim, H
             }
             return Err(HostError::ControlSocketForeign {
                 socket: socket.to_path_buf(),
-                theirs: identity
-                    .workspace_id
-                    .unwrap_or_else(|| "(unnamed)".into()),
+                theirs: identity.workspace_id.unwrap_or_else(|| "(unnamed)".into()),
                 bundle: identity
                     .bundle_dir
                     .map_or_else(|| "(unnamed)".into(), |dir| dir.display().to_string()),

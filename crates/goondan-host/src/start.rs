@@ -28,7 +28,10 @@ use tokio::task::JoinHandle;
 /// System Root lacks (a cluster host does it for every bundle it
 /// fetches, as `gdn run` does for its own first).
 pub type PackageInstaller = Arc<
-    dyn Fn(PathBuf) -> Pin<Box<dyn Future<Output = Result<(), goondan_package::PackageError>> + Send>>
+    dyn Fn(
+            PathBuf,
+        )
+            -> Pin<Box<dyn Future<Output = Result<(), goondan_package::PackageError>> + Send>>
         + Send
         + Sync,
 >;

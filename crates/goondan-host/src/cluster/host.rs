@@ -234,4 +234,3 @@ impl Host {
 pub(super) async fn stop_requested(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
-

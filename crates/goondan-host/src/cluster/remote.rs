@@ -94,7 +94,10 @@ pub(super) struct AnsweredRequests {
 impl AnsweredRequests {
     /// Resolves when the answer to `correlation_id` has been forwarded (or
     /// after a day, if it never is: a Turn cannot run that long).
-    pub(super) fn expect(&self, correlation_id: &str) -> impl std::future::Future<Output = ()> + Send + use<> {
+    pub(super) fn expect(
+        &self,
+        correlation_id: &str,
+    ) -> impl std::future::Future<Output = ()> + Send + use<> {
         let (answered, wait) = tokio::sync::oneshot::channel();
         self.waiting
             .lock()
@@ -117,4 +120,3 @@ impl AnsweredRequests {
         }
     }
 }
-

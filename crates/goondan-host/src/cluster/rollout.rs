@@ -407,14 +407,12 @@ impl BundleFollower {
         let dir = fetch(&self.cluster, bundles, &wanted.digest, &self.local_root)
             .await
             .map_err(|error| Some(format!("[{}] {error}", error.code())))?;
-        (self.install)(dir.clone())
-            .await
-            .map_err(|error| {
-                Some(format!(
-                    "[{}] installing its packages: {error}",
-                    error.code()
-                ))
-            })?;
+        (self.install)(dir.clone()).await.map_err(|error| {
+            Some(format!(
+                "[{}] installing its packages: {error}",
+                error.code()
+            ))
+        })?;
         let (done, outcome) = oneshot::channel();
         let rollout = Rollout {
             digest: wanted.digest.clone(),

@@ -180,7 +180,10 @@ impl ShardPuller {
                     "this cluster serves workspace {}, not {}",
                     self.workspace_id, envelope.address.workspace_id
                 ),
-                Some("run one swarm per cluster, and every host with the same bundle and swarm".into()),
+                Some(
+                    "run one swarm per cluster, and every host with the same bundle and swarm"
+                        .into(),
+                ),
             );
             reply::send(&self.cluster, &envelope, &refused).await;
             delivery.ack().await.ok();
@@ -362,7 +365,6 @@ async fn keep_alive_until<T>(
         }
     }
 }
-
 
 /// The reply telling a caller why the orchestrator refused its input.
 fn refusal(error: &OrchestratorError) -> ClusterReply {
