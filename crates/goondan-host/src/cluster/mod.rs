@@ -28,6 +28,8 @@ mod remote;
 pub mod rollout;
 mod shard;
 mod singletons;
+#[cfg(test)]
+mod testing;
 
 pub(crate) use host::{join, HostTask, JoinedHost};
 pub(crate) use singletons::SingletonConnections;

@@ -125,3 +125,204 @@ pub(super) async fn answer_from_outbox(
     );
     Ok(Consumed::Answered)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Outbox replay against a real nats-server: the delivery is taken
+    //! from a shard's inbox and the commit written as an agent writes it,
+    //! so the sequences and the commit's record are the real ones.
+
+    use super::*;
+    use crate::cluster::testing::{
+        address, answer, answer_text, envelope, next_delivery, next_reply, no_reply_within,
+        request_from, send, TestCluster, WORKSPACE,
+    };
+    use goondan_cluster::inbox::ShardInbox;
+    use goondan_store::OutboxMessage;
+    use std::time::Duration;
+
+    /// What the outbox holds for the orchestrator's own request `envelope`
+    /// (one with a reply subject) answered with `text`.
+    fn answered_to_orchestrator(envelope: &Envelope, text: &str) -> OutboxMessage {
+        OutboxMessage {
+            to: goondan_ipc::ORCHESTRATOR.to_string(),
+            event: answer(&protocol::correlation_id_for_id(&envelope.id), text),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_consumed_request_is_answered_again_from_the_outbox_on_its_reply_subject() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let (reply_subject, mut replies) = test.reply_subject().await;
+        let sent = envelope(&address("user-1"), "q1", Some(&reply_subject));
+        send(&test.cluster, &sent).await;
+        let mut shard_inbox = ShardInbox::open(&test.cluster, sent.address.shard())
+            .await
+            .unwrap();
+        let delivery = next_delivery(&mut shard_inbox).await;
+        // The Turn committed this input and two answers: this input's, and
+        // one to an earlier request that must not be sent with it.
+        let other = envelope(&sent.address, "q0", None);
+        let outbox = vec![
+            answered_to_orchestrator(&other, "a0"),
+            answered_to_orchestrator(&sent, "a1"),
+        ];
+        test.commit(&sent.address, Some(delivery.seq), outbox).await;
+
+        let consumed = answer_from_outbox(&test.cluster, WORKSPACE, &delivery)
+            .await
+            .unwrap();
+        assert_eq!(consumed, Consumed::Answered);
+        let reply = next_reply(&mut replies).await;
+        assert!(reply.error.is_none(), "{reply:?}");
+        let answer = reply.answer.expect("an answer");
+        assert_eq!(answer_text(&answer).as_deref(), Some("a1"));
+        assert_eq!(
+            protocol::in_reply_to(&answer),
+            Some(protocol::correlation_id_for_id(&sent.id).as_str())
+        );
+        // The caller learns which instance answered.
+        assert_eq!(answer.instance_key.as_deref(), Some("user-1"));
+        no_reply_within(&mut replies, Duration::from_millis(300)).await;
+    }
+
+    #[tokio::test]
+    async fn a_consumed_request_from_another_host_is_answered_again_to_its_callers_inbox() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let sent = request_from(&address("user-2"), "help", "planner:main", "corr-42");
+        send(&test.cluster, &sent).await;
+        let mut shard_inbox = ShardInbox::open(&test.cluster, sent.address.shard())
+            .await
+            .unwrap();
+        let delivery = next_delivery(&mut shard_inbox).await;
+        let outbox = vec![OutboxMessage {
+            to: "planner:main".to_string(),
+            event: answer("corr-42", "helped"),
+        }];
+        test.commit(&sent.address, Some(delivery.seq), outbox).await;
+
+        let consumed = answer_from_outbox(&test.cluster, WORKSPACE, &delivery)
+            .await
+            .unwrap();
+        assert_eq!(consumed, Consumed::Answered);
+        // The answer waits in the caller's inbox, under the id every copy
+        // of it carries (so a copy the first host sent too is stored once).
+        let caller = InstanceAddress::new(WORKSPACE, "planner", "main");
+        let mut callers_inbox = if caller.shard() == sent.address.shard() {
+            delivery.ack().await.unwrap();
+            shard_inbox
+        } else {
+            ShardInbox::open(&test.cluster, caller.shard())
+                .await
+                .unwrap()
+        };
+        let forwarded = next_delivery(&mut callers_inbox).await;
+        assert_eq!(forwarded.envelope.address, caller);
+        assert_eq!(forwarded.envelope.id, inbox::answer_message_id("corr-42"));
+        assert_eq!(forwarded.envelope.reply_to, None);
+        assert_eq!(
+            answer_text(&forwarded.envelope.event).as_deref(),
+            Some("helped")
+        );
+    }
+
+    /// The cases where nothing is sent again: what the replay says, and
+    /// that no reply left.
+    #[tokio::test]
+    async fn a_delivery_not_answered_by_the_last_commit_is_left_to_the_agent() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let (reply_subject, mut replies) = test.reply_subject().await;
+        let instance = address("user-3");
+        let mut shard_inbox = ShardInbox::open(&test.cluster, instance.shard())
+            .await
+            .unwrap();
+
+        // No commit at all: a new instance.
+        let first = envelope(&instance, "q1", Some(&reply_subject));
+        send(&test.cluster, &first).await;
+        let first_delivery = next_delivery(&mut shard_inbox).await;
+        let consumed = answer_from_outbox(&test.cluster, WORKSPACE, &first_delivery)
+            .await
+            .unwrap();
+        assert_eq!(consumed, Consumed::No, "an instance without a commit");
+
+        let second = envelope(&instance, "q2", Some(&reply_subject));
+        send(&test.cluster, &second).await;
+        let second_delivery = next_delivery(&mut shard_inbox).await;
+        assert!(second_delivery.seq > first_delivery.seq);
+
+        // The last commit consumed the first input and answered it.
+        test.commit(
+            &instance,
+            Some(first_delivery.seq),
+            vec![answered_to_orchestrator(&first, "a1")],
+        )
+        .await;
+        let consumed = answer_from_outbox(&test.cluster, WORKSPACE, &second_delivery)
+            .await
+            .unwrap();
+        assert_eq!(consumed, Consumed::No, "a delivery above the cursor");
+
+        // The last commit consumed the second input: the first is below
+        // its cursor, and is left to the agent's log even when that
+        // commit's outbox holds an answer correlated to it (the outbox
+        // speaks only for the input at the cursor).
+        test.commit(
+            &instance,
+            Some(second_delivery.seq),
+            vec![
+                answered_to_orchestrator(&first, "a1 again"),
+                answered_to_orchestrator(&second, "a2"),
+            ],
+        )
+        .await;
+        let consumed = answer_from_outbox(&test.cluster, WORKSPACE, &first_delivery)
+            .await
+            .unwrap();
+        assert_eq!(consumed, Consumed::Earlier, "a delivery below the cursor");
+
+        // At the cursor, but its answer is not in the outbox (a fold that
+        // carried the cursor over and answered nothing).
+        test.commit(&instance, Some(second_delivery.seq), Vec::new())
+            .await;
+        let consumed = answer_from_outbox(&test.cluster, WORKSPACE, &second_delivery)
+            .await
+            .unwrap();
+        assert_eq!(consumed, Consumed::Earlier, "at the cursor, no answer");
+
+        no_reply_within(&mut replies, Duration::from_millis(300)).await;
+    }
+
+    #[tokio::test]
+    async fn a_consumed_send_that_wants_no_answer_is_answered_without_sending_anything() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let sent = envelope(&address("user-4"), "fyi", None);
+        send(&test.cluster, &sent).await;
+        let mut shard_inbox = ShardInbox::open(&test.cluster, sent.address.shard())
+            .await
+            .unwrap();
+        let delivery = next_delivery(&mut shard_inbox).await;
+        // An outbox holding an answer to someone: not this input's, since
+        // a send has no correlation id.
+        let outbox = vec![OutboxMessage {
+            to: "planner:main".to_string(),
+            event: answer("corr-other", "unrelated"),
+        }];
+        test.commit(&sent.address, Some(delivery.seq), outbox).await;
+
+        let consumed = answer_from_outbox(&test.cluster, WORKSPACE, &delivery)
+            .await
+            .unwrap();
+        assert_eq!(consumed, Consumed::Answered);
+        // Only the send itself (not yet acked) is in the inbox.
+        assert_eq!(test.n_stored_inputs().await, 1);
+    }
+}
