@@ -234,3 +234,140 @@ impl Host {
 pub(super) async fn stop_requested(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
+
+#[cfg(test)]
+mod tests {
+    //! The host loop against a real nats-server: it pulls the shards its
+    //! membership owns, hands over the ones a joining host wins (stops
+    //! pulling, then releases), and takes them back when that host
+    //! leaves. Its agents are echoes (see [`crate::cluster::testing`]).
+
+    use super::*;
+    use crate::cluster::testing::{
+        address, answer_text, envelope, next_reply, no_reply_within, send, EchoOrchestrator,
+        TestCluster, WORKSPACE,
+    };
+    use goondan_cluster::subject::InstanceAddress;
+    use goondan_types::placement::{rendezvous_owner, SHARD_COUNT};
+    use std::time::Duration;
+
+    /// The shards `host` wins by rendezvous among `hosts`.
+    fn share(host: &str, hosts: &[&str]) -> BTreeSet<u16> {
+        (0..SHARD_COUNT)
+            .filter(|shard| rendezvous_owner(*shard, hosts.iter().copied()) == Some(host))
+            .collect()
+    }
+
+    /// Waits until `owned` is `expected`, for at most 20 s (a handover
+    /// takes a renewal or two of one second).
+    async fn wait_to_own(
+        owned: &mut watch::Receiver<BTreeSet<u16>>,
+        expected: &BTreeSet<u16>,
+        who: &str,
+    ) {
+        let waited = tokio::time::timeout(
+            Duration::from_secs(20),
+            owned.wait_for(|owned| owned == expected),
+        )
+        .await
+        .is_ok();
+        assert!(
+            waited,
+            "{who} owns {} shards, not the {} expected",
+            owned.borrow().len(),
+            expected.len()
+        );
+    }
+
+    /// An instance whose shard is in `shards`.
+    fn instance_in(shards: &BTreeSet<u16>) -> InstanceAddress {
+        (0..)
+            .map(|n| address(&format!("user-{n}")))
+            .find(|address| shards.contains(&address.shard()))
+            .expect("an instance of one of the shards")
+    }
+
+    #[tokio::test]
+    async fn the_host_serves_what_it_owns_hands_over_what_a_joining_host_wins_and_takes_it_back() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let membership = Membership::join(test.cluster.clone(), "host-a".to_string())
+            .await
+            .expect("host-a joined");
+        let mut owned_by_a = membership.owned();
+        let all: BTreeSet<u16> = (0..SHARD_COUNT).collect();
+        wait_to_own(&mut owned_by_a, &all, "host-a alone").await;
+        let orchestrator = EchoOrchestrator::start(None);
+        let host = Host {
+            cluster: test.cluster.clone(),
+            handle: orchestrator.handle.clone(),
+            membership: Arc::new(membership),
+            workspace_id: WORKSPACE.to_string(),
+            connections: Arc::new(SingletonConnections::default()),
+            follower: None,
+            answered: Arc::default(),
+        };
+        let (stop, stopped) = watch::channel(false);
+        let serving = tokio::spawn(host.run(stopped));
+
+        // Alone, it answers an instance of any shard.
+        let (reply_subject, mut replies) = test.reply_subject().await;
+        let share_of_b = share("host-b", &["host-a", "host-b"]);
+        let moving = instance_in(&share_of_b);
+        send(
+            &test.cluster,
+            &envelope(&moving, "one", Some(&reply_subject)),
+        )
+        .await;
+        let reply = next_reply(&mut replies).await;
+        assert_eq!(
+            answer_text(&reply.answer.expect("an answer")).as_deref(),
+            Some("echo: one")
+        );
+
+        // host-b joins: host-a stops pulling what host-b wins and releases
+        // it (host-b never takes a lease another host holds), and keeps
+        // the rest.
+        let joined = Membership::join(test.cluster.clone(), "host-b".to_string())
+            .await
+            .expect("host-b joined");
+        let mut owned_by_b = joined.owned();
+        wait_to_own(&mut owned_by_b, &share_of_b, "host-b").await;
+        let share_of_a = share("host-a", &["host-a", "host-b"]);
+        wait_to_own(&mut owned_by_a, &share_of_a, "host-a").await;
+        // host-b serves nothing here: an input for its shard waits.
+        send(
+            &test.cluster,
+            &envelope(&moving, "two", Some(&reply_subject)),
+        )
+        .await;
+        no_reply_within(&mut replies, Duration::from_secs(1)).await;
+        let staying = instance_in(&share_of_a);
+        send(
+            &test.cluster,
+            &envelope(&staying, "three", Some(&reply_subject)),
+        )
+        .await;
+        let reply = next_reply(&mut replies).await;
+        assert_eq!(
+            answer_text(&reply.answer.expect("an answer")).as_deref(),
+            Some("echo: three")
+        );
+
+        // host-b leaves: host-a takes every shard back and answers what
+        // waited.
+        joined.leave().await.expect("host-b left");
+        wait_to_own(&mut owned_by_a, &all, "host-a after host-b left").await;
+        let reply = next_reply(&mut replies).await;
+        assert_eq!(
+            answer_text(&reply.answer.expect("an answer")).as_deref(),
+            Some("echo: two")
+        );
+
+        // Stopping the host leaves the cluster: it holds no lease.
+        let _ = stop.send(true);
+        serving.await.expect("the host stops");
+        assert!(owned_by_a.borrow().is_empty());
+    }
+}

@@ -10,8 +10,8 @@
 //! delivery alive while the Turn runs, publishes the answer to the
 //! sender's reply subject and only then acks. A delivery the instance's
 //! last commit already consumed (its host died between commit and ack) is
-//! not run again: the answer that commit's outbox holds is sent again, and
-//! it is acked. Its agents keep their conversations in the cluster's log
+//! not run again: the answer that commit's outbox holds is sent again
+//! ([`outbox`]), and it is acked. Its agents keep their conversations in the cluster's log
 //! ([`ClusterMode::agent_env`]), so whichever host owns an instance next
 //! reads what this one wrote, and a stale owner's writes are refused by
 //! the log itself.
@@ -23,10 +23,13 @@
 
 pub mod client;
 mod host;
+mod outbox;
 mod remote;
 pub mod rollout;
 mod shard;
 mod singletons;
+#[cfg(test)]
+mod testing;
 
 pub(crate) use host::{join, HostTask, JoinedHost};
 pub(crate) use singletons::SingletonConnections;

@@ -120,3 +120,110 @@ impl AnsweredRequests {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::testing::{address, answer, next_delivery, TestCluster, WORKSPACE};
+    use goondan_cluster::inbox::ShardInbox;
+    use goondan_types::{AgentEvent, EventSource, EventSourceKind};
+
+    /// Whether `wait` is still waiting after a moment.
+    async fn still_waiting(wait: &mut (impl std::future::Future<Output = ()> + Unpin)) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), wait)
+            .await
+            .is_err()
+    }
+
+    #[tokio::test]
+    async fn a_request_is_released_when_its_own_answer_has_left_and_not_for_another() {
+        let answered = AnsweredRequests::default();
+        let mut first = Box::pin(answered.expect("corr-1"));
+        let mut second = Box::pin(answered.expect("corr-2"));
+        answered.answered("corr-3");
+        assert!(still_waiting(&mut first).await);
+        assert!(still_waiting(&mut second).await);
+        answered.answered("corr-2");
+        assert!(still_waiting(&mut first).await, "another id's answer");
+        tokio::time::timeout(Duration::from_secs(1), second)
+            .await
+            .expect("its answer left");
+        answered.answered("corr-1");
+        tokio::time::timeout(Duration::from_secs(1), first)
+            .await
+            .expect("its answer left");
+    }
+
+    #[test]
+    fn the_orchestrator_is_told_it_serves_the_instances_of_the_shards_this_host_owns() {
+        let here = address("user-1");
+        let elsewhere = (2..)
+            .map(|n| address(&format!("user-{n}")))
+            .find(|other| other.shard() != here.shard())
+            .expect("an instance of another shard");
+        let (_owner, owned) = watch::channel(BTreeSet::from([here.shard()]));
+        let (outbox, mut forwarded) = mpsc::unbounded_channel();
+        let remote = ClusterRemote {
+            workspace_id: WORKSPACE.to_string(),
+            owned,
+            outbox,
+        };
+        let key = |address: &InstanceAddress| {
+            RoutingKey::new(address.agent_name.clone(), address.instance_key.clone())
+        };
+        assert!(remote.serves(&key(&here)));
+        assert!(!remote.serves(&key(&elsewhere)));
+        let note = AgentEvent::new("note", EventSource::new(EventSourceKind::Agent, "echo"));
+        let message = protocol::event_message("echo:user-1", &key(&elsewhere).to_string(), &note);
+        remote.forward(message.clone());
+        assert_eq!(forwarded.try_recv().ok(), Some(message));
+    }
+
+    #[tokio::test]
+    async fn a_forwarded_answer_reaches_the_callers_inbox_under_its_answer_id_and_releases_its_request(
+    ) {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let caller = InstanceAddress::new(WORKSPACE, "planner", "main");
+        let (outbox, forwarded) = mpsc::unbounded_channel();
+        let answered = Arc::new(AnsweredRequests::default());
+        tokio::spawn(publish_forwarded(
+            test.cluster.clone(),
+            WORKSPACE.to_string(),
+            forwarded,
+            Arc::clone(&answered),
+        ));
+        let released = answered.expect("corr-7");
+        let reply = answer("corr-7", "done");
+        outbox
+            .send(protocol::event_message(
+                "echo:user-1",
+                "planner:main",
+                &reply,
+            ))
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), released)
+            .await
+            .expect("the request is released once its answer is stored");
+        let mut shard_inbox = ShardInbox::open(&test.cluster, caller.shard())
+            .await
+            .unwrap();
+        let delivery = next_delivery(&mut shard_inbox).await;
+        assert_eq!(delivery.envelope.address, caller);
+        assert_eq!(delivery.envelope.id, inbox::answer_message_id("corr-7"));
+        assert_eq!(delivery.envelope.event, reply);
+
+        // A plain event keeps its own id, and releases nothing.
+        let note = AgentEvent::new("note", EventSource::new(EventSourceKind::Agent, "echo"));
+        outbox
+            .send(protocol::event_message(
+                "echo:user-1",
+                "planner:main",
+                &note,
+            ))
+            .unwrap();
+        let delivery = next_delivery(&mut shard_inbox).await;
+        assert_eq!(delivery.envelope.id, note.id);
+    }
+}

@@ -2,15 +2,14 @@
 //! orchestrator as a request for the instance it names, keeps it alive
 //! while the Turn runs, answers its sender and only then acks it; a
 //! delivery the instance's last commit already consumed is answered from
-//! that commit's outbox without waking the agent.
+//! that commit's outbox without waking the agent ([`super::outbox`]).
 
 use super::host::stop_requested;
+use super::outbox::{answer_from_outbox, Consumed};
 use super::remote::AnsweredRequests;
-use goondan_cluster::cursor;
-use goondan_cluster::inbox::{self, Delivery, Envelope, ShardInbox};
+use goondan_cluster::inbox::{Delivery, ShardInbox};
 use goondan_cluster::membership::Membership;
 use goondan_cluster::reply::{self, ClusterReply};
-use goondan_cluster::subject::InstanceAddress;
 use goondan_cluster::{Cluster, ClusterError};
 use goondan_ipc::protocol;
 use goondan_ipc::{RoutingKey, ORCHESTRATOR};
@@ -121,7 +120,7 @@ impl ShardPuller {
         let envelope = delivery.envelope.clone();
         let mut consumed = Consumed::No;
         if envelope.address.workspace_id == self.workspace_id {
-            match self.answer_from_outbox(&delivery).await {
+            match answer_from_outbox(&self.cluster, &self.workspace_id, &delivery).await {
                 Ok(Consumed::Answered) => {
                     delivery.ack().await.ok();
                     return None;
@@ -232,121 +231,6 @@ impl ShardPuller {
     }
 }
 
-/// What the instance's last commit says about a delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Consumed {
-    /// Not consumed (or the commit could not be read): run its Turn.
-    No,
-    /// Consumed at the cursor, and what its Turn answered was sent again
-    /// (or it wants no answer): only ack it.
-    Answered,
-    /// Below the cursor, or at it without its answer in the outbox: the
-    /// agent, told it is a redelivered event, looks it up in its
-    /// conversation (answers it from there, or resumes its Turn).
-    Earlier,
-}
-
-impl ShardPuller {
-    /// When the instance's last commit consumed `delivery` already (its
-    /// Turn committed, and the host that ran it died before the ack, or
-    /// acked too late), sends the answer that Turn gave this input again
-    /// from the commit's outbox, so the agent is not woken and the model
-    /// not called. A commit that cannot be read leaves the delivery to the
-    /// agent, which recognises a consumed input in its conversation.
-    async fn answer_from_outbox(&self, delivery: &Delivery) -> Result<Consumed, ClusterError> {
-        let envelope = &delivery.envelope;
-        let last = match cursor::last_commit(&self.cluster, &envelope.address).await {
-            Ok(last) => last,
-            Err(error) => {
-                tracing::warn!(
-                    seq = delivery.seq,
-                    code = error.code(),
-                    "reading the inbox cursor: {error}; the agent checks its conversation instead"
-                );
-                return Ok(Consumed::No);
-            }
-        };
-        let Some((cursor, outbox)) = last.and_then(|last| {
-            last.inbox_seq
-                .filter(|cursor| delivery.consumed_by(*cursor))
-                .map(|cursor| (cursor, last.outbox))
-        }) else {
-            return Ok(Consumed::No);
-        };
-        if delivery.seq < cursor {
-            // Inputs are not taken in inbox order yet (one that came back
-            // after `ack_wait` may follow a newer one a host took at once),
-            // so a lower sequence may be a Turn that was interrupted, or
-            // whose answer is in an earlier commit: the log tells.
-            return Ok(Consumed::Earlier);
-        }
-        // The correlation id an answer to this input carries: the one the
-        // orchestrator gives an input with a reply subject, or the calling
-        // instance's; none for a send or an answer.
-        let correlation_id = match (&envelope.reply_to, &envelope.event.reply_to) {
-            (Some(_), _) => Some(protocol::correlation_id_for_id(&envelope.id)),
-            (None, Some(reply_to)) if protocol::in_reply_to(&envelope.event).is_none() => {
-                Some(reply_to.correlation_id.clone())
-            }
-            _ => None,
-        };
-        let Some(correlation_id) = correlation_id else {
-            // Nothing to answer: the Turn's commit was all it owed.
-            tracing::info!(
-                seq = delivery.seq,
-                instance = %envelope.address.routing_key(),
-                "input already consumed by a committed Turn; acked"
-            );
-            return Ok(Consumed::Answered);
-        };
-        let answers: Vec<_> = outbox
-            .into_iter()
-            .filter(|message| {
-                protocol::in_reply_to(&message.event) == Some(correlation_id.as_str())
-            })
-            .collect();
-        if answers.is_empty() {
-            // The last commit is this input's cursor carried over by a fold
-            // that answered nothing.
-            return Ok(Consumed::Earlier);
-        }
-        let n_answers = answers.len();
-        for message in answers {
-            let mut answer = message.event;
-            if envelope.reply_to.is_some() {
-                answer
-                    .instance_key
-                    .get_or_insert_with(|| envelope.address.instance_key.clone());
-                reply::send(&self.cluster, envelope, &ClusterReply::answered(answer)).await;
-                continue;
-            }
-            let Ok(caller) = RoutingKey::parse(&message.to, "") else {
-                tracing::warn!(to = %message.to, "a committed answer names no instance; not sent again");
-                continue;
-            };
-            let forwarded = Envelope {
-                id: inbox::answer_message_id(&correlation_id),
-                address: InstanceAddress::new(
-                    &self.workspace_id,
-                    &caller.agent_name,
-                    &caller.instance_key,
-                ),
-                event: answer,
-                reply_to: None,
-            };
-            inbox::send(&self.cluster, &forwarded).await?;
-        }
-        tracing::info!(
-            seq = delivery.seq,
-            cursor,
-            answers = n_answers,
-            instance = %envelope.address.routing_key(),
-            "input already consumed by a committed Turn; acked, its answer sent again from the outbox"
-        );
-        Ok(Consumed::Answered)
-    }
-}
-
 /// The wait for one Turn a shard puller started.
 type TurnWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
@@ -369,4 +253,244 @@ async fn keep_alive_until<T>(
 /// The reply telling a caller why the orchestrator refused its input.
 fn refusal(error: &OrchestratorError) -> ClusterReply {
     ClusterReply::refused(error.code(), error.to_string(), error.suggestion())
+}
+
+#[cfg(test)]
+mod tests {
+    //! One shard's puller against a real nats-server and an orchestrator
+    //! whose agents echo: what a delivery becomes (a Turn, a reply sent
+    //! again from the outbox, a refusal), what is answered, and when it is
+    //! acked.
+
+    use super::*;
+    use crate::cluster::remote::{publish_forwarded, ClusterRemote};
+    use crate::cluster::testing::{
+        address, answer, answer_text, envelope, next_delivery, next_reply, request_from, send,
+        EchoOrchestrator, TestCluster, WORKSPACE,
+    };
+    use goondan_cluster::inbox;
+    use goondan_cluster::subject::InstanceAddress;
+    use goondan_store::OutboxMessage;
+    use std::collections::BTreeSet;
+    use tokio::sync::mpsc;
+
+    /// A puller of one shard, running until dropped.
+    struct Pulling {
+        stop: watch::Sender<bool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Pulling {
+        /// Starts pulling `shard` through `handle`, as a host owning it
+        /// does (its membership joined: a puller starts no Turn for a host
+        /// whose leases may have run out).
+        async fn start(
+            test: &TestCluster,
+            handle: OrchestratorHandle,
+            answered: Arc<AnsweredRequests>,
+            shard: u16,
+        ) -> Pulling {
+            let membership = Membership::join(test.cluster.clone(), "host-a".to_string())
+                .await
+                .expect("joined");
+            let puller = ShardPuller {
+                cluster: test.cluster.clone(),
+                handle,
+                membership: Arc::new(membership),
+                workspace_id: WORKSPACE.to_string(),
+                answered,
+            };
+            let (stop, stopped) = watch::channel(false);
+            let task = tokio::spawn(puller.run(shard, stopped));
+            Pulling { stop, task }
+        }
+
+        /// Stops pulling and waits for the Turns it started.
+        async fn stop(self) {
+            let _ = self.stop.send(true);
+            self.task.await.expect("the puller ends");
+        }
+    }
+
+    /// Waits until the inbox holds `n` inputs (an acked one leaves), for
+    /// at most 5 s.
+    async fn wait_for_stored_inputs(test: &TestCluster, n: u64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let stored = test.n_stored_inputs().await;
+            if stored == n {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the inbox holds {stored} inputs, not {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_with_a_reply_subject_runs_a_turn_is_answered_and_then_acked() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let orchestrator = EchoOrchestrator::start(None);
+        let (reply_subject, mut replies) = test.reply_subject().await;
+        let sent = envelope(&address("user-1"), "hi", Some(&reply_subject));
+        let receipt = send(&test.cluster, &sent).await;
+        let pulling = Pulling::start(
+            &test,
+            orchestrator.handle.clone(),
+            Arc::default(),
+            sent.address.shard(),
+        )
+        .await;
+
+        let reply = next_reply(&mut replies).await;
+        let answer = reply.answer.expect("an answer");
+        assert_eq!(answer_text(&answer).as_deref(), Some("echo: hi"));
+        wait_for_stored_inputs(&test, 0).await;
+        // The agent got the input under the sender's id, for the instance
+        // it names, with the sequence its commit records as the cursor.
+        let events = orchestrator.events();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].id, sent.id);
+        assert_eq!(events[0].instance_key.as_deref(), Some("user-1"));
+        assert_eq!(events[0].inbox_seq, Some(receipt.seq));
+        assert!(!events[0].redelivered);
+        pulling.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_delivery_the_last_commit_consumed_is_answered_from_its_outbox_without_waking_the_agent(
+    ) {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let orchestrator = EchoOrchestrator::start(None);
+        let (reply_subject, mut replies) = test.reply_subject().await;
+        let sent = envelope(&address("user-2"), "hi", Some(&reply_subject));
+        let receipt = send(&test.cluster, &sent).await;
+        // The host before this one committed the Turn and died before the
+        // ack.
+        let committed = OutboxMessage {
+            to: goondan_ipc::ORCHESTRATOR.to_string(),
+            event: answer(&protocol::correlation_id_for_id(&sent.id), "committed"),
+        };
+        test.commit(&sent.address, Some(receipt.seq), vec![committed])
+            .await;
+        let pulling = Pulling::start(
+            &test,
+            orchestrator.handle.clone(),
+            Arc::default(),
+            sent.address.shard(),
+        )
+        .await;
+
+        let reply = next_reply(&mut replies).await;
+        let answer = reply.answer.expect("an answer");
+        assert_eq!(answer_text(&answer).as_deref(), Some("committed"));
+        wait_for_stored_inputs(&test, 0).await;
+        assert_eq!(orchestrator.n_spawned(), 0, "no agent was woken");
+        pulling.stop().await;
+    }
+
+    #[tokio::test]
+    async fn an_input_for_another_workspace_is_refused_and_acked() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let orchestrator = EchoOrchestrator::start(None);
+        let (reply_subject, mut replies) = test.reply_subject().await;
+        let stray = InstanceAddress::new("ws-other", "echo", "user-3");
+        let sent = envelope(&stray, "hi", Some(&reply_subject));
+        send(&test.cluster, &sent).await;
+        let pulling = Pulling::start(
+            &test,
+            orchestrator.handle.clone(),
+            Arc::default(),
+            stray.shard(),
+        )
+        .await;
+
+        let reply = next_reply(&mut replies).await;
+        assert!(reply.answer.is_none());
+        assert_eq!(reply.error.expect("a refusal").code, "E_CLUSTER_WORKSPACE");
+        wait_for_stored_inputs(&test, 0).await;
+        assert_eq!(orchestrator.n_spawned(), 0);
+        pulling.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_request_from_another_host_is_acked_only_once_its_answer_has_left_for_the_callers_inbox(
+    ) {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let target = address("user-4");
+        let caller = (1..)
+            .map(|n| InstanceAddress::new(WORKSPACE, "planner", &format!("main-{n}")))
+            .find(|caller| caller.shard() != target.shard())
+            .expect("a caller on another shard");
+        // This host serves the target's shard only: the caller's answer
+        // leaves through the cluster, once it is published.
+        let (_owner, owned) = watch::channel(BTreeSet::from([target.shard()]));
+        let (outbox, forwarded) = mpsc::unbounded_channel();
+        let answered = Arc::new(AnsweredRequests::default());
+        let remote = Arc::new(ClusterRemote {
+            workspace_id: WORKSPACE.to_string(),
+            owned,
+            outbox,
+        });
+        let orchestrator = EchoOrchestrator::start(Some(remote));
+        let sent = request_from(&target, "help", &caller.routing_key(), "corr-9");
+        let receipt = send(&test.cluster, &sent).await;
+        let pulling = Pulling::start(
+            &test,
+            orchestrator.handle.clone(),
+            Arc::clone(&answered),
+            target.shard(),
+        )
+        .await;
+
+        // The agent answered, but the answer has not left: the request
+        // stays in the inbox (a host dying now leaves it to the next).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while orchestrator.events().is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "no Turn started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            test.n_stored_inputs_for(&target).await,
+            1,
+            "acked too early"
+        );
+
+        tokio::spawn(publish_forwarded(
+            test.cluster.clone(),
+            WORKSPACE.to_string(),
+            forwarded,
+            answered,
+        ));
+        let mut callers_inbox = ShardInbox::open(&test.cluster, caller.shard())
+            .await
+            .unwrap();
+        let answer = next_delivery(&mut callers_inbox).await;
+        assert_eq!(answer.envelope.address, caller);
+        assert_eq!(answer.envelope.id, inbox::answer_message_id("corr-9"));
+        assert_eq!(
+            answer_text(&answer.envelope.event).as_deref(),
+            Some("echo: help")
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while test.n_stored_inputs_for(&target).await > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "never acked");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let events = orchestrator.events();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].inbox_seq, Some(receipt.seq));
+        pulling.stop().await;
+    }
 }
