@@ -191,8 +191,7 @@ async fn ask(handle: &OrchestratorHandle, index: usize) {
     );
     event.input = Some("ping".into());
     event.instance_key = Some(format!("i{index}"));
-    let answer = handle
-        .request(Some("echo".into()), event)
+    let answer = async { handle.enqueue_request(Some("echo".into()), event).await?.answer().await }
         .await
         .unwrap_or_else(|error| {
             panic!(
