@@ -191,15 +191,20 @@ async fn ask(handle: &OrchestratorHandle, index: usize) {
     );
     event.input = Some("ping".into());
     event.instance_key = Some(format!("i{index}"));
-    let answer = handle
-        .request(Some("echo".into()), event)
-        .await
-        .unwrap_or_else(|error| {
-            panic!(
-                "request to {} failed: {error}",
-                RoutingKey::new("echo", format!("i{index}"))
-            )
-        });
+    let answer = async {
+        handle
+            .enqueue_request(Some("echo".into()), event)
+            .await?
+            .answer()
+            .await
+    }
+    .await
+    .unwrap_or_else(|error| {
+        panic!(
+            "request to {} failed: {error}",
+            RoutingKey::new("echo", format!("i{index}"))
+        )
+    });
     assert_eq!(answer.input.as_deref(), Some("pong"));
 }
 

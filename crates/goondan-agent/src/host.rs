@@ -23,7 +23,9 @@ use goondan_ipc::handshake::child_channel;
 use goondan_ipc::protocol::{
     self, Answer, AnswerOutcome, Failure, ProtocolStats, Ready, StartError, TextDelta, TurnFinished,
 };
-use goondan_ipc::{framing, Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_ipc::{
+    framing, Inbound, IpcChannel, RoutingKey, RuntimeMessage, WireCode, ORCHESTRATOR,
+};
 use goondan_runtime::turn::{Agent, PriorTurn};
 use goondan_runtime::Ledger;
 use goondan_store::{InstanceStatus, MetadataFile, OutboxMessage};
@@ -518,7 +520,7 @@ async fn enqueue(queue: &mpsc::Sender<AgentEvent>, outbound: &Outbound, event: A
     let limit = queue.max_capacity();
     tracing::warn!(event_id = %event.id, code = "E_QUEUE_FULL", limit, "the event queue is full; event refused");
     let failure = Failure {
-        code: "E_QUEUE_FULL".into(),
+        code: WireCode::QueueFull.as_str().into(),
         message: format!(
             "{} has {limit} events waiting; event {} refused",
             outbound.me, event.id

@@ -21,14 +21,16 @@ use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{self, HttpFront, Platform};
 use crate::source::{Shutdown, Source};
 use crate::telegram::TelegramConnector;
-use crate::{cron, discord, github, script, slack, webhook, Accepted, EmitError, Emitter};
+use crate::{
+    cron, discord, github, script, slack, telegram, webhook, Accepted, EmitError, Emitter,
+};
 use futures_util::future::BoxFuture;
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::handshake::child_channel;
 use goondan_ipc::protocol::{
     self, Query, QueryAnswer, QueryRequest, Ready, StartError, PROTOCOL_VERSION,
 };
-use goondan_ipc::{Inbound, IpcChannel, RoutingKey, RuntimeMessage, ORCHESTRATOR};
+use goondan_ipc::{Inbound, IpcChannel, RoutingKey, RuntimeMessage, WireCode, ORCHESTRATOR};
 use goondan_types::{ConnectorEvent, Entry, IpcMessage, Secrets};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -257,7 +259,7 @@ fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorCon
                     "Connector/{} has entry `{}`, which this build cannot run",
                     connector.metadata.name, connector.spec.entry
                 ),
-                SUPPORTED_HELP,
+                supported_help(),
             ))
         }
     };
@@ -286,8 +288,86 @@ fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorCon
     Ok((entry, config))
 }
 
-/// What to suggest for an entry this build cannot run.
-const SUPPORTED_HELP: &str = "use a built-in connector: builtin:webhook, builtin:github, builtin:slack, builtin:discord, builtin:telegram, builtin:telegram-polling or builtin:cron";
+/// The built-in connectors a ConnectorProcess runs, by the name after
+/// `builtin:`. This one table answers what runs ([`connector_for`]), what
+/// to suggest for an entry this build cannot run, and how a connector's
+/// events arrive ([`crate::delivery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    /// `builtin:webhook`: a web server anyone posts JSON to.
+    Webhook,
+    /// `builtin:github`: GitHub's webhook deliveries.
+    Github,
+    /// `builtin:slack`: the Slack Events API.
+    Slack,
+    /// `builtin:discord`: Discord interactions.
+    Discord,
+    /// `builtin:telegram`: long polling, or a webhook when the
+    /// Connection's `TELEGRAM_MODE` is `webhook`.
+    Telegram,
+    /// `builtin:telegram-polling`: long polling only.
+    TelegramPolling,
+    /// `builtin:cron`: a clock.
+    Cron,
+}
+
+impl Builtin {
+    /// Every built-in connector, in the order help lists them.
+    pub const ALL: [Builtin; 7] = [
+        Builtin::Webhook,
+        Builtin::Github,
+        Builtin::Slack,
+        Builtin::Discord,
+        Builtin::Telegram,
+        Builtin::TelegramPolling,
+        Builtin::Cron,
+    ];
+
+    /// The name after `builtin:`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Builtin::Webhook => "webhook",
+            Builtin::Github => "github",
+            Builtin::Slack => "slack",
+            Builtin::Discord => "discord",
+            Builtin::Telegram => "telegram",
+            Builtin::TelegramPolling => "telegram-polling",
+            Builtin::Cron => "cron",
+        }
+    }
+
+    /// The built-in connector `name` (the part after `builtin:`) names;
+    /// `None` for one this build does not run as a process.
+    pub fn from_name(name: &str) -> Option<Builtin> {
+        Builtin::ALL
+            .into_iter()
+            .find(|builtin| builtin.name() == name)
+    }
+
+    /// Whether platforms post this connector's events to it (it is a web
+    /// server), given the Connection's resolved `config`; otherwise it
+    /// polls or fires on its own.
+    pub fn is_pushed_to(self, config: &ConnectorConfig) -> bool {
+        match self {
+            Builtin::Webhook | Builtin::Github | Builtin::Slack | Builtin::Discord => true,
+            Builtin::Telegram => telegram::is_webhook_mode(config),
+            Builtin::TelegramPolling | Builtin::Cron => false,
+        }
+    }
+}
+
+/// What to suggest for an entry this build cannot run: every entry of the
+/// table.
+fn supported_help() -> String {
+    let names: Vec<String> = Builtin::ALL
+        .iter()
+        .map(|builtin| format!("builtin:{}", builtin.name()))
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("use a built-in connector: {} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
 
 /// The connector a built-in entry names, from the Connection's config;
 /// `None` for a name this build does not run as a process.
@@ -295,19 +375,22 @@ pub fn connector_for(
     entry: &str,
     config: &ConnectorConfig,
 ) -> Result<Option<Connector>, ConnectorConfigError> {
-    Ok(Some(match entry {
-        "webhook" => webhook::Webhook::from_config(config).map(Connector::http)?,
-        "github" => github::Github::from_config(config).map(Connector::http)?,
-        "slack" => slack::Slack::from_config(config).map(Connector::http)?,
-        "discord" => discord::Discord::from_config(config).map(Connector::http)?,
-        "telegram" | "telegram-polling" => {
-            match TelegramConnector::from_config(config, entry == "telegram-polling")? {
+    let Some(builtin) = Builtin::from_name(entry) else {
+        return Ok(None);
+    };
+    Ok(Some(match builtin {
+        Builtin::Webhook => webhook::Webhook::from_config(config).map(Connector::http)?,
+        Builtin::Github => github::Github::from_config(config).map(Connector::http)?,
+        Builtin::Slack => slack::Slack::from_config(config).map(Connector::http)?,
+        Builtin::Discord => discord::Discord::from_config(config).map(Connector::http)?,
+        Builtin::Telegram | Builtin::TelegramPolling => {
+            let force_polling = builtin == Builtin::TelegramPolling;
+            match TelegramConnector::from_config(config, force_polling)? {
                 TelegramConnector::Polling(polling) => Connector::source(polling),
                 TelegramConnector::Webhook(platform, front) => Connector::http((platform, front)),
             }
         }
-        "cron" => Connector::source(cron::Cron::from_config(config)?),
-        _ => return Ok(None),
+        Builtin::Cron => Connector::source(cron::Cron::from_config(config)?),
     }))
 }
 
@@ -323,7 +406,7 @@ fn unsupported(connection: &str, entry: &str) -> Refusal {
     Refusal::new(
         "E_CONNECTOR_UNSUPPORTED",
         format!("Connection/{connection}: builtin:{entry} is not a connector this build can run"),
-        SUPPORTED_HELP,
+        supported_help(),
     )
 }
 
@@ -396,7 +479,7 @@ impl IpcEmitter {
         }
         match tokio::time::timeout(INGEST_TIMEOUT, answer_rx).await {
             Ok(Ok(QueryAnswer::Ingested { target, .. })) => Ok(Accepted { target }),
-            Ok(Ok(QueryAnswer::Failed(failure))) if failure.code == "E_QUEUE_FULL" => {
+            Ok(Ok(QueryAnswer::Failed(failure))) if failure.is(WireCode::QueueFull) => {
                 Err(EmitError::QueueFull(failure.message))
             }
             Ok(Ok(QueryAnswer::Failed(failure))) => Err(EmitError::Refused(format!(

@@ -18,12 +18,15 @@
 //! scheme (all in [`verify`]) and the mapping of their payloads to events,
 //! with the original base package's event names and properties. The other
 //! kind is a [`source::Source`]: a task that makes events by itself until
-//! shutdown, the [`cron`] clock and [`telegram`] long polling.
+//! shutdown, the [`cron`] clock and [`telegram`] long polling. Which kind a
+//! Connection's connector is, as a placement question (pushed to, or
+//! making its own events), is [`delivery::is_pushed_to`].
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod cron;
+pub mod delivery;
 pub mod discord;
 pub mod github;
 pub mod host;

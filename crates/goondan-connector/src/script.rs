@@ -65,7 +65,7 @@ impl ConnectorSink for EmitterSink {
                 Ok(accepted) => Ok(serde_json::json!({ "target": accepted.target })),
                 Err(error) => {
                     let code = match &error {
-                        EmitError::QueueFull(_) => "E_QUEUE_FULL",
+                        EmitError::QueueFull(_) => goondan_ipc::WireCode::QueueFull.as_str(),
                         EmitError::Closed(_) => "E_SWARM_CLOSED",
                         EmitError::Refused(_) => "E_EVENT_REFUSED",
                     };

@@ -505,24 +505,38 @@ impl TelegramConnector {
         config: &ConnectorConfig,
         force_polling: bool,
     ) -> Result<TelegramConnector, ConnectorConfigError> {
-        let mode = config
-            .setting("TELEGRAM_MODE")
-            .map(|mode| mode.trim().to_ascii_lowercase());
-        match mode.as_deref() {
+        match mode(config).as_deref() {
             None | Some("polling") => polling_from_config(config).map(TelegramConnector::Polling),
             Some("webhook") if !force_polling => webhook_from_config(config),
             Some("webhook") => Err(ConnectorConfigError {
-                key: "TELEGRAM_MODE".into(),
+                key: MODE_KEY.into(),
                 problem: "builtin:telegram-polling only polls".into(),
                 help: "use builtin:telegram for webhook mode".into(),
             }),
             Some(other) => Err(ConnectorConfigError {
-                key: "TELEGRAM_MODE".into(),
+                key: MODE_KEY.into(),
                 problem: format!("`{other}` is not a mode"),
                 help: "use polling (the default) or webhook".into(),
             }),
         }
     }
+}
+
+/// The Connection setting that picks long polling or a webhook.
+const MODE_KEY: &str = "TELEGRAM_MODE";
+
+/// `TELEGRAM_MODE` as the connector reads it: trimmed and in lower case;
+/// `None` when it is not set.
+fn mode(config: &ConnectorConfig) -> Option<String> {
+    config
+        .setting(MODE_KEY)
+        .map(|mode| mode.trim().to_ascii_lowercase())
+}
+
+/// Whether the Connection's config puts `builtin:telegram` in webhook
+/// mode (a server Telegram posts to).
+pub(crate) fn is_webhook_mode(config: &ConnectorConfig) -> bool {
+    mode(config).as_deref() == Some("webhook")
 }
 
 fn polling_from_config(config: &ConnectorConfig) -> Result<TelegramPolling, ConnectorConfigError> {

@@ -24,13 +24,6 @@ pub enum IpcError {
         /// The bound.
         limit: usize,
     },
-    /// The transport cannot reach a process through the endpoint it was
-    /// given.
-    #[error("no route to `{key}` through this transport")]
-    Unreachable {
-        /// The routing key.
-        key: String,
-    },
     /// A routing key did not parse.
     #[error("`{0}` is not a routing key; expected `agentName:instanceKey`")]
     BadRoutingKey(String),
@@ -43,7 +36,6 @@ impl IpcError {
             IpcError::Closed => "E_IPC_CLOSED",
             IpcError::Malformed { .. } => "E_IPC_MALFORMED",
             IpcError::TooLarge { .. } => "E_IPC_TOO_LARGE",
-            IpcError::Unreachable { .. } => "E_IPC_UNREACHABLE",
             IpcError::BadRoutingKey(_) => "E_IPC_ROUTING_KEY",
         }
     }

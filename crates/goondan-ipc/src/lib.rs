@@ -26,6 +26,8 @@ pub mod transport;
 pub use channel::IpcChannel;
 pub use error::{HandshakeError, IpcError};
 pub use handshake::{child_channel, read_handshake, SpawnHandshake};
-pub use protocol::{Inbound, ProtocolError, RuntimeMessage, ShutdownPayload, PROTOCOL_VERSION};
+pub use protocol::{
+    Inbound, ProtocolError, RuntimeMessage, ShutdownPayload, WireCode, PROTOCOL_VERSION,
+};
 pub use routing::{RoutingKey, ORCHESTRATOR};
 pub use transport::{Endpoint, Link, SendError, StdioTransport, Transport, TransportEvent};

@@ -270,6 +270,42 @@ pub struct Failure {
     pub message: String,
 }
 
+impl Failure {
+    /// Whether the failure carries `code`.
+    pub fn is(&self, code: WireCode) -> bool {
+        code.as_str() == self.code
+    }
+}
+
+/// The codes a receiver of a [`Failure`] or a [`Rejected`] acts on; every
+/// other code is only shown. The wire keeps the code as its string, so
+/// both sides name it through this type instead of repeating the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireCode {
+    /// `E_QUEUE_FULL`: the event's instance has as many events waiting as
+    /// its bound allows; the sender may retry later (an HTTP connector
+    /// answers 429).
+    QueueFull,
+    /// `E_IPC_MALFORMED`: [`ProtocolError::Malformed`].
+    Malformed,
+    /// `E_IPC_UNKNOWN_MESSAGE`: [`ProtocolError::Unknown`].
+    UnknownMessage,
+    /// `E_IPC_PROTOCOL_VERSION`: [`ProtocolError::Version`].
+    ProtocolVersion,
+}
+
+impl WireCode {
+    /// The code as the wire spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WireCode::QueueFull => "E_QUEUE_FULL",
+            WireCode::Malformed => "E_IPC_MALFORMED",
+            WireCode::UnknownMessage => "E_IPC_UNKNOWN_MESSAGE",
+            WireCode::ProtocolVersion => "E_IPC_PROTOCOL_VERSION",
+        }
+    }
+}
+
 /// A message its receiver refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -281,6 +317,13 @@ pub struct Rejected {
     /// The refused event's id, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_id: Option<String>,
+}
+
+impl Rejected {
+    /// Whether the refusal carries `code`.
+    pub fn is(&self, code: WireCode) -> bool {
+        code.as_str() == self.code
+    }
 }
 
 impl RuntimeMessage {
@@ -562,10 +605,16 @@ pub enum ProtocolError {
 impl ProtocolError {
     /// The stable code.
     pub fn code(&self) -> &'static str {
+        self.wire_code().as_str()
+    }
+
+    /// The stable code, typed: what a [`Rejected`] built from this error
+    /// is matched against.
+    pub fn wire_code(&self) -> WireCode {
         match self {
-            ProtocolError::Malformed { .. } => "E_IPC_MALFORMED",
-            ProtocolError::Unknown { .. } => "E_IPC_UNKNOWN_MESSAGE",
-            ProtocolError::Version { .. } => "E_IPC_PROTOCOL_VERSION",
+            ProtocolError::Malformed { .. } => WireCode::Malformed,
+            ProtocolError::Unknown { .. } => WireCode::UnknownMessage,
+            ProtocolError::Version { .. } => WireCode::ProtocolVersion,
         }
     }
 
@@ -658,6 +707,28 @@ mod tests {
         let line = crate::framing::encode(&wire);
         let back = crate::framing::decode(&line[..line.len() - 1]).unwrap();
         assert_eq!(decode(&back).unwrap(), Inbound::Runtime(message));
+    }
+
+    #[test]
+    fn typed_codes_read_the_strings_the_wire_carries() {
+        let failure: Failure =
+            serde_json::from_value(serde_json::json!({"code": "E_QUEUE_FULL", "message": "full"}))
+                .unwrap();
+        assert!(failure.is(WireCode::QueueFull));
+        assert!(!failure.is(WireCode::Malformed));
+        let malformed = ProtocolError::Malformed {
+            what: "event payload".into(),
+            reason: "no id".into(),
+            event_id: None,
+        };
+        let RuntimeMessage::Rejected(rejected) = malformed.rejection() else {
+            panic!("a protocol error is refused with runtime.rejected");
+        };
+        assert!(rejected.is(WireCode::Malformed));
+        assert_eq!(
+            serde_json::to_value(&rejected).unwrap()["code"],
+            "E_IPC_MALFORMED"
+        );
     }
 
     #[test]

@@ -67,16 +67,12 @@ pub enum Endpoint {
         /// The process's input (its stdin).
         to_process: Box<dyn AsyncWrite + Send + Unpin>,
     },
-    /// Reachable through the transport by routing key alone (a message
-    /// bus); the process subscribes itself.
-    Addressed,
 }
 
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Endpoint::Stdio { .. } => f.write_str("Endpoint::Stdio"),
-            Endpoint::Addressed => f.write_str("Endpoint::Addressed"),
         }
     }
 }
@@ -157,12 +153,7 @@ impl Transport for StdioTransport {
         let Endpoint::Stdio {
             from_process,
             to_process,
-        } = endpoint
-        else {
-            return Err(crate::IpcError::Unreachable {
-                key: link.key.to_string(),
-            });
-        };
+        } = endpoint;
         let (outbound, outbound_rx) = mpsc::channel(LINK_CAPACITY);
         tokio::spawn(write_lines(to_process, outbound_rx, |line| line));
         let rejections = outbound.downgrade();
@@ -256,7 +247,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{decode, Inbound, Ready, RuntimeMessage, PROTOCOL_VERSION};
+    use crate::protocol::{decode, Inbound, Ready, RuntimeMessage, WireCode, PROTOCOL_VERSION};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     fn link(generation: u64) -> Link {
@@ -347,7 +338,7 @@ mod tests {
         let message = framing::decode(line.as_bytes()).unwrap();
         assert!(matches!(
             decode(&message).unwrap(),
-            Inbound::Runtime(RuntimeMessage::Rejected(rejected)) if rejected.code == "E_IPC_MALFORMED"
+            Inbound::Runtime(RuntimeMessage::Rejected(rejected)) if rejected.is(WireCode::Malformed)
         ));
         assert_eq!(stats.malformed(), 1);
     }

@@ -1,5 +1,6 @@
 //! Orchestrator errors.
 
+use goondan_ipc::WireCode;
 use thiserror::Error;
 
 /// A failed orchestrator operation.
@@ -140,7 +141,7 @@ impl OrchestratorError {
             OrchestratorError::TurnCancelled { .. } => "E_TURN_CANCELLED",
             OrchestratorError::Deleted { .. } => "E_INSTANCE_DELETED",
             OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
-            OrchestratorError::QueueFull { .. } => "E_QUEUE_FULL",
+            OrchestratorError::QueueFull { .. } => WireCode::QueueFull.as_str(),
             OrchestratorError::InstanceLimit { .. } => "E_INSTANCE_LIMIT",
             OrchestratorError::Backoff { .. } => "E_AGENT_BACKOFF",
             OrchestratorError::NoIngressRoute { .. } => "E_INGRESS_NO_ROUTE",

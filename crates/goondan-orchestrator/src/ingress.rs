@@ -9,11 +9,10 @@
 //! else the swarm's), and builds the AgentEvent with [`agent_event`], the
 //! only constructor of user input in the runtime.
 
-use crate::orchestrator::SwarmInfo;
+use crate::swarm::SwarmInfo;
 use crate::OrchestratorError;
 use goondan_ipc::RoutingKey;
 use goondan_types::{AgentEvent, ConnectorEvent, EventSource, EventSourceKind, JsonValue};
-use std::collections::BTreeMap;
 
 /// The connection name of input typed at `gdn run`: an alias of the
 /// swarm's Connection that runs the base `cli` connector
@@ -24,36 +23,6 @@ pub const CLI_CONNECTION: &str = "cli";
 /// The event name of input typed at `gdn run`, as the base `cli` connector
 /// emits it.
 pub const CLI_EVENT: &str = "stdin_message";
-
-/// One ingress rule of a Connection, resolved against the bundle.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct IngressRule {
-    /// The Connection the rule belongs to.
-    pub connection: String,
-    /// The event name it matches; `None` matches every name.
-    pub event: Option<String>,
-    /// Properties that must all be equal.
-    pub properties: BTreeMap<String, String>,
-    /// The target agent; `None` is the swarm's entry agent.
-    pub agent: Option<String>,
-    /// A fixed instance key.
-    pub instance_key: Option<String>,
-    /// The event property holding the instance key.
-    pub instance_key_property: Option<String>,
-    /// Prefix for a key read from `instance_key_property`.
-    pub instance_key_prefix: Option<String>,
-}
-
-impl IngressRule {
-    fn matches(&self, event: &ConnectorEvent) -> bool {
-        self.event.as_ref().is_none_or(|name| *name == event.name)
-            && self
-                .properties
-                .iter()
-                .all(|(key, value)| event.properties.get(key) == Some(value))
-    }
-}
 
 /// An ingress event with where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,12 +80,7 @@ pub fn route(
         .clone()
         .or_else(|| rule.and_then(|rule| rule.agent.clone()))
         .unwrap_or_else(|| swarm.entry_agent.clone());
-    if !swarm.agents.contains(&agent) {
-        return Err(OrchestratorError::UnknownAgent {
-            agent,
-            swarm: swarm.swarm_name.clone(),
-        });
-    }
+    swarm.check_agent(&agent)?;
     let from_property = rule.and_then(|rule| {
         let property = rule.instance_key_property.as_ref()?;
         let value = ingress.event.properties.get(property)?;
@@ -176,6 +140,7 @@ fn delivery_event_id(connection: &str, delivery_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::swarm::IngressRule;
     use std::time::Duration;
 
     #[test]

@@ -11,7 +11,8 @@
 //! peers behind two seams, [`Spawner`] (how a process starts, stops and
 //! ends) and [`Transport`](goondan_ipc::Transport) (how messages reach a
 //! routing key). Inputs from outside the swarm enter through one function,
-//! [`ingress::route`].
+//! [`ingress::route`]; only an event its caller already addressed to an
+//! instance (a cluster host's inbox delivery) skips the rules.
 //!
 //! Invariant: the main loop is a single task that owns every instance and
 //! `match`es closed enums ([`Input`](orchestrator::Input) and
@@ -27,11 +28,13 @@ pub mod ingress;
 pub mod orchestrator;
 pub mod remote;
 pub mod spawner;
+pub mod swarm;
 
 pub use error::OrchestratorError;
-pub use ingress::{Ingress, IngressRule};
-pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle, SwarmInfo};
+pub use ingress::Ingress;
+pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle};
 pub use remote::RemoteInstances;
 pub use spawner::{
     LocalSpawner, LogFileFor, ProcessControl, SpawnRequest, SpawnedProcess, Spawner,
 };
+pub use swarm::{IngressRule, SwarmInfo};

@@ -3,9 +3,7 @@
 //! A [`Spawner`] only starts processes and reports on them; it carries no
 //! messages. It hands back an [`Endpoint`] that the orchestrator gives to
 //! its [`Transport`](goondan_ipc::Transport): a local fork/exec
-//! ([`LocalSpawner`]) returns the child's stdio pipes, a remote spawner (a
-//! pod, another host) returns [`Endpoint::Addressed`] and the child joins
-//! the message bus by its routing key.
+//! ([`LocalSpawner`]) returns the child's stdio pipes.
 //!
 //! Secrets never travel through a child's exec environment or its
 //! arguments: [`LocalSpawner`] removes every secret variable from the

@@ -15,7 +15,7 @@ use goondan_ipc::{framing, RoutingKey, RuntimeMessage, SpawnHandshake, ORCHESTRA
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::{CrashLedger, CrashRecord, Liveness};
 use goondan_orchestrator::OrchestratorError;
-use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
+use goondan_orchestrator::{Ingress, LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
 use goondan_types::{
     AgentEvent, ConnectorEvent, EventSource, EventSourceKind, IpcMessage, ProcessStatus,
     ReplyChannel,
@@ -343,15 +343,6 @@ fn with_ledger(
     });
 }
 
-fn user_event(input: &str) -> AgentEvent {
-    let mut event = AgentEvent::new(
-        "user_message",
-        EventSource::new(EventSourceKind::Connector, "cli"),
-    );
-    event.input = Some(input.into());
-    event
-}
-
 async fn ask(
     handle: &goondan_orchestrator::OrchestratorHandle,
     agent: Option<&str>,
@@ -359,7 +350,7 @@ async fn ask(
 ) -> String {
     let answer = tokio::time::timeout(
         Duration::from_secs(10),
-        handle.request(agent.map(str::to_string), user_event(input)),
+        handle.ask(Ingress::cli(input, agent.map(str::to_string)), None),
     )
     .await
     .expect("answer in time")
@@ -443,7 +434,7 @@ fn unknown_target_is_rejected_at_once() {
             "got-error:E_AGENT_NOT_FOUND"
         );
         let error = handle
-            .request(Some("ghost".into()), user_event("x"))
+            .ask(Ingress::cli("x", Some("ghost".into())), None)
             .await
             .unwrap_err();
         assert_eq!(error.code(), "E_AGENT_NOT_FOUND");
@@ -458,7 +449,10 @@ fn crashed_agent_respawns_and_keeps_queued_events() {
         assert_eq!(ask(&handle, None, "crash-once").await, "alpha:crash-once");
         // An event that kills every process is given up, and its caller
         // is told why.
-        let crashed = handle.request(None, user_event("crash")).await.unwrap_err();
+        let crashed = handle
+            .ask(Ingress::cli("crash", None), None)
+            .await
+            .unwrap_err();
         assert_eq!(crashed.code(), "E_AGENT_CRASHED");
         assert!(crashed.to_string().contains("exit code 9"), "{crashed}");
         // The respawned process is still starting: this event waits in the
@@ -496,10 +490,11 @@ fn crash_loop_enters_backoff() {
         Duration::from_secs(5),
         async |handle| {
             let loopy = handle.clone();
-            let waiting =
-                tokio::spawn(
-                    async move { loopy.request(Some("loopy".into()), user_event("x")).await },
-                );
+            let waiting = tokio::spawn(async move {
+                loopy
+                    .ask(Ingress::cli("x", Some("loopy".into())), None)
+                    .await
+            });
             let status =
                 wait_for_status(&handle, "loopy:main", ProcessStatus::CrashLoopBackOff).await;
             assert!(status.consecutive_crashes > 5, "{status:?}");
@@ -519,7 +514,7 @@ fn start_error_fails_the_request_loudly() {
         async |handle| {
             let error = tokio::time::timeout(
                 Duration::from_secs(10),
-                handle.request(Some("broken".into()), user_event("x")),
+                handle.ask(Ingress::cli("x", Some("broken".into())), None),
             )
             .await
             .unwrap()
@@ -686,10 +681,11 @@ fn crash_counters_are_saved_to_the_ledger() {
         Some(ledger),
         async |handle| {
             let loopy = handle.clone();
-            let waiting =
-                tokio::spawn(
-                    async move { loopy.request(Some("loopy".into()), user_event("x")).await },
-                );
+            let waiting = tokio::spawn(async move {
+                loopy
+                    .ask(Ingress::cli("x", Some("loopy".into())), None)
+                    .await
+            });
             wait_for_status(&handle, "loopy:main", ProcessStatus::CrashLoopBackOff).await;
             waiting.abort();
         },
@@ -722,7 +718,7 @@ fn a_persisted_backoff_holds_after_an_orchestrator_restart() {
         async |handle| {
             // The input is refused at once with the deadline, not held
             // silently until it passes (issue 16 #18).
-            let error = handle.request(None, user_event("x")).await.unwrap_err();
+            let error = handle.ask(Ingress::cli("x", None), None).await.unwrap_err();
             assert_eq!(error.code(), "E_AGENT_BACKOFF", "{error}");
             assert!(error
                 .suggestion()
@@ -752,7 +748,7 @@ fn a_far_future_persisted_backoff_is_clamped_to_the_longest_backoff() {
         Duration::from_secs(5),
         Some(ledger),
         async |handle| {
-            let error = handle.request(None, user_event("x")).await.unwrap_err();
+            let error = handle.ask(Ingress::cli("x", None), None).await.unwrap_err();
             let OrchestratorError::Backoff { remaining_ms, .. } = error else {
                 panic!("not a backoff: {error}");
             };
@@ -768,7 +764,7 @@ fn streamed_text_reaches_the_requester_before_the_answer() {
     with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
         let (deltas, mut received) = tokio::sync::mpsc::unbounded_channel();
         let answer = handle
-            .request_streaming(None, user_event("stream"), Some(deltas))
+            .ask(Ingress::cli("stream", None), Some(deltas))
             .await
             .unwrap();
         assert_eq!(answer.input.as_deref(), Some("alpha:stream"));

@@ -12,8 +12,7 @@ use crate::extension::PluginExtension;
 use crate::host::{HostOptions, PluginHost};
 use crate::launch::{self, LaunchOptions};
 use crate::tool::{PluginTool, PluginToolHandler};
-use futures_util::future::{self, BoxFuture};
-use goondan_runtime::extension::ConnectorHandle;
+use futures_util::future::BoxFuture;
 use goondan_runtime::{
     EntryError, EntryResolver, EntryTarget, Extension, ResourceKind, ToolHandler, ToolHandlers,
 };
@@ -157,17 +156,6 @@ impl EntryResolver for PluginResolver {
             let extension: Arc<dyn Extension> = Arc::new(PluginExtension::new(host, registrations));
             Ok(extension)
         })
-    }
-
-    fn resolve_connector<'a>(
-        &'a self,
-        target: EntryTarget<'a>,
-    ) -> BoxFuture<'a, Result<ConnectorHandle, EntryError>> {
-        // Script connectors run in their own ConnectorProcess, not in an
-        // agent; that host is not built yet.
-        Box::pin(future::ready(Err(EntryError::connector_unsupported(
-            target,
-        ))))
     }
 }
 

@@ -9,7 +9,6 @@ mod common;
 use common::{Harness, Log};
 use futures_util::future::BoxFuture;
 use goondan_model::NoStream;
-use goondan_runtime::extension::ConnectorHandle;
 use goondan_runtime::test_support::user_event;
 use goondan_runtime::turn::{ExtensionDefinition, ToolDefinition, ToolExportDefinition};
 use goondan_runtime::{
@@ -84,13 +83,6 @@ impl EntryResolver for TestScripts {
             };
             Ok(Arc::new(extension) as Arc<dyn Extension>)
         })
-    }
-
-    fn resolve_connector<'a>(
-        &'a self,
-        target: EntryTarget<'a>,
-    ) -> BoxFuture<'a, Result<ConnectorHandle, EntryError>> {
-        Box::pin(async move { Err(EntryError::connector_unsupported(target)) })
     }
 }
 

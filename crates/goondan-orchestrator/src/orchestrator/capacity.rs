@@ -22,35 +22,7 @@ use super::Orchestrator;
 use crate::OrchestratorError;
 use goondan_ipc::RoutingKey;
 use goondan_types::ShutdownReason;
-use std::time::Duration;
 use tokio::time::Instant;
-
-/// How many agent processes may run and how long one may stay idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessPolicy {
-    /// Live agent processes per swarm (`policy.processes.maxLive`).
-    pub max_live: usize,
-    /// Idle time after which an instance is passivated
-    /// (`policy.processes.idleSeconds`); `None` never.
-    pub idle_after: Option<Duration>,
-}
-
-impl ProcessPolicy {
-    /// The default `policy.processes.maxLive`.
-    pub const DEFAULT_MAX_LIVE: usize = 256;
-    /// The default `policy.processes.idleSeconds`.
-    pub const DEFAULT_IDLE_SECONDS: u64 = 900;
-}
-
-impl Default for ProcessPolicy {
-    fn default() -> Self {
-        ProcessPolicy {
-            max_live: Self::DEFAULT_MAX_LIVE,
-            idle_after: Some(Duration::from_secs(Self::DEFAULT_IDLE_SECONDS)),
-        }
-    }
-}
 
 /// True when `key`'s process counts against the cap: an agent's, running.
 fn counts(key: &RoutingKey, instance: &Instance) -> bool {
@@ -267,6 +239,7 @@ mod tests {
     use crate::spawner::ProcessControl;
     use goondan_types::ProcessStatus;
     use std::collections::BTreeMap;
+    use std::time::Duration;
 
     struct Control;
 
@@ -364,13 +337,14 @@ mod tests {
         waiting
             .enqueue(
                 super::super::instance::Queued::turn(
-                    goondan_types::IpcMessage {
-                        message_type: goondan_types::IpcMessageType::Event,
-                        from: "orchestrator".into(),
-                        to: "w:main".into(),
-                        payload: serde_json::json!({}),
-                    },
-                    "evt".into(),
+                    goondan_ipc::ORCHESTRATOR,
+                    goondan_types::AgentEvent::new(
+                        "user_message",
+                        goondan_types::EventSource::new(
+                            goondan_types::EventSourceKind::Connector,
+                            "cli",
+                        ),
+                    ),
                 ),
                 10,
             )

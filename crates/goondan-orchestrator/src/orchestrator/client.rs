@@ -1,14 +1,13 @@
 //! [`OrchestratorHandle`]: how everything outside the main loop talks to
 //! it, one [`Input`] at a time.
 
-use super::{InstanceStatus, Reply, SwarmInfo};
+use super::input::{Input, InstanceStatus};
 use crate::ingress::Ingress;
+use crate::swarm::SwarmInfo;
 use crate::OrchestratorError;
-use goondan_ipc::protocol::ProtocolStats;
-use goondan_ipc::protocol::QueryAnswer;
-use goondan_ipc::{Link, RoutingKey};
-use goondan_types::ProcessStatus;
-use goondan_types::{AgentEvent, IpcMessage};
+use goondan_ipc::protocol::{ProtocolStats, QueryAnswer};
+use goondan_ipc::RoutingKey;
+use goondan_types::{AgentEvent, IpcMessage, ProcessStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -52,106 +51,6 @@ pub struct RestartOutcome {
     pub new_pid: Option<u32>,
     /// Its process status now.
     pub status: ProcessStatus,
-}
-
-/// The closed set of requests the main loop takes from outside (the
-/// transport's messages arrive on their own channel).
-pub enum Input {
-    /// A process ended (its exit code; `None` when a signal ended it).
-    Exited {
-        /// Which process.
-        link: Link,
-        /// Its exit code.
-        code: Option<i32>,
-    },
-    /// Route an ingress event (or, with `event`, an already built event for
-    /// the agent `ingress.agent`), hand its answer to `reply` and its
-    /// streamed text to `deltas`.
-    Request {
-        /// Where the input came from and where it goes.
-        ingress: Ingress,
-        /// An event built by the caller, used instead of the ingress event's
-        /// own (tests and tools that need full control of the event).
-        event: Option<Box<AgentEvent>>,
-        /// The id the routed event gets (`event`, when given, keeps its
-        /// own), chosen by the caller so it can cancel the Turn.
-        event_id: String,
-        /// Where the answer goes.
-        reply: Reply,
-        /// Where streamed text goes.
-        deltas: Option<mpsc::UnboundedSender<String>>,
-    },
-    /// Gracefully restart the matching instances.
-    Restart {
-        /// Only this agent's.
-        agent: Option<String>,
-        /// Only this instance key's.
-        instance_key: Option<String>,
-        /// Clear history first.
-        fresh: bool,
-        /// The restarted keys.
-        done: oneshot::Sender<Vec<String>>,
-    },
-    /// Gracefully restart what a configuration change affects (reason
-    /// `config_change`): every instance of `agents`, the ConnectorProcess
-    /// of `connections`.
-    RestartForConfig {
-        /// Agents whose instances restart.
-        agents: Vec<String>,
-        /// Connections whose ConnectorProcess restarts.
-        connections: Vec<String>,
-        /// The restarted keys.
-        done: oneshot::Sender<Vec<String>>,
-    },
-    /// Replace the swarm being run: routing uses the new ingress rules,
-    /// Connections that appeared start and those that went away stop.
-    Reconfigure {
-        /// The new swarm.
-        swarm: Box<SwarmInfo>,
-        /// Answered once the swarm is replaced.
-        done: oneshot::Sender<()>,
-    },
-    /// Report every instance.
-    List {
-        /// Where the list goes.
-        reply: oneshot::Sender<Vec<InstanceStatus>>,
-    },
-    /// Stop and forget an instance.
-    Delete {
-        /// `agent:instance` or an instance key.
-        key: String,
-        /// True when something was running.
-        reply: oneshot::Sender<bool>,
-    },
-    /// An event another host's instance sent to one of ours.
-    FromRemote {
-        /// The instance it is for.
-        to: RoutingKey,
-        /// The `event` message.
-        message: IpcMessage,
-    },
-    /// Cancel the Turn of one of the orchestrator's own requests.
-    Cancel {
-        /// The request's event id ([`PendingAnswer::event_id`]).
-        event_id: String,
-        /// True when the request was still waiting for its answer.
-        done: oneshot::Sender<bool>,
-    },
-    /// Answer a child's query that was handed out of the loop (a
-    /// [`SwarmRestartRequest`](super::SwarmRestartRequest)).
-    AnswerQuery {
-        /// The child that asked.
-        to: RoutingKey,
-        /// Its query's correlation id.
-        correlation_id: String,
-        /// The answer.
-        answer: QueryAnswer,
-    },
-    /// Drain everything and stop.
-    Shutdown {
-        /// Answered once every process is gone.
-        done: oneshot::Sender<()>,
-    },
 }
 
 /// A cheap, cloneable way to talk to a running orchestrator.
@@ -249,29 +148,7 @@ impl OrchestratorHandle {
         ingress: Ingress,
         deltas: Option<mpsc::UnboundedSender<String>>,
     ) -> Result<AgentEvent, OrchestratorError> {
-        self.submit(ingress, None, deltas).await
-    }
-
-    /// Sends the ready-made `event` to `agent` (the entry agent when
-    /// `None`) and waits for its answer.
-    pub async fn request(
-        &self,
-        agent: Option<String>,
-        event: AgentEvent,
-    ) -> Result<AgentEvent, OrchestratorError> {
-        self.request_streaming(agent, event, None).await
-    }
-
-    /// As [`OrchestratorHandle::request`], also sending the answering
-    /// Turn's model text to `deltas` as the provider streams it.
-    pub async fn request_streaming(
-        &self,
-        agent: Option<String>,
-        event: AgentEvent,
-        deltas: Option<mpsc::UnboundedSender<String>>,
-    ) -> Result<AgentEvent, OrchestratorError> {
-        let ingress = Ingress::cli(event.input.clone().unwrap_or_default(), agent);
-        self.submit(ingress, Some(Box::new(event)), deltas).await
+        self.enqueue(ingress, deltas).await?.answer().await
     }
 
     /// Queues `ingress` and returns once the orchestrator has it, with its
@@ -282,51 +159,41 @@ impl OrchestratorHandle {
         ingress: Ingress,
         deltas: Option<mpsc::UnboundedSender<String>>,
     ) -> Result<PendingAnswer, OrchestratorError> {
-        self.enqueue_event(ingress, None, deltas).await
-    }
-
-    /// As [`OrchestratorHandle::request`], returning once the orchestrator
-    /// has the event (so events queued one after another reach their
-    /// instance in that order) with its answer still to come.
-    pub async fn enqueue_request(
-        &self,
-        agent: Option<String>,
-        event: AgentEvent,
-    ) -> Result<PendingAnswer, OrchestratorError> {
-        let ingress = Ingress::cli(event.input.clone().unwrap_or_default(), agent);
-        self.enqueue_event(ingress, Some(Box::new(event)), None)
-            .await
-    }
-
-    async fn submit(
-        &self,
-        ingress: Ingress,
-        event: Option<Box<AgentEvent>>,
-        deltas: Option<mpsc::UnboundedSender<String>>,
-    ) -> Result<AgentEvent, OrchestratorError> {
-        self.enqueue_event(ingress, event, deltas)
-            .await?
-            .answer()
-            .await
-    }
-
-    async fn enqueue_event(
-        &self,
-        ingress: Ingress,
-        event: Option<Box<AgentEvent>>,
-        deltas: Option<mpsc::UnboundedSender<String>>,
-    ) -> Result<PendingAnswer, OrchestratorError> {
         let (reply, answer) = oneshot::channel();
-        let event_id = match &event {
-            Some(event) => event.id.clone(),
-            None => goondan_types::new_event_id(),
-        };
-        self.send(Input::Request {
+        let event_id = goondan_types::new_event_id();
+        self.send(Input::Ingress {
             ingress,
-            event,
             event_id: event_id.clone(),
             reply,
             deltas,
+        })
+        .await?;
+        Ok(PendingAnswer { event_id, answer })
+    }
+
+    /// Queues the ready-made `event` for `agent` (the entry agent when
+    /// `None`) and its instance key (the swarm's when the event names
+    /// none), no ingress rule consulted, and returns once the orchestrator
+    /// has it (so events queued one after another reach their instance in
+    /// that order) with its answer still to come.
+    pub async fn enqueue_request(
+        &self,
+        agent: Option<String>,
+        mut event: AgentEvent,
+    ) -> Result<PendingAnswer, OrchestratorError> {
+        let swarm = self.swarm();
+        let agent = agent.unwrap_or_else(|| swarm.entry_agent.clone());
+        let instance_key = event
+            .instance_key
+            .get_or_insert_with(|| swarm.instance_key.clone())
+            .clone();
+        let (reply, answer) = oneshot::channel();
+        let event_id = event.id.clone();
+        self.send(Input::Deliver {
+            key: RoutingKey::new(agent, instance_key),
+            event: Box::new(event),
+            reply,
+            deltas: None,
         })
         .await?;
         Ok(PendingAnswer { event_id, answer })

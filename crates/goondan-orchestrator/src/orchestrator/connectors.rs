@@ -90,7 +90,6 @@ impl Orchestrator {
             }
             Err(error) => return failed(error),
         };
-        let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
         // A platform's delivery goes through the instance's inbox even when
         // this host serves it: a retry the platform sends to another host
         // carries the same event id and is dropped there as a duplicate.
@@ -100,17 +99,23 @@ impl Orchestrator {
         };
         if let Some(remote) = through_inbox {
             tracing::info!(connection, target = %key, event_id = %event.id, "connector event forwarded to the instance's host");
-            remote.forward(message);
+            remote.forward(protocol::event_message(
+                ORCHESTRATOR,
+                &key.to_string(),
+                &event,
+            ));
             return QueryAnswer::Ingested {
                 event_id: Some(event.id),
                 target: Some(key.to_string()),
             };
         }
-        match self.deliver(&key, Queued::turn(message, event.id.clone())) {
+        let event_id = event.id.clone();
+        let trace_id = event.trace_id.clone();
+        match self.deliver(&key, Queued::turn(ORCHESTRATOR, event)) {
             Ok(()) => {
-                tracing::info!(connection, target = %key, event_id = %event.id, trace_id = ?event.trace_id, "connector event queued");
+                tracing::info!(connection, target = %key, event_id = %event_id, trace_id = ?trace_id, "connector event queued");
                 QueryAnswer::Ingested {
-                    event_id: Some(event.id),
+                    event_id: Some(event_id),
                     target: Some(key.to_string()),
                 }
             }

@@ -12,21 +12,38 @@
 //! refused, never buffered.
 
 use crate::spawner::ProcessControl;
-use goondan_ipc::Link;
-use goondan_types::{IpcMessage, ProcessStatus};
+use goondan_ipc::protocol;
+use goondan_ipc::{Link, RuntimeMessage, ORCHESTRATOR};
+use goondan_types::{AgentEvent, IpcMessage, ProcessStatus};
 use std::collections::VecDeque;
 use tokio::time::Instant;
 
 /// How many processes may die holding one event before it is given up.
 pub const MAX_DELIVERY_ATTEMPTS: u32 = 3;
 
+/// What waits in a queue, typed until it is sent: the wire message is
+/// built only when a process takes it ([`Queued::to_message`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Content {
+    /// An event that starts a Turn there (a user event, a request, a
+    /// send): counted against the bound, in flight until its Turn
+    /// finishes, redelivered when its process dies.
+    Turn(Box<AgentEvent>),
+    /// An answer to one of the process's own requests: it ends work
+    /// already counted.
+    Answer(Box<AgentEvent>),
+    /// A runtime message of the orchestrator's (a rejection, an
+    /// acceptance, a query answer, a cancel).
+    Runtime(RuntimeMessage),
+}
+
 /// One message waiting for, or handed to, an instance's process.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Queued {
-    pub(crate) message: IpcMessage,
-    /// The event's id when it starts a Turn (a user event or a request);
-    /// runtime messages and answers have none and are not redelivered.
-    pub(crate) event_id: Option<String>,
+    /// Who sent it, as the wire's `from` spells it (a routing key, or
+    /// `orchestrator`).
+    pub(crate) from: String,
+    pub(crate) content: Content,
     /// Processes this event was handed to so far.
     pub(crate) attempts: u32,
     /// The instance to tell once the event is handed over (the sender of
@@ -38,25 +55,56 @@ pub(crate) struct Queued {
 }
 
 impl Queued {
-    /// A message that starts a Turn.
-    pub(crate) fn turn(message: IpcMessage, event_id: String) -> Queued {
+    fn new(from: impl Into<String>, content: Content) -> Queued {
         Queued {
-            message,
-            event_id: Some(event_id),
+            from: from.into(),
+            content,
             attempts: 0,
             ack_to: None,
             cancelled: false,
         }
     }
 
-    /// A message that starts no Turn (an answer, a runtime message).
-    pub(crate) fn plain(message: IpcMessage) -> Queued {
-        Queued {
-            message,
-            event_id: None,
-            attempts: 0,
-            ack_to: None,
-            cancelled: false,
+    /// An event that starts a Turn, from `from`.
+    pub(crate) fn turn(from: impl Into<String>, event: AgentEvent) -> Queued {
+        Queued::new(from, Content::Turn(Box::new(event)))
+    }
+
+    /// An answer, from the instance that answered.
+    pub(crate) fn answer(from: impl Into<String>, event: AgentEvent) -> Queued {
+        Queued::new(from, Content::Answer(Box::new(event)))
+    }
+
+    /// A runtime message of the orchestrator's.
+    pub(crate) fn runtime(message: RuntimeMessage) -> Queued {
+        Queued::new(ORCHESTRATOR, Content::Runtime(message))
+    }
+
+    /// The event's id when it starts a Turn; answers and runtime messages
+    /// have none and are not redelivered.
+    pub(crate) fn event_id(&self) -> Option<&str> {
+        match &self.content {
+            Content::Turn(event) => Some(&event.id),
+            Content::Answer(_) | Content::Runtime(_) => None,
+        }
+    }
+
+    /// The event it carries, unless it is a runtime message.
+    pub(crate) fn event(&self) -> Option<&AgentEvent> {
+        match &self.content {
+            Content::Turn(event) | Content::Answer(event) => Some(event),
+            Content::Runtime(_) => None,
+        }
+    }
+
+    /// The wire message for the process serving `to`.
+    pub(crate) fn to_message(&self, to: &goondan_ipc::RoutingKey) -> IpcMessage {
+        let to = to.to_string();
+        match &self.content {
+            Content::Turn(event) | Content::Answer(event) => {
+                protocol::event_message(&self.from, &to, event)
+            }
+            Content::Runtime(message) => message.to_message(&self.from, &to),
         }
     }
 }
@@ -191,7 +239,7 @@ impl Instance {
     pub(crate) fn enqueue(&mut self, queued: Queued, limit: usize) -> Result<(), QueueFull> {
         // Answers and runtime messages are never refused: they end work
         // that is already counted, and refusing them would strand it.
-        if queued.event_id.is_some() && self.waiting() >= limit {
+        if queued.event_id().is_some() && self.waiting() >= limit {
             return Err(QueueFull);
         }
         self.queue.push_back(queued);
@@ -201,9 +249,7 @@ impl Instance {
     /// Whether the event `event_id` that `sender` sent waits here: `Some(true)`
     /// when a process has it, `Some(false)` while it is queued.
     pub(crate) fn holds_event_from(&self, event_id: &str, sender: &str) -> Option<bool> {
-        let sent = |queued: &Queued| {
-            queued.event_id.as_deref() == Some(event_id) && queued.message.from == sender
-        };
+        let sent = |queued: &Queued| queued.event_id() == Some(event_id) && queued.from == sender;
         if self.in_flight.iter().any(sent) {
             return Some(true);
         }
@@ -216,7 +262,7 @@ impl Instance {
         if let Some(queued) = self
             .in_flight
             .iter_mut()
-            .find(|queued| queued.event_id.as_deref() == Some(event_id))
+            .find(|queued| queued.event_id() == Some(event_id))
         {
             queued.cancelled = true;
         }
@@ -228,7 +274,7 @@ impl Instance {
         let at = self
             .queue
             .iter()
-            .position(|queued| queued.event_id.as_deref() == Some(event_id));
+            .position(|queued| queued.event_id() == Some(event_id));
         at.and_then(|at| self.queue.remove(at)).is_some()
     }
 
@@ -258,7 +304,7 @@ impl Instance {
     pub(crate) fn take_plain(&mut self) -> Vec<Queued> {
         let (plain, turns): (VecDeque<Queued>, VecDeque<Queued>) = std::mem::take(&mut self.queue)
             .into_iter()
-            .partition(|queued| queued.event_id.is_none());
+            .partition(|queued| queued.event_id().is_none());
         self.queue = turns;
         plain.into()
     }
@@ -276,8 +322,11 @@ impl Instance {
         &mut self,
         mut queued: Queued,
     ) -> Option<(goondan_ipc::RoutingKey, String)> {
-        let ack = queued.ack_to.take().zip(queued.event_id.clone());
-        if queued.event_id.is_some() {
+        let ack = queued
+            .ack_to
+            .take()
+            .zip(queued.event_id().map(str::to_string));
+        if queued.event_id().is_some() {
             queued.attempts += 1;
             self.in_flight.push_back(queued);
         }
@@ -290,7 +339,7 @@ impl Instance {
         let (turns, plain): (Vec<Queued>, Vec<Queued>) = self
             .queue
             .drain(..)
-            .partition(|queued| queued.event_id.is_some());
+            .partition(|queued| queued.event_id().is_some());
         self.queue.extend(plain);
         turns
     }
@@ -299,7 +348,7 @@ impl Instance {
     pub(crate) fn turn_finished(&mut self, event_id: &str) -> bool {
         let before = self.in_flight.len();
         self.in_flight
-            .retain(|queued| queued.event_id.as_deref() != Some(event_id));
+            .retain(|queued| queued.event_id() != Some(event_id));
         before != self.in_flight.len()
     }
 
@@ -314,8 +363,8 @@ impl Instance {
                 given_up.push(queued);
                 continue;
             }
-            if let Some(payload) = queued.message.payload.as_object_mut() {
-                payload.insert("redelivered".into(), true.into());
+            if let Content::Turn(event) = &mut queued.content {
+                event.redelivered = true;
             }
             self.queue.push_front(queued);
         }
@@ -334,25 +383,26 @@ impl Instance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goondan_types::IpcMessageType;
-    use serde_json::json;
+    use goondan_types::{EventSource, EventSourceKind};
+
+    fn agent_event(id: &str) -> AgentEvent {
+        AgentEvent {
+            id: id.to_string(),
+            ..AgentEvent::new(
+                "user_message",
+                EventSource::new(EventSourceKind::Connector, "cli"),
+            )
+        }
+    }
 
     fn event(id: &str) -> Queued {
-        Queued::turn(
-            IpcMessage {
-                message_type: IpcMessageType::Event,
-                from: "orchestrator".into(),
-                to: "alpha:main".into(),
-                payload: json!({ "id": id }),
-            },
-            id.to_string(),
-        )
+        Queued::turn(ORCHESTRATOR, agent_event(id))
     }
 
     fn ids(instance: &mut Instance) -> Vec<String> {
         let mut out = Vec::new();
         while let Some(queued) = instance.next_to_send() {
-            out.push(queued.event_id.clone().unwrap_or_default());
+            out.push(queued.event_id().unwrap_or_default().to_string());
             instance.handed_over(queued);
         }
         out
@@ -370,7 +420,7 @@ mod tests {
         assert!(instance.turn_finished("a"));
         instance.enqueue(event("c"), 2).unwrap();
         // Messages that start no Turn are never refused.
-        let answer = Queued::plain(event("x").message);
+        let answer = Queued::answer("beta:main", agent_event("x"));
         instance.enqueue(answer, 2).unwrap();
     }
 
@@ -387,18 +437,18 @@ mod tests {
         assert!(instance.redeliver_in_flight().is_empty());
         let order: Vec<_> = std::iter::from_fn(|| instance.next_to_send())
             .map(|queued| {
-                (
-                    queued.event_id.clone().unwrap(),
-                    queued.message.payload.get("redelivered").cloned(),
-                )
+                let Content::Turn(event) = &queued.content else {
+                    panic!("a Turn was queued");
+                };
+                (event.id.clone(), event.redelivered)
             })
             .collect();
         assert_eq!(
             order,
             [
-                ("a".into(), Some(json!(true))),
-                ("b".into(), Some(json!(true))),
-                ("c".into(), None)
+                ("a".to_string(), true),
+                ("b".to_string(), true),
+                ("c".to_string(), false)
             ]
         );
     }

@@ -10,71 +10,42 @@
 //! routing key and its bounded queue), `routing` (where a message goes),
 //! `supervision` (spawning, exits, crash backoff, reconciliation),
 //! `liveness` (pings and the deadline), `capacity` (the process cap and
-//! idle passivation) and `lifecycle` (restart, delete, shutdown).
+//! idle passivation) and `lifecycle` (restart, delete, shutdown). What
+//! the loop takes from outside is `input` ([`Input`]), which the handle
+//! (`client`) sends; both sit below the loop and neither reads it.
 
 mod capacity;
 mod client;
 mod connectors;
+mod input;
 pub(crate) mod instance;
 mod lifecycle;
 mod liveness;
 mod routing;
 mod supervision;
 
-pub use capacity::ProcessPolicy;
 pub use client::{
-    Input, OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState, MAX_RESTART_WAIT,
+    OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState, MAX_RESTART_WAIT,
 };
+pub use input::{Input, InstanceStatus};
 pub use instance::MAX_DELIVERY_ATTEMPTS;
 pub use lifecycle::SwarmRestartRequest;
 pub use liveness::{Liveness, LIVENESS_INTERVAL_ENV};
+// The swarm's description lives below the loop; these keep the paths
+// callers already use.
+pub use crate::swarm::{ProcessPolicy, SwarmInfo};
 
-use crate::ingress::IngressRule;
 use crate::spawner::Spawner;
 use crate::OrchestratorError;
 use goondan_ipc::protocol::ProtocolStats;
 use goondan_ipc::{RoutingKey, StdioTransport, Transport, TransportEvent};
-use goondan_types::{AgentEvent, ProcessStatus};
+use input::{DeltaSink, Reply};
 use instance::Instance;
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-
-/// What the orchestrator knows about the swarm it runs. It travels over
-/// the control socket when `gdn restart` hands the orchestrator the bundle
-/// it re-read.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SwarmInfo {
-    /// `Swarm.metadata.name`.
-    pub swarm_name: String,
-    /// `Swarm.spec.entryAgent`.
-    pub entry_agent: String,
-    /// Every agent of the swarm.
-    pub agents: Vec<String>,
-    /// The instance key of the swarm (`Swarm.spec.instanceKey ?? name`);
-    /// the default instance of every agent.
-    pub instance_key: String,
-    /// How long a draining process may take before SIGKILL.
-    pub grace_period: Duration,
-    /// How many events may wait for one instance
-    /// (`policy.queues.maxQueuedEvents`).
-    pub max_queued_events: usize,
-    /// The cap on live agent processes and idle passivation
-    /// (`policy.processes`).
-    pub processes: ProcessPolicy,
-    /// The ingress rules of the Connections that deliver to this swarm.
-    pub ingress: Vec<IngressRule>,
-    /// The Connection that runs the base `cli` connector for this swarm,
-    /// whose rules route what is typed at `gdn run`.
-    pub cli_connection: Option<String>,
-    /// The Connections whose connector runs in a ConnectorProcess of its
-    /// own (every one of the swarm but the `cli` one).
-    pub connections: Vec<String>,
-}
 
 /// Called with a routing key whose message history must be cleared before
 /// the instance restarts (`--fresh`).
@@ -137,43 +108,6 @@ pub struct OrchestratorConfig {
     /// instance here.
     pub remote: Option<Arc<dyn crate::RemoteInstances>>,
 }
-
-/// The live state of one instance, as `gdn instance list` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InstanceStatus {
-    /// `agentName:instanceKey`.
-    pub key: String,
-    /// The agent.
-    pub agent_name: String,
-    /// The instance.
-    pub instance_key: String,
-    /// Its process state.
-    pub status: ProcessStatus,
-    /// The OS pid while running.
-    pub pid: Option<u32>,
-    /// Crashes since the last successful Turn.
-    pub consecutive_crashes: u32,
-    /// Events waiting for delivery (queued, not yet handed to a process).
-    pub pending_events: usize,
-    /// Events handed to the process whose Turns have not finished.
-    #[serde(default)]
-    pub in_flight_events: usize,
-    /// While backing off after crashes: when the next process may start
-    /// (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backoff_until: Option<String>,
-    /// Which process serves the instance (increases with every process
-    /// started), while one runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generation: Option<u64>,
-}
-
-/// Where the streamed model text of an awaited answer goes.
-type DeltaSink = mpsc::UnboundedSender<String>;
-
-/// A reply the orchestrator itself waits for (a CLI input, for example).
-type Reply = oneshot::Sender<Result<AgentEvent, OrchestratorError>>;
 
 /// One of the orchestrator's own pending requests.
 struct Waiter {
@@ -308,13 +242,18 @@ impl Orchestrator {
     fn handle_input(&mut self, input: Input) {
         match input {
             Input::Exited { link, code } => self.on_exit_observed(link, code),
-            Input::Request {
+            Input::Ingress {
                 ingress,
-                event,
                 event_id,
                 reply,
                 deltas,
-            } => self.on_request(ingress, event, event_id, reply, deltas),
+            } => self.on_ingress(ingress, event_id, reply, deltas),
+            Input::Deliver {
+                key,
+                event,
+                reply,
+                deltas,
+            } => self.on_deliver(key, *event, reply, deltas),
             Input::FromRemote { to, message } => self.on_from_remote(to, message),
             Input::Cancel { event_id, done } => {
                 let _ = done.send(self.cancel(&event_id));

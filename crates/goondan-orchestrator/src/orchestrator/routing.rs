@@ -1,6 +1,7 @@
 //! Where a message goes: the orchestrator's own requests, events between
 //! agents, answers, queries, and the bounded hand-off to each process.
 
+use super::input::{DeltaSink, Reply};
 use super::instance::Queued;
 use super::{Orchestrator, Waiter};
 use crate::ingress::{self, Ingress};
@@ -8,45 +9,69 @@ use crate::OrchestratorError;
 use goondan_ipc::protocol::{
     self, Answer, Cancel, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Rejected,
 };
-use goondan_ipc::{Inbound, RoutingKey, RuntimeMessage, SendError, ORCHESTRATOR};
+use goondan_ipc::{Inbound, RoutingKey, RuntimeMessage, SendError, WireCode, ORCHESTRATOR};
 use goondan_types::agents::SpawnedAgentInfo;
 use goondan_types::{AgentEvent, IpcMessage, ProcessStatus, ReplyChannel};
-use tokio::sync::mpsc;
 
 impl Orchestrator {
-    /// An input from outside the swarm, answered to `reply`.
-    pub(super) fn on_request(
+    /// An input from outside the swarm, routed by its Connection's rules,
+    /// answered to `reply`.
+    pub(super) fn on_ingress(
         &mut self,
         ingress: Ingress,
-        event: Option<Box<AgentEvent>>,
         event_id: String,
-        reply: super::Reply,
-        deltas: Option<mpsc::UnboundedSender<String>>,
+        reply: Reply,
+        deltas: Option<DeltaSink>,
     ) {
         if self.stopping.is_some() {
             let _ = reply.send(Err(OrchestratorError::Stopped));
             return;
         }
-        let (key, mut event) = match ingress::route(&self.swarm, &ingress) {
-            Ok((key, routed)) => match event {
-                Some(mut event) => {
-                    let instance_key = event.instance_key.clone().unwrap_or(key.instance_key);
-                    event.instance_key = Some(instance_key.clone());
-                    (RoutingKey::new(key.agent_name, instance_key), *event)
-                }
-                None => (
-                    key,
-                    AgentEvent {
-                        id: event_id,
-                        ..routed
-                    },
-                ),
-            },
+        match ingress::route(&self.swarm, &ingress) {
+            Ok((key, routed)) => {
+                let event = AgentEvent {
+                    id: event_id,
+                    ..routed
+                };
+                self.request(key, event, reply, deltas);
+            }
             Err(error) => {
                 let _ = reply.send(Err(error));
-                return;
             }
-        };
+        }
+    }
+
+    /// An event built for the instance `key` by its caller, answered to
+    /// `reply`.
+    pub(super) fn on_deliver(
+        &mut self,
+        key: RoutingKey,
+        event: AgentEvent,
+        reply: Reply,
+        deltas: Option<DeltaSink>,
+    ) {
+        if self.stopping.is_some() {
+            let _ = reply.send(Err(OrchestratorError::Stopped));
+            return;
+        }
+        // Checked here, not by the caller: the loop owns the swarm a
+        // reload may have just replaced.
+        if let Err(error) = self.swarm.check_agent(&key.agent_name) {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        self.request(key, event, reply, deltas);
+    }
+
+    /// Queues `event` for `key` as the orchestrator's own request, whose
+    /// answer goes to `reply`.
+    fn request(
+        &mut self,
+        key: RoutingKey,
+        mut event: AgentEvent,
+        reply: Reply,
+        deltas: Option<DeltaSink>,
+    ) {
         // An instance backing off after crashes would hold the input
         // silently until the backoff ends: say so at once instead.
         if let Err(error) = self.refuse_if_backing_off(&key) {
@@ -58,8 +83,7 @@ impl Orchestrator {
             target: ORCHESTRATOR.to_string(),
             correlation_id: correlation_id.clone(),
         });
-        let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
-        match self.deliver(&key, Queued::turn(message, event.id.clone())) {
+        match self.deliver(&key, Queued::turn(ORCHESTRATOR, event)) {
             Ok(()) => {
                 self.waiters
                     .insert(correlation_id, Waiter { key, reply, deltas });
@@ -98,11 +122,10 @@ impl Orchestrator {
             return true;
         }
         self.instance_for(&key).mark_cancelled(event_id);
-        let message = RuntimeMessage::Cancel(Cancel {
+        let cancel = RuntimeMessage::Cancel(Cancel {
             event_id: event_id.to_string(),
-        })
-        .to_message(ORCHESTRATOR, &key.to_string());
-        let _ = self.deliver(&key, Queued::plain(message));
+        });
+        let _ = self.deliver(&key, Queued::runtime(cancel));
         true
     }
 
@@ -126,11 +149,10 @@ impl Orchestrator {
             return;
         }
         self.instance_for(&key).mark_cancelled(event_id);
-        let message = RuntimeMessage::Cancel(Cancel {
+        let cancel = RuntimeMessage::Cancel(Cancel {
             event_id: event_id.to_string(),
-        })
-        .to_message(ORCHESTRATOR, &key.to_string());
-        let _ = self.deliver(&key, Queued::plain(message));
+        });
+        let _ = self.deliver(&key, Queued::runtime(cancel));
     }
 
     /// `Err(E_AGENT_BACKOFF)` when `key` has no process and backs off
@@ -166,7 +188,7 @@ impl Orchestrator {
                 self.fail_event(key, &event, "E_IPC_NOT_AN_AGENT", reason);
             }
             Ok(Inbound::Answer(_, event) | Inbound::Event(event)) => {
-                self.route(key, &message.to, message.clone(), &event)
+                self.route(key, &message.to, *event)
             }
             Ok(Inbound::ShutdownAck) => tracing::debug!(key = %key, "shutdown acknowledged"),
             Ok(Inbound::Shutdown(_)) => {
@@ -188,8 +210,7 @@ impl Orchestrator {
     fn refuse(&mut self, key: &RoutingKey, error: goondan_ipc::ProtocolError) {
         self.stats.count(&error);
         tracing::warn!(key = %key, code = error.code(), "{error}; refused");
-        let rejection = error.rejection().to_message(ORCHESTRATOR, &key.to_string());
-        let _ = self.deliver(key, Queued::plain(rejection));
+        let _ = self.deliver(key, Queued::runtime(error.rejection()));
     }
 
     fn on_answer(&mut self, key: &RoutingKey, answer: Answer, mut event: AgentEvent) {
@@ -210,7 +231,7 @@ impl Orchestrator {
 
     /// Routes an event (a request, a fire-and-forget event or an answer)
     /// from `from` to the routing key in `to`.
-    fn route(&mut self, from: &RoutingKey, to: &str, message: IpcMessage, event: &AgentEvent) {
+    fn route(&mut self, from: &RoutingKey, to: &str, event: AgentEvent) {
         let target = match RoutingKey::parse(to, &from.instance_key) {
             Ok(target) if self.swarm.agents.contains(&target.agent_name) => target,
             Ok(target) => {
@@ -218,36 +239,41 @@ impl Orchestrator {
                     "agent `{}` is not part of swarm `{}`",
                     target.agent_name, self.swarm.swarm_name
                 );
-                self.fail_event(from, event, "E_AGENT_NOT_FOUND", &reason);
+                self.fail_event(from, &event, "E_AGENT_NOT_FOUND", &reason);
                 return;
             }
             Err(error) => {
-                self.fail_event(from, event, error.code(), &error.to_string());
+                self.fail_event(from, &event, error.code(), &error.to_string());
                 return;
             }
         };
-        let mut message = message;
-        message.to = target.to_string();
+        let sender = from.to_string();
         if let Some(remote) = self.served_elsewhere(&target) {
-            remote.forward(message);
+            remote.forward(protocol::event_message(
+                &sender,
+                &target.to_string(),
+                &event,
+            ));
             // A send's sender waits to learn it was accepted: the cluster
             // has it now (the owner's inbox is durable).
-            if protocol::in_reply_to(event).is_none() && event.reply_to.is_none() {
+            if protocol::in_reply_to(&event).is_none() && event.reply_to.is_none() {
                 self.acknowledge(from, event.id.clone());
             }
             return;
         }
-        let queued = match (protocol::in_reply_to(event), &event.reply_to) {
-            (Some(_), _) => Queued::plain(message),
-            (None, Some(_)) => Queued::turn(message, event.id.clone()),
+        // Kept to answer for the event if its target refuses it.
+        let refusable = event.clone();
+        let queued = match (protocol::in_reply_to(&event), &event.reply_to) {
+            (Some(_), _) => Queued::answer(sender, event),
+            (None, Some(_)) => Queued::turn(sender, event),
             // Its sender waits to learn the event reached a process.
             (None, None) => Queued {
                 ack_to: Some(from.clone()),
-                ..Queued::turn(message, event.id.clone())
+                ..Queued::turn(sender, event)
             },
         };
         if let Err(error) = self.deliver(&target, queued) {
-            self.fail_event(from, event, error.code(), &error.to_string());
+            self.fail_event(from, &refusable, error.code(), &error.to_string());
         }
     }
 
@@ -260,9 +286,8 @@ impl Orchestrator {
     /// Tells `sender` that its event `event_id` was accepted (reached a
     /// process, or the cluster).
     fn acknowledge(&mut self, sender: &RoutingKey, event_id: String) {
-        let accepted = RuntimeMessage::Accepted(protocol::Accepted { event_id })
-            .to_message(ORCHESTRATOR, &sender.to_string());
-        let _ = self.deliver(sender, Queued::plain(accepted));
+        let accepted = RuntimeMessage::Accepted(protocol::Accepted { event_id });
+        let _ = self.deliver(sender, Queued::runtime(accepted));
     }
 
     /// An event from an instance on another host for our instance `to`:
@@ -277,8 +302,8 @@ impl Orchestrator {
             }
         };
         let queued = match protocol::in_reply_to(&event) {
-            Some(_) => Queued::plain(message),
-            None => Queued::turn(message, event.id.clone()),
+            Some(_) => Queued::answer(message.from, (*event).clone()),
+            None => Queued::turn(message.from, (*event).clone()),
         };
         if let Err(error) = self.deliver(&to, queued) {
             tracing::warn!(to = %to, code = error.code(), "event {} from another host refused: {error}", event.id);
@@ -309,20 +334,21 @@ impl Orchestrator {
         reason: &str,
     ) {
         tracing::warn!(from = %from, code, "{reason}; event {} refused", event.id);
-        let message = match &event.reply_to {
+        let queued = match &event.reply_to {
             Some(reply_to) => {
                 let answer = Answer::failed(reply_to.correlation_id.clone(), code, reason);
-                let answer = answer.to_event(ORCHESTRATOR, event.trace_id.clone());
-                protocol::event_message(ORCHESTRATOR, &from.to_string(), &answer)
+                Queued::answer(
+                    ORCHESTRATOR,
+                    answer.to_event(ORCHESTRATOR, event.trace_id.clone()),
+                )
             }
-            None => RuntimeMessage::Rejected(Rejected {
+            None => Queued::runtime(RuntimeMessage::Rejected(Rejected {
                 code: code.to_string(),
                 message: reason.to_string(),
                 event_id: Some(event.id.clone()),
-            })
-            .to_message(ORCHESTRATOR, &from.to_string()),
+            })),
         };
-        let _ = self.deliver(from, Queued::plain(message));
+        let _ = self.deliver(from, queued);
     }
 
     fn on_runtime(&mut self, key: &RoutingKey, message: RuntimeMessage) {
@@ -345,7 +371,7 @@ impl Orchestrator {
                     .map(protocol::correlation_id_for_id)
                     .and_then(|correlation_id| self.waiters.remove(&correlation_id));
                 if let Some(waiter) = waiter {
-                    let error = if rejected.code == "E_QUEUE_FULL" {
+                    let error = if rejected.is(WireCode::QueueFull) {
                         OrchestratorError::QueueFull {
                             key: key.to_string(),
                             limit: self.swarm.max_queued_events,
@@ -449,12 +475,11 @@ impl Orchestrator {
         correlation_id: String,
         answer: QueryAnswer,
     ) {
-        let message = RuntimeMessage::QueryAnswer(QueryAnswerMessage {
+        let answer = RuntimeMessage::QueryAnswer(QueryAnswerMessage {
             in_reply_to: correlation_id,
             answer,
-        })
-        .to_message(ORCHESTRATOR, &to.to_string());
-        let _ = self.deliver(to, Queued::plain(message));
+        });
+        let _ = self.deliver(to, Queued::runtime(answer));
     }
 
     /// Queues a message for `key`, starting its process when none runs;
@@ -465,7 +490,7 @@ impl Orchestrator {
         queued: Queued,
     ) -> Result<(), OrchestratorError> {
         let limit = self.swarm.max_queued_events;
-        let event_id = queued.event_id.clone();
+        let event_id = queued.event_id().map(str::to_string);
         if event_id.is_some() {
             self.instance_for(key);
             self.make_room(key)?;
@@ -496,7 +521,7 @@ impl Orchestrator {
                     while let Some(queued) = plain.next() {
                         if self
                             .transport
-                            .try_send(&link, queued.message.clone())
+                            .try_send(&link, queued.to_message(key))
                             .is_err()
                         {
                             instance.requeue_plain(std::iter::once(queued).chain(plain).collect());
@@ -513,9 +538,9 @@ impl Orchestrator {
                 continue;
             };
             while let Some(queued) = instance.next_to_send() {
-                match self.transport.try_send(&link, queued.message.clone()) {
+                match self.transport.try_send(&link, queued.to_message(key)) {
                     Ok(()) => {
-                        if queued.event_id.is_some() {
+                        if queued.event_id().is_some() {
                             instance.last_active = tokio::time::Instant::now();
                             if instance.status == ProcessStatus::Idle {
                                 instance.status = ProcessStatus::Processing;

@@ -350,7 +350,7 @@ impl Orchestrator {
     /// An event every process died on: its requester is told, and it is
     /// not handed out again.
     fn give_up(&mut self, key: &RoutingKey, queued: Queued, code: Option<i32>, attempts: u32) {
-        tracing::error!(key = %key, event_id = ?queued.event_id, attempts, code = "E_AGENT_CRASHED", "every process handed this event died; it is given up");
+        tracing::error!(key = %key, event_id = ?queued.event_id(), attempts, code = "E_AGENT_CRASHED", "every process handed this event died; it is given up");
         let error = OrchestratorError::AgentExited {
             attempts,
             key: key.to_string(),
@@ -367,7 +367,7 @@ impl Orchestrator {
         queued: &Queued,
         error: OrchestratorError,
     ) {
-        if let Some(event_id) = &queued.event_id {
+        if let Some(event_id) = queued.event_id() {
             if let Some(waiter) = self
                 .waiters
                 .remove(&protocol::correlation_id_for_id(event_id))
@@ -376,12 +376,12 @@ impl Orchestrator {
                 return;
             }
         }
-        if let Ok(event) =
-            serde_json::from_value::<goondan_types::AgentEvent>(queued.message.payload.clone())
-        {
-            if let Ok(from) = RoutingKey::parse(&queued.message.from, &key.instance_key) {
-                self.fail_event(&from, &event, error.code(), &error.to_string());
-            }
+        // A runtime message is the orchestrator's own: no one to tell.
+        let Some(event) = queued.event() else {
+            return;
+        };
+        if let Ok(from) = RoutingKey::parse(&queued.from, &key.instance_key) {
+            self.fail_event(&from, event, error.code(), &error.to_string());
         }
     }
 

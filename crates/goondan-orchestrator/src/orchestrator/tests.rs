@@ -13,7 +13,7 @@ use goondan_ipc::protocol::{
 use goondan_ipc::{
     Endpoint, Inbound, Link, RuntimeMessage, SendError, TransportEvent, ORCHESTRATOR,
 };
-use goondan_types::IpcMessage;
+use goondan_types::{AgentEvent, IpcMessage, ProcessStatus};
 use std::sync::Mutex;
 
 type Exit = Arc<Mutex<Option<oneshot::Sender<Option<i32>>>>>;
@@ -45,7 +45,12 @@ impl Spawner for FakeSpawner {
         let exit: Exit = Arc::new(Mutex::new(Some(exit_tx)));
         self.exits.lock().unwrap().push(exit.clone());
         Ok(SpawnedProcess {
-            endpoint: Endpoint::Addressed,
+            // The fake transport ignores the endpoint: the test speaks for
+            // the child.
+            endpoint: Endpoint::Stdio {
+                from_process: Box::new(tokio::io::empty()),
+                to_process: Box::new(tokio::io::sink()),
+            },
             control: Box::new(FakeControl { exit }),
             exit: Box::pin(async move { exit_rx.await.unwrap_or(None) }),
         })

@@ -17,8 +17,7 @@ pub mod state;
 pub use builtin::{BuiltinCatalog, MapBuiltinCatalog, ToolHandlers};
 pub use events::{EventBus, EventHandler, Subscription};
 pub use resolver::{
-    BuiltinResolver, ConnectorHandle, EntryError, EntryResolver, EntryResolvers, EntryTarget,
-    ResourceKind,
+    BuiltinResolver, EntryError, EntryResolver, EntryResolvers, EntryTarget, ResourceKind,
 };
 pub use state::{ExtensionState, ExtensionStates};
 

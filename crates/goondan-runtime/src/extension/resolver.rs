@@ -1,8 +1,9 @@
 //! The seam between a resource's `spec.entry` and the code behind it.
 //!
-//! [`EntryResolver`] turns an [`Entry`] of a Tool, an Extension or a
-//! Connector into what runs it: a Tool's handlers by export name, an
-//! Extension's implementation, a Connector's handle. [`EntryResolvers`]
+//! [`EntryResolver`] turns an [`Entry`] of a Tool or an Extension into
+//! what runs it: a Tool's handlers by export name, an Extension's
+//! implementation. A Connector's entry is not resolved here: it runs in
+//! its Connection's ConnectorProcess, never inside an agent. [`EntryResolvers`]
 //! picks a resolver by the kind of entry: `builtin:<name>` goes to the
 //! [`BuiltinResolver`] over a [`BuiltinCatalog`]; a script file goes to the
 //! script resolver when one is installed (the plugin host), and is refused
@@ -110,19 +111,6 @@ impl<'a> EntryTarget<'a> {
     }
 }
 
-/// What a resolved Connector entry gives: the thing a connector process
-/// runs.
-///
-/// No connector runtime exists yet, so this type has no values and every
-/// resolver answers a Connector entry with an error
-/// ([`EntryError::ConnectorUnsupported`] or
-/// [`EntryError::ScriptUnsupported`]). The connector host adds the
-/// variants (a native connector, a plugin-host process) without changing
-/// [`EntryResolver`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ConnectorHandle {}
-
 /// Resolves entries to the code behind them.
 ///
 /// # Contract
@@ -154,12 +142,6 @@ pub trait EntryResolver: Send + Sync {
         &'a self,
         target: EntryTarget<'a>,
     ) -> BoxFuture<'a, Result<Arc<dyn Extension>, EntryError>>;
-
-    /// What runs Connector `target`.
-    fn resolve_connector<'a>(
-        &'a self,
-        target: EntryTarget<'a>,
-    ) -> BoxFuture<'a, Result<ConnectorHandle, EntryError>>;
 }
 
 /// Why an entry did not resolve. The agent does not start.
@@ -183,17 +165,6 @@ pub enum EntryError {
         /// What kind of resource.
         kind: ResourceKind,
         /// The resource name.
-        resource: String,
-        /// The entry.
-        entry: Entry,
-    },
-    /// A Connector entry: connectors run in their Connection's
-    /// ConnectorProcess, never inside an agent.
-    #[error(
-        "Connector '{resource}' has entry '{entry}', but connectors run in a ConnectorProcess, not in an agent"
-    )]
-    ConnectorUnsupported {
-        /// The Connector's name.
         resource: String,
         /// The entry.
         entry: Entry,
@@ -237,14 +208,6 @@ impl EntryError {
         }
     }
 
-    /// [`EntryError::ConnectorUnsupported`] for `target`.
-    pub fn connector_unsupported(target: EntryTarget<'_>) -> Self {
-        EntryError::ConnectorUnsupported {
-            resource: target.resource.to_string(),
-            entry: target.entry.clone(),
-        }
-    }
-
     /// [`EntryError::Failed`] for `target`.
     pub fn failed(kind: ResourceKind, target: EntryTarget<'_>, message: impl Into<String>) -> Self {
         EntryError::Failed {
@@ -260,7 +223,6 @@ impl EntryError {
         match self {
             EntryError::NotFound { .. } => "E_ENTRY_NOT_FOUND",
             EntryError::ScriptUnsupported { .. } => "E_SCRIPT_ENTRY_UNSUPPORTED",
-            EntryError::ConnectorUnsupported { .. } => "E_CONNECTOR_ENTRY_UNSUPPORTED",
             EntryError::Failed { .. } => "E_ENTRY_RESOLUTION_FAILED",
         }
     }
@@ -274,10 +236,6 @@ impl EntryError {
                  AgentProcess installs goondan_plugin::PluginResolver), or use a \
                  builtin:<name> entry",
             ),
-            EntryError::ConnectorUnsupported { .. } => Some(
-                "reference the Connector from a Connection; `gdn run` starts a \
-                 ConnectorProcess for it",
-            ),
             EntryError::Failed { .. } => Some("check the entry's log lines above"),
         }
     }
@@ -285,8 +243,7 @@ impl EntryError {
 
 /// Resolves `builtin:<name>` entries in a [`BuiltinCatalog`].
 ///
-/// It runs no scripts ([`EntryError::ScriptUnsupported`]) and no
-/// connectors ([`EntryError::ConnectorUnsupported`]); an unknown name gets
+/// It runs no scripts ([`EntryError::ScriptUnsupported`]); an unknown name gets
 /// [`EntryError::NotFound`] with the nearest name the catalog has.
 #[derive(Clone)]
 pub struct BuiltinResolver {
@@ -345,15 +302,6 @@ impl EntryResolver for BuiltinResolver {
             |catalog, name| catalog.extension(name),
             |catalog| catalog.extension_names(),
         )))
-    }
-
-    fn resolve_connector<'a>(
-        &'a self,
-        target: EntryTarget<'a>,
-    ) -> BoxFuture<'a, Result<ConnectorHandle, EntryError>> {
-        Box::pin(future::ready(Err(EntryError::connector_unsupported(
-            target,
-        ))))
     }
 }
 
@@ -449,19 +397,6 @@ impl EntryResolver for EntryResolvers {
             )))),
         }
     }
-
-    fn resolve_connector<'a>(
-        &'a self,
-        target: EntryTarget<'a>,
-    ) -> BoxFuture<'a, Result<ConnectorHandle, EntryError>> {
-        match self.resolver_for(target.entry) {
-            Some(resolver) => resolver.resolve_connector(target),
-            None => Box::pin(future::ready(Err(EntryError::script_unsupported(
-                ResourceKind::Connector,
-                target,
-            )))),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -514,15 +449,6 @@ mod tests {
         ) -> BoxFuture<'a, Result<Arc<dyn Extension>, EntryError>> {
             Box::pin(future::ready(Err(EntryError::script_unsupported(
                 ResourceKind::Extension,
-                target,
-            ))))
-        }
-
-        fn resolve_connector<'a>(
-            &'a self,
-            target: EntryTarget<'a>,
-        ) -> BoxFuture<'a, Result<ConnectorHandle, EntryError>> {
-            Box::pin(future::ready(Err(EntryError::connector_unsupported(
                 target,
             ))))
         }
@@ -614,24 +540,5 @@ mod tests {
             "did you mean `builtin:message-window`?",
         )
         .await;
-    }
-
-    #[tokio::test]
-    async fn connectors_are_refused_inside_an_agent() {
-        let resolvers = EntryResolvers::new(catalog());
-        for text in ["builtin:cli", "./connectors/bot.ts"] {
-            let entry = parse(text);
-            let error = resolvers
-                .resolve_connector(EntryTarget::new("bot", &entry))
-                .await
-                .unwrap_err();
-            let (expected, hint) = match entry {
-                Entry::Native { .. } => ("E_CONNECTOR_ENTRY_UNSUPPORTED", "ConnectorProcess"),
-                Entry::Script { .. } => ("E_SCRIPT_ENTRY_UNSUPPORTED", "with_scripts"),
-            };
-            assert_eq!(error.code(), expected, "{text}");
-            assert!(error.to_string().contains(text), "{error}");
-            assert!(error.suggestion().unwrap().contains(hint), "{error:?}");
-        }
     }
 }

@@ -1,0 +1,160 @@
+//! The closed set of inputs the main loop takes from outside ([`Input`]),
+//! and what they carry back.
+//!
+//! It sits below both ends of the channel: the handle (`client`) builds
+//! inputs, the loop `match`es them, and this module knows neither.
+
+use crate::ingress::Ingress;
+use crate::swarm::SwarmInfo;
+use crate::OrchestratorError;
+use goondan_ipc::protocol::QueryAnswer;
+use goondan_ipc::{Link, RoutingKey};
+use goondan_types::{AgentEvent, IpcMessage, ProcessStatus};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+/// The live state of one instance, as `gdn instance list` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    /// `agentName:instanceKey`.
+    pub key: String,
+    /// The agent.
+    pub agent_name: String,
+    /// The instance.
+    pub instance_key: String,
+    /// Its process state.
+    pub status: ProcessStatus,
+    /// The OS pid while running.
+    pub pid: Option<u32>,
+    /// Crashes since the last successful Turn.
+    pub consecutive_crashes: u32,
+    /// Events waiting for delivery (queued, not yet handed to a process).
+    pub pending_events: usize,
+    /// Events handed to the process whose Turns have not finished.
+    #[serde(default)]
+    pub in_flight_events: usize,
+    /// While backing off after crashes: when the next process may start
+    /// (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_until: Option<String>,
+    /// Which process serves the instance (increases with every process
+    /// started), while one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+}
+
+/// Where the streamed model text of an awaited answer goes.
+pub(super) type DeltaSink = mpsc::UnboundedSender<String>;
+
+/// A reply the orchestrator itself waits for (a CLI input, for example).
+pub(super) type Reply = oneshot::Sender<Result<AgentEvent, OrchestratorError>>;
+
+/// The closed set of requests the main loop takes from outside (the
+/// transport's messages arrive on their own channel).
+pub enum Input {
+    /// A process ended (its exit code; `None` when a signal ended it).
+    Exited {
+        /// Which process.
+        link: Link,
+        /// Its exit code.
+        code: Option<i32>,
+    },
+    /// Route an ingress event by its Connection's rules, run a Turn for
+    /// it, hand its answer to `reply` and its streamed text to `deltas`.
+    Ingress {
+        /// Where the input came from and where it goes.
+        ingress: Ingress,
+        /// The id the routed event gets, chosen by the caller so it can
+        /// cancel the Turn.
+        event_id: String,
+        /// Where the answer goes.
+        reply: Reply,
+        /// Where streamed text goes.
+        deltas: Option<DeltaSink>,
+    },
+    /// Run a Turn for an event already built for a known instance (a
+    /// cluster host's inbox delivery), hand its answer to `reply`.
+    Deliver {
+        /// The instance.
+        key: RoutingKey,
+        /// The event, with its own id.
+        event: Box<AgentEvent>,
+        /// Where the answer goes.
+        reply: Reply,
+        /// Where streamed text goes.
+        deltas: Option<DeltaSink>,
+    },
+    /// Gracefully restart the matching instances.
+    Restart {
+        /// Only this agent's.
+        agent: Option<String>,
+        /// Only this instance key's.
+        instance_key: Option<String>,
+        /// Clear history first.
+        fresh: bool,
+        /// The restarted keys.
+        done: oneshot::Sender<Vec<String>>,
+    },
+    /// Gracefully restart what a configuration change affects (reason
+    /// `config_change`): every instance of `agents`, the ConnectorProcess
+    /// of `connections`.
+    RestartForConfig {
+        /// Agents whose instances restart.
+        agents: Vec<String>,
+        /// Connections whose ConnectorProcess restarts.
+        connections: Vec<String>,
+        /// The restarted keys.
+        done: oneshot::Sender<Vec<String>>,
+    },
+    /// Replace the swarm being run: routing uses the new ingress rules,
+    /// Connections that appeared start and those that went away stop.
+    Reconfigure {
+        /// The new swarm.
+        swarm: Box<SwarmInfo>,
+        /// Answered once the swarm is replaced.
+        done: oneshot::Sender<()>,
+    },
+    /// Report every instance.
+    List {
+        /// Where the list goes.
+        reply: oneshot::Sender<Vec<InstanceStatus>>,
+    },
+    /// Stop and forget an instance.
+    Delete {
+        /// `agent:instance` or an instance key.
+        key: String,
+        /// True when something was running.
+        reply: oneshot::Sender<bool>,
+    },
+    /// An event another host's instance sent to one of ours.
+    FromRemote {
+        /// The instance it is for.
+        to: RoutingKey,
+        /// The `event` message.
+        message: IpcMessage,
+    },
+    /// Cancel the Turn of one of the orchestrator's own requests.
+    Cancel {
+        /// The request's event id (the one the caller chose or the event
+        /// carries).
+        event_id: String,
+        /// True when the request was still waiting for its answer.
+        done: oneshot::Sender<bool>,
+    },
+    /// Answer a child's query that was handed out of the loop (a
+    /// [`SwarmRestartRequest`](super::SwarmRestartRequest)).
+    AnswerQuery {
+        /// The child that asked.
+        to: RoutingKey,
+        /// Its query's correlation id.
+        correlation_id: String,
+        /// The answer.
+        answer: QueryAnswer,
+    },
+    /// Drain everything and stop.
+    Shutdown {
+        /// Answered once every process is gone.
+        done: oneshot::Sender<()>,
+    },
+}
