@@ -4,6 +4,7 @@
 //! only while it owns [`SINGLETON_SHARD`].
 
 use crate::Project;
+use goondan_connector::delivery::is_pushed_to;
 use goondan_orchestrator::SwarmInfo;
 
 /// The shard whose owner runs the singleton Connections.
@@ -46,33 +47,6 @@ impl SingletonConnections {
     pub(super) fn names(&self) -> Vec<String> {
         self.names.lock().expect("singleton names lock").clone()
     }
-}
-
-/// Whether `connection`'s connector is a web server platforms push to,
-/// which every host may run behind a load balancer (a retry reaching
-/// another host is dropped by its delivery id): webhook, GitHub, Slack,
-/// Discord, and Telegram in webhook mode.
-fn is_pushed_to(
-    bundle: &goondan_config::Bundle,
-    connection: goondan_config::ConnectionView<'_>,
-) -> bool {
-    const PUSH: [&str; 4] = [
-        "builtin:webhook",
-        "builtin:github",
-        "builtin:slack",
-        "builtin:discord",
-    ];
-    let entry = connection.connector().spec.entry.as_str();
-    if entry == "builtin:telegram" {
-        return connection
-            .resource()
-            .spec
-            .config
-            .get("TELEGRAM_MODE")
-            .and_then(|mode| bundle.resolve(mode).ok())
-            .is_some_and(|mode| mode.trim().eq_ignore_ascii_case("webhook"));
-    }
-    PUSH.contains(&entry)
 }
 
 #[cfg(test)]

@@ -309,7 +309,12 @@ impl Spawner for FakeSpawner {
         self.spawned.lock().expect("spawned").push(request.clone());
         let (kill, killed) = tokio::sync::oneshot::channel();
         Ok(SpawnedProcess {
-            endpoint: Endpoint::Addressed,
+            // The fake transport ignores the endpoint: it speaks for the
+            // child.
+            endpoint: Endpoint::Stdio {
+                from_process: Box::new(tokio::io::empty()),
+                to_process: Box::new(tokio::io::sink()),
+            },
             control: Box::new(FakeControl { kill: Some(kill) }),
             exit: Box::pin(async move {
                 let _ = killed.await;
