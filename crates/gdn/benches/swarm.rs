@@ -131,6 +131,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         liveness: Default::default(),
         restart_requests: None,
         remote: None,
+        inbox: None,
     });
 
     let mut cold = Vec::with_capacity(n_instances);

@@ -15,7 +15,7 @@ use goondan_orchestrator::{
     LocalSpawner, LogFileFor, Orchestrator, OrchestratorConfig, OrchestratorHandle, SpawnRequest,
 };
 use goondan_store::paths::BUNDLE_SCOPE_ENV;
-use goondan_store::{ActiveSwarm, InstanceStore, WorkspacePaths};
+use goondan_store::{ActiveSwarm, InboxStore, InstanceStore, SyncPolicy, WorkspacePaths};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -107,6 +107,7 @@ pub async fn start(
         liveness: Liveness::from_env(),
         restart_requests: Some(restart_requests),
         remote: placement.remote(),
+        inbox: Some(Arc::new(InboxStore::new(workspace.clone(), durability()))),
     });
     let identity = ControlIdentity {
         workspace_id: Some(workspace.workspace_id().to_string()),
@@ -281,6 +282,16 @@ fn spawner(
         log_file: Some(log_file),
         current_dir: Some(bundle_dir),
     })
+}
+
+/// How hard the inbox flushes: `GOONDAN_DURABILITY`, as the agents read
+/// it (an unknown value is the default, `turn-commit`: the agents refuse
+/// to start with it and say why).
+fn durability() -> SyncPolicy {
+    std::env::var("GOONDAN_DURABILITY")
+        .ok()
+        .and_then(|text| goondan_agent::assemble::parse_sync_policy(&text).ok())
+        .unwrap_or_default()
 }
 
 /// What `gdn restart --fresh` asks: an instance's history cleared.

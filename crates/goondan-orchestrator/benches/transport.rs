@@ -151,6 +151,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
         liveness: Default::default(),
         restart_requests: None,
         remote: None,
+        inbox: None,
     })
 }
 

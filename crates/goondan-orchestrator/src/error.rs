@@ -61,6 +61,25 @@ pub enum OrchestratorError {
     /// The orchestrator loop is gone.
     #[error("the orchestrator has stopped")]
     Stopped,
+    /// The instance holds this event id already, or consumed it recently:
+    /// it does not run twice.
+    #[error("{key} already holds event {event_id}; it does not run twice")]
+    Duplicate {
+        /// The instance.
+        key: String,
+        /// The event id.
+        event_id: String,
+    },
+    /// The instance's durable inbox could not store the input, so it was
+    /// not acknowledged.
+    #[error("the inbox of {key} could not store the input: {source}")]
+    Inbox {
+        /// The instance.
+        key: String,
+        /// Why.
+        #[source]
+        source: goondan_store::StoreError,
+    },
     /// Too many events wait for one instance.
     #[error("{key} already has {limit} events waiting; this one was refused")]
     QueueFull {
@@ -141,6 +160,8 @@ impl OrchestratorError {
             OrchestratorError::TurnCancelled { .. } => "E_TURN_CANCELLED",
             OrchestratorError::Deleted { .. } => "E_INSTANCE_DELETED",
             OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
+            OrchestratorError::Duplicate { .. } => "E_EVENT_DUPLICATE",
+            OrchestratorError::Inbox { .. } => "E_INBOX_WRITE",
             OrchestratorError::QueueFull { .. } => WireCode::QueueFull.as_str(),
             OrchestratorError::InstanceLimit { .. } => "E_INSTANCE_LIMIT",
             OrchestratorError::Backoff { .. } => "E_AGENT_BACKOFF",
@@ -181,6 +202,12 @@ impl OrchestratorError {
             OrchestratorError::Protocol { source, .. } => Some(source.suggestion().into()),
             OrchestratorError::Control { .. } => Some(
                 "is an orchestrator running for this state root? start one with `gdn run`".into(),
+            ),
+            OrchestratorError::Duplicate { .. } => Some(
+                "give a new input a new event id; the first one's Turn and answer are in the instance's conversation".into(),
+            ),
+            OrchestratorError::Inbox { .. } => Some(
+                "check the disk under the System Root (space, permissions), then send the input again".into(),
             ),
             _ => None,
         }

@@ -333,6 +333,7 @@ fn with_ledger(
             liveness: LIVENESS,
             restart_requests: None,
             remote: None,
+            inbox: None,
         });
         body(handle.clone()).await;
         tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
@@ -577,6 +578,7 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
             liveness: Default::default(),
             restart_requests: None,
             remote: None,
+            inbox: None,
         });
         assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
         let asking = handle.clone();

@@ -395,6 +395,19 @@ impl WorkspacePaths {
         self.control_socket().with_extension("lock")
     }
 
+    /// The folder of the instances' durable inboxes (`inbox/`): what the
+    /// orchestrator accepted for each and no committed Turn consumed yet.
+    pub fn inbox_dir(&self) -> PathBuf {
+        self.dir.join("inbox")
+    }
+
+    /// The durable inbox of the instance `agent_name` serves for
+    /// `instance_key`: `inbox/<agentName:instanceKey encoded>.jsonl`.
+    pub fn inbox_file(&self, agent_name: &str, instance_key: &str) -> PathBuf {
+        self.inbox_dir()
+            .join(format!("{}.jsonl", instance_folder_name(agent_name, instance_key)))
+    }
+
     /// The paths of the instance `agent_name` serves for `instance_key`.
     pub fn instance(&self, agent_name: &str, instance_key: &str) -> InstancePaths {
         let folder = instance_folder_name(agent_name, instance_key);

@@ -280,6 +280,7 @@ impl EchoOrchestrator {
             },
             restart_requests: None,
             remote,
+            inbox: None,
         });
         EchoOrchestrator {
             handle,

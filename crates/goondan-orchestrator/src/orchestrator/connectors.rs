@@ -111,6 +111,19 @@ impl Orchestrator {
         }
         let event_id = event.id.clone();
         let trace_id = event.trace_id.clone();
+        match self.store_input(&key, ORCHESTRATOR, &event) {
+            Ok(()) => {}
+            // A platform's retry of a delivery the instance holds: it was
+            // accepted once, and is answered as accepted without a second
+            // Turn.
+            Err(OrchestratorError::Duplicate { .. }) => {
+                return QueryAnswer::Ingested {
+                    event_id: Some(event_id),
+                    target: Some(key.to_string()),
+                }
+            }
+            Err(error) => return failed(error),
+        }
         match self.deliver(&key, Queued::turn(ORCHESTRATOR, event)) {
             Ok(()) => {
                 tracing::info!(connection, target = %key, event_id = %event_id, trace_id = ?trace_id, "connector event queued");
@@ -119,7 +132,10 @@ impl Orchestrator {
                     target: Some(key.to_string()),
                 }
             }
-            Err(error) => failed(error),
+            Err(error) => {
+                self.input_withdrawn(&key, &event_id);
+                failed(error)
+            }
         }
     }
 }

@@ -265,7 +265,11 @@ impl Orchestrator {
                     self.transport.close(link);
                     waiting_for.push(link.clone());
                 }
-                instance.drain_all();
+                for queued in instance.drain_all() {
+                    if let Some(event_id) = queued.event_id() {
+                        self.input_left(&key, event_id);
+                    }
+                }
             }
             let lost: Vec<String> = self
                 .waiters

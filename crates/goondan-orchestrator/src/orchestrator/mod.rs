@@ -17,6 +17,7 @@
 mod capacity;
 mod client;
 mod connectors;
+mod inbox;
 mod input;
 pub(crate) mod instance;
 mod lifecycle;
@@ -107,6 +108,10 @@ pub struct OrchestratorConfig {
     /// Instances served elsewhere (a cluster host's); `None` serves every
     /// instance here.
     pub remote: Option<Arc<dyn crate::RemoteInstances>>,
+    /// Where every input that starts a Turn is stored before it is
+    /// acknowledged, until its Turn finished (`orchestrator/inbox.rs`);
+    /// `None` keeps inputs in memory only (tests, benchmarks).
+    pub inbox: Option<Arc<goondan_store::InboxStore>>,
 }
 
 /// One of the orchestrator's own pending requests.
@@ -146,6 +151,7 @@ pub struct Orchestrator {
     liveness: Liveness,
     restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
     remote: Option<Arc<dyn crate::RemoteInstances>>,
+    inbox: Option<Arc<goondan_store::InboxStore>>,
     reconcile_interval: Duration,
     instances: BTreeMap<RoutingKey, Instance>,
     /// The orchestrator's own pending requests by correlation id; streamed
@@ -182,6 +188,7 @@ impl Orchestrator {
             liveness: config.liveness,
             restart_requests: config.restart_requests,
             remote: config.remote,
+            inbox: config.inbox,
             reconcile_interval: config.reconcile_interval,
             instances: BTreeMap::new(),
             waiters: HashMap::new(),
@@ -204,6 +211,7 @@ impl Orchestrator {
         mut transport: mpsc::Receiver<TransportEvent>,
     ) {
         self.start_connections();
+        self.replay_inbox();
         let mut next_reconcile = Instant::now() + self.reconcile_interval;
         loop {
             let wake_at = self

@@ -83,12 +83,18 @@ impl Orchestrator {
             target: ORCHESTRATOR.to_string(),
             correlation_id: correlation_id.clone(),
         });
+        if let Err(error) = self.store_input(&key, ORCHESTRATOR, &event) {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        let event_id = event.id.clone();
         match self.deliver(&key, Queued::turn(ORCHESTRATOR, event)) {
             Ok(()) => {
                 self.waiters
                     .insert(correlation_id, Waiter { key, reply, deltas });
             }
             Err(error) => {
+                self.input_withdrawn(&key, &event_id);
                 let _ = reply.send(Err(error));
             }
         }
@@ -109,6 +115,7 @@ impl Orchestrator {
         };
         tracing::info!(key = %key, event_id, "turn cancelled by its requester");
         if self.instance_for(&key).remove_queued(event_id) {
+            self.input_left(&key, event_id);
             if let Some(waiter) = self.waiters.remove(&correlation_id) {
                 let answer = Answer::failed(
                     correlation_id,
@@ -146,6 +153,7 @@ impl Orchestrator {
         tracing::info!(from = %from, to = %key, event_id, "request cancelled by its caller");
         if !handed_over {
             self.instance_for(&key).remove_queued(event_id);
+            self.input_left(&key, event_id);
             return;
         }
         self.instance_for(&key).mark_cancelled(event_id);
@@ -261,6 +269,21 @@ impl Orchestrator {
             }
             return;
         }
+        if protocol::in_reply_to(&event).is_none() {
+            match self.store_input(&target, &sender, &event) {
+                Ok(()) => {}
+                // Stored already: a send is accepted, a request gets its
+                // answer from the Turn the first copy started.
+                Err(OrchestratorError::Duplicate { .. }) if event.reply_to.is_none() => {
+                    self.acknowledge(from, event.id.clone());
+                    return;
+                }
+                Err(error) => {
+                    self.fail_event(from, &event, error.code(), &error.to_string());
+                    return;
+                }
+            }
+        }
         // Kept to answer for the event if its target refuses it.
         let refusable = event.clone();
         let queued = match (protocol::in_reply_to(&event), &event.reply_to) {
@@ -273,6 +296,7 @@ impl Orchestrator {
             },
         };
         if let Err(error) = self.deliver(&target, queued) {
+            self.input_withdrawn(&target, &refusable.id);
             self.fail_event(from, &refusable, error.code(), &error.to_string());
         }
     }

@@ -162,7 +162,11 @@ impl Orchestrator {
                 };
                 if let Some(event_id) = &event_id {
                     instance.turn_finished(event_id);
+                    self.input_left(key, event_id);
                 }
+                let Some(instance) = self.instances.get_mut(key) else {
+                    return;
+                };
                 instance.last_active = Instant::now();
                 let had_crashed = ok && instance.consecutive_crashes > 0;
                 if ok {
@@ -182,6 +186,9 @@ impl Orchestrator {
                 self.fill_free_slots();
             }
             RuntimeMessage::StartError(error) => self.start_failed(key, error),
+            // An answer to a liveness ping: hearing anything from the
+            // process already counted as a sign of life.
+            RuntimeMessage::Pong(_) => {}
             other => tracing::warn!(key = %key, "unexpected runtime message {other:?}"),
         }
     }
@@ -368,6 +375,8 @@ impl Orchestrator {
         error: OrchestratorError,
     ) {
         if let Some(event_id) = queued.event_id() {
+            // Answered for good: it leaves the inbox whoever hears of it.
+            self.input_left(key, event_id);
             if let Some(waiter) = self
                 .waiters
                 .remove(&protocol::correlation_id_for_id(event_id))

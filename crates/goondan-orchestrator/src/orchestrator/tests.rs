@@ -151,6 +151,7 @@ fn harness_full(
         },
         restart_requests,
         remote: None,
+        inbox: None,
     });
     Harness {
         handle,
