@@ -2,9 +2,11 @@
 //! lands on disk, with JSON field names identical to the original
 //! implementation (`docs/specs/shared-types.md`).
 //!
-//! This crate owns data shapes only. It does no IO, knows no file layout and
-//! holds no behavior beyond small constructors and parsers; loading,
-//! storing and running live in the crates to its right.
+//! This crate owns data shapes only. It knows no file layout and holds no
+//! behavior beyond small constructors and parsers; loading, storing and
+//! running live in the crates to its right. Its one piece of IO is
+//! [`atomic_file::write_atomically`], the file replacement every writer to
+//! its right shares.
 //!
 //! Every type here that derives `Serialize` is a wire or disk promise:
 //! renaming a field breaks stored logs and peers, so tests pin each shape
@@ -13,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agents;
+pub mod atomic_file;
 pub mod connector;
 pub mod diagnostic;
 pub mod entry;
