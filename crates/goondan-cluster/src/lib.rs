@@ -41,6 +41,7 @@ pub mod layout;
 pub mod membership;
 mod object;
 mod record;
+mod retry;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
