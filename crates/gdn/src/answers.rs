@@ -5,34 +5,21 @@
 
 use crate::exit::Outcome;
 use goondan_ipc::protocol::{Answer, AnswerOutcome};
-use goondan_orchestrator::OrchestratorError;
-use goondan_types::AgentEvent;
+use goondan_types::{AgentEvent, ErrorBody};
 use std::io::Write;
 
-/// Why an input got no answer: the orchestrator's error (here or over
-/// the control socket), or the failed Turn's.
-#[derive(Debug, Clone)]
-pub(crate) struct Refused {
-    pub(crate) code: String,
-    pub(crate) message: String,
-    pub(crate) suggestion: Option<String>,
-}
+/// Why an input got no answer: the orchestrator's error (here, over the
+/// control socket or from a cluster host), or the failed Turn's.
+pub(crate) type Refused = ErrorBody;
 
-impl Refused {
-    pub(crate) fn print(&self) -> Outcome {
-        crate::render::error(&self.code, &self.message, self.suggestion.as_deref());
-        Outcome::of_failure(&self.code)
-    }
-}
-
-impl From<OrchestratorError> for Refused {
-    fn from(error: OrchestratorError) -> Refused {
-        Refused {
-            code: error.code().to_string(),
-            message: error.to_string(),
-            suggestion: error.suggestion(),
-        }
-    }
+/// Prints why an input got no answer; the outcome to exit with.
+pub(crate) fn print_refusal(refused: &Refused) -> Outcome {
+    crate::render::error(
+        &refused.code,
+        &refused.message,
+        refused.suggestion.as_deref(),
+    );
+    Outcome::of_failure(&refused.code)
 }
 
 /// Prints what came of one input: the answer text (or one JSON line with
@@ -47,7 +34,7 @@ pub(crate) fn report(
     if !json {
         return match text {
             Ok(text) => print_text(&text, ""),
-            Err(refused) => refused.print(),
+            Err(refused) => print_refusal(&refused),
         };
     }
     let answer = reply.as_ref().ok();
@@ -92,7 +79,7 @@ pub(crate) fn answer_text(answer: &AgentEvent) -> Result<String, Refused> {
 pub(crate) fn print_answer(answer: &AgentEvent, streamed: &str) -> Outcome {
     match answer_text(answer) {
         Ok(text) => print_text(&text, streamed),
-        Err(refused) => refused.print(),
+        Err(refused) => print_refusal(&refused),
     }
 }
 
@@ -117,18 +104,12 @@ pub(crate) fn from_cluster_reply(
     {
         match (reply.answer, reply.error) {
             (Some(answer), _) => Ok(*answer),
-            (None, error) => {
-                let error = error.unwrap_or_else(|| goondan_cluster::reply::ReplyError {
-                    code: "E_CLUSTER_CORRUPT".into(),
-                    message: "the cluster's reply holds neither an answer nor an error".into(),
-                    suggestion: None,
-                });
-                Err(Refused {
-                    code: error.code,
-                    message: error.message,
-                    suggestion: error.suggestion,
-                })
-            }
+            (None, error) => Err(error.unwrap_or_else(|| {
+                ErrorBody::new(
+                    "E_CLUSTER_CORRUPT",
+                    "the cluster's reply holds neither an answer nor an error",
+                )
+            })),
         }
     }
 }

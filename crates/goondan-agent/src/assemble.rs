@@ -16,8 +16,9 @@ use goondan_runtime::turn::{
 use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, EntryResolvers, RuntimeEventSink};
 use goondan_runtime::{BudgetLimits, Ledger};
 use goondan_store::{
-    ExtensionStateStore, InstanceStore, MetadataFile, RuntimeEventLog, StateRootSources,
-    SwarmUsageTally, SyncPolicy, TurnJournal,
+    ExtensionStateStore, FileExtensionState, FileJournal, InstanceParts, InstanceStore,
+    MetadataFile, RuntimeEventLog, StateRoot, StateRootSources, SwarmUsageTally, SyncPolicy,
+    TurnJournal,
 };
 use goondan_types::{Entry, JsonValue, RuntimeEvent, Secrets};
 use std::path::PathBuf;
@@ -244,12 +245,126 @@ fn parse_entry(resource: &str, text: &str) -> Result<Entry, StartError> {
     })
 }
 
-/// Loads the bundle and starts the agent instance named by `args`.
+/// Loads the bundle and starts the agent instance named by `args`: the
+/// bundle and the agent's place in it, its Model and definitions, its
+/// instance on disk (or in the cluster), then [`Agent::start`].
 pub async fn assemble(
     args: &AgentProcessArgs,
     builtins_for: &BuiltinsFor,
     outbound: tokio::sync::mpsc::Sender<goondan_types::IpcMessage>,
 ) -> Result<AssembledAgent, StartError> {
+    let (state_root, bundle) = load_bundle(args)?;
+    let (swarm, agent_view) = find_agent(&bundle, args)?;
+    let model_resource = agent_view.model();
+    let model = build_model(&bundle, model_resource, args)?;
+    let model_params = model_params(&agent_view.resource().spec.model_config.params);
+    let tools = tool_definitions(&agent_view)?;
+    let extensions = extension_definitions(&agent_view)?;
+    let swarm_context = swarm_context(&swarm, &args.agent_name);
+
+    let (store, parts) = open_instance(&state_root, &bundle, &swarm, args)?;
+    let ledger = Arc::new(ledger_for(
+        &swarm,
+        model_resource,
+        &format!("{}:{}", args.agent_name, args.instance_key),
+        &store,
+        parts.metadata.get().usage.unwrap_or_default(),
+    ));
+
+    let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
+    let inbox = AsyncResponseInbox::new();
+    let agents = IpcAgents::new(
+        me,
+        SwarmView {
+            swarm_name: swarm.name().to_string(),
+            entry_agent: swarm.entry_agent().name().to_string(),
+            agents: swarm_context.available_agents.clone(),
+        },
+        outbound,
+        inbox.clone(),
+    )
+    .with_max_pending_requests(swarm.max_pending_requests());
+    let builtins = builtins_for(
+        model.clone(),
+        &model_resource.spec.model,
+        &model_params,
+        &args.secrets,
+    );
+    // What the orchestrator handed over, and whatever else this process
+    // resolved itself (an `--env-file` read here).
+    let secrets: goondan_types::Secrets = bundle
+        .secrets(goondan_model::DEFAULT_KEY_VARIABLES)
+        .iter()
+        .chain(args.secrets.iter())
+        .collect();
+    let scripts = script_resolver(&bundle, args, &secrets);
+    let definition = AgentDefinition {
+        agent_name: args.agent_name.clone(),
+        instance_key: args.instance_key.clone(),
+        model,
+        model_name: model_resource.spec.model.clone(),
+        model_params,
+        max_steps_per_turn: swarm.max_steps_per_turn(),
+        tools,
+        extensions,
+        runtime_agent: RuntimeAgentContext {
+            name: args.agent_name.clone(),
+            bundle_root: Some(bundle.root().display().to_string()),
+            prompt: Some(RuntimePrompt {
+                system: agent_view.system_prompt().map(str::to_string),
+            }),
+        },
+        swarm: swarm_context,
+        workdir: workdir(&bundle, args)?,
+        tool_call_policy: Default::default(),
+        secrets,
+    };
+
+    let (journal, extension_state, observer) =
+        conversation_stores(args, parts.journal, parts.extension_state)?;
+    let telemetry = start_telemetry(&args.secrets);
+    let store_events = StoreEventSink {
+        log: parts.runtime_events,
+        cluster: observer,
+    };
+    let runtime_events = event_sink(store_events, telemetry.as_ref(), || {
+        goondan_telemetry::AgentIdentity {
+            agent_name: args.agent_name.clone(),
+            instance_key: args.instance_key.clone(),
+            provider: model_resource.spec.provider.clone(),
+            model: model_resource.spec.model.clone(),
+            secrets: definition.secrets.clone(),
+        }
+    });
+    let services = AgentServices {
+        journal,
+        extension_state,
+        entries: Arc::new(EntryResolvers::new(builtins).with_scripts(Arc::new(scripts))),
+        agents: Arc::new(agents.clone()),
+        inbox,
+        runtime_events,
+        ledger: Some(Arc::clone(&ledger)),
+    };
+    let agent = Agent::start(definition, services).await.map_err(|error| {
+        StartError::new(
+            error.code(),
+            error.to_string(),
+            error.suggestion().map(str::to_string),
+        )
+    })?;
+    Ok(AssembledAgent {
+        agent,
+        agents,
+        metadata: parts.metadata,
+        ledger,
+        max_queued_events: swarm.max_queued_events(),
+        telemetry,
+    })
+}
+
+/// Resolves the System Root and loads the bundle; a bundle with an error
+/// is refused with its first diagnostic.
+fn load_bundle(args: &AgentProcessArgs) -> Result<(StateRoot, Bundle), StartError> {
     let state_root = StateRootSources::from_process_env(args.state_root.clone())
         .resolve()
         .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
@@ -265,20 +380,28 @@ pub async fn assemble(
     .map_err(|error| {
         StartError::new(error.code().as_str(), error.to_string(), error.suggestion())
     })?;
-    let bundle: Bundle = match outcome.bundle {
-        Some(bundle) => bundle,
+    match outcome.bundle {
+        Some(bundle) => Ok((state_root, bundle)),
         None => {
             let first = outcome.diagnostics.iter().find(|d| d.is_error());
-            return Err(StartError::new(
+            Err(StartError::new(
                 first.map_or("E_CONFIG", |d| d.code.as_str()),
                 first.map_or_else(
                     || "the bundle did not load".to_string(),
                     ToString::to_string,
                 ),
                 Some("run `gdn validate` on the bundle".into()),
-            ));
+            ))
         }
-    };
+    }
+}
+
+/// The swarm `args` names (the bundle's default one when none) and the
+/// agent in it.
+fn find_agent<'a>(
+    bundle: &'a Bundle,
+    args: &AgentProcessArgs,
+) -> Result<(goondan_config::SwarmView<'a>, goondan_config::AgentView<'a>), StartError> {
     let swarm = match &args.swarm {
         Some(name) => bundle.swarm(name),
         None => bundle.default_swarm(),
@@ -307,8 +430,16 @@ pub async fn assemble(
                 None,
             )
         })?;
+    Ok((swarm, agent_view))
+}
 
-    let model_resource = agent_view.model();
+/// Builds the agent's Model from its resource, with its API key resolved
+/// from the bundle's environment.
+fn build_model(
+    bundle: &Bundle,
+    model_resource: &goondan_config::Resource<goondan_config::spec::ModelSpec>,
+    args: &AgentProcessArgs,
+) -> Result<Arc<dyn Model>, StartError> {
     let api_key = match &model_resource.spec.api_key {
         Some(_) if !goondan_model::needs_api_key(&model_resource.spec.provider) => None,
         Some(source) => Some(ApiKey::new(bundle.resolve(source).map_err(|error| {
@@ -331,24 +462,30 @@ pub async fn assemble(
         record_to: args.record_to.clone(),
         agent: Some(args.agent_name.clone()),
     };
-    let model =
-        goondan_model::build(&model_config, &EnvLookupMap(bundle.env())).map_err(|error| {
-            StartError::new(
-                error.code(),
-                error.to_string(),
-                error.suggestion().map(str::to_string),
-            )
-        })?;
+    goondan_model::build(&model_config, &EnvLookupMap(bundle.env())).map_err(|error| {
+        StartError::new(
+            error.code(),
+            error.to_string(),
+            error.suggestion().map(str::to_string),
+        )
+    })
+}
 
-    let agent_spec = &agent_view.resource().spec;
-    let params = &agent_spec.model_config.params;
-    let model_params = ModelParams {
+/// The Agent's `spec.modelConfig.params` as the model takes them.
+fn model_params(params: &goondan_config::spec::AgentModelParams) -> ModelParams {
+    ModelParams {
         temperature: params.temperature,
         max_tokens: params.max_tokens.and_then(|n| u64::try_from(n).ok()),
         top_p: params.top_p,
         extra: params.extra.clone(),
-    };
-    let tools = agent_view
+    }
+}
+
+/// The Tools the agent lists, with their exports.
+fn tool_definitions(
+    agent_view: &goondan_config::AgentView<'_>,
+) -> Result<Vec<ToolDefinition>, StartError> {
+    agent_view
         .tools()
         .map(|tool| {
             Ok(ToolDefinition {
@@ -370,8 +507,14 @@ pub async fn assemble(
                     .and_then(|n| usize::try_from(n).ok()),
             })
         })
-        .collect::<Result<_, StartError>>()?;
-    let extensions = agent_view
+        .collect()
+}
+
+/// The Extensions the agent lists, each with its merged config.
+fn extension_definitions(
+    agent_view: &goondan_config::AgentView<'_>,
+) -> Result<Vec<ExtensionDefinition>, StartError> {
+    agent_view
         .extensions()
         .zip(agent_view.extension_configs())
         .map(|(extension, config)| {
@@ -384,22 +527,36 @@ pub async fn assemble(
                 config: JsonValue::Object(config),
             })
         })
-        .collect::<Result<_, StartError>>()?;
+        .collect()
+}
+
+/// What the agent knows of its swarm: every agent (sorted) and the ones it
+/// may call (all but itself).
+fn swarm_context(swarm: &goondan_config::SwarmView<'_>, agent_name: &str) -> RuntimeSwarmContext {
     let mut available_agents: Vec<String> = swarm.agents().map(|a| a.name().to_string()).collect();
     available_agents.sort();
     let callable_agents = available_agents
         .iter()
-        .filter(|name| **name != args.agent_name)
+        .filter(|name| *name != agent_name)
         .cloned()
         .collect();
-    let swarm_context = RuntimeSwarmContext {
+    RuntimeSwarmContext {
         swarm_name: swarm.name().to_string(),
         entry_agent: swarm.entry_agent().name().to_string(),
-        self_agent: args.agent_name.clone(),
-        available_agents: available_agents.clone(),
+        self_agent: agent_name.to_string(),
+        available_agents,
         callable_agents,
-    };
+    }
+}
 
+/// Opens the instance under the System Root (never inside the project),
+/// with the durability `args` asks for.
+fn open_instance(
+    state_root: &StateRoot,
+    bundle: &Bundle,
+    swarm: &goondan_config::SwarmView<'_>,
+    args: &AgentProcessArgs,
+) -> Result<(InstanceStore, InstanceParts), StartError> {
     state_root
         .ensure_outside_project(bundle.root())
         .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
@@ -415,44 +572,13 @@ pub async fn assemble(
     for warning in instance.warnings() {
         tracing::warn!(agent = %args.agent_name, warning, "instance opened with a warning");
     }
-    let parts = instance.into_parts();
-    let ledger = Arc::new(ledger_for(
-        &swarm,
-        model_resource,
-        &format!("{}:{}", args.agent_name, args.instance_key),
-        &store,
-        parts.metadata.get().usage.unwrap_or_default(),
-    ));
+    Ok((store, instance.into_parts()))
+}
 
-    let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
-    let inbox = AsyncResponseInbox::new();
-    let agents = IpcAgents::new(
-        me,
-        SwarmView {
-            swarm_name: swarm.name().to_string(),
-            entry_agent: swarm.entry_agent().name().to_string(),
-            agents: available_agents,
-        },
-        outbound,
-        inbox.clone(),
-    )
-    .with_max_pending_requests(swarm.max_pending_requests());
-    let builtins = builtins_for(
-        model.clone(),
-        &model_resource.spec.model,
-        &model_params,
-        &args.secrets,
-    );
-    // What the orchestrator handed over, and whatever else this process
-    // resolved itself (an `--env-file` read here).
-    let secrets: goondan_types::Secrets = bundle
-        .secrets(goondan_model::DEFAULT_KEY_VARIABLES)
-        .iter()
-        .chain(args.secrets.iter())
-        .collect();
-    // Script entries run in plugin processes owned by this agent: they
-    // die with it, and their stderr is masked with the same secrets.
-    let scripts = PluginResolver::new(PluginConfig {
+/// Where script entries run: plugin processes owned by this agent, so they
+/// die with it, their stderr masked with the same secrets.
+fn script_resolver(bundle: &Bundle, args: &AgentProcessArgs, secrets: &Secrets) -> PluginResolver {
+    PluginResolver::new(PluginConfig {
         bundle_root: bundle.root().to_path_buf(),
         launch: LaunchOptions {
             strip_types_command: args.strip_types_command.clone(),
@@ -462,108 +588,71 @@ pub async fn assemble(
             secrets: secrets.clone(),
             ..HostOptions::default()
         },
-    });
-    let workdir = match &args.workdir {
-        None => bundle.root().to_path_buf(),
-        Some(relative) => {
-            let workdir = bundle.root().join(relative);
-            std::fs::create_dir_all(&workdir).map_err(|error| {
-                StartError::new(
-                    "E_AGENT_WORKDIR",
-                    format!(
-                        "the working folder {} could not be created: {error}",
-                        workdir.display()
-                    ),
-                    Some(
-                        "spawn the instance with a `cwd` inside the bundle that can be written"
-                            .into(),
-                    ),
-                )
-            })?;
-            workdir
-        }
+    })
+}
+
+/// The instance's working folder: `args.workdir` inside the bundle,
+/// created when missing, else the bundle folder.
+fn workdir(bundle: &Bundle, args: &AgentProcessArgs) -> Result<PathBuf, StartError> {
+    let Some(relative) = &args.workdir else {
+        return Ok(bundle.root().to_path_buf());
     };
-    let definition = AgentDefinition {
-        agent_name: args.agent_name.clone(),
-        instance_key: args.instance_key.clone(),
-        model,
-        model_name: model_resource.spec.model.clone(),
-        model_params,
-        max_steps_per_turn: swarm.max_steps_per_turn(),
-        tools,
-        extensions,
-        runtime_agent: RuntimeAgentContext {
-            name: args.agent_name.clone(),
-            bundle_root: Some(bundle.root().display().to_string()),
-            prompt: Some(RuntimePrompt {
-                system: agent_view.system_prompt().map(str::to_string),
-            }),
-        },
-        swarm: swarm_context,
-        workdir,
-        tool_call_policy: Default::default(),
-        secrets,
-    };
-    let (journal, extension_state, observer): (
-        Box<dyn TurnJournal>,
-        Box<dyn ExtensionStateStore>,
-        Option<goondan_cluster::ClusterObserver>,
-    ) = match &args.cluster {
-        None => (
-            Box::new(parts.journal),
-            Box::new(parts.extension_state),
-            None,
-        ),
-        Some(log) => {
-            let journal = open_cluster_log(log, &args.agent_name, &args.instance_key)?;
-            let extension_state = journal.extension_state();
-            let observer = journal.observer();
-            (Box::new(journal), Box::new(extension_state), Some(observer))
-        }
-    };
-    let store_events = StoreEventSink {
-        log: parts.runtime_events,
-        cluster: observer,
-    };
-    let telemetry = start_telemetry(&args.secrets);
-    let runtime_events: Arc<dyn RuntimeEventSink> = match &telemetry {
-        Some(export) => Arc::new(ExportingEventSink {
-            store: store_events,
-            spans: export.agent_spans(goondan_telemetry::AgentIdentity {
-                agent_name: args.agent_name.clone(),
-                instance_key: args.instance_key.clone(),
-                provider: model_resource.spec.provider.clone(),
-                model: model_resource.spec.model.clone(),
-                secrets: definition.secrets.clone(),
-            }),
-        }),
-        None => Arc::new(store_events),
-    };
-    let services = AgentServices {
-        journal,
-        extension_state,
-        entries: Arc::new(EntryResolvers::new(builtins).with_scripts(Arc::new(scripts))),
-        agents: Arc::new(agents.clone()),
-        inbox,
-        runtime_events,
-        ledger: Some(Arc::clone(&ledger)),
-    };
-    // `assemble` is still synchronous because the host loop calls it so.
-    let agent = Agent::start(definition, services).await.map_err(|error| {
+    let workdir = bundle.root().join(relative);
+    std::fs::create_dir_all(&workdir).map_err(|error| {
         StartError::new(
-            error.code(),
-            error.to_string(),
-            error.suggestion().map(str::to_string),
+            "E_AGENT_WORKDIR",
+            format!(
+                "the working folder {} could not be created: {error}",
+                workdir.display()
+            ),
+            Some("spawn the instance with a `cwd` inside the bundle that can be written".into()),
         )
     })?;
-    Ok(AssembledAgent {
-        agent,
-        agents,
-        metadata: parts.metadata,
-        ledger,
-        max_queued_events: swarm.max_queued_events(),
-        telemetry,
-    })
+    Ok(workdir)
+}
+
+/// Where the conversation and the extension state are kept: the local
+/// instance's files, or on a cluster host the cluster's log (with its
+/// observer, which copies runtime events to the cluster).
+type ConversationStores = (
+    Box<dyn TurnJournal>,
+    Box<dyn ExtensionStateStore>,
+    Option<goondan_cluster::ClusterObserver>,
+);
+
+/// Picks the [`ConversationStores`] `args` asks for.
+fn conversation_stores(
+    args: &AgentProcessArgs,
+    local_journal: FileJournal,
+    local_extension_state: FileExtensionState,
+) -> Result<ConversationStores, StartError> {
+    let Some(log) = &args.cluster else {
+        return Ok((
+            Box::new(local_journal),
+            Box::new(local_extension_state),
+            None,
+        ));
+    };
+    let journal = open_cluster_log(log, &args.agent_name, &args.instance_key)?;
+    let extension_state = journal.extension_state();
+    let observer = journal.observer();
+    Ok((Box::new(journal), Box::new(extension_state), Some(observer)))
+}
+
+/// The sink of the agent's runtime events: the store's, behind the span
+/// exporter when export is on (`identity` names the spans' agent).
+fn event_sink(
+    store_events: StoreEventSink,
+    telemetry: Option<&goondan_telemetry::SpanExport>,
+    identity: impl FnOnce() -> goondan_telemetry::AgentIdentity,
+) -> Arc<dyn RuntimeEventSink> {
+    match telemetry {
+        Some(export) => Arc::new(ExportingEventSink {
+            store: store_events,
+            spans: export.agent_spans(identity()),
+        }),
+        None => Arc::new(store_events),
+    }
 }
 
 /// The instance's ledger: its Model's price (`spec.pricing`, else the

@@ -41,6 +41,20 @@ pub enum HostExit {
     Drained,
     /// The orchestrator went away (its end of the channel closed).
     OrphanedParentGone,
+    /// Another process (on another host of a cluster) owns the instance
+    /// now; the process exits with [`EXIT_TAKEN_OVER`] without running the
+    /// event it holds, which the orchestrator hands to the next process.
+    TakenOver,
+}
+
+impl HostExit {
+    /// The process's exit status after this end.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            HostExit::Drained | HostExit::OrphanedParentGone => 0,
+            HostExit::TakenOver => EXIT_TAKEN_OVER,
+        }
+    }
 }
 
 /// The sending half an AgentProcess uses for everything it says.
@@ -312,7 +326,8 @@ pub async fn serve(
             // refused at its first write; exiting hands the event back to
             // the orchestrator, whose next process reads the current log.
             tracing::error!(code = error.code(), event_id = %event_id, "{error}; exiting so a new process reads the current conversation");
-            std::process::exit(EXIT_TAKEN_OVER);
+            sorter.abort();
+            return HostExit::TakenOver;
         }
         if event.redelivered {
             if let Some(PriorTurn::Answered { text }) = agent.prior_turn(&event_id) {
@@ -602,8 +617,10 @@ fn turn_answer(result: &TurnResult, correlation_id: &str) -> Answer {
 /// `runtime.start_error` with the handshake's code), builds the agent,
 /// performs the start-up handshake (`runtime.ready` or
 /// `runtime.start_error`), serves Turns, and returns the exit code (0 after
-/// a drained shutdown or a vanished parent, 2 when the agent could not
-/// start).
+/// a drained shutdown or a vanished parent, [`EXIT_TAKEN_OVER`] when
+/// another process took the instance over, 2 when the agent could not
+/// start). The caller exits with it at once: the inbound reader may still
+/// be blocked on stdin.
 pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &BuiltinsFor) -> i32 {
     let me = RoutingKey::new(args.agent_name.clone(), args.instance_key.clone());
     let (
@@ -641,7 +658,7 @@ pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &Builti
             )
             .await;
             tracing::info!(?exit, "agent process stopping");
-            0
+            exit.exit_code()
         }
         Err(error) => {
             tracing::error!(code = %error.code, "agent failed to start: {}", error.message);

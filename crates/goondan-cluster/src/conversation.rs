@@ -22,6 +22,7 @@ use crate::record::{
     blob_of, BlobRef, CommitBody, CommitMode, Record, RecordKind, SnapshotBody, SnapshotRef,
     RECORD_VERSION,
 };
+use crate::retry::{retrying, RETRY_DEADLINE, RETRY_PAUSE};
 use crate::subject::InstanceAddress;
 use crate::Cluster;
 use async_nats::jetstream::consumer::{pull, DeliverPolicy};
@@ -33,7 +34,7 @@ use goondan_store::LoadedConversation;
 use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The header that makes the expected sequence apply to every subject of
 /// the instance (async-nats has a builder method for the sequence only).
@@ -41,11 +42,6 @@ const EXPECTED_SUBJECT_HEADER: &str = "Nats-Expected-Last-Subject-Sequence-Subje
 
 /// Room left for headers when deciding whether a body fits in a message.
 const HEADER_ROOM: usize = 4 * 1024;
-
-/// How long a write or a read keeps retrying through timeouts, lost
-/// connections and leader elections (measured here: a killed stream
-/// leader stalls writes for 3 to 11 s on a loaded two-core machine).
-const RETRY_DEADLINE: Duration = Duration::from_secs(20);
 
 /// The records of one instance, read and written by one writer.
 #[derive(Debug)]
@@ -263,7 +259,7 @@ impl ConversationLog {
                 // message id) is sent again until the deadline.
                 Err(error) if Instant::now() < deadline => {
                     tracing::debug!(%error, "publishing {subject}; retrying");
-                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    tokio::time::sleep(RETRY_PAUSE).await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "publishing {subject} failed until the deadline");
@@ -533,28 +529,6 @@ async fn read_once(stream: &Stream, prefix: &str, upto: u64) -> Result<Vec<RawRe
         }
     }
     Ok(records)
-}
-
-/// Runs `attempt` again while it fails (a leader election, a lost
-/// connection) until [`RETRY_DEADLINE`], then returns its last error.
-pub(crate) async fn retrying<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, ClusterError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ClusterError>>,
-{
-    let deadline = Instant::now() + RETRY_DEADLINE;
-    loop {
-        match attempt().await {
-            Ok(value) => return Ok(value),
-            // Gone is gone: waiting does not bring it back.
-            Err(error @ ClusterError::Missing { .. }) => return Err(error),
-            Err(error) if Instant::now() < deadline => {
-                tracing::debug!(%error, "{what}: retrying");
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(error) => return Err(error),
-        }
-    }
 }
 
 /// The fold of an instance's records.

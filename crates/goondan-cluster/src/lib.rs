@@ -42,6 +42,7 @@ pub mod membership;
 mod object;
 mod record;
 pub mod reply;
+mod retry;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;

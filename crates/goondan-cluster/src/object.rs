@@ -3,8 +3,8 @@
 //! a missing object is [`ClusterError::Missing`] at once), and delete
 //! (best effort: what is left behind is unreferenced).
 
-use crate::conversation::retrying;
 use crate::error::{request_error, ClusterError};
+use crate::retry::retrying;
 use crate::Cluster;
 use async_nats::jetstream::object_store::{GetErrorKind, ObjectMetadata};
 use std::collections::HashMap;

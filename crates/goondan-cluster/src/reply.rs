@@ -6,7 +6,7 @@
 use crate::connect::Cluster;
 use crate::error::ClusterError;
 use crate::inbox::Envelope;
-use goondan_types::AgentEvent;
+use goondan_types::{AgentEvent, ErrorBody};
 use serde::{Deserialize, Serialize};
 
 /// The answer to an envelope with a reply subject: the answer event, or
@@ -19,20 +19,7 @@ pub struct ClusterReply {
     pub answer: Option<Box<AgentEvent>>,
     /// Why there is no answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ReplyError>,
-}
-
-/// Why an envelope got no answer.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReplyError {
-    /// The stable error code.
-    pub code: String,
-    /// What went wrong.
-    pub message: String,
-    /// What to do about it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suggestion: Option<String>,
+    pub error: Option<ErrorBody>,
 }
 
 impl ClusterReply {
@@ -52,7 +39,7 @@ impl ClusterReply {
     ) -> ClusterReply {
         ClusterReply {
             answer: None,
-            error: Some(ReplyError {
+            error: Some(ErrorBody {
                 code: code.into(),
                 message: message.into(),
                 suggestion,

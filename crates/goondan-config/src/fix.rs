@@ -11,9 +11,9 @@
 //! never touched.
 
 use crate::codes::Code;
+use goondan_types::atomic_file::{write_atomically, FileAccess, WriteOptions};
 use goondan_types::{Diagnostic, API_VERSION};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
 /// One change made to a file.
@@ -122,9 +122,17 @@ pub fn fix_bundle(path: &Path, diagnostics: &[Diagnostic]) -> Result<Vec<Applied
                 }
             }
         }
-        write_atomically(&full, &lines.join("\n")).map_err(|source| FixError {
-            path: full.clone(),
-            source,
+        // The user's file keeps its permissions; a crash leaves the old
+        // text or the new, never half of it.
+        let options = WriteOptions {
+            access: FileAccess::KeepExisting,
+            durable: true,
+        };
+        write_atomically(&full, lines.join("\n").as_bytes(), options).map_err(|source| {
+            FixError {
+                path: full.clone(),
+                source,
+            }
         })?;
     }
     applied.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
@@ -152,31 +160,6 @@ fn replace_value(line: &str, column: usize) -> Option<String> {
     let rest = &line[start..];
     let comment = rest.find(" #").map(|at| &rest[at..]).unwrap_or("");
     Some(format!("{}{API_VERSION}{comment}", &line[..start]))
-}
-
-/// Replaces `path`'s contents with `text` through a temporary file in the
-/// same folder, keeping the file's permissions.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let permissions = std::fs::metadata(path)?.permissions();
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{name}.gdn-fix-{}", std::process::id()));
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
-        file.write_all(text.as_bytes())?;
-        file.set_permissions(permissions)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written
 }
 
 #[cfg(test)]

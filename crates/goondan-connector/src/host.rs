@@ -58,22 +58,10 @@ pub struct ConnectorProcessArgs {
     pub packages_root: Option<PathBuf>,
 }
 
-/// Why the connector cannot start: sent as `runtime.start_error`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Refusal {
-    code: String,
-    message: String,
-    suggestion: Option<String>,
-}
-
-impl Refusal {
-    fn new(code: &str, message: impl Into<String>, suggestion: impl Into<String>) -> Refusal {
-        Refusal {
-            code: code.to_string(),
-            message: message.into(),
-            suggestion: Some(suggestion.into()),
-        }
-    }
+/// Why the connector cannot start (sent as `runtime.start_error`), with
+/// its fix.
+fn refusal(code: &str, message: impl Into<String>, suggestion: impl Into<String>) -> StartError {
+    StartError::new(code, message).with_suggestion(suggestion)
 }
 
 /// What a built-in entry builds: the one seam between the host and the
@@ -129,20 +117,12 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
     ) = child_channel(&me).await;
     let started = match handshake {
         Ok(handshake) => start(&args, handshake.secrets).await,
-        Err(error) => Err(Refusal {
-            code: error.code().to_string(),
-            message: error.to_string(),
-            suggestion: Some(error.suggestion().to_string()),
-        }),
+        Err(error) => Err(refusal(error.code(), error.to_string(), error.suggestion())),
     };
     let code = match started {
-        Err(refusal) => {
-            tracing::error!(code = %refusal.code, connection = %args.connection, "connector failed to start: {}", refusal.message);
-            let message = RuntimeMessage::StartError(StartError {
-                code: refusal.code,
-                message: refusal.message,
-                suggestion: refusal.suggestion,
-            });
+        Err(start_error) => {
+            tracing::error!(code = %start_error.code, connection = %args.connection, "connector failed to start: {}", start_error.message);
+            let message = RuntimeMessage::StartError(start_error);
             let _ = sender
                 .send(message.to_message(&me.to_string(), ORCHESTRATOR))
                 .await;
@@ -157,7 +137,7 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
 }
 
 /// Loads the Connection and builds its connector, bound and ready.
-async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started, Refusal> {
+async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started, StartError> {
     let options = LoadOptions {
         env_file: args.env_file.clone(),
         process_env_overlay: secrets,
@@ -165,7 +145,7 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
         ..LoadOptions::default()
     };
     let outcome = goondan_config::load_bundle(&args.bundle_dir, &options).map_err(|error| {
-        Refusal::new(
+        refusal(
             error.code().as_str(),
             error.to_string(),
             "run `gdn validate` on the bundle",
@@ -173,7 +153,7 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
     })?;
     let Some(bundle) = outcome.bundle else {
         let first = outcome.diagnostics.iter().find(|d| d.is_error());
-        return Err(Refusal::new(
+        return Err(refusal(
             first.map_or("E_CONFIG", |d| d.code.as_str()),
             first.map_or_else(
                 || "the bundle did not load".to_string(),
@@ -194,7 +174,7 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
                 args.strip_types_command.clone(),
             )
             .map_err(|error| {
-                Refusal::new(
+                refusal(
                     error.code(),
                     format!("Connection/{}: {error}", args.connection),
                     error.suggestion().unwrap_or_default(),
@@ -212,7 +192,7 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
         }
         Ok(None) => return Err(unsupported(&args.connection, &entry)),
         Err(error) => {
-            return Err(Refusal::new(
+            return Err(refusal(
                 error.code(),
                 format!("Connection/{}: {error}", args.connection),
                 "fix the Connection's config or secrets in goondan.yaml",
@@ -220,7 +200,7 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
         }
     };
     let listener = front.bind().await.map_err(|error| {
-        Refusal::new(
+        refusal(
             "E_CONNECTOR_BIND",
             format!(
                 "Connection/{}: cannot listen on {}: {error}",
@@ -238,12 +218,12 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
 }
 
 /// The connector's entry and its resolved config and secrets.
-fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorConfig), Refusal> {
+fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorConfig), StartError> {
     let connection = bundle
         .connections()
         .find(|connection| connection.name() == name)
         .ok_or_else(|| {
-            Refusal::new(
+            refusal(
                 "E_CONFIG_REF_NOT_FOUND",
                 format!("Connection/{name} is not in the bundle"),
                 "the bundle changed since the swarm started; restart it",
@@ -253,7 +233,7 @@ fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorCon
     let entry = match Entry::parse(&connector.spec.entry) {
         Ok(entry) => entry,
         Err(_) => {
-            return Err(Refusal::new(
+            return Err(refusal(
                 "E_CONFIG_ENTRY_UNSUPPORTED",
                 format!(
                     "Connector/{} has entry `{}`, which this build cannot run",
@@ -267,7 +247,7 @@ fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorCon
     let mut config = ConnectorConfig::default();
     for (key, source) in &spec.config {
         let value = bundle.resolve(source).map_err(|error| {
-            Refusal::new(
+            refusal(
                 "E_CONNECTOR_CONFIG",
                 format!("Connection/{name}: config.{key}: {error}"),
                 "set the variable in the environment or in .env",
@@ -277,7 +257,7 @@ fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorCon
     }
     for (key, source) in &spec.secrets {
         let value = bundle.resolve(source).map_err(|error| {
-            Refusal::new(
+            refusal(
                 "E_CONNECTOR_CONFIG",
                 format!("Connection/{name}: secrets.{key}: {error}"),
                 "set the variable in the environment or in .env",
@@ -395,15 +375,15 @@ pub fn connector_for(
 }
 
 /// The refusal for an entry [`connector_for`] does not know.
-fn unsupported(connection: &str, entry: &str) -> Refusal {
+fn unsupported(connection: &str, entry: &str) -> StartError {
     if entry == "cli" {
-        return Refusal::new(
+        return refusal(
             "E_CONNECTOR_UNSUPPORTED",
             format!("Connection/{connection}: the cli connector reads `gdn run`'s own terminal and runs in no process of its own"),
             "talk to the swarm with `gdn run`",
         );
     }
-    Refusal::new(
+    refusal(
         "E_CONNECTOR_UNSUPPORTED",
         format!("Connection/{connection}: builtin:{entry} is not a connector this build can run"),
         supported_help(),

@@ -139,18 +139,9 @@ pub struct Ready {
     pub protocol_version: u32,
 }
 
-/// Why a child could not start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StartError {
-    /// A stable code.
-    pub code: String,
-    /// What went wrong.
-    pub message: String,
-    /// How to fix it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suggestion: Option<String>,
-}
+/// Why a child could not start: the shared `{code, message, suggestion}`
+/// body.
+pub type StartError = goondan_types::ErrorBody;
 
 /// The outcome of one Turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -139,16 +139,8 @@ pub enum ControlResponse {
     },
     /// Answers [`ControlRequest::Shutdown`]: the drain has begun.
     Stopping,
-    /// The request failed.
-    Failed {
-        /// A stable code.
-        code: String,
-        /// What happened.
-        message: String,
-        /// How to fix it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        suggestion: Option<String>,
-    },
+    /// The request failed: its code, what happened and how to fix it.
+    Failed(goondan_types::ErrorBody),
 }
 
 /// Which bundle and workspace an orchestrator serves, reported by
@@ -492,11 +484,7 @@ async fn answer_unless_disconnected(
 }
 
 fn failed(error: &OrchestratorError) -> ControlResponse {
-    ControlResponse::Failed {
-        code: error.code().to_string(),
-        message: error.to_string(),
-        suggestion: error.suggestion(),
-    }
+    ControlResponse::Failed(error.to_body())
 }
 
 async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlResponse {
@@ -579,11 +567,7 @@ async fn reload(
 }
 
 fn failure(code: &str, message: &str) -> ControlResponse {
-    ControlResponse::Failed {
-        code: code.to_string(),
-        message: message.to_string(),
-        suggestion: None,
-    }
+    ControlResponse::Failed(goondan_types::ErrorBody::new(code, message))
 }
 
 /// Sends one request to the orchestrator listening at `path` and returns

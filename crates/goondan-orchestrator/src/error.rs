@@ -172,6 +172,16 @@ impl OrchestratorError {
         }
     }
 
+    /// Its code, message and suggestion, as every port and the control
+    /// socket answer a failure.
+    pub fn to_body(&self) -> goondan_types::ErrorBody {
+        goondan_types::ErrorBody {
+            code: self.code().to_string(),
+            message: self.to_string(),
+            suggestion: self.suggestion(),
+        }
+    }
+
     /// How to fix it, when known.
     pub fn suggestion(&self) -> Option<String> {
         match self {

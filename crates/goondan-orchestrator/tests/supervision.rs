@@ -655,7 +655,7 @@ fn control_socket_answers_list_and_request() {
         )
         .await
         .unwrap();
-        assert!(matches!(bad, ControlResponse::Failed { code, .. } if code == "E_AGENT_NOT_FOUND"));
+        assert!(matches!(bad, ControlResponse::Failed(body) if body.code == "E_AGENT_NOT_FOUND"));
         server.abort();
     });
     let _ = RoutingKey::parse("alpha:main", "main");

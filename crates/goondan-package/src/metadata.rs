@@ -110,12 +110,3 @@ pub struct DeprecateBody {
     /// Why; empty clears the mark.
     pub message: String,
 }
-
-/// The error body every registry error answers with.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ErrorBody {
-    /// A stable code (`E_PKG_...`).
-    pub code: String,
-    /// What went wrong.
-    pub message: String,
-}

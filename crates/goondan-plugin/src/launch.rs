@@ -24,6 +24,8 @@
 
 use crate::error::PluginError;
 use goondan_runtime::tool::environment::allow_listed_environment;
+use goondan_types::atomic_file::{write_atomically, FileAccess, WriteOptions};
+use goondan_types::placement::fnv1a64;
 use goondan_types::ScriptRuntime;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -280,20 +282,20 @@ fn shim_path(
     let folder = cache_folder(options);
     let path = folder.join(format!(
         "{name}-{:016x}.{extension}",
-        fnv1a(content.as_bytes())
+        fnv1a64(content.as_bytes())
     ));
     if path.exists() {
         return Ok(path);
     }
+    // Durable: a shim is written once per build, and one a power loss
+    // left empty would be taken as written, since its name exists.
+    let write_options = WriteOptions {
+        access: FileAccess::Default,
+        durable: true,
+    };
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(&folder)?;
-        let temporary = folder.join(format!(
-            ".{name}-{}-{:x}.tmp",
-            std::process::id(),
-            fnv1a(path.as_os_str().as_encoded_bytes())
-        ));
-        std::fs::write(&temporary, content)?;
-        std::fs::rename(&temporary, &path)
+        write_atomically(&path, content.as_bytes(), write_options)
     };
     write().map_err(|error| PluginError::Entry {
         entry: label.to_string(),
@@ -304,13 +306,6 @@ fn shim_path(
         fix: "make the cache folder writable, or set XDG_CACHE_HOME to a writable folder".into(),
     })?;
     Ok(path)
-}
-
-/// FNV-1a, 64 bits: names shim files by content; not a security hash.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// Starts `launch` with piped stdio, an environment of exactly

@@ -1,5 +1,6 @@
-//! The one error type every pipeline layer shares, and the error of
-//! assembling an agent.
+//! The one error type every pipeline layer shares. (The error of
+//! assembling an agent, [`crate::AgentError`], is the turn module's: it
+//! names entries and tools, which the pipeline must not know.)
 //!
 //! Why one type for `turn`, `step` and `toolCall` layers: a middleware sits
 //! between two others it does not know, so if each layer could pick its own
@@ -94,64 +95,6 @@ impl PipelineError {
             PipelineError::Cancelled => {
                 Some("send the input again; what the turn stored before it stopped is kept")
             }
-        }
-    }
-}
-
-/// A failure while assembling an agent: the agent does not start.
-#[derive(Debug, Error)]
-pub enum AgentError {
-    /// An extension's `register` failed.
-    #[error("extension '{extension}' failed to initialize: {message}")]
-    ExtensionInit {
-        /// The extension's resource name.
-        extension: String,
-        /// What it reported.
-        message: String,
-    },
-    /// A Tool or Extension entry did not resolve to code.
-    #[error(transparent)]
-    Entry(#[from] crate::extension::EntryError),
-    /// A Tool export has no handler in its entry.
-    #[error("tool '{tool}' exports '{export}', but its entry has no handler for it")]
-    MissingHandler {
-        /// The Tool resource.
-        tool: String,
-        /// The export name.
-        export: String,
-    },
-    /// A tool name breaks the `resource__export` rule or is taken twice.
-    #[error(transparent)]
-    ToolRegistration(#[from] crate::tool::ToolRegistrationError),
-    /// Loading the conversation or extension state failed.
-    #[error("could not restore the instance: {0}")]
-    Store(#[from] StoreError),
-}
-
-impl AgentError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            AgentError::ExtensionInit { .. } => "E_EXTENSION_INIT",
-            AgentError::Entry(error) => error.code(),
-            AgentError::MissingHandler { .. } => "E_TOOL_HANDLER_MISSING",
-            AgentError::ToolRegistration(error) => error.code(),
-            AgentError::Store(error) => error.code(),
-        }
-    }
-
-    /// How to fix it, when known.
-    pub fn suggestion(&self) -> Option<&str> {
-        match self {
-            AgentError::ExtensionInit { .. } => {
-                Some("check the extension's spec.config and its log lines above")
-            }
-            AgentError::Entry(error) => error.suggestion(),
-            AgentError::MissingHandler { .. } => {
-                Some("remove the export or add a handler with that name to the entry")
-            }
-            AgentError::ToolRegistration(error) => error.suggestion(),
-            AgentError::Store(_) => None,
         }
     }
 }

@@ -36,7 +36,7 @@ pub mod test_support;
 
 pub use agents::{AgentsApi, AgentsError, AsyncResponseInbox, DetachedAgents, InterAgentResponse};
 pub use conversation::{Conversation, ConversationState, FoldWarning, MessagesView};
-pub use error::{AgentError, PipelineError};
+pub use error::PipelineError;
 pub use events::{CollectEvents, DiscardEvents, RuntimeEventSink};
 pub use extension::{
     BuiltinCatalog, BuiltinResolver, EntryError, EntryResolver, EntryResolvers, EntryTarget,
@@ -48,8 +48,9 @@ pub use pipeline::{
     Middleware, MiddlewareKind, MiddlewareOptions, Next, Pipeline, PipelineRegistry, StepContext,
     StepNext, ToolCallContext, ToolCallNext, TurnContext, TurnNext,
 };
-pub use tool::{handler_fn, ToolContext, ToolFailure, ToolHandler, ToolRegistry};
+pub use tool::{
+    handler_fn, ToolContext, ToolExportDefinition, ToolFailure, ToolHandler, ToolRegistry,
+};
 pub use turn::{
-    Agent, AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition,
-    ToolExportDefinition,
+    Agent, AgentDefinition, AgentError, AgentServices, ExtensionDefinition, ToolDefinition,
 };

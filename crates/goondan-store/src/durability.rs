@@ -1,6 +1,7 @@
 //! How hard the store pushes bytes towards the disk ([`SyncPolicy`]) and the
-//! two primitives every writer here builds on: atomic replacement of a
-//! whole file and folder syncs after renames.
+//! primitives every writer here builds on: atomic replacement of a whole
+//! file (the workspace's one atomic write, owner-only), the staged base of
+//! a rewrite fold, and folder syncs after renames.
 //!
 //! The tradeoff, measured by `benches/fold.rs`: `write(2)` alone makes a
 //! record survive the death of the process (SIGKILL, panic, OOM kill),
@@ -10,6 +11,7 @@
 
 use crate::owner_only;
 use crate::StoreError;
+use goondan_types::atomic_file::{write_atomically, FileAccess, WriteOptions};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -67,7 +69,9 @@ pub(crate) fn sync_dir(dir: &Path, enabled: bool) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The temporary sibling a replacement of `path` is written to.
+/// The temporary sibling a rewrite fold stages the new base in. Unlike
+/// [`write_file_atomically`]'s temporary files its name is fixed, because
+/// the commit marker's recovery must find it after a crash.
 pub(crate) fn temp_path(path: &Path) -> PathBuf {
     let mut name = path
         .file_name()
@@ -77,30 +81,24 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Writes `bytes` to a temporary sibling, flushes it (per `policy`) and
-/// renames it over `path`: readers see the old content or the new, never a
-/// mix.
+/// Replaces `path` with `bytes` through the workspace's one atomic write:
+/// owner-only, file and folder flushed when `policy` flushes commits.
+/// Readers see the old content or the new, never a mix.
 pub(crate) fn write_file_atomically(
     path: &Path,
     bytes: &[u8],
     policy: SyncPolicy,
 ) -> Result<(), StoreError> {
-    let temp = temp_path(path);
-    let result = write_temp(&temp, bytes, policy).and_then(|()| {
-        std::fs::rename(&temp, path).map_err(|source| StoreError::io("renaming into", path, source))
-    });
-    if result.is_err() {
-        // The old file is untouched; only the half-written temp must go.
-        let _ = std::fs::remove_file(&temp);
-        return result;
-    }
-    if let Some(parent) = path.parent() {
-        sync_dir(parent, policy.syncs_commits())?;
-    }
-    Ok(())
+    let options = WriteOptions {
+        access: FileAccess::Mode(owner_only::FILE_MODE),
+        durable: policy.syncs_commits(),
+    };
+    write_atomically(path, bytes, options)
+        .map_err(|source| StoreError::io("replacing", path, source))
 }
 
-/// Creates or truncates `temp` with `bytes`, flushed per `policy`.
+/// Creates or truncates `temp` (a [`temp_path`]) with `bytes`, flushed per
+/// `policy`.
 pub(crate) fn write_temp(temp: &Path, bytes: &[u8], policy: SyncPolicy) -> Result<(), StoreError> {
     let mut file = owner_only::open_options()
         .write(true)
@@ -133,23 +131,31 @@ mod tests {
 
     #[test]
     fn atomic_write_replaces_content_and_leaves_no_temp() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.json");
         std::fs::write(&path, "old").unwrap();
         write_file_atomically(&path, b"new", SyncPolicy::TurnCommit).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
-        assert!(!temp_path(&path).exists());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["state.json"]);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, owner_only::FILE_MODE);
     }
 
     #[test]
     fn failed_atomic_write_keeps_the_old_file() {
         let dir = tempfile::tempdir().unwrap();
+        // A folder holding a file cannot be replaced by a file: the write
+        // fails at the rename, after the temporary file was written.
         let path = dir.path().join("state.json");
-        std::fs::write(&path, "old").unwrap();
-        // A folder where the temp file must go makes the write fail.
-        std::fs::create_dir(temp_path(&path)).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("old"), "old").unwrap();
         let error = write_file_atomically(&path, b"new", SyncPolicy::ProcessCrash).unwrap_err();
         assert_eq!(error.code(), "E_STORE_IO");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(std::fs::read_to_string(path.join("old")).unwrap(), "old");
     }
 }

@@ -162,7 +162,12 @@ impl InboxStore {
                 from: from.to_string(),
                 event: event.clone(),
             };
-            append(inbox, path, &Record::Accepted(Box::new(input.clone())), policy)?;
+            append(
+                inbox,
+                path,
+                &Record::Accepted(Box::new(input.clone())),
+                policy,
+            )?;
             inbox.pending.push_back(input);
             Ok(Accepted::New)
         })
@@ -353,10 +358,11 @@ fn append(
 /// Replaces an inbox with nothing pending by its `seen` window alone.
 fn compact(inbox: &mut Inbox, path: &Path, policy: SyncPolicy) -> Result<(), StoreError> {
     let seen: Vec<String> = inbox.seen.iter().cloned().collect();
-    let mut bytes = serde_json::to_vec(&Record::Seen(seen)).map_err(|source| StoreError::Encode {
-        what: "an inbox record",
-        source,
-    })?;
+    let mut bytes =
+        serde_json::to_vec(&Record::Seen(seen)).map_err(|source| StoreError::Encode {
+            what: "an inbox record",
+            source,
+        })?;
     bytes.push(b'\n');
     write_file_atomically(path, &bytes, policy)?;
     inbox.file = None;
@@ -370,7 +376,8 @@ mod tests {
     use crate::StateRoot;
 
     fn event(id: &str) -> AgentEvent {
-        let source = goondan_types::EventSource::new(goondan_types::EventSourceKind::Connector, "cli");
+        let source =
+            goondan_types::EventSource::new(goondan_types::EventSourceKind::Connector, "cli");
         AgentEvent {
             id: id.into(),
             input: Some(format!("input {id}")),
@@ -384,7 +391,10 @@ mod tests {
     }
 
     fn ids(pending: Vec<PendingInput>) -> Vec<String> {
-        pending.into_iter().map(|pending| pending.event.id).collect()
+        pending
+            .into_iter()
+            .map(|pending| pending.event.id)
+            .collect()
     }
 
     #[test]
@@ -392,7 +402,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let inbox = store(dir.path());
         for id in ["e1", "e2", "e3"] {
-            assert_eq!(inbox.accept("a", "k", "orchestrator", &event(id)).unwrap(), Accepted::New);
+            assert_eq!(
+                inbox.accept("a", "k", "orchestrator", &event(id)).unwrap(),
+                Accepted::New
+            );
         }
         inbox.consumed("a", "k", "e2").unwrap();
         drop(inbox);
@@ -406,25 +419,35 @@ mod tests {
     fn an_id_held_or_consumed_recently_is_a_duplicate_even_after_a_restart() {
         let dir = tempfile::tempdir().unwrap();
         let inbox = store(dir.path());
-        inbox.accept("a", "k", "orchestrator", &event("e1")).unwrap();
+        inbox
+            .accept("a", "k", "orchestrator", &event("e1"))
+            .unwrap();
         assert_eq!(
-            inbox.accept("a", "k", "orchestrator", &event("e1")).unwrap(),
+            inbox
+                .accept("a", "k", "orchestrator", &event("e1"))
+                .unwrap(),
             Accepted::Duplicate
         );
         inbox.consumed("a", "k", "e1").unwrap();
         assert_eq!(
-            inbox.accept("a", "k", "orchestrator", &event("e1")).unwrap(),
+            inbox
+                .accept("a", "k", "orchestrator", &event("e1"))
+                .unwrap(),
             Accepted::Duplicate
         );
         drop(inbox);
         let reopened = store(dir.path());
         assert_eq!(
-            reopened.accept("a", "k", "orchestrator", &event("e1")).unwrap(),
+            reopened
+                .accept("a", "k", "orchestrator", &event("e1"))
+                .unwrap(),
             Accepted::Duplicate
         );
         // Another instance may hold the same id.
         assert_eq!(
-            reopened.accept("b", "k", "orchestrator", &event("e1")).unwrap(),
+            reopened
+                .accept("b", "k", "orchestrator", &event("e1"))
+                .unwrap(),
             Accepted::New
         );
     }
@@ -433,19 +456,29 @@ mod tests {
     fn a_torn_last_line_was_never_acknowledged_and_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let inbox = store(dir.path());
-        inbox.accept("a", "k", "orchestrator", &event("e1")).unwrap();
+        inbox
+            .accept("a", "k", "orchestrator", &event("e1"))
+            .unwrap();
         let path = StateRoot::new(dir.path())
             .workspace("default")
             .inbox_file("a", "k");
         drop(inbox);
-        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         file.write_all(br#"{"accepted":{"from":"orchestrator","event":{"id":"e2","#)
             .unwrap();
         let reopened = store(dir.path());
         assert_eq!(ids(reopened.pending("a", "k").unwrap()), ["e1"]);
-        reopened.accept("a", "k", "orchestrator", &event("e3")).unwrap();
+        reopened
+            .accept("a", "k", "orchestrator", &event("e3"))
+            .unwrap();
         drop(reopened);
-        assert_eq!(ids(store(dir.path()).pending("a", "k").unwrap()), ["e1", "e3"]);
+        assert_eq!(
+            ids(store(dir.path()).pending("a", "k").unwrap()),
+            ["e1", "e3"]
+        );
     }
 
     #[test]
@@ -471,7 +504,9 @@ mod tests {
         let reopened = store(dir.path());
         assert!(reopened.pending("a", "k").unwrap().is_empty());
         assert_eq!(
-            reopened.accept("a", "k", "orchestrator", &event("e0")).unwrap(),
+            reopened
+                .accept("a", "k", "orchestrator", &event("e0"))
+                .unwrap(),
             Accepted::Duplicate
         );
     }
@@ -480,14 +515,18 @@ mod tests {
     fn a_withdrawn_input_is_not_a_duplicate_of_its_retry() {
         let dir = tempfile::tempdir().unwrap();
         let inbox = store(dir.path());
-        inbox.accept("a", "k", "orchestrator", &event("e1")).unwrap();
+        inbox
+            .accept("a", "k", "orchestrator", &event("e1"))
+            .unwrap();
         inbox.withdraw("a", "k", "e1").unwrap();
         assert!(inbox.pending("a", "k").unwrap().is_empty());
         drop(inbox);
         let reopened = store(dir.path());
         assert!(reopened.pending("a", "k").unwrap().is_empty());
         assert_eq!(
-            reopened.accept("a", "k", "orchestrator", &event("e1")).unwrap(),
+            reopened
+                .accept("a", "k", "orchestrator", &event("e1"))
+                .unwrap(),
             Accepted::New
         );
     }

@@ -404,8 +404,10 @@ impl WorkspacePaths {
     /// The durable inbox of the instance `agent_name` serves for
     /// `instance_key`: `inbox/<agentName:instanceKey encoded>.jsonl`.
     pub fn inbox_file(&self, agent_name: &str, instance_key: &str) -> PathBuf {
-        self.inbox_dir()
-            .join(format!("{}.jsonl", instance_folder_name(agent_name, instance_key)))
+        self.inbox_dir().join(format!(
+            "{}.jsonl",
+            instance_folder_name(agent_name, instance_key)
+        ))
     }
 
     /// The paths of the instance `agent_name` serves for `instance_key`.

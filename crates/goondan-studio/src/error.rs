@@ -1,6 +1,6 @@
 //! What can go wrong starting the Studio. Requests that fail are answered
-//! with a status and a JSON body (`{"code", "message"}`), never an error
-//! value: see `server.rs`.
+//! with a status and a JSON body (`goondan_types::ErrorBody`, `{"code",
+//! "message"}`), never an error value: see `server.rs`.
 
 use std::net::SocketAddr;
 use thiserror::Error;

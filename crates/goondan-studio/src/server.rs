@@ -18,7 +18,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use goondan_store::StateRoot;
-use serde_json::{json, Value};
+use goondan_types::ErrorBody;
+use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -174,11 +175,7 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    (
-        status,
-        axum::Json(json!({ "code": code, "message": message })),
-    )
-        .into_response()
+    (status, axum::Json(ErrorBody::new(code, message))).into_response()
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

@@ -2,9 +2,11 @@
 //! lands on disk, with JSON field names identical to the original
 //! implementation (`docs/specs/shared-types.md`).
 //!
-//! This crate owns data shapes only. It does no IO, knows no file layout and
-//! holds no behavior beyond small constructors and parsers; loading,
-//! storing and running live in the crates to its right.
+//! This crate owns data shapes only. It knows no file layout and holds no
+//! behavior beyond small constructors and parsers; loading, storing and
+//! running live in the crates to its right. Its one piece of IO is
+//! [`atomic_file::write_atomically`], the file replacement every writer to
+//! its right shares.
 //!
 //! Every type here that derives `Serialize` is a wire or disk promise:
 //! renaming a field breaks stored logs and peers, so tests pin each shape
@@ -13,9 +15,11 @@
 #![forbid(unsafe_code)]
 
 pub mod agents;
+pub mod atomic_file;
 pub mod connector;
 pub mod diagnostic;
 pub mod entry;
+pub mod error_body;
 pub mod event;
 pub mod ipc;
 pub mod json;
@@ -33,6 +37,7 @@ pub mod value_source;
 pub use connector::{ConnectorEvent, ConnectorMessage};
 pub use diagnostic::{Diagnostic, Severity};
 pub use entry::{Entry, EntryParseError, ScriptRuntime};
+pub use error_body::ErrorBody;
 pub use event::{new_event_id, AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth};
 pub use ipc::{IpcMessage, IpcMessageType, ProcessStatus, ShutdownReason};
 pub use json::{JsonObject, JsonValue};

@@ -31,7 +31,7 @@ pub(crate) async fn ask(
             Some(&key.instance_key),
             global.json,
         ),
-        Err(HostError::Orchestrator(error)) => report(Err(error.into()), None, global.json),
+        Err(HostError::Orchestrator(error)) => report(Err(error.to_body()), None, global.json),
         Err(error) => crate::render::host_error(&error, crate::project::format(global)),
     }
 }

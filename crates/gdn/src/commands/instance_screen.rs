@@ -93,7 +93,11 @@ pub(crate) fn run(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcom
             (Key::Restart, Some(key)) => {
                 status = match restart_live(target, &key, false) {
                     Ok(Some(ControlResponse::Restarted { .. })) => format!("restarted {key}"),
-                    Ok(Some(ControlResponse::Failed { code, message, .. })) => {
+                    Ok(Some(ControlResponse::Failed(goondan_types::ErrorBody {
+                        code,
+                        message,
+                        ..
+                    }))) => {
                         format!("error[{code}]: {message}")
                     }
                     Ok(Some(other)) => format!("unexpected answer: {other:?}"),

@@ -174,12 +174,8 @@ fn report_restart(global: &GlobalArgs, response: &ControlResponse) -> anyhow::Re
             restarted,
             outcomes,
         } => (restarted, outcomes),
-        ControlResponse::Failed {
-            code,
-            message,
-            suggestion,
-        } => {
-            crate::render::error(code, message, suggestion.as_deref());
+        ControlResponse::Failed(refused) => {
+            crate::answers::print_refusal(refused);
             return Ok(Outcome::Failure);
         }
         other => anyhow::bail!("the orchestrator answered a restart with {other:?}"),

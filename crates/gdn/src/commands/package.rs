@@ -206,6 +206,7 @@ impl Session {
         Ok(())
     }
 
+    /// Runs one subcommand: each has its own method below.
     async fn run(mut self, command: &PackageCommand) -> Result<(), PackageError> {
         match command {
             PackageCommand::Add {
@@ -226,41 +227,9 @@ impl Session {
                 registry,
             } => self.install(registry, *frozen_lockfile).await,
             PackageCommand::Update { name, registry } => {
-                let manifest = self.manifest()?;
-                if let Some(name) = name {
-                    if !manifest.registry_dependencies().contains_key(name) {
-                        return Err(PackageError::NotFound {
-                            name: name.clone(),
-                            registry: "the Package's dependencies".into(),
-                        });
-                    }
-                }
-                // Dropping the lockfile's entries makes install resolve
-                // them again; the others stay pinned where they can.
-                if let Some(mut lockfile) = Lockfile::read(&self.bundle_root)? {
-                    lockfile.packages.retain(|key, _| {
-                        name.as_ref().is_some_and(|name| {
-                            goondan_config::lockfile::split_package_key(key)
-                                .is_some_and(|(locked, _)| locked != name)
-                        })
-                    });
-                    goondan_package::install::write_lockfile(&self.bundle_root, &lockfile)?;
-                }
-                self.install(registry, false).await
+                self.update(name.as_deref(), registry).await
             }
-            PackageCommand::Remove { name } => {
-                let mut manifest = self.manifest()?;
-                if !manifest.remove_dependency(name)? {
-                    return Err(PackageError::NotFound {
-                        name: name.clone(),
-                        registry: "the Package's dependencies".into(),
-                    });
-                }
-                if !self.quiet {
-                    println!("removed {name} from the Package");
-                }
-                self.install(&RegistryFlag { registry: None }, false).await
-            }
+            PackageCommand::Remove { name } => self.remove(name).await,
             PackageCommand::Publish {
                 tag,
                 access,
@@ -274,149 +243,226 @@ impl Session {
                 reference,
                 force,
                 registry,
-            } => {
-                let parsed = PackageRef::parse(reference)?;
-                if parsed.selector.is_none() && !force {
-                    return Err(PackageError::VersionInvalid {
-                        name: parsed.name,
-                        text: String::new(),
-                        what: "version (or --force to remove every version)",
-                    });
-                }
-                let warnings = self
-                    .client(registry)?
-                    .unpublish(&parsed.name, parsed.selector.as_deref())
-                    .await?;
-                for warning in warnings {
-                    eprintln!("warning: {warning}");
-                }
-                if !self.quiet {
-                    println!("unpublished {reference}");
-                }
-                Ok(())
-            }
+            } => self.unpublish(reference, *force, registry).await,
             PackageCommand::Deprecate {
                 reference,
                 message,
                 registry,
-            } => {
-                let parsed = PackageRef::parse(reference)?;
-                let Some(version) = parsed.selector else {
-                    return Err(PackageError::VersionInvalid {
-                        name: parsed.name,
-                        text: String::new(),
-                        what: "version",
-                    });
-                };
-                self.client(registry)?
-                    .deprecate(&parsed.name, &version, message)
-                    .await?;
-                if !self.quiet {
-                    println!("deprecated {}@{version}", parsed.name);
-                }
-                Ok(())
-            }
-            PackageCommand::Login { registry } => {
-                let base = self.client(registry)?.base().clone();
-                eprintln!("token for {base} (read from stdin):");
-                let mut line = String::new();
-                std::io::stdin()
-                    .read_line(&mut line)
-                    .map_err(goondan_package_io(&self.config_file))?;
-                let token = line.trim();
-                if token.is_empty() {
-                    return Err(PackageError::TokenFile {
-                        path: PathBuf::from("stdin"),
-                        problem: "no token was given".into(),
-                    });
-                }
-                self.settings.login(&base, token)?;
-                if !self.quiet {
-                    println!(
-                        "stored the token for {base} in {}",
-                        self.config_file.display()
-                    );
-                }
-                Ok(())
-            }
-            PackageCommand::Logout { registry } => {
-                let base = self.client(registry)?.base().clone();
-                let removed = self.settings.logout(&base)?;
-                if !self.quiet {
-                    println!(
-                        "{} {base}",
-                        if removed {
-                            "forgot the token of"
-                        } else {
-                            "no token stored for"
-                        }
-                    );
-                }
-                Ok(())
-            }
-            PackageCommand::Pack { out } => {
-                let packed = goondan_package::publish::pack(&self.bundle_root)?;
-                let dir = out.clone().unwrap_or_else(|| self.bundle_root.clone());
-                let path = dir.join(&packed.file_name);
-                std::fs::create_dir_all(&dir).map_err(goondan_package_io(&dir))?;
-                std::fs::write(&path, &packed.tarball).map_err(goondan_package_io(&path))?;
-                if self.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"file": path, "integrity": packed.integrity, "size": packed.tarball.len()})
-                    );
-                } else if !self.quiet {
-                    println!(
-                        "{} ({} bytes)\nintegrity {}",
-                        path.display(),
-                        packed.tarball.len(),
-                        packed.integrity
-                    );
-                }
-                Ok(())
-            }
+            } => self.deprecate(reference, message, registry).await,
+            PackageCommand::Login { registry } => self.login(registry),
+            PackageCommand::Logout { registry } => self.logout(registry),
+            PackageCommand::Pack { out } => self.pack(out.as_deref()),
             PackageCommand::Info {
                 reference,
                 registry,
-            } => {
-                let parsed = PackageRef::parse(reference)?;
-                let metadata = self.client(registry)?.metadata(&parsed.name).await?;
-                if self.json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&metadata).unwrap_or_default()
-                    );
-                    return Ok(());
-                }
-                println!("{} ({})", metadata.name, metadata.access);
-                if !metadata.description.is_empty() {
-                    println!("{}", metadata.description);
-                }
-                for (tag, version) in &metadata.dist_tags {
-                    println!("dist-tag {tag}: {version}");
-                }
-                for (version, entry) in &metadata.versions {
-                    if parsed
-                        .selector
-                        .as_deref()
-                        .is_some_and(|wanted| wanted != version)
-                    {
-                        continue;
-                    }
-                    let deprecated = if entry.deprecated.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (deprecated: {})", entry.deprecated)
-                    };
-                    println!("{version}  {}{deprecated}", entry.dist.integrity);
-                    for (name, range) in &entry.dependencies {
-                        println!("  depends on {name}@{range}");
-                    }
-                }
-                Ok(())
-            }
+            } => self.info(reference, registry).await,
             PackageCommand::Cache { command } => self.cache(command),
         }
+    }
+
+    /// `gdn package update [NAME]`: resolves `name` (every dependency when
+    /// `None`) again and installs.
+    async fn update(
+        &self,
+        name: Option<&str>,
+        registry: &RegistryFlag,
+    ) -> Result<(), PackageError> {
+        let manifest = self.manifest()?;
+        if let Some(name) = name {
+            if !manifest.registry_dependencies().contains_key(name) {
+                return Err(PackageError::NotFound {
+                    name: name.to_string(),
+                    registry: "the Package's dependencies".into(),
+                });
+            }
+        }
+        // Dropping the lockfile's entries makes install resolve
+        // them again; the others stay pinned where they can.
+        if let Some(mut lockfile) = Lockfile::read(&self.bundle_root)? {
+            lockfile.packages.retain(|key, _| {
+                name.is_some_and(|name| {
+                    goondan_config::lockfile::split_package_key(key)
+                        .is_some_and(|(locked, _)| locked != name)
+                })
+            });
+            goondan_package::install::write_lockfile(&self.bundle_root, &lockfile)?;
+        }
+        self.install(registry, false).await
+    }
+
+    /// `gdn package remove NAME`: drops the dependency and installs.
+    async fn remove(&self, name: &str) -> Result<(), PackageError> {
+        let mut manifest = self.manifest()?;
+        if !manifest.remove_dependency(name)? {
+            return Err(PackageError::NotFound {
+                name: name.to_string(),
+                registry: "the Package's dependencies".into(),
+            });
+        }
+        if !self.quiet {
+            println!("removed {name} from the Package");
+        }
+        self.install(&RegistryFlag { registry: None }, false).await
+    }
+
+    /// `gdn package unpublish REF [--force]`: a version, or every version
+    /// with `--force`.
+    async fn unpublish(
+        &self,
+        reference: &str,
+        force: bool,
+        registry: &RegistryFlag,
+    ) -> Result<(), PackageError> {
+        let parsed = PackageRef::parse(reference)?;
+        if parsed.selector.is_none() && !force {
+            return Err(PackageError::VersionInvalid {
+                name: parsed.name,
+                text: String::new(),
+                what: "version (or --force to remove every version)",
+            });
+        }
+        let warnings = self
+            .client(registry)?
+            .unpublish(&parsed.name, parsed.selector.as_deref())
+            .await?;
+        for warning in warnings {
+            eprintln!("warning: {warning}");
+        }
+        if !self.quiet {
+            println!("unpublished {reference}");
+        }
+        Ok(())
+    }
+
+    /// `gdn package deprecate NAME@VERSION MESSAGE`.
+    async fn deprecate(
+        &self,
+        reference: &str,
+        message: &str,
+        registry: &RegistryFlag,
+    ) -> Result<(), PackageError> {
+        let parsed = PackageRef::parse(reference)?;
+        let Some(version) = parsed.selector else {
+            return Err(PackageError::VersionInvalid {
+                name: parsed.name,
+                text: String::new(),
+                what: "version",
+            });
+        };
+        self.client(registry)?
+            .deprecate(&parsed.name, &version, message)
+            .await?;
+        if !self.quiet {
+            println!("deprecated {}@{version}", parsed.name);
+        }
+        Ok(())
+    }
+
+    /// `gdn package login`: stores the token read from stdin for the
+    /// registry.
+    fn login(&mut self, registry: &RegistryFlag) -> Result<(), PackageError> {
+        let base = self.client(registry)?.base().clone();
+        eprintln!("token for {base} (read from stdin):");
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .map_err(goondan_package_io(&self.config_file))?;
+        let token = line.trim();
+        if token.is_empty() {
+            return Err(PackageError::TokenFile {
+                path: PathBuf::from("stdin"),
+                problem: "no token was given".into(),
+            });
+        }
+        self.settings.login(&base, token)?;
+        if !self.quiet {
+            println!(
+                "stored the token for {base} in {}",
+                self.config_file.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// `gdn package logout`: forgets the registry's token.
+    fn logout(&mut self, registry: &RegistryFlag) -> Result<(), PackageError> {
+        let base = self.client(registry)?.base().clone();
+        let removed = self.settings.logout(&base)?;
+        if !self.quiet {
+            println!(
+                "{} {base}",
+                if removed {
+                    "forgot the token of"
+                } else {
+                    "no token stored for"
+                }
+            );
+        }
+        Ok(())
+    }
+
+    /// `gdn package pack [--out DIR]`: writes the tarball (to the bundle
+    /// folder by default) and prints its integrity.
+    fn pack(&self, out: Option<&Path>) -> Result<(), PackageError> {
+        let packed = goondan_package::publish::pack(&self.bundle_root)?;
+        let dir = out.map_or_else(|| self.bundle_root.clone(), Path::to_path_buf);
+        let path = dir.join(&packed.file_name);
+        std::fs::create_dir_all(&dir).map_err(goondan_package_io(&dir))?;
+        std::fs::write(&path, &packed.tarball).map_err(goondan_package_io(&path))?;
+        if self.json {
+            println!(
+                "{}",
+                serde_json::json!({"file": path, "integrity": packed.integrity, "size": packed.tarball.len()})
+            );
+        } else if !self.quiet {
+            println!(
+                "{} ({} bytes)\nintegrity {}",
+                path.display(),
+                packed.tarball.len(),
+                packed.integrity
+            );
+        }
+        Ok(())
+    }
+
+    /// `gdn package info NAME[@VERSION]`: the registry's metadata, as JSON
+    /// or as lines.
+    async fn info(&self, reference: &str, registry: &RegistryFlag) -> Result<(), PackageError> {
+        let parsed = PackageRef::parse(reference)?;
+        let metadata = self.client(registry)?.metadata(&parsed.name).await?;
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&metadata).unwrap_or_default()
+            );
+            return Ok(());
+        }
+        println!("{} ({})", metadata.name, metadata.access);
+        if !metadata.description.is_empty() {
+            println!("{}", metadata.description);
+        }
+        for (tag, version) in &metadata.dist_tags {
+            println!("dist-tag {tag}: {version}");
+        }
+        for (version, entry) in &metadata.versions {
+            if parsed
+                .selector
+                .as_deref()
+                .is_some_and(|wanted| wanted != version)
+            {
+                continue;
+            }
+            let deprecated = if entry.deprecated.is_empty() {
+                String::new()
+            } else {
+                format!(" (deprecated: {})", entry.deprecated)
+            };
+            println!("{version}  {}{deprecated}", entry.dist.integrity);
+            for (name, range) in &entry.dependencies {
+                println!("  depends on {name}@{range}");
+            }
+        }
+        Ok(())
     }
 
     async fn add(

@@ -263,15 +263,7 @@ async fn ask_over_socket(
     };
     match response {
         ControlResponse::Answer { response } => Ok(Delivery::Answered(Ok(response))),
-        ControlResponse::Failed {
-            code,
-            message,
-            suggestion,
-        } => Ok(Delivery::Answered(Err(Refused {
-            code,
-            message,
-            suggestion,
-        }))),
+        ControlResponse::Failed(refused) => Ok(Delivery::Answered(Err(refused))),
         other => anyhow::bail!("the orchestrator answered a request with {other:?}"),
     }
 }
@@ -296,7 +288,7 @@ pub(crate) async fn ask_text(
             suggestion: Some("start it with `gdn run --detach`".into()),
         }),
         Err(error) => Err(match error.downcast::<OrchestratorError>() {
-            Ok(error) => Refused::from(error),
+            Ok(error) => error.to_body(),
             Err(other) => Refused {
                 code: "E_CONTROL_PROTOCOL".into(),
                 message: format!("{other:#}"),
@@ -531,7 +523,7 @@ async fn ask(
             if !streamed.is_empty() {
                 println!();
             }
-            Refused::from(error).print()
+            crate::answers::print_refusal(&error.to_body())
         }
     }
 }
@@ -690,10 +682,10 @@ async fn lines(
                 let sent_key = event.instance_key.clone();
                 match handle.enqueue(Ingress::cli_event(event, None), None).await {
                     Ok(pending) => in_flight.push(async move {
-                        (pending.answer().await.map_err(Refused::from), sent_key)
+                        (pending.answer().await.map_err(|error| error.to_body()), sent_key)
                     }),
                     Err(error) => {
-                        outcome = report(Err(error.into()), sent_key.as_deref(), json);
+                        outcome = report(Err(error.to_body()), sent_key.as_deref(), json);
                     }
                 }
             }

@@ -274,12 +274,10 @@ fn kind_name(kind: goondan_types::EventSourceKind) -> &'static str {
 /// FNV-1a, 64 bits, as hex: stable across builds and machines, which a
 /// hash kept in stored messages must be (std's hasher promises neither).
 fn content_hash(content: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in content.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    format!(
+        "{:016x}",
+        goondan_types::placement::fnv1a64(content.as_bytes())
+    )
 }
 
 impl Middleware<TurnContext> for ContextMessageLayer {

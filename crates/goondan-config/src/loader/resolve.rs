@@ -13,7 +13,9 @@ use crate::resource::{Kind, Resource};
 use crate::spec::{ConnectorSpec, EventSchema, ExtensionSpec, ToolSpec};
 use crate::suggest::closest;
 use goondan_types::entry::BUILTIN_PREFIX;
-use goondan_types::{Diagnostic, Entry, JsonObject, JsonValue, ObjectRefLike, API_VERSION};
+use goondan_types::{
+    Diagnostic, Entry, JsonObject, JsonValue, ObjectRef, ObjectRefLike, API_VERSION,
+};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -348,8 +350,29 @@ pub(crate) fn resolve(
     }
 }
 
+/// Where a reference is looked for, decided by its `package` field.
+struct SearchScope<'r> {
+    /// The bundle's own resources.
+    local: bool,
+    /// The built-in `@goondan/base` manifests.
+    base: bool,
+    /// The installed packages.
+    packages: bool,
+    /// The one package searched, when the reference names an installed one.
+    only_package: Option<&'r str>,
+}
+
+/// What a reference's name matched in each place of its scope.
+struct Matches {
+    local: Option<usize>,
+    builtin: Option<&'static base_package::BaseManifest>,
+    in_packages: Vec<usize>,
+}
+
 impl Resolver<'_> {
-    /// Resolves one reference of `expected` kind written at `field`.
+    /// Resolves one reference of `expected` kind written at `field`: checks
+    /// its form, decides where to look, and takes the one match, reporting
+    /// a reference that matches in several places or in none.
     fn reference(
         &mut self,
         site: &Site,
@@ -357,6 +380,64 @@ impl Resolver<'_> {
         written: &ObjectRefLike,
         field: &str,
     ) -> Option<Target> {
+        let reference = self.checked_reference(site, expected, written, field)?;
+        let name = reference.name.as_str();
+        let scope = self.search_scope(site, expected, &reference, field)?;
+        let matches = Matches {
+            local: self.index.find(expected, name).filter(|_| scope.local),
+            builtin: base_package::find(expected, name).filter(|_| scope.base),
+            in_packages: if scope.packages {
+                self.packages.find(expected, name, scope.only_package)
+            } else {
+                Vec::new()
+            },
+        };
+        let n_matches = usize::from(matches.local.is_some())
+            + usize::from(matches.builtin.is_some())
+            + matches.in_packages.len();
+        if n_matches > 1 {
+            self.report_ambiguous(site, expected, name, &matches, field);
+            return None;
+        }
+        if let Some(index) = matches.in_packages.first() {
+            return Some(Target::Package(*index));
+        }
+        match (matches.local, matches.builtin) {
+            (Some(index), _) => Some(Target::Local(index)),
+            (None, Some(manifest)) => match self.base.materialize(manifest) {
+                Ok(index) => Some(Target::Base(index)),
+                Err(diagnostic) => {
+                    self.diagnostics.push(*diagnostic);
+                    None
+                }
+            },
+            // A resource of that name that failed its own checks was
+            // reported already; saying it is missing would mislead.
+            (None, None)
+                if scope.local
+                    && self
+                        .broken
+                        .iter()
+                        .any(|(kind, broken)| *kind == expected && broken == name) =>
+            {
+                None
+            }
+            (None, None) => {
+                self.report_not_found(site, expected, name, &scope, field);
+                None
+            }
+        }
+    }
+
+    /// The reference as written, when it parses, names the `expected` kind
+    /// and this `apiVersion`; else reports why not.
+    fn checked_reference(
+        &mut self,
+        site: &Site,
+        expected: Kind,
+        written: &ObjectRefLike,
+        field: &str,
+    ) -> Option<ObjectRef> {
         let reference = match written.to_object_ref() {
             Ok(reference) => reference,
             Err(error) => {
@@ -404,145 +485,144 @@ impl Resolver<'_> {
                 return None;
             }
         }
-        let (search_local, search_base, search_packages, only_package) = match reference
-            .package
-            .as_deref()
-        {
-            None => (true, true, true, None),
-            Some(BASE_PACKAGE) => (false, true, false, None),
+        Some(reference)
+    }
+
+    /// Where `reference` is looked for: everywhere without a `package`,
+    /// else only in the package it names; a package that is not loaded is
+    /// reported.
+    fn search_scope<'r>(
+        &mut self,
+        site: &Site,
+        expected: Kind,
+        reference: &'r ObjectRef,
+        field: &str,
+    ) -> Option<SearchScope<'r>> {
+        let scope = |local, base, packages, only_package| SearchScope {
+            local,
+            base,
+            packages,
+            only_package,
+        };
+        match reference.package.as_deref() {
+            None => Some(scope(true, true, true, None)),
+            Some(BASE_PACKAGE) => Some(scope(false, true, false, None)),
             Some(package) if Some(package) == self.local_package.as_deref() => {
-                (true, false, false, None)
+                Some(scope(true, false, false, None))
             }
             Some(package) if self.packages.has_package(package) => {
-                (false, false, true, Some(package))
+                Some(scope(false, false, true, Some(package)))
             }
             Some(package) => {
+                let name = &reference.name;
                 let mut available = vec![BASE_PACKAGE.to_string()];
                 available.extend(self.packages.names.iter().cloned());
                 self.diagnostics.push(
                         site.at(Code::PackageNotFound, format!("{} refers to {expected}/{name} in package `{package}`, which is not loaded", site.label), field)
                             .with_suggestion(format!("add `{package}` to the Package's spec.dependencies and run `gdn package install`; loaded now: {}", available.join(", "))),
                     );
-                return None;
+                None
             }
+        }
+    }
+
+    /// Reports a reference that `matches` in more than one place, naming
+    /// each and the `package` field that would pick one.
+    fn report_ambiguous(
+        &mut self,
+        site: &Site,
+        expected: Kind,
+        name: &str,
+        matches: &Matches,
+        field: &str,
+    ) {
+        let mut places = Vec::new();
+        if matches.local.is_some() {
+            let place = self.index.place(expected, name).unwrap_or("the bundle");
+            places.push(format!("the bundle ({place})"));
+        }
+        if matches.builtin.is_some() {
+            places.push(BASE_PACKAGE.to_string());
+        }
+        let entries = self.packages.entries(expected);
+        let mut owners: Vec<&str> = matches
+            .in_packages
+            .iter()
+            .map(|index| entries[*index].0)
+            .collect();
+        owners.dedup();
+        places.extend(owners.iter().map(|owner| owner.to_string()));
+        let first_package = if matches.builtin.is_some() {
+            BASE_PACKAGE
+        } else {
+            owners.first().copied().unwrap_or(BASE_PACKAGE)
         };
-        let in_packages = if search_packages {
-            self.packages.find(expected, name, only_package)
+        self.diagnostics.push(
+            site.at(Code::RefAmbiguous, format!("{} refers to {expected}/{name}, which is defined in {}", site.label, places.join(" and ")), field)
+                .with_suggestion(format!("add `package: \"{first_package}\"` (or the package you mean) to the reference, or rename the bundle's {expected}/{name}")),
+        );
+    }
+
+    /// Reports a reference that matches nowhere in its `scope`, with the
+    /// closest name there as a suggestion.
+    fn report_not_found(
+        &mut self,
+        site: &Site,
+        expected: Kind,
+        name: &str,
+        scope: &SearchScope<'_>,
+        field: &str,
+    ) {
+        let diagnostic = site.at(
+            Code::RefNotFound,
+            format!(
+                "{} refers to {expected}/{name}, which is not defined",
+                site.label
+            ),
+            field,
+        );
+        let local_names: Vec<&str> = if scope.local {
+            self.index.names(expected).collect()
         } else {
             Vec::new()
         };
-        let local = if search_local {
-            self.index.find(expected, name)
+        let base_names: Vec<&str> = if scope.base {
+            base_package::builtin_names(expected).collect()
         } else {
-            None
+            Vec::new()
         };
-        let builtin = if search_base {
-            base_package::find(expected, name)
-        } else {
-            None
-        };
-        let n_matches =
-            usize::from(local.is_some()) + usize::from(builtin.is_some()) + in_packages.len();
-        if n_matches > 1 {
-            let mut places = Vec::new();
-            if local.is_some() {
-                let place = self.index.place(expected, name).unwrap_or("the bundle");
-                places.push(format!("the bundle ({place})"));
-            }
-            if builtin.is_some() {
-                places.push(BASE_PACKAGE.to_string());
-            }
-            let entries = self.packages.entries(expected);
-            let mut owners: Vec<&str> = in_packages.iter().map(|index| entries[*index].0).collect();
-            owners.dedup();
-            places.extend(owners.iter().map(|owner| owner.to_string()));
-            let first_package = if builtin.is_some() {
-                BASE_PACKAGE
-            } else {
-                owners.first().copied().unwrap_or(BASE_PACKAGE)
-            };
-            self.diagnostics.push(
-                site.at(Code::RefAmbiguous, format!("{} refers to {expected}/{name}, which is defined in {}", site.label, places.join(" and ")), field)
-                    .with_suggestion(format!("add `package: \"{first_package}\"` (or the package you mean) to the reference, or rename the bundle's {expected}/{name}")),
-            );
-            return None;
-        }
-        if let Some(index) = in_packages.first() {
-            return Some(Target::Package(*index));
-        }
-        match (local, builtin) {
-            (Some(index), _) => Some(Target::Local(index)),
-            (None, Some(manifest)) => match self.base.materialize(manifest) {
-                Ok(index) => Some(Target::Base(index)),
-                Err(diagnostic) => {
-                    self.diagnostics.push(*diagnostic);
-                    None
-                }
-            },
-            (None, None)
-                if search_local
-                    && self
-                        .broken
-                        .iter()
-                        .any(|(kind, broken)| *kind == expected && broken == name) =>
-            {
-                None
-            }
-            (None, None) => {
-                let mut diagnostic = site.at(
-                    Code::RefNotFound,
-                    format!(
-                        "{} refers to {expected}/{name}, which is not defined",
-                        site.label
-                    ),
-                    field,
-                );
-                let local_names: Vec<&str> = if search_local {
-                    self.index.names(expected).collect()
-                } else {
-                    Vec::new()
-                };
-                let base_names: Vec<&str> = if search_base {
-                    base_package::builtin_names(expected).collect()
-                } else {
-                    Vec::new()
-                };
-                let package_entries: Vec<(&str, &str)> = self
-                    .packages
-                    .entries(expected)
-                    .into_iter()
-                    .filter(|(owner, _)| {
-                        search_packages && only_package.is_none_or(|only| only == *owner)
-                    })
-                    .collect();
-                let candidates = local_names
+        let package_entries: Vec<(&str, &str)> = self
+            .packages
+            .entries(expected)
+            .into_iter()
+            .filter(|(owner, _)| {
+                scope.packages && scope.only_package.is_none_or(|only| only == *owner)
+            })
+            .collect();
+        let candidates = local_names
+            .iter()
+            .chain(base_names.iter())
+            .copied()
+            .chain(package_entries.iter().map(|(_, candidate)| *candidate));
+        let diagnostic = match closest(name, candidates) {
+            Some(candidate) => {
+                let owner = package_entries
                     .iter()
-                    .chain(base_names.iter())
-                    .copied()
-                    .chain(package_entries.iter().map(|(_, candidate)| *candidate));
-                diagnostic = match closest(name, candidates) {
-                    Some(candidate) => {
-                        let owner = package_entries
-                            .iter()
-                            .find(|(_, known)| *known == candidate)
-                            .map(|(owner, _)| owner.to_string());
-                        let place = match self.index.place(expected, candidate) {
-                            Some(place) if search_local => place.to_string(),
-                            _ if base_names.contains(&candidate) => BASE_PACKAGE.to_string(),
-                            _ => owner.unwrap_or_else(|| BASE_PACKAGE.to_string()),
-                        };
-                        diagnostic.with_suggestion(format!(
-                            "did you mean {expected}/{candidate} ({place})?"
-                        ))
-                    }
-                    None => diagnostic.with_suggestion(format!(
-                        "define {expected}/{name}, or check the kind, name and package"
-                    )),
+                    .find(|(_, known)| *known == candidate)
+                    .map(|(owner, _)| owner.to_string());
+                let place = match self.index.place(expected, candidate) {
+                    Some(place) if scope.local => place.to_string(),
+                    _ if base_names.contains(&candidate) => BASE_PACKAGE.to_string(),
+                    _ => owner.unwrap_or_else(|| BASE_PACKAGE.to_string()),
                 };
-                self.diagnostics.push(diagnostic);
-                None
+                diagnostic
+                    .with_suggestion(format!("did you mean {expected}/{candidate} ({place})?"))
             }
-        }
+            None => diagnostic.with_suggestion(format!(
+                "define {expected}/{name}, or check the kind, name and package"
+            )),
+        };
+        self.diagnostics.push(diagnostic);
     }
 
     fn agent(

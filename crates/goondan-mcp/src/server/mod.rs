@@ -39,16 +39,9 @@ pub struct AgentTool {
 }
 
 /// Why a Turn gave no answer: the orchestrator's refusal or the Turn's own
-/// failure, with its code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnFailure {
-    /// The stable code (`E_ORCHESTRATOR_NOT_RUNNING`, `E_AGENT_BACKOFF`, ...).
-    pub code: String,
-    /// What happened.
-    pub message: String,
-    /// How to recover.
-    pub suggestion: Option<String>,
-}
+/// failure, with its code (`E_ORCHESTRATOR_NOT_RUNNING`, `E_AGENT_BACKOFF`,
+/// ...) and how to recover.
+pub type TurnFailure = goondan_types::ErrorBody;
 
 /// The swarm as the server sees it.
 pub trait SwarmTurns: Send + Sync {

@@ -7,7 +7,8 @@
 //! 403 are [`PackageError::AuthRequired`], 404 [`PackageError::NotFound`].
 
 use crate::error::PackageError;
-use crate::metadata::{DeprecateBody, ErrorBody, PackageMetadata, PublishBody};
+use crate::metadata::{DeprecateBody, PackageMetadata, PublishBody};
+use goondan_types::ErrorBody;
 use std::time::Duration;
 
 /// The largest metadata document read.

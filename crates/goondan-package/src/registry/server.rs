@@ -22,15 +22,14 @@
 //! [`RegistryConfig::public_url`].
 
 use crate::error::PackageError;
-use crate::metadata::{
-    DeprecateBody, Dist, ErrorBody, PackageMetadata, PublishBody, VersionMetadata,
-};
+use crate::metadata::{DeprecateBody, Dist, PackageMetadata, PublishBody, VersionMetadata};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use base64::Engine;
+use goondan_types::ErrorBody;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -121,10 +120,7 @@ struct Refusal(StatusCode, &'static str, String);
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let body = ErrorBody {
-            code: self.1.to_string(),
-            message: self.2,
-        };
+        let body = ErrorBody::new(self.1, self.2);
         (self.0, axum::Json(body)).into_response()
     }
 }

@@ -21,7 +21,7 @@
 
 use super::builtin::{BuiltinCatalog, ToolHandlers};
 use super::Extension;
-use crate::turn::ToolExportDefinition;
+use crate::tool::ToolExportDefinition;
 use futures_util::future::{self, BoxFuture};
 use goondan_types::{Entry, JsonValue};
 use std::fmt;

@@ -32,6 +32,17 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// One export of a Tool resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExportDefinition {
+    /// The export name (the part after `__`).
+    pub name: String,
+    /// Shown to the model.
+    pub description: Option<String>,
+    /// JSON Schema of the arguments.
+    pub parameters: Option<JsonObject>,
+}
+
 /// Codes the runtime itself puts on tool results.
 pub mod codes {
     /// The tool is not in the current Step's catalog.

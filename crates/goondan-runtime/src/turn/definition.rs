@@ -7,26 +7,15 @@ use crate::agents::{AgentsApi, AsyncResponseInbox, DetachedAgents};
 use crate::events::{DiscardEvents, RuntimeEventSink};
 use crate::extension::EntryResolver;
 use crate::pipeline::{RuntimeAgentContext, RuntimeSwarmContext};
-use crate::tool::ToolCallPolicy;
+use crate::tool::{ToolCallPolicy, ToolExportDefinition};
 use goondan_model::{Model, ModelParams};
 use goondan_store::{ExtensionStateStore, TurnJournal};
-use goondan_types::{Entry, JsonObject, JsonValue, Secrets};
+use goondan_types::{Entry, JsonValue, Secrets};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// `policy.maxStepsPerTurn` when the agent does not set it.
 pub const DEFAULT_MAX_STEPS_PER_TURN: u32 = 32;
-
-/// One export of a Tool resource.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolExportDefinition {
-    /// The export name (the part after `__`).
-    pub name: String,
-    /// Shown to the model.
-    pub description: Option<String>,
-    /// JSON Schema of the arguments.
-    pub parameters: Option<JsonObject>,
-}
 
 /// A Tool resource the agent lists in `spec.tools`.
 #[derive(Debug, Clone, PartialEq)]

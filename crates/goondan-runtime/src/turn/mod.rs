@@ -6,18 +6,20 @@
 //! The Step itself (model call and tool calls) is in `turn/step.rs`.
 
 pub mod definition;
+mod error;
 mod redelivery;
 mod step;
 
+pub use crate::tool::ToolExportDefinition;
 pub use definition::{
-    AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, ToolExportDefinition,
-    DEFAULT_MAX_STEPS_PER_TURN,
+    AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, DEFAULT_MAX_STEPS_PER_TURN,
 };
+pub use error::AgentError;
 pub use redelivery::{PriorTurn, TOOL_INTERRUPTED};
 
 use crate::agents::{AgentsApi, AsyncResponseInbox};
 use crate::conversation::{Conversation, ConversationState, StateGuard};
-use crate::error::{AgentError, PipelineError};
+use crate::error::PipelineError;
 use crate::events::RuntimeEventSink;
 use crate::extension::{EntryTarget, EventBus, ExtensionApi, ExtensionStates};
 use crate::pipeline::context::StepParts;
