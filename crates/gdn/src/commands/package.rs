@@ -7,7 +7,6 @@ use crate::cli::{
     GlobalArgs, PackageCacheCommand, PackageCommand, RegistryFlag, RegistryServeArgs,
 };
 use crate::exit::Outcome;
-use anyhow::Context as _;
 use goondan_config::lockfile::{Lockfile, LOCKFILE_NAME};
 use goondan_package::install::{InstallOptions, InstallReport};
 use goondan_package::manifest::PackageManifest;
@@ -19,10 +18,7 @@ use std::path::{Path, PathBuf};
 
 /// Runs one `gdn package` subcommand.
 pub(crate) fn run(global: &GlobalArgs, command: &PackageCommand) -> anyhow::Result<Outcome> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = crate::runtime::current_thread()?;
     let context = match Session::new(global) {
         Ok(context) => context,
         Err(error) => return Ok(report(&error)),
@@ -41,13 +37,10 @@ pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
     if !context.has_registry_dependencies() {
         return Ok(());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| {
-            eprintln!("error: starting the async runtime: {error}");
-            Outcome::Failure
-        })?;
+    let runtime = crate::runtime::current_thread().map_err(|error| {
+        eprintln!("error: {error:#}");
+        Outcome::Failure
+    })?;
     runtime
         .block_on(context.install_missing(global.quiet))
         .map_err(|error| {
@@ -80,8 +73,7 @@ pub(crate) fn installer(global: &GlobalArgs) -> goondan_host::PackageInstaller {
 
 /// Prints `error` with its code and help; the exit outcome for it.
 fn report(error: &PackageError) -> Outcome {
-    eprintln!("error[{}]: {error}", error.code());
-    eprintln!("   = help: {}", error.suggestion());
+    crate::render::error(error.code(), error, Some(&error.suggestion()));
     match error {
         PackageError::Unreachable { .. } => Outcome::NetworkError,
         PackageError::AuthRequired { .. } => Outcome::AuthError,
@@ -671,19 +663,15 @@ pub(crate) fn serve_registry(args: &RegistryServeArgs) -> anyhow::Result<Outcome
             args.addr
         );
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async {
+    crate::runtime::current_thread()?.block_on(async {
         let listener = match tokio::net::TcpListener::bind(args.addr).await {
             Ok(listener) => listener,
             Err(error) => {
-                eprintln!(
-                    "error[E_PKG_REGISTRY_BIND]: cannot listen on {}: {error}",
-                    args.addr
+                crate::render::error(
+                    "E_PKG_REGISTRY_BIND",
+                    &format_args!("cannot listen on {}: {error}", args.addr),
+                    Some("pick another --addr (port 0 picks a free one)"),
                 );
-                eprintln!("   = help: pick another --addr (port 0 picks a free one)");
                 return Ok(Outcome::Failure);
             }
         };
