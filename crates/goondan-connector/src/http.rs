@@ -154,6 +154,13 @@ pub trait Platform: Send + Sync + 'static {
     fn verify(&self, request: &PlatformRequest<'_>) -> Result<(), SignatureError>;
     /// Turns a verified request into an event or an answer.
     fn handle(&self, request: &PlatformRequest<'_>) -> Result<PlatformOutcome, BadRequest>;
+    /// The swarm did not accept the event `handle` made of `request` (a
+    /// full queue answered 429, a stop): whatever marked the request as
+    /// seen is forgotten, so the platform's retry is taken rather than
+    /// refused as a replay. A delivery is seen only once it is accepted.
+    fn not_accepted(&self, request: &PlatformRequest<'_>) {
+        let _ = request;
+    }
 }
 
 /// Where and how a platform listens.
@@ -310,7 +317,11 @@ async fn answer(shared: &Shared, headers: HeaderMap, body: Body) -> Response {
         Ok(PlatformOutcome::Emit { event, reply }) => (event, AcceptedReply::Fixed(reply)),
         Ok(PlatformOutcome::EmitAndTell { event, body }) => (event, AcceptedReply::Tell(body)),
     };
-    match shared.emitter.emit(event).await {
+    let emitted = shared.emitter.emit(event).await;
+    if emitted.is_err() {
+        shared.platform.not_accepted(&request);
+    }
+    match emitted {
         Ok(accepted) => match reply {
             AcceptedReply::Fixed(reply) => reply.into_response(),
             AcceptedReply::Tell(mut body) => {

@@ -84,6 +84,15 @@ impl Platform for Slack {
         )
     }
 
+    fn not_accepted(&self, request: &PlatformRequest<'_>) {
+        let event_id = serde_json::from_slice::<Value>(request.body)
+            .ok()
+            .and_then(|body| body.get("event_id")?.as_str().map(str::to_string));
+        if let Some(event_id) = event_id {
+            self.events_seen.forget(&event_id);
+        }
+    }
+
     fn handle(&self, request: &PlatformRequest<'_>) -> Result<PlatformOutcome, BadRequest> {
         let ignored = || {
             Ok(PlatformOutcome::Reply(PlatformReply::json(

@@ -84,17 +84,21 @@ impl Platform for Webhook {
         "webhook"
     }
 
+    fn not_accepted(&self, request: &PlatformRequest<'_>) {
+        if request.header(TIMESTAMP_HEADER).is_some() {
+            if let Some(hex) = signature_hex(request) {
+                self.seen.forget(hex);
+            }
+        }
+    }
+
     fn verify(&self, request: &PlatformRequest<'_>) -> Result<(), SignatureError> {
         let Some(secret) = &self.secret else {
             return Ok(());
         };
-        let signature = SIGNATURE_HEADERS
-            .iter()
-            .find_map(|name| request.header(name))
-            .ok_or(SignatureError::Missing {
-                header: "X-Webhook-Signature",
-            })?;
-        let hex = signature.strip_prefix("sha256=").unwrap_or(signature);
+        let hex = signature_hex(request).ok_or(SignatureError::Missing {
+            header: "X-Webhook-Signature",
+        })?;
         match request.header(TIMESTAMP_HEADER) {
             None if self.require_timestamp => Err(SignatureError::Missing {
                 header: "X-Webhook-Timestamp",
@@ -130,7 +134,13 @@ impl Platform for Webhook {
     fn handle(&self, request: &PlatformRequest<'_>) -> Result<PlatformOutcome, BadRequest> {
         let payload: Map<String, Value> = serde_json::from_slice(request.body)
             .map_err(|error| BadRequest(format!("the body is not a JSON object: {error}")))?;
-        let event = event_from_payload(&payload)?;
+        let mut event = event_from_payload(&payload)?;
+        // A signed post without a `deliveryId` is known by its signature:
+        // the same signed bytes sent again (a replay, or a sender's retry)
+        // are the same delivery, which the instance runs once.
+        if event.delivery_id.is_none() && self.secret.is_some() {
+            event.delivery_id = signature_hex(request).map(|hex| format!("sig:{hex}"));
+        }
         // The rules may route the event elsewhere than the key it
         // suggests: the front adds where it went.
         let mut body = Map::new();
@@ -138,6 +148,14 @@ impl Platform for Webhook {
         body.insert("event".into(), event.name.clone().into());
         Ok(PlatformOutcome::EmitAndTell { event, body })
     }
+}
+
+/// The hex signature a post carries, without its `sha256=` prefix.
+fn signature_hex<'a>(request: &'a PlatformRequest<'_>) -> Option<&'a str> {
+    let signature = SIGNATURE_HEADERS
+        .iter()
+        .find_map(|name| request.header(name))?;
+    Some(signature.strip_prefix("sha256=").unwrap_or(signature))
 }
 
 /// The event a webhook payload describes.

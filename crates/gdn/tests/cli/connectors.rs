@@ -24,7 +24,7 @@ pub(crate) fn hooks() -> (Swarm, u16) {
 
 /// As [`hooks`], with `queue` events per instance and a model that takes
 /// `think` per answer (one answer at a time).
-fn hooks_with(queue: usize, think: Duration) -> (Swarm, u16) {
+pub(crate) fn hooks_with(queue: usize, think: Duration) -> (Swarm, u16) {
     let mock = MockLlm::start(move |request| {
         std::thread::sleep(think);
         Reply::text(format!("got: {}", request.last_user_text()))
@@ -56,7 +56,7 @@ pub(crate) fn free_port() -> u16 {
 
 /// `gdn run` with no input, our own child, with the signing secret in its
 /// environment.
-fn start(swarm: &Swarm) -> Resident {
+pub(crate) fn start(swarm: &Swarm) -> Resident {
     let log = std::fs::File::create(swarm.bundle.path().join("orchestrator.log")).unwrap();
     let child = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"])
         .env("HOOK_SECRET", SECRET)
@@ -72,7 +72,7 @@ fn start(swarm: &Swarm) -> Resident {
 
 /// One HTTP/1.1 POST on a fresh connection: the status and the body, or
 /// `None` while nothing listens.
-fn post(port: u16, body: &str, headers: &[(&str, String)]) -> Option<(u16, String)> {
+pub(crate) fn post(port: u16, body: &str, headers: &[(&str, String)]) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(15)))
@@ -112,7 +112,7 @@ fn declare_huge_body(port: u16) -> u16 {
     answer.split(' ').nth(1).unwrap().parse().unwrap()
 }
 
-fn signed(body: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn signed(body: &str) -> Vec<(&'static str, String)> {
     let signature = goondan_connector::verify::hmac_sha256_hex(SECRET.as_bytes(), body.as_bytes());
     vec![("X-Webhook-Signature", format!("sha256={signature}"))]
 }
@@ -138,7 +138,7 @@ pub(crate) fn connector_pids(parent: i32) -> Vec<i32> {
         .collect()
 }
 
-fn conversation_texts(swarm: &Swarm, agent: &str, key: &str) -> Vec<String> {
+pub(crate) fn conversation_texts(swarm: &Swarm, agent: &str, key: &str) -> Vec<String> {
     let dir = wait_until("the instance folder", || {
         find_instance(swarm.state.path(), agent, key)
     });

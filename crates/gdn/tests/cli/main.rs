@@ -6,6 +6,7 @@ mod cluster;
 mod compat;
 mod connectors;
 mod hardening;
+mod inbox;
 mod init;
 mod ipc;
 mod ledger;
