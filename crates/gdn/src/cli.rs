@@ -255,7 +255,7 @@ pub(crate) struct RegistryServeArgs {
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:4873")]
     pub(crate) addr: std::net::SocketAddr,
     /// Bearer tokens allowed to publish, unpublish and deprecate, one per
-    /// line (at least 16 characters each). Without it the registry is
+    /// line (at least 24 characters each). Without it the registry is
     /// read-only.
     #[arg(long, value_name = "FILE")]
     pub(crate) token_file: Option<PathBuf>,
@@ -269,6 +269,10 @@ pub(crate) struct RegistryServeArgs {
     /// The most open connections.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub(crate) max_connections: u64,
+    /// The most open connections from one client (an IPv4 address or an
+    /// IPv6 /64); default: a quarter of `--max-connections`.
+    #[arg(long, value_name = "N")]
+    pub(crate) max_connections_per_client: Option<u64>,
     /// Seconds a request head may take to arrive.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub(crate) header_timeout: u64,
@@ -306,11 +310,17 @@ pub(crate) struct McpServeArgs {
     /// `--allow-remote` and `--token-env` are both given.
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<std::net::SocketAddr>,
-    /// Accept a non-loopback `--http` address and any `Origin`.
+    /// Accept a non-loopback `--http` address, any `Origin`, and a `Host`
+    /// that is an IP address or an `--allowed-host` name.
     #[arg(long, requires = "http")]
     pub(crate) allow_remote: bool,
+    /// A host name remote clients reach the server by (the `Host` they
+    /// send, without port), beside loopback names and IP addresses;
+    /// repeat for more.
+    #[arg(long, value_name = "NAME", requires = "allow_remote")]
+    pub(crate) allowed_host: Vec<String>,
     /// The variable holding the bearer token HTTP clients must send
-    /// (`Authorization: Bearer <token>`).
+    /// (`Authorization: Bearer <token>`), at least 24 characters.
     #[arg(long, value_name = "NAME", requires = "http")]
     pub(crate) token_env: Option<String>,
 }

@@ -178,6 +178,11 @@ pub struct HttpFront {
     pub max_concurrent: u64,
     /// How many connections may be open (`MAX_CONNECTIONS`).
     pub max_connections: u64,
+    /// How many of them one client may hold
+    /// (`MAX_CONNECTIONS_PER_CLIENT`, default a quarter of
+    /// `MAX_CONNECTIONS`), so one sender's idle connections cannot shut
+    /// out the platform's.
+    pub max_connections_per_client: u64,
     /// How long a request's head may take to arrive
     /// (`HEADER_TIMEOUT_SECONDS`).
     pub header_timeout: Duration,
@@ -194,13 +199,18 @@ impl HttpFront {
         path_keys: &[&str],
         default_path: &str,
     ) -> Result<HttpFront, ConnectorConfigError> {
+        let max_connections = config.number("MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)?;
         Ok(HttpFront {
             addr: SocketAddr::new(config.host()?, config.port(port_keys, default_port)?),
             path: config.path(path_keys, default_path),
             body_limit: config.number("MAX_BODY_BYTES", DEFAULT_BODY_LIMIT)?,
             body_timeout: config.seconds("BODY_TIMEOUT_SECONDS", DEFAULT_BODY_TIMEOUT)?,
             max_concurrent: config.number("MAX_CONCURRENT_REQUESTS", DEFAULT_MAX_CONCURRENT)?,
-            max_connections: config.number("MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS)?,
+            max_connections,
+            max_connections_per_client: config.number(
+                "MAX_CONNECTIONS_PER_CLIENT",
+                goondan_http::default_per_client(max_connections),
+            )?,
             header_timeout: config.seconds("HEADER_TIMEOUT_SECONDS", DEFAULT_HEADER_TIMEOUT)?,
         })
     }
@@ -253,7 +263,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let path = front.path.clone();
-    let limits = goondan_http::AcceptLimits::new(front.max_connections, front.header_timeout);
+    let limits = goondan_http::AcceptLimits {
+        max_connections_per_client: front.max_connections_per_client,
+        ..goondan_http::AcceptLimits::new(front.max_connections, front.header_timeout)
+    };
     let slots = Semaphore::new(usize::try_from(front.max_concurrent).unwrap_or(usize::MAX));
     let shared = Arc::new(Shared {
         front,

@@ -239,7 +239,7 @@ impl PackageError {
                 "use an absolute http:// or https:// URL, such as http://127.0.0.1:4873".into()
             }
             PackageError::TokenFile { .. } => {
-                "write one token per line, each at least 16 characters (for example from `openssl rand -hex 32`)".into()
+                "write one token per line, each at least 24 characters (for example from `openssl rand -hex 32`)".into()
             }
             PackageError::Io { .. } => "check the path and its permissions".into(),
             PackageError::Lockfile(error) => error.suggestion().into(),

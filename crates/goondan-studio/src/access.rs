@@ -6,17 +6,24 @@
 //! refused. On any other address every request needs the token: either
 //! `?token=` on the URL (answered with a redirect that sets it as an
 //! `HttpOnly`, `SameSite=Strict` cookie, so it leaves the address bar and
-//! history) or that cookie. Tokens are compared in constant time.
+//! history) or that cookie. Tokens are compared in constant time, and
+//! must be as strong as every port's ([`goondan_http::token`]).
+//!
+//! The redirect keeps to the Studio's own origin: a path that a browser
+//! would read as another host (`//evil.example`, `/\evil.example`, or one
+//! that decodes to either) is sent to `/` instead, so a link with the
+//! token cannot bounce a visitor to another site.
 
 use crate::error::StudioError;
 use axum::http::{header, HeaderMap, Uri};
-use rand::RngExt;
+use goondan_http::token::{self, same_secret};
 use std::net::SocketAddr;
 
 /// The cookie that carries the token after the first visit.
 pub const COOKIE_NAME: &str = "gdn_studio";
-/// The shortest token accepted from the environment.
-pub const MIN_TOKEN_LENGTH: usize = 24;
+/// The shortest token accepted from the environment: the rule every
+/// port shares.
+pub const MIN_TOKEN_LENGTH: usize = token::MIN_TOKEN_CHARS;
 
 /// How requests are let in.
 #[derive(Debug, Clone)]
@@ -67,14 +74,15 @@ impl Access {
             return Ok(Access::Loopback { port: addr.port() });
         }
         let token = match token {
-            Some(token) if token.chars().count() < MIN_TOKEN_LENGTH => {
-                return Err(StudioError::WeakToken {
-                    length: token.chars().count(),
-                    minimum: MIN_TOKEN_LENGTH,
-                })
+            Some(token) => {
+                token::check_strength(&token).map_err(
+                    |goondan_http::HttpError::WeakToken { length, minimum }| {
+                        StudioError::WeakToken { length, minimum }
+                    },
+                )?;
+                token
             }
-            Some(token) => token,
-            None => new_token(),
+            None => token::generate(),
         };
         Ok(Access::Token { token })
     }
@@ -103,16 +111,16 @@ impl Access {
             }
             Access::Token { token } => {
                 if let Some(offered) = query_value(uri, "token") {
-                    return if constant_time_eq(offered.as_bytes(), token.as_bytes()) {
+                    return if same_secret(offered.as_bytes(), token.as_bytes()) {
                         Decision::SetCookie {
-                            location: uri.path().to_string(),
+                            location: own_origin_path(uri.path()),
                         }
                     } else {
                         Decision::Refuse(Refusal::Unauthorized)
                     };
                 }
                 let cookie_ok = cookie_values(headers, COOKIE_NAME)
-                    .any(|offered| constant_time_eq(offered.as_bytes(), token.as_bytes()));
+                    .any(|offered| same_secret(offered.as_bytes(), token.as_bytes()));
                 if cookie_ok {
                     Decision::Allow
                 } else {
@@ -123,10 +131,52 @@ impl Access {
     }
 }
 
-/// 32 random bytes as hex.
-fn new_token() -> String {
-    let bytes: [u8; 32] = rand::rng().random();
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+/// `path` when a browser resolves it on this origin, else `/`.
+///
+/// A browser reads a `Location` that starts with `//` (or `/\`, since it
+/// treats `\` as `/`, and after dropping tabs and newlines) as
+/// `//host/...` on another site. The decoded form is checked too
+/// (`/%2F%2Fevil.example`), so no proxy or browser that decodes before
+/// resolving turns it into one.
+fn own_origin_path(path: &str) -> String {
+    let leaves = |candidate: &str| {
+        let kept: String = candidate
+            .chars()
+            .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+            .collect();
+        let mut chars = kept.chars();
+        chars.next() != Some('/') || matches!(chars.next(), Some('/' | '\\'))
+    };
+    if leaves(path) || leaves(&percent_decoded(path)) {
+        "/".to_string()
+    } else {
+        path.to_string()
+    }
+}
+
+/// `text` with every `%XX` escape decoded (bytes that are not UTF-8 are
+/// replaced, which only matters for the checks above).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let escaped = (bytes[index] == b'%')
+            .then(|| bytes.get(index + 1..index + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match escaped {
+            Some(byte) => {
+                decoded.push(byte);
+                index += 3;
+            }
+            None => {
+                decoded.push(bytes[index]);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 fn is_loopback_host(host: &str, port: u16) -> bool {
@@ -153,16 +203,6 @@ fn cookie_values<'a>(headers: &'a HeaderMap, name: &'a str) -> impl Iterator<Ite
             let (key, value) = pair.trim().split_once('=')?;
             (key == name).then_some(value)
         })
-}
-
-fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
-    if left.len() != right.len() {
-        return false;
-    }
-    left.iter()
-        .zip(right)
-        .fold(0u8, |difference, (a, b)| difference | (a ^ b))
-        == 0
 }
 
 #[cfg(test)]
@@ -233,6 +273,28 @@ mod tests {
             access.decide(&plain, &headers(&[("cookie", &bad_cookie)])),
             Decision::Refuse(Refusal::Unauthorized)
         );
+    }
+
+    #[test]
+    fn the_redirect_never_leaves_the_studio() {
+        let cases = [
+            ("/", "/"),
+            ("/api/swarms", "/api/swarms"),
+            ("/a//b", "/a//b"),
+            ("/%2e%2e", "/%2e%2e"),
+            ("//evil.example/%2e%2e", "/"),
+            ("///evil.example", "/"),
+            ("/\\evil.example", "/"),
+            ("/\t/evil.example", "/"),
+            ("/%2F%2Fevil.example", "/"),
+            ("/%2fevil.example", "/"),
+            ("/%5Cevil.example", "/"),
+            ("/%09/evil.example", "/"),
+            ("evil.example", "/"),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(own_origin_path(path), expected, "{path:?}");
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! The accept loop is the one every port shares (`goondan_http`) rather
 //! than `axum::serve`, because the port may face a network: a connection
-//! past `max_connections` is closed as soon as it is accepted, a request
+//! past `max_connections`, or past `max_connections_per_client` from one
+//! client, is closed as soon as it is accepted, a request
 //! head slower than `header_timeout` or larger than 16 KiB closes its
 //! connection, and live streams have their own cap so they cannot take
 //! every connection.
@@ -40,6 +41,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Limits {
     /// Open connections; one more is closed at once.
     pub max_connections: usize,
+    /// Open connections from one client (an IPv4 address or an IPv6 /64);
+    /// one more from it is closed at once, so one client's idle
+    /// connections cannot take them all.
+    pub max_connections_per_client: usize,
     /// Live event streams open at once; one more is answered 503.
     pub max_live_streams: usize,
     /// Time allowed for a request's head to arrive.
@@ -52,6 +57,9 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 64,
+            // A browser opens at most six per host, plus a live stream
+            // per open tab.
+            max_connections_per_client: 16,
             max_live_streams: 16,
             header_timeout: Duration::from_secs(10),
             live_poll_interval: Duration::from_millis(50),
@@ -112,6 +120,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let limits = goondan_http::AcceptLimits {
         max_connections: u64::try_from(studio.limits.max_connections).unwrap_or(u64::MAX),
+        max_connections_per_client: u64::try_from(studio.limits.max_connections_per_client)
+            .unwrap_or(u64::MAX),
         header_timeout: studio.limits.header_timeout,
         max_head_bytes: MAX_REQUEST_HEAD_BYTES,
         drain_timeout: DRAIN_TIMEOUT,

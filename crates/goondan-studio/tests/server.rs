@@ -1,7 +1,8 @@
 //! The Studio's port, tried from outside over real TCP on 127.0.0.1:
 //! what it serves from a real state root, and every way in it refuses
 //! (foreign Host, missing or wrong token, writes, traversal, slow or huge
-//! request heads, too many connections).
+//! request heads, too many connections, a redirect to another site, one
+//! client holding every connection).
 
 use goondan_store::StateRoot;
 use goondan_studio::{Access, Limits, Studio};
@@ -263,4 +264,105 @@ fn slow_and_huge_request_heads_and_extra_connections_are_cut_off() {
         third.is_empty(),
         "a connection past the cap was served: {third}"
     );
+}
+
+/// Issue 35: `GET //evil.example/%2e%2e?token=…` answered `303 Location:
+/// //evil.example/%2e%2e`, which a browser follows to another site. Every
+/// path that would leave the Studio is redirected to `/`.
+#[test]
+fn the_token_redirect_keeps_to_the_studios_own_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let studio = start(
+        state_root(dir.path()),
+        |_| Access::Token {
+            token: TOKEN.to_string(),
+        },
+        Limits::default(),
+    );
+    for path in [
+        "//evil.example/%2e%2e",
+        "/%2F%2Fevil.example",
+        "/%5Cevil.example",
+        "/%2f%5cevil.example",
+    ] {
+        let answer = get(studio.addr, &format!("{path}?token={TOKEN}"), "");
+        assert_eq!(status(&answer), 303, "{path}: {answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("\r\nlocation: /\r\n"),
+            "{path} is redirected to `/`: {answer}"
+        );
+    }
+    // A path on the Studio keeps its place.
+    let answer = get(studio.addr, &format!("/api/swarms?token={TOKEN}"), "");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("\r\nlocation: /api/swarms\r\n"),
+        "{answer}"
+    );
+}
+
+/// A connection to `studio` from the loopback address `source` (Linux
+/// routes all of 127.0.0.0/8 to loopback, so 127.0.0.2 is another client).
+fn connect_from(studio: &Running, source: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    let stream = studio
+        ._runtime
+        .block_on(socket.connect(studio.addr))
+        .unwrap();
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+}
+
+/// A kept-alive `HEAD /` on `stream`: the answer's head, or nothing when
+/// the server closed the connection instead. A served connection stays
+/// open and idle afterwards.
+fn head_and_keep(studio: &Running, stream: &mut TcpStream) -> String {
+    let request = format!(
+        "HEAD / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n",
+        studio.addr.port()
+    );
+    if stream.write_all(request.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => answer.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Issue 35: 64 idle connections from one client took every slot of the
+/// Studio, locking it for everyone. With the default limits one client
+/// holds only its share, and another is still served.
+#[test]
+fn one_client_holding_idle_connections_does_not_lock_out_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits::default();
+    let studio = start(state_root(dir.path()), loopback, limits.clone());
+    let mut crowd = Vec::new();
+    let mut held = 0;
+    for _ in 0..limits.max_connections {
+        let mut stream = connect_from(&studio, "127.0.0.2");
+        let answer = head_and_keep(&studio, &mut stream);
+        if answer.starts_with("HTTP/1.1 200") {
+            held += 1;
+        } else {
+            assert!(answer.is_empty(), "closed without an answer: {answer}");
+        }
+        crowd.push(stream);
+    }
+    assert_eq!(held, limits.max_connections_per_client);
+    let mut other = connect_from(&studio, "127.0.0.1");
+    let answer = head_and_keep(&studio, &mut other);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
 }

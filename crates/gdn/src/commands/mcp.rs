@@ -14,11 +14,14 @@
 //!
 //! With `--http ADDR` it serves streamable HTTP at `http://ADDR/mcp`
 //! instead, until SIGINT or SIGTERM, through the accept loop every port
-//! shares (`goondan_http`: a connection cap and a header timeout). A non-loopback address is refused
+//! shares (`goondan_http`: a connection cap overall and per client, and a
+//! header timeout). A non-loopback address is refused
 //! (`E_MCP_REMOTE_REFUSED`) unless both `--allow-remote` and a bearer token
 //! (`--token-env NAME`, read from the environment or the bundle's `.env`)
 //! are given: the endpoint runs Turns, which spend the operator's model
-//! budget and use the agents' tools.
+//! budget and use the agents' tools. So a token is refused
+//! (`E_MCP_TOKEN_WEAK`) when it is shorter than every port's minimum
+//! (`goondan_http::token`).
 //!
 //! stdout carries only protocol lines; every message for a person goes to
 //! stderr.
@@ -37,7 +40,8 @@ use std::sync::Arc;
 
 /// The bounds of the `--http` port before a request reaches the MCP
 /// router (which bounds bodies): each connection may hold a long call or
-/// its event stream, so a few hundred; a head must arrive within 10 s.
+/// its event stream, so a few hundred, a quarter of them per client; a
+/// head must arrive within 10 s.
 const HTTP_LIMITS: goondan_http::AcceptLimits =
     goondan_http::AcceptLimits::new(256, std::time::Duration::from_secs(10));
 
@@ -160,7 +164,20 @@ fn http_access(
                 .ok()
                 .or_else(|| project.bundle.env().get(name).map(str::to_string));
             match value.filter(|value| !value.is_empty()) {
-                Some(value) => Some(value),
+                Some(value) => {
+                    if let Err(goondan_http::HttpError::WeakToken { length, minimum }) =
+                        goondan_http::token::check_strength(&value)
+                    {
+                        let weak = goondan_mcp::McpError::WeakToken {
+                            variable: name.clone(),
+                            length,
+                            minimum,
+                        };
+                        crate::render::error(weak.code(), &weak, weak.suggestion());
+                        return Err(Outcome::BadArguments);
+                    }
+                    Some(value)
+                }
                 None => {
                     crate::render::error(
                         "E_MCP_TOKEN_MISSING",
@@ -187,6 +204,7 @@ fn http_access(
     Ok(HttpAccess {
         bearer_token,
         allow_remote_origins: args.allow_remote,
+        allowed_hosts: args.allowed_host.clone(),
     })
 }
 

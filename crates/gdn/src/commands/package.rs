@@ -697,10 +697,18 @@ pub(crate) fn serve_registry(args: &RegistryServeArgs) -> anyhow::Result<Outcome
             public_url,
             max_body_bytes: args.max_body_bytes,
             body_timeout: server::DEFAULT_BODY_TIMEOUT,
-            limits: goondan_http::AcceptLimits::new(
-                args.max_connections,
-                std::time::Duration::from_secs(args.header_timeout),
-            ),
+            limits: {
+                let limits = goondan_http::AcceptLimits::new(
+                    args.max_connections,
+                    std::time::Duration::from_secs(args.header_timeout),
+                );
+                goondan_http::AcceptLimits {
+                    max_connections_per_client: args
+                        .max_connections_per_client
+                        .unwrap_or(limits.max_connections_per_client),
+                    ..limits
+                }
+            },
         };
         let shutdown = async {
             let mut terminate =

@@ -277,3 +277,29 @@ fn issue_16_14_instance_keys_from_the_command_line_keep_separate_conversations()
     assert_eq!(user_texts(k2), ["two", "four"]);
     assert!(instance_dirs(state, "alpha", "default").is_empty());
 }
+
+/// Issue 35.1, the registry's side: its `--token-file` took tokens of 16
+/// characters, fewer than every other port's minimum of 24.
+#[test]
+fn issue_35_1_gdn_registry_serve_refuses_a_token_file_with_a_short_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        "# publishers\n0123456789abcdef0123456789abcdef\nsixteen-chars-xx\n",
+    )
+    .unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gdn"));
+    command
+        .args(["registry", "serve", "--addr", "127.0.0.1:0", "--dir"])
+        .arg(dir.path().join("store"))
+        .arg("--token-file")
+        .arg(&tokens)
+        .stdin(Stdio::null());
+    let output = run_with_deadline(command);
+    let stderr = stderr(&output);
+    assert_ne!(code(&output), 0, "{stderr}");
+    assert!(stderr.contains("error[E_PKG_TOKEN_FILE]"), "{stderr}");
+    assert!(stderr.contains("token 2"), "{stderr}");
+    assert!(stderr.contains("at least 24"), "{stderr}");
+}

@@ -446,3 +446,79 @@ fn the_http_port_closes_a_connection_whose_head_never_ends() {
     let _ = http.wait();
     drop(resident);
 }
+
+/// Issue 35.1: `--token-env` accepted a one-character token, and with it
+/// any caller ran Turns (the agents' `bash`). A token that guards the
+/// port must have at least 24 characters, as the Studio's must.
+#[test]
+fn issue_35_1_gdn_mcp_serve_refuses_a_token_too_short_to_guard_the_port() {
+    let swarm = mcp_swarm();
+    for (address, token) in [
+        ("0.0.0.0:0", "x"),
+        ("0.0.0.0:0", "twenty-three-characters"),
+        ("127.0.0.1:0", "x"),
+    ] {
+        let mut command = swarm.command(&["mcp", "serve", "--http", address, "--token-env", "T"]);
+        if address.starts_with("0.0.0.0") {
+            command.arg("--allow-remote");
+        }
+        let output = command
+            .env("T", token)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{address} {token}: {stderr}");
+        assert!(stderr.contains("error[E_MCP_TOKEN_WEAK]"), "{stderr}");
+        assert!(stderr.contains("at least 24"), "{stderr}");
+        assert!(stderr.contains("= help:"), "{stderr}");
+        // A one-character token is in any text; a longer one must not be.
+        if token.len() > 1 {
+            assert!(!stderr.contains(token), "the token is echoed: {stderr}");
+        }
+    }
+}
+
+/// The status of one `ping` POSTed to `/mcp` at `address` with `host` as
+/// its `Host` header.
+fn ping_status_with_host(address: &str, host: &str) -> u16 {
+    use std::io::Read;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 35.2: the HTTP port checked `Origin` but not `Host`, so a page
+/// that rebinds its own name to 127.0.0.1 (and sends no `Origin`) got in.
+#[test]
+fn issue_35_2_the_http_port_refuses_a_host_that_is_not_loopback() {
+    let swarm = mcp_swarm();
+    let resident = swarm.start_resident();
+    let (mut http, address) = serve_http(&swarm);
+    let port = address.rsplit(':').next().unwrap().to_string();
+    assert_eq!(
+        ping_status_with_host(&address, &format!("rebound.evil.example:{port}")),
+        403
+    );
+    assert_eq!(
+        ping_status_with_host(&address, &format!("localhost:{port}")),
+        200
+    );
+    assert_eq!(ping_status_with_host(&address, &address), 200);
+    let _ = http.kill();
+    let _ = http.wait();
+    drop(resident);
+}

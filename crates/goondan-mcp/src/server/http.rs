@@ -24,24 +24,38 @@
 //! Turn finishes in the swarm and its answer is discarded.
 //!
 //! Guards, before any JSON is read: a bearer token when one is configured
-//! (compared in constant time), and an `Origin` that, when present, must
-//! name a loopback host unless remote clients are allowed (the
-//! specification's defence against DNS rebinding of a local server).
+//! (compared in constant time), an `Origin` that, when present, must name
+//! a loopback host unless remote clients are allowed (the specification's
+//! defence against DNS rebinding of a local server), and a `Host` that
+//! names this server: a loopback name, or with remote clients allowed
+//! also an IP address or one of [`HttpAccess::allowed_hosts`]. The `Host`
+//! check is the one a rebinding page cannot dodge: its browser sends the
+//! attacker's own name there, and may send no `Origin` at all.
+//!
+//! Sessions are held per client (its address as the accept loop reports
+//! it, `goondan_http::client_of`): a client at
+//! [`MAX_SESSIONS_PER_CLIENT`] that opens another forgets its own oldest,
+//! and when [`MAX_SESSIONS`] are open a new one is refused
+//! (`E_MCP_SESSION_LIMIT`, 503) unless one has been idle for
+//! [`SESSION_IDLE`]. So no client can open sessions until another
+//! client's is forgotten.
 
 use super::stdio::{with_progress, PROGRESS_INTERVAL};
 use super::{answer, SwarmTurns};
 use crate::jsonrpc::{self, Incoming, PARSE_ERROR};
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::Router;
-use serde_json::Value;
+use axum::{Extension, Router};
+use goondan_http::token::same_secret;
+use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// The path of the endpoint.
@@ -54,28 +68,128 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 /// the Language Server Protocol uses for it; MCP defines none).
 pub const REQUEST_CANCELLED: i64 = -32800;
 
-/// How many sessions are remembered; opening one more forgets the oldest
-/// (its client is told with 404 and starts again).
+/// How many sessions are remembered in all; when they are, a new one is
+/// refused (`E_MCP_SESSION_LIMIT`) unless one has been idle for
+/// [`SESSION_IDLE`], never another client's active one forgotten.
 pub const MAX_SESSIONS: usize = 1024;
+
+/// How many sessions one client may hold; opening one more forgets its
+/// own oldest (its client is told with 404 and starts again). Clients
+/// open one or a few; a client behind a proxy counts as the proxy.
+pub const MAX_SESSIONS_PER_CLIENT: usize = 32;
+
+/// How long a session must go unused before it may be forgotten to make
+/// room for another client's.
+pub const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
+
+/// The code of the answer refusing a session when [`MAX_SESSIONS`] are
+/// open and none is idle.
+pub const SESSION_LIMIT_CODE: &str = "E_MCP_SESSION_LIMIT";
 
 /// Who may call the endpoint.
 #[derive(Debug, Clone, Default)]
 pub struct HttpAccess {
     /// Requests must carry `Authorization: Bearer <token>`.
     pub bearer_token: Option<String>,
-    /// Whether an `Origin` other than a loopback host is accepted.
+    /// Whether clients beyond loopback are expected: an `Origin` other
+    /// than a loopback host is accepted, and so is a `Host` that is an IP
+    /// address or one of [`HttpAccess::allowed_hosts`]. Without it only
+    /// loopback names pass.
     pub allow_remote_origins: bool,
+    /// Host names (without port) clients may reach the server by, beside
+    /// loopback names and IP addresses, when remote clients are allowed
+    /// (`--allowed-host`); compared without regard to case.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// A running call: its session (empty without one) and request id.
 type CallKey = (String, String);
 
-#[derive(Default)]
+/// How many sessions are kept, in all and per client, and when an unused
+/// one may give way.
+#[derive(Debug, Clone, Copy)]
+struct SessionLimits {
+    total: usize,
+    per_client: usize,
+    idle: Duration,
+}
+
+const SESSION_LIMITS: SessionLimits = SessionLimits {
+    total: MAX_SESSIONS,
+    per_client: MAX_SESSIONS_PER_CLIENT,
+    idle: SESSION_IDLE,
+};
+
+struct OpenSession {
+    id: String,
+    client: IpAddr,
+    last_used: Instant,
+}
+
+/// Every session open is in use and the table is full.
+#[derive(Debug, PartialEq, Eq)]
+struct SessionsFull;
+
 struct Sessions {
+    limits: SessionLimits,
     /// Open sessions, oldest first.
-    open: VecDeque<String>,
+    open: VecDeque<OpenSession>,
     /// Calls running, to cancel.
     calls: HashMap<CallKey, tokio::task::AbortHandle>,
+}
+
+impl Sessions {
+    fn new(limits: SessionLimits) -> Sessions {
+        Sessions {
+            limits,
+            open: VecDeque::new(),
+            calls: HashMap::new(),
+        }
+    }
+
+    /// Opens `id` for `client`, making room only from what that client
+    /// holds or from a session idle for `limits.idle`.
+    fn open(&mut self, id: String, client: IpAddr, now: Instant) -> Result<(), SessionsFull> {
+        let held = self
+            .open
+            .iter()
+            .filter(|open| open.client == client)
+            .count();
+        if held >= self.limits.per_client {
+            let oldest_own = self.open.iter().position(|open| open.client == client);
+            if let Some(oldest_own) = oldest_own {
+                self.open.remove(oldest_own);
+            }
+        } else if self.open.len() >= self.limits.total {
+            let least_recent = (0..self.open.len()).min_by_key(|&index| self.open[index].last_used);
+            match least_recent {
+                Some(index)
+                    if now.saturating_duration_since(self.open[index].last_used)
+                        >= self.limits.idle =>
+                {
+                    self.open.remove(index);
+                }
+                _ => return Err(SessionsFull),
+            }
+        }
+        self.open.push_back(OpenSession {
+            id,
+            client,
+            last_used: now,
+        });
+        Ok(())
+    }
+
+    /// Whether `id` is open; marks it used at `now`.
+    fn touch(&mut self, id: &str, now: Instant) -> bool {
+        match self.open.iter_mut().find(|open| open.id == id) {
+            Some(open) => {
+                open.last_used = now;
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 struct Shared {
@@ -117,13 +231,25 @@ pub fn router_with_progress(
             turns,
             access,
             progress_interval,
-            sessions: Mutex::default(),
+            sessions: Mutex::new(Sessions::new(SESSION_LIMITS)),
         }))
 }
 
+/// The client a request comes from, as the accept loop reported it
+/// (`goondan_http::serve`); a server without one counts every request as
+/// one client.
+type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+fn client_of(peer: &Peer) -> IpAddr {
+    match peer {
+        Some(Extension(ConnectInfo(address))) => goondan_http::client_of(address.ip()),
+        None => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    }
+}
+
 /// Refuses what the guards refuse: a missing or wrong bearer token (401),
-/// a foreign `Origin` (403), a session the server does not know (404).
-/// Otherwise the session the request names, if any.
+/// a foreign `Origin` or `Host` (403), a session the server does not know
+/// (404). Otherwise the session the request names, if any.
 fn admit(shared: &Shared, headers: &HeaderMap) -> Result<Option<String>, StatusCode> {
     if let Some(token) = &shared.access.bearer_token {
         let given = headers
@@ -143,11 +269,17 @@ fn admit(shared: &Shared, headers: &HeaderMap) -> Result<Option<String>, StatusC
             return Err(StatusCode::FORBIDDEN);
         }
     }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok());
+    if !host.is_some_and(|host| is_own_host(host, &shared.access)) {
+        return Err(StatusCode::FORBIDDEN);
+    }
     let Some(session) = headers.get(SESSION_HEADER) else {
         return Ok(None);
     };
     let session = session.to_str().unwrap_or("");
-    if shared.sessions().open.iter().any(|open| open == session) {
+    if shared.sessions().touch(session, Instant::now()) {
         Ok(Some(session.to_string()))
     } else {
         Err(StatusCode::NOT_FOUND)
@@ -162,7 +294,12 @@ fn refusal(status: StatusCode) -> Response {
     status.into_response()
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let session = match admit(&shared, &headers) {
         Ok(session) => session,
         Err(refused) => return refusal(refused),
@@ -182,9 +319,15 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
             call(shared, session.unwrap_or_default(), id, params, streams).await
         }
         Some(Incoming::Request { id, method, params }) if method == "initialize" => {
+            let session = goondan_types::trace::random_hex(16);
+            let opened = shared
+                .sessions()
+                .open(session.clone(), client_of(&peer), Instant::now());
+            if opened.is_err() {
+                return session_limit_refusal(id);
+            }
             let mut response =
                 json_response(answer(shared.turns.clone(), id, &method, params).await);
-            let session = open_session(&shared);
             if let Ok(value) = HeaderValue::from_str(&session) {
                 response.headers_mut().insert(SESSION_HEADER, value);
             }
@@ -213,15 +356,26 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     }
 }
 
-fn open_session(shared: &Shared) -> String {
-    let session = goondan_types::trace::random_hex(16);
-    let mut sessions = shared.sessions();
-    if sessions.open.len() == MAX_SESSIONS {
-        sessions.open.pop_front();
-    }
-    sessions.open.push_back(session.clone());
-    session
+/// The answer to an `initialize` that found every session in use: 503
+/// with a JSON-RPC error whose message starts with its code, as a failed
+/// Turn's text does.
+fn session_limit_refusal(id: Value) -> Response {
+    let suggestion =
+        "try again later; clients that end their sessions (DELETE /mcp) leave room for others";
+    let mut refusal = jsonrpc::error(
+        id,
+        SERVER_BUSY,
+        &format!("error[{SESSION_LIMIT_CODE}]: all {MAX_SESSIONS} MCP sessions are in use"),
+    );
+    refusal["error"]["data"] = json!({"code": SESSION_LIMIT_CODE, "suggestion": suggestion});
+    let mut response = json_response(refusal);
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    response
 }
+
+/// The JSON-RPC error code of a refusal for lack of room (the range
+/// JSON-RPC leaves to servers).
+const SERVER_BUSY: i64 = -32000;
 
 /// Runs a `tools/call` in its own task, so that a dropped connection
 /// leaves its Turn running and `notifications/cancelled` can stop it.
@@ -304,7 +458,7 @@ async fn end_session(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
         Err(refused) => return refusal(refused),
     };
     let mut sessions = shared.sessions();
-    sessions.open.retain(|open| *open != session);
+    sessions.open.retain(|open| open.id != session);
     let ended: Vec<CallKey> = sessions
         .calls
         .keys()
@@ -339,30 +493,46 @@ fn json_response(message: Value) -> Response {
         .into_response()
 }
 
-/// Compares two secrets without stopping at the first difference.
-fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len()
-        && given
-            .iter()
-            .zip(expected)
-            .fold(0u8, |difference, (a, b)| difference | (a ^ b))
-            == 0
-}
-
 /// Whether `origin` (`scheme://host[:port]`) names a loopback host.
 fn is_loopback_origin(origin: &str) -> bool {
     let Some((_, rest)) = origin.split_once("://") else {
         return false;
     };
-    let host = if let Some(bracketed) = rest.strip_prefix('[') {
+    is_loopback_name(host_of(rest.split('/').next().unwrap_or("")))
+}
+
+/// The host of an authority (`host[:port]`, `[v6][:port]`), without port
+/// or brackets.
+fn host_of(authority: &str) -> &str {
+    if let Some(bracketed) = authority.strip_prefix('[') {
         bracketed.split(']').next().unwrap_or("")
     } else {
-        rest.split([':', '/']).next().unwrap_or("")
-    };
-    host == "localhost"
+        authority.split(':').next().unwrap_or("")
+    }
+}
+
+fn is_loopback_name(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
         || host
-            .parse::<std::net::IpAddr>()
+            .parse::<IpAddr>()
             .is_ok_and(|address| address.is_loopback())
+}
+
+/// Whether a `Host` header names this server. A loopback name always
+/// does. With remote clients allowed, so does an IP address (a page
+/// cannot rebind an address, only a name) and a configured name; any
+/// other name is what a DNS-rebinding page would send.
+fn is_own_host(host_header: &str, access: &HttpAccess) -> bool {
+    let host = host_of(host_header);
+    if is_loopback_name(host) {
+        return true;
+    }
+    access.allow_remote_origins
+        && (host.parse::<IpAddr>().is_ok()
+            || access
+                .allowed_hosts
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(host)))
 }
 
 #[cfg(test)]
@@ -386,9 +556,74 @@ mod tests {
     }
 
     #[test]
-    fn secrets_compare_whole() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abd", b"abc"));
-        assert!(!same_secret(b"ab", b"abc"));
+    fn the_host_must_name_this_server() {
+        let local = HttpAccess::default();
+        let remote = HttpAccess {
+            bearer_token: Some("t".repeat(32)),
+            allow_remote_origins: true,
+            allowed_hosts: vec!["mcp.example.com".into()],
+        };
+        let cases = [
+            ("127.0.0.1:8765", true, true),
+            ("localhost:8765", true, true),
+            ("LOCALHOST", true, true),
+            ("[::1]:8765", true, true),
+            ("127.0.0.2", true, true),
+            ("evil.example:8765", false, false),
+            ("localhost.evil.example", false, false),
+            ("192.0.2.7:8765", false, true),
+            ("[2001:db8::1]:8765", false, true),
+            ("mcp.example.com:443", false, true),
+            ("MCP.example.com", false, true),
+            ("mcp.example.com.evil.example", false, false),
+            ("", false, false),
+        ];
+        for (host, on_loopback, with_remote) in cases {
+            assert_eq!(is_own_host(host, &local), on_loopback, "{host} (loopback)");
+            assert_eq!(is_own_host(host, &remote), with_remote, "{host} (remote)");
+        }
+    }
+
+    #[test]
+    fn a_client_over_its_cap_forgets_only_its_own_oldest_session() {
+        let limits = SessionLimits {
+            total: 4,
+            per_client: 2,
+            idle: Duration::from_secs(60),
+        };
+        let mut sessions = Sessions::new(limits);
+        let now = Instant::now();
+        let (victim, flooder): (IpAddr, IpAddr) =
+            ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
+        sessions.open("v1".into(), victim, now).unwrap();
+        for n in 0..10 {
+            sessions.open(format!("f{n}"), flooder, now).unwrap();
+        }
+        assert!(sessions.touch("v1", now), "the victim's session survives");
+        assert!(!sessions.touch("f7", now), "the flooder's own oldest went");
+        assert!(sessions.touch("f8", now) && sessions.touch("f9", now));
+    }
+
+    #[test]
+    fn a_full_table_refuses_a_new_client_unless_a_session_is_idle() {
+        let limits = SessionLimits {
+            total: 2,
+            per_client: 2,
+            idle: Duration::from_secs(60),
+        };
+        let mut sessions = Sessions::new(limits);
+        let start = Instant::now();
+        let client = |last: u8| IpAddr::from([192, 0, 2, last]);
+        sessions.open("a".into(), client(1), start).unwrap();
+        sessions.open("b".into(), client(2), start).unwrap();
+        assert_eq!(
+            sessions.open("c".into(), client(3), start),
+            Err(SessionsFull)
+        );
+        assert!(sessions.touch("a", start + Duration::from_secs(30)));
+        let later = start + Duration::from_secs(61);
+        sessions.open("c".into(), client(3), later).unwrap();
+        assert!(!sessions.touch("b", later), "the idle one made room");
+        assert!(sessions.touch("a", later) && sessions.touch("c", later));
     }
 }

@@ -272,6 +272,7 @@ async fn the_http_endpoint_answers_posts_and_guards_token_and_origin() {
     let access = HttpAccess {
         bearer_token: Some("t0ken-for-tests".into()),
         allow_remote_origins: false,
+        ..HttpAccess::default()
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}{ENDPOINT}", listener.local_addr().unwrap());
@@ -508,4 +509,177 @@ async fn http_sessions_scope_cancellation_and_progress_arrives_on_an_event_strea
         .await
         .unwrap();
     assert_eq!(after.status(), 404);
+}
+
+/// The HTTP endpoint behind the accept loop every port shares (which
+/// tells it each request's peer), on 127.0.0.1; its URL.
+async fn serve_shared(access: goondan_mcp::server::http::HttpAccess) -> String {
+    use goondan_mcp::server::http::{router, ENDPOINT};
+    let swarm = Arc::new(Swarm {
+        slow_started: Arc::default(),
+        slow_dropped: Arc::default(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{ENDPOINT}", listener.local_addr().unwrap());
+    let limits = goondan_http::AcceptLimits::new(64, Duration::from_secs(30));
+    tokio::spawn(goondan_http::serve(
+        listener,
+        router(swarm, access),
+        limits,
+        std::future::pending(),
+    ));
+    url
+}
+
+/// A client whose connections come from the loopback address `source`.
+fn client_from(source: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(source))
+        .build()
+        .unwrap()
+}
+
+/// `initialize` from `client`: the status, the session id if one was
+/// opened, and the JSON body.
+async fn initialize(client: &reqwest::Client, url: &str) -> (u16, Option<String>, Value) {
+    let answer = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}))
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let session = answer
+        .headers()
+        .get("mcp-session-id")
+        .map(|value| value.to_str().unwrap().to_string());
+    (status, session, answer.json().await.unwrap())
+}
+
+/// A `ping` in `session`; the status.
+async fn ping_in(client: &reqwest::Client, url: &str, session: &str) -> u16 {
+    client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", session)
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Issue 35: 1,100 `initialize` calls from another local client evicted
+/// an active session (one table of 1,024, oldest first). Sessions are held
+/// per client: the flooder forgets only its own, and when the table is
+/// full a new session is refused with a code instead of evicting anyone's.
+#[tokio::test]
+async fn a_flood_of_sessions_from_another_client_cannot_evict_an_active_one() {
+    use goondan_mcp::server::http::{
+        HttpAccess, MAX_SESSIONS, MAX_SESSIONS_PER_CLIENT, SESSION_LIMIT_CODE,
+    };
+    let url = serve_shared(HttpAccess::default()).await;
+    let victim = client_from([127, 0, 0, 1]);
+    let (status, session, _) = initialize(&victim, &url).await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session");
+
+    let flooder = client_from([127, 0, 0, 2]);
+    let mut flooded = Vec::new();
+    for _ in 0..1_100 {
+        let (status, opened, _) = initialize(&flooder, &url).await;
+        assert_eq!(status, 200, "a client over its cap keeps working");
+        flooded.push(opened.expect("a session"));
+    }
+    assert_eq!(ping_in(&victim, &url, &session).await, 200, "still open");
+    assert_eq!(
+        ping_in(&flooder, &url, &flooded[0]).await,
+        404,
+        "the flooder's own oldest session went"
+    );
+    let newest = flooded.last().unwrap();
+    assert_eq!(ping_in(&flooder, &url, newest).await, 200);
+
+    // Many clients, each within its cap, fill the table: the next session
+    // is refused with a code, and nobody's is forgotten for it.
+    let mut refused = None;
+    'clients: for last in 3..=255u8 {
+        let client = client_from([127, 0, 0, last]);
+        for _ in 0..MAX_SESSIONS_PER_CLIENT {
+            let (status, opened, body) = initialize(&client, &url).await;
+            if status != 200 {
+                refused = Some((status, opened, body));
+                break 'clients;
+            }
+        }
+    }
+    let (status, opened, body) = refused.expect("the table fills");
+    assert_eq!(status, 503, "{body}");
+    assert!(opened.is_none());
+    assert_eq!(body["error"]["data"]["code"], SESSION_LIMIT_CODE, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains(&MAX_SESSIONS.to_string()));
+    assert_eq!(ping_in(&victim, &url, &session).await, 200, "still open");
+}
+
+/// Issue 35: the endpoint checked `Origin` but not `Host`, and a DNS
+/// rebinding page can send no `Origin` at all. On loopback only loopback
+/// names pass; with remote clients allowed, IP addresses and the
+/// configured names.
+#[tokio::test]
+async fn the_http_endpoint_refuses_a_host_that_is_not_its_own() {
+    use goondan_mcp::server::http::HttpAccess;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let status_for = |url: String, host: &'static str, token: Option<&'static str>| {
+        let ping = ping.clone();
+        async move {
+            let mut request = reqwest::Client::new()
+                .post(&url)
+                .header("Host", host)
+                .json(&ping);
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            request.send().await.unwrap().status().as_u16()
+        }
+    };
+
+    let local = serve_shared(HttpAccess::default()).await;
+    for (host, expected) in [
+        ("127.0.0.1", 200),
+        ("localhost:8765", 200),
+        ("evil.example", 403),
+        ("evil.example:8765", 403),
+        ("192.0.2.7", 403),
+    ] {
+        assert_eq!(
+            status_for(local.clone(), host, None).await,
+            expected,
+            "{host}"
+        );
+    }
+
+    let token = "a-token-long-enough-for-any-port";
+    let remote = serve_shared(HttpAccess {
+        bearer_token: Some(token.into()),
+        allow_remote_origins: true,
+        allowed_hosts: vec!["mcp.example.com".into()],
+    })
+    .await;
+    for (host, expected) in [
+        ("mcp.example.com", 200),
+        ("192.0.2.7:8765", 200),
+        ("localhost", 200),
+        ("evil.example", 403),
+    ] {
+        assert_eq!(
+            status_for(remote.clone(), host, Some(token)).await,
+            expected,
+            "{host}"
+        );
+    }
 }

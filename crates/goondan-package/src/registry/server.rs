@@ -60,8 +60,9 @@ pub struct RegistryConfig {
 }
 
 /// Reads a token file: one token per line; blank lines and `#` comments
-/// are skipped. A token shorter than 16 characters is refused, so a
-/// guessable one cannot guard publishing.
+/// are skipped. A token shorter than every port's minimum
+/// (`goondan_http::token::MIN_TOKEN_CHARS`, 24) is refused, so a guessable
+/// one cannot guard publishing.
 pub fn read_token_file(path: &Path) -> Result<Vec<String>, PackageError> {
     let text = std::fs::read_to_string(path).map_err(PackageError::io(path))?;
     let tokens: Vec<String> = text
@@ -70,13 +71,17 @@ pub fn read_token_file(path: &Path) -> Result<Vec<String>, PackageError> {
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
         .map(str::to_string)
         .collect();
-    if let Some(short) = tokens.iter().position(|token| token.len() < 16) {
+    // The rule every port's tokens share, so publishing is no easier to
+    // guess into than the Studio or `gdn mcp serve`.
+    let weak = tokens.iter().enumerate().find_map(|(index, token)| {
+        goondan_http::token::check_strength(token)
+            .err()
+            .map(|error| (index, error))
+    });
+    if let Some((index, error)) = weak {
         return Err(PackageError::TokenFile {
             path: path.to_path_buf(),
-            problem: format!(
-                "token {} (counting non-comment lines) is shorter than 16 characters",
-                short + 1
-            ),
+            problem: format!("token {} (counting non-comment lines): {error}", index + 1),
         });
     }
     if tokens.is_empty() {
