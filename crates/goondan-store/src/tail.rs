@@ -142,8 +142,13 @@ pub fn scan_backwards(
         let budget_left = limits.max_read_bytes.saturating_sub(report.bytes_read);
         if budget_left == 0 {
             // The line in progress began before what was read: incomplete,
-            // so it is neither handed over nor counted as long.
+            // so it is not handed over; when it is already over the cap it
+            // is counted as skipped, so a giant line that eats the budget
+            // (a 1 GB line with no newline) still gets its note.
             report.budget_exhausted = true;
+            if line.too_long {
+                report.n_long_lines += 1;
+            }
             report.unread_bytes = oldest_start;
             return Ok(report);
         }
@@ -384,6 +389,16 @@ mod tests {
         assert_eq!(report.n_long_lines, 2);
         assert!(report.cut());
         assert!(report.peak_buffer_bytes <= BLOCK_BYTES + 2 * max_line_bytes);
+
+        // A giant line that eats the whole read budget is still noted.
+        let budget = TailLimits {
+            max_read_bytes: 300_000,
+            max_line_bytes,
+        };
+        let (lines, report) = last(&path, 10, budget);
+        assert!(lines.is_empty());
+        assert!(report.budget_exhausted);
+        assert_eq!(report.n_long_lines, 1);
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! sent only once it is complete (ends with a newline), so a write in
 //! progress is never sent half. Each event goes out as one SSE `data:`
 //! line holding the stored event with `instance` (the folder name) added.
+//! A line over the Studio's line cap (`Limits::max_line_bytes`) is not
+//! sent, and at most the cap plus one poll's read of it is ever held.
 //!
 //! Chosen over subscribing through the control socket: that would need
 //! a running orchestrator, a new request type and a fan-out in its main
@@ -36,15 +38,21 @@ struct Followed {
     offset: u64,
     /// Bytes after the last newline, waiting for the rest of their line.
     partial: Vec<u8>,
+    /// The line being appended is over the line cap: its bytes are
+    /// dropped up to its newline, so a line that never ends cannot grow
+    /// `partial` without bound.
+    skipping: bool,
 }
 
 /// Starts following `workspace` (only the instance `only`, when given)
 /// from the current end of each file. The returned receiver yields SSE
 /// frames; the task ends when it is dropped.
+/// A line longer than `max_line_bytes` is not sent.
 pub(crate) fn follow(
     workspace: WorkspacePaths,
     only: Option<String>,
     poll_interval: Duration,
+    max_line_bytes: usize,
 ) -> mpsc::Receiver<Bytes> {
     let (sender, receiver) = mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
@@ -72,7 +80,7 @@ pub(crate) fn follow(
             }
             let mut frames = Vec::new();
             for (instance, file) in followed.iter_mut() {
-                for line in read_new_lines(file) {
+                for line in read_new_lines(file, max_line_bytes) {
                     if let Some(event) = tagged(&line, instance) {
                         frames.push(format!("data: {event}\n\n"));
                     }
@@ -114,13 +122,15 @@ fn rescan(
                 path,
                 offset,
                 partial: Vec::new(),
+                skipping: false,
             },
         );
     }
 }
 
-/// The complete lines appended to `file` since the last call.
-fn read_new_lines(file: &mut Followed) -> Vec<String> {
+/// The complete lines appended to `file` since the last call, leaving out
+/// any longer than `max_line_bytes`.
+fn read_new_lines(file: &mut Followed, max_line_bytes: usize) -> Vec<String> {
     let Ok(length) = std::fs::metadata(&file.path).map(|metadata| metadata.len()) else {
         return Vec::new();
     };
@@ -128,6 +138,7 @@ fn read_new_lines(file: &mut Followed) -> Vec<String> {
         // Deleted and made again (`gdn instance delete`): start over.
         file.offset = 0;
         file.partial.clear();
+        file.skipping = false;
     }
     if length == file.offset {
         return Vec::new();
@@ -144,15 +155,29 @@ fn read_new_lines(file: &mut Followed) -> Vec<String> {
         return Vec::new();
     }
     file.offset += chunk.len() as u64;
-    file.partial.extend_from_slice(&chunk);
-    let Some(last_newline) = file.partial.iter().rposition(|&byte| byte == b'\n') else {
-        return Vec::new();
+    let mut new_bytes: &[u8] = &chunk;
+    if file.skipping {
+        let Some(newline) = chunk.iter().position(|&byte| byte == b'\n') else {
+            return Vec::new();
+        };
+        new_bytes = &chunk[newline + 1..];
+        file.skipping = false;
+    }
+    file.partial.extend_from_slice(new_bytes);
+    let complete = match file.partial.iter().rposition(|&byte| byte == b'\n') {
+        Some(last_newline) => {
+            let rest = file.partial.split_off(last_newline + 1);
+            std::mem::replace(&mut file.partial, rest)
+        }
+        None => Vec::new(),
     };
-    let rest = file.partial.split_off(last_newline + 1);
-    let complete = std::mem::replace(&mut file.partial, rest);
+    if file.partial.len() > max_line_bytes {
+        file.partial = Vec::new();
+        file.skipping = true;
+    }
     complete
         .split(|&byte| byte == b'\n')
-        .filter(|line| !line.is_empty())
+        .filter(|line| !line.is_empty() && line.len() <= max_line_bytes)
         .filter_map(|line| String::from_utf8(line.to_vec()).ok())
         .collect()
 }
