@@ -33,6 +33,7 @@ mod durability;
 pub mod error;
 mod extension_state;
 pub mod fault;
+pub mod follow;
 mod instance;
 mod journal;
 mod jsonl;

@@ -183,7 +183,9 @@ pub fn read_runtime_events(
 /// `limits`. The file is scanned backwards ([`crate::tail`]) and reading
 /// stops once `filter.last` events matched, so a tail of a large log costs
 /// a tail's worth of IO; a line over the cap is skipped, never loaded.
-/// A torn last line (a writer in the middle of a line) is skipped.
+/// A torn last line (a writer in the middle of a line) is skipped. With
+/// `filter.trace_id`, a line that does not hold the trace id is passed
+/// over unparsed (and so not counted in `n_unreadable`).
 pub fn read_runtime_events_within(
     path: &Path,
     filter: &RuntimeEventFilter,
@@ -195,8 +197,12 @@ pub fn read_runtime_events_within(
         return Ok(page);
     }
     let mut newest_first: Vec<RuntimeEventRecord> = Vec::new();
+    let trace_id = filter.trace_id.as_deref().map(str::as_bytes);
     page.tail = scan_backwards(path, limits, |line| {
-        if line.terminated {
+        // A trace is looked for by scanning, so lines that cannot be of it
+        // are passed over without being parsed.
+        let may_match = trace_id.is_none_or(|trace_id| contains(line.bytes, trace_id));
+        if line.terminated && may_match {
             take_line(
                 line.bytes,
                 filter,
@@ -213,6 +219,14 @@ pub fn read_runtime_events_within(
     newest_first.reverse();
     page.records = newest_first;
     Ok(page)
+}
+
+/// True when `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty()
+        || haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
 }
 
 fn take_line(

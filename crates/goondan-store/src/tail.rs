@@ -23,7 +23,8 @@
 //! without measuring the process.
 //!
 //! What it does not do: parse lines, repair a torn tail (that is the
-//! writer's job, `jsonl::repair_torn_tail`), or follow a growing file.
+//! writer's job, `jsonl::repair_torn_tail`), or follow a growing file
+//! ([`crate::follow`] does, from [`TailReport::end`]).
 //! Bytes after the file's last newline (a line a writer is in the middle
 //! of) are handed over with [`TailLine::terminated`] false, so each caller
 //! keeps its own rule for them. Blank lines are skipped.
@@ -91,6 +92,8 @@ pub struct TailReport {
     /// The most the reader held at once (its block, pieces of a line, the
     /// assembled line), by its own account.
     pub peak_buffer_bytes: usize,
+    /// The file's length when the scan began: where following it goes on.
+    pub end: u64,
 }
 
 impl TailReport {
@@ -108,6 +111,7 @@ impl TailReport {
         self.budget_exhausted |= other.budget_exhausted;
         self.unread_bytes += other.unread_bytes;
         self.peak_buffer_bytes = self.peak_buffer_bytes.max(other.peak_buffer_bytes);
+        self.end += other.end;
     }
 }
 
@@ -127,6 +131,7 @@ pub fn scan_backwards(
     };
     let io = |source| StoreError::io("reading", path, source);
     let mut end = file.seek(SeekFrom::End(0)).map_err(io)?;
+    report.end = end;
     // Where the oldest line handed over (or skipped) starts.
     let mut oldest_start = end;
     let mut line = LineInProgress::new(limits.max_line_bytes);
