@@ -123,7 +123,9 @@ pub(crate) fn instance_dir(workspace: &WorkspacePaths, id: &str) -> Result<PathB
 /// Turn's events, and is read from its end within the same budget), an
 /// `append` or `replace` acts on the newest messages only, each `remove`
 /// may take one of the newest away (so one more base message is read per
-/// `remove`), and after a `truncate` the base is not needed at all.
+/// `remove`), and after a `truncate` the base is not needed at all. An
+/// append already in the base is recognised among the messages read: a
+/// half-done fold's appends are the newest lines of the base.
 pub(crate) fn conversation(dir: &Path, limits: TailLimits) -> Result<Value, ReadError> {
     let paths = InstancePaths::from_dir(dir);
     let mut events: Vec<Value> = Vec::new();
