@@ -195,7 +195,7 @@ fn write_base(path: &Path, size: u64) {
     while written < size {
         let line = format!(
             "{{\"id\":\"m{index}\",\"data\":{{\"role\":\"{}\",\"content\":\"message {index}: {}\"}},\"metadata\":{{}},\"createdAt\":\"2026-01-01T00:00:00Z\",\"source\":{{\"type\":\"user\"}}}}\n",
-            if index % 2 == 0 { "user" } else { "assistant" },
+            if index.is_multiple_of(2) { "user" } else { "assistant" },
             "lorem ipsum dolor sit amet ".repeat(8)
         );
         out.write_all(line.as_bytes()).unwrap();
