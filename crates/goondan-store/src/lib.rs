@@ -33,6 +33,7 @@ mod durability;
 pub mod error;
 mod extension_state;
 pub mod fault;
+pub mod follow;
 mod inbox;
 mod instance;
 mod journal;
@@ -44,6 +45,7 @@ pub mod owner_only;
 pub mod paths;
 mod runtime_events;
 mod swarm_events;
+pub mod tail;
 mod usage;
 
 pub use active::ActiveSwarm;
@@ -57,7 +59,8 @@ pub use memory::{MemoryExtensionState, MemoryJournal};
 pub use metadata::{InstanceMetadata, InstanceStatus};
 pub use paths::{InstancePaths, StateRoot, StateRootSources, WorkspacePaths};
 pub use runtime_events::{
-    read_runtime_events, RuntimeEventFilter, RuntimeEventLog, RuntimeEventPage, RuntimeEventRecord,
+    read_runtime_events, read_runtime_events_within, RuntimeEventFilter, RuntimeEventLog,
+    RuntimeEventPage, RuntimeEventRecord,
 };
 pub use swarm_events::{append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord};
 pub use usage::{SwarmUsage, SwarmUsageTally, UsageTotals};

@@ -16,15 +16,14 @@
 use crate::durability::open_append;
 use crate::jsonl::repair_torn_tail;
 use crate::lock::InstanceLock;
+use crate::tail::{scan_backwards, TailLimits, TailReport};
 use crate::StoreError;
 use goondan_types::{RuntimeEvent, SwarmEvent};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-/// Bytes read per step when scanning a log backwards.
-const SCAN_CHUNK_BYTES: u64 = 64 * 1024;
 
 /// The runtime event log of one instance, opened for appending.
 #[derive(Debug)]
@@ -166,67 +165,68 @@ pub struct RuntimeEventPage {
     pub records: Vec<RuntimeEventRecord>,
     /// Complete lines that are not runtime events this version knows.
     pub n_unreadable: usize,
+    /// How the log was read: what a budget or the line cap left out.
+    pub tail: TailReport,
 }
 
-/// Reads the matching events of `path` (missing means empty). With
-/// `filter.last`, the file is scanned backwards and reading stops once
-/// enough events matched, so a tail of a large log costs a tail's worth of
-/// IO. A torn last line (a writer in the middle of a line) is skipped.
+/// Reads the matching events of `path` (missing means empty), for a
+/// command run by the person who reads: [`read_runtime_events_within`]
+/// with no read budget and the default line cap.
 pub fn read_runtime_events(
     path: &Path,
     filter: &RuntimeEventFilter,
 ) -> Result<RuntimeEventPage, StoreError> {
-    let mut file = match File::open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(RuntimeEventPage::default())
-        }
-        Err(source) => return Err(StoreError::io("opening", path, source)),
-    };
-    let io = |source| StoreError::io("reading", path, source);
+    read_runtime_events_within(path, filter, TailLimits::default())
+}
+
+/// Reads the matching events of `path` (missing means empty) within
+/// `limits`. The file is scanned backwards ([`crate::tail`]) and reading
+/// stops once `filter.last` events matched, so a tail of a large log costs
+/// a tail's worth of IO; a line over the cap is skipped, never loaded.
+/// A torn last line (a writer in the middle of a line) is skipped. With
+/// `filter.trace_id`, a line that does not hold the trace id is passed
+/// over unparsed (and so not counted in `n_unreadable`).
+pub fn read_runtime_events_within(
+    path: &Path,
+    filter: &RuntimeEventFilter,
+    limits: TailLimits,
+) -> Result<RuntimeEventPage, StoreError> {
     let wanted = filter.last.unwrap_or(usize::MAX);
     let mut page = RuntimeEventPage::default();
     if wanted == 0 {
         return Ok(page);
     }
-    let mut end = file.seek(SeekFrom::End(0)).map_err(io)?;
-    // Bytes after the last newline seen so far (scanning backwards they
-    // precede what was already handled).
-    let mut carry: Vec<u8> = Vec::new();
     let mut newest_first: Vec<RuntimeEventRecord> = Vec::new();
-    let mut seen_newline = false;
-    while end > 0 && newest_first.len() < wanted {
-        let start = end.saturating_sub(SCAN_CHUNK_BYTES);
-        let mut chunk = vec![0u8; (end - start) as usize];
-        file.seek(SeekFrom::Start(start)).map_err(io)?;
-        file.read_exact(&mut chunk).map_err(io)?;
-        chunk.extend_from_slice(&carry);
-        let mut lines: Vec<&[u8]> = chunk.split(|&b| b == b'\n').collect();
-        // The first piece may continue in the previous chunk.
-        let head = if start > 0 {
-            lines.remove(0).to_vec()
-        } else {
-            Vec::new()
-        };
-        let n_lines = lines.len();
-        for (index, raw) in lines.into_iter().enumerate().rev() {
-            let is_last_piece = index + 1 == n_lines;
-            if is_last_piece && !seen_newline {
-                // Bytes after the file's final newline: a torn or empty tail.
-                seen_newline = true;
-                continue;
-            }
-            if newest_first.len() >= wanted {
-                break;
-            }
-            take_line(raw, filter, &mut newest_first, &mut page.n_unreadable);
+    let trace_id = filter.trace_id.as_deref().map(str::as_bytes);
+    page.tail = scan_backwards(path, limits, |line| {
+        // A trace is looked for by scanning, so lines that cannot be of it
+        // are passed over without being parsed.
+        let may_match = trace_id.is_none_or(|trace_id| contains(line.bytes, trace_id));
+        if line.terminated && may_match {
+            take_line(
+                line.bytes,
+                filter,
+                &mut newest_first,
+                &mut page.n_unreadable,
+            );
         }
-        carry = head;
-        end = start;
-    }
+        if newest_first.len() >= wanted {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })?;
     newest_first.reverse();
     page.records = newest_first;
     Ok(page)
+}
+
+/// True when `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty()
+        || haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
 }
 
 fn take_line(

@@ -4,15 +4,18 @@
 //! `gdn logs`.
 //!
 //! Reloads are rare (one line per edit or restart), so the log is opened
-//! per append and read whole; a torn last line is repaired before the
+//! per append and read whole (from its end, each line under the tail
+//! reader's cap); a torn last line is repaired before the
 //! next append and skipped by readers, as in the runtime event log.
 
 use crate::durability::{create_dir_all, open_append};
 use crate::jsonl::repair_torn_tail;
 use crate::paths::WorkspacePaths;
+use crate::tail::{scan_backwards, TailLimits};
 use crate::StoreError;
 use goondan_types::SwarmEvent;
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 /// The swarm event log of `workspace`.
@@ -49,23 +52,21 @@ pub struct SwarmEventRecord {
 }
 
 /// Every swarm event of `path`, oldest first (a missing log is empty).
-/// Lines this version cannot read, and a torn last line, are skipped.
+/// Lines this version cannot read, a torn last line, and a line over the
+/// default cap of [`crate::tail`] are skipped.
 pub fn read_swarm_events(path: &Path) -> Result<Vec<SwarmEventRecord>, StoreError> {
-    let text = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(StoreError::io("reading", path, source)),
-    };
-    Ok(text
-        .split(|&byte| byte == b'\n')
-        .filter_map(|line| {
-            let event = serde_json::from_slice(line).ok()?;
-            Some(SwarmEventRecord {
-                line: String::from_utf8_lossy(line).into_owned(),
+    let mut newest_first = Vec::new();
+    scan_backwards(path, TailLimits::default(), |line| {
+        if let Ok(event) = serde_json::from_slice(line.bytes) {
+            newest_first.push(SwarmEventRecord {
+                line: String::from_utf8_lossy(line.bytes).into_owned(),
                 event,
-            })
-        })
-        .collect())
+            });
+        }
+        ControlFlow::Continue(())
+    })?;
+    newest_first.reverse();
+    Ok(newest_first)
 }
 
 #[cfg(test)]

@@ -5,12 +5,19 @@
 //! A swarm or instance named in a URL is looked up among the folders that
 //! exist (compared by name), never joined onto a path, so no URL can
 //! reach outside the System Root.
+//!
+//! Logs are read from their end only (`goondan_store::tail`), within one
+//! read budget per request and a line cap, so what a request costs does
+//! not grow with the log (issue 35): each answer says whether the budget
+//! or the cap left something out (`truncated`, `skippedLines`).
 
+use goondan_store::tail::{scan_backwards, TailLimits, TailReport};
 use goondan_store::{
-    read_runtime_events, InstancePaths, InstanceStore, RuntimeEventFilter, StateRoot,
+    read_runtime_events_within, InstancePaths, InstanceStore, RuntimeEventFilter, StateRoot,
     WorkspacePaths,
 };
 use serde_json::{json, Value};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 /// At most this many messages of a conversation are sent (the newest).
@@ -106,15 +113,58 @@ pub(crate) fn instance_dir(workspace: &WorkspacePaths, id: &str) -> Result<PathB
         })
 }
 
-/// The conversation of the instance in `dir`: the committed base plus the
-/// events of a Turn in progress, folded the way the store folds them
-/// (an append of a message already in the base is skipped, since a fold
-/// may be half done while this reads).
-pub(crate) fn conversation(dir: &Path) -> Value {
+/// The newest messages of the instance in `dir`: the tail of the
+/// committed base plus the events of a Turn in progress, folded the way
+/// the store folds them (an append of a message already in the base is
+/// skipped, since a fold may be half done while this reads).
+///
+/// Only the tail of the base is read, and the fold of that tail is still
+/// the tail of the whole fold: `events.jsonl` is read first (it holds one
+/// Turn's events, and is read from its end within the same budget), an
+/// `append` or `replace` acts on the newest messages only, each `remove`
+/// may take one of the newest away (so one more base message is read per
+/// `remove`), and after a `truncate` the base is not needed at all. An
+/// append already in the base is recognised among the messages read: a
+/// half-done fold's appends are the newest lines of the base.
+pub(crate) fn conversation(dir: &Path, limits: TailLimits) -> Result<Value, ReadError> {
     let paths = InstancePaths::from_dir(dir);
-    let mut folded: Vec<Value> = read_json_lines(&paths.base_log());
+    let mut events: Vec<Value> = Vec::new();
+    let mut report = scan_backwards(&paths.events_log(), limits, |line| {
+        if let Ok(event) = serde_json::from_slice::<Value>(line.bytes) {
+            events.push(event);
+        }
+        ControlFlow::Continue(())
+    })?;
+    events.reverse();
+    let n_removes = events
+        .iter()
+        .filter(|event| event["type"] == "remove")
+        .count();
+    let has_truncate = events.iter().any(|event| event["type"] == "truncate");
+    let mut folded: Vec<Value> = Vec::new();
+    let mut has_older = false;
+    if !has_truncate {
+        let wanted = MAX_MESSAGES + n_removes;
+        let base_limits = TailLimits {
+            max_read_bytes: limits.max_read_bytes.saturating_sub(report.bytes_read),
+            ..limits
+        };
+        let base_report = scan_backwards(&paths.base_log(), base_limits, |line| {
+            if let Ok(message) = serde_json::from_slice::<Value>(line.bytes) {
+                folded.push(message);
+            }
+            if folded.len() >= wanted {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        folded.reverse();
+        has_older = base_report.unread_bytes > 0;
+        report.absorb(&base_report);
+    }
     let base_len = folded.len();
-    for event in read_json_lines(&paths.events_log()) {
+    for event in events {
         match event["type"].as_str() {
             Some("append") => {
                 let id = &event["message"]["id"];
@@ -135,60 +185,88 @@ pub(crate) fn conversation(dir: &Path) -> Value {
         }
     }
     let n_total = folded.len();
-    let skipped = n_total.saturating_sub(MAX_MESSAGES);
-    json!({
-        "messages": folded.split_off(skipped),
-        "skipped": skipped,
+    let n_hidden = n_total.saturating_sub(MAX_MESSAGES);
+    Ok(json!({
+        "messages": folded.split_off(n_hidden),
+        "older": has_older || n_hidden > 0,
         "pending": n_total.saturating_sub(base_len),
-    })
-}
-
-/// Whole JSON lines of `path`; a torn or unreadable line is left out.
-fn read_json_lines(path: &Path) -> Vec<Value> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .collect()
+        "truncated": report.cut(),
+        "skippedLines": report.n_long_lines,
+        "bytesRead": report.bytes_read,
+    }))
 }
 
 /// The newest runtime events of the instance in `dir`, each tagged with
 /// the instance's folder name (`instance`).
-pub(crate) fn instance_events(dir: &Path, id: &str) -> Result<Value, ReadError> {
+pub(crate) fn instance_events(
+    dir: &Path,
+    id: &str,
+    limits: TailLimits,
+) -> Result<Value, ReadError> {
     let filter = RuntimeEventFilter {
         last: Some(MAX_EVENTS),
         ..RuntimeEventFilter::default()
     };
     let log = InstancePaths::from_dir(dir).runtime_events_log();
-    let events: Vec<Value> = read_runtime_events(&log, &filter)?
+    let page = read_runtime_events_within(&log, &filter, limits)?;
+    let events: Vec<Value> = page
         .records
         .into_iter()
         .filter_map(|record| tagged(&record.line, id))
         .collect();
-    Ok(json!({ "events": events }))
+    Ok(json!({
+        "events": events,
+        "truncated": page.tail.cut(),
+        "skippedLines": page.tail.n_long_lines,
+        "bytesRead": page.tail.bytes_read,
+    }))
 }
 
-/// Every runtime event of `trace_id` in `workspace`, in time order.
-pub(crate) fn trace_events(workspace: &WorkspacePaths, trace_id: &str) -> Result<Value, ReadError> {
+/// The runtime events of `trace_id` in `workspace`, in time order: a
+/// bounded scan backwards through the newest part of each instance's log
+/// (there is no index by trace). The request's read budget is shared out
+/// among the instances still to read, so a trace costs one budget
+/// whatever the number of instances; a trace older than what the budget
+/// reaches is answered `truncated` with what was found.
+pub(crate) fn trace_events(
+    workspace: &WorkspacePaths,
+    trace_id: &str,
+    limits: TailLimits,
+) -> Result<Value, ReadError> {
     let filter = RuntimeEventFilter {
         trace_id: Some(trace_id.to_string()),
         last: Some(MAX_EVENTS),
         ..RuntimeEventFilter::default()
     };
     let mut events: Vec<Value> = Vec::new();
-    for (id, dir) in instance_dirs(workspace) {
+    let mut report = TailReport::default();
+    let dirs = instance_dirs(workspace);
+    let n_dirs = dirs.len() as u64;
+    for (index, (id, dir)) in dirs.into_iter().enumerate() {
+        let budget_left = limits.max_read_bytes.saturating_sub(report.bytes_read);
+        let file_limits = TailLimits {
+            max_read_bytes: budget_left / (n_dirs - index as u64),
+            ..limits
+        };
         let log = InstancePaths::from_dir(&dir).runtime_events_log();
+        let page = read_runtime_events_within(&log, &filter, file_limits)?;
+        report.absorb(&page.tail);
         events.extend(
-            read_runtime_events(&log, &filter)?
-                .records
+            page.records
                 .into_iter()
                 .filter_map(|record| tagged(&record.line, &id)),
         );
     }
     // ISO 8601 timestamps of one clock order as text.
     events.sort_by(|a, b| a["timestamp"].as_str().cmp(&b["timestamp"].as_str()));
-    Ok(json!({ "traceId": trace_id, "events": events }))
+    let n_older = events.len().saturating_sub(MAX_EVENTS);
+    Ok(json!({
+        "traceId": trace_id,
+        "events": events.split_off(n_older),
+        "truncated": report.cut(),
+        "skippedLines": report.n_long_lines,
+        "bytesRead": report.bytes_read,
+    }))
 }
 
 /// One stored event line as JSON with `instance` added.
@@ -198,4 +276,74 @@ pub(crate) fn tagged(line: &str, instance: &str) -> Option<Value> {
         .as_object_mut()?
         .insert("instance".into(), Value::String(instance.to_string()));
     Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: &str, text: &str) -> Value {
+        json!({"id": id, "data": {"role": "user", "content": text}})
+    }
+
+    /// The fold of the tail of the base is the tail of the fold of the
+    /// whole base, for each kind of pending event.
+    #[test]
+    fn the_fold_of_the_tail_is_the_tail_of_the_fold() {
+        let n_base = MAX_MESSAGES + 200;
+        let base: Vec<Value> = (0..n_base)
+            .map(|i| message(&format!("m{i}"), "old"))
+            .collect();
+        let near_end = format!("m{}", n_base - 5);
+        let events = vec![
+            json!({"type": "remove", "targetId": "m10"}),
+            json!({"type": "remove", "targetId": format!("m{}", n_base - 2)}),
+            json!({"type": "remove", "targetId": format!("m{}", n_base - 3)}),
+            json!({"type": "replace", "targetId": near_end, "message": message(&near_end, "new")}),
+            json!({"type": "append", "message": message(&format!("m{}", n_base - 1), "dup")}),
+            json!({"type": "append", "message": message("fresh", "hi")}),
+            json!({"type": "commit", "turnId": "t"}),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let paths = InstancePaths::from_dir(dir.path());
+        std::fs::create_dir_all(paths.base_log().parent().unwrap()).unwrap();
+        let lines = |values: &[Value]| -> String {
+            values.iter().map(|value| format!("{value}\n")).collect()
+        };
+        std::fs::write(paths.base_log(), lines(&base)).unwrap();
+        std::fs::write(paths.events_log(), lines(&events)).unwrap();
+
+        let mut expected = base.clone();
+        expected.retain(|m| {
+            ![
+                "m10".to_string(),
+                format!("m{}", n_base - 2),
+                format!("m{}", n_base - 3),
+            ]
+            .contains(&m["id"].as_str().unwrap().to_string())
+        });
+        for m in expected.iter_mut() {
+            if m["id"] == near_end.as_str() {
+                *m = message(&near_end, "new");
+            }
+        }
+        expected.push(message("fresh", "hi"));
+        let expected = expected.split_off(expected.len() - MAX_MESSAGES);
+
+        let answer = conversation(dir.path(), TailLimits::default()).unwrap();
+        assert_eq!(answer["messages"], Value::Array(expected));
+        assert_eq!(answer["older"], true);
+        assert_eq!(answer["truncated"], false);
+
+        // After a `truncate`, only what came after it is shown, and the
+        // base is not read.
+        let truncated = vec![
+            json!({"type": "truncate"}),
+            json!({"type": "append", "message": message("after", "x")}),
+        ];
+        std::fs::write(paths.events_log(), lines(&truncated)).unwrap();
+        let answer = conversation(dir.path(), TailLimits::default()).unwrap();
+        assert_eq!(answer["messages"], json!([message("after", "x")]));
+        assert_eq!(answer["older"], false);
+    }
 }

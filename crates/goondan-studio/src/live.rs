@@ -8,6 +8,9 @@
 //! sent only once it is complete (ends with a newline), so a write in
 //! progress is never sent half. Each event goes out as one SSE `data:`
 //! line holding the stored event with `instance` (the folder name) added.
+//! Reading is `goondan_store::follow` (at most 1 MiB per file per poll); a
+//! line over the Studio's line cap (`Limits::max_line_bytes`) is not sent,
+//! and at most the cap plus one poll's read of it is ever held.
 //!
 //! Chosen over subscribing through the control socket: that would need
 //! a running orchestrator, a new request type and a fan-out in its main
@@ -15,10 +18,9 @@
 
 use crate::data::{instance_dirs, tagged};
 use axum::body::Bytes;
+use goondan_store::follow::FollowedLog;
 use goondan_store::{InstancePaths, WorkspacePaths};
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -26,32 +28,29 @@ use tokio::sync::mpsc;
 const RESCAN_INTERVAL: Duration = Duration::from_secs(1);
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
-/// Bytes read from one file per poll, so one huge burst cannot hold the
-/// task (the rest comes on the next poll).
-const MAX_READ_PER_POLL: u64 = 1024 * 1024;
-
-/// One followed file.
-struct Followed {
-    path: PathBuf,
-    offset: u64,
-    /// Bytes after the last newline, waiting for the rest of their line.
-    partial: Vec<u8>,
-}
 
 /// Starts following `workspace` (only the instance `only`, when given)
 /// from the current end of each file. The returned receiver yields SSE
 /// frames; the task ends when it is dropped.
+/// A line longer than `max_line_bytes` is not sent.
 pub(crate) fn follow(
     workspace: WorkspacePaths,
     only: Option<String>,
     poll_interval: Duration,
+    max_line_bytes: usize,
 ) -> mpsc::Receiver<Bytes> {
     let (sender, receiver) = mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
-        let mut followed: HashMap<String, Followed> = HashMap::new();
+        let mut followed: HashMap<String, FollowedLog> = HashMap::new();
         // Everything present now is history (the page loads it itself);
         // instances that appear later are followed from their start.
-        rescan(&workspace, only.as_deref(), &mut followed, true);
+        rescan(
+            &workspace,
+            only.as_deref(),
+            &mut followed,
+            true,
+            max_line_bytes,
+        );
         let mut last_rescan = Instant::now();
         let mut last_sent = Instant::now();
         if sender
@@ -67,13 +66,24 @@ pub(crate) fn follow(
                 return;
             }
             if last_rescan.elapsed() >= RESCAN_INTERVAL {
-                rescan(&workspace, only.as_deref(), &mut followed, false);
+                rescan(
+                    &workspace,
+                    only.as_deref(),
+                    &mut followed,
+                    false,
+                    max_line_bytes,
+                );
                 last_rescan = Instant::now();
             }
             let mut frames = Vec::new();
             for (instance, file) in followed.iter_mut() {
-                for line in read_new_lines(file) {
-                    if let Some(event) = tagged(&line, instance) {
+                // A read that fails (the file went away between looks) is
+                // tried again on the next poll.
+                for line in file.new_lines().unwrap_or_default() {
+                    let Ok(line) = std::str::from_utf8(&line) else {
+                        continue;
+                    };
+                    if let Some(event) = tagged(line, instance) {
                         frames.push(format!("data: {event}\n\n"));
                     }
                 }
@@ -95,8 +105,9 @@ pub(crate) fn follow(
 fn rescan(
     workspace: &WorkspacePaths,
     only: Option<&str>,
-    followed: &mut HashMap<String, Followed>,
+    followed: &mut HashMap<String, FollowedLog>,
     from_end: bool,
+    max_line_bytes: usize,
 ) {
     for (name, dir) in instance_dirs(workspace) {
         if only.is_some_and(|only| only != name) || followed.contains_key(&name) {
@@ -108,51 +119,6 @@ fn rescan(
         } else {
             0
         };
-        followed.insert(
-            name,
-            Followed {
-                path,
-                offset,
-                partial: Vec::new(),
-            },
-        );
+        followed.insert(name, FollowedLog::from_offset(path, offset, max_line_bytes));
     }
-}
-
-/// The complete lines appended to `file` since the last call.
-fn read_new_lines(file: &mut Followed) -> Vec<String> {
-    let Ok(length) = std::fs::metadata(&file.path).map(|metadata| metadata.len()) else {
-        return Vec::new();
-    };
-    if length < file.offset {
-        // Deleted and made again (`gdn instance delete`): start over.
-        file.offset = 0;
-        file.partial.clear();
-    }
-    if length == file.offset {
-        return Vec::new();
-    }
-    let Ok(mut handle) = std::fs::File::open(&file.path) else {
-        return Vec::new();
-    };
-    if handle.seek(SeekFrom::Start(file.offset)).is_err() {
-        return Vec::new();
-    }
-    let mut chunk = Vec::new();
-    let wanted = (length - file.offset).min(MAX_READ_PER_POLL);
-    if handle.take(wanted).read_to_end(&mut chunk).is_err() {
-        return Vec::new();
-    }
-    file.offset += chunk.len() as u64;
-    file.partial.extend_from_slice(&chunk);
-    let Some(last_newline) = file.partial.iter().rposition(|&byte| byte == b'\n') else {
-        return Vec::new();
-    };
-    let rest = file.partial.split_off(last_newline + 1);
-    let complete = std::mem::replace(&mut file.partial, rest);
-    complete
-        .split(|&byte| byte == b'\n')
-        .filter(|line| !line.is_empty())
-        .filter_map(|line| String::from_utf8(line.to_vec()).ok())
-        .collect()
 }

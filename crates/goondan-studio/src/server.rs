@@ -8,6 +8,12 @@
 //! head slower than `header_timeout` or larger than 16 KiB closes its
 //! connection, and live streams have their own cap so they cannot take
 //! every connection.
+//!
+//! Reads of logs (a conversation, an instance's events, a trace) are the
+//! heavy requests: each reads at most `Limits::max_read_bytes_per_request`
+//! from the end of the logs, and at most `Limits::max_heavy_requests` run
+//! at once; one more is answered 503 `E_STUDIO_BUSY` with `Retry-After`,
+//! so parallel requests cannot multiply what the Studio holds (issue 35).
 
 use crate::access::{Access, Decision, Refusal, COOKIE_NAME};
 use crate::data::{self, ReadError};
@@ -18,6 +24,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use goondan_store::tail::TailLimits;
 use goondan_store::StateRoot;
 use goondan_types::ErrorBody;
 use serde_json::Value;
@@ -51,6 +58,23 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// How often live streams look for new events.
     pub live_poll_interval: Duration,
+    /// Reads of logs (conversation, events, trace) running at once; one
+    /// more is answered 503.
+    pub max_heavy_requests: usize,
+    /// Bytes one read of logs may read from the files, at most.
+    pub max_read_bytes_per_request: u64,
+    /// A longer log line is skipped (and the answer says so), never loaded.
+    pub max_line_bytes: usize,
+}
+
+impl Limits {
+    /// What one read of logs may read and hold.
+    fn tail_limits(&self) -> TailLimits {
+        TailLimits {
+            max_read_bytes: self.max_read_bytes_per_request,
+            max_line_bytes: self.max_line_bytes,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -63,6 +87,9 @@ impl Default for Limits {
             max_live_streams: 16,
             header_timeout: Duration::from_secs(10),
             live_poll_interval: Duration::from_millis(50),
+            max_heavy_requests: 4,
+            max_read_bytes_per_request: 32 * 1024 * 1024,
+            max_line_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -81,12 +108,14 @@ pub struct Studio {
 struct Shared {
     studio: Studio,
     live_streams: Arc<Semaphore>,
+    heavy_requests: Arc<Semaphore>,
 }
 
 /// The Studio as an axum router, for serving and for in-process tests.
 pub fn router(studio: Studio) -> Router {
     let shared = Arc::new(Shared {
         live_streams: Arc::new(Semaphore::new(studio.limits.max_live_streams)),
+        heavy_requests: Arc::new(Semaphore::new(studio.limits.max_heavy_requests)),
         studio,
     });
     Router::new()
@@ -210,7 +239,42 @@ async fn not_found() -> Response {
 
 /// Runs a read off the async threads and turns its outcome into JSON.
 async fn read(work: impl FnOnce() -> Result<Value, ReadError> + Send + 'static) -> Response {
-    match tokio::task::spawn_blocking(work).await {
+    answer(tokio::task::spawn_blocking(work).await)
+}
+
+/// Runs a read of logs like [`read`], under one of the heavy-request
+/// permits; with none free it answers 503 at once rather than queueing,
+/// so a burst of requests cannot pile up reads (and their memory).
+async fn read_heavy(
+    shared: &Shared,
+    work: impl FnOnce(TailLimits) -> Result<Value, ReadError> + Send + 'static,
+) -> Response {
+    let Ok(permit) = shared.heavy_requests.clone().try_acquire_owned() else {
+        let mut response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "E_STUDIO_BUSY",
+            "too many reads of logs are running; retry in a moment",
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    };
+    let limits = shared.studio.limits.tail_limits();
+    // The permit moves into the blocking task: a client that goes away
+    // does not end the read, so the permit must last as long as it.
+    answer(
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work(limits)
+        })
+        .await,
+    )
+}
+
+/// A read's outcome as an HTTP answer.
+fn answer(outcome: Result<Result<Value, ReadError>, tokio::task::JoinError>) -> Response {
+    match outcome {
         Ok(Ok(value)) => axum::Json(value).into_response(),
         Ok(Err(ReadError::NotFound(message))) => {
             error(StatusCode::NOT_FOUND, "E_STUDIO_NOT_FOUND", &message)
@@ -244,10 +308,10 @@ async fn conversation(
     Path((swarm, instance)): Path<(String, String)>,
 ) -> Response {
     let root = shared.studio.state_root.clone();
-    read(move || {
+    read_heavy(&shared, move |limits| {
         let workspace = data::workspace(&root, &swarm)?;
         let dir = data::instance_dir(&workspace, &instance)?;
-        Ok(data::conversation(&dir))
+        data::conversation(&dir, limits)
     })
     .await
 }
@@ -257,10 +321,10 @@ async fn instance_events(
     Path((swarm, instance)): Path<(String, String)>,
 ) -> Response {
     let root = shared.studio.state_root.clone();
-    read(move || {
+    read_heavy(&shared, move |limits| {
         let workspace = data::workspace(&root, &swarm)?;
         let dir = data::instance_dir(&workspace, &instance)?;
-        data::instance_events(&dir, &instance)
+        data::instance_events(&dir, &instance, limits)
     })
     .await
 }
@@ -270,9 +334,9 @@ async fn trace(
     Path((swarm, trace_id)): Path<(String, String)>,
 ) -> Response {
     let root = shared.studio.state_root.clone();
-    read(move || {
+    read_heavy(&shared, move |limits| {
         let workspace = data::workspace(&root, &swarm)?;
-        data::trace_events(&workspace, &trace_id)
+        data::trace_events(&workspace, &trace_id, limits)
     })
     .await
 }
@@ -305,7 +369,13 @@ async fn live(
             )
         }
     };
-    let receiver = crate::live::follow(workspace, only, shared.studio.limits.live_poll_interval);
+    let limits = &shared.studio.limits;
+    let receiver = crate::live::follow(
+        workspace,
+        only,
+        limits.live_poll_interval,
+        limits.max_line_bytes,
+    );
     // The permit lives as long as the stream, so the cap counts open
     // streams, not requests.
     let stream =

@@ -366,3 +366,105 @@ fn one_client_holding_idle_connections_does_not_lock_out_another() {
     let answer = head_and_keep(&studio, &mut other);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
 }
+
+/// The JSON body of an answer.
+fn body(answer: &str) -> serde_json::Value {
+    let (_, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
+}
+
+/// Issue 35: a conversation of a few MB with one 20 MB message among the
+/// newest. The Studio answers the newest messages from the end of the
+/// log, skips the giant line (and says so) instead of loading it, and
+/// its reader holds no more than its bounds.
+#[test]
+fn issue_35_a_giant_line_is_skipped_and_the_newest_messages_still_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = state_root(dir.path());
+    let base = dir
+        .path()
+        .join("workspaces/main-1234/instances/alpha:default/messages/base.jsonl");
+    let n_messages = 20_000;
+    let giant_at = n_messages - 10;
+    let mut content = String::new();
+    for index in 0..n_messages {
+        let text = if index == giant_at {
+            "g".repeat(20 * 1024 * 1024)
+        } else {
+            format!("message number {index} of a long conversation")
+        };
+        content.push_str(&format!(
+            "{{\"id\":\"m{index}\",\"data\":{{\"role\":\"user\",\"content\":\"{text}\"}},\"metadata\":{{}},\"createdAt\":\"2026-01-01T00:00:00Z\",\"source\":{{\"type\":\"user\"}}}}\n"
+        ));
+    }
+    std::fs::write(&base, &content).unwrap();
+    drop(content);
+    let limits = Limits::default();
+    let studio = start(root, loopback, limits.clone());
+
+    let answer = get(
+        studio.addr,
+        "/api/swarms/main-1234/instances/alpha:default/conversation",
+        "",
+    );
+    assert_eq!(status(&answer), 200);
+    let conversation = body(&answer);
+    let messages = conversation["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 500);
+    assert_eq!(messages[499]["id"], format!("m{}", n_messages - 1));
+    assert_eq!(messages[0]["id"], format!("m{}", n_messages - 501));
+    assert!(messages
+        .iter()
+        .all(|message| message["id"] != format!("m{giant_at}")));
+    assert_eq!(conversation["skippedLines"], 1);
+    assert_eq!(conversation["truncated"], true);
+    assert_eq!(conversation["older"], true);
+    let bytes_read = conversation["bytesRead"].as_u64().unwrap();
+    assert!(bytes_read <= limits.max_read_bytes_per_request);
+
+    // The reader's own account of what it held for that file.
+    let tail_limits = goondan_store::tail::TailLimits {
+        max_read_bytes: limits.max_read_bytes_per_request,
+        max_line_bytes: limits.max_line_bytes,
+    };
+    let report = goondan_store::tail::scan_backwards(&base, tail_limits, |_| {
+        std::ops::ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert!(
+        report.peak_buffer_bytes <= goondan_store::tail::BLOCK_BYTES + 2 * limits.max_line_bytes,
+        "{report:?}"
+    );
+    assert!(report.bytes_read <= limits.max_read_bytes_per_request);
+    assert_eq!(report.n_long_lines, 1);
+}
+
+/// Issue 35: reads of logs past the cap are refused at once with a coded
+/// 503 and `Retry-After`, so parallel requests cannot multiply memory.
+#[test]
+fn issue_35_reads_of_logs_past_the_cap_are_answered_503_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let studio = start(
+        state_root(dir.path()),
+        loopback,
+        Limits {
+            max_heavy_requests: 0,
+            ..Limits::default()
+        },
+    );
+    for path in [
+        "/api/swarms/main-1234/instances/alpha:default/conversation",
+        "/api/swarms/main-1234/instances/alpha:default/events",
+        "/api/swarms/main-1234/traces/0123456789abcdef0123456789abcdef",
+    ] {
+        let answer = get(studio.addr, path, "");
+        assert_eq!(status(&answer), 503, "{path}: {answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("retry-after: 1\r\n"),
+            "{answer}"
+        );
+        assert_eq!(body(&answer)["code"], "E_STUDIO_BUSY");
+    }
+    // The swarm list reads no logs and is not capped.
+    assert_eq!(status(&get(studio.addr, "/api/swarms", "")), 200);
+}

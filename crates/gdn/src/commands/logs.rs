@@ -2,14 +2,21 @@
 //! swarm's instances and its reloads (`swarm.reloaded`,
 //! `swarm.reload_rejected`), or the raw log of one process, optionally
 //! followed.
+//!
+//! Every log is read from its end (`goondan_store::tail`) and followed
+//! from there (`goondan_store::follow`), so `-l N` costs N lines whatever
+//! the log's size, and a line over the store's default cap (16 MiB) is
+//! skipped, never loaded (issue 35).
 
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::commands::target;
 use crate::exit::Outcome;
 use anyhow::Context;
+use goondan_store::follow::FollowedLog;
+use goondan_store::tail::{read_last_lines, TailLimits, DEFAULT_MAX_LINE_BYTES};
 use goondan_store::{read_runtime_events, InstanceStore, RuntimeEventFilter};
 use goondan_types::{RuntimeEvent, SwarmEvent};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -85,9 +92,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
     }
     out.flush()?;
     if args.follow {
-        let mut offsets: Vec<u64> = files
+        let mut followed: Vec<FollowedLog> = files
             .iter()
-            .map(|file| std::fs::metadata(file).map(|m| m.len()).unwrap_or(0))
+            .map(|file| {
+                let length = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+                FollowedLog::from_offset(file.clone(), length, DEFAULT_MAX_LINE_BYTES)
+            })
             .collect();
         let follow_filter = RuntimeEventFilter {
             last: None,
@@ -95,9 +105,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
         };
         loop {
             std::thread::sleep(Duration::from_millis(200));
-            for (file, offset) in files.iter().zip(offsets.iter_mut()) {
-                let new_text = read_from(file, offset)?;
-                for line in new_text.lines() {
+            for file in followed.iter_mut() {
+                for line in file.new_lines()? {
+                    let line = String::from_utf8_lossy(&line);
+                    let line = line.as_ref();
                     let shown = if let Ok(event) = serde_json::from_str::<RuntimeEvent>(line) {
                         follow_filter.matches(&event)
                     } else if let Ok(event) = serde_json::from_str::<SwarmEvent>(line) {
@@ -120,21 +131,19 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
 /// exists, then, with `follow`, what is appended to any of them.
 fn tail_files(paths: &[PathBuf], lines: usize, follow: bool) -> anyhow::Result<Outcome> {
     let mut out = std::io::stdout().lock();
-    let mut offsets = Vec::new();
+    let mut followed = Vec::new();
     for path in paths {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                offsets.push(0);
-                continue;
-            }
-            Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
-        };
-        let all: Vec<&str> = text.lines().collect();
-        for line in &all[all.len().saturating_sub(lines)..] {
-            writeln!(out, "{line}")?;
+        // A missing log is followed from its start once it appears.
+        let (last, report) = read_last_lines(path, lines, TailLimits::default(), |_| true)
+            .with_context(|| format!("reading {}", path.display()))?;
+        for line in &last {
+            writeln!(out, "{}", String::from_utf8_lossy(line))?;
         }
-        offsets.push(text.len() as u64);
+        followed.push(FollowedLog::from_offset(
+            path.clone(),
+            report.end,
+            DEFAULT_MAX_LINE_BYTES,
+        ));
     }
     out.flush()?;
     if paths.iter().all(|path| !path.exists()) {
@@ -151,26 +160,11 @@ fn tail_files(paths: &[PathBuf], lines: usize, follow: bool) -> anyhow::Result<O
     }
     loop {
         std::thread::sleep(Duration::from_millis(200));
-        for (path, offset) in paths.iter().zip(offsets.iter_mut()) {
-            let new_text = read_from(path, offset)?;
-            write!(out, "{new_text}")?;
+        for file in followed.iter_mut() {
+            for line in file.new_lines()? {
+                writeln!(out, "{}", String::from_utf8_lossy(&line))?;
+            }
         }
         out.flush()?;
     }
-}
-
-/// Reads whole lines appended after `offset` and advances it.
-fn read_from(path: &PathBuf, offset: &mut u64) -> anyhow::Result<String> {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return Ok(String::new());
-    };
-    file.seek(SeekFrom::Start(*offset))?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    let complete = bytes
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |pos| pos + 1);
-    *offset += complete as u64;
-    Ok(String::from_utf8_lossy(&bytes[..complete]).into_owned())
 }

@@ -2,7 +2,7 @@
 // framework; every text from the state root goes in through textContent.
 "use strict";
 
-const state = { swarms: [], view: null, events: [], conversation: null, source: null };
+const state = { swarms: [], view: null, events: [], eventsCut: null, conversation: null, source: null };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -27,9 +27,25 @@ function svg(tag, attrs, ...children) {
 }
 
 async function getJson(path) {
-  const response = await fetch(path, { credentials: "same-origin" });
-  if (!response.ok) throw new Error(`${path}: ${response.status}`);
-  return response.json();
+  // A 503 with Retry-After means the Studio is busy with other reads of
+  // logs (it caps them); wait as told and try a few times.
+  for (let attempt = 0; ; attempt++) {
+    const response = await fetch(path, { credentials: "same-origin" });
+    const retryAfter = Number(response.headers.get("Retry-After"));
+    if (response.status === 503 && retryAfter > 0 && attempt < 5) {
+      await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000));
+      continue;
+    }
+    if (!response.ok) throw new Error(`${path}: ${response.status}`);
+    return response.json();
+  }
+}
+
+/** A note when an answer was cut by the Studio's read budget or line cap. */
+function cutNote(answer) {
+  if (!answer || !answer.truncated) return null;
+  const skipped = answer.skippedLines ? `; ${answer.skippedLines} over-long line(s) skipped` : "";
+  return el("p", { class: "muted cut-note", text: `Only the newest part of the log was read${skipped}.` });
 }
 
 const enc = encodeURIComponent;
@@ -95,8 +111,11 @@ async function show() {
       ]);
       state.conversation = conversation;
       state.events = events.events;
+      state.eventsCut = events;
     } else {
-      state.events = (await getJson(`/api/swarms/${enc(state.view.swarm)}/traces/${enc(state.view.trace)}`)).events;
+      const trace = await getJson(`/api/swarms/${enc(state.view.swarm)}/traces/${enc(state.view.trace)}`);
+      state.events = trace.events;
+      state.eventsCut = trace;
     }
     render();
   } catch (error) {
@@ -151,7 +170,9 @@ function partText(part) {
 function renderConversation() {
   const conversation = state.conversation || { messages: [] };
   const list = el("div", { class: "messages" });
-  if (conversation.skipped) list.append(el("p", { class: "muted", text: `${conversation.skipped} older messages not shown` }));
+  if (conversation.older) list.append(el("p", { class: "muted", text: "Older messages not shown" }));
+  const note = cutNote(conversation);
+  if (note) list.append(note);
   for (const message of conversation.messages) {
     const data = message.data || {};
     const content = Array.isArray(data.content) ? data.content : [data.content];
@@ -240,6 +261,8 @@ function renderTurn(turn) {
 function renderTimeline(events) {
   const turns = buildTurns(events);
   const list = el("div", { class: "turns" });
+  const note = cutNote(state.eventsCut);
+  if (note) list.append(note);
   if (turns.length === 0) list.append(el("p", { class: "muted", text: "No turns yet." }));
   turns.reverse().forEach((turn) => list.append(renderTurn(turn)));
   return list;
@@ -308,6 +331,7 @@ function renderTrace() {
         el("span", { class: "chip", text: `${fmtTokens(tokens)} tokens` }),
         el("span", { class: "chip", text: `cost ${fmtCost(cost)}` }),
         el("span", { class: "chip", text: fmtMs(end - begin) }))),
+    cutNote(state.eventsCut),
     el("div", { class: "grid" },
       el("section", { class: "panel", id: "span-tree" }, el("h2", { text: "Span tree" }), rows),
       el("section", { class: "panel", id: "call-graph" }, el("h2", { text: "Inter-agent calls" }), renderGraph(spans))));
