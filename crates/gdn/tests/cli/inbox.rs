@@ -8,7 +8,7 @@
 use crate::connectors::{
     conversation_texts, hooks_with, post, post_signed_when_up, signed, start, wait_for_answer,
 };
-use crate::swarm::{sigkill, Swarm};
+use crate::swarm::{sigkill, wait_until, Swarm};
 use std::time::Duration;
 
 /// Three signed posts to one instance whose queue holds two, while the
@@ -20,6 +20,17 @@ fn three_posts(swarm: &Swarm, port: u16) -> [u16; 3] {
     // three, so the instance's process is ready and idle.
     assert_eq!(post_signed_when_up(port, warm).0, 200);
     wait_for_answer(swarm, "alpha", "inbox", "warm");
+    // Its answer leaves before its Turn is over (the fold follows): wait
+    // until the orchestrator holds nothing for the instance.
+    wait_until("alpha:inbox to be idle", || {
+        swarm
+            .instances()
+            .iter()
+            .any(|row| {
+                row["agentName"] == "alpha" && row["instanceKey"] == "inbox" && row["process"] == "idle"
+            })
+            .then_some(())
+    });
     ["one", "two", "three"].map(|text| {
         let body = format!(r#"{{"text":"{text}","instanceKey":"inbox"}}"#);
         post(port, &body, &signed(&body))
