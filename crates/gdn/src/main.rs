@@ -33,12 +33,27 @@ fn main() -> ExitCode {
             if broken_pipe {
                 Outcome::Success
             } else {
-                eprintln!("error: {error:#}");
+                eprintln!("error: {}", chain_text(&error));
                 Outcome::Failure
             }
         }
     };
     exit::exit_code(outcome)
+}
+
+/// An error and its causes in one line, each cause once: an error whose
+/// text already ends with its cause's (`control socket …: unexpected end
+/// of file`) does not repeat it.
+fn chain_text(error: &anyhow::Error) -> String {
+    let mut line = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 /// Parses the command line and runs the command.

@@ -259,6 +259,22 @@ async fn ask_over_socket(
         {
             return Ok(Delivery::NotDelivered)
         }
+        // It took the request and went away before answering (stopped,
+        // killed): a coded answer, not a bare IO error.
+        Err(OrchestratorError::Control { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            return Ok(Delivery::Answered(Err(OrchestratorError::Stopped
+                .to_body()
+                .with_suggestion(
+                    "the input may still be answered when the swarm starts again (it is in its instance's inbox); `gdn run --detach` starts it",
+                ))))
+        }
         Err(error) => return Err(error.into()),
     };
     match response {

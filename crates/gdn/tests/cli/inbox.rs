@@ -27,7 +27,9 @@ fn three_posts(swarm: &Swarm, port: u16) -> [u16; 3] {
             .instances()
             .iter()
             .any(|row| {
-                row["agentName"] == "alpha" && row["instanceKey"] == "inbox" && row["process"] == "idle"
+                row["agentName"] == "alpha"
+                    && row["instanceKey"] == "inbox"
+                    && row["process"] == "idle"
             })
             .then_some(())
     });
