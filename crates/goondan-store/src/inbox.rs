@@ -25,6 +25,12 @@
 //! holds or held recently is refused as a duplicate ([`Accepted::Duplicate`])
 //! rather than run twice. A torn last line (the process died while
 //! writing it) was never acknowledged and is dropped.
+//!
+//! Only instances with something pending are kept in memory (with their
+//! file open): one that has nothing pending is read again from its file
+//! (at most [`COMPACT_AFTER_BYTES`] and a little) at its next input, so an
+//! orchestrator with thousands of quiet instances holds no window and no
+//! descriptor for them.
 
 use crate::durability::{
     create_dir_all, open_append, sync_dir, sync_file, write_file_atomically, SyncPolicy,
@@ -41,10 +47,10 @@ use std::path::Path;
 use std::sync::Mutex;
 
 /// How many consumed event ids an instance remembers, to refuse a replay.
-pub const SEEN_WINDOW: usize = 4096;
+pub const SEEN_WINDOW: usize = 1024;
 /// A file past this size with nothing pending is compacted to its `seen`
 /// window.
-const COMPACT_AFTER_BYTES: u64 = 256 * 1024;
+const COMPACT_AFTER_BYTES: u64 = 64 * 1024;
 
 /// What became of an input handed to [`InboxStore::accept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +160,7 @@ impl InboxStore {
         from: &str,
         event: &AgentEvent,
     ) -> Result<Accepted, StoreError> {
-        self.with(agent, instance_key, |inbox, path, policy| {
+        let accepted = self.with(agent, instance_key, |inbox, path, policy| {
             if inbox.holds(&event.id) {
                 return Ok(Accepted::Duplicate);
             }
@@ -170,7 +176,11 @@ impl InboxStore {
             )?;
             inbox.pending.push_back(input);
             Ok(Accepted::New)
-        })
+        })?;
+        if accepted == Accepted::Duplicate {
+            self.forget_if_idle(agent, instance_key);
+        }
+        Ok(accepted)
     }
 
     /// The input `event_id` of `agent:instance_key` was refused after it
@@ -194,7 +204,9 @@ impl InboxStore {
             )?;
             inbox.pending.remove(at);
             Ok(())
-        })
+        })?;
+        self.forget_if_idle(agent, instance_key);
+        Ok(())
     }
 
     /// The input `event_id` of `agent:instance_key` left the instance (its
@@ -225,7 +237,25 @@ impl InboxStore {
                 compact(inbox, path, policy)?;
             }
             Ok(())
-        })
+        })?;
+        self.forget_if_idle(agent, instance_key);
+        Ok(())
+    }
+
+    /// Drops the in-memory copy (and the open file) of an inbox with
+    /// nothing pending; its file has everything.
+    fn forget_if_idle(&self, agent: &str, instance_key: &str) {
+        let mut inboxes = self
+            .inboxes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = (agent.to_string(), instance_key.to_string());
+        if inboxes
+            .get(&key)
+            .is_some_and(|inbox| inbox.pending.is_empty())
+        {
+            inboxes.remove(&key);
+        }
     }
 
     /// What `agent:instance_key` holds that no Turn consumed yet, in
@@ -235,9 +265,11 @@ impl InboxStore {
         agent: &str,
         instance_key: &str,
     ) -> Result<Vec<PendingInput>, StoreError> {
-        self.with(agent, instance_key, |inbox, _, _| {
+        let pending = self.with(agent, instance_key, |inbox, _, _| {
             Ok(inbox.pending.iter().cloned().collect())
-        })
+        })?;
+        self.forget_if_idle(agent, instance_key);
+        Ok(pending)
     }
 
     /// Every instance that has an inbox file, as `(agent, instance key)`:
@@ -529,6 +561,26 @@ mod tests {
                 .unwrap(),
             Accepted::New
         );
+    }
+
+    #[test]
+    fn an_inbox_with_nothing_pending_is_not_kept_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let inbox = store(dir.path());
+        inbox
+            .accept("a", "k", "orchestrator", &event("e1"))
+            .unwrap();
+        assert_eq!(inbox.inboxes.lock().unwrap().len(), 1);
+        inbox.consumed("a", "k", "e1").unwrap();
+        assert!(inbox.inboxes.lock().unwrap().is_empty());
+        // The window is read back from the file.
+        assert_eq!(
+            inbox
+                .accept("a", "k", "orchestrator", &event("e1"))
+                .unwrap(),
+            Accepted::Duplicate
+        );
+        assert!(inbox.inboxes.lock().unwrap().is_empty());
     }
 
     #[test]
