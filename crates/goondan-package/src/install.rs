@@ -355,3 +355,50 @@ fn place(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goondan_config::lockfile::LockedPackage;
+
+    fn lockfile(entries: &[(&str, &str)]) -> Lockfile {
+        Lockfile {
+            packages: entries
+                .iter()
+                .map(|(key, integrity)| {
+                    let version = split_package_key(key).unwrap().1.to_string();
+                    let locked = LockedPackage {
+                        version,
+                        resolved: format!("http://127.0.0.1/{key}.tgz"),
+                        integrity: integrity.to_string(),
+                        dependencies: BTreeMap::new(),
+                    };
+                    (key.to_string(), locked)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn only_a_version_locked_before_with_another_integrity_is_a_change() {
+        let before = lockfile(&[("@acme/a@1.0.0", "sha512-A"), ("@acme/b@1.0.0", "sha512-B")]);
+        let cases: [(Option<&Lockfile>, Lockfile, Vec<&str>); 4] = [
+            (None, lockfile(&[("@acme/a@1.0.0", "sha512-X")]), vec![]),
+            (Some(&before), before.clone(), vec![]),
+            // A new version is a new lock, not a changed one.
+            (
+                Some(&before),
+                lockfile(&[("@acme/a@1.1.0", "sha512-X")]),
+                vec![],
+            ),
+            (
+                Some(&before),
+                lockfile(&[("@acme/a@1.0.0", "sha512-X"), ("@acme/b@1.0.0", "sha512-B")]),
+                vec!["@acme/a@1.0.0 (locked sha512-A, now sha512-X)"],
+            ),
+        ];
+        for (before, after, expected) in cases {
+            assert_eq!(changed_integrity(before, &after), expected);
+        }
+    }
+}
