@@ -147,6 +147,10 @@ pub(crate) enum PackageCommand {
     Update {
         /// Only this package.
         name: Option<String>,
+        /// Re-lock a version whose integrity changed on the registry
+        /// (refused otherwise: a published version should never change).
+        #[arg(long)]
+        accept_changed_integrity: bool,
         #[command(flatten)]
         registry: RegistryFlag,
     },

@@ -180,6 +180,16 @@ pub(crate) fn error(code: &str, message: &dyn std::fmt::Display, help: Option<&s
     }
 }
 
+/// Prints one coded warning, shaped as [`error`]: `warning[CODE]:
+/// message`, then `   = help: …`.
+pub(crate) fn warning(code: &str, message: &dyn std::fmt::Display, help: Option<&str>) {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "warning[{code}]: {message}");
+    if let Some(help) = help {
+        let _ = writeln!(err, "   = help: {help}");
+    }
+}
+
 /// Prints the diagnostics of a bundle that did not load, relative to its
 /// folder.
 pub(crate) fn not_loaded(not_loaded: &NotLoaded, format: Format, quiet: bool) {

@@ -126,6 +126,10 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
             let _ = sender
                 .send(message.to_message(&me.to_string(), ORCHESTRATOR))
                 .await;
+            // The writer finishes only once every sender is gone: holding
+            // this one would keep a refused connector alive forever, never
+            // restarted and never stopped by a graceful shutdown.
+            drop(sender);
             2
         }
         Ok(started) => serve(&me, started, sender, receiver).await,

@@ -18,7 +18,7 @@
 //! orchestrator (the caller holds the workspace's lock before binding).
 
 use crate::ingress::Ingress;
-use crate::orchestrator::{InstanceStatus, RestartOutcome};
+use crate::orchestrator::{ConnectionStatus, InstanceStatus, RestartOutcome};
 use crate::{OrchestratorError, OrchestratorHandle};
 use goondan_types::{AgentEvent, ConnectorEvent};
 use serde::{Deserialize, Serialize};
@@ -77,6 +77,8 @@ pub enum ControlRequest {
     },
     /// Every live instance.
     List,
+    /// Every Connection's ConnectorProcess.
+    Connections,
     /// Stops the processes of an instance.
     Delete {
         /// `agent:instance` or an instance key.
@@ -131,6 +133,11 @@ pub enum ControlResponse {
     Instances {
         /// Every known instance.
         instances: Vec<InstanceStatus>,
+    },
+    /// Answers [`ControlRequest::Connections`].
+    Connections {
+        /// One per Connection of the swarm.
+        connections: Vec<ConnectionStatus>,
     },
     /// Answers [`ControlRequest::Delete`].
     Deleted {
@@ -537,6 +544,10 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             .list()
             .await
             .map(|instances| ControlResponse::Instances { instances }),
+        ControlRequest::Connections => handle
+            .connections()
+            .await
+            .map(|connections| ControlResponse::Connections { connections }),
         ControlRequest::Delete { key } => handle
             .delete(key)
             .await

@@ -88,6 +88,7 @@ fn main() {
             registry: Some(url.to_string()),
             frozen: false,
             settings: ClientSettings::read(&home.path().join("config.json")).unwrap(),
+            accept_changed_integrity: false,
         };
         // The first install resolves and writes the lockfile; every
         // measured one installs from it.

@@ -68,6 +68,17 @@ pub enum PackageError {
         /// The integrity of the bytes received.
         actual: String,
     },
+    /// A new resolution gives a version already in the lockfile another
+    /// integrity: the registry changed the bytes of a published version,
+    /// which should never happen.
+    #[error(
+        "the registry changed the integrity of a version goondan.lock.yaml already locks: {}",
+        changes.join("; ")
+    )]
+    IntegrityChanged {
+        /// `name@version (locked …, now …)`, one per changed version.
+        changes: Vec<String>,
+    },
     /// A tarball entry escapes its folder or is not a plain file or folder.
     #[error("unsafe tarball entry `{entry}`: {problem}")]
     UnsafeTarball {
@@ -177,6 +188,7 @@ impl PackageError {
             PackageError::VersionConflict { .. } => "E_PKG_VERSION_CONFLICT",
             PackageError::CircularDependency { .. } => "E_PKG_CIRCULAR_DEP",
             PackageError::IntegrityMismatch { .. } => "E_PKG_INTEGRITY_FAIL",
+            PackageError::IntegrityChanged { .. } => "E_PKG_INTEGRITY_CHANGED",
             PackageError::UnsafeTarball { .. } => "E_PKG_PATH_TRAVERSAL",
             PackageError::TooLarge { .. } => "E_PKG_TOO_LARGE",
             PackageError::ManifestInvalid { .. } => "E_PKG_SCHEMA_INVALID",
@@ -217,6 +229,9 @@ impl PackageError {
             }
             PackageError::IntegrityMismatch { .. } => {
                 "the tarball changed since it was locked: check the registry, or delete the entry from goondan.lock.yaml and install again if the change is trusted".into()
+            }
+            PackageError::IntegrityChanged { .. } => {
+                "a published version never changes, so the registry may be compromised: check it; if the change is trusted, run `gdn package update --accept-changed-integrity` to re-lock it".into()
             }
             PackageError::UnsafeTarball { .. } => {
                 "pack the package with `gdn package pack`: only plain files and folders under package/".into()

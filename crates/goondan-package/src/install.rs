@@ -37,6 +37,9 @@ pub struct InstallOptions {
     pub frozen: bool,
     /// The System Root's `config.json` (registry and tokens).
     pub settings: ClientSettings,
+    /// Re-lock a version whose integrity changed on the registry instead
+    /// of refusing with [`PackageError::IntegrityChanged`].
+    pub accept_changed_integrity: bool,
 }
 
 /// What an install did.
@@ -50,6 +53,10 @@ pub struct InstallReport {
     pub lockfile_written: bool,
     /// `name@version: message` for each deprecated version in the tree.
     pub deprecated: Vec<String>,
+    /// Versions re-locked with the integrity the registry has now (only
+    /// with [`InstallOptions::accept_changed_integrity`]), each as
+    /// `name@version (locked …, now …)`.
+    pub relocked: Vec<String>,
 }
 
 /// Installs the dependencies of the bundle at `bundle_root`.
@@ -57,11 +64,44 @@ pub async fn install(
     bundle_root: &Path,
     options: &InstallOptions,
 ) -> Result<InstallReport, PackageError> {
+    let existing = Lockfile::read(bundle_root)?;
+    install_against(bundle_root, options, existing.clone(), existing).await
+}
+
+/// Resolves `name` (every dependency when `None`) again, ignoring the
+/// lockfile's choice for it, and installs. The lockfile on disk is only
+/// rewritten once the new tree is downloaded and checked, so a refusal
+/// leaves it as it was.
+pub async fn update(
+    bundle_root: &Path,
+    options: &InstallOptions,
+    name: Option<&str>,
+) -> Result<InstallReport, PackageError> {
+    let existing = Lockfile::read(bundle_root)?;
+    let pinned = existing.clone().map(|mut lockfile| {
+        lockfile.packages.retain(|key, _| {
+            name.is_some_and(|name| {
+                split_package_key(key).is_some_and(|(locked, _)| locked != name)
+            })
+        });
+        lockfile
+    });
+    install_against(bundle_root, options, pinned, existing).await
+}
+
+/// Installs with `existing` as the lockfile to keep where it still
+/// answers the Package's ranges; `on_disk` is the lockfile as the bundle has it,
+/// what a changed integrity and a rewrite are judged against.
+async fn install_against(
+    bundle_root: &Path,
+    options: &InstallOptions,
+    existing: Option<Lockfile>,
+    on_disk: Option<Lockfile>,
+) -> Result<InstallReport, PackageError> {
     let Some(manifest) = PackageManifest::read(bundle_root)? else {
         return Ok(InstallReport::default());
     };
     let root = manifest.registry_dependencies();
-    let existing = Lockfile::read(bundle_root)?;
     let mut report = InstallReport::default();
     let lockfile = match &existing {
         Some(lockfile) if resolve::lockfile_satisfies(lockfile, &root)? => prune(lockfile, &root),
@@ -86,6 +126,13 @@ pub async fn install(
             problem: "it holds packages the Package no longer needs".into(),
         });
     }
+    let changed = changed_integrity(on_disk.as_ref(), &lockfile);
+    if !changed.is_empty() {
+        if !options.accept_changed_integrity {
+            return Err(PackageError::IntegrityChanged { changes: changed });
+        }
+        report.relocked = changed;
+    }
     let downloader = client_for(&manifest, options).ok();
     install_locked(
         &lockfile,
@@ -94,7 +141,7 @@ pub async fn install(
         &mut report,
     )
     .await?;
-    if existing.as_ref() != Some(&lockfile) {
+    if on_disk.as_ref() != Some(&lockfile) {
         write_lockfile(bundle_root, &lockfile)?;
         report.lockfile_written = true;
     }
@@ -155,6 +202,23 @@ pub async fn resolve_with(
             }
         }
     }
+}
+
+/// Each `name@version` that `before` and `after` both lock with different
+/// integrities, as `name@version (locked …, now …)`.
+fn changed_integrity(before: Option<&Lockfile>, after: &Lockfile) -> Vec<String> {
+    let Some(before) = before else {
+        return Vec::new();
+    };
+    after
+        .packages
+        .iter()
+        .filter_map(|(key, now)| {
+            let locked = before.packages.get(key)?;
+            (locked.integrity != now.integrity)
+                .then(|| format!("{key} (locked {}, now {})", locked.integrity, now.integrity))
+        })
+        .collect()
 }
 
 /// The entries of `lockfile` reachable from `root`.
@@ -290,4 +354,51 @@ fn place(
         let _ = std::fs::remove_dir_all(&staging);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goondan_config::lockfile::LockedPackage;
+
+    fn lockfile(entries: &[(&str, &str)]) -> Lockfile {
+        Lockfile {
+            packages: entries
+                .iter()
+                .map(|(key, integrity)| {
+                    let version = split_package_key(key).unwrap().1.to_string();
+                    let locked = LockedPackage {
+                        version,
+                        resolved: format!("http://127.0.0.1/{key}.tgz"),
+                        integrity: integrity.to_string(),
+                        dependencies: BTreeMap::new(),
+                    };
+                    (key.to_string(), locked)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn only_a_version_locked_before_with_another_integrity_is_a_change() {
+        let before = lockfile(&[("@acme/a@1.0.0", "sha512-A"), ("@acme/b@1.0.0", "sha512-B")]);
+        let cases: [(Option<&Lockfile>, Lockfile, Vec<&str>); 4] = [
+            (None, lockfile(&[("@acme/a@1.0.0", "sha512-X")]), vec![]),
+            (Some(&before), before.clone(), vec![]),
+            // A new version is a new lock, not a changed one.
+            (
+                Some(&before),
+                lockfile(&[("@acme/a@1.1.0", "sha512-X")]),
+                vec![],
+            ),
+            (
+                Some(&before),
+                lockfile(&[("@acme/a@1.0.0", "sha512-X"), ("@acme/b@1.0.0", "sha512-B")]),
+                vec!["@acme/a@1.0.0 (locked sha512-A, now sha512-X)"],
+            ),
+        ];
+        for (before, after, expected) in cases {
+            assert_eq!(changed_integrity(before, &after), expected);
+        }
+    }
 }

@@ -7,7 +7,7 @@ use crate::cli::{
     GlobalArgs, PackageCacheCommand, PackageCommand, RegistryFlag, RegistryServeArgs,
 };
 use crate::exit::Outcome;
-use goondan_config::lockfile::{Lockfile, LOCKFILE_NAME};
+use goondan_config::lockfile::LOCKFILE_NAME;
 use goondan_package::install::{InstallOptions, InstallReport};
 use goondan_package::manifest::PackageManifest;
 use goondan_package::name::PackageRef;
@@ -92,6 +92,11 @@ fn print_install(report: &InstallReport, quiet: bool, out: &mut dyn std::io::Wri
     for warning in &report.deprecated {
         eprintln!("warning: deprecated: {warning}");
     }
+    // Printed even when quiet: the lockfile now trusts bytes the registry
+    // changed after they were published.
+    for relocked in &report.relocked {
+        eprintln!("warning: re-locked with the registry's changed integrity: {relocked}");
+    }
     if quiet {
         return;
     }
@@ -166,6 +171,7 @@ impl Session {
             registry: registry.and_then(|flag| flag.registry.clone()),
             frozen,
             settings: self.settings.clone(),
+            accept_changed_integrity: false,
         }
     }
 
@@ -218,8 +224,13 @@ impl Session {
                 frozen_lockfile,
                 registry,
             } => self.install(registry, *frozen_lockfile).await,
-            PackageCommand::Update { name, registry } => {
-                self.update(name.as_deref(), registry).await
+            PackageCommand::Update {
+                name,
+                accept_changed_integrity,
+                registry,
+            } => {
+                self.update(name.as_deref(), *accept_changed_integrity, registry)
+                    .await
             }
             PackageCommand::Remove { name } => self.remove(name).await,
             PackageCommand::Publish {
@@ -252,11 +263,12 @@ impl Session {
         }
     }
 
-    /// `gdn package update [NAME]`: resolves `name` (every dependency when
-    /// `None`) again and installs.
+    /// `gdn package update [NAME] [--accept-changed-integrity]`: resolves
+    /// `name` (every dependency when `None`) again and installs.
     async fn update(
         &self,
         name: Option<&str>,
+        accept_changed_integrity: bool,
         registry: &RegistryFlag,
     ) -> Result<(), PackageError> {
         let manifest = self.manifest()?;
@@ -268,18 +280,13 @@ impl Session {
                 });
             }
         }
-        // Dropping the lockfile's entries makes install resolve
-        // them again; the others stay pinned where they can.
-        if let Some(mut lockfile) = Lockfile::read(&self.bundle_root)? {
-            lockfile.packages.retain(|key, _| {
-                name.is_some_and(|name| {
-                    goondan_config::lockfile::split_package_key(key)
-                        .is_some_and(|(locked, _)| locked != name)
-                })
-            });
-            goondan_package::install::write_lockfile(&self.bundle_root, &lockfile)?;
-        }
-        self.install(registry, false).await
+        let options = InstallOptions {
+            accept_changed_integrity,
+            ..self.install_options(Some(registry), false)
+        };
+        let report = goondan_package::install::update(&self.bundle_root, &options, name).await?;
+        print_install(&report, self.quiet, &mut std::io::stdout());
+        Ok(())
     }
 
     /// `gdn package remove NAME`: drops the dependency and installs.

@@ -34,7 +34,7 @@ use goondan_host::{HostMode, HostSettings, Project, RunningSwarm};
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::ingress::CLI_EVENT;
 use goondan_orchestrator::{Ingress, OrchestratorError, OrchestratorHandle};
-use goondan_types::{AgentEvent, ConnectorEvent};
+use goondan_types::{AgentEvent, ConnectorEvent, ProcessStatus};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -314,6 +314,58 @@ pub(crate) async fn ask_text(
     }
 }
 
+/// How long `gdn run --detach` waits for every Connection's process to
+/// become ready or refuse to start before it reports.
+const CONNECTIONS_SETTLE: Duration = Duration::from_secs(5);
+
+/// Prints a warning per Connection whose ConnectorProcess refused to start,
+/// so a detached swarm with a Connection down is not reported as simply
+/// "started" (the exit code stays 0: the agents run, and the orchestrator
+/// keeps retrying the Connection with its crash backoff). Waits at most
+/// [`CONNECTIONS_SETTLE`]; an orchestrator that cannot say is not reported
+/// on.
+async fn warn_failed_connections(socket: &Path) {
+    let deadline = tokio::time::Instant::now() + CONNECTIONS_SETTLE;
+    loop {
+        let Ok(ControlResponse::Connections { connections }) =
+            control::call(socket, &ControlRequest::Connections).await
+        else {
+            return;
+        };
+        let ready = |status: ProcessStatus| {
+            matches!(status, ProcessStatus::Idle | ProcessStatus::Processing)
+        };
+        let settled = connections
+            .iter()
+            .all(|connection| ready(connection.status) || connection.last_error.is_some());
+        if settled || tokio::time::Instant::now() >= deadline {
+            for connection in connections {
+                let Some(error) = connection.last_error.filter(|_| !ready(connection.status))
+                else {
+                    continue;
+                };
+                let help = format!(
+                    "{}, then `gdn restart`; meanwhile it is retried with a backoff",
+                    error
+                        .suggestion
+                        .as_deref()
+                        .unwrap_or("fix the Connection in goondan.yaml")
+                );
+                crate::render::warning(
+                    &error.code,
+                    &format_args!(
+                        "Connection/{} did not start: {}",
+                        connection.connection, error.message
+                    ),
+                    Some(&help),
+                );
+            }
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Starts `gdn run` again in the background, waits until its control
 /// socket answers, and optionally hands it the input.
 async fn detach(
@@ -393,6 +445,7 @@ async fn detach(
                     project.instance_key,
                     log_path.display()
                 );
+                warn_failed_connections(socket).await;
                 let Some(text) = input else {
                     return Ok(Outcome::Success);
                 };

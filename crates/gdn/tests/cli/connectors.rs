@@ -6,8 +6,8 @@
 
 use crate::mock_llm::{MockLlm, Reply};
 use crate::swarm::{
-    alive, conversation_of, find_instance, fixture, gdn_command, sigkill, wait_until, Resident,
-    Swarm,
+    alive, code, conversation_of, find_instance, finish_within, fixture, gdn_command, sigkill,
+    stderr, stdout, wait_until, Resident, Swarm,
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -394,4 +394,82 @@ curl -s -o /dev/null -w '%{{http_code}}' -H "X-Webhook-Signature: sha256=$sig" -
     answered("orders", "customer-ann", "Confirmed: Order 1042 was paid");
     answered("support", "ticket-77", "Ticket received");
     assert_eq!(resident.terminate(), 0);
+}
+
+/// The `gdn connector` processes of any parent that were started for the
+/// System Root `state` (their argv names it).
+fn connectors_of_state(state: &std::path::Path) -> Vec<i32> {
+    let state = state.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let arguments: Vec<&[u8]> = cmdline.split(|byte| *byte == 0).collect();
+            arguments.contains(&&b"connector"[..]) && arguments.contains(&state.as_bytes())
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
+/// Issue 35: a webhook Connection that refuses to start (an open host and
+/// no secret) is reported by `gdn run --detach` with its code and fix; its
+/// ConnectorProcess exits and is retried with the crash backoff instead of
+/// staying alive; and `gdn stop` finishes long before the default 300 s
+/// grace period, leaving no `gdn connector` behind.
+#[test]
+fn a_connection_that_refuses_to_start_is_reported_retried_and_stopped() {
+    let (swarm, port) = hooks();
+    let path = swarm.bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let open = text
+        .replace(
+            "  secrets:\n    WEBHOOK_SECRET:\n      valueFrom:\n        env: HOOK_SECRET\n",
+            "",
+        )
+        .replace(
+            &format!("    PORT:\n      value: \"{port}\"\n"),
+            &format!("    PORT:\n      value: \"{port}\"\n    HOST:\n      value: \"0.0.0.0\"\n"),
+        );
+    assert!(!open.contains("WEBHOOK_SECRET") && open.contains("0.0.0.0"));
+    std::fs::write(&path, open).unwrap();
+
+    let started = swarm.run(&["run", "--detach"]);
+    assert_eq!(code(&started), 0, "{}", stderr(&started));
+    let text = stdout(&started);
+    let pid: i32 = text
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {text:?}"));
+    let warning = stderr(&started);
+    assert!(
+        warning.contains("warning[E_CONNECTOR_CONFIG]: Connection/hooks did not start"),
+        "{warning}"
+    );
+    assert!(warning.contains("SIGNING_SECRET"), "{warning}");
+    assert!(warning.contains("gdn restart"), "{warning}");
+
+    // The refused process exits (it is respawned, then backs off), so at
+    // some point none runs.
+    wait_until("the refused connector to exit", || {
+        connector_pids(pid).is_empty().then_some(())
+    });
+
+    let stop = gdn_command(swarm.bundle.path(), swarm.state.path(), &["stop"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stopped = finish_within(stop, "gdn stop", Duration::from_secs(20));
+    assert_eq!(code(&stopped), 0, "{}", stderr(&stopped));
+    wait_until("the orchestrator to exit", || (!alive(pid)).then_some(()));
+    wait_until("no connector left", || {
+        connectors_of_state(swarm.state.path())
+            .is_empty()
+            .then_some(())
+    });
 }

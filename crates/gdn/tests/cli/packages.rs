@@ -536,3 +536,97 @@ fn add_creates_the_package_document_when_the_bundle_has_none() {
     assert!(text.ends_with(model), "{text}");
     ok(&run(app.path(), state.path(), &["validate"]));
 }
+
+/// Issue 35: `gdn package update` refuses to re-lock a published version
+/// whose bytes changed on the registry (as a compromised registry would
+/// serve them), leaving the lockfile as it was, and re-locks it, saying
+/// so, only with `--accept-changed-integrity`.
+#[test]
+fn update_refuses_a_changed_integrity_of_a_locked_version_unless_accepted() {
+    let registry = Registry::start();
+    let state = tempfile::tempdir().unwrap();
+    publish_plain(&registry, state.path(), "@acme/util", "1.0.0", &[]);
+    let app = tempfile::tempdir().unwrap();
+    std::fs::write(
+        app.path().join("goondan.yaml"),
+        "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: app\nspec:\n  dependencies:\n    - name: \"@acme/util\"\n      version: \"^1\"\n",
+    )
+    .unwrap();
+    ok(&run(
+        app.path(),
+        state.path(),
+        &["package", "install", "--registry", &registry.url],
+    ));
+    let lockfile = std::fs::read_to_string(app.path().join("goondan.lock.yaml")).unwrap();
+
+    // The same version with other bytes, published on a second registry
+    // and copied into the first one's store, metadata included.
+    let other = Registry::start();
+    let changed = tempfile::tempdir().unwrap();
+    std::fs::write(
+        changed.path().join("goondan.yaml"),
+        "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: \"@acme/util\"\nspec:\n  version: \"1.0.0\"\n  description: Not what was published first.\n",
+    )
+    .unwrap();
+    ok(&run(
+        changed.path(),
+        state.path(),
+        &["package", "publish", "--registry", &other.url],
+    ));
+    for file in ["metadata.json", "-/util-1.0.0.tgz"] {
+        std::fs::copy(
+            other.dir.join("@acme/util").join(file),
+            registry.dir.join("@acme/util").join(file),
+        )
+        .unwrap();
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(registry.dir.join("@acme/util/metadata.json")).unwrap(),
+    )
+    .unwrap();
+    let new_integrity = metadata["versions"]["1.0.0"]["dist"]["integrity"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!lockfile.contains(&new_integrity), "{lockfile}");
+
+    let refused = run(
+        app.path(),
+        state.path(),
+        &["package", "update", "--registry", &registry.url],
+    );
+    assert_ne!(refused.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("error[E_PKG_INTEGRITY_CHANGED]"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("@acme/util@1.0.0"), "{stderr}");
+    assert!(stderr.contains("--accept-changed-integrity"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(app.path().join("goondan.lock.yaml")).unwrap(),
+        lockfile,
+        "a refused update leaves the lockfile as it was"
+    );
+
+    let accepted = run(
+        app.path(),
+        state.path(),
+        &[
+            "package",
+            "update",
+            "--accept-changed-integrity",
+            "--registry",
+            &registry.url,
+        ],
+    );
+    ok(&accepted);
+    let warning = String::from_utf8_lossy(&accepted.stderr);
+    assert!(
+        warning
+            .contains("warning: re-locked with the registry's changed integrity: @acme/util@1.0.0"),
+        "{warning}"
+    );
+    let relocked = std::fs::read_to_string(app.path().join("goondan.lock.yaml")).unwrap();
+    assert!(relocked.contains(&new_integrity), "{relocked}");
+}

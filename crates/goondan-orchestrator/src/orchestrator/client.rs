@@ -1,7 +1,7 @@
 //! [`OrchestratorHandle`]: how everything outside the main loop talks to
 //! it, one [`Input`] at a time.
 
-use super::input::{Input, InstanceStatus};
+use super::input::{ConnectionStatus, Input, InstanceStatus};
 use crate::ingress::Ingress;
 use crate::swarm::SwarmInfo;
 use crate::OrchestratorError;
@@ -288,6 +288,14 @@ impl OrchestratorHandle {
         let (reply, list) = oneshot::channel();
         self.send(Input::List { reply }).await?;
         list.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Every Connection's ConnectorProcess, with the error its last
+    /// process refused to start with.
+    pub async fn connections(&self) -> Result<Vec<ConnectionStatus>, OrchestratorError> {
+        let (reply, connections) = oneshot::channel();
+        self.send(Input::Connections { reply }).await?;
+        connections.await.map_err(|_| OrchestratorError::Stopped)
     }
 
     /// Kills the process serving `key` (an `agent:instance` key or an

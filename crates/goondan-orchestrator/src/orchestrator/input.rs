@@ -9,7 +9,7 @@ use crate::swarm::SwarmInfo;
 use crate::OrchestratorError;
 use goondan_ipc::protocol::QueryAnswer;
 use goondan_ipc::{Link, RoutingKey};
-use goondan_types::{AgentEvent, IpcMessage, ProcessStatus};
+use goondan_types::{AgentEvent, ErrorBody, IpcMessage, ProcessStatus};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
@@ -42,6 +42,24 @@ pub struct InstanceStatus {
     /// started), while one runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<u64>,
+}
+
+/// The live state of one Connection's ConnectorProcess, so a client (`gdn
+/// run --detach`) can tell a Connection that refused to start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionStatus {
+    /// The Connection's name.
+    pub connection: String,
+    /// Its process state (`idle` once the connector said it is ready).
+    pub status: ProcessStatus,
+    /// The OS pid while a process runs.
+    pub pid: Option<u32>,
+    /// Crashes since it last stayed up.
+    pub consecutive_crashes: u32,
+    /// Why its last process refused to start, until one becomes ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<ErrorBody>,
 }
 
 /// Where the streamed model text of an awaited answer goes.
@@ -119,6 +137,11 @@ pub enum Input {
     List {
         /// Where the list goes.
         reply: oneshot::Sender<Vec<InstanceStatus>>,
+    },
+    /// Report every Connection's ConnectorProcess.
+    Connections {
+        /// Where the list goes.
+        reply: oneshot::Sender<Vec<ConnectionStatus>>,
     },
     /// Stop and forget an instance.
     Delete {

@@ -159,6 +159,9 @@ pub(crate) struct Instance {
     pub(crate) last_active: Instant,
     /// Whether the current process answers its pings.
     pub(crate) liveness: super::liveness::LivenessState,
+    /// Why the last process refused to start (`runtime.start_error`),
+    /// until a process becomes ready.
+    pub(crate) last_start_error: Option<goondan_types::ErrorBody>,
 }
 
 impl Instance {
@@ -180,6 +183,7 @@ impl Instance {
             ready_at: None,
             last_active: Instant::now(),
             liveness: Default::default(),
+            last_start_error: None,
         }
     }
 

@@ -222,6 +222,14 @@ impl Orchestrator {
         if instance.shutdown.is_some() {
             return;
         }
+        // A ConnectorProcess that never became ready has accepted no event,
+        // so it has nothing to finish; it may not even read its input any
+        // more (one that refused its config), so it is not waited for.
+        let grace = if key.connection_name().is_some() && instance.ready_at.is_none() {
+            Duration::ZERO
+        } else {
+            grace
+        };
         instance.status = ProcessStatus::Draining;
         instance.shutdown = Some(ShutdownIntent {
             respawn,

@@ -28,7 +28,7 @@ mod supervision;
 pub use client::{
     OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState, MAX_RESTART_WAIT,
 };
-pub use input::{Input, InstanceStatus};
+pub use input::{ConnectionStatus, Input, InstanceStatus};
 pub use instance::MAX_DELIVERY_ATTEMPTS;
 pub use lifecycle::SwarmRestartRequest;
 pub use liveness::{Liveness, LIVENESS_INTERVAL_ENV};
@@ -290,6 +290,9 @@ impl Orchestrator {
             Input::List { reply } => {
                 let _ = reply.send(self.list());
             }
+            Input::Connections { reply } => {
+                let _ = reply.send(self.connections());
+            }
             Input::Delete { key, reply } => self.delete(&key, reply),
             Input::AnswerQuery {
                 to,
@@ -337,6 +340,21 @@ impl Orchestrator {
                     .backoff_remaining()
                     .map(|remaining| goondan_types::iso_at(SystemTime::now() + remaining)),
                 generation: instance.link.as_ref().map(|link| link.generation),
+            })
+            .collect()
+    }
+
+    fn connections(&self) -> Vec<ConnectionStatus> {
+        self.instances
+            .iter()
+            .filter_map(|(key, instance)| {
+                Some(ConnectionStatus {
+                    connection: key.connection_name()?.to_string(),
+                    status: instance.status,
+                    pid: instance.control.as_ref().and_then(|control| control.id()),
+                    consecutive_crashes: instance.consecutive_crashes,
+                    last_error: instance.last_start_error.clone(),
+                })
             })
             .collect()
     }

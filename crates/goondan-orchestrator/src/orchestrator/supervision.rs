@@ -152,6 +152,7 @@ impl Orchestrator {
                         instance.status = ProcessStatus::Idle;
                     }
                     instance.ready_at = Some(Instant::now());
+                    instance.last_start_error = None;
                 }
                 self.start_pinging(key);
                 tracing::info!(key = %key, "agent process ready");
@@ -202,6 +203,11 @@ impl Orchestrator {
             "agent process"
         };
         tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), "{process} failed to start: {}", error.message);
+        // Kept for `gdn run --detach`, which reports a Connection that
+        // refused to start instead of saying only "started".
+        if let Some(instance) = self.instances.get_mut(key) {
+            instance.last_start_error = Some(error.clone());
+        }
         // Requests from other agents fail now with the real cause rather
         // than at their callers' timeouts; a fire-and-forget sender learns
         // its event was refused.
