@@ -213,4 +213,154 @@ spec:
             ]
         );
     }
+
+    /// Two agents with Models of different providers, one using the
+    /// built-in `telegram` tool, and a Connection reading the bot token.
+    const TWO_AGENTS: &str = "apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: model-a
+spec:
+  provider: openai
+  model: gpt-x
+  apiKey:
+    valueFrom:
+      env: KEY_A
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: model-b
+spec:
+  provider: anthropic
+  model: claude-x
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: a
+spec:
+  modelConfig:
+    modelRef: Model/model-a
+  tools:
+    - ref: Tool/telegram
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: b
+spec:
+  modelConfig:
+    modelRef: Model/model-b
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/a
+  agents:
+    - ref: Agent/a
+    - ref: Agent/b
+---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: tg
+spec:
+  connectorRef: Connector/telegram
+  secrets:
+    TELEGRAM_BOT_TOKEN:
+      valueFrom:
+        env: TELEGRAM_BOT_TOKEN
+";
+
+    fn agent(name: &str) -> SpawnRequest {
+        SpawnRequest::Agent {
+            key: goondan_ipc::RoutingKey::new(name, "default"),
+            workdir: None,
+        }
+    }
+
+    fn handed(child_secrets: &ChildSecrets, request: &SpawnRequest) -> Vec<(String, String)> {
+        child_secrets
+            .for_request(request)
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect()
+    }
+
+    /// Issue 35: each child is handed only its own resources' secrets;
+    /// every secret name stays withheld from every child.
+    #[test]
+    fn each_child_is_handed_only_the_secrets_its_own_resources_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("goondan.yaml"), TWO_AGENTS).unwrap();
+        std::fs::write(
+            dir.path().join(".env"),
+            "KEY_A=sk-a\nOPENAI_API_KEY=sk-openai\nANTHROPIC_API_KEY=sk-ant\n\
+             TELEGRAM_BOT_TOKEN=123:bot\nOTEL_EXPORTER_OTLP_HEADERS=x-key=otel\n",
+        )
+        .unwrap();
+        let options = LoadOptions {
+            inherit_process_env: false,
+            ..LoadOptions::default()
+        };
+        let outcome = load_bundle(dir.path(), &options).unwrap();
+        let bundle = outcome
+            .bundle
+            .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
+        let child_secrets = ChildSecrets::new(&bundle);
+        let pairs = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect()
+        };
+        // Sorted by name, as `Secrets` keeps them.
+        assert_eq!(
+            handed(&child_secrets, &agent("a")),
+            pairs(&[
+                ("KEY_A", "sk-a"),
+                ("OPENAI_API_KEY", "sk-openai"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "x-key=otel"),
+                ("TELEGRAM_BOT_TOKEN", "123:bot"),
+            ])
+        );
+        assert_eq!(
+            handed(&child_secrets, &agent("b")),
+            pairs(&[
+                ("ANTHROPIC_API_KEY", "sk-ant"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "x-key=otel"),
+            ])
+        );
+        let connection = SpawnRequest::Connector {
+            connection: "tg".into(),
+        };
+        assert_eq!(
+            handed(&child_secrets, &connection),
+            pairs(&[("TELEGRAM_BOT_TOKEN", "123:bot")])
+        );
+        assert!(handed(&child_secrets, &agent("unknown")).is_empty());
+        let withheld = withheld(&bundle);
+        for name in [
+            "KEY_A",
+            "TELEGRAM_BOT_TOKEN",
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+        ] {
+            assert!(withheld.iter().any(|w| w == name), "{name}: {withheld:?}");
+        }
+
+        // A reload replaces the choice: agent b now reads KEY_A too.
+        let reloaded = TWO_AGENTS.replacen(
+            "  model: claude-x\n",
+            "  model: claude-x\n  apiKey:\n    valueFrom:\n      env: KEY_A\n",
+            1,
+        );
+        std::fs::write(dir.path().join("goondan.yaml"), reloaded).unwrap();
+        let bundle = load_bundle(dir.path(), &options).unwrap().bundle.unwrap();
+        child_secrets.replace(&bundle);
+        assert!(handed(&child_secrets, &agent("b")).contains(&("KEY_A".into(), "sk-a".into())));
+    }
 }
