@@ -105,7 +105,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         ],
         connector_args: None,
         env: vec![("GOONDAN_LOG_LEVEL".into(), "warn".into())],
-        secrets: Default::default(),
+        secrets: Arc::new(|_: &goondan_orchestrator::SpawnRequest| goondan_types::Secrets::new()),
         withheld_env: Vec::new(),
         log_file: None,
         current_dir: None,

@@ -125,14 +125,8 @@ impl Bundle {
                 .chain(connection.spec.secrets.values())
         });
         let mut names = BTreeSet::new();
-        for value_from in model_keys
-            .chain(connection_values)
-            .filter_map(|source| source.value_from.as_ref())
-        {
-            names.extend(value_from.env.clone());
-            if let Some(secret) = &value_from.secret_ref {
-                names.extend(crate::env::secret_variables(secret));
-            }
+        for source in model_keys.chain(connection_values) {
+            add_source_variables(source, &mut names);
         }
         names
     }
@@ -143,10 +137,21 @@ impl Bundle {
     /// [`Bundle::env`].
     pub fn secrets(&self, extra_names: &[&str]) -> Secrets {
         let references = self.env_references();
-        references
-            .iter()
-            .map(String::as_str)
-            .chain(extra_names.iter().copied())
+        self.secret_values(
+            references
+                .iter()
+                .map(String::as_str)
+                .chain(extra_names.iter().copied()),
+        )
+    }
+
+    /// The values of the variables `names` that have one in
+    /// [`Bundle::env`]: what one child is handed when it should hold only
+    /// the secrets its own resources read ([`AgentView::env_references`],
+    /// [`ConnectionView::env_references`]).
+    pub fn secret_values<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> Secrets {
+        names
+            .into_iter()
             .filter_map(|name| Some((name, self.env.get(name)?)))
             .collect()
     }
@@ -220,6 +225,17 @@ impl Bundle {
             bundle: self,
             index,
         })
+    }
+}
+
+/// Adds the variables a typed ValueSource reads (`valueFrom.env`, or those
+/// of a `valueFrom.secretRef`) to `names`.
+fn add_source_variables(source: &ValueSource, names: &mut BTreeSet<String>) {
+    if let Some(value_from) = &source.value_from {
+        names.extend(value_from.env.clone());
+        if let Some(secret) = &value_from.secret_ref {
+            names.extend(crate::env::secret_variables(secret));
+        }
     }
 }
 
@@ -308,6 +324,27 @@ impl<'a> AgentView<'a> {
                 }
                 config
             })
+    }
+
+    /// The environment variables this agent's own resources read, sorted:
+    /// its Model's `apiKey` and every `{valueFrom: {env}}` object in the
+    /// config each of its Extensions runs with for it
+    /// ([`AgentView::extension_configs`]). Tools declare no ValueSources.
+    /// A subset of [`Bundle::env_references`]: what the orchestrator hands
+    /// this agent's processes, so no agent holds another agent's key. The
+    /// provider's usual key variable is not among them (the caller knows
+    /// the provider's).
+    pub fn env_references(&self) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        if let Some(api_key) = &self.model().spec.api_key {
+            add_source_variables(api_key, &mut names);
+        }
+        for config in self.extension_configs() {
+            for value in config.values() {
+                collect_value_from_env(value, &mut names);
+            }
+        }
+        names
     }
 
     /// The system prompt with `systemRef` already read; `None` when the
@@ -418,6 +455,18 @@ impl<'a> ConnectionView<'a> {
     /// `metadata.name`.
     pub fn name(&self) -> &'a str {
         self.resource().name()
+    }
+
+    /// The environment variables this Connection reads (`valueFrom` in
+    /// its `config` and `secrets`; a Connector declares none), sorted:
+    /// what the orchestrator hands its ConnectorProcess, and nothing more.
+    pub fn env_references(&self) -> BTreeSet<String> {
+        let spec = &self.resource().spec;
+        let mut names = BTreeSet::new();
+        for source in spec.config.values().chain(spec.secrets.values()) {
+            add_source_variables(source, &mut names);
+        }
+        names
     }
 
     /// The Connector it runs.

@@ -40,6 +40,7 @@
 use crate::cluster::rollout::point_link;
 use crate::cluster::SingletonConnections;
 use crate::project::{swarm_info, BundleSource};
+use crate::secrets::ChildSecrets;
 use crate::{Notice, Notices, Project};
 use goondan_config::{Bundle, Resource};
 use goondan_ipc::protocol::{Failure, QueryAnswer};
@@ -97,7 +98,7 @@ pub(crate) struct ClusterReload {
 /// when the orchestrator drops its end of `requests`, or when it is
 /// aborted.
 pub(crate) fn start(
-    handle: OrchestratorHandle,
+    running: Running,
     project: &Project,
     source: BundleSource,
     watch_files: bool,
@@ -132,8 +133,13 @@ pub(crate) fn start(
     } else {
         None
     };
+    let Running {
+        handle,
+        child_secrets,
+    } = running;
     let reloader = Reloader {
         handle,
+        child_secrets,
         project: project.clone(),
         source,
         notices,
@@ -142,6 +148,15 @@ pub(crate) fn start(
         cluster,
     };
     Ok(tokio::spawn(reloader.run(events, requests, rollouts)))
+}
+
+/// The running swarm a reload changes.
+pub(crate) struct Running {
+    /// Its orchestrator, which restarts what changed.
+    pub(crate) handle: OrchestratorHandle,
+    /// What its spawner hands each child, replaced by the new bundle's
+    /// before anything restarts.
+    pub(crate) child_secrets: ChildSecrets,
 }
 
 /// The folders watched for edits (`--watch`).
@@ -181,6 +196,7 @@ impl Trigger {
 /// The reload loop's state: the bundle now running and what is watched.
 struct Reloader {
     handle: OrchestratorHandle,
+    child_secrets: ChildSecrets,
     project: Project,
     source: BundleSource,
     notices: Notices,
@@ -300,6 +316,9 @@ impl Reloader {
         }
         let snapshot = Snapshot::of(&candidate.bundle, &swarm_name, &self.source);
         let mut change = self.snapshot.compare(&snapshot);
+        // Children started from here on (the restarted ones, new agents)
+        // are handed what the new bundle's resources read.
+        self.child_secrets.replace(&candidate.bundle);
         self.project = candidate;
         self.snapshot = snapshot;
         if let Some(watch) = &mut self.watch {

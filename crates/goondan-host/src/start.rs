@@ -94,7 +94,8 @@ pub async fn start(
     let (project, placement) = settings.mode.join(project, &settings).await?;
     let info = placement.select(&project, swarm_info(&project)?);
     let workspace = project.workspace();
-    let spawner = spawner(&project, &settings, &placement)?;
+    let child_secrets = crate::secrets::ChildSecrets::new(&project.bundle);
+    let spawner = spawner(&project, &settings, &placement, &child_secrets)?;
     let (restart_requests, restart_requests_rx) =
         tokio::sync::mpsc::channel(reload::RESTART_REQUEST_CAPACITY);
     let (handle, orchestrator) = Orchestrator::start(OrchestratorConfig {
@@ -133,7 +134,10 @@ pub async fn start(
         env_file: settings.env_file.clone(),
     };
     let reloader = reload::start(
-        handle.clone(),
+        reload::Running {
+            handle: handle.clone(),
+            child_secrets,
+        },
         &project,
         source,
         settings.watch,
@@ -224,6 +228,7 @@ fn spawner(
     project: &Project,
     settings: &HostSettings,
     placement: &Placement,
+    child_secrets: &crate::secrets::ChildSecrets,
 ) -> Result<LocalSpawner, HostError> {
     let bundle_dir = placement.bundle_dir(project);
     let absolute = |path: &Path| {
@@ -270,15 +275,14 @@ fn spawner(
     env.extend(placement.child_env());
     // Keys reach agents in the spawn handshake, never through their
     // environment (which every tool they run would inherit) or argv.
-    let (secrets, withheld_env) = crate::secrets::for_children(&project.bundle);
-    goondan_types::secret::mask_in_logs(&secrets);
+    goondan_types::secret::mask_in_logs(&crate::secrets::all(&project.bundle));
     Ok(LocalSpawner {
         program: settings.program.clone(),
         args: agent_args,
         connector_args: Some(connector_args),
         env,
-        secrets,
-        withheld_env,
+        secrets: child_secrets.spawner_view(),
+        withheld_env: crate::secrets::withheld(&project.bundle),
         log_file: Some(log_file),
         current_dir: Some(bundle_dir),
     })

@@ -35,7 +35,7 @@ pub use cassette::CassetteEntry;
 pub use config::{ApiKey, EnvLookup, ModelConfig, ProcessEnv};
 pub use error::ModelError;
 pub use pricing::{price_of, ModelPrice, PriceSource};
-pub use provider::{build, needs_api_key, DEFAULT_KEY_VARIABLES, PROVIDERS};
+pub use provider::{build, default_key_variable, needs_api_key, DEFAULT_KEY_VARIABLES, PROVIDERS};
 pub use request::{
     FinishReason, InvalidToolArguments, ModelParams, ModelRequest, ModelResponse, ToolSpec,
 };

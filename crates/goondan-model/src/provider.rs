@@ -35,6 +35,19 @@ const ANTHROPIC_BASE_URL_VARIABLE: &str = "ANTHROPIC_BASE_URL";
 const OPENAI_BASE_URL_VARIABLE: &str = "OPENAI_BASE_URL";
 const GOOGLE_BASE_URL_VARIABLE: &str = "GOOGLE_GENERATIVE_AI_BASE_URL";
 
+/// The variable [`build`] falls back to for a Model of `provider` without
+/// `apiKey` (one of [`DEFAULT_KEY_VARIABLES`]); `None` for the offline
+/// providers. The orchestrator hands an agent only its own Model's, so
+/// one agent's process never holds another provider's key.
+pub fn default_key_variable(provider: &str) -> Option<&'static str> {
+    match provider.trim().to_ascii_lowercase().as_str() {
+        "anthropic" => Some(ANTHROPIC_KEY_VARIABLE),
+        "openai" => Some(OPENAI_KEY_VARIABLE),
+        "google" => Some(GOOGLE_KEY_VARIABLE),
+        _ => None,
+    }
+}
+
 /// Whether `provider` calls a remote API and so needs a key; the offline
 /// providers (`scripted`, `replay`) never read one, so a Model switched to
 /// them keeps working without its key variable.

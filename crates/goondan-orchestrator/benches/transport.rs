@@ -139,7 +139,9 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
             args: Vec::new(),
             connector_args: None,
             env: vec![("GOONDAN_BENCH_CHILD".into(), "1".into())],
-            secrets: Default::default(),
+            secrets: Arc::new(|_: &goondan_orchestrator::SpawnRequest| {
+                goondan_types::Secrets::new()
+            }),
             withheld_env: Vec::new(),
             log_file: None,
             current_dir: None,

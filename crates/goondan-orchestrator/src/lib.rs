@@ -35,6 +35,6 @@ pub use ingress::Ingress;
 pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle};
 pub use remote::RemoteInstances;
 pub use spawner::{
-    LocalSpawner, LogFileFor, ProcessControl, SpawnRequest, SpawnedProcess, Spawner,
+    LocalSpawner, LogFileFor, ProcessControl, SecretsFor, SpawnRequest, SpawnedProcess, Spawner,
 };
 pub use swarm::{IngressRule, SwarmInfo};

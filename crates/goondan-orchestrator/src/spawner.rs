@@ -91,11 +91,14 @@ pub struct LocalSpawner {
     pub connector_args: Option<Vec<String>>,
     /// Extra environment for the child.
     pub env: Vec<(String, String)>,
-    /// The secret variables the child needs: written in its spawn
-    /// handshake, removed from its exec environment.
-    pub secrets: Secrets,
-    /// More variables removed from the child's exec environment: every
-    /// secret name, whether or not it has a value here.
+    /// The secret variables each child needs, asked per request: written
+    /// in its spawn handshake, removed from its exec environment. A child
+    /// is handed only what its own resources read, so one agent's
+    /// process never holds another agent's key.
+    pub secrets: SecretsFor,
+    /// More variables removed from every child's exec environment: every
+    /// secret name of the whole bundle, whether or not it has a value
+    /// here, so no child inherits a secret that was not handed to it.
     pub withheld_env: Vec<String>,
     /// Where each child's stderr (its structured log) goes, appended; `None`
     /// inherits the orchestrator's stderr.
@@ -109,13 +112,16 @@ pub struct LocalSpawner {
 /// Names the log file of a process.
 pub type LogFileFor = std::sync::Arc<dyn Fn(&SpawnRequest) -> PathBuf + Send + Sync>;
 
+/// The secrets one process is handed in its spawn handshake.
+pub type SecretsFor = std::sync::Arc<dyn Fn(&SpawnRequest) -> Secrets + Send + Sync>;
+
 impl std::fmt::Debug for LocalSpawner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalSpawner")
             .field("program", &self.program)
             .field("args", &self.args)
             .field("logs_to_file", &self.log_file.is_some())
-            .field("secrets", &self.secrets)
+            .field("withheld_env", &self.withheld_env)
             .finish_non_exhaustive()
     }
 }
@@ -180,12 +186,12 @@ impl Spawner for LocalSpawner {
             }
             None => Stdio::inherit(),
         };
-        let handshake = SpawnHandshake::new(self.secrets.clone())
+        let secrets = (self.secrets)(request);
+        let handshake = SpawnHandshake::new(secrets.clone())
             .encode()
             .map_err(|error| spawn_error(std::io::Error::other(error.to_string())))?;
         command.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        for name in self
-            .secrets
+        for name in secrets
             .names()
             .chain(self.withheld_env.iter().map(String::as_str))
         {

@@ -318,7 +318,9 @@ fn with_ledger(
                 ("GOONDAN_TEST_CHILD".into(), "1".into()),
                 (TEST_SECRET.into(), "leaked-through-the-environment".into()),
             ],
-            secrets: [(TEST_SECRET, "handed-over-secret")].into_iter().collect(),
+            secrets: Arc::new(|_: &goondan_orchestrator::SpawnRequest| {
+                [(TEST_SECRET, "handed-over-secret")].into_iter().collect()
+            }),
             withheld_env: vec!["GOONDAN_TEST_UNSET_SECRET".into()],
             log_file: None,
             current_dir: None,
@@ -566,7 +568,9 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
                 args: Vec::new(),
                 connector_args: None,
                 env: vec![("GOONDAN_TEST_CHILD".into(), "1".into())],
-                secrets: Default::default(),
+                secrets: Arc::new(|_: &goondan_orchestrator::SpawnRequest| {
+                    goondan_types::Secrets::new()
+                }),
                 withheld_env: Vec::new(),
                 log_file: None,
                 current_dir: None,

@@ -103,10 +103,10 @@ fn snoop(request: &ChatRequest) -> Reply {
     }
 }
 
-/// `gdn --config BUNDLE --state-root STATE ARGS...` with the keys in its
-/// environment, killed if it outlives [`DEADLINE`]. Output goes to files,
+/// `gdn --config BUNDLE --state-root STATE ARGS...` with the keys (and
+/// `extra_env`) in its environment, killed if it outlives [`DEADLINE`]. Output goes to files,
 /// so a chatty child never blocks on a full pipe.
-fn run_gdn(bundle: &Path, state: &Path, args: &[&str]) -> Output {
+fn run_gdn(bundle: &Path, state: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
     let out_dir = tempfile::tempdir().unwrap();
     let stdout_path = out_dir.path().join("stdout.txt");
     let stderr_path = out_dir.path().join("stderr.txt");
@@ -132,7 +132,8 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str]) -> Output {
     }
     command
         .env("MY_KEY", MY_KEY)
-        .env("OPENAI_API_KEY", OPENAI_KEY);
+        .env("OPENAI_API_KEY", OPENAI_KEY)
+        .envs(extra_env.iter().copied());
     let mut child = command.spawn().unwrap();
     let started = Instant::now();
     let status = loop {
@@ -224,7 +225,7 @@ fn snoop_run(cassette: Option<&Path>) {
     if let Some(cassette) = cassette {
         args.extend(["--record", cassette.to_str().unwrap()]);
     }
-    let output = run_gdn(bundle.path(), state.path(), &args);
+    let output = run_gdn(bundle.path(), state.path(), &args, &[]);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
@@ -296,4 +297,99 @@ fn secrets_never_reach_the_model_the_state_root_or_the_output() {
 fn secrets_never_reach_a_recorded_cassette() {
     let dir = tempfile::tempdir().unwrap();
     snoop_run(Some(&dir.path().join("cassette.jsonl")));
+}
+
+/// The key of the second agent's Model, set in `gdn`'s environment.
+const OTHER_AGENT_KEY: &str = "sk-ant-OTHER-AGENT-5e2d9c";
+
+/// The snooping agent runs `echo`, and a second agent has a Model of its
+/// own whose key comes from another variable.
+fn two_agents_text(endpoint: &str) -> String {
+    let one_agent = bundle_text(endpoint);
+    let models_and_snoop = one_agent
+        .split("---\napiVersion: goondan.ai/v1\nkind: Swarm")
+        .next()
+        .unwrap();
+    format!(
+        "{models_and_snoop}---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: other-llm
+spec:
+  provider: anthropic
+  model: claude-mock
+  endpoint: \"{endpoint}\"
+  apiKey:
+    valueFrom:
+      env: OTHER_AGENT_KEY
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: other
+spec:
+  modelConfig:
+    modelRef: Model/other-llm
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/snoop
+  agents:
+    - ref: Agent/snoop
+    - ref: Agent/other
+"
+    )
+}
+
+/// Issue 35: an agent's process is handed only the secrets its own
+/// resources read. Its tool results are masked with every secret it
+/// holds, so echoing both keys shows which it holds: its own Model's key
+/// comes back masked, the other agent's comes back as written, because
+/// the snooping agent never received it (before the fix every child got
+/// every key, and both came back masked).
+#[test]
+fn secrets_an_agent_holds_are_only_those_its_own_resources_read() {
+    let command = format!("echo {OTHER_AGENT_KEY} {MY_KEY}");
+    let mock = MockLlm::start(move |request: &ChatRequest| match request.tool_result() {
+        None => Reply::tool("bash__exec", json!({"command": command})),
+        Some(result) => Reply::text(format!("done; last result: {result}")),
+    });
+    let bundle = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bundle.path().join("goondan.yaml"),
+        two_agents_text(&mock.endpoint()),
+    )
+    .unwrap();
+    std::fs::write(
+        bundle.path().join(".env"),
+        format!("DOTENV_KEY={DOTENV_KEY}\n"),
+    )
+    .unwrap();
+    let output = run_gdn(
+        bundle.path(),
+        state.path(),
+        &["run", "--input", "echo the keys"],
+        &[("OTHER_AGENT_KEY", OTHER_AGENT_KEY)],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    let requests = mock.requests();
+    let result = requests
+        .iter()
+        .find_map(|request| request.tool_result().map(str::to_string))
+        .expect("the echo ran");
+    assert!(result.contains("[REDACTED:MY_KEY]"), "own key: {result}");
+    assert!(
+        result.contains(OTHER_AGENT_KEY) && !result.contains("[REDACTED:OTHER_AGENT_KEY]"),
+        "the other agent's key was handed to this agent: {result}"
+    );
 }

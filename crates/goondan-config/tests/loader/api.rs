@@ -432,3 +432,134 @@ fn script_tools_and_extensions_that_a_plugin_host_can_run_are_accepted() {
     );
     assert!(outcome.bundle.is_some());
 }
+
+/// Issue 35: each child is handed only what its own resources read. An
+/// agent's references are its Model's key and its Extensions' config
+/// (the agent's own config for one included); a Connection's are its
+/// `config` and `secrets`. No agent's set names another agent's key.
+#[test]
+fn each_agent_and_connection_reads_only_its_own_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ext.js"), "").unwrap();
+    let text = "apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: model-a
+spec:
+  provider: openai
+  model: gpt-x
+  apiKey:
+    valueFrom:
+      env: KEY_A
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: model-b
+spec:
+  provider: anthropic
+  model: claude-x
+  apiKey:
+    valueFrom:
+      env: KEY_B
+---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata:
+  name: ext
+spec:
+  entry: ext.js
+  config:
+    token:
+      valueFrom:
+        env: EXT_TOKEN
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: a
+spec:
+  modelConfig:
+    modelRef: Model/model-a
+  extensions:
+    - ref: Extension/ext
+      config:
+        header:
+          valueFrom:
+            env: A_HEADER
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: b
+spec:
+  modelConfig:
+    modelRef: Model/model-b
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/a
+  agents:
+    - ref: Agent/a
+    - ref: Agent/b
+---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: tg
+spec:
+  connectorRef: Connector/telegram
+  config:
+    TELEGRAM_API_BASE_URL:
+      valueFrom:
+        env: TG_BASE
+  secrets:
+    TELEGRAM_BOT_TOKEN:
+      valueFrom:
+        env: TG_TOKEN
+";
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    std::fs::write(dir.path().join(".env"), "KEY_A=sk-a\nKEY_B=sk-b\n").unwrap();
+    let options = LoadOptions {
+        inherit_process_env: false,
+        ..LoadOptions::default()
+    };
+    let outcome = load_bundle(dir.path(), &options).unwrap();
+    let bundle = outcome
+        .bundle
+        .unwrap_or_else(|| panic!("{:#?}", outcome.diagnostics));
+    let names = |set: std::collections::BTreeSet<String>| set.into_iter().collect::<Vec<_>>();
+    assert_eq!(
+        names(bundle.agent("a").unwrap().env_references()),
+        ["A_HEADER", "EXT_TOKEN", "KEY_A"]
+    );
+    assert_eq!(
+        names(bundle.agent("b").unwrap().env_references()),
+        ["KEY_B"]
+    );
+    let connection = bundle.connections().find(|c| c.name() == "tg").unwrap();
+    assert_eq!(names(connection.env_references()), ["TG_BASE", "TG_TOKEN"]);
+    // The whole bundle's set is their union: what every child is denied.
+    assert_eq!(
+        names(bundle.env_references()),
+        [
+            "A_HEADER",
+            "EXT_TOKEN",
+            "KEY_A",
+            "KEY_B",
+            "TG_BASE",
+            "TG_TOKEN"
+        ]
+    );
+    // Only set variables have values; unset ones are left out.
+    assert_eq!(
+        bundle
+            .secret_values(["KEY_A", "EXT_TOKEN"])
+            .iter()
+            .collect::<Vec<_>>(),
+        [("KEY_A", "sk-a")]
+    );
+}
