@@ -86,6 +86,23 @@ pub enum ControlRequest {
     Shutdown,
 }
 
+impl ControlRequest {
+    /// Parses one request line as the control socket reads it (without
+    /// its newline): UTF-8 JSON naming an `op`. A line that is not one
+    /// is refused with the `E_CONTROL_BAD_REQUEST` answer its client
+    /// gets.
+    pub fn from_line(line: &[u8]) -> Result<ControlRequest, ControlResponse> {
+        let text = std::str::from_utf8(line).map_err(|error| {
+            failure(
+                "E_CONTROL_BAD_REQUEST",
+                &format!("the request line is not UTF-8: {error}"),
+            )
+        })?;
+        serde_json::from_str(text)
+            .map_err(|error| failure("E_CONTROL_BAD_REQUEST", &error.to_string()))
+    }
+}
+
 /// The answer to a [`ControlRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "camelCase")]
@@ -409,24 +426,18 @@ async fn answer(
             "E_CONTROL_REQUEST_TOO_LARGE",
             &format!("the request line is longer than the {MAX_REQUEST_BYTES}-byte limit"),
         ),
-        Some(Ok(Ok(RequestLine::Line(bytes)))) => match std::str::from_utf8(&bytes) {
-            Err(error) => failure(
-                "E_CONTROL_BAD_REQUEST",
-                &format!("the request line is not UTF-8: {error}"),
-            ),
-            Ok(text) => match serde_json::from_str::<ControlRequest>(text) {
-                Err(error) => failure("E_CONTROL_BAD_REQUEST", &error.to_string()),
-                Ok(request) => match connection.active.clone().try_acquire_owned() {
-                    Ok(_permit) => match execute(request, &serving, &mut reader).await {
-                        Some(response) => response,
-                        // Nobody is left to read an answer.
-                        None => return Ok(()),
-                    },
-                    Err(_) => failure(
-                        "E_CONTROL_BUSY",
-                        &format!("{MAX_ACTIVE_REQUESTS} control requests are already being served"),
-                    ),
+        Some(Ok(Ok(RequestLine::Line(bytes)))) => match ControlRequest::from_line(&bytes) {
+            Err(refusal) => refusal,
+            Ok(request) => match connection.active.clone().try_acquire_owned() {
+                Ok(_permit) => match execute(request, &serving, &mut reader).await {
+                    Some(response) => response,
+                    // Nobody is left to read an answer.
+                    None => return Ok(()),
                 },
+                Err(_) => failure(
+                    "E_CONTROL_BUSY",
+                    &format!("{MAX_ACTIVE_REQUESTS} control requests are already being served"),
+                ),
             },
         },
     };
