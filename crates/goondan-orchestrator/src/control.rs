@@ -90,16 +90,16 @@ impl ControlRequest {
     /// Parses one request line as the control socket reads it (without
     /// its newline): UTF-8 JSON naming an `op`. A line that is not one
     /// is refused with the `E_CONTROL_BAD_REQUEST` answer its client
-    /// gets.
-    pub fn from_line(line: &[u8]) -> Result<ControlRequest, ControlResponse> {
+    /// gets (boxed: a response is large beside a request).
+    pub fn from_line(line: &[u8]) -> Result<ControlRequest, Box<ControlResponse>> {
         let text = std::str::from_utf8(line).map_err(|error| {
-            failure(
+            Box::new(failure(
                 "E_CONTROL_BAD_REQUEST",
                 &format!("the request line is not UTF-8: {error}"),
-            )
+            ))
         })?;
         serde_json::from_str(text)
-            .map_err(|error| failure("E_CONTROL_BAD_REQUEST", &error.to_string()))
+            .map_err(|error| Box::new(failure("E_CONTROL_BAD_REQUEST", &error.to_string())))
     }
 }
 
@@ -427,7 +427,7 @@ async fn answer(
             &format!("the request line is longer than the {MAX_REQUEST_BYTES}-byte limit"),
         ),
         Some(Ok(Ok(RequestLine::Line(bytes)))) => match ControlRequest::from_line(&bytes) {
-            Err(refusal) => refusal,
+            Err(refusal) => *refusal,
             Ok(request) => match connection.active.clone().try_acquire_owned() {
                 Ok(_permit) => match execute(request, &serving, &mut reader).await {
                     Some(response) => response,
