@@ -621,3 +621,28 @@ pub async fn call(
     serde_json::from_str(&line)
         .map_err(|error| control_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal_code(line: &[u8]) -> String {
+        match *ControlRequest::from_line(line).expect_err("the line is refused") {
+            ControlResponse::Failed { code, .. } => code,
+            other => panic!("a refusal is `failed`, not {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_line_parses_and_anything_else_is_a_bad_request() {
+        assert_eq!(
+            ControlRequest::from_line(br#"{"op":"delete","key":"coder:main"}"#),
+            Ok(ControlRequest::Delete {
+                key: "coder:main".into()
+            })
+        );
+        for line in [&b"\xff{}"[..], b"", b"{}", b"{\"op\":\"launch\"}", b"[1]"] {
+            assert_eq!(refusal_code(line), "E_CONTROL_BAD_REQUEST", "{line:?}");
+        }
+    }
+}
