@@ -88,6 +88,23 @@ pub enum ControlRequest {
     Shutdown,
 }
 
+impl ControlRequest {
+    /// Parses one request line as the control socket reads it (without
+    /// its newline): UTF-8 JSON naming an `op`. A line that is not one
+    /// is refused with the `E_CONTROL_BAD_REQUEST` answer its client
+    /// gets (boxed: a response is large beside a request).
+    pub fn from_line(line: &[u8]) -> Result<ControlRequest, Box<ControlResponse>> {
+        let text = std::str::from_utf8(line).map_err(|error| {
+            Box::new(failure(
+                "E_CONTROL_BAD_REQUEST",
+                &format!("the request line is not UTF-8: {error}"),
+            ))
+        })?;
+        serde_json::from_str(text)
+            .map_err(|error| Box::new(failure("E_CONTROL_BAD_REQUEST", &error.to_string())))
+    }
+}
+
 /// The answer to a [`ControlRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "camelCase")]
@@ -408,24 +425,18 @@ async fn answer(
             "E_CONTROL_REQUEST_TOO_LARGE",
             &format!("the request line is longer than the {MAX_REQUEST_BYTES}-byte limit"),
         ),
-        Some(Ok(Ok(RequestLine::Line(bytes)))) => match std::str::from_utf8(&bytes) {
-            Err(error) => failure(
-                "E_CONTROL_BAD_REQUEST",
-                &format!("the request line is not UTF-8: {error}"),
-            ),
-            Ok(text) => match serde_json::from_str::<ControlRequest>(text) {
-                Err(error) => failure("E_CONTROL_BAD_REQUEST", &error.to_string()),
-                Ok(request) => match connection.active.clone().try_acquire_owned() {
-                    Ok(_permit) => match execute(request, &serving, &mut reader).await {
-                        Some(response) => response,
-                        // Nobody is left to read an answer.
-                        None => return Ok(()),
-                    },
-                    Err(_) => failure(
-                        "E_CONTROL_BUSY",
-                        &format!("{MAX_ACTIVE_REQUESTS} control requests are already being served"),
-                    ),
+        Some(Ok(Ok(RequestLine::Line(bytes)))) => match ControlRequest::from_line(&bytes) {
+            Err(refusal) => *refusal,
+            Ok(request) => match connection.active.clone().try_acquire_owned() {
+                Ok(_permit) => match execute(request, &serving, &mut reader).await {
+                    Some(response) => response,
+                    // Nobody is left to read an answer.
+                    None => return Ok(()),
                 },
+                Err(_) => failure(
+                    "E_CONTROL_BUSY",
+                    &format!("{MAX_ACTIVE_REQUESTS} control requests are already being served"),
+                ),
             },
         },
     };
@@ -604,4 +615,29 @@ pub async fn call(
         .ok_or_else(|| control_error(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)))?;
     serde_json::from_str(&line)
         .map_err(|error| control_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal_code(line: &[u8]) -> String {
+        match *ControlRequest::from_line(line).expect_err("the line is refused") {
+            ControlResponse::Failed { code, .. } => code,
+            other => panic!("a refusal is `failed`, not {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_line_parses_and_anything_else_is_a_bad_request() {
+        assert_eq!(
+            ControlRequest::from_line(br#"{"op":"delete","key":"coder:main"}"#),
+            Ok(ControlRequest::Delete {
+                key: "coder:main".into()
+            })
+        );
+        for line in [&b"\xff{}"[..], b"", b"{}", b"{\"op\":\"launch\"}", b"[1]"] {
+            assert_eq!(refusal_code(line), "E_CONTROL_BAD_REQUEST", "{line:?}");
+        }
+    }
 }
