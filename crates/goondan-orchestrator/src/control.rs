@@ -623,7 +623,7 @@ mod tests {
 
     fn refusal_code(line: &[u8]) -> String {
         match *ControlRequest::from_line(line).expect_err("the line is refused") {
-            ControlResponse::Failed { code, .. } => code,
+            ControlResponse::Failed(body) => body.code,
             other => panic!("a refusal is `failed`, not {other:?}"),
         }
     }
