@@ -20,6 +20,11 @@ use exit::Outcome;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // The shell that started us usually exports model keys; keep them out
+    // of `/proc/<pid>/environ` for every process of ours (issue 35). Best
+    // effort: a kernel that does not say where the block is leaves it.
+    // SAFETY: first thing in `main`, before any thread exists.
+    let _ = unsafe { goondan_sandbox::environ::scrub_initial_environment() };
     let outcome = match run() {
         Ok(outcome) => outcome,
         Err(error) => {

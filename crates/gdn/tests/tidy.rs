@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// The crates in flow order; a crate may depend only on crates before it.
 const FLOW: &[&str] = &[
     "goondan-types",
+    "goondan-sandbox",
     "goondan-http",
     "goondan-typescript",
     "goondan-telemetry",

@@ -612,11 +612,12 @@ impl PluginHost {
     }
 
     async fn start_process(&self) -> Result<Connection, PluginError> {
-        let mut child = launch::spawn(&self.launch).map_err(|error| PluginError::Start {
+        let mut process = launch::spawn(&self.launch).map_err(|error| PluginError::Start {
             entry: self.label.clone(),
             program: self.launch.program.display().to_string(),
             detail: error.to_string(),
         })?;
+        let child = process.child_mut();
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -665,18 +666,21 @@ impl PluginHost {
             }
         });
 
-        // Watch: owns the child; kills it when told or when the host lets
+        // Watch: owns the process; kills its group (everything the plugin
+        // started) when the plugin ended, when told or when the host lets
         // go, and reports how it ended.
         let (kill, killed) = oneshot::channel::<()>();
         let (kill_now, killed_now) = oneshot::channel::<()>();
         let (exit_sender, exit) = oneshot::channel::<Option<std::process::ExitStatus>>();
         tokio::spawn(async move {
             let status = tokio::select! {
-                status = child.wait() => status.ok(),
-                _ = killed => { let _ = child.kill().await; child.wait().await.ok() }
-                _ = killed_now => { let _ = child.kill().await; child.wait().await.ok() }
+                status = process.status() => status,
+                _ = killed => None,
+                _ = killed_now => None,
             };
-            let _ = exit_sender.send(status);
+            process.kill();
+            let reaped = process.reap().await;
+            let _ = exit_sender.send(status.or(reaped));
         });
 
         // Reader: responses to their calls, requests to their server.

@@ -19,11 +19,9 @@
 //!
 //! This module does not speak the protocol; [`crate::host`] does.
 
-// `pre_exec` is unsafe: the closure runs between fork and exec.
-#![allow(unsafe_code)]
-
 use crate::error::PluginError;
 use goondan_runtime::tool::environment::allow_listed_environment;
+use goondan_sandbox::{Contained, Containment};
 use goondan_types::atomic_file::{write_atomically, FileAccess, WriteOptions};
 use goondan_types::placement::fnv1a64;
 use goondan_types::ScriptRuntime;
@@ -308,39 +306,36 @@ fn shim_path(
     Ok(path)
 }
 
-/// Starts `launch` with piped stdio, an environment of exactly
-/// `launch.env`, killed when the returned child is dropped and, on Linux,
-/// when the thread that started it (an agent runtime thread) dies.
-pub fn spawn(launch: &Launch) -> std::io::Result<tokio::process::Child> {
-    let mut command = tokio::process::Command::new(&launch.program);
-    command
-        .args(&launch.args)
-        .env_clear()
-        .envs(launch.env.iter().map(|(name, value)| (name, value)))
-        .current_dir(&launch.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    #[cfg(target_os = "linux")]
-    {
-        let agent = nix::unistd::getpid();
-        // SAFETY: the closure makes two async-signal-safe system calls
-        // (prctl, getppid) and touches no memory the parent shares.
-        unsafe {
-            command.pre_exec(move || {
-                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                    .map_err(std::io::Error::from)?;
-                // The agent died between fork and the line above: nobody
-                // would send the signal, so do not start at all.
-                if nix::unistd::getppid() != agent {
-                    return Err(std::io::Error::other("the agent exited during the start"));
-                }
-                Ok(())
-            });
-        }
-    }
-    command.spawn()
+/// The variable that keeps plugin hosts out of the namespaces (`off`):
+/// for a plugin that must see the host's processes. Each still leads a
+/// process group of its own.
+pub const PLUGIN_SANDBOX_VARIABLE: &str = "GOONDAN_PLUGIN_SANDBOX";
+
+/// Starts `launch` with piped stdio and an environment of exactly
+/// `launch.env`, contained (see `goondan_sandbox`): in its own process
+/// group and, where the platform allows, its own namespaces, so nothing
+/// it starts outlives it or the agent. Killed, group and all, when the
+/// returned handle is dropped.
+pub fn spawn(launch: &Launch) -> std::io::Result<Contained> {
+    let containment = match std::env::var_os(PLUGIN_SANDBOX_VARIABLE) {
+        Some(value) if value.eq_ignore_ascii_case("off") => Containment::ProcessGroup,
+        _ => Containment::Namespaces,
+    };
+    let build = || {
+        let mut command = tokio::process::Command::new(&launch.program);
+        command
+            .args(&launch.args)
+            .env_clear()
+            .envs(launch.env.iter().map(|(name, value)| (name, value)))
+            .current_dir(&launch.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    let mut contained = Contained::spawn(build, containment)?;
+    contained.kill_on_drop(true);
+    Ok(contained)
 }
 
 #[cfg(test)]

@@ -211,3 +211,191 @@ fn the_plugins_example_runs_and_kill_9_of_its_agent_leaves_no_plugin() {
     });
     assert_eq!(resident.terminate(), 0);
 }
+
+/// Issue 35: what a plugin starts and then cuts loose does not outlive
+/// `gdn stop`. A Python tool double-forks a `setsid` child, a JavaScript
+/// tool spawns a detached, unref'd one; both leave the plugin's process
+/// group, so only the plugin host's PID namespace (when the platform
+/// allows one) ends them. Before it, both kept running after the stop.
+#[test]
+fn what_a_plugin_cut_loose_is_gone_after_gdn_stop() {
+    use crate::mock_llm::{MockLlm, Reply};
+    use crate::swarm::{alive, wait_until, Swarm};
+    use serde_json::json;
+
+    // `sleep` with a duration unique to this run, found by its command line.
+    let python_sleep = format!("601.{}", std::process::id());
+    let node_sleep = format!("602.{}", std::process::id());
+    let swarm = Swarm {
+        bundle: tempfile::tempdir().unwrap(),
+        state: tempfile::tempdir().unwrap(),
+        mock: MockLlm::start(|request| {
+            match request
+                .messages()
+                .iter()
+                .filter(|message| message["role"] == "tool")
+                .count()
+            {
+                0 => Reply::tool("escape-py__start", json!({})),
+                1 => Reply::tool("escape-js__start", json!({})),
+                _ => Reply::text("started"),
+            }
+        }),
+    };
+    let bundle = format!(
+        r#"apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: llm
+spec:
+  provider: openai
+  model: gpt-mock
+  endpoint: "{endpoint}"
+  apiKey:
+    valueFrom:
+      env: OPENAI_API_KEY
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: alpha
+spec:
+  modelConfig:
+    modelRef: Model/llm
+  tools:
+    - ref: Tool/escape-py
+    - ref: Tool/escape-js
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/alpha
+  agents:
+    - ref: Agent/alpha
+---
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata:
+  name: escape-py
+spec:
+  entry: ./escape.py
+  exports:
+    - name: start
+      description: Starts a job that leaves the process group.
+      parameters: {{ type: object }}
+---
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata:
+  name: escape-js
+spec:
+  entry: ./escape.mjs
+  exports:
+    - name: start
+      description: Starts a detached job.
+      parameters: {{ type: object }}
+"#,
+        endpoint = swarm.mock.endpoint()
+    );
+    std::fs::write(swarm.bundle.path().join("goondan.yaml"), bundle).unwrap();
+    std::fs::write(
+        swarm.bundle.path().join("escape.py"),
+        format!(
+            r#"import os
+
+
+def start(_ctx, _input):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.execvp("sleep", ["sleep", "{python_sleep}"])
+        os._exit(0)
+    os.wait()
+    return {{"started": True}}
+
+
+handlers = {{"start": start}}
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        swarm.bundle.path().join("escape.mjs"),
+        format!(
+            r#"import {{ spawn }} from "node:child_process";
+
+export const handlers = {{
+  start: async () => {{
+    spawn("sleep", ["{node_sleep}"], {{ detached: true, stdio: "ignore" }}).unref();
+    return {{ started: true }};
+  }},
+}};
+"#
+        ),
+    )
+    .unwrap();
+
+    let resident = swarm.start_resident();
+    let answer = swarm.run(&["run", "--input", "start the jobs"]);
+    assert_eq!(
+        code(&answer),
+        0,
+        "{}",
+        String::from_utf8_lossy(&answer.stderr)
+    );
+    assert_eq!(stdout(&answer).trim(), "started");
+    let jobs = wait_until("both jobs to run", || {
+        let jobs = [sleeping(&python_sleep), sleeping(&node_sleep)].concat();
+        (jobs.len() == 2).then_some(jobs)
+    });
+
+    let stop = swarm.run(&["stop"]);
+    assert_eq!(code(&stop), 0, "{}", String::from_utf8_lossy(&stop.stderr));
+    let left = wait_until_gone(&jobs);
+    // Whatever the assertion says, leave nothing running.
+    for pid in &left {
+        crate::swarm::sigkill(*pid);
+    }
+    assert!(
+        left.is_empty(),
+        "jobs a plugin cut loose outlived gdn stop: {left:?}"
+    );
+    assert!(jobs.iter().all(|pid| !alive(*pid)));
+    drop(resident);
+}
+
+/// Live processes whose command line is `sleep <seconds>`.
+fn sleeping(seconds: &str) -> Vec<i32> {
+    let wanted = format!("sleep\0{seconds}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| line == wanted.as_bytes())
+        })
+        .filter(|pid| crate::swarm::alive(*pid))
+        .collect()
+}
+
+/// The pids of `jobs` still alive after up to five seconds.
+fn wait_until_gone(jobs: &[i32]) -> Vec<i32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left: Vec<i32> = jobs
+            .iter()
+            .copied()
+            .filter(|pid| crate::swarm::alive(*pid))
+            .collect();
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

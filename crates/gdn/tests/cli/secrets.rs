@@ -393,3 +393,105 @@ fn secrets_an_agent_holds_are_only_those_its_own_resources_read() {
         "the other agent's key was handed to this agent: {result}"
     );
 }
+
+/// A key only `gdn`'s environment holds, looked for by the scanners below.
+const SCANNED_KEY: &str = "sk-scan-ENVIRON-3c7e19d04a";
+
+/// A Python tool that lists the processes whose environment block holds
+/// `needle`: what a plugin (run as root here, as in a container) could
+/// learn by reading every `/proc/<pid>/environ`.
+const SCAN_TOOL: &str = r#"import os
+
+
+def scan(_ctx, input):
+    needle = input["needle"].encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as environ:
+                if needle in environ.read():
+                    found.append(int(name))
+        except OSError:
+            pass
+    return {"found": found, "scanned": True}
+
+
+handlers = {"scan": scan}
+"#;
+
+/// Issue 35: the orchestrator (and every process of ours) scrubs the
+/// environment block it started with, so reading every
+/// `/proc/<pid>/environ` on the machine finds no key, even outside the
+/// sandboxes (both turned off here) and as root. Before the fix the
+/// orchestrator's block held `MY_KEY` and `SCANNED_KEY` (inherited from
+/// the shell), and both scanners found it.
+#[test]
+fn no_process_environment_on_the_machine_holds_a_key() {
+    let grep = format!("grep -lsa -- '{SCANNED_KEY}' /proc/[0-9]*/environ; echo scanned");
+    let mock = MockLlm::start(move |request: &ChatRequest| {
+        match request
+            .messages()
+            .iter()
+            .filter(|message| message["role"] == "tool")
+            .count()
+        {
+            0 => Reply::tool("bash__exec", json!({"command": grep})),
+            1 => Reply::tool("scan__scan", json!({"needle": SCANNED_KEY})),
+            2 => Reply::tool("scan__scan", json!({"needle": MY_KEY})),
+            _ => Reply::text("done"),
+        }
+    });
+    let bundle = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let with_scan_tool = bundle_text(&mock.endpoint()).replace(
+        "    - ref: Tool/bash\n",
+        "    - ref: Tool/bash\n    - ref: Tool/scan\n",
+    ) + "---
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata:
+  name: scan
+spec:
+  entry: ./scan.py
+  exports:
+    - name: scan
+      description: Lists the processes whose environment holds a text.
+      parameters:
+        type: object
+        properties:
+          needle: { type: string }
+";
+    std::fs::write(bundle.path().join("goondan.yaml"), with_scan_tool).unwrap();
+    std::fs::write(bundle.path().join("scan.py"), SCAN_TOOL).unwrap();
+    let output = run_gdn(
+        bundle.path(),
+        state.path(),
+        &["run", "--input", "scan the machine"],
+        &[
+            ("SCANNED_KEY", SCANNED_KEY),
+            ("DOTENV_KEY", DOTENV_KEY),
+            ("GOONDAN_BASH_SANDBOX", "off"),
+            ("GOONDAN_PLUGIN_SANDBOX", "off"),
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: Vec<String> = mock
+        .requests()
+        .iter()
+        .filter_map(|request| request.tool_result().map(str::to_string))
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    let bash: serde_json::Value = serde_json::from_str(&results[0]).unwrap();
+    assert_eq!(bash["stdout"], "scanned\n", "bash found the key");
+    for result in &results[1..] {
+        let result: serde_json::Value = serde_json::from_str(result).unwrap();
+        assert_eq!(result["scanned"], true);
+        assert_eq!(result["found"], json!([]), "the plugin found a key");
+    }
+}

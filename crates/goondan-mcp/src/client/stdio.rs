@@ -8,10 +8,12 @@
 //! (`goondan_runtime::tool::environment`: `PATH`, `HOME`, `LANG`) plus
 //! `USER` and `TMPDIR`, plus the config's `env`: like `bash` and plugins,
 //! an MCP server sees nothing of the agent's environment it was not given.
-//! It is killed when the session is dropped.
+//! It leads a process group of its own, killed when the session is
+//! dropped or the agent dies.
 
 use crate::jsonrpc::{self, Incoming, MAX_MESSAGE_BYTES};
 use crate::McpError;
+use goondan_sandbox::{Contained, Containment};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,7 +21,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
 /// The agent's variables a server inherits beyond the shared allow-list.
@@ -33,8 +35,8 @@ pub(super) struct StdioTransport {
     stdin: Arc<tokio::sync::Mutex<ChildStdin>>,
     pending: Pending,
     closed: Arc<AtomicBool>,
-    // Held so the child is killed (`kill_on_drop`) with the session.
-    _child: Child,
+    // Held so the server's process group is killed with the session.
+    _server: Contained,
 }
 
 impl StdioTransport {
@@ -46,24 +48,38 @@ impl StdioTransport {
         cwd: Option<&Path>,
         notifications: mpsc::UnboundedSender<String>,
     ) -> Result<StdioTransport, McpError> {
-        let mut process = Command::new(command);
-        process
-            .args(args)
-            .env_clear()
-            .envs(
-                goondan_runtime::tool::environment::allow_listed_environment(&ALSO_INHERITED, env),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(cwd) = cwd {
-            process.current_dir(cwd);
-        }
-        let mut child = process.spawn().map_err(|error| McpError::Unavailable {
-            server: server.to_string(),
-            message: format!("starting `{command}`: {error}"),
-        })?;
+        let build = || {
+            let mut process = Command::new(command);
+            process
+                .args(args)
+                .env_clear()
+                .envs(
+                    goondan_runtime::tool::environment::allow_listed_environment(
+                        &ALSO_INHERITED,
+                        env,
+                    ),
+                )
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            if let Some(cwd) = cwd {
+                process.current_dir(cwd);
+            }
+            process
+        };
+        // A process group of its own that dies with the agent (even a
+        // kill -9 of it) and with the session; no namespaces: a server is
+        // a third-party program that may need to see the host (docker, a
+        // browser), unlike a plugin written for Goondan.
+        let mut server_process =
+            Contained::spawn(build, Containment::ProcessGroup).map_err(|error| {
+                McpError::Unavailable {
+                    server: server.to_string(),
+                    message: format!("starting `{command}`: {error}"),
+                }
+            })?;
+        server_process.kill_on_drop(true);
+        let child = server_process.child_mut();
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -74,7 +90,7 @@ impl StdioTransport {
             stdin: Arc::new(tokio::sync::Mutex::new(stdin)),
             pending: Arc::default(),
             closed: Arc::default(),
-            _child: child,
+            _server: server_process,
         };
         tokio::spawn(read_messages(
             server.to_string(),

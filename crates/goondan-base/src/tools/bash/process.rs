@@ -20,11 +20,11 @@
 //! Output beyond the cap is read and thrown away rather than left in the
 //! pipe, so a chatty child never blocks on a full pipe.
 
-use super::sandbox::{self, Isolation, SpawnAttempt};
+use super::sandbox::Isolation;
 use crate::error::BuiltinToolError;
 use crate::tools::capped_text::decode_prefix;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use goondan_sandbox::Contained;
+use nix::sys::signal::Signal;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -89,31 +89,6 @@ pub(crate) struct ProcessOutcome {
     pub(crate) duration: Duration,
 }
 
-/// Kills the process group when dropped while armed.
-struct ProcessGroupGuard {
-    pgid: Option<Pid>,
-}
-
-impl ProcessGroupGuard {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // ESRCH (the group is already gone) is the only expected error
-            // and means there is nothing left to kill.
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.pgid = None;
-    }
-}
-
-impl Drop for ProcessGroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// Runs `spec` to completion or to its deadline.
 pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToolError> {
     let started = Instant::now();
@@ -122,51 +97,22 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
         program: spec.program.clone(),
         source,
     };
-    let mut sandboxed = None;
-    let mut spawned = None;
-    if sandbox::wanted(spec.isolation) {
-        match sandbox::spawn(&mut command(spec, &environment)) {
-            SpawnAttempt::Sandboxed(child, status) => {
-                spawned = Some(*child);
-                sandboxed = Some(status);
-            }
-            SpawnAttempt::Refused => {}
-            SpawnAttempt::Failed(source) => return Err(spawn_error(source)),
-        }
-    }
-    let mut child = match spawned {
-        Some(child) => child,
-        None => command(spec, &environment)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(spawn_error)?,
-    };
-    let mut guard = ProcessGroupGuard {
-        pgid: child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .map(Pid::from_raw),
-    };
-    let mut stdout_pipe = child.stdout.take();
-    let mut stderr_pipe = child.stderr.take();
+    let mut contained =
+        Contained::spawn(|| command(spec, &environment), spec.isolation.containment())
+            .map_err(spawn_error)?;
+    let mut stdout_pipe = contained.child_mut().stdout.take();
+    let mut stderr_pipe = contained.child_mut().stderr.take();
     let mut stdout = CapturedStream::default();
     let mut stderr = CapturedStream::default();
 
+    // A run dropped before it finished (the agent shuts down mid-call)
+    // takes the command's group with it.
+    contained.kill_on_drop(true);
     let finished = tokio::time::timeout(spec.timeout, async {
         let (_, _, status) = tokio::join!(
             drain(stdout_pipe.as_mut(), &mut stdout, spec.max_output_bytes),
             drain(stderr_pipe.as_mut(), &mut stderr, spec.max_output_bytes),
-            async {
-                // In the sandbox the command's status comes from the
-                // namespace's init; the direct child stays while a job the
-                // command detached runs (see the `sandbox` module).
-                if let Some(sandboxed) = sandboxed.as_mut() {
-                    if let Some(status) = sandboxed.status().await {
-                        return Some(status);
-                    }
-                }
-                child.wait().await.ok()
-            },
+            contained.status(),
         );
         status
     })
@@ -174,11 +120,13 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
 
     let (status, timed_out) = match finished {
         Ok(status) => {
-            guard.disarm();
+            // A job the command detached keeps running (until the agent
+            // stops, in the namespaces).
+            contained.kill_on_drop(false);
             (status, false)
         }
         Err(_elapsed) => {
-            guard.kill();
+            contained.kill();
             let _ = tokio::time::timeout(DRAIN_AFTER_KILL, async {
                 tokio::join!(
                     drain(stdout_pipe.as_mut(), &mut stdout, spec.max_output_bytes),
@@ -186,10 +134,10 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
                 )
             })
             .await;
-            let status = tokio::time::timeout(DRAIN_AFTER_KILL, child.wait())
+            let status = tokio::time::timeout(DRAIN_AFTER_KILL, contained.reap())
                 .await
                 .ok()
-                .and_then(Result::ok);
+                .flatten();
             (status, true)
         }
     };
@@ -205,9 +153,7 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
 }
 
 /// The command for `spec`: its own process group, the cleared
-/// `environment`, no stdin, piped output. Not killed on drop here: the
-/// guard kills the whole group when that matters, and in the sandbox the
-/// direct child must outlive a finished run while a job it detached runs.
+/// `environment`, no stdin, piped output.
 fn command(spec: &ProcessSpec, environment: &[(OsString, OsString)]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(&spec.program);
     command
@@ -217,8 +163,7 @@ fn command(spec: &ProcessSpec, environment: &[(OsString, OsString)]) -> tokio::p
         .envs(environment.iter().map(|(key, value)| (key, value)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     command
 }
 
@@ -412,7 +357,7 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 (
                     running_with(marker).len(),
-                    sandbox::wanted(Isolation::Namespaces),
+                    goondan_sandbox::refusal().is_none(),
                 )
             })
         })
@@ -423,7 +368,7 @@ mod tests {
             // Without namespaces nothing ties the job to the agent.
             println!("note: namespaces refused here; only the first half ran");
             for pid in running_with(marker) {
-                let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
             }
             return;
         }
