@@ -64,6 +64,7 @@
 //! Between `fork` and `exec` only async-signal-safe calls are allowed (the
 //! agent has other threads that may hold the allocator's lock), so that code
 //! uses raw system calls, stack buffers and `_exit`, and never allocates.
+#![warn(missing_docs, unreachable_pub)]
 #![allow(unsafe_code)]
 
 use nix::sys::signal::{killpg, Signal};
