@@ -466,6 +466,11 @@ impl IpcEmitter {
             Ok(Ok(QueryAnswer::Failed(failure))) if failure.is(WireCode::QueueFull) => {
                 Err(EmitError::QueueFull(failure.message))
             }
+            // Nothing holds the event: the platform's retry, or the
+            // source's next try, must come.
+            Ok(Ok(QueryAnswer::Failed(failure))) if failure.is(WireCode::ForwardFailed) => Err(
+                EmitError::Closed(format!("{}: {}", failure.code, failure.message)),
+            ),
             Ok(Ok(QueryAnswer::Failed(failure))) => Err(EmitError::Refused(format!(
                 "{}: {}",
                 failure.code, failure.message

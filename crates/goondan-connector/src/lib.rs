@@ -71,7 +71,9 @@ pub enum EmitError {
     /// The target's queue is full; the sender should retry later.
     #[error("E_QUEUE_FULL: {0}")]
     QueueFull(String),
-    /// The swarm is shutting down or gone.
+    /// The swarm is shutting down or gone, or could not store the event
+    /// for now (a cluster inbox that did not confirm it); the sender
+    /// should retry.
     #[error("the swarm is not accepting events: {0}")]
     Closed(String),
     /// The swarm refused this event (no such agent, for example).

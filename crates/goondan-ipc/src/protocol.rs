@@ -277,6 +277,11 @@ pub enum WireCode {
     /// its bound allows; the sender may retry later (an HTTP connector
     /// answers 429).
     QueueFull,
+    /// `E_FORWARD_FAILED`: the event is for an instance another host
+    /// serves, and that instance's inbox did not store it; nothing holds
+    /// it, so the sender may send it again (an HTTP connector answers 503,
+    /// a source tries again).
+    ForwardFailed,
     /// `E_IPC_MALFORMED`: [`ProtocolError::Malformed`].
     Malformed,
     /// `E_IPC_UNKNOWN_MESSAGE`: [`ProtocolError::Unknown`].
@@ -290,6 +295,7 @@ impl WireCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             WireCode::QueueFull => "E_QUEUE_FULL",
+            WireCode::ForwardFailed => "E_FORWARD_FAILED",
             WireCode::Malformed => "E_IPC_MALFORMED",
             WireCode::UnknownMessage => "E_IPC_UNKNOWN_MESSAGE",
             WireCode::ProtocolVersion => "E_IPC_PROTOCOL_VERSION",

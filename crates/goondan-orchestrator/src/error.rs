@@ -80,6 +80,15 @@ pub enum OrchestratorError {
         #[source]
         source: goondan_store::StoreError,
     },
+    /// The event is for an instance another host serves, and that
+    /// instance's inbox did not store it: it was not acknowledged.
+    #[error("the event for {key} was not stored in its inbox on the cluster: {} ({})", cause.message, cause.code)]
+    Forward {
+        /// The instance.
+        key: String,
+        /// Why (the cluster's code and message).
+        cause: goondan_types::ErrorBody,
+    },
     /// Too many events wait for one instance.
     #[error("{key} already has {limit} events waiting; this one was refused")]
     QueueFull {
@@ -163,6 +172,7 @@ impl OrchestratorError {
             OrchestratorError::Duplicate { .. } => "E_EVENT_DUPLICATE",
             OrchestratorError::Inbox { .. } => "E_INBOX_WRITE",
             OrchestratorError::QueueFull { .. } => WireCode::QueueFull.as_str(),
+            OrchestratorError::Forward { .. } => WireCode::ForwardFailed.as_str(),
             OrchestratorError::InstanceLimit { .. } => "E_INSTANCE_LIMIT",
             OrchestratorError::Backoff { .. } => "E_AGENT_BACKOFF",
             OrchestratorError::NoIngressRoute { .. } => "E_INGRESS_NO_ROUTE",
@@ -216,6 +226,9 @@ impl OrchestratorError {
             OrchestratorError::Duplicate { .. } => Some(
                 "give a new input a new event id; the first one's Turn and answer are in the instance's conversation".into(),
             ),
+            OrchestratorError::Forward { cause, .. } => Some(cause.suggestion.clone().unwrap_or_else(|| {
+                "send the event again; `gdn cluster status` shows whether the cluster's servers answer".into()
+            })),
             OrchestratorError::Inbox { .. } => Some(
                 "check the disk under the System Root (space, permissions), then send the input again".into(),
             ),

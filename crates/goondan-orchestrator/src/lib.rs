@@ -33,7 +33,7 @@ pub mod swarm;
 pub use error::OrchestratorError;
 pub use ingress::Ingress;
 pub use orchestrator::{Orchestrator, OrchestratorConfig, OrchestratorHandle};
-pub use remote::RemoteInstances;
+pub use remote::{ForwardOutcome, ForwardReceipt, RemoteInstances};
 pub use spawner::{
     LocalSpawner, LogFileFor, ProcessControl, SecretsFor, SpawnRequest, SpawnedProcess, Spawner,
 };

@@ -1,6 +1,8 @@
 //! The instances this host does not serve: [`ClusterRemote`] tells the
 //! orchestrator which those are and takes what it forwards to them,
-//! [`publish_forwarded`] sends each to its instance's inbox, and
+//! [`publish_forwarded`] sends each to its instance's inbox and reports
+//! on its receipt whether the inbox stored it (what the orchestrator
+//! waits for before it acknowledges the event), and
 //! [`AnsweredRequests`] holds back the ack of a request from another host
 //! until its answer has left.
 
@@ -8,20 +10,26 @@ use goondan_cluster::inbox::{self, Envelope};
 use goondan_cluster::subject::InstanceAddress;
 use goondan_cluster::Cluster;
 use goondan_ipc::protocol;
-use goondan_ipc::{Inbound, RoutingKey};
-use goondan_orchestrator::RemoteInstances;
-use goondan_types::IpcMessage;
+use goondan_ipc::{Inbound, RoutingKey, WireCode};
+use goondan_orchestrator::{ForwardOutcome, ForwardReceipt, RemoteInstances};
+use goondan_types::{ErrorBody, IpcMessage};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// The instances of shards this host does not own, reached through their
 /// inboxes.
 pub(super) struct ClusterRemote {
     pub(super) workspace_id: String,
     pub(super) owned: watch::Receiver<BTreeSet<u16>>,
-    pub(super) outbox: mpsc::UnboundedSender<IpcMessage>,
+    pub(super) outbox: mpsc::UnboundedSender<Forwarded>,
+}
+
+/// One event for another host's instance, with where its outcome goes.
+pub(super) struct Forwarded {
+    message: IpcMessage,
+    stored: oneshot::Sender<ForwardOutcome>,
 }
 
 impl RemoteInstances for ClusterRemote {
@@ -31,32 +39,44 @@ impl RemoteInstances for ClusterRemote {
         self.owned.borrow().contains(&shard)
     }
 
-    fn forward(&self, message: IpcMessage) {
-        // The publisher lives as long as the host; after it, nothing runs.
-        let _ = self.outbox.send(message);
+    fn forward(&self, message: IpcMessage) -> ForwardReceipt {
+        let (stored, receipt) = oneshot::channel();
+        // The publisher lives as long as the host; after it, nothing runs,
+        // and the dropped receipt reads as not stored.
+        let _ = self.outbox.send(Forwarded { message, stored });
+        receipt
     }
 }
 
 /// Publishes what the orchestrator forwards, in order, each to its
 /// instance's inbox (the event id is the message id, so a retry is stored
-/// once).
+/// once), and reports each outcome on its receipt once the publish is
+/// confirmed or failed.
 pub(super) async fn publish_forwarded(
     cluster: Cluster,
     workspace_id: String,
-    mut forwarded: mpsc::UnboundedReceiver<IpcMessage>,
+    mut forwarded: mpsc::UnboundedReceiver<Forwarded>,
     answered: Arc<AnsweredRequests>,
 ) {
-    while let Some(message) = forwarded.recv().await {
+    while let Some(Forwarded { message, stored }) = forwarded.recv().await {
         let event = match protocol::decode(&message) {
             Ok(Inbound::Answer(_, event) | Inbound::Event(event)) => *event,
             _ => {
                 tracing::warn!(to = %message.to, "only events cross hosts; a runtime message was dropped");
+                let _ = stored.send(Err(ErrorBody::new(
+                    WireCode::UnknownMessage.as_str(),
+                    "only events cross hosts",
+                )));
                 continue;
             }
         };
-        let Ok(key) = RoutingKey::parse(&message.to, "") else {
-            tracing::warn!(to = %message.to, "no instance to forward to; dropped");
-            continue;
+        let key = match RoutingKey::parse(&message.to, "") {
+            Ok(key) => key,
+            Err(error) => {
+                tracing::warn!(to = %message.to, "no instance to forward to; dropped");
+                let _ = stored.send(Err(ErrorBody::new(error.code(), error.to_string())));
+                continue;
+            }
         };
         // An answer's id is its request's, so the copy a next owner sends
         // again from the commit's outbox is stored once.
@@ -75,9 +95,15 @@ pub(super) async fn publish_forwarded(
                 if let Some(correlation_id) = protocol::in_reply_to(&envelope.event) {
                     answered.answered(correlation_id);
                 }
+                let _ = stored.send(Ok(()));
             }
             Err(error) => {
                 tracing::error!(to = %key, code = error.code(), "forwarding event {} to its host: {error}", envelope.id);
+                let _ = stored.send(Err(ErrorBody {
+                    code: error.code().to_string(),
+                    message: error.to_string(),
+                    suggestion: error.suggestion(),
+                }));
             }
         }
     }
@@ -124,9 +150,13 @@ impl AnsweredRequests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::testing::{address, answer, next_delivery, TestCluster, WORKSPACE};
+    use crate::cluster::testing::{
+        address, answer, next_delivery, EchoOrchestrator, TestCluster, WORKSPACE,
+    };
     use goondan_cluster::inbox::ShardInbox;
-    use goondan_types::{AgentEvent, EventSource, EventSourceKind};
+    use goondan_cluster::layout;
+    use goondan_ipc::protocol::QueryAnswer;
+    use goondan_types::{AgentEvent, ConnectorEvent, EventSource, EventSourceKind};
 
     /// Whether `wait` is still waiting after a moment.
     async fn still_waiting(wait: &mut (impl std::future::Future<Output = ()> + Unpin)) -> bool {
@@ -175,8 +205,9 @@ mod tests {
         assert!(!remote.serves(&key(&elsewhere)));
         let note = AgentEvent::new("note", EventSource::new(EventSourceKind::Agent, "echo"));
         let message = protocol::event_message("echo:user-1", &key(&elsewhere).to_string(), &note);
-        remote.forward(message.clone());
-        assert_eq!(forwarded.try_recv().ok(), Some(message));
+        let _receipt = remote.forward(message.clone());
+        let taken = forwarded.try_recv().ok().map(|forwarded| forwarded.message);
+        assert_eq!(taken, Some(message));
     }
 
     #[tokio::test]
@@ -186,7 +217,7 @@ mod tests {
             return;
         };
         let caller = InstanceAddress::new(WORKSPACE, "planner", "main");
-        let (outbox, forwarded) = mpsc::unbounded_channel();
+        let (remote, forwarded) = remote_serving(BTreeSet::new());
         let answered = Arc::new(AnsweredRequests::default());
         tokio::spawn(publish_forwarded(
             test.cluster.clone(),
@@ -196,16 +227,15 @@ mod tests {
         ));
         let released = answered.expect("corr-7");
         let reply = answer("corr-7", "done");
-        outbox
-            .send(protocol::event_message(
-                "echo:user-1",
-                "planner:main",
-                &reply,
-            ))
-            .unwrap();
+        let receipt = remote.forward(protocol::event_message(
+            "echo:user-1",
+            "planner:main",
+            &reply,
+        ));
         tokio::time::timeout(Duration::from_secs(5), released)
             .await
             .expect("the request is released once its answer is stored");
+        assert_eq!(receipt.await.expect("an outcome"), Ok(()));
         let mut shard_inbox = ShardInbox::open(&test.cluster, caller.shard())
             .await
             .unwrap();
@@ -216,14 +246,137 @@ mod tests {
 
         // A plain event keeps its own id, and releases nothing.
         let note = AgentEvent::new("note", EventSource::new(EventSourceKind::Agent, "echo"));
-        outbox
-            .send(protocol::event_message(
-                "echo:user-1",
-                "planner:main",
-                &note,
-            ))
-            .unwrap();
+        let _receipt = remote.forward(protocol::event_message(
+            "echo:user-1",
+            "planner:main",
+            &note,
+        ));
         let delivery = next_delivery(&mut shard_inbox).await;
         assert_eq!(delivery.envelope.id, note.id);
+    }
+
+    /// A door to other hosts for a host owning `owned`, and what it is
+    /// handed to publish.
+    fn remote_serving(
+        owned: BTreeSet<u16>,
+    ) -> (Arc<ClusterRemote>, mpsc::UnboundedReceiver<Forwarded>) {
+        let (outbox, forwarded) = mpsc::unbounded_channel();
+        let remote = ClusterRemote {
+            workspace_id: WORKSPACE.to_string(),
+            // The sender is dropped: this host's shards never change.
+            owned: watch::channel(owned).1,
+            outbox,
+        };
+        (Arc::new(remote), forwarded)
+    }
+
+    /// A webhook delivery for instance `instance_key` of the entry agent,
+    /// with the platform's delivery id `delivery_id`.
+    fn webhook_delivery(instance_key: &str, delivery_id: &str) -> ConnectorEvent {
+        let mut event = ConnectorEvent::text("push", "hi");
+        event.instance_key = Some(instance_key.to_string());
+        event.delivery_id = Some(delivery_id.to_string());
+        event
+    }
+
+    /// Issue 35: a connector's event for an instance this host does not
+    /// serve is acknowledged (`Ingested`, the platform's 200) only once
+    /// the instance's inbox stored it.
+    #[tokio::test]
+    async fn issue_35_a_forwarded_ingest_is_answered_only_once_the_instances_inbox_stored_it() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let (remote, forwarded) = remote_serving(BTreeSet::new());
+        let orchestrator =
+            EchoOrchestrator::start_with_connections(Some(remote), vec!["hooks".into()]);
+        let target = address("user-35");
+        let asked = orchestrator
+            .ingest("hooks", webhook_delivery("user-35", "delivery-1"))
+            .await;
+
+        // Nothing is published yet: nothing may be acknowledged either.
+        let early = orchestrator
+            .next_query_answer(Duration::from_millis(500))
+            .await;
+        assert_eq!(early, None, "acknowledged before the inbox stored it");
+        assert_eq!(test.n_stored_inputs_for(&target).await, 0);
+
+        tokio::spawn(publish_forwarded(
+            test.cluster.clone(),
+            WORKSPACE.to_string(),
+            forwarded,
+            Arc::default(),
+        ));
+        let answer = orchestrator
+            .next_query_answer(Duration::from_secs(5))
+            .await
+            .expect("an answer once the inbox stored the event");
+        // Read as soon as the answer came: the event is in the stream by
+        // then, not on its way.
+        assert_eq!(test.n_stored_inputs_for(&target).await, 1);
+        assert_eq!(answer.in_reply_to, asked);
+        let QueryAnswer::Ingested {
+            event_id,
+            target: routed,
+        } = answer.answer
+        else {
+            panic!("not ingested: {:?}", answer.answer);
+        };
+        assert_eq!(routed.as_deref(), Some("echo:user-35"));
+        let mut shard_inbox = ShardInbox::open(&test.cluster, target.shard())
+            .await
+            .unwrap();
+        let delivery = next_delivery(&mut shard_inbox).await;
+        assert_eq!(Some(delivery.envelope.id), event_id);
+        assert_eq!(
+            orchestrator.n_spawned(),
+            1,
+            "only the ConnectorProcess ran here"
+        );
+    }
+
+    /// Issue 35: when the instance's inbox does not store the event, the
+    /// connector is answered with a coded failure (the platform gets a
+    /// non-2xx and sends it again), never `Ingested`.
+    #[tokio::test]
+    async fn issue_35_a_forwarded_ingest_the_inbox_did_not_store_is_answered_with_a_coded_failure()
+    {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        // An inbox that stores nothing: no stream takes the publish.
+        test.cluster
+            .jetstream()
+            .delete_stream(layout::INBOX_STREAM)
+            .await
+            .expect("the inbox stream deleted");
+        let (remote, forwarded) = remote_serving(BTreeSet::new());
+        tokio::spawn(publish_forwarded(
+            test.cluster.clone(),
+            WORKSPACE.to_string(),
+            forwarded,
+            Arc::default(),
+        ));
+        let orchestrator =
+            EchoOrchestrator::start_with_connections(Some(remote), vec!["hooks".into()]);
+        let asked = orchestrator
+            .ingest("hooks", webhook_delivery("user-36", "delivery-2"))
+            .await;
+
+        let answer = orchestrator
+            .next_query_answer(Duration::from_secs(10))
+            .await
+            .expect("an answer once the publish failed");
+        assert_eq!(answer.in_reply_to, asked);
+        let QueryAnswer::Failed(failure) = answer.answer else {
+            panic!("acknowledged an event nothing stored: {:?}", answer.answer);
+        };
+        assert!(failure.is(WireCode::ForwardFailed), "{failure:?}");
+        assert!(
+            failure.message.contains("echo:user-36"),
+            "{}",
+            failure.message
+        );
     }
 }

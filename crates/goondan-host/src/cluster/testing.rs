@@ -3,7 +3,7 @@
 //! puller see them, commits written as an agent's log writes them, and an
 //! orchestrator whose agents are echoes (a fake [`Spawner`] and
 //! [`Transport`], the orchestrator's own seams) so a Turn runs without a
-//! child process.
+//! child process, and whose ConnectorProcesses the test speaks for.
 //!
 //! It owns no behavior of the host; it only stands in for what the host
 //! talks to. A test that needs a real `nats-server` skips when there is
@@ -15,8 +15,13 @@ use goondan_cluster::reply::ClusterReply;
 use goondan_cluster::subject::InstanceAddress;
 use goondan_cluster::testing::NatsCluster;
 use goondan_cluster::{layout, Cluster, ClusterJournal, ClusterOptions, ClusterUrls};
-use goondan_ipc::protocol::{self, Answer, AnswerOutcome, Inbound, Ready, TurnFinished};
-use goondan_ipc::{Endpoint, Link, RuntimeMessage, SendError, Transport, TransportEvent};
+use goondan_ipc::protocol::{
+    self, Answer, AnswerOutcome, Inbound, Query, QueryAnswerMessage, QueryRequest, Ready,
+    TurnFinished,
+};
+use goondan_ipc::{
+    Endpoint, Link, RoutingKey, RuntimeMessage, SendError, Transport, TransportEvent,
+};
 use goondan_orchestrator::orchestrator::{Liveness, ProcessPolicy, TransportFactory};
 use goondan_orchestrator::{
     Orchestrator, OrchestratorConfig, OrchestratorError, OrchestratorHandle, ProcessControl,
@@ -24,10 +29,11 @@ use goondan_orchestrator::{
 };
 use goondan_store::{CommitContext, OutboxMessage, TurnJournal};
 use goondan_types::{
-    AgentEvent, EventSource, EventSourceKind, IpcMessage, Message, MessageEvent, MessageSource,
-    ModelMessage, ReplyChannel,
+    AgentEvent, ConnectorEvent, EventSource, EventSourceKind, IpcMessage, Message, MessageEvent,
+    MessageSource, ModelMessage, ReplyChannel,
 };
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -237,19 +243,44 @@ pub(super) struct EchoOrchestrator {
     pub(super) spawned: Arc<Mutex<Vec<SpawnRequest>>>,
     /// Every user event handed to an agent, in order.
     pub(super) events: Arc<Mutex<Vec<AgentEvent>>>,
+    /// The link of each process opened, by routing key.
+    links: Arc<Mutex<HashMap<RoutingKey, Link>>>,
+    /// Where the test speaks for a process, as the transport reports.
+    report: Arc<OnceLock<mpsc::Sender<TransportEvent>>>,
+    /// What the orchestrator answered the ConnectorProcesses' queries.
+    query_answers: tokio::sync::Mutex<mpsc::UnboundedReceiver<QueryAnswerMessage>>,
 }
 
 impl EchoOrchestrator {
     /// Starts a swarm of the agents `echo` and `planner`; instances that `remote` does not
     /// serve are forwarded to it, as on a cluster host.
     pub(super) fn start(remote: Option<Arc<dyn RemoteInstances>>) -> EchoOrchestrator {
+        EchoOrchestrator::start_with_connections(remote, Vec::new())
+    }
+
+    /// Starts the swarm of [`EchoOrchestrator::start`] with a
+    /// ConnectorProcess for each of `connections` (no ingress rules: their
+    /// events go to `echo`), which the test speaks for
+    /// ([`EchoOrchestrator::ingest`]).
+    pub(super) fn start_with_connections(
+        remote: Option<Arc<dyn RemoteInstances>>,
+        connections: Vec<String>,
+    ) -> EchoOrchestrator {
         let spawned = Arc::new(Mutex::new(Vec::new()));
         let events = Arc::new(Mutex::new(Vec::new()));
+        let links = Arc::new(Mutex::new(HashMap::new()));
+        let report_slot = Arc::new(OnceLock::new());
+        let (answers_tx, query_answers) = mpsc::unbounded_channel();
         let transport_events = Arc::clone(&events);
+        let transport_links = Arc::clone(&links);
+        let transport_report = Arc::clone(&report_slot);
         let factory: TransportFactory = Box::new(move |report, _stats| {
+            let _ = transport_report.set(report.clone());
             Arc::new(EchoTransport {
                 report,
                 events: transport_events,
+                links: transport_links,
+                query_answers: answers_tx,
             })
         });
         let (handle, _task) = Orchestrator::start(OrchestratorConfig {
@@ -264,7 +295,7 @@ impl EchoOrchestrator {
                 processes: ProcessPolicy::default(),
                 ingress: Vec::new(),
                 cli_connection: None,
-                connections: Vec::new(),
+                connections,
             },
             spawner: Arc::new(FakeSpawner {
                 spawned: Arc::clone(&spawned),
@@ -286,7 +317,52 @@ impl EchoOrchestrator {
             handle,
             spawned,
             events,
+            links,
+            report: report_slot,
+            query_answers: tokio::sync::Mutex::new(query_answers),
         }
+    }
+
+    /// Has the ConnectorProcess of `connection` (once it runs, within 5 s)
+    /// ask the orchestrator to ingest `event`; the query's correlation id.
+    pub(super) async fn ingest(&self, connection: &str, event: ConnectorEvent) -> String {
+        let key = RoutingKey::connection(connection);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let link = loop {
+            if let Some(link) = self.links.lock().expect("links").get(&key).cloned() {
+                break link;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no ConnectorProcess for {connection}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let correlation_id = protocol::new_correlation_id();
+        let query = RuntimeMessage::Query(QueryRequest {
+            correlation_id: correlation_id.clone(),
+            query: Query::Ingest { event },
+        });
+        self.report
+            .get()
+            .expect("the transport was made")
+            .send(TransportEvent::Message {
+                link,
+                message: Box::new(query.to_message(&key.to_string(), goondan_ipc::ORCHESTRATOR)),
+            })
+            .await
+            .expect("the orchestrator runs");
+        correlation_id
+    }
+
+    /// The next answer to a ConnectorProcess's query, if one comes within
+    /// `wait`.
+    pub(super) async fn next_query_answer(&self, wait: Duration) -> Option<QueryAnswerMessage> {
+        let mut answers = self.query_answers.lock().await;
+        tokio::time::timeout(wait, answers.recv())
+            .await
+            .ok()
+            .flatten()
     }
 
     /// How many agent processes were started.
@@ -341,11 +417,14 @@ impl ProcessControl for FakeControl {
     }
 }
 
-/// Speaks for every process: ready as soon as its link opens, and the
-/// answer plus the end of the Turn as soon as it gets a request.
+/// Speaks for every process: ready as soon as its link opens, and, for an
+/// agent, the answer plus the end of the Turn as soon as it gets a
+/// request; what a ConnectorProcess is answered goes to the test.
 struct EchoTransport {
     report: mpsc::Sender<TransportEvent>,
     events: Arc<Mutex<Vec<AgentEvent>>>,
+    links: Arc<Mutex<HashMap<RoutingKey, Link>>>,
+    query_answers: mpsc::UnboundedSender<QueryAnswerMessage>,
 }
 
 impl EchoTransport {
@@ -361,6 +440,10 @@ impl EchoTransport {
 
 impl Transport for EchoTransport {
     fn open(&self, link: Link, _endpoint: Endpoint) -> Result<(), goondan_ipc::IpcError> {
+        self.links
+            .lock()
+            .expect("links")
+            .insert(link.key.clone(), link.clone());
         let ready = RuntimeMessage::Ready(Ready {
             protocol_version: protocol::PROTOCOL_VERSION,
         });
@@ -372,6 +455,14 @@ impl Transport for EchoTransport {
     }
 
     fn try_send(&self, link: &Link, message: IpcMessage) -> Result<(), SendError> {
+        if link.key.connection_name().is_some() {
+            if let Ok(Inbound::Runtime(RuntimeMessage::QueryAnswer(answer))) =
+                protocol::decode(&message)
+            {
+                let _ = self.query_answers.send(answer);
+            }
+            return Ok(());
+        }
         let Ok(Inbound::Event(event)) = protocol::decode(&message) else {
             return Ok(());
         };

@@ -11,6 +11,7 @@
 //! routed by [`ingress::route`] and queued for their agent like any
 //! other input; each becomes its own Turn with its own trace.
 
+use super::forwarding::Owed;
 use super::instance::Queued;
 use super::routing::failed;
 use super::Orchestrator;
@@ -20,6 +21,7 @@ use crate::OrchestratorError;
 use goondan_ipc::protocol::{self, Failure, QueryAnswer};
 use goondan_ipc::{RoutingKey, ORCHESTRATOR};
 use goondan_types::ConnectorEvent;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a ConnectorProcess must stay up before its crashes are
@@ -51,16 +53,23 @@ impl Orchestrator {
     }
 
     /// Routes a connector's event by its Connection's rules and queues it
-    /// for the agent they pick.
-    pub(super) fn ingest(&mut self, from: &RoutingKey, event: ConnectorEvent) -> QueryAnswer {
+    /// for the agent they pick: the answer to the connector's query
+    /// `correlation_id`, or `None` when the event went to its instance's
+    /// host and the answer follows once that host's inbox stored it.
+    pub(super) fn ingest(
+        &mut self,
+        from: &RoutingKey,
+        correlation_id: &str,
+        event: ConnectorEvent,
+    ) -> Option<QueryAnswer> {
         let Some(connection) = from.connection_name() else {
-            return QueryAnswer::Failed(Failure {
+            return Some(QueryAnswer::Failed(Failure {
                 code: "E_IPC_NOT_A_CONNECTOR".into(),
                 message: format!("{from} is an agent; only a ConnectorProcess may ingest events"),
-            });
+            }));
         };
         if self.stopping.is_some() {
-            return failed(OrchestratorError::Stopped);
+            return Some(failed(OrchestratorError::Stopped));
         }
         let ingress = Ingress {
             connection: connection.to_string(),
@@ -83,31 +92,33 @@ impl Orchestrator {
                         "{error}; event dropped"
                     );
                 }
-                return QueryAnswer::Ingested {
+                return Some(QueryAnswer::Ingested {
                     event_id: None,
                     target: None,
-                };
+                });
             }
-            Err(error) => return failed(error),
+            Err(error) => return Some(failed(error)),
         };
         // A platform's delivery goes through the instance's inbox even when
         // this host serves it: a retry the platform sends to another host
         // carries the same event id and is dropped there as a duplicate.
         let through_inbox = match &self.remote {
-            Some(remote) if ingress.event.delivery_id.is_some() => Some(remote.as_ref()),
+            Some(remote) if ingress.event.delivery_id.is_some() => Some(Arc::clone(remote)),
             _ => self.served_elsewhere(&key),
         };
         if let Some(remote) = through_inbox {
             tracing::info!(connection, target = %key, event_id = %event.id, "connector event forwarded to the instance's host");
-            remote.forward(protocol::event_message(
-                ORCHESTRATOR,
-                &key.to_string(),
-                &event,
-            ));
-            return QueryAnswer::Ingested {
-                event_id: Some(event.id),
-                target: Some(key.to_string()),
+            let message = protocol::event_message(ORCHESTRATOR, &key.to_string(), &event);
+            // The connector answers its platform once it hears back, so
+            // nothing is acknowledged before the inbox stored it.
+            let owed = Owed::IngestAnswer {
+                connector: from.clone(),
+                correlation_id: correlation_id.to_string(),
+                target: key,
+                event_id: event.id,
             };
+            self.forward(remote.as_ref(), message, owed);
+            return None;
         }
         let event_id = event.id.clone();
         let trace_id = event.trace_id.clone();
@@ -117,24 +128,24 @@ impl Orchestrator {
             // accepted once, and is answered as accepted without a second
             // Turn.
             Err(OrchestratorError::Duplicate { .. }) => {
-                return QueryAnswer::Ingested {
+                return Some(QueryAnswer::Ingested {
                     event_id: Some(event_id),
                     target: Some(key.to_string()),
-                }
+                })
             }
-            Err(error) => return failed(error),
+            Err(error) => return Some(failed(error)),
         }
         match self.deliver(&key, Queued::turn(ORCHESTRATOR, event)) {
             Ok(()) => {
                 tracing::info!(connection, target = %key, event_id = %event_id, trace_id = ?trace_id, "connector event queued");
-                QueryAnswer::Ingested {
+                Some(QueryAnswer::Ingested {
                     event_id: Some(event_id),
                     target: Some(key.to_string()),
-                }
+                })
             }
             Err(error) => {
                 self.input_withdrawn(&key, &event_id);
-                failed(error)
+                Some(failed(error))
             }
         }
     }

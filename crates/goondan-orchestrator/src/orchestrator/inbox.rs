@@ -3,7 +3,8 @@
 //! a connector, the CLI, the control socket or another agent) is stored
 //! before it is acknowledged or queued ([`Orchestrator::store_input`]),
 //! leaves when its Turn finished or it was answered for good without one
-//! ([`Orchestrator::input_left`]), and what an earlier orchestrator
+//! ([`Orchestrator::input_left`]), or once the inbox of an instance another
+//! host now serves stored it, and what an earlier orchestrator
 //! accepted and no Turn consumed is queued again first when this one
 //! starts ([`Orchestrator::replay_inbox`]), marked redelivered so the
 //! agent answers it from its conversation if a Turn already consumed it.
@@ -11,6 +12,7 @@
 //! An event that came through a cluster's inbox (`inbox_seq` set) is
 //! durable there already and is not stored twice.
 
+use super::forwarding::Owed;
 use super::instance::Queued;
 use super::Orchestrator;
 use crate::OrchestratorError;
@@ -109,12 +111,13 @@ impl Orchestrator {
                 let mut event = input.event;
                 let event_id = event.id.clone();
                 if let Some(remote) = self.served_elsewhere(&key) {
-                    remote.forward(protocol::event_message(
-                        &input.from,
-                        &key.to_string(),
-                        &event,
-                    ));
-                    self.input_left(&key, &event_id);
+                    let message = protocol::event_message(&input.from, &key.to_string(), &event);
+                    // It leaves this inbox only once the owner's stored it.
+                    let owed = Owed::LeaveInbox {
+                        key: key.clone(),
+                        event_id,
+                    };
+                    self.forward(remote.as_ref(), message, owed);
                     continue;
                 }
                 event.redelivered = true;

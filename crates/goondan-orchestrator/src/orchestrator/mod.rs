@@ -1,22 +1,26 @@
 //! The orchestrator's main loop.
 //!
 //! One task owns every [`Instance`](instance::Instance) and handles one
-//! input at a time, from three sources: the [`OrchestratorHandle`]
+//! input at a time, from four sources: the [`OrchestratorHandle`]
 //! ([`Input`]), the [`Transport`] ([`TransportEvent`]: messages from
-//! children and the ends of their streams) and its own deadlines (grace
+//! children and the ends of their streams), the receipts of events
+//! forwarded to other hosts (`forwarding`) and its own deadlines (grace
 //! periods, backoffs). So routing, supervision and shutdown never race.
 //!
 //! The work is split by responsibility: [`instance`] (the state of one
 //! routing key and its bounded queue), `routing` (where a message goes),
 //! `supervision` (spawning, exits, crash backoff, reconciliation),
 //! `liveness` (pings and the deadline), `capacity` (the process cap and
-//! idle passivation) and `lifecycle` (restart, delete, shutdown). What
-//! the loop takes from outside is `input` ([`Input`]), which the handle
-//! (`client`) sends; both sit below the loop and neither reads it.
+//! idle passivation), `forwarding` (what is owed for an event sent to
+//! another host, settled by its receipt) and `lifecycle` (restart,
+//! delete, shutdown). What the loop takes from outside is `input`
+//! ([`Input`]), which the handle (`client`) sends; both sit below the
+//! loop and neither reads it.
 
 mod capacity;
 mod client;
 mod connectors;
+mod forwarding;
 mod inbox;
 mod input;
 pub(crate) mod instance;
@@ -38,6 +42,7 @@ pub use crate::swarm::{ProcessPolicy, SwarmInfo};
 
 use crate::spawner::Spawner;
 use crate::OrchestratorError;
+use futures_util::StreamExt;
 use goondan_ipc::protocol::ProtocolStats;
 use goondan_ipc::{RoutingKey, StdioTransport, Transport, TransportEvent};
 use input::{DeltaSink, Reply};
@@ -151,6 +156,9 @@ pub struct Orchestrator {
     liveness: Liveness,
     restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
     remote: Option<Arc<dyn crate::RemoteInstances>>,
+    /// Events forwarded to other hosts whose senders wait to learn they
+    /// were stored.
+    forwards: forwarding::PendingForwards,
     inbox: Option<Arc<goondan_store::InboxStore>>,
     reconcile_interval: Duration,
     instances: BTreeMap<RoutingKey, Instance>,
@@ -188,6 +196,7 @@ impl Orchestrator {
             liveness: config.liveness,
             restart_requests: config.restart_requests,
             remote: config.remote,
+            forwards: forwarding::PendingForwards::new(),
             inbox: config.inbox,
             reconcile_interval: config.reconcile_interval,
             instances: BTreeMap::new(),
@@ -223,6 +232,10 @@ impl Orchestrator {
             tokio::select! {
                 biased;
                 Some(event) = transport.recv() => self.handle_transport(event),
+                // Settles acknowledgements before new work, like an answer.
+                Some((owed, outcome)) = self.forwards.next(), if !self.forwards.is_empty() => {
+                    self.on_forwarded(owed, outcome)
+                }
                 input = inputs.recv() => match input {
                     Some(input) => self.handle_input(input),
                     None => return,

@@ -1,6 +1,7 @@
 //! Where a message goes: the orchestrator's own requests, events between
 //! agents, answers, queries, and the bounded hand-off to each process.
 
+use super::forwarding::Owed;
 use super::input::{DeltaSink, Reply};
 use super::instance::Queued;
 use super::{Orchestrator, Waiter};
@@ -12,6 +13,7 @@ use goondan_ipc::protocol::{
 use goondan_ipc::{Inbound, RoutingKey, RuntimeMessage, SendError, WireCode, ORCHESTRATOR};
 use goondan_types::agents::SpawnedAgentInfo;
 use goondan_types::{AgentEvent, IpcMessage, ProcessStatus, ReplyChannel};
+use std::sync::Arc;
 
 impl Orchestrator {
     /// An input from outside the swarm, routed by its Connection's rules,
@@ -257,15 +259,21 @@ impl Orchestrator {
         };
         let sender = from.to_string();
         if let Some(remote) = self.served_elsewhere(&target) {
-            remote.forward(protocol::event_message(
-                &sender,
-                &target.to_string(),
-                &event,
-            ));
-            // A send's sender waits to learn it was accepted: the cluster
-            // has it now (the owner's inbox is durable).
-            if protocol::in_reply_to(&event).is_none() && event.reply_to.is_none() {
-                self.acknowledge(from, event.id.clone());
+            let message = protocol::event_message(&sender, &target.to_string(), &event);
+            if protocol::in_reply_to(&event).is_some() {
+                // An answer owes nobody an acknowledgement: its request's
+                // host acks the request once the answer is stored.
+                drop(remote.forward(message));
+            } else {
+                // A send's sender is told it was accepted once the owner's
+                // inbox stored it; a send or request it did not store
+                // fails back at once.
+                let owed = Owed::Delivery {
+                    from: from.clone(),
+                    target,
+                    event: Box::new(event),
+                };
+                self.forward(remote.as_ref(), message, owed);
             }
             return;
         }
@@ -303,13 +311,16 @@ impl Orchestrator {
 
     /// The door out when another host serves `key` (see
     /// [`crate::RemoteInstances`]); `None` when this orchestrator runs it.
-    pub(super) fn served_elsewhere(&self, key: &RoutingKey) -> Option<&dyn crate::RemoteInstances> {
-        self.remote.as_deref().filter(|remote| !remote.serves(key))
+    pub(super) fn served_elsewhere(
+        &self,
+        key: &RoutingKey,
+    ) -> Option<Arc<dyn crate::RemoteInstances>> {
+        self.remote.clone().filter(|remote| !remote.serves(key))
     }
 
     /// Tells `sender` that its event `event_id` was accepted (reached a
     /// process, or the cluster).
-    fn acknowledge(&mut self, sender: &RoutingKey, event_id: String) {
+    pub(super) fn acknowledge(&mut self, sender: &RoutingKey, event_id: String) {
         let accepted = RuntimeMessage::Accepted(protocol::Accepted { event_id });
         let _ = self.deliver(sender, Queued::runtime(accepted));
     }
@@ -338,11 +349,12 @@ impl Orchestrator {
                     &error.to_string(),
                 )
                 .to_event(&to.agent_name, event.trace_id.clone());
-                remote.forward(protocol::event_message(
+                // An answer owes nobody an acknowledgement.
+                drop(remote.forward(protocol::event_message(
                     &to.to_string(),
                     &reply_to.target,
                     &answer,
-                ));
+                )));
             }
         }
     }
@@ -470,7 +482,11 @@ impl Orchestrator {
                     ),
                 }),
             },
-            Query::Ingest { event } => self.ingest(from, event),
+            Query::Ingest { event } => match self.ingest(from, &request.correlation_id, event) {
+                // Answered once the instance's host stored the event.
+                None => return,
+                Some(answer) => answer,
+            },
             Query::List => QueryAnswer::Agents {
                 agents: self
                     .instances

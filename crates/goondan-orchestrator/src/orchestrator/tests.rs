@@ -104,13 +104,14 @@ fn harness(max_queued_events: usize) -> Harness {
 }
 
 fn harness_with(max_queued_events: usize, processes: ProcessPolicy) -> Harness {
-    harness_full(max_queued_events, processes, None)
+    harness_full(max_queued_events, processes, None, None)
 }
 
 fn harness_full(
     max_queued_events: usize,
     processes: ProcessPolicy,
     restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
+    remote: Option<Arc<dyn crate::RemoteInstances>>,
 ) -> Harness {
     let spawner = Arc::new(FakeSpawner::default());
     let (opened_tx, opened) = mpsc::unbounded_channel();
@@ -150,7 +151,7 @@ fn harness_full(
             missed_pings: 3,
         },
         restart_requests,
-        remote: None,
+        remote,
         inbox: None,
     });
     Harness {
@@ -808,7 +809,7 @@ async fn ask_for_restart(h: &mut Harness, alpha: &Link) -> QueryAnswerMessage {
 #[tokio::test]
 async fn a_restart_request_is_handed_out_and_answered_through_the_handle() {
     let (requests_tx, mut requests) = mpsc::channel(1);
-    let mut h = harness_full(8, ProcessPolicy::default(), Some(requests_tx));
+    let mut h = harness_full(8, ProcessPolicy::default(), Some(requests_tx), None);
     let _asking = h.ask("one");
     let alpha = h.next_ready_process().await;
     let _ = h.next_event().await;
@@ -967,5 +968,149 @@ async fn a_cancelled_event_whose_process_dies_is_not_run_again() {
             !(to == again && matches!(protocol::decode(&message), Ok(Inbound::Event(_)))),
             "the cancelled event was redelivered"
         );
+    }
+}
+
+/// Another host serves `beta`; what is forwarded to it waits for the test
+/// to say whether its inbox stored it.
+struct FakeRemote {
+    forwarded: mpsc::UnboundedSender<(IpcMessage, oneshot::Sender<crate::ForwardOutcome>)>,
+}
+
+impl crate::RemoteInstances for FakeRemote {
+    fn serves(&self, key: &RoutingKey) -> bool {
+        key.agent_name != "beta"
+    }
+
+    fn forward(&self, message: IpcMessage) -> crate::ForwardReceipt {
+        let (stored, receipt) = oneshot::channel();
+        let _ = self.forwarded.send((message, stored));
+        receipt
+    }
+}
+
+/// A harness whose `beta` runs on another host, and what is forwarded to
+/// it.
+fn harness_with_beta_elsewhere() -> (
+    Harness,
+    mpsc::UnboundedReceiver<(IpcMessage, oneshot::Sender<crate::ForwardOutcome>)>,
+) {
+    let (forwarded_tx, forwarded) = mpsc::unbounded_channel();
+    let remote = Arc::new(FakeRemote {
+        forwarded: forwarded_tx,
+    });
+    let h = harness_full(8, ProcessPolicy::default(), None, Some(remote));
+    (h, forwarded)
+}
+
+/// The next runtime message sent to `to` within `wait`, skipping others.
+async fn next_runtime_to(h: &mut Harness, to: &Link, wait: Duration) -> Option<RuntimeMessage> {
+    tokio::time::timeout(wait, async {
+        loop {
+            let (link, message) = h.sent.recv().await.unwrap();
+            if let (true, Ok(Inbound::Runtime(runtime))) = (link == *to, protocol::decode(&message))
+            {
+                return runtime;
+            }
+        }
+    })
+    .await
+    .ok()
+}
+
+/// Alpha's process, past its first event.
+async fn running_alpha(h: &mut Harness) -> Link {
+    let _asking = h.ask("start alpha");
+    let alpha = h.next_ready_process().await;
+    let _ = h.next_event().await;
+    alpha
+}
+
+/// Issue 35: a fire-and-forget send to an instance another host serves is
+/// `Accepted` only once that instance's inbox stored it, and refused with
+/// `E_FORWARD_FAILED` when it was not.
+#[tokio::test]
+async fn issue_35_a_send_to_another_hosts_instance_is_accepted_only_once_its_inbox_stored_it() {
+    let (mut h, mut forwarded) = harness_with_beta_elsewhere();
+    let alpha = running_alpha(&mut h).await;
+    let mut stored_note = AgentEvent::new(
+        "note",
+        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
+    );
+    stored_note.input = Some("fyi".into());
+    h.say(
+        &alpha,
+        protocol::event_message("alpha:main", "beta:main", &stored_note),
+    )
+    .await;
+    let (message, stored) = forwarded.recv().await.unwrap();
+    assert_eq!(message.to, "beta:main");
+    let early = next_runtime_to(&mut h, &alpha, Duration::from_millis(100)).await;
+    assert_eq!(early, None, "acknowledged before the inbox stored it");
+    stored.send(Ok(())).unwrap();
+    match next_runtime_to(&mut h, &alpha, Duration::from_secs(5)).await {
+        Some(RuntimeMessage::Accepted(accepted)) => assert_eq!(accepted.event_id, stored_note.id),
+        other => panic!("not accepted: {other:?}"),
+    }
+
+    let lost_note = AgentEvent::new(
+        "note",
+        goondan_types::EventSource::new(goondan_types::EventSourceKind::Agent, "alpha"),
+    );
+    h.say(
+        &alpha,
+        protocol::event_message("alpha:main", "beta:main", &lost_note),
+    )
+    .await;
+    let (_, stored) = forwarded.recv().await.unwrap();
+    stored
+        .send(Err(goondan_types::ErrorBody::new(
+            "E_CLUSTER_TIMEOUT",
+            "no PubAck",
+        )))
+        .unwrap();
+    match next_runtime_to(&mut h, &alpha, Duration::from_secs(5)).await {
+        Some(RuntimeMessage::Rejected(rejected)) => {
+            assert!(
+                rejected.is(goondan_ipc::WireCode::ForwardFailed),
+                "{rejected:?}"
+            );
+            assert_eq!(rejected.event_id.as_deref(), Some(lost_note.id.as_str()));
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+/// Issue 35: a request to another host's instance that its inbox did not
+/// store fails back to its caller at once instead of at its timeout; one
+/// it stored is acknowledged by nothing but its answer.
+#[tokio::test]
+async fn issue_35_a_request_another_hosts_inbox_did_not_store_fails_back_at_once() {
+    let (mut h, mut forwarded) = harness_with_beta_elsewhere();
+    let alpha = running_alpha(&mut h).await;
+    h.alpha_asks_beta(&alpha, "corr-stored").await;
+    let (_, stored) = forwarded.recv().await.unwrap();
+    stored.send(Ok(())).unwrap();
+    h.alpha_asks_beta(&alpha, "corr-lost").await;
+    let (_, stored) = forwarded.recv().await.unwrap();
+    // A dropped receipt: the door closed before it stored anything.
+    drop(stored);
+    let answer = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let (to, message) = h.sent.recv().await.unwrap();
+            if let Ok(Inbound::Answer(answer, _)) = protocol::decode(&message) {
+                assert_eq!(to, alpha);
+                return answer;
+            }
+        }
+    })
+    .await
+    .expect("a failed answer");
+    assert_eq!(answer.in_reply_to, "corr-lost", "only the lost request");
+    match answer.outcome {
+        AnswerOutcome::Failed(failure) => {
+            assert_eq!(failure.code, goondan_ipc::WireCode::ForwardFailed.as_str())
+        }
+        other => panic!("answered {other:?}"),
     }
 }
