@@ -64,6 +64,13 @@ pub(crate) enum Command {
     Stop(StopArgs),
     /// List, restart or delete agent instances.
     Instance(InstanceArgs),
+    /// The tool calls and questions waiting for a person's decision.
+    Approvals,
+    /// Approve a waiting tool call (it runs once, with the arguments as
+    /// asked or as given with --args).
+    Approve(ApproveArgs),
+    /// Deny a waiting tool call (the model is told why).
+    Deny(DenyArgs),
     /// Show runtime events or a process log.
     Logs(LogsArgs),
     /// Show tokens and costs of model calls, by swarm, agent, instance or
@@ -685,6 +692,30 @@ pub(crate) struct ConnectorArgs {
     /// An extra env file.
     #[arg(long)]
     pub(crate) env_file: Option<PathBuf>,
+}
+
+/// `gdn approve`.
+#[derive(Debug, Args)]
+pub(crate) struct ApproveArgs {
+    /// The approval's id (`apv_…`, from `gdn approvals`).
+    pub(crate) id: String,
+    /// Why, recorded with the decision.
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+    /// Run the call with these arguments instead (a JSON object; the
+    /// tool's schema still applies).
+    #[arg(long, value_name = "JSON")]
+    pub(crate) args: Option<String>,
+}
+
+/// `gdn deny`.
+#[derive(Debug, Args)]
+pub(crate) struct DenyArgs {
+    /// The approval's id (`apv_…`, from `gdn approvals`).
+    pub(crate) id: String,
+    /// Why; the model reads it.
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
 }
 
 /// `gdn stop`.

@@ -2,6 +2,7 @@
 //! and extension definitions, the prompt, the swarm context, and the
 //! instance's durable store.
 
+use crate::operators::OperatorDesk;
 use crate::{IpcAgents, SwarmView};
 use goondan_config::{Bundle, LoadOptions};
 use goondan_ipc::RoutingKey;
@@ -16,9 +17,9 @@ use goondan_runtime::turn::{
 use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, EntryResolvers, RuntimeEventSink};
 use goondan_runtime::{BudgetLimits, Ledger};
 use goondan_store::{
-    ExtensionStateStore, FileExtensionState, FileJournal, InstanceParts, InstanceStore,
-    MetadataFile, RuntimeEventLog, StateRoot, StateRootSources, SwarmUsageTally, SyncPolicy,
-    TurnJournal,
+    ApprovalStore, ExtensionStateStore, FileExtensionState, FileJournal, InstanceParts,
+    InstanceStore, MetadataFile, RuntimeEventLog, StateRoot, StateRootSources, SwarmUsageTally,
+    SyncPolicy, TurnJournal,
 };
 use goondan_types::{Entry, JsonValue, RuntimeEvent, Secrets};
 use std::path::PathBuf;
@@ -121,6 +122,8 @@ pub struct AssembledAgent {
     pub agent: Agent,
     /// Its agents API.
     pub agents: IpcAgents,
+    /// Its open approvals, which the orchestrator's decisions reach.
+    pub operators: OperatorDesk,
     /// Its `metadata.json`, for status updates.
     pub metadata: MetadataFile,
     /// Its ledger, whose totals go to `metadata.json` after each Turn.
@@ -262,7 +265,8 @@ pub async fn assemble(
     let extensions = extension_definitions(&agent_view)?;
     let swarm_context = swarm_context(&swarm, &args.agent_name);
 
-    let (store, parts) = open_instance(&state_root, &bundle, &swarm, args)?;
+    let (store, parts, approvals) = open_instance(&state_root, &bundle, &swarm, args)?;
+    let operators = OperatorDesk::new(&args.agent_name, &args.instance_key, approvals);
     let ledger = Arc::new(ledger_for(
         &swarm,
         model_resource,
@@ -344,6 +348,7 @@ pub async fn assemble(
         inbox,
         runtime_events,
         ledger: Some(Arc::clone(&ledger)),
+        operators: Arc::new(operators.clone()),
     };
     let agent = Agent::start(definition, services).await.map_err(|error| {
         StartError::new(
@@ -355,6 +360,7 @@ pub async fn assemble(
     Ok(AssembledAgent {
         agent,
         agents,
+        operators,
         metadata: parts.metadata,
         ledger,
         max_queued_events: swarm.max_queued_events(),
@@ -556,7 +562,7 @@ fn open_instance(
     bundle: &Bundle,
     swarm: &goondan_config::SwarmView<'_>,
     args: &AgentProcessArgs,
-) -> Result<(InstanceStore, InstanceParts), StartError> {
+) -> Result<(InstanceStore, InstanceParts, ApprovalStore), StartError> {
     state_root
         .ensure_outside_project(bundle.root())
         .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
@@ -572,7 +578,15 @@ fn open_instance(
     for warning in instance.warnings() {
         tracing::warn!(agent = %args.agent_name, warning, "instance opened with a warning");
     }
-    Ok((store, instance.into_parts()))
+    // Opened under the instance's lock, which `instance` holds.
+    let approvals = ApprovalStore::open(
+        &state_root
+            .workspace(swarm.instance_key())
+            .instance(&args.agent_name, &args.instance_key),
+        sync_policy,
+    )
+    .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
+    Ok((store, instance.into_parts(), approvals))
 }
 
 /// Where script entries run: plugin processes owned by this agent, so they

@@ -17,7 +17,8 @@
 //! (its events are folded by the Turn itself), sends `shutdown_ack` and
 //! returns.
 
-use crate::assemble::{assemble, AgentProcessArgs, BuiltinsFor};
+use crate::assemble::{assemble, AgentProcessArgs, AssembledAgent, BuiltinsFor};
+use crate::operators::OperatorDesk;
 use crate::{lock, IpcAgents};
 use goondan_ipc::handshake::child_channel;
 use goondan_ipc::protocol::{
@@ -26,11 +27,10 @@ use goondan_ipc::protocol::{
 use goondan_ipc::{
     framing, Inbound, IpcChannel, RoutingKey, RuntimeMessage, WireCode, ORCHESTRATOR,
 };
-use goondan_runtime::turn::{Agent, PriorTurn};
+use goondan_runtime::turn::PriorTurn;
 use goondan_runtime::Ledger;
 use goondan_store::{InstanceStatus, MetadataFile, OutboxMessage};
 use goondan_types::{AgentEvent, IpcMessage, TurnFinishReason, TurnResult};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -269,18 +269,25 @@ impl Cancellations {
 
 /// Serves Turns for `agent` until shutdown or parent death.
 ///
-/// `receiver` is the inbound half of the process's [`IpcChannel`];
-/// `agents` must be the same [`IpcAgents`] the agent was started with; at
-/// most `max_queued` events wait for their Turn.
+/// `receiver` is the inbound half of the process's [`IpcChannel`]; the
+/// agent's [`IpcAgents`] and operator desk are the ones it was assembled
+/// with (answers and decisions reach its waiting Turn through them); at
+/// most `max_queued_events` events wait for their Turn.
 pub async fn serve(
-    mut agent: Agent,
-    agents: IpcAgents,
+    assembled: AssembledAgent,
     outbound: Outbound,
     receiver: mpsc::Receiver<IpcMessage>,
-    mut metadata: Option<MetadataFile>,
-    ledger: Option<Arc<Ledger>>,
-    max_queued: usize,
 ) -> HostExit {
+    let AssembledAgent {
+        mut agent,
+        agents,
+        operators,
+        metadata,
+        ledger,
+        max_queued_events: max_queued,
+        ..
+    } = assembled;
+    let (mut metadata, ledger, operators) = (Some(metadata), Some(ledger), Some(operators));
     let (queue_tx, mut queue) = mpsc::channel::<AgentEvent>(max_queued.max(1));
     let (control_tx, mut control) = watch::channel(Control::Running);
     let cancellations = std::sync::Arc::new(Cancellations::default());
@@ -291,6 +298,7 @@ pub async fn serve(
         queue_tx,
         control_tx,
         cancellations.clone(),
+        operators,
     ));
     outbound
         .runtime(RuntimeMessage::Ready(Ready {
@@ -466,6 +474,7 @@ async fn sort_inbound(
     queue: mpsc::Sender<AgentEvent>,
     control: watch::Sender<Control>,
     cancellations: std::sync::Arc<Cancellations>,
+    operators: Option<OperatorDesk>,
 ) {
     let stats = ProtocolStats::default();
     while let Some(message) = receiver.recv().await {
@@ -496,6 +505,23 @@ async fn sort_inbound(
             Ok(Inbound::Runtime(RuntimeMessage::Cancel(cancel))) => {
                 tracing::info!(event_id = %cancel.event_id, "cancel received");
                 cancellations.cancel(&cancel.event_id);
+            }
+            // Answered by the reader: the Turn it wakes is waiting, so it
+            // cannot take it from the queue.
+            Ok(Inbound::Runtime(RuntimeMessage::Decide(decide))) => {
+                let failure = match &operators {
+                    Some(desk) => desk.decide(decide.decision).err(),
+                    None => Some(Failure {
+                        code: crate::operators::APPROVAL_NOT_FOUND.into(),
+                        message: "this process holds no approvals".into(),
+                    }),
+                };
+                outbound
+                    .runtime(RuntimeMessage::Decided(protocol::Decided {
+                        in_reply_to: decide.correlation_id,
+                        failure,
+                    }))
+                    .await;
             }
             Ok(Inbound::Runtime(RuntimeMessage::Rejected(rejected))) => {
                 tracing::warn!(code = %rejected.code, event_id = ?rejected.event_id, "the orchestrator refused a message: {}", rejected.message);
@@ -645,18 +671,9 @@ pub async fn run_agent_process(mut args: AgentProcessArgs, builtins_for: &Builti
     };
     let mut telemetry = None;
     let code = match assembled {
-        Ok(assembled) => {
-            telemetry = assembled.telemetry;
-            let exit = serve(
-                assembled.agent,
-                assembled.agents,
-                outbound,
-                receiver,
-                Some(assembled.metadata),
-                Some(assembled.ledger),
-                assembled.max_queued_events,
-            )
-            .await;
+        Ok(mut assembled) => {
+            telemetry = assembled.telemetry.take();
+            let exit = serve(assembled, outbound, receiver).await;
             tracing::info!(?exit, "agent process stopping");
             exit.exit_code()
         }

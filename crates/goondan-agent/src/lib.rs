@@ -15,6 +15,7 @@
 pub mod assemble;
 pub mod host;
 pub mod ipc_agents;
+pub mod operators;
 
 pub use ipc_agents::{IpcAgents, SwarmView};
 

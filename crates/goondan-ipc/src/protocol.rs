@@ -33,8 +33,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// every ready child ([`RuntimeMessage::Ping`]) and kills one that stops
 /// answering ([`RuntimeMessage::Pong`]). Version 4: an agent may ask for
 /// a swarm restart ([`Query::Restart`]). Version 5: the orchestrator may
-/// cancel a Turn ([`RuntimeMessage::Cancel`]).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// cancel a Turn ([`RuntimeMessage::Cancel`]). Version 6: the orchestrator
+/// hands an agent a person's decision on one of its open approvals
+/// ([`RuntimeMessage::Decide`], answered with [`RuntimeMessage::Decided`]).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The event-type prefix reserved for [`RuntimeMessage`]s.
 pub const RUNTIME_PREFIX: &str = "runtime.";
@@ -98,6 +100,36 @@ pub enum RuntimeMessage {
     /// it stored so far stays, as after a crash.
     #[serde(rename = "runtime.cancel")]
     Cancel(Cancel),
+    /// Orchestrator → agent: a person decided one of the instance's open
+    /// approvals. The agent records it (durably) before it answers with
+    /// [`RuntimeMessage::Decided`], and the Turn waiting on it goes on.
+    #[serde(rename = "runtime.decide")]
+    Decide(Decide),
+    /// Agent → orchestrator: the answer to a [`RuntimeMessage::Decide`].
+    #[serde(rename = "runtime.decided")]
+    Decided(Decided),
+}
+
+/// A person's decision, for the agent holding the approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decide {
+    /// Echoed by the [`Decided`] answer.
+    pub correlation_id: String,
+    /// The decision.
+    pub decision: goondan_types::ApprovalDecision,
+}
+
+/// Whether a [`Decide`] was recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decided {
+    /// The [`Decide`]'s correlation id.
+    pub in_reply_to: String,
+    /// Why it was not recorded (no open approval has its id, it was
+    /// decided already, the store failed); `None` when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
 }
 
 /// Which Turn [`RuntimeMessage::Cancel`] stops.

@@ -84,6 +84,14 @@ pub enum ControlRequest {
         /// `agent:instance` or an instance key.
         key: String,
     },
+    /// Hands a person's decision to the instance holding the approval
+    /// and answers once the instance recorded it.
+    Decide {
+        /// `agent:instance` of the instance that holds the approval.
+        key: String,
+        /// The decision.
+        decision: goondan_types::ApprovalDecision,
+    },
     /// Drains and stops the orchestrator.
     Shutdown,
 }
@@ -161,6 +169,8 @@ pub enum ControlResponse {
         /// True when a process was running.
         stopped: bool,
     },
+    /// Answers [`ControlRequest::Decide`]: the instance recorded it.
+    Decided,
     /// Answers [`ControlRequest::Shutdown`]: the drain has begun.
     Stopping,
     /// The request failed: its code, what happened and how to fix it.
@@ -563,6 +573,15 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             .delete(key)
             .await
             .map(|stopped| ControlResponse::Deleted { stopped }),
+        ControlRequest::Decide { key, decision } => {
+            match goondan_ipc::RoutingKey::parse(&key, "") {
+                Ok(key) => handle
+                    .decide(key, decision)
+                    .await
+                    .map(|()| ControlResponse::Decided),
+                Err(error) => return failure(error.code(), &error.to_string()),
+            }
+        }
         ControlRequest::Shutdown => {
             let handle = handle.clone();
             // Answer first; the drain may take the whole grace period.

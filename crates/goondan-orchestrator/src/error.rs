@@ -89,6 +89,19 @@ pub enum OrchestratorError {
         /// Why (the cluster's code and message).
         cause: goondan_types::ErrorBody,
     },
+    /// A decision on an approval was not recorded by the instance that
+    /// holds it (no open approval has that id, it was decided already, or
+    /// its store failed), or no answer came in time.
+    #[error("{key}: {message}")]
+    Approval {
+        /// The instance.
+        key: String,
+        /// The agent's code (`E_APPROVAL_NOT_FOUND`, a store code), or
+        /// `E_APPROVAL_TIMEOUT`.
+        code: String,
+        /// What happened.
+        message: String,
+    },
     /// Too many events wait for one instance.
     #[error("{key} already has {limit} events waiting; this one was refused")]
     QueueFull {
@@ -165,6 +178,7 @@ impl OrchestratorError {
             OrchestratorError::Spawn { .. } => "E_AGENT_SPAWN",
             OrchestratorError::UnknownAgent { .. } => "E_AGENT_NOT_FOUND",
             OrchestratorError::AgentStart { code, .. } => code,
+            OrchestratorError::Approval { code, .. } => code,
             OrchestratorError::AgentExited { .. } => "E_AGENT_CRASHED",
             OrchestratorError::TurnCancelled { .. } => "E_TURN_CANCELLED",
             OrchestratorError::Deleted { .. } => "E_INSTANCE_DELETED",
@@ -229,6 +243,9 @@ impl OrchestratorError {
             OrchestratorError::Forward { cause, .. } => Some(cause.suggestion.clone().unwrap_or_else(|| {
                 "send the event again; `gdn cluster status` shows whether the cluster's servers answer".into()
             })),
+            OrchestratorError::Approval { .. } => Some(
+                "`gdn approvals` lists the approvals still open, with their ids".into(),
+            ),
             OrchestratorError::Inbox { .. } => Some(
                 "check the disk under the System Root (space, permissions), then send the input again".into(),
             ),

@@ -27,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod extension;
 pub mod ledger;
+pub mod operator;
 pub mod pipeline;
 pub mod tool;
 pub mod turn;
@@ -44,6 +45,7 @@ pub use extension::{
     ResourceKind, Subscription, ToolHandlers,
 };
 pub use ledger::{BudgetExceeded, BudgetLimits, Ledger, BUDGET_EXCEEDED};
+pub use operator::{AskError, NoOperators, Operators, Question};
 pub use pipeline::{
     Middleware, MiddlewareKind, MiddlewareOptions, Next, Pipeline, PipelineRegistry, StepContext,
     StepNext, ToolCallContext, ToolCallNext, TurnContext, TurnNext,

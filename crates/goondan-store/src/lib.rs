@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod active;
+mod approvals;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod durability;
@@ -49,6 +50,7 @@ pub mod tail;
 mod usage;
 
 pub use active::ActiveSwarm;
+pub use approvals::{open_approvals, ApprovalStore, OpenApproval};
 pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};

@@ -452,6 +452,12 @@ impl InstancePaths {
         self.dir.join("instance.lock")
     }
 
+    /// `approvals.jsonl`: the requests for a person's decision the
+    /// instance holds (see `ApprovalStore`).
+    pub fn approvals_file(&self) -> PathBuf {
+        self.dir.join("approvals.jsonl")
+    }
+
     /// `messages/`.
     pub fn messages_dir(&self) -> PathBuf {
         self.dir.join("messages")

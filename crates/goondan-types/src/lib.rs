@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agents;
+pub mod approval;
 pub mod atomic_file;
 pub mod connector;
 pub mod diagnostic;
@@ -34,6 +35,7 @@ pub mod tool;
 pub mod trace;
 pub mod value_source;
 
+pub use approval::{ApprovalDecision, ApprovalRequest, Verdict};
 pub use connector::{ConnectorEvent, ConnectorMessage};
 pub use diagnostic::{Diagnostic, Severity};
 pub use entry::{Entry, EntryParseError, ScriptRuntime};

@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 mod agent;
+mod approvals;
 mod cluster;
 mod connector;
 mod doctor;
@@ -38,6 +39,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Restart(args) => manage::restart(&cli.global, args),
         Command::Stop(args) => manage::stop(&cli.global, args),
         Command::Instance(args) => manage::instance(&cli.global, args),
+        Command::Approvals => approvals::list(&cli.global),
+        Command::Approve(args) => approvals::approve(&cli.global, args),
+        Command::Deny(args) => approvals::deny(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Usage(args) => usage::run(&cli.global, args),
         Command::Cluster(args) => cluster::command(&cli.global, args),

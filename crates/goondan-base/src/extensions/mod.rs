@@ -10,6 +10,7 @@ pub mod logging;
 pub mod message_compaction;
 pub mod message_window;
 pub mod required_tools_guard;
+pub mod tool_approval;
 mod tool_pairs;
 pub mod tool_search;
 
@@ -21,7 +22,7 @@ use std::sync::Arc;
 pub use message_compaction::Summarizer;
 
 /// The builtin names of the extensions this crate provides.
-pub const EXTENSION_NAMES: [&str; 8] = [
+pub const EXTENSION_NAMES: [&str; 9] = [
     "context-message",
     "inter-agent-response-format",
     "logging",
@@ -29,6 +30,7 @@ pub const EXTENSION_NAMES: [&str; 8] = [
     "message-compaction",
     "message-window",
     "required-tools-guard",
+    "tool-approval",
     "tool-search",
 ];
 
@@ -52,6 +54,7 @@ pub fn extension(
         "message-compaction" => Arc::new(message_compaction::MessageCompaction::new(summarizer)),
         "message-window" => Arc::new(message_window::MessageWindow),
         "required-tools-guard" => Arc::new(required_tools_guard::RequiredToolsGuard),
+        "tool-approval" => Arc::new(tool_approval::ToolApproval),
         "tool-search" => Arc::new(tool_search::ToolSearch),
         _ => return None,
     })

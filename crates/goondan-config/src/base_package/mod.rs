@@ -59,6 +59,7 @@ pub(crate) const MANIFESTS: &[BaseManifest] = &[
     manifest!(Extension, "extensions", "context-message"),
     manifest!(Extension, "extensions", "tool-search"),
     manifest!(Extension, "extensions", "required-tools-guard"),
+    manifest!(Extension, "extensions", "tool-approval"),
     manifest!(Extension, "extensions", "inter-agent-response-format"),
     manifest!(Extension, "extensions", "mcp"),
     manifest!(Connector, "connectors", "cli"),

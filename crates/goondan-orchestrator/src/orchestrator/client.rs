@@ -18,6 +18,9 @@ use tokio::sync::{mpsc, oneshot};
 const RESTART_POLL: Duration = Duration::from_millis(20);
 /// The longest [`OrchestratorHandle::restart_and_wait`] waits.
 pub const MAX_RESTART_WAIT: Duration = Duration::from_secs(60);
+/// The longest [`OrchestratorHandle::decide`] waits for the instance to
+/// record a decision (its process may have to start first).
+const MAX_DECISION_WAIT: Duration = Duration::from_secs(30);
 
 /// Where the restart of one instance stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -305,6 +308,36 @@ impl OrchestratorHandle {
         let (reply, deleted) = oneshot::channel();
         self.send(Input::Delete { key, reply }).await?;
         deleted.await.map_err(|_| OrchestratorError::Stopped)
+    }
+
+    /// Hands a person's `decision` to the instance `key` that holds the
+    /// approval (starting its process if none runs) and waits until it
+    /// recorded it, at most [`MAX_DECISION_WAIT`]: only then is the
+    /// decision acknowledged.
+    pub async fn decide(
+        &self,
+        key: RoutingKey,
+        decision: goondan_types::ApprovalDecision,
+    ) -> Result<(), OrchestratorError> {
+        let (reply, decided) = oneshot::channel();
+        let shown = key.to_string();
+        self.send(Input::Decide {
+            key,
+            decision,
+            reply,
+        })
+        .await?;
+        match tokio::time::timeout(MAX_DECISION_WAIT, decided).await {
+            Ok(answer) => answer.map_err(|_| OrchestratorError::Stopped)?,
+            Err(_) => Err(OrchestratorError::Approval {
+                key: shown,
+                code: "E_APPROVAL_TIMEOUT".into(),
+                message: format!(
+                    "the instance did not confirm the decision within {} s; it may still record it",
+                    MAX_DECISION_WAIT.as_secs()
+                ),
+            }),
+        }
     }
 
     /// Drains every child (each finishes its Turn) and stops the loop.

@@ -65,6 +65,9 @@ pub struct ConnectionStatus {
 /// Where the streamed model text of an awaited answer goes.
 pub(super) type DeltaSink = mpsc::UnboundedSender<String>;
 
+/// Where the instance's answer to a decision goes.
+pub(super) type DecisionReply = oneshot::Sender<Result<(), OrchestratorError>>;
+
 /// A reply the orchestrator itself waits for (a CLI input, for example).
 pub(super) type Reply = oneshot::Sender<Result<AgentEvent, OrchestratorError>>;
 
@@ -174,6 +177,17 @@ pub enum Input {
         correlation_id: String,
         /// The answer.
         answer: QueryAnswer,
+    },
+    /// Hand a person's decision to the instance holding the approval
+    /// (starting its process if none runs); answered once the instance
+    /// recorded it.
+    Decide {
+        /// The instance.
+        key: RoutingKey,
+        /// The decision.
+        decision: goondan_types::ApprovalDecision,
+        /// Answered with the instance's answer.
+        reply: DecisionReply,
     },
     /// Drain everything and stop.
     Shutdown {

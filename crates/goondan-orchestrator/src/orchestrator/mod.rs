@@ -165,6 +165,9 @@ pub struct Orchestrator {
     /// The orchestrator's own pending requests by correlation id; streamed
     /// text closes when the entry is removed, however the request ends.
     waiters: HashMap<String, Waiter>,
+    /// Decisions handed to instances, by correlation id, until each
+    /// answers that it recorded its own.
+    decisions: HashMap<String, (RoutingKey, input::DecisionReply)>,
     deletes: Vec<PendingDelete>,
     inputs_tx: mpsc::Sender<Input>,
     stopping: Option<oneshot::Sender<()>>,
@@ -201,6 +204,7 @@ impl Orchestrator {
             reconcile_interval: config.reconcile_interval,
             instances: BTreeMap::new(),
             waiters: HashMap::new(),
+            decisions: HashMap::new(),
             deletes: Vec::new(),
             inputs_tx: inputs_tx.clone(),
             stopping: None,
@@ -312,6 +316,11 @@ impl Orchestrator {
                 correlation_id,
                 answer,
             } => self.answer_query(&to, correlation_id, answer),
+            Input::Decide {
+                key,
+                decision,
+                reply,
+            } => self.decide(key, decision, reply),
             Input::Shutdown { done } => self.begin_shutdown(done),
         }
     }

@@ -432,6 +432,7 @@ impl Orchestrator {
                 },
             ),
             RuntimeMessage::Cancel(cancel) => self.cancel_request_of(key, &cancel.event_id),
+            RuntimeMessage::Decided(decided) => self.on_decided(key, decided),
             lifecycle => self.on_lifecycle(key, lifecycle),
         }
     }
@@ -506,6 +507,62 @@ impl Orchestrator {
             },
         };
         self.answer_query(from, request.correlation_id, answer);
+    }
+
+    /// Hands `decision` to `key`'s process (started if none runs); the
+    /// reply waits for its [`RuntimeMessage::Decided`].
+    pub(super) fn decide(
+        &mut self,
+        key: RoutingKey,
+        decision: goondan_types::ApprovalDecision,
+        reply: super::input::DecisionReply,
+    ) {
+        if !self.swarm.agents.contains(&key.agent_name) {
+            let _ = reply.send(Err(OrchestratorError::UnknownAgent {
+                agent: key.agent_name.clone(),
+                swarm: self.swarm.swarm_name.clone(),
+            }));
+            return;
+        }
+        if self.served_elsewhere(&key).is_some() {
+            let _ = reply.send(Err(OrchestratorError::Approval {
+                key: key.to_string(),
+                code: "E_APPROVAL_REMOTE".into(),
+                message: "another host of the cluster serves this instance; decide on that host"
+                    .into(),
+            }));
+            return;
+        }
+        let correlation_id = protocol::new_correlation_id();
+        let decide = RuntimeMessage::Decide(protocol::Decide {
+            correlation_id: correlation_id.clone(),
+            decision,
+        });
+        match self.deliver(&key, Queued::runtime(decide)) {
+            Ok(()) => {
+                self.decisions.insert(correlation_id, (key, reply));
+            }
+            Err(error) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+
+    /// An instance's answer to a decision handed to it.
+    fn on_decided(&mut self, key: &RoutingKey, decided: protocol::Decided) {
+        let Some((asked, reply)) = self.decisions.remove(&decided.in_reply_to) else {
+            tracing::warn!(key = %key, "an answer to no decision handed out; dropped");
+            return;
+        };
+        let outcome = match decided.failure {
+            None => Ok(()),
+            Some(failure) => Err(OrchestratorError::Approval {
+                key: asked.to_string(),
+                code: failure.code,
+                message: failure.message,
+            }),
+        };
+        let _ = reply.send(outcome);
     }
 
     /// Sends `answer` to the query `correlation_id` of `to`.

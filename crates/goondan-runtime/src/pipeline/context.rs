@@ -175,6 +175,8 @@ pub struct TurnInfo {
     pub input_event: AgentEvent,
     /// `ctx.runtime`.
     pub runtime: RuntimeContext,
+    /// The people a middleware can ask (see [`crate::operator`]).
+    pub operators: Arc<dyn crate::Operators>,
 }
 
 /// The context of a `turn` middleware.
@@ -258,6 +260,27 @@ macro_rules! execution_accessors {
         /// The Turn's facts (input event, runtime context, trace).
         pub fn turn(&self) -> &TurnInfo {
             &self.info
+        }
+
+        /// Asks a person and waits for the decision (see
+        /// [`crate::operator`]); the question is recorded for this Turn
+        /// and its input.
+        pub fn ask_person(
+            &self,
+            question: crate::Question,
+        ) -> futures_util::future::BoxFuture<
+            'static,
+            Result<goondan_types::ApprovalDecision, crate::AskError>,
+        > {
+            self.info
+                .operators
+                .ask(&self.info.turn_id, &self.info.input_event.id, question)
+        }
+
+        /// Closes the question `key`: the Turn acts on its decision now
+        /// (see [`crate::Operators::settle`]).
+        pub fn settle_question(&self, key: &str) -> Result<(), crate::AskError> {
+            self.info.operators.settle(key)
         }
 
         /// `ctx.runtime`.

@@ -141,6 +141,10 @@ pub struct AgentServices {
     /// Prices and counts every model call and applies the Swarm's budget;
     /// `None` counts nothing (embedding, tests).
     pub ledger: Option<Arc<crate::ledger::Ledger>>,
+    /// The people a `toolCall` middleware can ask
+    /// ([`crate::operator`]); [`crate::NoOperators`] when nobody can be
+    /// asked.
+    pub operators: Arc<dyn crate::Operators>,
 }
 
 impl AgentServices {
@@ -158,6 +162,7 @@ impl AgentServices {
             inbox: AsyncResponseInbox::new(),
             runtime_events: Arc::new(DiscardEvents),
             ledger: None,
+            operators: Arc::new(crate::NoOperators),
         }
     }
 }

@@ -59,6 +59,7 @@ struct AgentCore {
     runtime_events: Arc<dyn RuntimeEventSink>,
     event_bus: EventBus,
     ledger: Option<Arc<crate::ledger::Ledger>>,
+    operators: Arc<dyn crate::Operators>,
 }
 
 impl AgentCore {
@@ -160,6 +161,7 @@ impl Agent {
             inbox,
             runtime_events,
             ledger,
+            operators,
         } = services;
 
         // One at a time, not joined: a script resolver may start a process
@@ -273,6 +275,7 @@ impl Agent {
                 runtime_events,
                 event_bus,
                 ledger,
+                operators,
             },
             conversation,
             extension_states,
@@ -475,6 +478,7 @@ impl Agent {
             trace: trace.clone(),
             input_event: event,
             runtime,
+            operators: Arc::clone(&self.core.operators),
         });
         let mut ctx = TurnContext::new(
             info,
@@ -566,6 +570,53 @@ impl TurnCore<'_> {
         Ok(())
     }
 
+    /// Resumes a Turn that was cut short while a call waited for a
+    /// person: when the first unanswered call of its last model answer is
+    /// one an open question gates ([`crate::Operators::holds`]), that call
+    /// never ran, nor did the calls after it (a Step runs its calls in
+    /// order), so they run now, through the `toolCall` chain, where the
+    /// gate finds its question again. False when the Turn did not stop at
+    /// such a call (its unanswered calls are closed as interrupted then).
+    async fn resume_waiting_calls(&self, ctx: &TurnContext) -> Result<bool, PipelineError> {
+        let agent = self.agent;
+        let waiting = {
+            let state = ctx.conversation().state();
+            let messages = state.next_messages();
+            redelivery::unanswered_calls_of_last_answer(&messages)
+        };
+        let Some((message, calls)) = waiting else {
+            return Ok(false);
+        };
+        if !calls
+            .first()
+            .is_some_and(|call| agent.operators.holds(&call.id))
+        {
+            return Ok(false);
+        }
+        let step_id = match &message.source {
+            MessageSource::Assistant { step_id } => step_id.clone(),
+            _ => format!("step_{}", random_hex(8)),
+        };
+        tracing::info!(
+            turn_id = ctx.turn_id(),
+            calls = calls.len(),
+            "resuming the Turn at a call that waited for a person"
+        );
+        let step_ctx = StepContext::new(StepParts {
+            info: ctx.info_handle(),
+            agents: Arc::clone(&agent.agents),
+            conversation: ctx.conversation().clone(),
+            step_index: 0,
+            step_id,
+            trace: ctx.trace().child(),
+            previous_steps: Arc::from([]),
+            tool_catalog: agent.executor.registry().catalog(),
+        });
+        let message = Arc::new(message);
+        step::run_tool_calls(agent, &step_ctx, &message, &calls, &[]).await?;
+        Ok(true)
+    }
+
     async fn step_loop(&self, ctx: &mut TurnContext) -> LayerResult<TurnContext> {
         let input = ctx.input_event();
         // A redelivered input whose Turn was cut short resumes that Turn:
@@ -577,8 +628,10 @@ impl TurnCore<'_> {
             .flatten();
         match resumed {
             Some(PriorTurn::Interrupted { dangling }) => {
-                for message in dangling {
-                    ctx.emit_message_event(MessageEvent::Append { message })?;
+                if !self.resume_waiting_calls(ctx).await? {
+                    for message in dangling {
+                        ctx.emit_message_event(MessageEvent::Append { message })?;
+                    }
                 }
             }
             _ => {

@@ -13,7 +13,7 @@
 
 use crate::conversation::MessagesView;
 use goondan_types::{
-    ContentPart, JsonValue, Message, MessageSource, ModelMessage, ToolResultOutput,
+    ContentPart, JsonValue, Message, MessageSource, ModelMessage, ToolCall, ToolResultOutput,
 };
 
 /// The metadata key marking the user message that carries an input event.
@@ -82,6 +82,55 @@ pub(crate) fn close_last_turn(messages: &MessagesView<'_>) -> Vec<Message> {
         .collect();
     turn.reverse();
     unanswered_calls(&turn)
+}
+
+/// The last model answer holding tool calls in the latest Turn, with its
+/// calls that have no result yet (in call order); `None` when every call
+/// of it was answered, or it holds none.
+pub(crate) fn unanswered_calls_of_last_answer(
+    messages: &MessagesView<'_>,
+) -> Option<(Message, Vec<ToolCall>)> {
+    let mut turn: Vec<&Message> = messages
+        .iter()
+        .rev()
+        .take_while(|message| !message.metadata.contains_key(INBOUND_MARK))
+        .collect();
+    turn.reverse();
+    let position = turn.iter().rposition(|message| {
+        matches!(message.data, ModelMessage::Assistant { .. })
+            && message
+                .data
+                .parts()
+                .iter()
+                .any(|part| matches!(part, ContentPart::ToolCall { .. }))
+    })?;
+    let answered: Vec<String> = turn[position + 1..]
+        .iter()
+        .flat_map(|message| message.data.parts())
+        .filter_map(|part| match part {
+            ContentPart::ToolResult { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        })
+        .collect();
+    let calls: Vec<ToolCall> = turn[position]
+        .data
+        .parts()
+        .into_iter()
+        .filter_map(|part| match part {
+            ContentPart::ToolCall {
+                tool_call_id,
+                tool_name,
+                input,
+                ..
+            } if !answered.contains(&tool_call_id) => Some(ToolCall {
+                id: tool_call_id,
+                name: tool_name,
+                args: input.as_object().cloned().unwrap_or_default(),
+            }),
+            _ => None,
+        })
+        .collect();
+    (!calls.is_empty()).then(|| (turn[position].clone(), calls))
 }
 
 /// Tool results for every call in `turn` that has none.

@@ -13,6 +13,7 @@
 //! reads why and may try again, and the Turn goes on.
 
 use super::{milliseconds, AgentCore};
+use crate::error::PipelineError;
 use crate::pipeline::context::ToolCallParts;
 use crate::pipeline::{Core, LayerResult, StepContext, ToolCallContext};
 use crate::tool::{codes, mask_tool_result, ToolFailure, DEFAULT_ERROR_MESSAGE_LIMIT};
@@ -177,98 +178,12 @@ impl StepCore<'_> {
             outcome.assistant_message = assistant.clone();
         }
 
-        let mut tool_results = Vec::with_capacity(tool_calls.len());
-        if let Some(message) = assistant {
-            let tool_core = agent.executor.core(&ctx.tool_catalog);
-            let max_calls_per_step = agent.executor.policy().max_calls_per_step;
-            if tool_calls.len() > max_calls_per_step {
-                tracing::warn!(
-                    n_tool_calls = tool_calls.len(),
-                    max_calls_per_step,
-                    step_id = ctx.step_id(),
-                    "the model asked for more tool calls than a step runs; the rest are refused"
-                );
+        let tool_results = match assistant {
+            Some(message) => {
+                run_tool_calls(agent, ctx, &message, &tool_calls, &invalid_arguments).await?
             }
-            for (index, call) in tool_calls.iter().enumerate() {
-                let trace = ctx.trace().child();
-                agent.emit(RuntimeEvent::ToolCalled {
-                    base: agent.event_base(&trace),
-                    tool_call_id: call.id.clone(),
-                    tool_name: call.name.clone(),
-                    step_id: ctx.step_id().to_string(),
-                    turn_id: ctx.turn_id().to_string(),
-                });
-                let started = Instant::now();
-                let refusal = refusal_before_chain(
-                    index,
-                    max_calls_per_step,
-                    call,
-                    invalid_arguments[index].as_ref(),
-                );
-                let result = match refusal {
-                    Some(tool_failure) => ToolCallResult::error(
-                        call,
-                        tool_failure.into_tool_error(DEFAULT_ERROR_MESSAGE_LIMIT),
-                    ),
-                    None => {
-                        let mut call_ctx = ToolCallContext::new(ToolCallParts {
-                            info: Arc::clone(ctx.turn_info_handle()),
-                            step_index: ctx.step_index(),
-                            step_id: ctx.step_id().to_string(),
-                            tool_name: call.name.clone(),
-                            tool_call_id: call.id.clone(),
-                            trace: trace.clone(),
-                            message: Arc::clone(&message),
-                            args: call.args.clone(),
-                        });
-                        agent.pipeline.run(&mut call_ctx, &tool_core).await?
-                    }
-                };
-                // A `toolCall` middleware may have replaced what the
-                // executor masked.
-                let mut result = result;
-                mask_tool_result(agent.executor.secrets(), &mut result);
-                let refused = result
-                    .error
-                    .as_ref()
-                    .and_then(|error| error.code.as_deref())
-                    .filter(|code| codes::is_runtime_refusal(code));
-                agent.emit(match refused {
-                    Some(_) => RuntimeEvent::ToolFailed {
-                        base: agent.event_base(&trace),
-                        tool_call_id: call.id.clone(),
-                        tool_name: call.name.clone(),
-                        duration: milliseconds(started),
-                        step_id: ctx.step_id().to_string(),
-                        turn_id: ctx.turn_id().to_string(),
-                        error_message: result
-                            .error
-                            .as_ref()
-                            .map(|error| error.message.clone())
-                            .unwrap_or_default(),
-                    },
-                    None => RuntimeEvent::ToolCompleted {
-                        base: agent.event_base(&trace),
-                        tool_call_id: call.id.clone(),
-                        tool_name: call.name.clone(),
-                        status: result.status,
-                        duration: milliseconds(started),
-                        step_id: ctx.step_id().to_string(),
-                        turn_id: ctx.turn_id().to_string(),
-                    },
-                });
-                ctx.emit_message_event(MessageEvent::Append {
-                    message: Message::new(
-                        ModelMessage::tool(vec![result_part(&result)]),
-                        MessageSource::Tool {
-                            tool_call_id: result.tool_call_id.clone(),
-                            tool_name: result.tool_name.clone(),
-                        },
-                    ),
-                })?;
-                tool_results.push(result);
-            }
-        }
+            None => Vec::new(),
+        };
         Ok(StepResult {
             status: StepStatus::Completed,
             should_continue: !tool_calls.is_empty(),
@@ -277,6 +192,111 @@ impl StepCore<'_> {
             metadata: JsonObject::new(),
         })
     }
+}
+
+/// Runs `tool_calls` (the calls `message` holds, each with its argument
+/// problem if the model's JSON was broken) one after another through the
+/// `toolCall` chain, appending each result to the conversation as it
+/// comes. A Step runs them after its model call; a Turn resumed at a call
+/// that waited for a person runs the rest of them here too.
+pub(super) async fn run_tool_calls(
+    agent: &AgentCore,
+    ctx: &StepContext,
+    message: &Arc<Message>,
+    tool_calls: &[ToolCall],
+    invalid_arguments: &[Option<InvalidToolArguments>],
+) -> Result<Vec<ToolCallResult>, PipelineError> {
+    let mut tool_results = Vec::with_capacity(tool_calls.len());
+    let tool_core = agent.executor.core(&ctx.tool_catalog);
+    let max_calls_per_step = agent.executor.policy().max_calls_per_step;
+    if tool_calls.len() > max_calls_per_step {
+        tracing::warn!(
+            n_tool_calls = tool_calls.len(),
+            max_calls_per_step,
+            step_id = ctx.step_id(),
+            "the model asked for more tool calls than a step runs; the rest are refused"
+        );
+    }
+    for (index, call) in tool_calls.iter().enumerate() {
+        let trace = ctx.trace().child();
+        agent.emit(RuntimeEvent::ToolCalled {
+            base: agent.event_base(&trace),
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            step_id: ctx.step_id().to_string(),
+            turn_id: ctx.turn_id().to_string(),
+        });
+        let started = Instant::now();
+        let refusal = refusal_before_chain(
+            index,
+            max_calls_per_step,
+            call,
+            invalid_arguments.get(index).and_then(Option::as_ref),
+        );
+        let result = match refusal {
+            Some(tool_failure) => ToolCallResult::error(
+                call,
+                tool_failure.into_tool_error(DEFAULT_ERROR_MESSAGE_LIMIT),
+            ),
+            None => {
+                let mut call_ctx = ToolCallContext::new(ToolCallParts {
+                    info: Arc::clone(ctx.turn_info_handle()),
+                    step_index: ctx.step_index(),
+                    step_id: ctx.step_id().to_string(),
+                    tool_name: call.name.clone(),
+                    tool_call_id: call.id.clone(),
+                    trace: trace.clone(),
+                    message: Arc::clone(message),
+                    args: call.args.clone(),
+                });
+                agent.pipeline.run(&mut call_ctx, &tool_core).await?
+            }
+        };
+        // A `toolCall` middleware may have replaced what the
+        // executor masked.
+        let mut result = result;
+        mask_tool_result(agent.executor.secrets(), &mut result);
+        let refused = result
+            .error
+            .as_ref()
+            .and_then(|error| error.code.as_deref())
+            .filter(|code| codes::is_runtime_refusal(code));
+        agent.emit(match refused {
+            Some(_) => RuntimeEvent::ToolFailed {
+                base: agent.event_base(&trace),
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                duration: milliseconds(started),
+                step_id: ctx.step_id().to_string(),
+                turn_id: ctx.turn_id().to_string(),
+                error_message: result
+                    .error
+                    .as_ref()
+                    .map(|error| error.message.clone())
+                    .unwrap_or_default(),
+            },
+            None => RuntimeEvent::ToolCompleted {
+                base: agent.event_base(&trace),
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                status: result.status,
+                duration: milliseconds(started),
+                step_id: ctx.step_id().to_string(),
+                turn_id: ctx.turn_id().to_string(),
+            },
+        });
+        ctx.emit_message_event(MessageEvent::Append {
+            message: Message::new(
+                ModelMessage::tool(vec![result_part(&result)]),
+                MessageSource::Tool {
+                    tool_call_id: result.tool_call_id.clone(),
+                    tool_name: result.tool_name.clone(),
+                },
+            ),
+        })?;
+        tool_results.push(result);
+    }
+    Ok(tool_results)
 }
 
 impl Core<StepContext> for StepCore<'_> {

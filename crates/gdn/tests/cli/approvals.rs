@@ -1,0 +1,193 @@
+//! Issue 36 #1, approval gates end to end: a `bash__exec` call gated by
+//! the base `tool-approval` extension waits for a person; the request
+//! survives a kill -9 of the agent and of the orchestrator; `gdn approve`
+//! runs the command exactly once and the Turn goes on where it stopped
+//! (no second model call for the same step); `gdn deny` gives the model
+//! the reason; a timeout applies the default.
+
+use crate::mock_llm::{ChatRequest, MockLlm, Reply};
+use crate::swarm::{code, fixture, sigkill, stderr, stdout, wait_until, Swarm};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The mock: run the command that appends a line to `runs.txt` (or what
+/// the test passes), then answer with the tool's result.
+fn gated_swarm(timeout_seconds: u32) -> Swarm {
+    let mock = MockLlm::start(|request: &ChatRequest| match request.tool_result() {
+        None => Reply::tool("bash__exec", json!({"command": "echo ran >> runs.txt"})),
+        Some(result) => Reply::text(format!("done: {result}")),
+    });
+    let bundle = fixture(
+        "gated",
+        &[
+            ("@ENDPOINT@", mock.endpoint()),
+            ("@GRACE@", "1".to_string()),
+            ("@TIMEOUT@", timeout_seconds.to_string()),
+        ],
+    );
+    Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    }
+}
+
+/// `gdn approvals --json`.
+fn approvals(swarm: &Swarm) -> Vec<Value> {
+    let output = swarm.run(&["approvals", "--json"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    serde_json::from_str::<Value>(&stdout(&output))
+        .unwrap()
+        .as_array()
+        .cloned()
+        .unwrap()
+}
+
+fn runs(bundle: &Path) -> usize {
+    std::fs::read_to_string(bundle.join("runs.txt"))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_approval_survives_kill_9_of_the_agent_and_the_orchestrator_and_runs_once() {
+    let swarm = gated_swarm(3600);
+    let resident = swarm.start_resident();
+    // Attached to the orchestrator killed below: it ends with an error.
+    let asker = swarm.spawn_input("run it");
+    let waiting = wait_until("the approval request", || {
+        let waiting = approvals(&swarm);
+        (!waiting.is_empty()).then_some(waiting)
+    });
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    let request = &waiting[0];
+    for field in [
+        "id",
+        "agent",
+        "instanceKey",
+        "tool",
+        "arguments",
+        "requestedAt",
+    ] {
+        assert!(request.get(field).is_some(), "no {field} in {request}");
+    }
+    assert_eq!(request["tool"], "bash__exec");
+    assert_eq!(request["agent"], "alpha");
+    assert_eq!(request["arguments"]["command"], "echo ran >> runs.txt");
+    let id = request["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        runs(swarm.bundle.path()),
+        0,
+        "the gated call ran before a decision"
+    );
+
+    // kill -9 of the agent, then of the orchestrator.
+    let agent = wait_until("the agent's pid", || swarm.pid_of("alpha"));
+    sigkill(agent);
+    sigkill(resident.pid());
+    drop(resident);
+    let orphaned = crate::swarm::finish(asker, "the input whose orchestrator died");
+    assert_ne!(code(&orphaned), 0);
+    assert_eq!(
+        approvals(&swarm).len(),
+        1,
+        "the request did not outlive the processes"
+    );
+
+    let resident = swarm.start_resident();
+    assert_eq!(approvals(&swarm)[0]["id"], id.as_str());
+    let approve = swarm.run(&["approve", &id, "--reason", "fine by me"]);
+    assert_eq!(code(&approve), 0, "{}", stderr(&approve));
+    assert!(
+        stdout(&approve).contains(&format!("approved {id}")),
+        "{}",
+        stdout(&approve)
+    );
+
+    wait_until("the resumed Turn's answer", || {
+        swarm
+            .conversation("alpha")
+            .iter()
+            .any(|message| message["role"] == "assistant" && message.to_string().contains("done:"))
+            .then_some(())
+    });
+    assert_eq!(
+        runs(swarm.bundle.path()),
+        1,
+        "the approved command ran other than once"
+    );
+    assert!(approvals(&swarm).is_empty());
+    // The model was asked once for the gated step and once after its
+    // result: the Turn went on where it stopped.
+    assert_eq!(swarm.mock.requests().len(), 2);
+    // A second decision finds nothing to decide.
+    let again = swarm.run(&["approve", &id]);
+    assert_eq!(code(&again), 1);
+    assert!(
+        stderr(&again).contains("E_APPROVAL_NOT_FOUND"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(resident.terminate(), 0);
+    assert_eq!(runs(swarm.bundle.path()), 1);
+}
+
+#[test]
+fn a_denial_tells_the_model_why_and_runs_nothing() {
+    let swarm = gated_swarm(3600);
+    let resident = swarm.start_resident();
+    let asker = swarm.spawn_input("run it");
+    let id = wait_until("the approval request", || {
+        approvals(&swarm)
+            .first()
+            .and_then(|request| request["id"].as_str().map(str::to_string))
+    });
+    let deny = swarm.run(&["deny", &id, "--reason", "not on a Friday"]);
+    assert_eq!(code(&deny), 0, "{}", stderr(&deny));
+    let answer = crate::swarm::finish(asker, "the denied input");
+    let text = stdout(&answer);
+    assert!(text.contains("E_TOOL_DENIED"), "{text}");
+    assert!(text.contains("not on a Friday"), "{text}");
+    assert_eq!(runs(swarm.bundle.path()), 0);
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn an_approval_with_edited_arguments_runs_those() {
+    let swarm = gated_swarm(3600);
+    let resident = swarm.start_resident();
+    let asker = swarm.spawn_input("run it");
+    let id = wait_until("the approval request", || {
+        approvals(&swarm)
+            .first()
+            .and_then(|request| request["id"].as_str().map(str::to_string))
+    });
+    let bad = swarm.run(&["approve", &id, "--args", "[1, 2]"]);
+    assert_eq!(code(&bad), 2, "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("E_APPROVAL_ARGS"));
+    let approve = swarm.run(&[
+        "approve",
+        &id,
+        "--args",
+        r#"{"command": "echo edited >> runs.txt"}"#,
+    ]);
+    assert_eq!(code(&approve), 0, "{}", stderr(&approve));
+    let answer = crate::swarm::finish(asker, "the approved input");
+    assert!(stdout(&answer).starts_with("done:"), "{}", stdout(&answer));
+    let ran = std::fs::read_to_string(swarm.bundle.path().join("runs.txt")).unwrap();
+    assert_eq!(ran, "edited\n");
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn a_timeout_applies_the_default_decision() {
+    let swarm = gated_swarm(1);
+    let resident = swarm.start_resident();
+    let answer = swarm.run(&["run", "--input", "run it"]);
+    let text = stdout(&answer);
+    assert!(text.contains("E_TOOL_DENIED"), "{text} {}", stderr(&answer));
+    assert!(text.contains("nobody decided in time"), "{text}");
+    assert_eq!(runs(swarm.bundle.path()), 0);
+    assert!(approvals(&swarm).is_empty());
+    assert_eq!(resident.terminate(), 0);
+}

@@ -1,0 +1,301 @@
+//! [`OperatorDesk`]: the agent's side of asking a person
+//! ([`goondan_runtime::operator`]). A question is written to the
+//! instance's `approvals.jsonl` before its Turn waits; a decision arrives
+//! from the orchestrator ([`goondan_ipc::protocol::Decide`]), is written
+//! there too, and only then wakes the Turn and is answered as recorded.
+//! A deadline is a wall-clock time in the request, so a timeout that
+//! passed while no process ran applies as soon as the Turn resumes.
+
+use futures_util::future::BoxFuture;
+use goondan_ipc::protocol::Failure;
+use goondan_runtime::{AskError, Operators, Question};
+use goondan_store::{ApprovalStore, OpenApproval};
+use goondan_types::trace::random_hex;
+use goondan_types::{ApprovalDecision, ApprovalRequest, Verdict};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Who may decide a request asked here: whoever reaches the swarm's
+/// control surfaces (the control socket, and what is built on it).
+const DECIDERS: &str = "operator";
+
+/// The code of a decision on a request the instance does not hold open.
+pub const APPROVAL_NOT_FOUND: &str = "E_APPROVAL_NOT_FOUND";
+
+/// The approvals of one instance, shared by its Turns and its IPC reader.
+#[derive(Debug, Clone)]
+pub struct OperatorDesk {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    agent: String,
+    instance_key: String,
+    store: ApprovalStore,
+    /// Turns waiting, by request id.
+    waiting: Mutex<HashMap<String, oneshot::Sender<ApprovalDecision>>>,
+}
+
+impl OperatorDesk {
+    /// The desk of `agent:instance_key` over its approvals store.
+    pub fn new(agent: &str, instance_key: &str, store: ApprovalStore) -> OperatorDesk {
+        OperatorDesk {
+            inner: Arc::new(Inner {
+                agent: agent.to_string(),
+                instance_key: instance_key.to_string(),
+                store,
+                waiting: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Records `decision` and wakes the Turn waiting on it; a failure
+    /// (no open request has its id, or it was decided already, or the
+    /// store failed) is what the decider is told.
+    pub fn decide(&self, decision: ApprovalDecision) -> Result<(), Failure> {
+        match self.inner.store.decide(&decision) {
+            Ok(true) => {
+                tracing::info!(approval = %decision.id, verdict = decision.verdict.as_str(), by = %decision.by, "approval decided");
+                if let Some(waiter) = self.inner.waiting().remove(&decision.id) {
+                    let _ = waiter.send(decision);
+                }
+                Ok(())
+            }
+            Ok(false) => Err(Failure {
+                code: APPROVAL_NOT_FOUND.into(),
+                message: format!(
+                    "{}:{} holds no undecided approval {}",
+                    self.inner.agent, self.inner.instance_key, decision.id
+                ),
+            }),
+            Err(error) => Err(Failure {
+                code: error.code().into(),
+                message: error.to_string(),
+            }),
+        }
+    }
+}
+
+impl Inner {
+    fn waiting(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalDecision>>> {
+        // Only inserts and removes happen under it; a panic cannot leave
+        // the map half-changed.
+        self.waiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The open request about `question.key`, asked now if there is none.
+    fn open_or_ask(
+        &self,
+        turn_id: &str,
+        event_id: &str,
+        question: &Question,
+    ) -> Result<OpenApproval, AskError> {
+        if let Some(open) = self.store.by_key(&question.key) {
+            return Ok(open);
+        }
+        let now = chrono::Utc::now();
+        let deadline = question.timeout.map(|timeout| {
+            (now + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX))
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        });
+        let request = ApprovalRequest {
+            id: format!("apv_{}", random_hex(8)),
+            key: question.key.clone(),
+            agent: self.agent.clone(),
+            instance_key: self.instance_key.clone(),
+            tool: question.tool.clone(),
+            arguments: question.arguments.clone(),
+            question: question.question.clone(),
+            turn_id: turn_id.to_string(),
+            event_id: event_id.to_string(),
+            requested_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            deadline,
+            on_timeout: question.on_timeout,
+            deciders: vec![DECIDERS.to_string()],
+        };
+        self.store
+            .request(&request)
+            .map_err(|error| AskError::Store(error.to_string()))?;
+        tracing::info!(approval = %request.id, tool = ?request.tool, "waiting for a person's decision");
+        Ok(OpenApproval {
+            request,
+            decision: None,
+        })
+    }
+
+    /// The deadline's decision, recorded; a person's decision that won
+    /// the race instead, if one did.
+    fn time_out(&self, request: &ApprovalRequest) -> Result<ApprovalDecision, AskError> {
+        let decision = ApprovalDecision {
+            id: request.id.clone(),
+            verdict: request.on_timeout,
+            arguments: None,
+            reason: Some(match request.on_timeout {
+                Verdict::Approve => "approved by default: nobody decided in time".into(),
+                Verdict::Deny => "nobody decided in time".into(),
+            }),
+            by: "timeout".into(),
+            decided_at: goondan_types::now_iso(),
+        };
+        match self.store.decide(&decision) {
+            Ok(true) => Ok(decision),
+            Ok(false) => self
+                .store
+                .by_key(&request.key)
+                .and_then(|open| open.decision)
+                .ok_or_else(|| AskError::Store(format!("approval {} vanished", request.id))),
+            Err(error) => Err(AskError::Store(error.to_string())),
+        }
+    }
+}
+
+/// How long until `deadline` (RFC 3339); zero when it passed, `None` for
+/// no deadline (or one that does not parse, which never came from here).
+fn remaining(deadline: Option<&str>) -> Option<Duration> {
+    let deadline = chrono::DateTime::parse_from_rfc3339(deadline?).ok()?;
+    let left = deadline.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(left.to_std().unwrap_or(Duration::ZERO))
+}
+
+impl Operators for OperatorDesk {
+    fn ask(
+        &self,
+        turn_id: &str,
+        event_id: &str,
+        question: Question,
+    ) -> BoxFuture<'static, Result<ApprovalDecision, AskError>> {
+        let inner = Arc::clone(&self.inner);
+        let opened = inner.open_or_ask(turn_id, event_id, &question);
+        Box::pin(async move {
+            let open = opened?;
+            if let Some(decision) = open.decision {
+                return Ok(decision);
+            }
+            let (wake, decided) = oneshot::channel();
+            inner.waiting().insert(open.request.id.clone(), wake);
+            // Decided between the read above and the insert: the reader
+            // found no waiter, so look again.
+            if let Some(decision) = inner.store.by_key(&question.key).and_then(|o| o.decision) {
+                inner.waiting().remove(&open.request.id);
+                return Ok(decision);
+            }
+            let outcome = match remaining(open.request.deadline.as_deref()) {
+                Some(left) => match tokio::time::timeout(left, decided).await {
+                    Ok(Ok(decision)) => Ok(decision),
+                    Ok(Err(_)) => Err(AskError::Store("the decision was lost".into())),
+                    Err(_elapsed) => inner.time_out(&open.request),
+                },
+                None => decided
+                    .await
+                    .map_err(|_| AskError::Store("the decision was lost".into())),
+            };
+            inner.waiting().remove(&open.request.id);
+            outcome
+        })
+    }
+
+    fn holds(&self, key: &str) -> bool {
+        self.inner.store.by_key(key).is_some()
+    }
+
+    fn settle(&self, key: &str) -> Result<(), AskError> {
+        let Some(open) = self.inner.store.by_key(key) else {
+            return Ok(());
+        };
+        self.inner
+            .store
+            .close(&open.request.id)
+            .map_err(|error| AskError::Store(error.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goondan_store::{InstancePaths, SyncPolicy};
+    use serde_json::json;
+
+    fn desk(dir: &std::path::Path) -> OperatorDesk {
+        let store =
+            ApprovalStore::open(&InstancePaths::from_dir(dir), SyncPolicy::ProcessCrash).unwrap();
+        OperatorDesk::new("coder", "default", store)
+    }
+
+    fn question(key: &str, timeout: Option<Duration>) -> Question {
+        Question {
+            key: key.into(),
+            tool: Some("bash__exec".into()),
+            arguments: json!({"command": "ls"}),
+            question: None,
+            timeout,
+            on_timeout: Verdict::Deny,
+        }
+    }
+
+    fn approve(id: &str) -> ApprovalDecision {
+        ApprovalDecision {
+            id: id.into(),
+            verdict: Verdict::Approve,
+            arguments: Some(json!({"command": "ls -l"})),
+            reason: None,
+            by: "cli:test".into(),
+            decided_at: goondan_types::now_iso(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_decision_wakes_the_turn_and_a_second_desk_finds_the_question() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = desk(dir.path());
+        let waiting = tokio::spawn(first.ask("turn_1", "evt_1", question("call_1", None)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(first.holds("call_1"));
+        // A process started after a crash sees the same request.
+        let second = desk(dir.path());
+        let id = second.inner.store.by_key("call_1").unwrap().request.id;
+        assert_eq!(
+            second.decide(approve("apv_nope")).unwrap_err().code,
+            APPROVAL_NOT_FOUND
+        );
+        first.decide(approve(&id)).unwrap();
+        let decision = waiting.await.unwrap().unwrap();
+        assert_eq!(decision.arguments, Some(json!({"command": "ls -l"})));
+        // Decided once only.
+        assert_eq!(
+            first.decide(approve(&id)).unwrap_err().code,
+            APPROVAL_NOT_FOUND
+        );
+        // Asked again (a resumed Turn): the decision, at once.
+        let again = desk(dir.path())
+            .ask("turn_1", "evt_1", question("call_1", None))
+            .await
+            .unwrap();
+        assert_eq!(again.verdict, Verdict::Approve);
+        first.settle("call_1").unwrap();
+        assert!(!desk(dir.path()).holds("call_1"));
+    }
+
+    #[tokio::test]
+    async fn the_deadline_decides_and_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let decision = desk(dir.path())
+            .ask(
+                "turn_1",
+                "evt_1",
+                question("call_1", Some(Duration::from_millis(50))),
+            )
+            .await
+            .unwrap();
+        assert_eq!(decision.verdict, Verdict::Deny);
+        assert_eq!(decision.by, "timeout");
+        let recorded = desk(dir.path()).inner.store.by_key("call_1").unwrap();
+        assert_eq!(recorded.decision, Some(decision));
+    }
+}

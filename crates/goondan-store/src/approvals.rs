@@ -1,0 +1,337 @@
+//! [`ApprovalStore`]: the requests for a person's decision an instance
+//! holds, in `approvals.jsonl` in its folder, so a pending request
+//! outlives every process (a kill -9 of the agent or the orchestrator,
+//! `gdn stop` and `gdn run`).
+//!
+//! Written only by the instance's single writer (the AgentProcess holding
+//! its lock), one JSON line per record, each flushed per the
+//! [`SyncPolicy`] before anything acts on it:
+//!
+//! * `{"requested": <ApprovalRequest>}`: a Turn waits for a decision;
+//! * `{"decided": <ApprovalDecision>}`: it was decided (the Turn may not
+//!   have acted on it yet);
+//! * `{"closed": "<id>"}`: the Turn acted on it (the tool ran, or its
+//!   refusal was recorded as the call's result), so a resumed Turn never
+//!   asks or acts twice.
+//!
+//! Readers other than the writer (`gdn approvals`) read at most
+//! [`MAX_READ_BYTES`] and skip a torn last line. Once nothing is open and
+//! the file passed [`COMPACT_AFTER_BYTES`], it is emptied: the decisions
+//! themselves stay in the conversation (the tool result of each gated
+//! call records who decided what) and in the runtime events.
+
+use crate::durability::{create_dir_all, open_append, sync_dir, sync_file, SyncPolicy};
+use crate::paths::InstancePaths;
+use crate::StoreError;
+use goondan_types::{ApprovalDecision, ApprovalRequest};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The most a reader takes of an approvals file.
+const MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
+/// A file past this size with nothing open is emptied.
+const COMPACT_AFTER_BYTES: u64 = 64 * 1024;
+
+/// One line of an approvals file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum Record {
+    Requested(Box<ApprovalRequest>),
+    Decided(Box<ApprovalDecision>),
+    Closed(String),
+}
+
+/// A request not closed yet, with its decision once there is one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenApproval {
+    /// What was asked.
+    pub request: ApprovalRequest,
+    /// What was decided, if anything yet.
+    pub decision: Option<ApprovalDecision>,
+}
+
+/// The approvals of one instance, for its single writer.
+#[derive(Debug)]
+pub struct ApprovalStore {
+    path: PathBuf,
+    policy: SyncPolicy,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    open: Vec<OpenApproval>,
+    file: Option<File>,
+    bytes: u64,
+}
+
+impl ApprovalStore {
+    /// The approvals of the instance at `paths`, read once now (a torn
+    /// last line, never acted on, is dropped).
+    pub fn open(paths: &InstancePaths, policy: SyncPolicy) -> Result<ApprovalStore, StoreError> {
+        let path = paths.approvals_file();
+        let (open, bytes) = read_open(&path)?;
+        Ok(ApprovalStore {
+            path,
+            policy,
+            state: Mutex::new(State {
+                open,
+                file: None,
+                bytes,
+            }),
+        })
+    }
+
+    /// Every request not closed, in the order asked.
+    pub fn open_approvals(&self) -> Vec<OpenApproval> {
+        self.lock().open.clone()
+    }
+
+    /// The open request about `key`, if there is one.
+    pub fn by_key(&self, key: &str) -> Option<OpenApproval> {
+        self.lock()
+            .open
+            .iter()
+            .find(|open| open.request.key == key)
+            .cloned()
+    }
+
+    /// Records `request`; durable when this returns.
+    pub fn request(&self, request: &ApprovalRequest) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        self.append(&mut state, &Record::Requested(Box::new(request.clone())))?;
+        state.open.push(OpenApproval {
+            request: request.clone(),
+            decision: None,
+        });
+        Ok(())
+    }
+
+    /// Records `decision` on an open request; durable when this returns.
+    /// `Ok(false)` when no open request has its id; a request decided
+    /// already keeps its first decision (`Ok(false)` too).
+    pub fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let Some(index) = state
+            .open
+            .iter()
+            .position(|open| open.request.id == decision.id && open.decision.is_none())
+        else {
+            return Ok(false);
+        };
+        self.append(&mut state, &Record::Decided(Box::new(decision.clone())))?;
+        state.open[index].decision = Some(decision.clone());
+        Ok(true)
+    }
+
+    /// Closes the request `id`: its Turn acted on the decision.
+    pub fn close(&self, id: &str) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        if !state.open.iter().any(|open| open.request.id == id) {
+            return Ok(());
+        }
+        self.append(&mut state, &Record::Closed(id.to_string()))?;
+        state.open.retain(|open| open.request.id != id);
+        if state.open.is_empty() && state.bytes > COMPACT_AFTER_BYTES {
+            state.file = None;
+            crate::durability::write_file_atomically(&self.path, b"", self.policy)?;
+            state.bytes = 0;
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic mid-append leaves at worst a torn line, which readers
+        // drop; the in-memory list is updated only after the write.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn append(&self, state: &mut State, record: &Record) -> Result<(), StoreError> {
+        let mut line = serde_json::to_vec(record).map_err(|source| StoreError::Encode {
+            what: "an approval record",
+            source,
+        })?;
+        line.push(b'\n');
+        if state.file.is_none() {
+            if let Some(dir) = self.path.parent() {
+                create_dir_all(dir)?;
+            }
+            let created = !self.path.exists();
+            state.file = Some(open_append(&self.path)?);
+            if created {
+                if let Some(dir) = self.path.parent() {
+                    sync_dir(dir, self.policy.syncs_commits())?;
+                }
+            }
+        }
+        let file = state.file.as_mut().expect("opened above");
+        file.write_all(&line)
+            .map_err(|source| StoreError::io("appending to", &self.path, source))?;
+        sync_file(file, &self.path, self.policy.syncs_commits())?;
+        state.bytes += line.len() as u64;
+        Ok(())
+    }
+}
+
+/// The open requests of the instance at `paths`, for a reader that is not
+/// its writer (`gdn approvals`): at most [`MAX_READ_BYTES`] read, a torn
+/// last line skipped.
+pub fn open_approvals(paths: &InstancePaths) -> Result<Vec<OpenApproval>, StoreError> {
+    read_open(&paths.approvals_file()).map(|(open, _)| open)
+}
+
+fn read_open(path: &Path) -> Result<(Vec<OpenApproval>, u64), StoreError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(source) => return Err(StoreError::io("opening", path, source)),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_READ_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|source| StoreError::io("reading", path, source))?;
+    let size = bytes.len() as u64;
+    let mut open: Vec<OpenApproval> = Vec::new();
+    // Only newline-terminated lines count: a torn last line was never
+    // acted on.
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    for (index, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let record: Record =
+            serde_json::from_slice(line).map_err(|error| StoreError::CorruptLog {
+                path: path.to_path_buf(),
+                line: index + 1,
+                reason: error.to_string(),
+            })?;
+        match record {
+            Record::Requested(request) => open.push(OpenApproval {
+                request: *request,
+                decision: None,
+            }),
+            Record::Decided(decision) => {
+                if let Some(open) = open
+                    .iter_mut()
+                    .find(|open| open.request.id == decision.id && open.decision.is_none())
+                {
+                    open.decision = Some(*decision);
+                }
+            }
+            Record::Closed(id) => open.retain(|open| open.request.id != id),
+        }
+    }
+    Ok((open, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goondan_types::Verdict;
+    use serde_json::json;
+
+    fn request(id: &str, key: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            id: id.into(),
+            key: key.into(),
+            agent: "coder".into(),
+            instance_key: "default".into(),
+            tool: Some("bash__exec".into()),
+            arguments: json!({"command": "ls"}),
+            question: None,
+            turn_id: "turn_1".into(),
+            event_id: "evt_1".into(),
+            requested_at: "2026-11-27T00:00:00.000Z".into(),
+            deadline: None,
+            on_timeout: Verdict::Deny,
+            deciders: vec!["operator".into()],
+        }
+    }
+
+    fn decision(id: &str, verdict: Verdict) -> ApprovalDecision {
+        ApprovalDecision {
+            id: id.into(),
+            verdict,
+            arguments: None,
+            reason: Some("looks fine".into()),
+            by: "cli:test".into(),
+            decided_at: "2026-11-27T00:00:01.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn requests_and_decisions_survive_a_reopen_and_close_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = InstancePaths::from_dir(dir.path());
+        let store = ApprovalStore::open(&paths, SyncPolicy::TurnCommit).unwrap();
+        store.request(&request("apv_1", "call_1")).unwrap();
+        store.request(&request("apv_2", "call_2")).unwrap();
+        assert!(store.decide(&decision("apv_1", Verdict::Approve)).unwrap());
+        // The first decision stands; an unknown id decides nothing.
+        assert!(!store.decide(&decision("apv_1", Verdict::Deny)).unwrap());
+        assert!(!store.decide(&decision("apv_9", Verdict::Deny)).unwrap());
+        drop(store);
+
+        let store = ApprovalStore::open(&paths, SyncPolicy::TurnCommit).unwrap();
+        let open = store.open_approvals();
+        assert_eq!(open.len(), 2);
+        assert_eq!(
+            open[0].decision.as_ref().map(|decision| decision.verdict),
+            Some(Verdict::Approve)
+        );
+        assert_eq!(open[1].decision, None);
+        assert_eq!(store.by_key("call_2").unwrap().request.id, "apv_2");
+        store.close("apv_1").unwrap();
+        assert_eq!(open_approvals(&paths).unwrap().len(), 1);
+        assert!(store.by_key("call_1").is_none());
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_a_corrupt_one_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = InstancePaths::from_dir(dir.path());
+        let store = ApprovalStore::open(&paths, SyncPolicy::ProcessCrash).unwrap();
+        store.request(&request("apv_1", "call_1")).unwrap();
+        drop(store);
+        let file = paths.approvals_file();
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes.extend_from_slice(b"{\"closed\":\"apv_");
+        std::fs::write(&file, &bytes).unwrap();
+        assert_eq!(open_approvals(&paths).unwrap().len(), 1);
+
+        std::fs::write(&file, b"not json\n").unwrap();
+        let error = open_approvals(&paths).unwrap_err();
+        assert!(error.to_string().contains("line 1"), "{error}");
+    }
+
+    #[test]
+    fn a_large_file_with_nothing_open_is_emptied() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = InstancePaths::from_dir(dir.path());
+        let store = ApprovalStore::open(&paths, SyncPolicy::ProcessCrash).unwrap();
+        let size = || std::fs::metadata(paths.approvals_file()).map_or(0, |m| m.len());
+        let mut emptied = false;
+        for n in 0..400 {
+            store
+                .request(&request(&format!("apv_{n}"), "call"))
+                .unwrap();
+            let before = size();
+            store.close(&format!("apv_{n}")).unwrap();
+            if size() == 0 {
+                assert!(
+                    before > COMPACT_AFTER_BYTES - 1024,
+                    "emptied early at {before}"
+                );
+                emptied = true;
+            }
+        }
+        assert!(emptied, "never emptied");
+        store.request(&request("apv_last", "call")).unwrap();
+        assert_eq!(open_approvals(&paths).unwrap().len(), 1);
+    }
+}
