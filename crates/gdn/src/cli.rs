@@ -593,6 +593,12 @@ pub(crate) struct StudioArgs {
     /// printed in the URL.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7317")]
     pub(crate) addr: std::net::SocketAddr,
+    /// Let the page act through the running orchestrator: send messages
+    /// to instances, approve or deny pending approvals. Actions need the
+    /// token (printed in the URL) even on loopback, and the page's CSRF
+    /// token.
+    #[arg(long)]
+    pub(crate) allow_actions: bool,
 }
 
 /// `gdn usage`.

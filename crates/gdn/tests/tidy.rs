@@ -17,7 +17,6 @@ const FLOW: &[&str] = &[
     "goondan-config",
     "goondan-package",
     "goondan-store",
-    "goondan-studio",
     "goondan-model",
     "goondan-ipc",
     "goondan-cluster",
@@ -28,6 +27,7 @@ const FLOW: &[&str] = &[
     "goondan-base",
     "goondan-agent",
     "goondan-orchestrator",
+    "goondan-studio",
     "goondan-host",
     "gdn",
 ];

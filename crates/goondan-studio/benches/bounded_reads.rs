@@ -149,8 +149,9 @@ fn start(root: &Path, limits: Limits) -> (SocketAddr, tokio::runtime::Runtime) {
     let addr = listener.local_addr().unwrap();
     let studio = Studio {
         state_root: StateRoot::new(root),
-        access: Access::for_address(addr, None).unwrap(),
+        access: Access::for_address(addr, None, false).unwrap(),
         limits,
+        actions: false,
     };
     runtime.spawn(goondan_studio::serve(
         listener,

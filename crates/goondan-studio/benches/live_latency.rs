@@ -37,8 +37,9 @@ fn main() {
     let poll = limits.live_poll_interval;
     let studio = Studio {
         state_root: StateRoot::new(dir.path()),
-        access: Access::for_address(addr, None).unwrap(),
+        access: Access::for_address(addr, None, false).unwrap(),
         limits,
+        actions: false,
     };
     runtime.spawn(goondan_studio::serve(
         listener,

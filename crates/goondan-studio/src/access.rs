@@ -9,6 +9,11 @@
 //! history) or that cookie. Tokens are compared in constant time, and
 //! must be as strong as every port's ([`goondan_http::token`]).
 //!
+//! With actions allowed (`gdn studio --allow-actions`) a token exists on
+//! loopback too: reads there still need none, but every action needs the
+//! cookie ([`Access::may_act`]), so another user of this machine, or a
+//! page that got past the `Host` check, cannot act.
+//!
 //! The redirect keeps to the Studio's own origin: a path that a browser
 //! would read as another host (`//evil.example`, `/\evil.example`, or one
 //! that decodes to either) is sent to `/` instead, so a link with the
@@ -28,11 +33,13 @@ pub const MIN_TOKEN_LENGTH: usize = token::MIN_TOKEN_CHARS;
 /// How requests are let in.
 #[derive(Debug, Clone)]
 pub enum Access {
-    /// Bound to loopback: no token, but the `Host` must be a loopback
-    /// name with the bound port.
+    /// Bound to loopback: reads need no token, but the `Host` must be a
+    /// loopback name with the bound port.
     Loopback {
         /// The bound port.
         port: u16,
+        /// The token actions need, when actions are allowed.
+        token: Option<String>,
     },
     /// Bound beyond loopback: every request carries the token.
     Token {
@@ -66,58 +73,69 @@ pub enum Decision {
 }
 
 impl Access {
-    /// The access for a Studio bound to `addr`: loopback needs no token;
-    /// any other address takes `token` (at least [`MIN_TOKEN_LENGTH`]
-    /// characters) or a new random one.
-    pub fn for_address(addr: SocketAddr, token: Option<String>) -> Result<Access, StudioError> {
+    /// The access for a Studio bound to `addr`: loopback needs no token
+    /// to read (and has one for actions when `actions` is set); any other
+    /// address takes `token` (at least [`MIN_TOKEN_LENGTH`] characters)
+    /// or a new random one.
+    pub fn for_address(
+        addr: SocketAddr,
+        token: Option<String>,
+        actions: bool,
+    ) -> Result<Access, StudioError> {
         if addr.ip().is_loopback() {
-            return Ok(Access::Loopback { port: addr.port() });
+            let token = match actions {
+                true => Some(strong_or_generated(token)?),
+                false => None,
+            };
+            return Ok(Access::Loopback {
+                port: addr.port(),
+                token,
+            });
         }
-        let token = match token {
-            Some(token) => {
-                token::check_strength(&token).map_err(
-                    |goondan_http::HttpError::WeakToken { length, minimum }| {
-                        StudioError::WeakToken { length, minimum }
-                    },
-                )?;
-                token
-            }
-            None => token::generate(),
-        };
-        Ok(Access::Token { token })
+        Ok(Access::Token {
+            token: strong_or_generated(token)?,
+        })
     }
 
-    /// The token, when one is required.
+    /// The token, when one exists (beyond loopback, or for actions).
     pub fn token(&self) -> Option<&str> {
         match self {
-            Access::Loopback { .. } => None,
+            Access::Loopback { token, .. } => token.as_deref(),
             Access::Token { token } => Some(token),
         }
+    }
+
+    /// Whether a request that [`Access::decide`] let in may also act: it
+    /// carries the token in its cookie. Without a token nobody may.
+    pub fn may_act(&self, headers: &HeaderMap) -> bool {
+        let Some(token) = self.token() else {
+            return false;
+        };
+        cookie_values(headers, COOKIE_NAME)
+            .any(|offered| same_secret(offered.as_bytes(), token.as_bytes()))
     }
 
     /// Decides about one request.
     pub fn decide(&self, uri: &Uri, headers: &HeaderMap) -> Decision {
         match self {
-            Access::Loopback { port } => {
+            Access::Loopback { port, token } => {
                 let host = headers
                     .get(header::HOST)
                     .and_then(|value| value.to_str().ok())
                     .unwrap_or_default();
-                if is_loopback_host(host, *port) {
-                    Decision::Allow
-                } else {
-                    Decision::Refuse(Refusal::ForeignHost)
+                if !is_loopback_host(host, *port) {
+                    return Decision::Refuse(Refusal::ForeignHost);
+                }
+                // The token on the URL sets the cookie actions need;
+                // reads go on without one.
+                match (token, query_value(uri, "token")) {
+                    (Some(token), Some(offered)) => token_on_url(uri, offered, token),
+                    _ => Decision::Allow,
                 }
             }
             Access::Token { token } => {
                 if let Some(offered) = query_value(uri, "token") {
-                    return if same_secret(offered.as_bytes(), token.as_bytes()) {
-                        Decision::SetCookie {
-                            location: own_origin_path(uri.path()),
-                        }
-                    } else {
-                        Decision::Refuse(Refusal::Unauthorized)
-                    };
+                    return token_on_url(uri, offered, token);
                 }
                 let cookie_ok = cookie_values(headers, COOKIE_NAME)
                     .any(|offered| same_secret(offered.as_bytes(), token.as_bytes()));
@@ -129,6 +147,34 @@ impl Access {
             }
         }
     }
+}
+
+/// The answer to a token on the URL: the cookie and a redirect when it is
+/// right.
+fn token_on_url(uri: &Uri, offered: &str, token: &str) -> Decision {
+    if same_secret(offered.as_bytes(), token.as_bytes()) {
+        Decision::SetCookie {
+            location: own_origin_path(uri.path()),
+        }
+    } else {
+        Decision::Refuse(Refusal::Unauthorized)
+    }
+}
+
+/// `token` when it is strong enough, a new random one when there is none.
+fn strong_or_generated(token: Option<String>) -> Result<String, StudioError> {
+    Ok(match token {
+        Some(token) => {
+            token::check_strength(&token).map_err(
+                |goondan_http::HttpError::WeakToken { length, minimum }| StudioError::WeakToken {
+                    length,
+                    minimum,
+                },
+            )?;
+            token
+        }
+        None => token::generate(),
+    })
 }
 
 /// `path` when a browser resolves it on this origin, else `/`.
@@ -223,7 +269,7 @@ mod tests {
 
     #[test]
     fn loopback_checks_the_host() {
-        let access = Access::for_address("127.0.0.1:4000".parse().unwrap(), None).unwrap();
+        let access = Access::for_address("127.0.0.1:4000".parse().unwrap(), None, false).unwrap();
         let uri: Uri = "/api/swarms".parse().unwrap();
         let cases = [
             ("127.0.0.1:4000", Decision::Allow),
@@ -245,7 +291,8 @@ mod tests {
     fn beyond_loopback_the_token_is_needed_on_the_url_or_in_the_cookie() {
         let token = "a".repeat(32);
         let access =
-            Access::for_address("0.0.0.0:4000".parse().unwrap(), Some(token.clone())).unwrap();
+            Access::for_address("0.0.0.0:4000".parse().unwrap(), Some(token.clone()), false)
+                .unwrap();
         let plain: Uri = "/".parse().unwrap();
         let with_token: Uri = format!("/?token={token}").parse().unwrap();
         let wrong: Uri = "/?token=bbbb".parse().unwrap();
@@ -299,10 +346,33 @@ mod tests {
 
     #[test]
     fn a_short_token_is_refused_and_none_gets_a_long_random_one() {
-        let error =
-            Access::for_address("0.0.0.0:1".parse().unwrap(), Some("short".into())).unwrap_err();
+        let error = Access::for_address("0.0.0.0:1".parse().unwrap(), Some("short".into()), false)
+            .unwrap_err();
         assert_eq!(error.code(), "E_STUDIO_TOKEN_WEAK");
-        let generated = Access::for_address("0.0.0.0:1".parse().unwrap(), None).unwrap();
+        let generated = Access::for_address("0.0.0.0:1".parse().unwrap(), None, false).unwrap();
         assert_eq!(generated.token().unwrap().len(), 64);
+    }
+
+    #[test]
+    fn on_loopback_reads_need_no_token_but_actions_need_the_cookie() {
+        let access = Access::for_address("127.0.0.1:4000".parse().unwrap(), None, true).unwrap();
+        let token = access.token().unwrap().to_string();
+        let host = ("host", "127.0.0.1:4000");
+        let plain: Uri = "/".parse().unwrap();
+        assert_eq!(access.decide(&plain, &headers(&[host])), Decision::Allow);
+        assert!(!access.may_act(&headers(&[host])));
+        let with_token: Uri = format!("/?token={token}").parse().unwrap();
+        assert!(matches!(
+            access.decide(&with_token, &headers(&[host])),
+            Decision::SetCookie { .. }
+        ));
+        let cookie = format!("{COOKIE_NAME}={token}");
+        assert!(access.may_act(&headers(&[host, ("cookie", &cookie)])));
+        let wrong = format!("{COOKIE_NAME}={}", "b".repeat(64));
+        assert!(!access.may_act(&headers(&[host, ("cookie", &wrong)])));
+        // Without actions there is no token, so nobody may act.
+        let read_only =
+            Access::for_address("127.0.0.1:4000".parse().unwrap(), None, false).unwrap();
+        assert!(!read_only.may_act(&headers(&[host, ("cookie", &cookie)])));
     }
 }

@@ -9,16 +9,21 @@
 //! Root (`goondan-store`), so it works the same while a swarm runs and
 //! after it stopped, and it never needs the orchestrator.
 //!
-//! What it does not do: write anything, start or stop anything, or serve
-//! any file that is not one of its three embedded assets.
+//! What it does not do: write any file, start or stop anything, or serve
+//! any file that is not one of its three embedded assets. With
+//! `gdn studio --allow-actions` (and the token, on loopback too) it also
+//! acts through the running orchestrator's control socket: it sends a
+//! message to an instance and approves or denies a pending approval
+//! (`actions`).
 //!
 //! The pieces: [`access`] (who may ask: Host check, token and cookie),
 //! `data` (reading the state root), `live` (the event tail behind the
-//! SSE stream), `server` (routes and the accept loop with its limits).
+//! SSE stream), `actions` (what the page may do), `server` (routes and the accept loop with its limits).
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod access;
+mod actions;
 mod data;
 pub mod error;
 mod live;
@@ -26,4 +31,4 @@ mod server;
 
 pub use access::Access;
 pub use error::StudioError;
-pub use server::{router, serve, Limits, Studio};
+pub use server::{router, serve, Limits, Studio, MAX_ACTIONS};

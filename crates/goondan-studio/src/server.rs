@@ -1,5 +1,15 @@
-//! The Studio's HTTP side: the routes (all `GET`), the access gate in
-//! front of them, and the accept loop with its limits.
+//! The Studio's HTTP side: the routes (`GET`, and with actions allowed
+//! `POST /api/actions/*`), the access gate in front of them, and the
+//! accept loop with its limits.
+//!
+//! An action passes four checks before it runs, each with its own code:
+//! actions are on (`--allow-actions`, else 403 `E_STUDIO_ACTIONS_OFF`),
+//! the request carries the token's cookie, on loopback too (401
+//! `E_STUDIO_UNAUTHORIZED`), its `Origin` is this Studio (403
+//! `E_STUDIO_ORIGIN`), and its `X-Goondan-Csrf` header holds this
+//! process's random CSRF token, which only the Studio's own page knows
+//! (403 `E_STUDIO_CSRF`). Its body is read up to 64 KiB (413 beyond), and
+//! at most [`MAX_ACTIONS`] run at once.
 //!
 //! The accept loop is the one every port shares (`goondan_http`) rather
 //! than `axum::serve`, because the port may face a network: a connection
@@ -16,19 +26,21 @@
 //! so parallel requests cannot multiply what the Studio holds (issue 35).
 
 use crate::access::{Access, Decision, Refusal, COOKIE_NAME};
+use crate::actions::{self, ActionError, MAX_ACTION_BODY_BYTES};
 use crate::data::{self, ReadError};
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use goondan_store::tail::TailLimits;
 use goondan_store::StateRoot;
 use goondan_types::ErrorBody;
 use serde_json::Value;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -37,6 +49,12 @@ use tokio::sync::Semaphore;
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
+/// Where the page gets the CSRF token when actions are allowed.
+const CSRF_PLACEHOLDER: &str = "<!--gdn-actions-->";
+/// The header every action carries the CSRF token in.
+const CSRF_HEADER: &str = "x-goondan-csrf";
+/// Actions running at once; one more is answered 503.
+pub const MAX_ACTIONS: usize = 4;
 
 /// The largest request head (request line plus headers) read.
 const MAX_REQUEST_HEAD_BYTES: usize = 16 * 1024;
@@ -103,19 +121,42 @@ pub struct Studio {
     pub access: Access,
     /// The limits.
     pub limits: Limits,
+    /// Whether the page may act (`--allow-actions`): send messages and
+    /// decide approvals. The access must then have a token
+    /// ([`Access::for_address`] with `actions`), or every action is
+    /// refused.
+    pub actions: bool,
 }
 
 struct Shared {
     studio: Studio,
     live_streams: Arc<Semaphore>,
     heavy_requests: Arc<Semaphore>,
+    actions: Arc<Semaphore>,
+    /// This process's CSRF token, when actions are allowed.
+    csrf: Option<String>,
+    /// The page, with the CSRF token in it when actions are allowed.
+    index: String,
 }
 
 /// The Studio as an axum router, for serving and for in-process tests.
 pub fn router(studio: Studio) -> Router {
+    let csrf = studio.actions.then(goondan_http::token::generate);
+    // The token goes in a `<meta>` tag: the page's CSP allows no inline
+    // script, and a cross-site page cannot read this one.
+    let page = match &csrf {
+        Some(csrf) => INDEX_HTML.replace(
+            CSRF_PLACEHOLDER,
+            &format!(r#"<meta name="gdn-csrf" content="{csrf}">"#),
+        ),
+        None => INDEX_HTML.to_string(),
+    };
     let shared = Arc::new(Shared {
         live_streams: Arc::new(Semaphore::new(studio.limits.max_live_streams)),
         heavy_requests: Arc::new(Semaphore::new(studio.limits.max_heavy_requests)),
+        actions: Arc::new(Semaphore::new(MAX_ACTIONS)),
+        csrf,
+        index: page,
         studio,
     });
     Router::new()
@@ -133,6 +174,9 @@ pub fn router(studio: Studio) -> Router {
         )
         .route("/api/swarms/{swarm}/traces/{trace}", get(trace))
         .route("/api/swarms/{swarm}/live", get(live))
+        .route("/api/approvals", get(approvals))
+        .route("/api/actions/decide", post(decide))
+        .route("/api/actions/send", post(send))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(shared.clone(), gate))
         .with_state(shared)
@@ -160,18 +204,37 @@ pub async fn serve(
 
 /// Access, method and response headers for every route.
 async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        return error(
+    let is_read = request.method() == Method::GET || request.method() == Method::HEAD;
+    let is_action =
+        request.method() == Method::POST && request.uri().path().starts_with("/api/actions/");
+    if !is_read && !is_action {
+        return with_security_headers(error(
             StatusCode::METHOD_NOT_ALLOWED,
             "E_STUDIO_READ_ONLY",
-            "the Studio is read-only; only GET is served",
-        );
+            "only GET is served, and POST to /api/actions/ with --allow-actions",
+        ));
     }
-    let mut response = match shared
+    if is_action && !shared.studio.actions {
+        return with_security_headers(error(
+            StatusCode::FORBIDDEN,
+            "E_STUDIO_ACTIONS_OFF",
+            "this Studio is read-only; start it with `gdn studio --allow-actions` to act",
+        ));
+    }
+    let response = match shared
         .studio
         .access
         .decide(request.uri(), request.headers())
     {
+        Decision::Allow if is_action => match action_refusal(&shared, &request) {
+            Some(refusal) => refusal,
+            None => next.run(request).await,
+        },
+        Decision::SetCookie { .. } if is_action => error(
+            StatusCode::UNAUTHORIZED,
+            "E_STUDIO_UNAUTHORIZED",
+            "an action carries the token in its cookie, not on the URL",
+        ),
         Decision::Allow => next.run(request).await,
         Decision::SetCookie { location } => {
             let token = shared.studio.access.token().unwrap_or_default();
@@ -197,6 +260,49 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
             "open the URL `gdn studio` printed, with its ?token=",
         ),
     };
+    with_security_headers(response)
+}
+
+/// Why an action that passed the gate's read checks is still refused:
+/// no token cookie, a foreign `Origin`, or no CSRF token.
+fn action_refusal(shared: &Shared, request: &Request) -> Option<Response> {
+    let headers = request.headers();
+    if !shared.studio.access.may_act(headers) {
+        return Some(error(
+            StatusCode::UNAUTHORIZED,
+            "E_STUDIO_UNAUTHORIZED",
+            "an action needs the token: open the URL `gdn studio --allow-actions` printed, with its ?token=",
+        ));
+    }
+    // A browser names the page that sent a POST; it must be this Studio,
+    // as the `Host` the browser used names it.
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let same_origin = matches!((host, origin), (Some(host), Some(origin)) if origin == format!("http://{host}") || origin == format!("https://{host}"));
+    if !same_origin {
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "E_STUDIO_ORIGIN",
+            "an action must come from the Studio's own page (its Origin)",
+        ));
+    }
+    let offered = headers.get(CSRF_HEADER).map(|v| v.as_bytes());
+    let csrf_ok = match (offered, &shared.csrf) {
+        (Some(offered), Some(csrf)) => goondan_http::token::same_secret(offered, csrf.as_bytes()),
+        _ => false,
+    };
+    if !csrf_ok {
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "E_STUDIO_CSRF",
+            "an action must carry the page's CSRF token in X-Goondan-Csrf; reload the Studio",
+        ));
+    }
+    None
+}
+
+/// The headers every answer carries, refusals included.
+fn with_security_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     for (name, value) in [
         (
@@ -221,8 +327,12 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-async fn index() -> Response {
-    asset("text/html; charset=utf-8", INDEX_HTML)
+async fn index(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        shared.index.clone(),
+    )
+        .into_response()
 }
 
 async fn app_js() -> Response {
@@ -394,4 +504,129 @@ async fn live(
         Body::from_stream(stream),
     )
         .into_response()
+}
+
+async fn approvals(State(shared): State<Arc<Shared>>) -> Response {
+    let root = shared.studio.state_root.clone();
+    read(move || data::pending_approvals(&root)).await
+}
+
+/// Reads an action's body, at most [`MAX_ACTION_BODY_BYTES`].
+async fn action_body(request: Request) -> Result<Bytes, Response> {
+    axum::body::to_bytes(request.into_body(), MAX_ACTION_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "E_STUDIO_BODY_TOO_LARGE",
+                "an action's body holds at most 64 KiB",
+            )
+        })
+}
+
+/// One of the [`MAX_ACTIONS`] permits, or the 503 answer.
+fn action_permit(shared: &Shared) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+    shared.actions.clone().try_acquire_owned().map_err(|_| {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "E_STUDIO_BUSY",
+            "too many actions are running; retry when one finished",
+        )
+    })
+}
+
+/// An action's outcome as an HTTP answer.
+fn action_answer(outcome: Result<Value, ActionError>) -> Response {
+    match outcome {
+        Ok(value) => axum::Json(value).into_response(),
+        Err(ActionError::BadRequest(message)) => {
+            error(StatusCode::BAD_REQUEST, "E_STUDIO_BAD_REQUEST", &message)
+        }
+        Err(ActionError::NotFound(code, message)) => error(StatusCode::NOT_FOUND, code, &message),
+        Err(ActionError::NotRunning(message)) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "E_ORCHESTRATOR_NOT_RUNNING",
+            &message,
+        ),
+        Err(ActionError::Refused(body)) => (StatusCode::CONFLICT, axum::Json(body)).into_response(),
+        Err(ActionError::Internal(message)) => {
+            tracing::warn!("studio action failed: {message}");
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "E_STUDIO_INTERNAL",
+                "the action failed; see the Studio's log",
+            )
+        }
+    }
+}
+
+/// `POST /api/actions/decide`: approve or deny a waiting approval.
+async fn decide(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let permit = match action_permit(&shared) {
+        Ok(permit) => permit,
+        Err(response) => return response,
+    };
+    let body = match action_body(request).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let (swarm, id, verdict, reason) = match actions::parse_decision(&body) {
+        Ok(parsed) => parsed,
+        Err(refusal) => return action_answer(Err(refusal)),
+    };
+    let root = shared.studio.state_root.clone();
+    let (swarm_name, approval_id) = (swarm.clone(), id.clone());
+    let target = match tokio::task::spawn_blocking(move || {
+        actions::find_approval(&root, &swarm_name, &approval_id)
+    })
+    .await
+    {
+        Ok(Ok(target)) => target,
+        Ok(Err(refusal)) => return action_answer(Err(refusal)),
+        Err(_) => return action_answer(Err(ActionError::Internal("the read failed".into()))),
+    };
+    tracing::info!(%client, swarm, approval = id, verdict = verdict.as_str(), "studio action: decide");
+    let outcome = actions::decide(target, id, verdict, reason, client).await;
+    drop(permit);
+    action_answer(outcome)
+}
+
+/// `POST /api/actions/send`: a message to one instance, answered with
+/// the agent's answer.
+async fn send(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let permit = match action_permit(&shared) {
+        Ok(permit) => permit,
+        Err(response) => return response,
+    };
+    let body = match action_body(request).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let (swarm, instance, text) = match actions::parse_message(&body) {
+        Ok(parsed) => parsed,
+        Err(refusal) => return action_answer(Err(refusal)),
+    };
+    let root = shared.studio.state_root.clone();
+    let (swarm_name, instance_name) = (swarm.clone(), instance.clone());
+    let target = match tokio::task::spawn_blocking(move || {
+        actions::find_instance(&root, &swarm_name, &instance_name)
+    })
+    .await
+    {
+        Ok(Ok(target)) => target,
+        Ok(Err(refusal)) => return action_answer(Err(refusal)),
+        Err(_) => return action_answer(Err(ActionError::Internal("the read failed".into()))),
+    };
+    tracing::info!(%client, swarm, instance, "studio action: send a message");
+    let outcome = actions::send(target, text, client).await;
+    drop(permit);
+    action_answer(outcome)
 }

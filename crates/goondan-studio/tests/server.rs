@@ -66,6 +66,7 @@ fn start(root: StateRoot, access: impl FnOnce(SocketAddr) -> Access, limits: Lim
         state_root: root,
         access: access(addr),
         limits,
+        actions: false,
     };
     runtime.spawn(goondan_studio::serve(listener, studio, async {
         let _ = stopped.await;
@@ -78,7 +79,7 @@ fn start(root: StateRoot, access: impl FnOnce(SocketAddr) -> Access, limits: Lim
 }
 
 fn loopback(addr: SocketAddr) -> Access {
-    Access::for_address(addr, None).unwrap()
+    Access::for_address(addr, None, false).unwrap()
 }
 
 /// Sends `request` as written and returns the whole answer (the server

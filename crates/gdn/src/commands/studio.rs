@@ -1,5 +1,6 @@
-//! `gdn studio`: serves the Studio (`goondan-studio`) for the System
-//! Root until Ctrl-C or SIGTERM, printing the URL to open.
+//! `gdn studio [--allow-actions]`: serves the Studio (`goondan-studio`)
+//! for the System Root until Ctrl-C or SIGTERM, printing the URL to open
+//! (with the token when one is needed: beyond loopback, or for actions).
 
 use crate::cli::{GlobalArgs, StudioArgs};
 use crate::exit::Outcome;
@@ -30,7 +31,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
             }
         };
         let bound = listener.local_addr()?;
-        let access = match Access::for_address(bound, token) {
+        let access = match Access::for_address(bound, token, args.allow_actions) {
             Ok(access) => access,
             Err(error) => return Ok(report(&error)),
         };
@@ -53,9 +54,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "Goondan Studio: {url}");
         if !global.quiet {
+            let mode = if args.allow_actions {
+                "actions allowed: sending messages, deciding approvals"
+            } else {
+                "read-only"
+            };
             let _ = writeln!(
                 out,
-                "reading {} (read-only); Ctrl-C stops",
+                "reading {} ({mode}); Ctrl-C stops",
                 state_root.path().display()
             );
         }
@@ -65,6 +71,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
             state_root,
             access,
             limits: Limits::default(),
+            actions: args.allow_actions,
         };
         goondan_studio::serve(listener, studio, super::mcp::stop_signal()).await?;
         Ok(Outcome::Success)

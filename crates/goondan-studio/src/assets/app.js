@@ -1,8 +1,17 @@
-// Goondan Studio: a read-only view of the state root. Plain DOM, no
-// framework; every text from the state root goes in through textContent.
+// Goondan Studio: a view of the state root, and with --allow-actions a
+// few actions through the orchestrator. Plain DOM, no framework; every
+// text from the state root goes in through textContent, never as HTML.
 "use strict";
 
-const state = { swarms: [], view: null, events: [], eventsCut: null, conversation: null, source: null };
+const state = {
+  swarms: [], view: null, events: [], eventsCut: null, conversation: null, source: null,
+  approvals: [], detail: null,
+  filter: { text: "", status: "" },
+  turnFilter: { text: "", status: "", since: "" },
+};
+// The CSRF token the Studio put in the page when actions are allowed.
+const csrfMeta = document.querySelector('meta[name="gdn-csrf"]');
+const CSRF = csrfMeta ? csrfMeta.getAttribute("content") : null;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -41,6 +50,19 @@ async function getJson(path) {
   }
 }
 
+/** Sends an action; resolves to the answer's JSON, or throws with its code and message. */
+async function postAction(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-Goondan-Csrf": CSRF || "" },
+    body: JSON.stringify(body),
+  });
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(`${answer.code || response.status}: ${answer.message || "refused"}`);
+  return answer;
+}
+
 /** A note when an answer was cut by the Studio's read budget or line cap. */
 function cutNote(answer) {
   if (!answer || !answer.truncated) return null;
@@ -62,28 +84,76 @@ async function loadSwarms() {
   } catch (error) {
     state.swarms = [];
   }
+  try {
+    state.approvals = (await getJson("/api/approvals")).approvals;
+  } catch (error) {
+    state.approvals = [];
+  }
   renderSidebar();
 }
 
-function renderSidebar() {
+/** A swarm as a person names it: its Package (or Swarm) name and bundle folder, the id after. */
+function swarmLabel(swarm) {
+  const name = swarm.package || swarm.swarm;
+  if (!name) return swarm.id;
+  return swarm.folder ? `${name} (${swarm.folder})` : name;
+}
+
+function matchesFilter(swarm, instance) {
+  const { text, status } = state.filter;
+  if (status && instance.status !== status) return false;
+  if (!text) return true;
+  const haystack = [swarm.id, swarm.package, swarm.swarm, swarm.folder, instance.agentName, instance.instanceKey].join(" ").toLowerCase();
+  return haystack.includes(text.toLowerCase());
+}
+
+function renderFilterBar() {
+  const input = el("input", { id: "instance-filter", type: "search", placeholder: "Filter: agent, key, swarm", value: state.filter.text, "aria-label": "filter instances" });
+  input.addEventListener("input", () => { state.filter.text = input.value; renderSidebar(true); });
+  const select = el("select", { id: "instance-status", "aria-label": "instance status" },
+    ["", "idle", "processing"].map((status) => el("option", { value: status, text: status || "any status" })));
+  select.value = state.filter.status;
+  select.addEventListener("change", () => { state.filter.status = select.value; renderSidebar(); });
+  return el("div", { class: "filters" }, input, select);
+}
+
+function renderSidebar(keepFocus) {
   const nav = document.getElementById("swarms");
-  nav.replaceChildren();
-  if (state.swarms.length === 0) {
-    nav.append(el("p", { class: "muted", text: "No swarms under this state root yet." }));
+  if (keepFocus && document.getElementById("instance-list")) {
+    document.getElementById("instance-list").replaceChildren(...instanceList());
     return;
   }
+  nav.replaceChildren();
+  const waiting = state.approvals.length;
+  nav.append(el("a", { class: "approvals-link" + (state.view && state.view.kind === "approvals" ? " active" : ""), href: "#/approvals" },
+    "Approvals ", el("span", { class: "chip" + (waiting ? " waiting" : ""), id: "approvals-count", text: String(waiting) })));
+  nav.append(renderFilterBar());
+  nav.append(el("div", { id: "instance-list" }, instanceList()));
+}
+
+function instanceList() {
+  const items = [];
+  if (state.swarms.length === 0) {
+    items.push(el("p", { class: "muted", text: "No swarms under this state root yet." }));
+    return items;
+  }
   for (const swarm of state.swarms) {
-    nav.append(el("h2", { class: "swarm", text: swarm.id }));
-    for (const instance of swarm.instances) {
+    const shown = swarm.instances.filter((instance) => matchesFilter(swarm, instance));
+    if (shown.length === 0) continue;
+    items.push(el("h2", { class: "swarm", title: swarm.id, "data-swarm": swarm.id },
+      el("span", { class: "swarm-name", text: swarmLabel(swarm) }),
+      swarmLabel(swarm) !== swarm.id ? el("span", { class: "muted swarm-id", text: " " + swarm.id }) : null));
+    for (const instance of shown) {
       const usage = instance.usage || {};
       const active = state.view && state.view.kind === "instance" && state.view.swarm === swarm.id && state.view.instance === instance.id;
-      nav.append(
-        el("a", { class: "instance-link" + (active ? " active" : ""), href: `#/i/${enc(swarm.id)}/${enc(instance.id)}`, "data-agent": instance.agentName },
+      items.push(el("a", { class: "instance-link" + (active ? " active" : ""), href: `#/i/${enc(swarm.id)}/${enc(instance.id)}`, "data-agent": instance.agentName },
           el("span", { class: "agent", text: instance.agentName }),
           el("span", { class: "muted", text: ":" + instance.instanceKey }),
           el("span", { class: "meta", text: `${instance.status || "?"} · ${fmtTokens((usage.inputTokens || 0) + (usage.outputTokens || 0))} tok · ${fmtCost(usage.costUsd)}` })));
     }
   }
+  if (items.length === 0) items.push(el("p", { class: "muted", text: "No instance matches." }));
+  return items;
 }
 
 // ---- routing ---------------------------------------------------------------
@@ -92,6 +162,7 @@ function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "i" && parts.length === 3) return { kind: "instance", swarm: parts[1], instance: parts[2] };
   if (parts[0] === "t" && parts.length === 3) return { kind: "trace", swarm: parts[1], trace: parts[2] };
+  if (parts[0] === "approvals") return { kind: "approvals" };
   return null;
 }
 
@@ -102,8 +173,11 @@ async function show() {
   const main = document.getElementById("main");
   if (!state.view) return;
   main.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+  state.detail = null;
   try {
-    if (state.view.kind === "instance") {
+    if (state.view.kind === "approvals") {
+      state.approvals = (await getJson("/api/approvals")).approvals;
+    } else if (state.view.kind === "instance") {
       const { swarm, instance } = state.view;
       const [conversation, events] = await Promise.all([
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/conversation`),
@@ -126,7 +200,8 @@ async function show() {
 function render() {
   const main = document.getElementById("main");
   if (!state.view) return;
-  main.replaceChildren(state.view.kind === "instance" ? renderInstance() : renderTrace());
+  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals };
+  main.replaceChildren(views[state.view.kind]());
 }
 
 // ---- instance view -------------------------------------------------------
@@ -147,9 +222,11 @@ function renderInstance() {
         el("span", { class: "chip", text: `in ${fmtTokens(usage.inputTokens)} · out ${fmtTokens(usage.outputTokens)} tokens` }),
         el("span", { class: "chip", text: `cost ${fmtCost(usage.costUsd)}` }),
         el("span", { class: "chip", text: `${usage.modelCalls || 0} model calls` }))),
+    CSRF ? renderSendBox() : null,
     el("div", { class: "grid" },
       el("section", { class: "panel", id: "conversation" }, el("h2", { text: "Conversation" }), renderConversation()),
-      el("section", { class: "panel", id: "timeline" }, el("h2", { text: "Timeline" }), renderTimeline(state.events))));
+      el("section", { class: "panel", id: "timeline" }, el("h2", { text: "Timeline" }), renderTurnFilter(), renderTimeline(state.events))),
+    state.detail ? el("section", { class: "panel", id: "detail" }, renderDetail()) : null);
 }
 
 function partText(part) {
@@ -201,12 +278,12 @@ function buildTurns(events) {
       case "turn.started": turn.start = event.timestamp; break;
       case "turn.completed": Object.assign(turn, { status: "ok", duration: event.duration, usage: event.tokenUsage, cost: event.costUsd, stepCount: event.stepCount }); break;
       case "turn.failed": Object.assign(turn, { status: "error", duration: event.duration, error: event.errorMessage }); break;
-      case "step.started": stepOf(event.stepId).index = event.stepIndex; break;
-      case "step.completed": Object.assign(stepOf(event.stepId), { status: "ok", duration: event.duration, usage: event.tokenUsage, cost: event.costUsd, model: event.model }); break;
-      case "step.failed": Object.assign(stepOf(event.stepId), { status: "error", duration: event.duration, error: event.errorMessage }); break;
+      case "step.started": Object.assign(stepOf(event.stepId), { index: event.stepIndex, started: event }); break;
+      case "step.completed": Object.assign(stepOf(event.stepId), { status: "ok", duration: event.duration, usage: event.tokenUsage, cost: event.costUsd, model: event.model, completed: event }); break;
+      case "step.failed": Object.assign(stepOf(event.stepId), { status: "error", duration: event.duration, error: event.errorMessage, completed: event }); break;
       case "tool.called": case "tool.completed": case "tool.failed": {
         const step = stepOf(event.stepId);
-        const tool = step.tools.get(event.toolCallId) || { id: event.toolCallId, name: event.toolName, status: "running" };
+        const tool = step.tools.get(event.toolCallId) || { id: event.toolCallId, name: event.toolName, status: "running", step: event.stepId, start: event.timestamp };
         if (event.type === "tool.completed") Object.assign(tool, { status: event.status, duration: event.duration });
         if (event.type === "tool.failed") Object.assign(tool, { status: "error", duration: event.duration, error: event.errorMessage });
         step.tools.set(event.toolCallId, tool);
@@ -228,16 +305,32 @@ function statusClass(status) {
 }
 
 function renderTool(tool) {
-  return el("div", { class: "tool-call", "data-tool-name": tool.name },
+  const row = el("div", { class: "tool-call clickable", "data-tool-name": tool.name, "data-tool-call-id": tool.id, role: "button", tabindex: "0", title: "arguments and result" },
     el("span", { class: "tool-label", text: "tool" }), " ", el("span", { text: tool.name }), " ",
     el("span", { class: statusClass(tool.status), text: tool.status }), " ",
     el("span", { class: "muted", text: fmtMs(tool.duration) }));
+  onActivate(row, (event) => { event.stopPropagation(); openDetail({ kind: "tool", id: tool.id }); });
+  return row;
+}
+
+/** Runs `action` on a click, or Enter on the focused element. */
+function onActivate(node, action) {
+  node.addEventListener("click", action);
+  node.addEventListener("keydown", (event) => { if (event.key === "Enter") action(event); });
+}
+
+function openDetail(detail) {
+  state.detail = detail;
+  render();
+  const panel = document.getElementById("detail");
+  if (panel) panel.scrollIntoView({ block: "nearest" });
 }
 
 function renderStep(step) {
-  const head = el("div", {},
+  const head = el("div", { class: "step-head clickable", role: "button", tabindex: "0", title: "what the model was sent and what came back" },
     el("b", { text: `Step ${step.index ?? "?"}` }), " ",
     el("span", { class: "muted" }, step.model ? step.model + " · " : "", usageText(step.usage, step.cost), " · ", fmtMs(step.duration)));
+  onActivate(head, () => openDetail({ kind: "step", id: step.id }));
   return el("div", { class: "step", "data-step-id": step.id }, head, [...step.tools.values()].map(renderTool));
 }
 
@@ -259,14 +352,307 @@ function renderTurn(turn) {
 }
 
 function renderTimeline(events) {
-  const turns = buildTurns(events);
-  const list = el("div", { class: "turns" });
+  const all = buildTurns(events);
+  const turns = all.filter(turnMatches);
+  const list = el("div", { class: "turns", id: "turn-list" });
   const note = cutNote(state.eventsCut);
   if (note) list.append(note);
-  if (turns.length === 0) list.append(el("p", { class: "muted", text: "No turns yet." }));
+  if (all.length === 0) list.append(el("p", { class: "muted", text: "No turns yet." }));
+  else if (turns.length === 0) list.append(el("p", { class: "muted", text: "No turn matches the filter." }));
   turns.reverse().forEach((turn) => list.append(renderTurn(turn)));
   return list;
 }
+
+/** Whether `turn` passes the timeline's filter: text (ids, tools, models, errors, and its messages), status, time. */
+function turnMatches(turn) {
+  const { text, status, since } = state.turnFilter;
+  if (status && turn.status !== status) return false;
+  if (since && Date.parse(turn.start) < Date.now() - Number(since) * 1000) return false;
+  if (!text) return true;
+  const steps = [...turn.steps.values()];
+  const words = [turn.id, turn.traceId, turn.error, ...turn.notes,
+    ...steps.flatMap((step) => [step.id, step.model, step.error, ...[...step.tools.values()].map((tool) => tool.name)]),
+    ...messagesOfSteps(new Set(steps.map((step) => step.id))).map((message) => JSON.stringify(message.data))];
+  return words.join(" ").toLowerCase().includes(text.toLowerCase());
+}
+
+function renderTurnFilter() {
+  const input = el("input", { id: "turn-filter", type: "search", placeholder: "Filter turns: text, tool, model, error", value: state.turnFilter.text, "aria-label": "filter turns" });
+  input.addEventListener("input", () => { state.turnFilter.text = input.value; refreshTimeline(); });
+  const status = el("select", { id: "turn-status", "aria-label": "turn status" },
+    [["", "any status"], ["ok", "ok"], ["running", "running"], ["error", "failed"]].map(([value, text]) => el("option", { value, text })));
+  status.value = state.turnFilter.status;
+  status.addEventListener("change", () => { state.turnFilter.status = status.value; refreshTimeline(); });
+  const since = el("select", { id: "turn-since", "aria-label": "turn time" },
+    [["", "any time"], ["900", "last 15 min"], ["3600", "last hour"], ["86400", "last day"]].map(([value, text]) => el("option", { value, text })));
+  since.value = state.turnFilter.since;
+  since.addEventListener("change", () => { state.turnFilter.since = since.value; refreshTimeline(); });
+  return el("div", { class: "filters" }, input, status, since);
+}
+
+/** Redraws only the turn list, so the filter box keeps its focus. */
+function refreshTimeline() {
+  const list = document.getElementById("turn-list");
+  if (list) list.replaceWith(renderTimeline(state.events));
+}
+
+/** The conversation's messages produced in the steps `stepIds`, and the tool results answering their calls. */
+function messagesOfSteps(stepIds) {
+  const messages = (state.conversation && state.conversation.messages) || [];
+  const callIds = new Set();
+  const picked = [];
+  for (const message of messages) {
+    const source = message.source || {};
+    if (source.stepId && stepIds.has(source.stepId)) {
+      picked.push(message);
+      for (const part of contentOf(message)) if (part && part.type === "tool-call") callIds.add(part.toolCallId);
+    } else if (source.toolCallId && callIds.has(source.toolCallId)) {
+      picked.push(message);
+    }
+  }
+  return picked;
+}
+
+function contentOf(message) {
+  const data = message.data || {};
+  return Array.isArray(data.content) ? data.content : [data.content];
+}
+
+// ---- detail: one step or one tool call ---------------------------------------
+
+/** A long string is folded past this many characters. */
+const LONG_TEXT = 300;
+
+/** JSON as a tree of text nodes: long strings and deep or wide values folded. */
+function jsonView(value) {
+  return el("div", { class: "json" }, jsonNode(value, 0));
+}
+
+function jsonNode(value, depth) {
+  if (value === null || typeof value !== "object") {
+    if (typeof value === "string" && value.length > LONG_TEXT) {
+      return el("details", { class: "json-long" },
+        el("summary", { text: `${JSON.stringify(value.slice(0, 120))}… (${value.length} characters)` }),
+        el("pre", { class: "json-string", text: value }));
+    }
+    return el("span", { class: "json-" + (value === null ? "null" : typeof value), text: value === undefined ? "undefined" : JSON.stringify(value) });
+  }
+  const isArray = Array.isArray(value);
+  const entries = isArray ? value.map((child) => [null, child]) : Object.entries(value);
+  const [open, close] = isArray ? ["[", "]"] : ["{", "}"];
+  if (entries.length === 0) return el("span", { text: open + close });
+  const body = el("div", { class: "json-body" }, entries.map(([key, child]) =>
+    el("div", { class: "json-entry" }, key === null ? null : el("span", { class: "json-key", text: JSON.stringify(key) + ": " }), jsonNode(child, depth + 1))));
+  if (depth >= 3 || entries.length > 30) {
+    return el("details", { class: "json-fold" }, el("summary", { text: `${open} ${entries.length} ${isArray ? "items" : "keys"} ${close}` }), body);
+  }
+  return el("span", {}, open, body, close);
+}
+
+/** A text that may be long: folded past LONG_TEXT characters. */
+function longText(text, cls) {
+  text = text === undefined || text === null ? "" : String(text);
+  if (text.length <= LONG_TEXT) return el("div", { class: cls, text });
+  return el("details", { class: cls + " json-long" }, el("summary", { text: text.slice(0, 200) + `… (${text.length} characters)` }), el("pre", { text }));
+}
+
+function findStep(id) {
+  for (const turn of buildTurns(state.events)) if (turn.steps.has(id)) return { turn, step: turn.steps.get(id) };
+  return null;
+}
+
+function findTool(id) {
+  for (const turn of buildTurns(state.events)) {
+    for (const step of turn.steps.values()) if (step.tools.has(id)) return { turn, step, tool: step.tools.get(id) };
+  }
+  return null;
+}
+
+/** One conversation message in a detail view: its role, texts and tool calls (clickable). */
+function detailMessage(message) {
+  const data = message.data || {};
+  return el("div", { class: "message " + data.role, "data-message-id": message.id },
+    el("div", { class: "role", text: data.role }),
+    contentOf(message).map((part) => {
+      if (typeof part === "string") return longText(part, "text");
+      if (!part) return null;
+      if (part.type === "text") return longText(part.text, "text");
+      if (part.type === "tool-call") {
+        const call = el("div", { class: "part-tool tool-call clickable", "data-tool-call-id": part.toolCallId, role: "button", tabindex: "0" },
+          el("b", { text: "→ " + part.toolName }), jsonView(part.input));
+        onActivate(call, () => openDetail({ kind: "tool", id: part.toolCallId }));
+        return call;
+      }
+      if (part.type === "tool-result") return el("div", { class: "part-tool" }, el("b", { text: "← " + part.toolName }), jsonView(part.output));
+      return jsonView(part);
+    }));
+}
+
+function renderDetail() {
+  const close = el("button", { type: "button", class: "close", text: "Close", "aria-label": "close the detail" });
+  close.addEventListener("click", () => { state.detail = null; render(); });
+  const body = state.detail.kind === "step" ? renderStepDetail(state.detail.id) : renderToolDetail(state.detail.id);
+  return el("div", { class: "detail", "data-detail": state.detail.kind, "data-id": state.detail.id }, close, body);
+}
+
+function renderStepDetail(id) {
+  const found = findStep(id);
+  if (!found) return el("p", { class: "muted", text: "This step is no longer in the events read." });
+  const { step } = found;
+  const messages = (state.conversation && state.conversation.messages) || [];
+  const answerAt = messages.findIndex((message) => (message.source || {}).stepId === id);
+  const answers = messages.filter((message) => (message.source || {}).stepId === id);
+  const usage = step.usage || {};
+  const recorded = step.started && step.started.llmInputMessages;
+  let sent;
+  if (recorded) {
+    sent = recorded.map((message) => el("div", { class: "message " + message.role },
+      el("div", { class: "role", text: message.role + (message.contentSource === "summary" ? " (summary)" : "") }),
+      longText(message.content, "text"),
+      message.parts ? jsonView(message.parts) : null));
+  } else if (answerAt >= 0) {
+    // Without the recorded input, what preceded the answer in the
+    // conversation is what the model was sent (before any step
+    // middleware changed it).
+    const before = messages.slice(Math.max(0, answerAt - 50), answerAt);
+    sent = [el("p", { class: "muted", text: "The runtime did not record this step's input (llmInputMessages is off); the conversation before its answer:" }), before.map(detailMessage)];
+  } else {
+    sent = [el("p", { class: "muted", text: "Not recorded, and not in the messages read." })];
+  }
+  return el("div", { class: "step-detail" },
+    el("h2", { text: `Step ${step.index ?? "?"}` }),
+    el("div", { class: "chips" },
+      el("span", { class: "chip " + statusClass(step.status), text: step.status }),
+      step.model ? el("span", { class: "chip", text: "model " + step.model }) : null,
+      el("span", { class: "chip", text: "latency " + fmtMs(step.duration) }),
+      el("span", { class: "chip", text: `in ${fmtTokens(usage.promptTokens)} · out ${fmtTokens(usage.completionTokens)} tokens` }),
+      el("span", { class: "chip", text: "cost " + fmtCost(step.cost) }),
+      el("span", { class: "chip muted", text: "request id: " + ((step.completed && step.completed.requestId) || "not recorded") })),
+    step.error ? el("div", { class: "status-error", text: step.error }) : null,
+    el("h3", { text: "Sent to the model" }), el("div", { class: "messages sent" }, sent),
+    el("h3", { text: "What came back" }),
+    el("div", { class: "messages answer" }, answers.length ? answers.map(detailMessage) : el("p", { class: "muted", text: "No answer stored (yet)." })));
+}
+
+function renderToolDetail(id) {
+  const found = findTool(id);
+  const messages = (state.conversation && state.conversation.messages) || [];
+  let call = null;
+  let result = null;
+  for (const message of messages) {
+    for (const part of contentOf(message)) {
+      if (!part || part.toolCallId !== id) continue;
+      if (part.type === "tool-call") call = part;
+      if (part.type === "tool-result") result = part;
+    }
+  }
+  const tool = found ? found.tool : { name: call ? call.toolName : "?", status: result ? "ok" : "?" };
+  return el("div", { class: "tool-detail" },
+    el("h2", { text: "Tool call " + (tool.name || "") }),
+    el("div", { class: "chips" },
+      el("span", { class: "chip " + statusClass(tool.status), text: tool.status }),
+      el("span", { class: "chip", text: "duration " + fmtMs(tool.duration) }),
+      el("span", { class: "chip muted", text: id })),
+    tool.error ? el("div", { class: "status-error", text: tool.error }) : null,
+    el("h3", { text: "Arguments" }), call ? jsonView(call.input) : el("p", { class: "muted", text: "Not in the messages read." }),
+    el("h3", { text: "Result" }), result ? jsonView(result.output) : el("p", { class: "muted", text: "No result stored (yet)." }));
+}
+
+// ---- actions ----------------------------------------------------------------
+
+state.send = { text: "", status: null, error: false, busy: false };
+
+function renderSendBox() {
+  const box = el("textarea", { id: "send-text", rows: "2", placeholder: "Message this instance…", "aria-label": "message" });
+  box.value = state.send.text;
+  box.addEventListener("input", () => { state.send.text = box.value; });
+  const button = el("button", { type: "button", id: "send-button", text: state.send.busy ? "Sending…" : "Send", disabled: state.send.busy ? "disabled" : null });
+  button.addEventListener("click", sendMessage);
+  const status = state.send.status === null ? null
+    : el("div", { id: "send-status", class: state.send.error ? "status-error" : "answer" }, longText(state.send.status, "text"));
+  return el("section", { class: "panel send" }, el("div", { class: "send-row" }, box, button), status);
+}
+
+async function sendMessage() {
+  const text = state.send.text.trim();
+  if (!text || state.send.busy) return;
+  const { swarm, instance } = state.view;
+  Object.assign(state.send, { busy: true, status: "Sent; waiting for the answer…", error: false });
+  render();
+  try {
+    const answer = await postAction("/api/actions/send", { swarm, instance, text });
+    const reply = answer.answer && answer.answer.input;
+    Object.assign(state.send, { text: "", status: answer.pending ? "Still running; the answer will show in the conversation." : (reply ?? "(no text)"), error: false });
+  } catch (error) {
+    Object.assign(state.send, { status: error.message, error: true });
+  }
+  state.send.busy = false;
+  render();
+}
+
+/** Decisions made from this page, newest first: what the list no longer shows. */
+state.decided = [];
+
+function renderApprovals() {
+  const list = el("div", { class: "approvals", id: "approvals" });
+  if (!CSRF) list.append(el("p", { class: "muted", text: "Read-only: start `gdn studio --allow-actions` (and open the URL it prints) to decide here." }));
+  for (const done of state.decided) {
+    list.append(el("div", { class: "decided " + (done.error ? "status-error" : "status-ok"), "data-approval-id": done.id, text: done.text }));
+  }
+  if (state.approvals.length === 0) list.append(el("p", { class: "muted", text: "Nothing waits for a decision." }));
+  for (const request of state.approvals) list.append(renderApproval(request));
+  return el("div", { class: "approvals-view" }, el("div", { class: "title" }, el("h1", { text: "Approvals waiting" })), el("section", { class: "panel" }, list));
+}
+
+function renderApproval(request) {
+  const swarm = state.swarms.find((candidate) => candidate.id === request.swarm);
+  const row = el("div", { class: "approval", "data-approval-id": request.id },
+    el("div", { class: "head" },
+      el("b", { text: request.tool || "question" }), " ",
+      el("a", { href: `#/i/${enc(request.swarm)}/${enc(request.instance)}`, text: `${request.agent}:${request.instanceKey}` }), " ",
+      el("span", { class: "muted", text: `in ${swarm ? swarmLabel(swarm) : request.swarm} · asked ${(request.requestedAt || "").replace("T", " ").slice(0, 19)}` }),
+      request.deadline ? el("span", { class: "muted", text: ` · ${request.onTimeout} at ${request.deadline.replace("T", " ").slice(0, 19)}` }) : null),
+    request.question ? longText(request.question, "text") : null,
+    jsonView(request.arguments));
+  if (CSRF) {
+    const reason = el("input", { type: "text", class: "reason", placeholder: "reason (needed to deny)", maxlength: "2000", "aria-label": "reason" });
+    const approve = el("button", { type: "button", class: "approve", text: "Approve" });
+    const deny = el("button", { type: "button", class: "deny", text: "Deny" });
+    const decide = async (verdict) => {
+      if (verdict === "deny" && !reason.value.trim()) { reason.focus(); reason.classList.add("missing"); return; }
+      approve.disabled = deny.disabled = true;
+      let done;
+      try {
+        await postAction("/api/actions/decide", { swarm: request.swarm, id: request.id, verdict, reason: reason.value || null });
+        done = { id: request.id, text: `${verdict === "approve" ? "Approved" : "Denied"} ${request.tool || "question"} for ${request.agent}:${request.instanceKey}` };
+      } catch (error) {
+        done = { id: request.id, text: `Could not ${verdict} ${request.id}: ${error.message}`, error: true };
+      }
+      state.decided.unshift(done);
+      state.decided.length = Math.min(state.decided.length, 20);
+      await loadSwarms();
+      render();
+    };
+    approve.addEventListener("click", () => decide("approve"));
+    deny.addEventListener("click", () => decide("deny"));
+    row.append(el("div", { class: "decide" }, reason, approve, deny));
+  }
+  return row;
+}
+
+// The waiting count in the sidebar (and the list, when open) follows
+// new requests without a reload: approvals leave no runtime event.
+setInterval(async () => {
+  try {
+    const approvals = (await getJson("/api/approvals")).approvals;
+    const changed = JSON.stringify(approvals.map((a) => a.id)) !== JSON.stringify(state.approvals.map((a) => a.id));
+    state.approvals = approvals;
+    if (!changed) return;
+    const count = document.getElementById("approvals-count");
+    if (count) { count.textContent = String(approvals.length); count.classList.toggle("waiting", approvals.length > 0); }
+    if (state.view && state.view.kind === "approvals") render();
+  } catch (error) { /* the next tick retries */ }
+}, 2000);
 
 // ---- trace view ------------------------------------------------------------
 
@@ -407,6 +793,7 @@ let refreshTimer = null;
 function onLiveEvent(event) {
   const view = state.view;
   if (!view) return;
+  if (view.kind === "approvals") return;
   const mine = view.kind === "instance" ? event.instance === view.instance : event.traceId === view.trace;
   if (mine) {
     state.events.push(event);
