@@ -11,8 +11,8 @@
 
 use crate::cdp::{chromium_path, Browser};
 use crate::ledger::configure;
-use crate::mock_llm::{ChatRequest, Reply};
-use crate::swarm::{code, find_instance, read_jsonl, stderr, Swarm};
+use crate::mock_llm::{ChatRequest, MockLlm, Reply};
+use crate::swarm::{code, find_instance, read_jsonl, stderr, wait_until, Swarm};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -265,4 +265,366 @@ fn gdn_studio_refuses_a_weak_token_and_a_taken_port_with_codes() {
         "{}",
         stderr(&busy)
     );
+}
+
+/// Starts `command` (a `gdn studio`) and returns it with the URL it
+/// printed.
+fn start_studio(mut command: std::process::Command) -> (Killed, String) {
+    let mut studio = Killed(
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut first_line = String::new();
+    BufReader::new(studio.0.stdout.take().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
+    let url = first_line
+        .trim()
+        .strip_prefix("Goondan Studio: ")
+        .unwrap_or_else(|| panic!("no URL in {first_line:?}"))
+        .to_string();
+    (studio, url)
+}
+
+/// One request over plain TCP to 127.0.0.1:`port`, as a loopback client
+/// names it; the answer's status code and body.
+fn exchange(port: u16, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The port and token of a URL `gdn studio` printed.
+fn port_and_token(url: &str) -> (u16, Option<String>) {
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    let (port, token) = match rest.split_once("/?token=") {
+        Some((port, token)) => (port, Some(token.to_string())),
+        None => (rest.trim_end_matches('/'), None),
+    };
+    (port.parse().unwrap(), token)
+}
+
+#[test]
+fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origin_or_the_csrf_token(
+) {
+    let state = tempfile::tempdir().unwrap();
+    let bundle = tempfile::tempdir().unwrap();
+    let decide = r#"{"swarm":"nope","id":"apr_1","verdict":"approve"}"#;
+
+    // Read-only: no action at all, whatever it carries.
+    let (_read_only, url) = start_studio(crate::swarm::gdn_command(
+        bundle.path(),
+        state.path(),
+        &["studio", "--addr", "127.0.0.1:0"],
+    ));
+    let (port, token) = port_and_token(&url);
+    assert_eq!(token, None, "{url}");
+    let (status, body) = exchange(port, "POST", "/api/actions/decide", "", decide);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("E_STUDIO_ACTIONS_OFF"), "{body}");
+
+    // With actions: the token is printed even on loopback.
+    let (_studio, url) = start_studio(crate::swarm::gdn_command(
+        bundle.path(),
+        state.path(),
+        &["studio", "--addr", "127.0.0.1:0", "--allow-actions"],
+    ));
+    let (port, token) = port_and_token(&url);
+    let token = token.unwrap_or_else(|| panic!("no token in {url}"));
+    assert_eq!(token.len(), 64);
+    // Reads on loopback still need no token; the page holds the CSRF
+    // token.
+    let (status, page) = exchange(port, "GET", "/", "", "");
+    assert_eq!(status, 200);
+    let csrf = page
+        .split_once(r#"<meta name="gdn-csrf" content=""#)
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(csrf, _)| csrf.to_string())
+        .unwrap_or_else(|| panic!("no CSRF token in the page:\n{page}"));
+    assert_eq!(csrf.len(), 64);
+    assert_ne!(csrf, token);
+    let origin = format!("Origin: http://127.0.0.1:{port}\r\n");
+    let cookie = format!("Cookie: gdn_studio={token}\r\n");
+    let csrf_header = format!("X-Goondan-Csrf: {csrf}\r\n");
+    let wrong_csrf = format!("X-Goondan-Csrf: {}\r\n", "0".repeat(64));
+    let cases: [(&str, String, u16, &str); 7] = [
+        (
+            "no token",
+            format!("{origin}{csrf_header}"),
+            401,
+            "E_STUDIO_UNAUTHORIZED",
+        ),
+        (
+            "a wrong token",
+            format!(
+                "{origin}{csrf_header}Cookie: gdn_studio={}\r\n",
+                "f".repeat(64)
+            ),
+            401,
+            "E_STUDIO_UNAUTHORIZED",
+        ),
+        (
+            "no CSRF token",
+            format!("{origin}{cookie}"),
+            403,
+            "E_STUDIO_CSRF",
+        ),
+        (
+            "a wrong CSRF token",
+            format!("{origin}{cookie}{wrong_csrf}"),
+            403,
+            "E_STUDIO_CSRF",
+        ),
+        (
+            "no Origin",
+            format!("{cookie}{csrf_header}"),
+            403,
+            "E_STUDIO_ORIGIN",
+        ),
+        (
+            "a foreign Origin",
+            format!("Origin: http://evil.example\r\n{cookie}{csrf_header}"),
+            403,
+            "E_STUDIO_ORIGIN",
+        ),
+        // Everything right: the gate lets it through, and the swarm is
+        // not there.
+        (
+            "everything",
+            format!("{origin}{cookie}{csrf_header}"),
+            404,
+            "E_STUDIO_NOT_FOUND",
+        ),
+    ];
+    for (what, headers, expected, code) in cases {
+        let (status, body) = exchange(port, "POST", "/api/actions/decide", &headers, decide);
+        assert_eq!(status, expected, "{what}: {body}");
+        assert!(body.contains(code), "{what}: {body}");
+    }
+    let all = format!("{origin}{cookie}{csrf_header}");
+    let huge = format!(
+        r#"{{"swarm":"s","instance":"i","text":"{}"}}"#,
+        "x".repeat(100 * 1024)
+    );
+    let (status, body) = exchange(port, "POST", "/api/actions/send", &all, &huge);
+    assert_eq!(status, 413, "{body}");
+    let (status, body) = exchange(port, "POST", "/api/actions/decide", &all, "{not json");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("E_STUDIO_BAD_REQUEST"), "{body}");
+    // Only the action routes take a POST.
+    let (status, _) = exchange(port, "POST", "/api/swarms", &all, "{}");
+    assert_eq!(status, 405);
+}
+
+/// A gated swarm whose model runs `echo ran >> runs.txt` through
+/// `bash__exec`, then answers with hostile markup; a message with
+/// `hello` gets a plain answer.
+fn hostile_gated_swarm() -> Swarm {
+    let mock = MockLlm::start(|request: &ChatRequest| {
+        if let Some(result) = request.tool_result() {
+            return Reply::text(format!(
+                "done <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"> {result}"
+            ));
+        }
+        if request.last_user_text().contains("hello") {
+            return Reply::text("hello back <b>from</b> alpha");
+        }
+        Reply::tool("bash__exec", json!({"command": "echo ran >> runs.txt"}))
+    });
+    let bundle = crate::swarm::fixture(
+        "gated",
+        &[
+            ("@ENDPOINT@", mock.endpoint()),
+            ("@GRACE@", "1".to_string()),
+            ("@TIMEOUT@", "3600".to_string()),
+        ],
+    );
+    Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    }
+}
+
+/// Types `text` into the timeline's filter box.
+fn set_filter(page: &mut crate::cdp::Page, text: &str) {
+    page.evaluate(&format!(
+        "(() => {{ const box = document.getElementById('turn-filter'); box.value = {}; box.dispatchEvent(new Event('input')); return true; }})()",
+        json!(text)
+    ));
+}
+
+fn runs(bundle: &std::path::Path) -> usize {
+    std::fs::read_to_string(bundle.join("runs.txt"))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answers_stay_text() {
+    let Some(chromium) = chromium_path() else {
+        assert!(
+            std::env::var_os("GOONDAN_REQUIRE_CHROMIUM").is_none(),
+            "GOONDAN_REQUIRE_CHROMIUM is set but /usr/bin/chromium is missing"
+        );
+        eprintln!("SKIPPED the Studio approval browser test: no /usr/bin/chromium");
+        return;
+    };
+    let swarm = hostile_gated_swarm();
+    let resident = swarm.start_resident();
+    let _asker = Killed(swarm.spawn_input("run it"));
+    let id = wait_until("the approval request", || {
+        let output = swarm.run(&["approvals", "--json"]);
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_str(&crate::swarm::stdout(&output)).ok()?;
+        rows.first()
+            .and_then(|row| row["id"].as_str().map(str::to_string))
+    });
+    assert_eq!(runs(swarm.bundle.path()), 0);
+    let alpha_dir = find_instance(swarm.state.path(), "alpha", "default").unwrap();
+    let swarm_id = alpha_dir
+        .parent()
+        .and_then(|instances| instances.parent())
+        .and_then(|workspace| workspace.file_name())
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+
+    let (_studio, url) =
+        start_studio(swarm.command(&["studio", "--addr", "127.0.0.1:0", "--allow-actions"]));
+    let (port, token) = port_and_token(&url);
+    assert!(token.is_some(), "{url}");
+    let base = format!("http://127.0.0.1:{port}/");
+
+    let mut browser = Browser::start(&chromium);
+    let page = browser.page();
+    // The URL with the token sets the cookie and lands on the page.
+    page.navigate(&url);
+    page.wait_for(
+        "the page without the token",
+        "location.search === '' && !!document.getElementById('swarms')",
+    );
+    page.navigate(&format!("{base}#/approvals"));
+    let row = format!(r#".approval[data-approval-id="{id}"]"#);
+    page.wait_for(
+        "the waiting approval with its buttons",
+        &format!(
+            "!!document.querySelector('{row} button.approve') && document.querySelector('{row}').innerText.includes('echo ran >> runs.txt') && document.getElementById('approvals-count').textContent === '1'"
+        ),
+    );
+    // The swarm is named by its Swarm and bundle folder, not only its hash.
+    page.wait_for(
+        "the swarm's name in the sidebar",
+        "document.querySelector('.swarm .swarm-name').textContent.startsWith('default (')",
+    );
+    page.screenshot(&artifact("approval-waiting.png"));
+    page.evaluate(&format!(
+        "document.querySelector('{row} button.approve').click(); true"
+    ));
+    page.wait_for(
+        "the decision shown",
+        &format!(
+            r#"!!document.querySelector('.decided[data-approval-id="{id}"]') && document.querySelector('.decided[data-approval-id="{id}"]').textContent.startsWith('Approved bash__exec')"#
+        ),
+    );
+    wait_until("the resumed Turn's answer", || {
+        swarm
+            .conversation("alpha")
+            .iter()
+            .any(|message| message["role"] == "assistant" && message.to_string().contains("done"))
+            .then_some(())
+    });
+    assert_eq!(
+        runs(swarm.bundle.path()),
+        1,
+        "the approved command ran other than once"
+    );
+    page.wait_for(
+        "the list emptied",
+        &format!("!document.querySelector('{row}') && document.getElementById('approvals-count').textContent === '0'"),
+    );
+    // The decision is recorded with who made it.
+    let approvals = std::fs::read_to_string(alpha_dir.join("approvals.jsonl")).unwrap();
+    assert!(
+        approvals.contains(r#""by":"studio:127.0.0.1:"#),
+        "{approvals}"
+    );
+
+    // The step that answered: what came back stays text.
+    page.navigate(&format!("{base}#/i/{swarm_id}/alpha%3Adefault"));
+    page.wait_for(
+        "the finished Turn",
+        r#"!!document.querySelector('#timeline .turn[data-status="ok"]') && document.querySelectorAll('#timeline .step-head').length === 2"#,
+    );
+    page.evaluate("(() => { const heads = document.querySelectorAll('#timeline .step-head'); heads[heads.length - 1].click(); return true; })()");
+    page.wait_for(
+        "the step's detail with the hostile answer as text",
+        "!!document.querySelector('#detail .answer') && document.querySelector('#detail .answer').innerText.includes('<script>window.__pwned = 1</script>') && document.querySelector('#detail .sent').innerText.includes('run it')",
+    );
+    let safe = page.evaluate(
+        "window.__pwned === undefined && document.querySelectorAll('main script, main img').length === 0",
+    );
+    assert_eq!(safe, json!(true), "hostile markup became HTML");
+    page.screenshot(&artifact("step-detail.png"));
+    // The tool call: its arguments and its full result.
+    page.evaluate(r#"document.querySelector('#timeline .tool-call[data-tool-name="bash__exec"]').click(); true"#);
+    page.wait_for(
+        "the tool call's detail",
+        r#"!!document.querySelector('#detail .tool-detail') && document.querySelector('#detail .tool-detail').innerText.includes('echo ran >> runs.txt') && document.querySelector('#detail .tool-detail').innerText.includes('durationMs')"#,
+    );
+    // The timeline filter: a text no turn holds hides them all.
+    set_filter(page, "zzz-nothing");
+    page.wait_for(
+        "the filtered timeline",
+        "document.querySelectorAll('#timeline .turn').length === 0",
+    );
+    set_filter(page, "bash__exec");
+    page.wait_for(
+        "the turn again",
+        "document.querySelectorAll('#timeline .turn').length === 1",
+    );
+
+    // A message sent from the Studio, and its answer coming in.
+    page.evaluate("(() => { const box = document.getElementById('send-text'); box.value = 'hello there'; box.dispatchEvent(new Event('input')); document.getElementById('send-button').click(); return true; })()");
+    page.wait_for(
+        "the answer to the sent message",
+        "!!document.getElementById('send-status') && document.getElementById('send-status').innerText.includes('hello back <b>from</b> alpha')",
+    );
+    page.wait_for(
+        "the sent message in the conversation",
+        "document.querySelector('#conversation').innerText.includes('hello there')",
+    );
+    // The input is recorded as the Studio's, with the client's address.
+    let inbox_dir = alpha_dir.parent().unwrap().parent().unwrap().join("inbox");
+    let inbox: String = std::fs::read_dir(&inbox_dir)
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert!(
+        inbox.contains(r#""sentBy":"studio""#) && inbox.contains(r#""client":"127.0.0.1:"#),
+        "{inbox}"
+    );
+    assert_eq!(runs(swarm.bundle.path()), 1);
+    drop(resident);
 }
