@@ -34,6 +34,10 @@ const ANSWER_WAIT: Duration = Duration::from_secs(300);
 pub(crate) enum ActionError {
     /// The body is not the JSON the action takes (400).
     BadRequest(String),
+    /// The body is over [`MAX_ACTION_BODY_BYTES`] (413).
+    TooLarge,
+    /// Every action permit is taken (503).
+    Busy,
     /// No such swarm, instance or waiting approval (404).
     NotFound(&'static str, String),
     /// No orchestrator serves the swarm (503).

@@ -512,27 +512,19 @@ async fn approvals(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// Reads an action's body, at most [`MAX_ACTION_BODY_BYTES`].
-async fn action_body(request: Request) -> Result<Bytes, Response> {
+async fn action_body(request: Request) -> Result<Bytes, ActionError> {
     axum::body::to_bytes(request.into_body(), MAX_ACTION_BODY_BYTES)
         .await
-        .map_err(|_| {
-            error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "E_STUDIO_BODY_TOO_LARGE",
-                "an action's body holds at most 64 KiB",
-            )
-        })
+        .map_err(|_| ActionError::TooLarge)
 }
 
-/// One of the [`MAX_ACTIONS`] permits, or the 503 answer.
-fn action_permit(shared: &Shared) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
-    shared.actions.clone().try_acquire_owned().map_err(|_| {
-        error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "E_STUDIO_BUSY",
-            "too many actions are running; retry when one finished",
-        )
-    })
+/// One of the [`MAX_ACTIONS`] permits, taken at once or not at all.
+fn action_permit(shared: &Shared) -> Result<tokio::sync::OwnedSemaphorePermit, ActionError> {
+    shared
+        .actions
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ActionError::Busy)
 }
 
 /// An action's outcome as an HTTP answer.
@@ -542,6 +534,16 @@ fn action_answer(outcome: Result<Value, ActionError>) -> Response {
         Err(ActionError::BadRequest(message)) => {
             error(StatusCode::BAD_REQUEST, "E_STUDIO_BAD_REQUEST", &message)
         }
+        Err(ActionError::TooLarge) => error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "E_STUDIO_BODY_TOO_LARGE",
+            "an action's body holds at most 64 KiB",
+        ),
+        Err(ActionError::Busy) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "E_STUDIO_BUSY",
+            "too many actions are running; retry when one finished",
+        ),
         Err(ActionError::NotFound(code, message)) => error(StatusCode::NOT_FOUND, code, &message),
         Err(ActionError::NotRunning(message)) => error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -568,11 +570,11 @@ async fn decide(
 ) -> Response {
     let permit = match action_permit(&shared) {
         Ok(permit) => permit,
-        Err(response) => return response,
+        Err(refusal) => return action_answer(Err(refusal)),
     };
     let body = match action_body(request).await {
         Ok(body) => body,
-        Err(response) => return response,
+        Err(refusal) => return action_answer(Err(refusal)),
     };
     let (swarm, id, verdict, reason) = match actions::parse_decision(&body) {
         Ok(parsed) => parsed,
@@ -604,11 +606,11 @@ async fn send(
 ) -> Response {
     let permit = match action_permit(&shared) {
         Ok(permit) => permit,
-        Err(response) => return response,
+        Err(refusal) => return action_answer(Err(refusal)),
     };
     let body = match action_body(request).await {
         Ok(body) => body,
-        Err(response) => return response,
+        Err(refusal) => return action_answer(Err(refusal)),
     };
     let (swarm, instance, text) = match actions::parse_message(&body) {
         Ok(parsed) => parsed,
