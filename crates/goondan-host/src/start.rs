@@ -15,7 +15,9 @@ use goondan_orchestrator::{
     LocalSpawner, LogFileFor, Orchestrator, OrchestratorConfig, OrchestratorHandle, SpawnRequest,
 };
 use goondan_store::paths::BUNDLE_SCOPE_ENV;
-use goondan_store::{ActiveSwarm, InboxStore, InstanceStore, SyncPolicy, WorkspacePaths};
+use goondan_store::{
+    ActiveSwarm, InboxStore, InstanceStore, SyncPolicy, WorkspaceIdentity, WorkspacePaths,
+};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -325,6 +327,22 @@ fn write_active(
         control_socket: socket.to_path_buf(),
     };
     record.write(&path)?;
+    // Names the workspace after this orchestrator stops too (the
+    // Studio's swarm list); a failure costs only that name.
+    let identity = WorkspaceIdentity {
+        package: project
+            .bundle
+            .package()
+            .map(|package| package.metadata.name.clone()),
+        swarm: project.swarm_name.clone(),
+        bundle_dir: project.bundle.root().to_path_buf(),
+    };
+    if let Err(error) = identity.write(&workspace.identity_file()) {
+        tracing::warn!(
+            code = error.code(),
+            "could not record the workspace's name: {error}"
+        );
+    }
     Ok(path)
 }
 

@@ -1,6 +1,8 @@
 //! `runtime/active.json`: which orchestrator serves the state root, so
 //! `gdn instance`, `gdn restart` and a second `gdn run` outside the project
-//! folder can find its control socket.
+//! folder can find its control socket; and `workspaces/<id>/swarm.json`
+//! ([`WorkspaceIdentity`]), what names a workspace for a person after its
+//! orchestrator stopped.
 
 use crate::durability::{create_dir_all, write_file_atomically, SyncPolicy};
 use crate::StoreError;
@@ -52,9 +54,59 @@ impl ActiveSwarm {
     }
 }
 
+/// What names a workspace for a person (the Studio's swarm list): its
+/// Package, its Swarm and its bundle folder. The workspace id is a slug
+/// and a hash of the bundle; this record, written at each start and kept
+/// after the orchestrator stopped, says whose it is. Advisory, like
+/// [`ActiveSwarm`]: a missing or damaged one names nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceIdentity {
+    /// The bundle's Package name, when it has a Package.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    /// The Swarm's name.
+    pub swarm: String,
+    /// The bundle folder.
+    pub bundle_dir: PathBuf,
+}
+
+impl WorkspaceIdentity {
+    /// Reads the record at `path`; `None` when there is none or it is not
+    /// one.
+    pub fn read(path: &Path) -> Option<WorkspaceIdentity> {
+        let bytes = std::fs::read(path).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Writes the record atomically to `path`.
+    pub fn write(&self, path: &Path) -> Result<(), StoreError> {
+        if let Some(dir) = path.parent() {
+            create_dir_all(dir)?;
+        }
+        let bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| StoreError::encode("swarm.json", e))?;
+        write_file_atomically(path, &bytes, SyncPolicy::ProcessCrash)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_identity_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w/swarm.json");
+        assert_eq!(WorkspaceIdentity::read(&path), None);
+        let identity = WorkspaceIdentity {
+            package: Some("@acme/bot".into()),
+            swarm: "default".into(),
+            bundle_dir: "/b".into(),
+        };
+        identity.write(&path).unwrap();
+        assert_eq!(WorkspaceIdentity::read(&path), Some(identity));
+    }
 
     #[test]
     fn a_record_round_trips_and_is_removed_only_by_its_owner() {

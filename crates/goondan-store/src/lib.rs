@@ -49,7 +49,7 @@ mod swarm_events;
 pub mod tail;
 mod usage;
 
-pub use active::ActiveSwarm;
+pub use active::{ActiveSwarm, WorkspaceIdentity};
 pub use approvals::{open_approvals, ApprovalStore, OpenApproval};
 pub use durability::SyncPolicy;
 pub use error::StoreError;

@@ -345,6 +345,12 @@ impl WorkspacePaths {
         self.dir.join("audit.jsonl")
     }
 
+    /// `workspaces/<workspaceId>/swarm.json`: what names this workspace
+    /// for a person ([`crate::WorkspaceIdentity`]).
+    pub fn identity_file(&self) -> PathBuf {
+        self.dir.join("swarm.json")
+    }
+
     /// `runtime/active/<workspaceId>.json`: the orchestrator serving this
     /// workspace.
     pub fn active_file(&self) -> PathBuf {

@@ -85,63 +85,27 @@ struct SwarmIdentity {
     running: bool,
 }
 
-/// The largest part of a bundle's `goondan.yaml` read to find its
-/// Package name.
-const MAX_BUNDLE_HEAD_BYTES: u64 = 256 * 1024;
-
-/// Names `workspace` from its orchestrator's active record (the Swarm
-/// and the bundle folder) and that bundle's `goondan.yaml` (the
-/// Package's `metadata.name`). A workspace whose orchestrator stopped
-/// keeps only its id: the id is a hash of the bundle, and nothing else
-/// under the System Root names it.
+/// Names `workspace` from the record its orchestrator leaves at each
+/// start (`swarm.json`: Package, Swarm, bundle folder); whether it runs
+/// now comes from its active record. A workspace started by an older
+/// `gdn` has no record and keeps only its id.
 fn swarm_identity(workspace: &WorkspacePaths) -> SwarmIdentity {
-    let Some(record) = goondan_store::ActiveSwarm::read(&workspace.active_file()) else {
-        return SwarmIdentity::default();
+    let running = goondan_store::ActiveSwarm::read(&workspace.active_file()).is_some();
+    let Some(record) = goondan_store::WorkspaceIdentity::read(&workspace.identity_file()) else {
+        return SwarmIdentity {
+            running,
+            ..SwarmIdentity::default()
+        };
     };
-    let head = std::fs::File::open(record.bundle_dir.join("goondan.yaml"))
-        .and_then(|file| {
-            use std::io::Read;
-            let mut text = String::new();
-            file.take(MAX_BUNDLE_HEAD_BYTES).read_to_string(&mut text)?;
-            Ok(text)
-        })
-        .unwrap_or_default();
     SwarmIdentity {
-        package: package_name(&head),
+        package: record.package,
         swarm: Some(record.swarm),
         folder: record
             .bundle_dir
             .file_name()
             .map(|name| name.to_string_lossy().into_owned()),
-        running: true,
+        running,
     }
-}
-
-/// The `metadata.name` of the `kind: Package` document in `yaml`, by a
-/// plain scan of its lines (the loader is not needed to show a name).
-fn package_name(yaml: &str) -> Option<String> {
-    yaml.split("\n---").find_map(|document| {
-        let is_package = document
-            .lines()
-            .any(|line| line.trim_end() == "kind: Package");
-        if !is_package {
-            return None;
-        }
-        let mut in_metadata = false;
-        for line in document.lines() {
-            if line.starts_with("metadata:") {
-                in_metadata = true;
-            } else if in_metadata && !line.starts_with(' ') && !line.trim().is_empty() {
-                in_metadata = false;
-            } else if in_metadata {
-                if let Some(name) = line.trim().strip_prefix("name:") {
-                    let name = name.trim().trim_matches(|c| c == '"' || c == '\'');
-                    return (!name.is_empty()).then(|| name.to_string());
-                }
-            }
-        }
-        None
-    })
 }
 
 /// Every approval not decided yet, across the System Root, oldest first,
@@ -379,19 +343,6 @@ pub(crate) fn tagged(line: &str, instance: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_package_name_is_found_in_its_document() {
-        let cases = [
-            ("kind: Package\nmetadata:\n  name: \"@acme/bot\"\n", Some("@acme/bot")),
-            ("kind: Model\nmetadata:\n  name: m\n---\napiVersion: x\nkind: Package\nmetadata:\n  labels: {}\n  name: shop\nspec: {}\n", Some("shop")),
-            ("kind: Agent\nmetadata:\n  name: a\n", None),
-            ("", None),
-        ];
-        for (yaml, expected) in cases {
-            assert_eq!(package_name(yaml).as_deref(), expected, "{yaml}");
-        }
-    }
 
     fn message(id: &str, text: &str) -> Value {
         json!({"id": id, "data": {"role": "user", "content": text}})

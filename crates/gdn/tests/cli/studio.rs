@@ -626,5 +626,12 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "{inbox}"
     );
     assert_eq!(runs(swarm.bundle.path()), 1);
-    drop(resident);
+
+    // Stopped, the swarm keeps its name.
+    assert_eq!(resident.terminate(), 0);
+    page.evaluate("location.reload(); true");
+    page.wait_for(
+        "the stopped swarm by its name",
+        "!!document.querySelector('.swarm .swarm-name') && document.querySelector('.swarm .swarm-name').textContent.startsWith('default (') && document.querySelector('.swarm').textContent.includes('stopped')",
+    );
 }

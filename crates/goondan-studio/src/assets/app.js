@@ -142,7 +142,8 @@ function instanceList() {
     if (shown.length === 0) continue;
     items.push(el("h2", { class: "swarm", title: swarm.id, "data-swarm": swarm.id },
       el("span", { class: "swarm-name", text: swarmLabel(swarm) }),
-      swarmLabel(swarm) !== swarm.id ? el("span", { class: "muted swarm-id", text: " " + swarm.id }) : null));
+      swarmLabel(swarm) !== swarm.id ? el("span", { class: "muted swarm-id", text: " " + swarm.id }) : null,
+      swarm.running ? null : el("span", { class: "muted swarm-id", text: " · stopped" })));
     for (const instance of shown) {
       const usage = instance.usage || {};
       const active = state.view && state.view.kind === "instance" && state.view.swarm === swarm.id && state.view.instance === instance.id;
@@ -777,10 +778,36 @@ function connectLive() {
   if (!swarm) return;
   const source = new EventSource(`/api/swarms/${enc(swarm)}/live`);
   source.swarm = swarm;
-  source.addEventListener("ready", () => setLive(true));
+  source.addEventListener("ready", () => { setLive(true); reloadEvents(); });
   source.onerror = () => setLive(false);
   source.onmessage = (message) => onLiveEvent(JSON.parse(message.data));
   state.source = source;
+}
+
+/**
+ * Reads the current view's events again once the live stream is ready:
+ * the stream starts at the end of the logs, so what was written between
+ * the first read and that moment would otherwise be missed. An event
+ * read twice folds into the same Turn, Step or span.
+ */
+async function reloadEvents() {
+  const view = state.view;
+  if (!view || view.kind === "approvals") return;
+  try {
+    if (view.kind === "instance") {
+      const [conversation, events] = await Promise.all([
+        getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/conversation`),
+        getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/events`),
+      ]);
+      if (state.view !== view) return;
+      Object.assign(state, { conversation, events: events.events, eventsCut: events });
+    } else {
+      const trace = await getJson(`/api/swarms/${enc(view.swarm)}/traces/${enc(view.trace)}`);
+      if (state.view !== view) return;
+      Object.assign(state, { events: trace.events, eventsCut: trace });
+    }
+    render();
+  } catch (error) { /* the live stream goes on; a reload retries */ }
 }
 
 function setLive(on) {
