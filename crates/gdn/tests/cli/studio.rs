@@ -469,8 +469,14 @@ fn hostile_gated_swarm() -> Swarm {
 
 /// Types `text` into the timeline's filter box.
 fn set_filter(page: &mut crate::cdp::Page, text: &str) {
+    type_into(page, "turn-filter", text);
+}
+
+/// Types `text` into the input with id `id`, as a person would.
+fn type_into(page: &mut crate::cdp::Page, id: &str, text: &str) {
     page.evaluate(&format!(
-        "(() => {{ const box = document.getElementById('turn-filter'); box.value = {}; box.dispatchEvent(new Event('input')); return true; }})()",
+        "(() => {{ const box = document.getElementById({}); box.value = {}; box.dispatchEvent(new Event('input')); return true; }})()",
+        json!(id),
         json!(text)
     ));
 }
@@ -604,6 +610,16 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "the turn again",
         "document.querySelectorAll('#timeline .turn').length === 1",
     );
+    // The instance filter: a text nothing holds, then the agent's name.
+    for (text, n_shown) in [("nothing-like-this", 0), ("alph", 1)] {
+        type_into(page, "instance-filter", text);
+        page.wait_for(
+            "the filtered instances",
+            &format!(
+                "document.querySelectorAll('#instance-list .instance-link').length === {n_shown}"
+            ),
+        );
+    }
 
     // A message sent from the Studio, and its answer coming in.
     page.evaluate("(() => { const box = document.getElementById('send-text'); box.value = 'hello there'; box.dispatchEvent(new Event('input')); document.getElementById('send-button').click(); return true; })()");

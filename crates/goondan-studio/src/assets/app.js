@@ -6,7 +6,7 @@
 const state = {
   swarms: [], view: null, events: [], eventsCut: null, conversation: null, source: null,
   approvals: [], detail: null,
-  filter: { text: "", status: "" },
+  filter: { text: "", status: "", since: "" },
   turnFilter: { text: "", status: "", since: "" },
 };
 // The CSRF token the Studio put in the page when actions are allowed.
@@ -100,8 +100,9 @@ function swarmLabel(swarm) {
 }
 
 function matchesFilter(swarm, instance) {
-  const { text, status } = state.filter;
+  const { text, status, since } = state.filter;
   if (status && instance.status !== status) return false;
+  if (since && !(Date.parse(instance.updatedAt) >= Date.now() - Number(since) * 1000)) return false;
   if (!text) return true;
   const haystack = [swarm.id, swarm.package, swarm.swarm, swarm.folder, instance.agentName, instance.instanceKey].join(" ").toLowerCase();
   return haystack.includes(text.toLowerCase());
@@ -114,7 +115,11 @@ function renderFilterBar() {
     ["", "idle", "processing"].map((status) => el("option", { value: status, text: status || "any status" })));
   select.value = state.filter.status;
   select.addEventListener("change", () => { state.filter.status = select.value; renderSidebar(); });
-  return el("div", { class: "filters" }, input, select);
+  const since = el("select", { id: "instance-since", "aria-label": "instance last active" },
+    [["", "any time"], ["3600", "active last hour"], ["86400", "active last day"], ["604800", "active last week"]].map(([value, text]) => el("option", { value, text })));
+  since.value = state.filter.since;
+  since.addEventListener("change", () => { state.filter.since = since.value; renderSidebar(); });
+  return el("div", { class: "filters" }, input, select, since);
 }
 
 function renderSidebar(keepFocus) {
