@@ -112,30 +112,16 @@ pub async fn start(
         remote: placement.remote(),
         inbox: Some(Arc::new(InboxStore::new(workspace.clone(), durability()))),
     });
-    let identity = ControlIdentity {
-        workspace_id: Some(workspace.workspace_id().to_string()),
-        bundle_dir: Some(project.bundle.root().to_path_buf()),
-    };
-    let server = match ControlServer::bind(socket.clone(), identity) {
-        Ok(server) => server,
-        Err(error) => {
-            handle.shutdown().await.ok();
-            return Err(error.into());
-        }
-    };
-    let (stop_control, control_stopped) = oneshot::channel::<()>();
-    let control_server = tokio::spawn(server.run(handle.clone(), async {
-        let _ = control_stopped.await;
-    }));
-    let active = write_active(&project, &workspace, &socket)?;
     // Started once the swarm runs, so the first edit or restart request
-    // has something to restart; stopped before the swarm drains.
+    // has something to restart, and before the control socket accepts,
+    // so a client that reached the socket knows every later edit is seen;
+    // stopped before the swarm drains.
     let (cluster_reload, rollouts) = placement.cluster_reload();
     let source = BundleSource {
         config: placement.reload_config(&settings.config),
         env_file: settings.env_file.clone(),
     };
-    let reloader = reload::start(
+    let reloader = match reload::start(
         reload::Running {
             handle: handle.clone(),
             child_secrets,
@@ -146,11 +132,33 @@ pub async fn start(
         restart_requests_rx,
         cluster_reload,
         Arc::clone(&settings.notices),
-    )
-    .map_err(|error| HostError::Io {
-        what: "watching the bundle's files".into(),
-        source: std::io::Error::other(error),
-    })?;
+    ) {
+        Ok(reloader) => reloader,
+        Err(error) => {
+            handle.shutdown().await.ok();
+            return Err(HostError::Io {
+                what: "watching the bundle's files".into(),
+                source: std::io::Error::other(error),
+            });
+        }
+    };
+    let identity = ControlIdentity {
+        workspace_id: Some(workspace.workspace_id().to_string()),
+        bundle_dir: Some(project.bundle.root().to_path_buf()),
+    };
+    let server = match ControlServer::bind(socket.clone(), identity) {
+        Ok(server) => server,
+        Err(error) => {
+            reloader.abort();
+            handle.shutdown().await.ok();
+            return Err(error.into());
+        }
+    };
+    let (stop_control, control_stopped) = oneshot::channel::<()>();
+    let control_server = tokio::spawn(server.run(handle.clone(), async {
+        let _ = control_stopped.await;
+    }));
+    let active = write_active(&project, &workspace, &socket)?;
     let member = placement.serve(&handle, rollouts, &settings);
     Ok(RunningSwarm {
         handle,

@@ -72,8 +72,15 @@ pub unsafe fn scrub_initial_environment() -> io::Result<()> {
 /// fields 50 and 51 of `/proc/self/stat` (Linux 3.5 and later).
 #[cfg(target_os = "linux")]
 fn initial_block() -> io::Result<(usize, usize)> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    parse_block(&stat).ok_or_else(|| {
+    use std::io::Read;
+    // One read into a buffer far above the line's ~350 bytes: the file
+    // reports size 0, which would make `read_to_string` read it in small
+    // pieces, and this runs at the start of every `gdn`.
+    let mut buffer = [0u8; 4096];
+    let read = std::fs::File::open("/proc/self/stat")?.read(&mut buffer)?;
+    let stat = std::str::from_utf8(&buffer[..read])
+        .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
+    parse_block(stat).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             "/proc/self/stat has no environment addresses (a kernel older than 3.5?)",

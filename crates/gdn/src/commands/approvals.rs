@@ -9,25 +9,41 @@ use super::target::{call, stores, target, Target};
 use crate::cli::{ApproveArgs, DenyArgs, GlobalArgs};
 use crate::exit::Outcome;
 use goondan_orchestrator::control::{ControlRequest, ControlResponse};
-use goondan_store::OpenApproval;
-use goondan_types::{ApprovalDecision, JsonValue, Verdict};
+use goondan_store::{InstancePaths, WorkspacePaths};
+use goondan_types::{ApprovalDecision, ApprovalRequest, JsonValue, Verdict};
 
-/// Every request not decided yet, oldest first.
-fn waiting(target: &Target) -> anyhow::Result<Vec<OpenApproval>> {
+/// Every request not decided yet in the target's workspaces, oldest
+/// first.
+fn waiting(target: &Target) -> anyhow::Result<Vec<ApprovalRequest>> {
     let mut waiting = Vec::new();
     for store in stores(target)? {
-        for summary in store.list()? {
-            let paths = store
-                .workspace()
-                .instance(&summary.agent_name, &summary.instance_key);
-            waiting.extend(
-                goondan_store::open_approvals(&paths)?
-                    .into_iter()
-                    .filter(|open| open.decision.is_none()),
-            );
-        }
+        waiting.extend(undecided(store.workspace())?);
     }
-    waiting.sort_by(|a, b| a.request.requested_at.cmp(&b.request.requested_at));
+    waiting.sort_by(|a, b| a.requested_at.cmp(&b.requested_at));
+    Ok(waiting)
+}
+
+/// The requests not decided yet of every instance of `workspace` (only
+/// instances holding an approvals file are read).
+pub(crate) fn undecided(workspace: &WorkspacePaths) -> anyhow::Result<Vec<ApprovalRequest>> {
+    let entries = match std::fs::read_dir(workspace.instances_dir()) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error.into()),
+    };
+    let mut waiting = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let paths = InstancePaths::from_dir(entry.path());
+        if !paths.approvals_file().exists() {
+            continue;
+        }
+        waiting.extend(
+            goondan_store::open_approvals(&paths)?
+                .into_iter()
+                .filter(|open| open.decision.is_none())
+                .map(|open| open.request),
+        );
+    }
     Ok(waiting)
 }
 
@@ -37,7 +53,7 @@ pub(crate) fn list(global: &GlobalArgs) -> anyhow::Result<Outcome> {
     if global.json {
         let rows: Vec<JsonValue> = waiting
             .iter()
-            .map(|open| serde_json::to_value(&open.request).unwrap_or(JsonValue::Null))
+            .map(|request| serde_json::to_value(request).unwrap_or(JsonValue::Null))
             .collect();
         println!("{}", JsonValue::Array(rows));
         return Ok(Outcome::Success);
@@ -48,8 +64,7 @@ pub(crate) fn list(global: &GlobalArgs) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Success);
     }
-    for open in &waiting {
-        let request = &open.request;
+    for request in &waiting {
         let what = request
             .tool
             .clone()
@@ -127,9 +142,9 @@ fn decide(
     arguments: Option<JsonValue>,
 ) -> anyhow::Result<Outcome> {
     let target = target(global)?;
-    let Some(open) = waiting(&target)?
+    let Some(request) = waiting(&target)?
         .into_iter()
-        .find(|open| open.request.id == id)
+        .find(|request| request.id == id)
     else {
         crate::render::error(
             "E_APPROVAL_NOT_FOUND",
@@ -138,7 +153,7 @@ fn decide(
         );
         return Ok(Outcome::Failure);
     };
-    let key = format!("{}:{}", open.request.agent, open.request.instance_key);
+    let key = format!("{}:{}", request.agent, request.instance_key);
     let decision = ApprovalDecision {
         id: id.to_string(),
         verdict,

@@ -49,6 +49,8 @@ const HTTP_LIMITS: goondan_http::AcceptLimits =
 struct SocketTurns {
     socket: PathBuf,
     agents: Vec<AgentTool>,
+    /// Where the instances' approvals are, to tell a waiting client.
+    workspace: goondan_store::WorkspacePaths,
 }
 
 impl SwarmTurns for SocketTurns {
@@ -72,6 +74,20 @@ impl SwarmTurns for SocketTurns {
                     suggestion: refused.suggestion,
                 })
         })
+    }
+
+    fn waiting_for(&self, agent: &str) -> Option<String> {
+        let request = super::approvals::undecided(&self.workspace)
+            .ok()?
+            .into_iter()
+            .find(|request| request.agent == agent)?;
+        Some(format!(
+            "agent `{agent}` waits for a person to decide {} ({}): `gdn approve {}` or `gdn deny {}`",
+            request.id,
+            request.tool.as_deref().unwrap_or("a question"),
+            request.id,
+            request.id
+        ))
     }
 }
 
@@ -129,7 +145,11 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
                 return Ok(Outcome::Failure);
             }
         }
-        let turns = Arc::new(SocketTurns { socket, agents });
+        let turns = Arc::new(SocketTurns {
+            socket,
+            agents,
+            workspace: workspace.clone(),
+        });
         let Some(address) = args.http else {
             goondan_mcp::server::stdio::serve(turns, tokio::io::stdin(), tokio::io::stdout())
                 .await

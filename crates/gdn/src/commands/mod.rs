@@ -2,6 +2,7 @@
 
 mod agent;
 mod approvals;
+mod chat_approvals;
 mod cluster;
 mod connector;
 mod doctor;

@@ -22,6 +22,7 @@
 //! answer `Status` with this workspace's identity, then attaches. A socket
 //! file is only ever replaced by the lock's holder.
 
+use super::chat_approvals::{self, ChatApprovals};
 use crate::answers::{answer_text, print_answer, report, Refused};
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::exit::Outcome;
@@ -44,6 +45,8 @@ use std::time::Duration;
 const MAX_INPUT_BYTES: usize = 1024 * 1024;
 /// How many lines of piped input may wait for their answers at once.
 const MAX_LINES_IN_FLIGHT: usize = 256;
+/// How often a chat looks for an approval its Turn waits on.
+const APPROVAL_POLL: Duration = Duration::from_millis(250);
 
 /// Runs `gdn run`.
 pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome> {
@@ -540,7 +543,10 @@ async fn foreground(
         // A cluster host serves its shards; its input comes through the
         // cluster.
         (_, false) => (resident(&mut swarm, &mut stop).await, true),
-        (Some(text), true) => (ask(&handle, text, instance_key, &mut stop).await, false),
+        (Some(text), true) => (
+            ask(&handle, text, instance_key, &mut stop, None).await,
+            false,
+        ),
         (None, true) => match console(global, args.interactive) {
             Console::Terminal => {
                 let project = swarm.project();
@@ -548,7 +554,11 @@ async fn foreground(
                     "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
                     project.swarm_name, project.instance_key
                 );
-                (chat(&handle, instance_key, &mut stop).await, false)
+                let approvals = ChatApprovals::new(project.workspace());
+                (
+                    chat(&handle, instance_key, &mut stop, approvals).await,
+                    false,
+                )
             }
             Console::Lines => (
                 lines(&handle, instance_key, global.json, &mut stop).await,
@@ -562,12 +572,14 @@ async fn foreground(
 }
 
 /// One input, one answer. Model text is printed as it streams (providers
-/// that stream), and the final answer completes it.
+/// that stream), and the final answer completes it. In a chat, an
+/// approval the Turn waits on is shown and the next typed line decides it.
 async fn ask(
     handle: &OrchestratorHandle,
     text: String,
     instance_key: Option<String>,
     stop: &mut StopSignals,
+    mut chat: Option<(&mut ChatApprovals, &mut tokio::sync::mpsc::Receiver<Line>)>,
 ) -> Outcome {
     let (deltas, mut streamed_deltas) = tokio::sync::mpsc::unbounded_channel::<String>();
     let printer = tokio::spawn(async move {
@@ -581,9 +593,48 @@ async fn ask(
         streamed
     });
     let ingress = Ingress::cli_event(typed_event(text, instance_key), None);
-    let answer = tokio::select! {
-        answer = handle.ask(ingress, Some(deltas)) => answer,
-        stopped = stop.recv() => return stopped,
+    let pending = match handle.enqueue(ingress, Some(deltas)).await {
+        Ok(pending) => pending,
+        Err(error) => return crate::answers::print_refusal(&error.to_body()),
+    };
+    let event_id = pending.event_id().to_string();
+    let answer = pending.answer();
+    tokio::pin!(answer);
+    let mut look = tokio::time::interval(APPROVAL_POLL);
+    let mut asking: Option<goondan_types::ApprovalRequest> = None;
+    let answer = loop {
+        tokio::select! {
+            answer = &mut answer => break answer,
+            stopped = stop.recv() => return stopped,
+            _ = look.tick(), if chat.is_some() && asking.is_none() => {
+                if let Some((approvals, _)) = chat.as_mut() {
+                    asking = approvals.next(&event_id);
+                    if let Some(request) = &asking {
+                        chat_approvals::show(request);
+                    }
+                }
+            }
+            line = async { chat.as_mut().expect("guarded").1.recv().await }, if asking.is_some() => {
+                let Some(request) = asking.take() else { continue };
+                let Some(Line::Text(typed)) = line else {
+                    // Stdin ended: the request stays for `gdn approve`.
+                    chat = None;
+                    continue;
+                };
+                let key = goondan_ipc::RoutingKey::new(request.agent.clone(), request.instance_key.clone());
+                let decision = chat_approvals::decision(&request, &typed);
+                let verdict = decision.verdict;
+                match handle.decide(key, decision).await {
+                    Ok(()) => eprintln!("  {}", match verdict {
+                        goondan_types::Verdict::Approve => "approved",
+                        goondan_types::Verdict::Deny => "denied",
+                    }),
+                    Err(error) => {
+                        crate::answers::print_refusal(&error.to_body());
+                    }
+                }
+            }
+        }
     };
     let streamed = printer.await.unwrap_or_default();
     match answer {
@@ -601,6 +652,7 @@ async fn chat(
     handle: &OrchestratorHandle,
     instance_key: Option<String>,
     stop: &mut StopSignals,
+    mut approvals: ChatApprovals,
 ) -> Outcome {
     let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     prompt();
@@ -613,7 +665,14 @@ async fn chat(
             None => return Outcome::Success,
             Some(Line::Text(text)) if text.trim().is_empty() => {}
             Some(Line::Text(text)) => {
-                let outcome = ask(handle, text, instance_key.clone(), stop).await;
+                let outcome = ask(
+                    handle,
+                    text,
+                    instance_key.clone(),
+                    stop,
+                    Some((&mut approvals, &mut lines)),
+                )
+                .await;
                 if matches!(outcome, Outcome::Interrupted) || stop.requested {
                     return outcome;
                 }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// The mock: run the command that appends a line to `runs.txt` (or what
 /// the test passes), then answer with the tool's result.
-fn gated_swarm(timeout_seconds: u32) -> Swarm {
+pub(crate) fn gated_swarm(timeout_seconds: u32) -> Swarm {
     let mock = MockLlm::start(|request: &ChatRequest| match request.tool_result() {
         None => Reply::tool("bash__exec", json!({"command": "echo ran >> runs.txt"})),
         Some(result) => Reply::text(format!("done: {result}")),
@@ -33,7 +33,7 @@ fn gated_swarm(timeout_seconds: u32) -> Swarm {
 }
 
 /// `gdn approvals --json`.
-fn approvals(swarm: &Swarm) -> Vec<Value> {
+pub(crate) fn approvals(swarm: &Swarm) -> Vec<Value> {
     let output = swarm.run(&["approvals", "--json"]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     serde_json::from_str::<Value>(&stdout(&output))
@@ -190,4 +190,44 @@ fn a_timeout_applies_the_default_decision() {
     assert_eq!(runs(swarm.bundle.path()), 0);
     assert!(approvals(&swarm).is_empty());
     assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn the_chat_shows_its_own_turns_approval_and_takes_y() {
+    use std::io::{BufRead, Write};
+    use std::process::Stdio;
+    let swarm = gated_swarm(3600);
+    let mut chat = swarm
+        .command(&["run", "--interactive"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = chat.stdin.take().unwrap();
+    let stderr_lines = std::io::BufReader::new(chat.stderr.take().unwrap());
+    writeln!(stdin, "run it").unwrap();
+    // The question comes on stderr, without a newline after it.
+    let (seen, questions) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for chunk in stderr_lines.split(b' ') {
+            let Ok(chunk) = chunk else { break };
+            if String::from_utf8_lossy(&chunk).starts_with("apv_") {
+                let _ = seen.send(());
+            }
+        }
+    });
+    questions
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the chat did not ask");
+    assert_eq!(runs(swarm.bundle.path()), 0);
+    writeln!(stdin, "y").unwrap();
+    let mut stdout = std::io::BufReader::new(chat.stdout.take().unwrap());
+    let mut answer = String::new();
+    stdout.read_line(&mut answer).unwrap();
+    assert!(answer.starts_with("done:"), "{answer}");
+    assert_eq!(runs(swarm.bundle.path()), 1);
+    drop(stdin);
+    let status = chat.wait().unwrap();
+    assert!(status.success());
 }

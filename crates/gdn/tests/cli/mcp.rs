@@ -522,3 +522,59 @@ fn issue_35_2_the_http_port_refuses_a_host_that_is_not_loopback() {
     let _ = http.wait();
     drop(resident);
 }
+
+/// Issue 36: a call whose Turn waits for a person's approval says so in
+/// its progress notifications (with the approval's id and how to decide
+/// it), and goes on when it is approved.
+#[test]
+fn a_call_waiting_for_an_approval_says_so_and_goes_on_once_approved() {
+    let swarm = crate::approvals::gated_swarm(3600);
+    let resident = swarm.start_resident();
+    let mut client = McpClient::start(&swarm);
+    client.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+    );
+    client.notify("notifications/initialized");
+    client.send(
+        2,
+        "tools/call",
+        json!({"name": "alpha", "arguments": {"text": "run it"}, "_meta": {"progressToken": "p-1"}}),
+    );
+    let message = loop {
+        let line = client
+            .lines
+            .recv_timeout(DEADLINE)
+            .expect("no progress while the call waited");
+        let value: Value = serde_json::from_str(&line).unwrap();
+        assert_ne!(value["id"], json!(2), "answered before a decision: {value}");
+        let message = value["params"]["message"].as_str().unwrap_or_default();
+        if value["method"] == "notifications/progress" && message.contains("apv_") {
+            break message.to_string();
+        }
+    };
+    let id = crate::approvals::approvals(&swarm)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains(&format!("gdn approve {id}")), "{message}");
+    let approve = swarm.run(&["approve", &id]);
+    assert_eq!(
+        crate::swarm::code(&approve),
+        0,
+        "{}",
+        String::from_utf8_lossy(&approve.stderr)
+    );
+    let answer = loop {
+        let line = client.lines.recv_timeout(DEADLINE).expect("no answer");
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if value["id"] == json!(2) {
+            break value;
+        }
+    };
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("done:"), "{answer}");
+    assert_eq!(client.finish(), 0);
+    drop(resident);
+}

@@ -409,12 +409,16 @@ async fn call(
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
+            let waiting = {
+                let (turns, agent) = (task_shared.turns.clone(), agent.clone());
+                move || turns.waiting_for(&agent)
+            };
             let turn = answer(task_shared.turns.clone(), id, "tools/call", params);
             let response = match progress_token {
                 None => turn.await,
                 Some(token) => {
                     let interval = task_shared.progress_interval;
-                    with_progress(turn, &messages, token, &agent, interval).await
+                    with_progress(turn, &messages, token, &agent, interval, waiting).await
                 }
             };
             task_shared.sessions().calls.remove(&task_key);

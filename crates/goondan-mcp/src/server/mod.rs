@@ -57,6 +57,13 @@ pub trait SwarmTurns: Send + Sync {
         text: String,
         instance_key: Option<String>,
     ) -> BoxFuture<'static, Result<String, TurnFailure>>;
+
+    /// What a person must decide before a Turn of `agent` goes on (an
+    /// approval it waits for), said in the progress notifications of its
+    /// call; `None` when nothing waits.
+    fn waiting_for(&self, _agent: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The server's name in `initialize`.

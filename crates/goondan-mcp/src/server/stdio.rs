@@ -153,10 +153,16 @@ fn start_call(
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
+        let waiting = {
+            let (turns, agent) = (turns.clone(), agent.clone());
+            move || turns.waiting_for(&agent)
+        };
         let turn = answer(turns, id, "tools/call", params);
         let response = match progress_token {
             None => turn.await,
-            Some(token) => with_progress(turn, &outbox, token, &agent, progress_interval).await,
+            Some(token) => {
+                with_progress(turn, &outbox, token, &agent, progress_interval, waiting).await
+            }
         };
         registry
             .lock()
@@ -168,13 +174,15 @@ fn start_call(
 }
 
 /// Awaits `turn`, sending a `notifications/progress` for `token` every
-/// `interval` until it ends.
+/// `interval` until it ends; each says what a person must decide for the
+/// Turn to go on (`waiting`), when anything.
 pub(super) async fn with_progress(
     turn: impl std::future::Future<Output = Value>,
     outbox: &mpsc::Sender<Value>,
     token: Value,
     agent: &str,
     interval: Duration,
+    waiting: impl Fn() -> Option<String>,
 ) -> Value {
     let mut turn = std::pin::pin!(turn);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
@@ -190,7 +198,9 @@ pub(super) async fn with_progress(
                     json!({
                         "progressToken": token,
                         "progress": progress,
-                        "message": format!("agent `{agent}` is still working ({} s)", elapsed.as_secs()),
+                        "message": waiting().unwrap_or_else(|| {
+                            format!("agent `{agent}` is still working ({} s)", elapsed.as_secs())
+                        }),
                     }),
                 );
                 let _ = outbox.send(notification).await;
