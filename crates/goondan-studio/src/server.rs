@@ -506,9 +506,11 @@ async fn live(
         .into_response()
 }
 
+/// `GET /api/approvals`: one read of every instance's `approvals.jsonl`
+/// (each bounded by the store), so it counts as a heavy request.
 async fn approvals(State(shared): State<Arc<Shared>>) -> Response {
     let root = shared.studio.state_root.clone();
-    read(move || data::pending_approvals(&root)).await
+    read_heavy(&shared, move |_| data::pending_approvals(&root)).await
 }
 
 /// Reads an action's body, at most [`MAX_ACTION_BODY_BYTES`].

@@ -658,7 +658,7 @@ setInterval(async () => {
     if (count) { count.textContent = String(approvals.length); count.classList.toggle("waiting", approvals.length > 0); }
     if (state.view && state.view.kind === "approvals") render();
   } catch (error) { /* the next tick retries */ }
-}, 2000);
+}, 3000);
 
 // ---- trace view ------------------------------------------------------------
 
