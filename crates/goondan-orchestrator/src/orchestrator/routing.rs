@@ -7,7 +7,7 @@ use super::{Orchestrator, Waiter};
 use crate::ingress::{self, Ingress};
 use crate::OrchestratorError;
 use goondan_ipc::protocol::{
-    self, Answer, Cancel, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Rejected,
+    self, Answer, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Rejected,
 };
 use goondan_ipc::{Inbound, RoutingKey, RuntimeMessage, SendError, WireCode, ORCHESTRATOR};
 use goondan_types::agents::SpawnedAgentInfo;
@@ -128,11 +128,7 @@ impl Orchestrator {
             }
             return true;
         }
-        self.instance_for(&key).mark_cancelled(event_id);
-        let cancel = RuntimeMessage::Cancel(Cancel {
-            event_id: event_id.to_string(),
-        });
-        let _ = self.deliver(&key, Queued::runtime(cancel));
+        self.stop_turn(&key, event_id, None);
         true
     }
 
@@ -156,11 +152,7 @@ impl Orchestrator {
             self.input_left(&key, event_id);
             return;
         }
-        self.instance_for(&key).mark_cancelled(event_id);
-        let cancel = RuntimeMessage::Cancel(Cancel {
-            event_id: event_id.to_string(),
-        });
-        let _ = self.deliver(&key, Queued::runtime(cancel));
+        self.stop_turn(&key, event_id, None);
     }
 
     /// `Err(E_AGENT_BACKOFF)` when `key` has no process and backs off
