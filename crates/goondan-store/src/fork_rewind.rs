@@ -37,6 +37,22 @@ use crate::metadata::InstanceMetadata;
 use crate::paths::{decode_path_component, InstancePaths};
 use crate::tail::TailLimits;
 use crate::turns::{delimit_turns, join_runtime_events, read_turn_history};
+
+/// The history a fork or a rewind cuts by: the Turns of the log, joined
+/// with the runtime events only when a Turn's input does not name it
+/// (a log from before Turn ids were recorded), since nothing else of the
+/// join (outcomes, costs) is needed to cut.
+fn history_to_cut(paths: &InstancePaths) -> Result<TurnHistory, StoreError> {
+    let mut history = delimit_turns(&paths.base_log(), TailLimits::default())?;
+    if history.turns.iter().any(|turn| !turn.id_recorded) {
+        join_runtime_events(
+            &mut history.turns,
+            &paths.runtime_events_log(),
+            TailLimits::default(),
+        )?;
+    }
+    Ok(history)
+}
 use crate::{StoreError, TurnHistory, TurnRecord, TurnRef};
 use goondan_types::{JsonObject, JsonValue};
 use serde::{Deserialize, Serialize};
@@ -267,8 +283,8 @@ impl InstanceStore {
         if new_instance_key == instance_key || destination.dir().exists() {
             return Err(refuse_existing());
         }
-        let (paths, _lock) = self.quiescent(agent_name, instance_key)?;
-        let history = read_turn_history(&paths, TailLimits::default())?;
+        let (paths, _lock) = self.quiescent(agent_name, instance_key, Recovery::IfPending)?;
+        let history = history_to_cut(&paths)?;
         let turn = find_turn(&history, at, agent_name, instance_key)?;
         let (state, source) = state_after(&paths, &history, turn)?;
         // Only a snapshot replaces the current state files.
@@ -391,8 +407,8 @@ impl InstanceStore {
         to: &TurnRef,
         by: &str,
     ) -> Result<RewindReport, StoreError> {
-        let (paths, _lock) = self.quiescent(agent_name, instance_key)?;
-        let history = read_turn_history(&paths, TailLimits::default())?;
+        let (paths, _lock) = self.quiescent(agent_name, instance_key, Recovery::Always)?;
+        let history = history_to_cut(&paths)?;
         let turn = find_turn(&history, to, agent_name, instance_key)?;
         let point = TurnPoint {
             turn_id: turn.turn_id.clone(),
@@ -541,6 +557,7 @@ impl InstanceStore {
         &self,
         agent_name: &str,
         instance_key: &str,
+        recovery: Recovery,
     ) -> Result<(InstancePaths, Arc<InstanceLock>), StoreError> {
         let paths = self.existing(agent_name, instance_key)?;
         let lock = Arc::new(InstanceLock::acquire(
@@ -548,13 +565,32 @@ impl InstanceStore {
             instance_key,
             self.lock_wait(),
         )?);
-        drop(crate::journal::FileJournal::open(
-            paths.clone(),
-            self.policy(),
-            lock.clone(),
-        )?);
+        // For a reader (a fork), only events (or a rewrite's temporary
+        // base) can need recovery; without them the base is what its
+        // commits made it, a torn last line aside, which no Turn reaches,
+        // and skipping the open spares a parse of every message. A writer
+        // (a rewind) always recovers, so a torn last line is settled by the
+        // journal's rules before the log is cut.
+        let pending = std::fs::metadata(paths.events_log()).is_ok_and(|m| m.len() > 0)
+            || crate::durability::temp_path(&paths.base_log()).exists();
+        if pending || recovery == Recovery::Always {
+            drop(crate::journal::FileJournal::open(
+                paths.clone(),
+                self.policy(),
+                lock.clone(),
+            )?);
+        }
         Ok((paths, lock))
     }
+}
+
+/// When [`InstanceStore::quiescent`] runs the journal's crash recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recovery {
+    /// Only when something is pending (a reader).
+    IfPending,
+    /// Always (a writer).
+    Always,
 }
 
 /// The Turn `turn` names in `history`, or `E_TURN_NOT_FOUND`.

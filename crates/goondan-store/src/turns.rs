@@ -32,10 +32,9 @@
 //! holding one summary per Turn, never the messages.
 
 use crate::paths::InstancePaths;
-use crate::runtime_events::{read_runtime_events_within, RuntimeEventFilter};
 use crate::tail::{scan_backwards, TailLimits, TailReport};
 use crate::StoreError;
-use goondan_types::{JsonValue, Message, RuntimeEvent};
+use goondan_types::{JsonValue, Message};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
@@ -119,8 +118,9 @@ pub struct TurnHistory {
     pub n_prelude_messages: usize,
     /// The end of the log's last complete line.
     pub log_end: u64,
-    /// Complete lines that are not messages this version reads; they stay
-    /// inside whichever Turn they fall in.
+    /// Complete lines that carry the input mark but do not read as a
+    /// message; they stay inside whichever Turn they fall in. (Other
+    /// lines are not parsed at all, see [`delimit_turns`].)
     pub n_unreadable: usize,
     /// How the message log was read.
     pub tail: TailReport,
@@ -205,7 +205,15 @@ struct HeadMetadata {
     trace_id: Option<JsonValue>,
 }
 
+/// The key of the input mark, as a line holds it; only a line holding it
+/// is parsed.
+const INBOUND_KEY: &[u8] = b"\"__goondanInbound\"";
+
 /// The Turns of the message log at `path`, without outcomes and costs.
+///
+/// Only lines that hold the input mark's key are parsed (its head, and
+/// its text); every other line is counted, not read, which keeps a
+/// 10,000-message log's history (and so a fork) fast.
 pub(crate) fn delimit_turns(path: &Path, limits: TailLimits) -> Result<TurnHistory, StoreError> {
     let mut newest_first: Vec<TurnRecord> = Vec::new();
     let mut n_unreadable = 0;
@@ -225,6 +233,10 @@ pub(crate) fn delimit_turns(path: &Path, limits: TailLimits) -> Result<TurnHisto
             log_end = end;
             end
         });
+        if !contains(line.bytes, INBOUND_KEY) {
+            n_in_turn += 1;
+            return ControlFlow::Continue(());
+        }
         let head = match serde_json::from_slice::<MessageHead>(line.bytes) {
             Ok(head) => head,
             Err(_) => {
@@ -286,6 +298,21 @@ pub(crate) fn delimit_turns(path: &Path, limits: TailLimits) -> Result<TurnHisto
     })
 }
 
+/// True when `needle` (not empty) occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, _)) = needle.split_first() else {
+        return true;
+    };
+    let mut rest = haystack;
+    while let Some(at) = rest.iter().position(|&byte| byte == first) {
+        if rest[at..].starts_with(needle) {
+            return true;
+        }
+        rest = &rest[at + 1..];
+    }
+    false
+}
+
 /// The first line of an input message's text, cut to
 /// [`MAX_INPUT_CHARS`]; parsed in full only for input messages.
 fn input_text(line: &[u8]) -> String {
@@ -303,6 +330,25 @@ fn input_text(line: &[u8]) -> String {
     }
 }
 
+/// The fields of a `turn.*` runtime event the join reads (the event's
+/// whole type, `goondan_types::RuntimeEvent`, costs several times more to
+/// parse).
+#[derive(Deserialize)]
+struct TurnEventHead {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(rename = "turnId")]
+    turn_id: String,
+    #[serde(default, rename = "traceId")]
+    trace_id: String,
+    #[serde(default, rename = "costUsd")]
+    cost_usd: Option<f64>,
+    #[serde(default, rename = "errorMessage")]
+    error_message: Option<String>,
+    #[serde(default, rename = "cancelledBy")]
+    cancelled_by: Option<String>,
+}
+
 /// Gives `turns` (oldest first) their ids, outcomes and costs from the
 /// runtime event log at `path`.
 pub(crate) fn join_runtime_events(
@@ -310,38 +356,41 @@ pub(crate) fn join_runtime_events(
     path: &Path,
     limits: TailLimits,
 ) -> Result<(), StoreError> {
-    let filter = RuntimeEventFilter {
-        event_type: Some("turn.*".to_string()),
-        ..RuntimeEventFilter::default()
-    };
-    let page = read_runtime_events_within(path, &filter, limits)?;
+    // Newest first from the scan; only `turn.*` lines are parsed, and only
+    // the fields used here (a Step's or a tool call's line names its Turn
+    // as `"turn_…"`, never `"turn.`).
+    let mut newest_first: Vec<TurnEventHead> = Vec::new();
+    scan_backwards(path, limits, |line| {
+        if line.terminated && contains(line.bytes, b"\"turn.") {
+            if let Ok(event) = serde_json::from_slice::<TurnEventHead>(line.bytes) {
+                newest_first.push(event);
+            }
+        }
+        ControlFlow::Continue(())
+    })?;
     let mut ends: HashMap<String, (TurnOutcome, Option<f64>)> = HashMap::new();
     let mut started_by_trace: HashMap<String, VecDeque<String>> = HashMap::new();
-    for record in page.records {
-        match record.event {
-            RuntimeEvent::TurnStarted { base, turn_id } => started_by_trace
-                .entry(base.trace_id)
+    for event in newest_first.into_iter().rev() {
+        match event.kind.as_str() {
+            "turn.started" => started_by_trace
+                .entry(event.trace_id)
                 .or_default()
-                .push_back(turn_id),
-            RuntimeEvent::TurnCompleted {
-                turn_id, cost_usd, ..
-            } => {
-                ends.insert(turn_id, (TurnOutcome::Completed, cost_usd));
+                .push_back(event.turn_id),
+            "turn.completed" => {
+                ends.insert(event.turn_id, (TurnOutcome::Completed, event.cost_usd));
             }
-            RuntimeEvent::TurnFailed {
-                turn_id,
-                error_message,
-                cancelled_by,
-                ..
-            } => {
-                let cancelled =
-                    cancelled_by.is_some() || error_message.starts_with("the turn was cancelled");
+            "turn.failed" => {
+                let error_message = event.error_message.unwrap_or_default();
+                let cancelled = event.cancelled_by.is_some()
+                    || error_message.starts_with("the turn was cancelled");
                 let outcome = if cancelled {
-                    TurnOutcome::Cancelled { cancelled_by }
+                    TurnOutcome::Cancelled {
+                        cancelled_by: event.cancelled_by,
+                    }
                 } else {
                     TurnOutcome::Failed { error_message }
                 };
-                ends.insert(turn_id, (outcome, None));
+                ends.insert(event.turn_id, (outcome, None));
             }
             _ => {}
         }

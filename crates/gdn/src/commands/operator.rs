@@ -164,7 +164,7 @@ pub(crate) fn history(
 fn write_turn_table(out: &mut impl Write, turns: &[TurnRecord]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:>4}  {:<18} {:<24} {:>9}  {:<10} INPUT",
+        "{:>4}  {:<29} {:<24} {:>9}  {:<16} INPUT",
         "#", "TURN ID", "TIME", "COST", "STATUS"
     )?;
     for turn in turns {
@@ -185,7 +185,7 @@ fn write_turn_table(out: &mut impl Write, turns: &[TurnRecord]) -> std::io::Resu
         };
         writeln!(
             out,
-            "{index:>4}  {:<18} {:<24} {cost:>9}  {status:<10} {}",
+            "{index:>4}  {:<29} {:<24} {cost:>9}  {status:<16} {}",
             turn.turn_id.as_deref().unwrap_or("-"),
             turn.created_at.as_deref().unwrap_or("-"),
             shorten(&turn.input, INPUT_COLUMN),

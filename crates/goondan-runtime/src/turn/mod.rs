@@ -439,7 +439,11 @@ impl Agent {
                 result
             }
             Err(error) => {
-                tracing::warn!(turn_id, code = error.code(), %error, "turn failed; its events stay pending");
+                if cancelled_by.is_some() || matches!(error, PipelineError::Cancelled { .. }) {
+                    tracing::info!(turn_id, by = ?cancelled_by, "turn cancelled; closed and committed as it stood");
+                } else {
+                    tracing::warn!(turn_id, code = error.code(), %error, "turn failed; its events stay pending");
+                }
                 self.core.emit(RuntimeEvent::TurnFailed {
                     base: self.core.event_base(&trace),
                     turn_id: turn_id.clone(),
