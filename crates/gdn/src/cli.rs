@@ -791,6 +791,43 @@ mod tests {
     }
 
     #[test]
+    fn the_operator_commands_parse_their_turn_and_keys() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(std::iter::once("gdn").chain(args.iter().copied()))
+                .unwrap_or_else(|error| panic!("{args:?}: {error}"));
+            match cli.command {
+                Command::Instance(InstanceArgs {
+                    command: Some(command),
+                }) => command,
+                other => panic!("{args:?} parsed as {other:?}"),
+            }
+        };
+        assert!(matches!(
+            parse(&["instance", "fork", "k", "--at", "2", "--as", "k2", "--cancel"]),
+            InstanceCommand::Fork { ref key, ref at, new_key: Some(ref new), cancel: true, .. }
+                if key == "k" && at == "2" && new == "k2"
+        ));
+        assert!(matches!(
+            parse(&["instance", "rewind", "coder:k", "--to", "turn_ab"]),
+            InstanceCommand::Rewind { ref to, cancel: false, .. } if to == "turn_ab"
+        ));
+        assert!(matches!(
+            parse(&["instance", "history", "k", "--archived", "--json"]),
+            InstanceCommand::History { archived: true, .. }
+        ));
+        assert!(matches!(
+            parse(&["instance", "cancel", "k"]),
+            InstanceCommand::Cancel { ref key } if key == "k"
+        ));
+        for missing in [
+            &["gdn", "instance", "fork", "k"][..],
+            &["gdn", "instance", "rewind", "k"][..],
+        ] {
+            assert!(Cli::try_parse_from(missing).is_err(), "{missing:?}");
+        }
+    }
+
+    #[test]
     fn global_flags_parse_on_either_side_of_the_subcommand() {
         for args in [
             &["gdn", "--json", "-q", "validate", "x"][..],

@@ -507,8 +507,9 @@ impl Orchestrator {
     ) -> Result<(), OrchestratorError> {
         let limit = self.swarm.max_queued_events;
         let event_id = queued.event_id().map(str::to_string);
-        if event_id.is_some() {
-            self.instance_for(key);
+        // A held instance gets no process until it is released, so its
+        // events wait without taking (or being refused) a process slot.
+        if event_id.is_some() && self.instance_for(key).holds == 0 {
             self.make_room(key)?;
         }
         let instance = self.instance_for(key);
