@@ -62,7 +62,8 @@ pub(crate) enum Command {
     /// Stop the running orchestrator gracefully (its agents finish their
     /// Turns within the grace period) and wait until it has exited.
     Stop(StopArgs),
-    /// List, restart or delete agent instances.
+    /// List, restart, delete, cancel, fork or rewind agent instances, or
+    /// show their Turns.
     Instance(InstanceArgs),
     /// The tool calls and questions waiting for a person's decision.
     Approvals,
@@ -519,6 +520,58 @@ pub(crate) enum InstanceCommand {
         #[arg(short, long)]
         force: bool,
     },
+    /// Cancel the Turn an instance is running: its model request is
+    /// dropped, its tool processes are ended, and its requester gets
+    /// E_TURN_CANCELLED.
+    Cancel {
+        /// `instanceKey` (every agent's), or `agent:instanceKey`.
+        key: String,
+    },
+    /// List an instance's Turns: position, id, time, input and cost.
+    History {
+        /// `instanceKey`, or `agent:instanceKey`.
+        key: String,
+        /// Also list the Turns earlier rewinds archived.
+        #[arg(long)]
+        archived: bool,
+    },
+    /// Make a new instance (same agent) whose history is this one's up to
+    /// the end of a Turn; the original is left as it is.
+    Fork {
+        /// `instanceKey`, or `agent:instanceKey`.
+        key: String,
+        /// The Turn to fork at: its position in `gdn instance history`, or
+        /// its id.
+        #[arg(long, value_name = "TURN")]
+        at: String,
+        /// The new instance key (default: a new one, printed).
+        #[arg(long = "as", value_name = "NEWKEY")]
+        new_key: Option<String>,
+        /// Cancel a running Turn of the instance first instead of refusing.
+        #[arg(long)]
+        cancel: bool,
+        /// The cluster's NATS servers: refused, not supported in a cluster
+        /// yet.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER", hide_env = true)]
+        cluster: Option<String>,
+    },
+    /// Move an instance back to the end of a Turn; what came after is
+    /// kept in an archive beside its log.
+    Rewind {
+        /// `instanceKey`, or `agent:instanceKey`.
+        key: String,
+        /// The Turn to end with: its position in `gdn instance history`, or
+        /// its id.
+        #[arg(long, value_name = "TURN")]
+        to: String,
+        /// Cancel a running Turn of the instance first instead of refusing.
+        #[arg(long)]
+        cancel: bool,
+        /// The cluster's NATS servers: refused, not supported in a cluster
+        /// yet.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER", hide_env = true)]
+        cluster: Option<String>,
+    },
 }
 
 /// `gdn cluster`.
@@ -772,6 +825,43 @@ mod tests {
     #[test]
     fn the_command_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_operator_commands_parse_their_turn_and_keys() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(std::iter::once("gdn").chain(args.iter().copied()))
+                .unwrap_or_else(|error| panic!("{args:?}: {error}"));
+            match cli.command {
+                Command::Instance(InstanceArgs {
+                    command: Some(command),
+                }) => command,
+                other => panic!("{args:?} parsed as {other:?}"),
+            }
+        };
+        assert!(matches!(
+            parse(&["instance", "fork", "k", "--at", "2", "--as", "k2", "--cancel"]),
+            InstanceCommand::Fork { ref key, ref at, new_key: Some(ref new), cancel: true, .. }
+                if key == "k" && at == "2" && new == "k2"
+        ));
+        assert!(matches!(
+            parse(&["instance", "rewind", "coder:k", "--to", "turn_ab"]),
+            InstanceCommand::Rewind { ref to, cancel: false, .. } if to == "turn_ab"
+        ));
+        assert!(matches!(
+            parse(&["instance", "history", "k", "--archived", "--json"]),
+            InstanceCommand::History { archived: true, .. }
+        ));
+        assert!(matches!(
+            parse(&["instance", "cancel", "k"]),
+            InstanceCommand::Cancel { ref key } if key == "k"
+        ));
+        for missing in [
+            &["gdn", "instance", "fork", "k"][..],
+            &["gdn", "instance", "rewind", "k"][..],
+        ] {
+            assert!(Cli::try_parse_from(missing).is_err(), "{missing:?}");
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use goondan_ipc::protocol::{
 use goondan_ipc::{
     framing, Inbound, IpcChannel, RoutingKey, RuntimeMessage, WireCode, ORCHESTRATOR,
 };
-use goondan_runtime::turn::PriorTurn;
+use goondan_runtime::turn::{Cancellation, PriorTurn};
 use goondan_runtime::Ledger;
 use goondan_store::{InstanceStatus, MetadataFile, OutboxMessage};
 use goondan_types::{AgentEvent, IpcMessage, TurnFinishReason, TurnResult};
@@ -216,8 +216,9 @@ struct Cancellations(std::sync::Mutex<CancelState>);
 
 #[derive(Default)]
 struct CancelState {
-    /// The event whose Turn runs now, and how to stop it.
-    running: Option<(String, tokio::sync::oneshot::Sender<()>)>,
+    /// The event whose Turn runs now, and how to stop it (saying who
+    /// asked).
+    running: Option<(String, tokio::sync::oneshot::Sender<Cancellation>)>,
     /// Events cancelled before their Turn started, oldest first.
     waiting: std::collections::VecDeque<String>,
 }
@@ -226,7 +227,7 @@ impl Cancellations {
     /// Marks `event_id`'s Turn as running; `None` when it was cancelled
     /// while queued (its Turn must not run), else what resolves if it is
     /// cancelled now.
-    fn begin(&self, event_id: &str) -> Option<impl std::future::Future<Output = ()>> {
+    fn begin(&self, event_id: &str) -> Option<impl std::future::Future<Output = Cancellation>> {
         let mut state = lock(&self.0);
         if let Some(at) = state.waiting.iter().position(|id| id == event_id) {
             state.waiting.remove(at);
@@ -235,9 +236,11 @@ impl Cancellations {
         let (stop, stopped) = tokio::sync::oneshot::channel();
         state.running = Some((event_id.to_string(), stop));
         Some(async move {
-            // A Turn that ends uncancelled drops the sender: never resolve.
-            if stopped.await.is_err() {
-                std::future::pending::<()>().await;
+            match stopped.await {
+                Ok(cancellation) => cancellation,
+                // A Turn that ends uncancelled drops the sender: never
+                // resolve.
+                Err(_) => std::future::pending().await,
             }
         })
     }
@@ -247,8 +250,9 @@ impl Cancellations {
         lock(&self.0).running = None;
     }
 
-    /// Stops `event_id`'s Turn if it runs, else keeps it from starting.
-    fn cancel(&self, event_id: &str) {
+    /// Stops `event_id`'s Turn if it runs, else keeps it from starting;
+    /// `by` names the person who asked, when one did.
+    fn cancel(&self, event_id: &str, by: Option<String>) {
         let mut state = lock(&self.0);
         if state
             .running
@@ -256,7 +260,7 @@ impl Cancellations {
             .is_some_and(|(running, _)| running == event_id)
         {
             if let Some((_, stop)) = state.running.take() {
-                let _ = stop.send(());
+                let _ = stop.send(Cancellation { by });
             }
             return;
         }
@@ -503,8 +507,8 @@ async fn sort_inbound(
                 outbound.runtime(ping.pong()).await;
             }
             Ok(Inbound::Runtime(RuntimeMessage::Cancel(cancel))) => {
-                tracing::info!(event_id = %cancel.event_id, "cancel received");
-                cancellations.cancel(&cancel.event_id);
+                tracing::info!(event_id = %cancel.event_id, by = ?cancel.cancelled_by, "cancel received");
+                cancellations.cancel(&cancel.event_id, cancel.cancelled_by);
             }
             // Answered by the reader: the Turn it wakes is waiting, so it
             // cannot take it from the queue.
@@ -714,7 +718,7 @@ mod tests {
     async fn a_cancel_stops_the_running_turn_or_keeps_a_queued_one_from_starting() {
         let cancellations = Cancellations::default();
         // Cancelled while queued: its Turn never starts, once.
-        cancellations.cancel("evt_queued");
+        cancellations.cancel("evt_queued", None);
         assert!(cancellations.begin("evt_queued").is_none());
         let again = cancellations.begin("evt_queued");
         assert!(again.is_some(), "the mark is used up");
@@ -724,8 +728,14 @@ mod tests {
         let running = cancellations.begin("evt_running").unwrap();
         let mut running = Box::pin(running);
         assert!((&mut running).now_or_never().is_none());
-        cancellations.cancel("evt_running");
-        assert!(running.now_or_never().is_some());
+        cancellations.cancel("evt_running", Some("cli".into()));
+        assert_eq!(
+            running.now_or_never(),
+            Some(Cancellation {
+                by: Some("cli".into())
+            }),
+            "who cancelled reaches the Turn"
+        );
         cancellations.end();
 
         // A Turn that ends uncancelled never resolves afterwards.
@@ -735,7 +745,7 @@ mod tests {
 
         // Marks for events that never come are bounded.
         for n in 0..MAX_PENDING_CANCELS + 10 {
-            cancellations.cancel(&format!("evt_ghost_{n}"));
+            cancellations.cancel(&format!("evt_ghost_{n}"), None);
         }
         assert_eq!(lock(&cancellations.0).waiting.len(), MAX_PENDING_CANCELS);
         assert!(

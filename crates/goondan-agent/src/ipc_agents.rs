@@ -364,6 +364,7 @@ impl Drop for CancelOnDrop<'_> {
         lock(&self.agents.pending).remove(self.correlation_id);
         let cancel = RuntimeMessage::Cancel(protocol::Cancel {
             event_id: self.event_id.to_string(),
+            cancelled_by: None,
         })
         .to_message(&self.agents.me.to_string(), ORCHESTRATOR);
         // Best effort: a full or closed channel means the process is busy

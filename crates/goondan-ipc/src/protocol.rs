@@ -138,6 +138,11 @@ pub struct Decided {
 pub struct Cancel {
     /// The id of the input event the Turn consumes.
     pub event_id: String,
+    /// Who asked, when a person did (`cli` for `gdn instance cancel`):
+    /// recorded with the cancelled Turn. Absent when the Turn's own
+    /// requester gave up (a caller whose wait was dropped, an MCP client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
 }
 
 /// A liveness probe and its answer: the same sequence number both ways.

@@ -94,6 +94,28 @@ pub enum ControlRequest {
     },
     /// Drains and stops the orchestrator.
     Shutdown,
+    /// Cancels the running Turn of the instances `key` names, for an
+    /// operator (`gdn instance cancel`), and waits (a few seconds at most)
+    /// until those Turns are over.
+    Cancel {
+        /// `agent:instance` or an instance key (every agent's).
+        key: String,
+        /// Who asks, recorded with the cancelled Turn (`cli`).
+        by: String,
+    },
+    /// Holds instances while their history is rewritten on disk (`gdn
+    /// instance fork|rewind`): their processes stop and get no successor,
+    /// and events for them wait, until the client closes the connection.
+    /// Answered [`ControlResponse::Held`] once the processes have exited.
+    #[serde(rename_all = "camelCase")]
+    Hold {
+        /// `agent:instanceKey` of each instance.
+        keys: Vec<String>,
+        /// Cancel their running Turns first, in this operator's name;
+        /// without it, a running Turn refuses the hold (`E_TURN_RUNNING`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cancel_as: Option<String>,
+    },
 }
 
 impl ControlRequest {
@@ -173,6 +195,17 @@ pub enum ControlResponse {
     Decided,
     /// Answers [`ControlRequest::Shutdown`]: the drain has begun.
     Stopping,
+    /// Answers [`ControlRequest::Cancel`].
+    Cancelled(crate::orchestrator::CancelOutcome),
+    /// Answers [`ControlRequest::Hold`]: the instances are held until the
+    /// connection closes.
+    Held {
+        /// The instances whose process was stopped for the hold.
+        stopped: Vec<String>,
+        /// The Turns cancelled first (with `cancelAs`).
+        #[serde(default)]
+        cancelled: Vec<crate::orchestrator::CancelledTurn>,
+    },
     /// The request failed: its code, what happened and how to fix it.
     Failed(goondan_types::ErrorBody),
 }
@@ -202,6 +235,11 @@ pub const MAX_ACTIVE_REQUESTS: usize = 256;
 /// How long a restart waits, past the grace period, for the new process
 /// to become ready.
 const RESTART_SETTLE: Duration = Duration::from_secs(5);
+/// How long a cancel waits for the Turns it stopped to be over.
+const CANCEL_SETTLE: Duration = Duration::from_secs(5);
+/// The longest an operator may hold an instance; a client that neither
+/// finishes nor closes its connection is let go of then.
+pub const MAX_HOLD: Duration = Duration::from_secs(600);
 /// How long an answer may take to reach a client that stopped reading.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after a failed `accept` (EMFILE, ENFILE), so a listener out
@@ -437,6 +475,10 @@ async fn answer(
         ),
         Some(Ok(Ok(RequestLine::Line(bytes)))) => match ControlRequest::from_line(&bytes) {
             Err(refusal) => *refusal,
+            Ok(ControlRequest::Hold { keys, cancel_as }) => {
+                return hold_while_connected(&serving.handle, keys, cancel_as, reader, write)
+                    .await;
+            }
             Ok(request) => match connection.active.clone().try_acquire_owned() {
                 Ok(_permit) => match execute(request, &serving, &mut reader).await {
                     Some(response) => response,
@@ -457,6 +499,69 @@ async fn answer(
         write.shutdown().await
     })
     .await;
+    written.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
+/// Serves a [`ControlRequest::Hold`]: cancels first when asked, holds,
+/// answers, then keeps the hold until the client closes the connection
+/// (or [`MAX_HOLD`] passed), and releases. A hold that was refused is
+/// answered and released at once.
+async fn hold_while_connected(
+    handle: &OrchestratorHandle,
+    keys: Vec<String>,
+    cancel_as: Option<String>,
+    mut reader: BufReader<OwnedReadHalf>,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let mut cancelled = Vec::new();
+    let mut refusal = None;
+    if let Some(by) = &cancel_as {
+        for key in &keys {
+            match handle
+                .cancel_running(key.clone(), by.clone(), CANCEL_SETTLE)
+                .await
+            {
+                Ok(outcome) => {
+                    let ended = outcome.ended;
+                    cancelled.extend(outcome.cancelled);
+                    if !ended {
+                        refusal = Some(OrchestratorError::TurnRunning { key: key.clone() });
+                        break;
+                    }
+                }
+                Err(OrchestratorError::NoTurnRunning { .. }) => {}
+                Err(error) => {
+                    refusal = Some(error);
+                    break;
+                }
+            }
+        }
+    }
+    let held = match refusal {
+        Some(error) => Err(error),
+        None => handle.hold(keys.clone()).await,
+    };
+    // A refused hold held nothing, so only a granted one is released.
+    let (response, holding) = match held {
+        Ok(stopped) => (ControlResponse::Held { stopped, cancelled }, true),
+        Err(error) => (failed(&error), false),
+    };
+    let mut bytes = serde_json::to_vec(&response).unwrap_or_default();
+    bytes.push(b'\n');
+    let written = tokio::time::timeout(WRITE_TIMEOUT, write.write_all(&bytes)).await;
+    if holding && written.as_ref().is_ok_and(Result::is_ok) {
+        // Only the end of the client's stream (or an error on it) ends the
+        // hold; anything it sends is ignored.
+        let _ = tokio::time::timeout(MAX_HOLD, async {
+            let mut ignored = [0u8; 256];
+            while matches!(reader.read(&mut ignored).await, Ok(n) if n > 0) {}
+        })
+        .await;
+    }
+    if holding {
+        let _ = handle.release(keys).await;
+    }
+    let _ = write.shutdown().await;
     written.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
@@ -582,6 +687,15 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
                 Err(error) => return failure(error.code(), &error.to_string()),
             }
         }
+        ControlRequest::Cancel { key, by } => handle
+            .cancel_running(key, by, CANCEL_SETTLE)
+            .await
+            .map(ControlResponse::Cancelled),
+        // Served by `hold_while_connected`, which keeps its connection.
+        ControlRequest::Hold { .. } => Ok(failure(
+            "E_CONTROL_BAD_REQUEST",
+            "a hold is served on its own connection",
+        )),
         ControlRequest::Shutdown => {
             let handle = handle.clone();
             // Answer first; the drain may take the whole grace period.
@@ -634,6 +748,60 @@ pub async fn call(
         .ok_or_else(|| control_error(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)))?;
     serde_json::from_str(&line)
         .map_err(|error| control_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error)))
+}
+
+/// A hold on instances of a running orchestrator, from [`hold`]: the
+/// orchestrator keeps them stopped while this lives, and lets go of them
+/// when it is dropped (the connection closes).
+#[derive(Debug)]
+pub struct HoldGuard {
+    _connection: std::os::unix::net::UnixStream,
+}
+
+/// Sends a [`ControlRequest::Hold`] to the orchestrator at `path`. On
+/// [`ControlResponse::Held`] the hold lasts as long as the returned guard;
+/// any other answer comes without one.
+pub async fn hold(
+    path: &Path,
+    keys: Vec<String>,
+    cancel_as: Option<String>,
+) -> Result<(ControlResponse, Option<HoldGuard>), OrchestratorError> {
+    let control_error = |source| OrchestratorError::Control {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut stream = UnixStream::connect(path).await.map_err(control_error)?;
+    let request = ControlRequest::Hold { keys, cancel_as };
+    let mut bytes = serde_json::to_vec(&request).unwrap_or_default();
+    bytes.push(b'\n');
+    stream.write_all(&bytes).await.map_err(control_error)?;
+    // One byte at a time up to the newline: nothing past the answer may be
+    // read off the stream, which stays open as the hold.
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        let n_read = stream.read(&mut byte).await.map_err(control_error)?;
+        if n_read == 0 {
+            return Err(control_error(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        if byte[0] == b'\n' {
+            break;
+        }
+        line.push(byte[0]);
+        if line.len() > MAX_REQUEST_BYTES {
+            return Err(control_error(std::io::ErrorKind::InvalidData.into()));
+        }
+    }
+    let response: ControlResponse = serde_json::from_slice(&line).map_err(|error| {
+        control_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error))
+    })?;
+    let guard = match response {
+        ControlResponse::Held { .. } => Some(HoldGuard {
+            _connection: stream.into_std().map_err(control_error)?,
+        }),
+        _ => None,
+    };
+    Ok((response, guard))
 }
 
 #[cfg(test)]

@@ -160,6 +160,25 @@ pub enum OrchestratorError {
         #[source]
         source: goondan_ipc::ProtocolError,
     },
+    /// An operator asked to cancel the Turn of an instance that runs none.
+    #[error("no Turn of `{key}` is running; nothing was cancelled")]
+    NoTurnRunning {
+        /// The key as the operator gave it.
+        key: String,
+    },
+    /// An operator asked to hold an instance whose process runs a Turn
+    /// (or has one waiting), to rewrite its history.
+    #[error("{key} is running a Turn; its history was left as it is")]
+    TurnRunning {
+        /// The instance.
+        key: String,
+    },
+    /// The operation is not available on a cluster member yet.
+    #[error("{what} is not supported in a cluster (`gdn run --cluster`) yet")]
+    ClusterUnsupported {
+        /// What was asked.
+        what: String,
+    },
     /// The control socket failed.
     #[error("control socket {path}: {source}")]
     Control {
@@ -193,6 +212,9 @@ impl OrchestratorError {
             OrchestratorError::TooLarge { .. } => "E_IPC_TOO_LARGE",
             OrchestratorError::Protocol { source, .. } => source.code(),
             OrchestratorError::Control { .. } => "E_CONTROL_SOCKET",
+            OrchestratorError::NoTurnRunning { .. } => "E_NO_TURN_RUNNING",
+            OrchestratorError::TurnRunning { .. } => "E_TURN_RUNNING",
+            OrchestratorError::ClusterUnsupported { .. } => "E_CLUSTER_UNSUPPORTED",
         }
     }
 
@@ -245,6 +267,15 @@ impl OrchestratorError {
             })),
             OrchestratorError::Approval { .. } => Some(
                 "`gdn approvals` lists the approvals still open, with their ids".into(),
+            ),
+            OrchestratorError::NoTurnRunning { .. } => Some(
+                "`gdn instance list` shows which instances are processing".into(),
+            ),
+            OrchestratorError::TurnRunning { key } => Some(format!(
+                "wait until its Turn ends, cancel it with `gdn instance cancel {key}`, or pass --cancel"
+            )),
+            OrchestratorError::ClusterUnsupported { .. } => Some(
+                "stop the cluster's hosts and run the command against one host's state root, or export the instance with `gdn instance export`".into(),
             ),
             OrchestratorError::Inbox { .. } => Some(
                 "check the disk under the System Root (space, permissions), then send the input again".into(),

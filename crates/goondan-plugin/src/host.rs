@@ -259,6 +259,37 @@ impl Connection {
     }
 }
 
+/// Gives up a call whose future is dropped before its answer (its Turn
+/// was cancelled, its agent stops): the plugin is told (`$/cancel`) and
+/// stopped, as after a timeout, because a running JavaScript or Python
+/// function cannot be interrupted and would otherwise go on acting for a
+/// Turn that is over. The next call starts the plugin again.
+struct AbandonOnDrop<'a> {
+    connection: &'a Connection,
+    id: u64,
+    invocation: Option<String>,
+    armed: bool,
+}
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let wire = &self.connection.wire;
+        lock(&wire.pending).remove(&self.id);
+        if let Some(name) = &self.invocation {
+            lock(&wire.invocations).remove(name);
+        }
+        let _ = wire.writer.send(protocol::encode_request(
+            None,
+            methods::CANCEL,
+            &serde_json::json!({ "id": self.id }),
+        ));
+        self.connection.kill();
+    }
+}
+
 /// One extension `register` the host ran, replayed after a restart.
 #[derive(Clone)]
 struct Registration {
@@ -511,6 +542,12 @@ impl PluginHost {
         if wire.writer.send(line).is_err() {
             lock(&wire.pending).remove(&id);
         }
+        let mut abandon = AbandonOnDrop {
+            connection,
+            id,
+            invocation: invocation.as_ref().map(|(name, _)| name.to_string()),
+            armed: true,
+        };
         let far_future = Duration::from_secs(86_400 * 365);
         let mut deadline = tokio::time::Instant::now() + timeout.unwrap_or(far_future);
         let outcome = loop {
@@ -555,6 +592,7 @@ impl PluginHost {
                 }
             }
         };
+        abandon.armed = false;
         if let Some((name, _)) = &invocation {
             lock(&wire.invocations).remove(*name);
         }

@@ -331,6 +331,35 @@ async fn a_plugin_that_hangs_is_e_plugin_timeout_and_the_next_call_works() {
 }
 
 #[tokio::test]
+async fn a_call_dropped_mid_way_stops_its_plugin_and_the_next_call_starts_it_again() {
+    // A cancelled Turn drops its tool call's future: what the plugin runs
+    // for it must not go on (issue 36).
+    let resolver = resolver();
+    let handlers = tool(&resolver, "ticker-tool.mjs", &["tick", "add"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ticks");
+    let ticking = call(&handlers, "tick", json!({"file": file}));
+    let dropped = tokio::time::timeout(Duration::from_millis(300), ticking).await;
+    assert!(dropped.is_err(), "the call never answers");
+    assert!(file.exists(), "the plugin ran the call");
+    // Give a kill time to land, then the file must stand still.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let first = std::fs::read_to_string(&file).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        first,
+        "the plugin process still runs the dropped call"
+    );
+    assert_eq!(
+        call(&handlers, "add", json!({"a": 1, "b": 2}))
+            .await
+            .unwrap(),
+        json!({"sum": 3})
+    );
+}
+
+#[tokio::test]
 async fn garbage_on_stdout_is_e_plugin_protocol_and_the_next_call_works() {
     let resolver = resolver();
     let handlers = tool(&resolver, "calc.mjs", &["add", "garbage"]).await;

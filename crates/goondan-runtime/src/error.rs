@@ -45,9 +45,22 @@ pub enum PipelineError {
         /// How to fix it.
         suggestion: Option<String>,
     },
-    /// The Turn was cancelled from outside (its requester gave up).
-    #[error("the turn was cancelled before it finished")]
-    Cancelled,
+    /// The Turn was cancelled from outside: by its requester, which gave
+    /// up (`by` is `None`), or by a person (`by` names who, `cli` for
+    /// `gdn instance cancel`).
+    #[error("{}", cancelled_text(by.as_deref()))]
+    Cancelled {
+        /// Who cancelled it, when a person did.
+        by: Option<String>,
+    },
+}
+
+/// What a cancelled Turn reports, naming who cancelled it.
+fn cancelled_text(by: Option<&str>) -> String {
+    match by {
+        Some(by) => format!("the turn was cancelled by an operator ({by}) before it finished"),
+        None => "the turn was cancelled by its requester before it finished".to_string(),
+    }
 }
 
 impl PipelineError {
@@ -77,7 +90,7 @@ impl PipelineError {
             PipelineError::Budget(crate::ledger::AdmitError::Exceeded(error)) => error.code(),
             PipelineError::Budget(crate::ledger::AdmitError::Store(error)) => error.code(),
             PipelineError::Middleware { code, .. } => code,
-            PipelineError::Cancelled => "E_TURN_CANCELLED",
+            PipelineError::Cancelled { .. } => "E_TURN_CANCELLED",
         }
     }
 
@@ -92,7 +105,7 @@ impl PipelineError {
             }
             PipelineError::Budget(crate::ledger::AdmitError::Store(_)) => None,
             PipelineError::Middleware { suggestion, .. } => suggestion.as_deref(),
-            PipelineError::Cancelled => {
+            PipelineError::Cancelled { .. } => {
                 Some("send the input again; what the turn stored before it stopped is kept")
             }
         }

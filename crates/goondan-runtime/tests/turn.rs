@@ -303,7 +303,7 @@ async fn must_a_failed_turn_keeps_its_events_and_they_are_folded_before_the_next
 }
 
 #[tokio::test]
-async fn a_cancelled_turn_stops_mid_tool_keeps_what_it_stored_and_the_next_closes_the_call() {
+async fn a_cancelled_turn_stops_mid_tool_closes_its_call_saying_who_and_commits() {
     let mut harness = Harness::new();
     let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
     let started_tx = Mutex::new(Some(started_tx));
@@ -327,6 +327,9 @@ async fn a_cancelled_turn_stops_mid_tool_keeps_what_it_stored_and_the_next_close
     let mut agent = harness.start().await;
     let cancelled = async {
         let _ = started.await;
+        goondan_runtime::turn::Cancellation {
+            by: Some("cli".into()),
+        }
     };
     let result = agent
         .run_turn_answering_early(
@@ -337,31 +340,39 @@ async fn a_cancelled_turn_stops_mid_tool_keeps_what_it_stored_and_the_next_close
         )
         .await;
     assert_eq!(result.finish_reason, TurnFinishReason::Error);
-    assert_eq!(
-        result.error.as_ref().unwrap().code.as_deref(),
-        Some("E_TURN_CANCELLED")
+    let error = result.error.as_ref().unwrap();
+    assert_eq!(error.code.as_deref(), Some("E_TURN_CANCELLED"));
+    assert!(error.message.contains("operator (cli)"), "{error:?}");
+    assert!(
+        harness.journal.pending().is_empty(),
+        "the cancelled Turn is committed as it stands"
     );
-    assert_eq!(
-        harness.journal.pending().len(),
-        2,
-        "the user message and the assistant's call stay; no result was made up"
+    let base = harness.journal.base();
+    assert_eq!(base.len(), 3, "input, the call, and the result closing it");
+    let closing = serde_json::to_string(&base[2].data).unwrap();
+    assert!(
+        matches!(base[2].data, ModelMessage::Tool { .. })
+            && closing.contains("E_TOOL_CANCELLED")
+            && closing.contains("operator (cli)"),
+        "{closing}"
     );
     let events = harness.events.take();
-    assert_eq!(events.last().unwrap().type_name(), "turn.failed");
+    match events.last().unwrap() {
+        goondan_types::RuntimeEvent::TurnFailed { cancelled_by, .. } => {
+            assert_eq!(cancelled_by.as_deref(), Some("cli"))
+        }
+        other => panic!("the last event is {other:?}"),
+    }
 
     harness.model.text("second answer");
     let next = agent.run_turn(user_event("second"), &NoStream).await;
     assert!(next.error.is_none(), "{next:?}");
     let base = harness.journal.base();
-    let closing = base
-        .iter()
-        .find(|message| matches!(message.data, ModelMessage::Tool { .. }))
-        .expect("the open call was closed");
     assert!(
-        serde_json::to_string(&closing.data)
+        !serde_json::to_string(&base)
             .unwrap()
             .contains("E_TOOL_INTERRUPTED"),
-        "{closing:?}"
+        "nothing was left for the next Turn to close"
     );
     assert_eq!(texts(&agent).last().unwrap(), "second answer");
 }

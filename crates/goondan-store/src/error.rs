@@ -78,6 +78,26 @@ pub enum StoreError {
         dir: PathBuf,
     },
 
+    /// An operator named a Turn the instance's log does not hold.
+    #[error("{instance} has no Turn {turn} (its log holds {n_turns} Turn(s))")]
+    TurnNotFound {
+        /// `agentName:instanceKey`.
+        instance: String,
+        /// The Turn as the operator named it (a position or an id).
+        turn: String,
+        /// How many Turns the log holds.
+        n_turns: usize,
+    },
+
+    /// A new instance (a fork) was asked for under a key that is taken.
+    #[error("instance {instance} already exists at {}; nothing was changed", dir.display())]
+    InstanceExists {
+        /// `agentName:instanceKey`.
+        instance: String,
+        /// Its folder.
+        dir: PathBuf,
+    },
+
     /// A complete (newline-terminated) line of a JSONL log is not valid.
     #[error("{}:{line}: {reason}", path.display())]
     CorruptLog {
@@ -169,6 +189,8 @@ impl StoreError {
             StoreError::InstanceLocked { .. } => "E_STORE_INSTANCE_LOCKED",
             StoreError::InstanceKeyConflict { .. } => "E_STORE_INSTANCE_KEY_CONFLICT",
             StoreError::InstanceNotFound { .. } => "E_STORE_INSTANCE_NOT_FOUND",
+            StoreError::TurnNotFound { .. } => "E_TURN_NOT_FOUND",
+            StoreError::InstanceExists { .. } => "E_INSTANCE_EXISTS",
             StoreError::CorruptLog { .. } | StoreError::ImpossibleCommitMarker { .. } => {
                 "E_STORE_CORRUPT_LOG"
             }
@@ -204,6 +226,18 @@ impl StoreError {
             StoreError::InstanceNotFound { .. } => {
                 Some("list existing instances with `gdn instance list`".to_string())
             }
+            StoreError::TurnNotFound {
+                instance, n_turns, ..
+            } => Some(if *n_turns == 0 {
+                format!("{instance} has no Turn yet; send it an input first")
+            } else {
+                format!(
+                    "name a Turn by its position (1 to {n_turns}) or its id, as `gdn instance history {instance}` lists them"
+                )
+            }),
+            StoreError::InstanceExists { .. } => Some(
+                "choose another key with --as, or leave --as out to get a new one".to_string(),
+            ),
             StoreError::CorruptLog { path, line, .. } => Some(format!(
                 "inspect line {line} of {}; remove or repair it (keep a copy) and retry",
                 path.display()

@@ -5,6 +5,11 @@
 //!
 //! A file that exists but is not valid JSON is an error, not an absent
 //! state: treating it as absent would overwrite it at the next save.
+//!
+//! When a Turn's saves changed a file, the end of the Turn
+//! ([`ExtensionStateStore::end_turn`]) appends a snapshot of every state
+//! to `extensions/snapshots.jsonl` (`crate::extension_snapshots`), so a
+//! fork or a rewind can restore the state an earlier Turn ended with.
 
 use crate::durability::{create_dir_all, write_file_atomically, SyncPolicy};
 use crate::lock::InstanceLock;
@@ -23,6 +28,9 @@ pub struct FileExtensionState {
     /// The bytes each file holds, as last read or written; `None` when the
     /// file does not exist.
     on_disk: HashMap<String, Option<Vec<u8>>>,
+    /// `on_disk` as it was before the first change since the last
+    /// snapshot; `None` while nothing changed.
+    before_changes: Option<HashMap<String, Option<Vec<u8>>>>,
     n_writes: u64,
     _lock: Arc<InstanceLock>,
 }
@@ -34,6 +42,7 @@ impl FileExtensionState {
             paths,
             policy,
             on_disk: HashMap::new(),
+            before_changes: None,
             n_writes: 0,
             _lock: lock,
         }
@@ -91,6 +100,11 @@ impl ExtensionStateStore for FileExtensionState {
             self.on_disk.insert(extension_name.to_string(), known);
             return Ok(());
         }
+        if self.before_changes.is_none() {
+            let mut before = self.on_disk.clone();
+            before.insert(extension_name.to_string(), known);
+            self.before_changes = Some(before);
+        }
         create_dir_all(&self.paths.extensions_dir())?;
         write_file_atomically(
             &self.paths.extension_state_file(extension_name),
@@ -100,5 +114,37 @@ impl ExtensionStateStore for FileExtensionState {
         self.n_writes += 1;
         self.on_disk.insert(extension_name.to_string(), Some(bytes));
         Ok(())
+    }
+
+    fn end_turn(&mut self, turn_id: &str) -> Result<(), StoreError> {
+        let Some(before) = self.before_changes.take() else {
+            return Ok(());
+        };
+        let before = self.state_map(&before)?;
+        let after = self.state_map(&self.on_disk)?;
+        crate::extension_snapshots::record_turn(&self.paths, self.policy, turn_id, &before, &after)
+    }
+}
+
+impl FileExtensionState {
+    /// The states `files` holds (file bytes by extension name), parsed.
+    fn state_map(
+        &self,
+        files: &HashMap<String, Option<Vec<u8>>>,
+    ) -> Result<crate::extension_snapshots::StateMap, StoreError> {
+        let mut states = crate::extension_snapshots::StateMap::new();
+        for (name, bytes) in files {
+            let value = match bytes {
+                None => JsonValue::Null,
+                Some(bytes) => {
+                    serde_json::from_slice(bytes).map_err(|error| StoreError::CorruptState {
+                        path: self.paths.extension_state_file(name),
+                        reason: error.to_string(),
+                    })?
+                }
+            };
+            states.insert(name.clone(), value);
+        }
+        Ok(states)
     }
 }

@@ -18,6 +18,7 @@ use crate::metadata::{InstanceMetadata, InstanceStatus};
 use crate::paths::{decode_path_component, InstancePaths, WorkspacePaths};
 use crate::runtime_events::RuntimeEventLog;
 use crate::StoreError;
+use goondan_types::JsonObject;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -245,7 +246,23 @@ impl InstanceStore {
         Ok(metadata)
     }
 
-    fn existing(&self, agent_name: &str, instance_key: &str) -> Result<InstancePaths, StoreError> {
+    /// The store's [`SyncPolicy`].
+    pub(crate) fn policy(&self) -> SyncPolicy {
+        self.policy
+    }
+
+    /// How long a held lock is retried.
+    pub(crate) fn lock_wait(&self) -> Duration {
+        self.lock_wait
+    }
+
+    /// The paths of an instance that has a folder, or
+    /// `E_STORE_INSTANCE_NOT_FOUND`.
+    pub(crate) fn existing(
+        &self,
+        agent_name: &str,
+        instance_key: &str,
+    ) -> Result<InstancePaths, StoreError> {
         let paths = self.workspace.instance(agent_name, instance_key);
         if !paths.dir().is_dir() {
             return Err(StoreError::InstanceNotFound {
@@ -258,6 +275,18 @@ impl InstanceStore {
     }
 
     fn audit(&self, action: &str, agent_name: &str, instance_key: &str) -> Result<(), StoreError> {
+        self.audit_with(action, agent_name, instance_key, JsonObject::new())
+    }
+
+    /// Appends an audit line for `action` on the instance, with `details`
+    /// (who did it, from where) beside the common fields.
+    pub(crate) fn audit_with(
+        &self,
+        action: &str,
+        agent_name: &str,
+        instance_key: &str,
+        details: JsonObject,
+    ) -> Result<(), StoreError> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct AuditLine<'a> {
@@ -266,6 +295,8 @@ impl InstanceStore {
             agent_name: &'a str,
             instance_key: &'a str,
             pid: u32,
+            #[serde(flatten)]
+            details: JsonObject,
         }
         let line = AuditLine {
             timestamp: goondan_types::now_iso(),
@@ -273,6 +304,7 @@ impl InstanceStore {
             agent_name,
             instance_key,
             pid: std::process::id(),
+            details,
         };
         let mut bytes =
             serde_json::to_vec(&line).map_err(|e| StoreError::encode("an audit line", e))?;

@@ -32,9 +32,11 @@ mod approvals;
 pub mod conformance;
 mod durability;
 pub mod error;
+mod extension_snapshots;
 mod extension_state;
 pub mod fault;
 pub mod follow;
+mod fork_rewind;
 mod inbox;
 mod instance;
 mod journal;
@@ -47,6 +49,7 @@ pub mod paths;
 mod runtime_events;
 mod swarm_events;
 pub mod tail;
+mod turns;
 mod usage;
 
 pub use active::{ActiveSwarm, WorkspaceIdentity};
@@ -54,6 +57,10 @@ pub use approvals::{open_approvals, ApprovalStore, OpenApproval};
 pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};
+pub use fork_rewind::{
+    ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport, RewindManifest, RewindReport,
+    TurnPoint,
+};
 pub use inbox::{Accepted, InboxStore, PendingInput, SEEN_WINDOW};
 pub use instance::{Instance, InstanceParts, InstanceStore, InstanceSummary, MetadataFile};
 pub use journal::{encode_event_line, encode_messages, FileJournal};
@@ -65,6 +72,9 @@ pub use runtime_events::{
     RuntimeEventPage, RuntimeEventRecord,
 };
 pub use swarm_events::{append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord};
+pub use turns::{
+    read_turn_history, TurnHistory, TurnOutcome, TurnRecord, TurnRef, MAX_INPUT_CHARS,
+};
 pub use usage::{SwarmUsage, SwarmUsageTally, UsageTotals};
 
 use goondan_types::{AgentEvent, JsonValue, Message, MessageEvent};
@@ -166,4 +176,14 @@ pub trait ExtensionStateStore: Send {
 
     /// Persists `value` atomically as the state of `extension_name`.
     fn save(&mut self, extension_name: &str, value: &JsonValue) -> Result<(), StoreError>;
+
+    /// Called once after the saves of Turn `turn_id` (also a failed or
+    /// cancelled one): a store that keeps per-Turn snapshots of extension
+    /// state records one here when a save of this Turn changed something
+    /// (the file store's `extensions/snapshots.jsonl`, read by fork and
+    /// rewind). Unchanged state costs nothing; the default keeps none.
+    fn end_turn(&mut self, turn_id: &str) -> Result<(), StoreError> {
+        let _ = turn_id;
+        Ok(())
+    }
 }

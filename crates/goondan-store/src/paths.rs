@@ -495,6 +495,19 @@ impl InstancePaths {
         self.dir.join("extensions")
     }
 
+    /// `extensions/snapshots.jsonl`: the extension state after each Turn
+    /// that changed it (`crate::extension_snapshots`). No extension's file
+    /// can have this name: theirs end in `.json`.
+    pub fn extension_snapshots_log(&self) -> PathBuf {
+        self.extensions_dir().join("snapshots.jsonl")
+    }
+
+    /// `messages/archive/`: what rewinds cut from the log, one folder per
+    /// rewind (`crate::fork_rewind`), never deleted.
+    pub fn archive_dir(&self) -> PathBuf {
+        self.messages_dir().join("archive")
+    }
+
     /// `extensions/<ext-name>.json`.
     pub fn extension_state_file(&self, extension_name: &str) -> PathBuf {
         self.extensions_dir()

@@ -86,6 +86,11 @@ pub enum RuntimeEvent {
         duration: u64,
         /// What went wrong.
         error_message: String,
+        /// Who cancelled the Turn (`cli` for `gdn instance cancel`), when
+        /// a person did; absent for every other failure (a Goondan-rs
+        /// extension: the log says who stopped a Turn).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cancelled_by: Option<String>,
     },
     /// A Step began.
     #[serde(rename = "step.started", rename_all = "camelCase")]
@@ -290,6 +295,9 @@ mod tests {
                 json!({"type": "turn.completed", "turnId": "t", "stepCount": 2, "duration": 5, "tokenUsage": usage}),
             ),
             with(json!({"type": "turn.failed", "turnId": "t", "duration": 5, "errorMessage": "x"})),
+            with(
+                json!({"type": "turn.failed", "turnId": "t", "duration": 5, "errorMessage": "x", "cancelledBy": "cli"}),
+            ),
             with(
                 json!({"type": "step.started", "stepId": "s", "stepIndex": 0, "turnId": "t", "llmInputMessages": [{"role": "user", "content": "hi", "contentSource": "verbatim"}]}),
             ),

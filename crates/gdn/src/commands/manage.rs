@@ -1,6 +1,7 @@
 //! `gdn restart`, `gdn stop` and `gdn instance list|restart|delete`: act
 //! on instance state and, through its control socket, on a running
-//! orchestrator.
+//! orchestrator; `gdn instance cancel|history|fork|rewind` are
+//! `operator.rs`'s.
 //!
 //! The orchestrator is found from the bundle (`--config` or the current
 //! folder) when one loads, its workspace keyed by the bundle's identity;
@@ -274,6 +275,39 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 return Ok(Outcome::Success);
             }
             Ok(not_running())
+        }
+        InstanceCommand::Cancel { key } => super::operator::cancel(global, &target, key),
+        InstanceCommand::History { key, archived } => {
+            super::operator::history(global, &target, key, *archived)
+        }
+        InstanceCommand::Fork {
+            key,
+            at,
+            new_key,
+            cancel,
+            cluster,
+        } => {
+            let asked = super::operator::Rewrite {
+                key,
+                turn: at,
+                cancel: *cancel,
+                cluster: cluster.as_deref(),
+            };
+            super::operator::fork(global, &target, &asked, new_key.as_deref())
+        }
+        InstanceCommand::Rewind {
+            key,
+            to,
+            cancel,
+            cluster,
+        } => {
+            let asked = super::operator::Rewrite {
+                key,
+                turn: to,
+                cancel: *cancel,
+                cluster: cluster.as_deref(),
+            };
+            super::operator::rewind(global, &target, &asked)
         }
         InstanceCommand::Export { key, cluster, to } => {
             super::cluster::export(global, key, cluster, to)

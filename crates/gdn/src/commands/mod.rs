@@ -11,6 +11,7 @@ pub(crate) mod instance_screen;
 mod logs;
 mod manage;
 mod mcp;
+mod operator;
 pub(crate) mod package;
 mod run;
 mod strip_types;

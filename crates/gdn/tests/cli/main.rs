@@ -14,6 +14,7 @@ mod ledger;
 mod liveness;
 mod mcp;
 mod mock_llm;
+mod operator;
 mod otel;
 mod packages;
 mod plugins;

@@ -224,6 +224,53 @@ impl OrchestratorHandle {
         cancelled.await.map_err(|_| OrchestratorError::Stopped)
     }
 
+    /// Cancels, for an operator `by` (`cli`), the running Turn of every
+    /// instance `key` names (an `agent:instance` key, or an instance key
+    /// naming that key of every agent), then waits up to `wait` until
+    /// those Turns are over. Their requesters are answered
+    /// `E_TURN_CANCELLED`; `E_NO_TURN_RUNNING` when none ran.
+    pub async fn cancel_running(
+        &self,
+        key: String,
+        by: String,
+        wait: Duration,
+    ) -> Result<CancelOutcome, OrchestratorError> {
+        let (done, cancelled) = oneshot::channel();
+        self.send(Input::CancelRunning { key, by, done }).await?;
+        let cancelled = cancelled.await.map_err(|_| OrchestratorError::Stopped)??;
+        let pending = cancelled
+            .iter()
+            .filter_map(|turn| {
+                let (agent, instance_key) = turn.key.split_once(':')?;
+                Some((RoutingKey::new(agent, instance_key), turn.event_id.clone()))
+            })
+            .collect();
+        let (done, over) = oneshot::channel();
+        self.send(Input::WatchTurns { pending, done }).await?;
+        let ended = tokio::time::timeout(wait, over)
+            .await
+            .is_ok_and(|over| over.is_ok());
+        Ok(CancelOutcome { cancelled, ended })
+    }
+
+    /// Holds the instances `keys` (`agent:instanceKey` each) for an
+    /// operator who rewrites their history: their processes are stopped
+    /// (gracefully) and get no successor until
+    /// [`OrchestratorHandle::release`]; events for them wait. Returns the
+    /// keys whose process was stopped, once each has exited, so the
+    /// caller can take the instances' locks. Refused with
+    /// `E_TURN_RUNNING` while one of them runs a Turn.
+    pub async fn hold(&self, keys: Vec<String>) -> Result<Vec<String>, OrchestratorError> {
+        let (reply, held) = oneshot::channel();
+        self.send(Input::Hold { keys, reply }).await?;
+        held.await.map_err(|_| OrchestratorError::Stopped)?
+    }
+
+    /// Lets go of instances [`OrchestratorHandle::hold`] held.
+    pub async fn release(&self, keys: Vec<String>) -> Result<(), OrchestratorError> {
+        self.send(Input::Release { keys }).await
+    }
+
     /// Gracefully restarts the known instances of `agent` and/or
     /// `instance_key` (every instance when both are `None`), clearing their
     /// history first when `fresh`; returns the keys.
@@ -353,6 +400,16 @@ impl OrchestratorHandle {
             .await
             .map_err(|_| OrchestratorError::Stopped)
     }
+}
+
+/// What [`OrchestratorHandle::cancel_running`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelOutcome {
+    /// The Turns it cancelled.
+    pub cancelled: Vec<super::CancelledTurn>,
+    /// Whether every one of them was over before the wait ran out.
+    pub ended: bool,
 }
 
 /// The answer to an input [`OrchestratorHandle::enqueue`] queued.

@@ -168,6 +168,38 @@ pub enum Input {
         /// True when the request was still waiting for its answer.
         done: oneshot::Sender<bool>,
     },
+    /// Cancel the running Turn of the instances a key names, for an
+    /// operator (`gdn instance cancel`).
+    CancelRunning {
+        /// `agent:instance` or an instance key.
+        key: String,
+        /// Who asked (`cli`), recorded with the Turn.
+        by: String,
+        /// The Turns cancelled, or `E_NO_TURN_RUNNING`.
+        done: oneshot::Sender<Result<Vec<super::CancelledTurn>, OrchestratorError>>,
+    },
+    /// Answer once these in-flight events are over (their Turns finished
+    /// or their process ended).
+    WatchTurns {
+        /// The instances and event ids.
+        pending: Vec<(RoutingKey, String)>,
+        /// Answered when none is in flight any more.
+        done: oneshot::Sender<()>,
+    },
+    /// Stop the processes of these instances (`agent:instanceKey` each)
+    /// and keep them stopped, for an operator rewriting their history.
+    Hold {
+        /// The instances.
+        keys: Vec<String>,
+        /// The keys whose process was stopped, once each exited; or why
+        /// the hold was refused (`E_TURN_RUNNING`).
+        reply: oneshot::Sender<Result<Vec<String>, OrchestratorError>>,
+    },
+    /// Let go of instances an earlier [`Input::Hold`] held.
+    Release {
+        /// The instances.
+        keys: Vec<String>,
+    },
     /// Answer a child's query that was handed out of the loop (a
     /// [`SwarmRestartRequest`](super::SwarmRestartRequest)).
     AnswerQuery {

@@ -162,6 +162,13 @@ pub(crate) struct Instance {
     /// Why the last process refused to start (`runtime.start_error`),
     /// until a process becomes ready.
     pub(crate) last_start_error: Option<goondan_types::ErrorBody>,
+    /// Operators holding the instance while they rewrite its history
+    /// (`gdn instance fork|rewind`): above 0, it gets no process and its
+    /// events wait.
+    pub(crate) holds: u32,
+    /// The entry exists only because a hold named a key the orchestrator
+    /// did not know; it is forgotten on release if nothing came for it.
+    pub(crate) held_placeholder: bool,
 }
 
 impl Instance {
@@ -184,6 +191,8 @@ impl Instance {
             last_active: Instant::now(),
             liveness: Default::default(),
             last_start_error: None,
+            holds: 0,
+            held_placeholder: false,
         }
     }
 
@@ -258,6 +267,24 @@ impl Instance {
             return Some(true);
         }
         self.queue.iter().any(sent).then_some(false)
+    }
+
+    /// The event whose Turn the process runs (or starts next): the oldest
+    /// one in flight, unless a cancel already stops it. The process takes
+    /// its events one at a time, in the order they were handed over.
+    pub(crate) fn running_turn(&self) -> Option<&str> {
+        self.in_flight
+            .front()
+            .filter(|queued| !queued.cancelled)
+            .and_then(Queued::event_id)
+    }
+
+    /// True while `event_id` is in flight here (handed to the process,
+    /// its Turn not finished).
+    pub(crate) fn holds_in_flight(&self, event_id: &str) -> bool {
+        self.in_flight
+            .iter()
+            .any(|queued| queued.event_id() == Some(event_id))
     }
 
     /// Marks the in-flight event `event_id` as cancelled, so a crash of

@@ -26,16 +26,19 @@ mod input;
 pub(crate) mod instance;
 mod lifecycle;
 mod liveness;
+mod operator;
 mod routing;
 mod supervision;
 
 pub use client::{
-    OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState, MAX_RESTART_WAIT,
+    CancelOutcome, OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState,
+    MAX_RESTART_WAIT,
 };
 pub use input::{ConnectionStatus, Input, InstanceStatus};
 pub use instance::MAX_DELIVERY_ATTEMPTS;
 pub use lifecycle::SwarmRestartRequest;
 pub use liveness::{Liveness, LIVENESS_INTERVAL_ENV};
+pub use operator::CancelledTurn;
 // The swarm's description lives below the loop; these keep the paths
 // callers already use.
 pub use crate::swarm::{ProcessPolicy, SwarmInfo};
@@ -169,6 +172,10 @@ pub struct Orchestrator {
     /// answers that it recorded its own.
     decisions: HashMap<String, (RoutingKey, input::DecisionReply)>,
     deletes: Vec<PendingDelete>,
+    /// Operators' holds waiting for the processes they stopped to exit.
+    holds: Vec<operator::PendingHold>,
+    /// Callers waiting for cancelled Turns to end.
+    turn_watches: Vec<operator::TurnWatch>,
     inputs_tx: mpsc::Sender<Input>,
     stopping: Option<oneshot::Sender<()>>,
     next_generation: u64,
@@ -206,6 +213,8 @@ impl Orchestrator {
             waiters: HashMap::new(),
             decisions: HashMap::new(),
             deletes: Vec::new(),
+            holds: Vec::new(),
+            turn_watches: Vec::new(),
             inputs_tx: inputs_tx.clone(),
             stopping: None,
             next_generation: 1,
@@ -254,6 +263,9 @@ impl Orchestrator {
                 }
             }
             self.flush_queues();
+            if !self.turn_watches.is_empty() {
+                self.settle_watches();
+            }
             if self.stopping.is_some() && self.instances.values().all(|i| !i.is_running()) {
                 self.fail_all_waiters();
                 if let Some(done) = self.stopping.take() {
@@ -311,6 +323,12 @@ impl Orchestrator {
                 let _ = reply.send(self.connections());
             }
             Input::Delete { key, reply } => self.delete(&key, reply),
+            Input::CancelRunning { key, by, done } => {
+                let _ = done.send(self.cancel_running(&key, &by));
+            }
+            Input::WatchTurns { pending, done } => self.watch_turns(pending, done),
+            Input::Hold { keys, reply } => self.hold(&keys, reply),
+            Input::Release { keys } => self.release(&keys),
             Input::AnswerQuery {
                 to,
                 correlation_id,

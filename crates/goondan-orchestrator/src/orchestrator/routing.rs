@@ -8,7 +8,7 @@ use super::{Orchestrator, Waiter};
 use crate::ingress::{self, Ingress};
 use crate::OrchestratorError;
 use goondan_ipc::protocol::{
-    self, Answer, Cancel, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Rejected,
+    self, Answer, Failure, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Rejected,
 };
 use goondan_ipc::{Inbound, RoutingKey, RuntimeMessage, SendError, WireCode, ORCHESTRATOR};
 use goondan_types::agents::SpawnedAgentInfo;
@@ -130,11 +130,7 @@ impl Orchestrator {
             }
             return true;
         }
-        self.instance_for(&key).mark_cancelled(event_id);
-        let cancel = RuntimeMessage::Cancel(Cancel {
-            event_id: event_id.to_string(),
-        });
-        let _ = self.deliver(&key, Queued::runtime(cancel));
+        self.stop_turn(&key, event_id, None);
         true
     }
 
@@ -158,11 +154,7 @@ impl Orchestrator {
             self.input_left(&key, event_id);
             return;
         }
-        self.instance_for(&key).mark_cancelled(event_id);
-        let cancel = RuntimeMessage::Cancel(Cancel {
-            event_id: event_id.to_string(),
-        });
-        let _ = self.deliver(&key, Queued::runtime(cancel));
+        self.stop_turn(&key, event_id, None);
     }
 
     /// `Err(E_AGENT_BACKOFF)` when `key` has no process and backs off
@@ -588,8 +580,9 @@ impl Orchestrator {
     ) -> Result<(), OrchestratorError> {
         let limit = self.swarm.max_queued_events;
         let event_id = queued.event_id().map(str::to_string);
-        if event_id.is_some() {
-            self.instance_for(key);
+        // A held instance gets no process until it is released, so its
+        // events wait without taking (or being refused) a process slot.
+        if event_id.is_some() && self.instance_for(key).holds == 0 {
             self.make_room(key)?;
         }
         let instance = self.instance_for(key);

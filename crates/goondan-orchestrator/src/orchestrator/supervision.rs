@@ -68,7 +68,7 @@ impl Orchestrator {
         let Some(instance) = self.instances.get_mut(key) else {
             return;
         };
-        if instance.is_running() || stopping {
+        if instance.is_running() || stopping || instance.holds > 0 {
             return;
         }
         if let Some(at) = instance.next_spawn_at {
@@ -246,6 +246,7 @@ impl Orchestrator {
     /// A process exited; it is over once its stream has ended too.
     pub(super) fn on_exit_observed(&mut self, link: Link, code: Option<i32>) {
         self.finish_deletes(&link);
+        self.finish_holds(&link);
         let Some(instance) = self.instances.get_mut(&link.key) else {
             return;
         };

@@ -914,6 +914,7 @@ async fn a_caller_that_stops_waiting_cancels_its_request_and_only_its_own() {
     let cancel = |from: &Link| {
         RuntimeMessage::Cancel(protocol::Cancel {
             event_id: request.id.clone(),
+            cancelled_by: None,
         })
         .to_message(&from.key.to_string(), ORCHESTRATOR)
     };
@@ -1113,4 +1114,106 @@ async fn issue_35_a_request_another_hosts_inbox_did_not_store_fails_back_at_once
         }
         other => panic!("answered {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn an_operator_cancel_stops_the_running_turn_naming_who_and_waits_until_it_ended() {
+    let mut h = harness(8);
+    assert_eq!(
+        h.handle
+            .cancel_running("main".into(), "cli".into(), Duration::from_millis(50))
+            .await
+            .unwrap_err()
+            .code(),
+        "E_NO_TURN_RUNNING",
+        "nothing runs yet"
+    );
+    let asked = h.ask("long job");
+    let link = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    let handle = h.handle.clone();
+    let cancelling = tokio::spawn(async move {
+        handle
+            .cancel_running("main".into(), "cli".into(), Duration::from_secs(5))
+            .await
+    });
+    loop {
+        let (to, message) = h.sent.recv().await.unwrap();
+        if let Ok(Inbound::Runtime(RuntimeMessage::Cancel(cancel))) = protocol::decode(&message) {
+            assert_eq!(to, link);
+            assert_eq!(cancel.event_id, event.id);
+            assert_eq!(cancel.cancelled_by.as_deref(), Some("cli"));
+            break;
+        }
+    }
+    // The wait lasts until the process says the Turn is over.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!cancelling.is_finished());
+    h.answer(&link, &event, "stopped").await;
+    let outcome = cancelling.await.unwrap().unwrap();
+    assert!(outcome.ended);
+    assert_eq!(
+        outcome.cancelled,
+        [CancelledTurn {
+            key: "alpha:main".into(),
+            event_id: event.id.clone(),
+        }]
+    );
+    assert!(asked.await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn a_hold_is_refused_while_a_turn_runs_else_stops_the_process_and_keeps_events_waiting() {
+    let mut h = harness(8);
+    let asked = h.ask("first");
+    let link = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    assert_eq!(
+        h.handle
+            .hold(vec!["alpha:main".into()])
+            .await
+            .unwrap_err()
+            .code(),
+        "E_TURN_RUNNING"
+    );
+    h.answer(&link, &event, "done").await;
+    asked.await.unwrap().unwrap();
+
+    let handle = h.handle.clone();
+    let holding = tokio::spawn(async move {
+        handle
+            .hold(vec!["alpha:main".into(), "alpha:new".into()])
+            .await
+    });
+    h.next_shutdown_to(&link).await;
+    h.end_process(0, &link, Some(0)).await;
+    assert_eq!(holding.await.unwrap().unwrap(), ["alpha:main"]);
+    // Held: an input waits, and no process starts for it.
+    let waiting = h.ask("second");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        h.opened.try_recv().is_err(),
+        "a held instance got a process"
+    );
+    h.handle
+        .release(vec!["alpha:main".into(), "alpha:new".into()])
+        .await
+        .unwrap();
+    let second = h.next_ready_process().await;
+    let (_, event) = h.next_event().await;
+    assert_eq!(event.input.as_deref(), Some("second"));
+    h.answer(&second, &event, "after").await;
+    assert_eq!(
+        answer_text(&waiting.await.unwrap().unwrap()).as_deref(),
+        Some("after")
+    );
+    let keys: Vec<String> = h
+        .handle
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|status| status.key)
+        .collect();
+    assert_eq!(keys, ["alpha:main"], "the placeholder of the hold is gone");
 }

@@ -15,7 +15,7 @@ pub use definition::{
     AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition, DEFAULT_MAX_STEPS_PER_TURN,
 };
 pub use error::AgentError;
-pub use redelivery::{PriorTurn, TOOL_INTERRUPTED};
+pub use redelivery::{PriorTurn, TOOL_CANCELLED, TOOL_INTERRUPTED};
 
 use crate::agents::{AgentsApi, AsyncResponseInbox};
 use crate::conversation::{Conversation, ConversationState, StateGuard};
@@ -30,7 +30,7 @@ use crate::pipeline::{
 use crate::tool::{ToolExecutor, ToolRegistry};
 use futures_util::future::BoxFuture;
 use goondan_model::{Model, ModelParams, StreamObserver};
-use goondan_store::{CommitContext, ExtensionStateStore, OutboxMessage};
+use goondan_store::{CommitContext, ExtensionStateStore, OutboxMessage, StoreError};
 use goondan_types::agents::INTER_AGENT_RESPONSE_METADATA_KEY;
 use goondan_types::trace::{new_span_id, new_trace_id, random_hex};
 use goondan_types::{
@@ -363,15 +363,18 @@ impl Agent {
     ///
     /// When `cancelled` resolves before the `turn` chain returns, the chain
     /// is dropped where it stands (a running model call or tool call with
-    /// it) and the Turn fails with `E_TURN_CANCELLED`. Nothing it stored is
-    /// undone: the conversation is left exactly as a crash at that point
-    /// would leave it, and the next Turn closes the tool calls it left
-    /// open (`E_TOOL_INTERRUPTED`).
+    /// it: a bash command's process group is killed, a plugin call given
+    /// up) and the Turn fails with `E_TURN_CANCELLED`. Nothing it stored
+    /// is undone; every tool call it left without a result gets one saying
+    /// the Turn was cancelled and by whom (`E_TOOL_CANCELLED`), and the
+    /// Turn is committed as it stands, so the conversation is whole for
+    /// every provider at once. `turn.failed` names who cancelled it
+    /// (`cancelledBy`).
     pub async fn run_turn_answering_early(
         &mut self,
         event: AgentEvent,
         observer: &dyn StreamObserver,
-        cancelled: impl std::future::Future<Output = ()>,
+        cancelled: impl std::future::Future<Output = Cancellation>,
         answer: impl AsyncFnOnce(&TurnResult) -> Vec<OutboxMessage>,
     ) -> TurnResult {
         let turn_id = format!("turn_{}", random_hex(12));
@@ -391,13 +394,24 @@ impl Agent {
             turn_id: turn_id.clone(),
         });
         let mut answer = Some(answer);
+        let mut cancelled_by = None;
         let mut outcome = {
             let inner = std::pin::pin!(self.run_turn_inner(&turn_id, &trace, event, observer));
             match futures_util::future::select(inner, std::pin::pin!(cancelled)).await {
                 futures_util::future::Either::Left((outcome, _)) => outcome,
-                futures_util::future::Either::Right(((), _)) => Err(PipelineError::Cancelled),
+                futures_util::future::Either::Right((cancellation, _)) => {
+                    cancelled_by = cancellation.by.clone();
+                    Err(PipelineError::Cancelled {
+                        by: cancellation.by,
+                    })
+                }
             }
         };
+        if let Err(PipelineError::Cancelled { by }) = &outcome {
+            if let Err(error) = self.close_cancelled_turn(by.clone()) {
+                tracing::error!(turn_id, code = error.code(), %error, "could not close the cancelled turn; the next turn closes it");
+            }
+        }
         if let Ok((result, _)) = &outcome {
             let outbox = match answer.take() {
                 Some(answer) => answer(result).await,
@@ -408,7 +422,11 @@ impl Agent {
                 outcome = Err(PipelineError::from(error));
             }
         }
-        if let Err(error) = self.extension_states.flush(&mut *self.extension_store) {
+        let flushed = self
+            .extension_states
+            .flush(&mut *self.extension_store)
+            .and_then(|_| self.extension_store.end_turn(&turn_id));
+        if let Err(error) = flushed {
             tracing::error!(code = error.code(), %error, "could not write extension state");
         }
         match outcome {
@@ -424,12 +442,17 @@ impl Agent {
                 result
             }
             Err(error) => {
-                tracing::warn!(turn_id, code = error.code(), %error, "turn failed; its events stay pending");
+                if cancelled_by.is_some() || matches!(error, PipelineError::Cancelled { .. }) {
+                    tracing::info!(turn_id, by = ?cancelled_by, "turn cancelled; closed and committed as it stood");
+                } else {
+                    tracing::warn!(turn_id, code = error.code(), %error, "turn failed; its events stay pending");
+                }
                 self.core.emit(RuntimeEvent::TurnFailed {
                     base: self.core.event_base(&trace),
                     turn_id: turn_id.clone(),
                     duration: milliseconds(started),
                     error_message: error.to_string(),
+                    cancelled_by,
                 });
                 let result = TurnResult {
                     turn_id,
@@ -448,6 +471,27 @@ impl Agent {
                 result
             }
         }
+    }
+
+    /// Ends a Turn whose chain was dropped by a cancel: every tool call it
+    /// left without a result gets one saying so, and its events are
+    /// committed (a recovered fold's context: the cancel is not an answer
+    /// a cluster host should send again). Nothing is recorded when the
+    /// Turn recorded nothing: the chain starts recording without an
+    /// `await` in between (`begin_turn`, then the input), so a cancel can
+    /// only win once the Turn's own events are the pending ones.
+    fn close_cancelled_turn(&self, by: Option<String>) -> Result<(), StoreError> {
+        if self.conversation.state().events().is_empty() {
+            return Ok(());
+        }
+        let closing = redelivery::close_last_turn(
+            &self.conversation.state().next_messages(),
+            &redelivery::Closing::Cancelled { by },
+        );
+        for message in closing {
+            self.conversation.emit(MessageEvent::Append { message })?;
+        }
+        self.conversation.commit(&CommitContext::default())
     }
 
     async fn run_turn_inner(
@@ -499,6 +543,15 @@ impl Agent {
     }
 }
 
+/// What stopped a cancelled Turn, as [`Agent::run_turn_answering_early`]'s
+/// `cancelled` future says when it resolves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cancellation {
+    /// Who cancelled it, when a person did (`cli` for `gdn instance
+    /// cancel`); `None` when its requester gave up.
+    pub by: Option<String>,
+}
+
 /// Counters of one Turn for `turn.completed`.
 #[derive(Debug, Default, Clone, Copy)]
 struct TurnStats {
@@ -530,7 +583,7 @@ impl TurnCore<'_> {
         }
     }
 
-    fn input_message(event: &AgentEvent) -> Message {
+    fn input_message(event: &AgentEvent, turn_id: &str) -> Message {
         let mut message = Message::new(
             ModelMessage::user(event.input.clone().unwrap_or_default()),
             MessageSource::User,
@@ -538,6 +591,10 @@ impl TurnCore<'_> {
         let metadata = &mut message.metadata;
         metadata.insert(redelivery::INBOUND_MARK.into(), JsonValue::Bool(true));
         metadata.insert("eventId".into(), JsonValue::String(event.id.clone()));
+        // The Turn that consumed the input: how a reader of the log (`gdn
+        // instance history`, fork, rewind) names the Turn it starts and
+        // joins its runtime events and extension state snapshots.
+        metadata.insert("turnId".into(), JsonValue::String(turn_id.to_string()));
         metadata.insert(
             "sourceKind".into(),
             serde_json::to_value(event.source.kind).unwrap_or(JsonValue::Null),
@@ -638,13 +695,15 @@ impl TurnCore<'_> {
                 // A Turn cut short whose input was not redelivered (the
                 // orchestrator died too, or gave it up) left its calls
                 // open; close them before the new input.
-                let closing =
-                    redelivery::close_last_turn(&ctx.conversation().state().next_messages());
+                let closing = redelivery::close_last_turn(
+                    &ctx.conversation().state().next_messages(),
+                    &redelivery::Closing::Interrupted,
+                );
                 for message in closing {
                     ctx.emit_message_event(MessageEvent::Append { message })?;
                 }
                 ctx.emit_message_event(MessageEvent::Append {
-                    message: Self::input_message(ctx.input_event()),
+                    message: Self::input_message(ctx.input_event(), ctx.turn_id()),
                 })?
             }
         }

@@ -38,6 +38,49 @@ pub enum PriorTurn {
 /// The code of the tool result that closes an interrupted call.
 pub const TOOL_INTERRUPTED: &str = "E_TOOL_INTERRUPTED";
 
+/// The code of the tool result that closes a call whose Turn was
+/// cancelled while it ran.
+pub const TOOL_CANCELLED: &str = "E_TOOL_CANCELLED";
+
+/// Why a tool call is closed without its own result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// The process running it stopped (a crash, a kill): found when the
+    /// instance runs again.
+    Interrupted,
+    /// Its Turn was cancelled while it ran; `by` names the person who
+    /// cancelled it, `None` when the Turn's requester gave up.
+    Cancelled {
+        /// Who cancelled the Turn.
+        by: Option<String>,
+    },
+}
+
+impl Closing {
+    /// The error result every call closed this way gets.
+    fn output(&self) -> ToolResultOutput {
+        let (code, message) = match self {
+            Closing::Interrupted => (
+                TOOL_INTERRUPTED,
+                "the agent process stopped while this call ran; it may or may not have taken effect".to_string(),
+            ),
+            Closing::Cancelled { by: Some(by) } => (
+                TOOL_CANCELLED,
+                format!("the Turn was cancelled by an operator ({by}) while this call ran; it may or may not have taken effect"),
+            ),
+            Closing::Cancelled { by: None } => (
+                TOOL_CANCELLED,
+                "the Turn was cancelled by its requester while this call ran; it may or may not have taken effect".to_string(),
+            ),
+        };
+        ToolResultOutput::ErrorJson(serde_json::json!({
+            "code": code,
+            "message": message,
+            "suggestion": "check its effect before calling it again",
+        }))
+    }
+}
+
 /// Looks for the Turn that consumed `event_id`, newest first (a
 /// redelivered event is almost always the latest input, so this reads only
 /// the tail of a long conversation).
@@ -66,22 +109,25 @@ pub(crate) fn prior_turn(messages: &MessagesView<'_>, event_id: &str) -> Option<
         }
     }
     Some(PriorTurn::Interrupted {
-        dangling: unanswered_calls(&turn),
+        dangling: unanswered_calls(&turn, &Closing::Interrupted),
     })
 }
 
-/// Tool results for the calls the latest Turn left unanswered (a process
-/// killed during a tool call whose input was not redelivered). A new Turn
-/// appends them before its input, so the conversation it sends keeps the
-/// shape the providers require.
-pub(crate) fn close_last_turn(messages: &MessagesView<'_>) -> Vec<Message> {
+/// Tool results for the calls the latest Turn left unanswered, each
+/// saying why (`closing`). The one way a call is closed without its own
+/// result: a cancelled Turn closes its calls as it ends
+/// ([`Closing::Cancelled`]); a new Turn closes those a killed process
+/// left (whose input was not redelivered) before its input
+/// ([`Closing::Interrupted`]). Either way the conversation keeps the shape
+/// the providers require (every tool call answered).
+pub(crate) fn close_last_turn(messages: &MessagesView<'_>, closing: &Closing) -> Vec<Message> {
     let mut turn: Vec<&Message> = messages
         .iter()
         .rev()
         .take_while(|message| !message.metadata.contains_key(INBOUND_MARK))
         .collect();
     turn.reverse();
-    unanswered_calls(&turn)
+    unanswered_calls(&turn, closing)
 }
 
 /// The last model answer holding tool calls in the latest Turn, with its
@@ -134,7 +180,7 @@ pub(crate) fn unanswered_calls_of_last_answer(
 }
 
 /// Tool results for every call in `turn` that has none.
-fn unanswered_calls(turn: &[&Message]) -> Vec<Message> {
+fn unanswered_calls(turn: &[&Message], closing: &Closing) -> Vec<Message> {
     let answered: Vec<String> = turn
         .iter()
         .flat_map(|message| message.data.parts())
@@ -154,11 +200,7 @@ fn unanswered_calls(turn: &[&Message]) -> Vec<Message> {
             _ => None,
         })
         .map(|(tool_call_id, tool_name)| {
-            let output = ToolResultOutput::ErrorJson(serde_json::json!({
-                "code": TOOL_INTERRUPTED,
-                "message": "the agent process stopped while this call ran; it may or may not have taken effect",
-                "suggestion": "check its effect before calling it again",
-            }));
+            let output = closing.output();
             Message::new(
                 ModelMessage::tool(vec![ContentPart::tool_result(
                     tool_call_id.clone(),
@@ -244,7 +286,7 @@ mod tests {
             assistant(vec![call("c2"), call("c3")]),
             result("c2"),
         ]);
-        let closing = close_last_turn(&state.next_messages());
+        let closing = close_last_turn(&state.next_messages(), &Closing::Interrupted);
         assert_eq!(closing.len(), 1);
         assert!(matches!(
             &closing[0].data.parts()[0],
@@ -254,7 +296,7 @@ mod tests {
             inbound("evt_a"),
             assistant(vec![ContentPart::text("ok")]),
         ]);
-        assert!(close_last_turn(&tidy.next_messages()).is_empty());
+        assert!(close_last_turn(&tidy.next_messages(), &Closing::Interrupted).is_empty());
     }
 
     #[test]

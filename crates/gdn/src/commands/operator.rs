@@ -1,0 +1,500 @@
+//! `gdn instance cancel|history|fork|rewind`: a person steering a swarm
+//! (docs/operator-control.md). Cancelling goes to the running
+//! orchestrator; the history is read from disk; fork and rewind rewrite
+//! an instance on disk (`goondan_store::InstanceStore`) under its lock,
+//! holding it through the control socket while an orchestrator runs so
+//! its process cannot race them.
+
+use super::target::{call, stores, Target};
+use crate::cli::GlobalArgs;
+use crate::exit::Outcome;
+use goondan_orchestrator::control::{self, ControlRequest, ControlResponse, HoldGuard};
+use goondan_store::{
+    ExtensionStateSource, InstanceStore, InstanceSummary, TurnOutcome, TurnRecord, TurnRef,
+};
+use std::io::Write;
+
+/// Who the log names for what this command does.
+const BY: &str = "cli";
+
+/// The widest input a history row shows, in characters.
+const INPUT_COLUMN: usize = 48;
+
+/// `gdn instance cancel KEY`.
+pub(crate) fn cancel(global: &GlobalArgs, target: &Target, key: &str) -> anyhow::Result<Outcome> {
+    let started = std::time::Instant::now();
+    let no_orchestrator = || {
+        crate::render::error(
+            "E_NO_TURN_RUNNING",
+            &format_args!("no orchestrator is running for this swarm, so no Turn of `{key}` runs"),
+            Some("start the swarm with `gdn run`; `gdn instance list` shows its instances"),
+        );
+        Outcome::Failure
+    };
+    let Some(socket) = &target.socket else {
+        return Ok(no_orchestrator());
+    };
+    let request = ControlRequest::Cancel {
+        key: key.to_string(),
+        by: BY.to_string(),
+    };
+    let outcome = match crate::runtime::current_thread()?.block_on(call(socket, request)) {
+        None => return Ok(no_orchestrator()),
+        Some(ControlResponse::Cancelled(outcome)) => outcome,
+        Some(ControlResponse::Failed(refused)) => {
+            return Ok(crate::answers::print_refusal(&refused))
+        }
+        Some(other) => anyhow::bail!("the orchestrator answered a cancel with {other:?}"),
+    };
+    let elapsed = started.elapsed().as_millis();
+    if global.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "cancelled": outcome.cancelled,
+                "ended": outcome.ended,
+                "elapsedMs": elapsed,
+            })
+        );
+    } else {
+        for turn in &outcome.cancelled {
+            println!(
+                "cancelled the Turn of {} (event {})",
+                turn.key, turn.event_id
+            );
+        }
+        if outcome.ended {
+            println!(
+                "{} Turn(s) cancelled and closed in {elapsed} ms",
+                outcome.cancelled.len()
+            );
+        }
+    }
+    if !outcome.ended {
+        crate::render::warning(
+            "E_TURN_STILL_RUNNING",
+            &"the cancelled Turn had not ended when the wait ran out",
+            Some("it ends at its next step; `gdn instance list` shows when the instance is idle"),
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// `gdn instance history KEY [--archived]`.
+pub(crate) fn history(
+    global: &GlobalArgs,
+    target: &Target,
+    key: &str,
+    archived: bool,
+) -> anyhow::Result<Outcome> {
+    let (store, summary) = match resolve(target, key)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let (agent, instance_key) = (&summary.agent_name, &summary.instance_key);
+    // The person reading asked for all of it: no read budget; both logs
+    // are streamed in blocks and only one summary per Turn is held.
+    let history = store.history(agent, instance_key, Default::default())?;
+    let archives = if archived {
+        store.archived_history(agent, instance_key)?
+    } else {
+        Vec::new()
+    };
+    let mut out = std::io::stdout().lock();
+    if global.json {
+        let archives: Vec<serde_json::Value> = archives
+            .iter()
+            .map(|archive| {
+                serde_json::json!({
+                    "id": archive.id,
+                    "dir": archive.dir,
+                    "manifest": archive.manifest,
+                    "turns": archive.turns,
+                })
+            })
+            .collect();
+        let mut report = serde_json::json!({
+            "agentName": agent,
+            "instanceKey": instance_key,
+            "turns": history.turns,
+        });
+        if archived {
+            report["archived"] = archives.into();
+        }
+        writeln!(out, "{report}")?;
+        return Ok(Outcome::Success);
+    }
+    writeln!(
+        out,
+        "{agent}:{instance_key}: {} Turn(s)",
+        history.turns.len()
+    )?;
+    if !history.turns.is_empty() {
+        write_turn_table(&mut out, &history.turns)?;
+    }
+    if history.n_unreadable > 0 {
+        writeln!(
+            out,
+            "({} line(s) of its log are not messages this version reads)",
+            history.n_unreadable
+        )?;
+    }
+    for archive in &archives {
+        let manifest = &archive.manifest;
+        writeln!(
+            out,
+            "\narchived by {} at {} (rewound to Turn {}), {}:",
+            manifest.by,
+            manifest.archived_at,
+            manifest.rewound_to.turn_index,
+            archive.dir.display()
+        )?;
+        if archive.turns.is_empty() {
+            writeln!(out, "  (pending events only)")?;
+        } else {
+            write_turn_table(&mut out, &archive.turns)?;
+        }
+    }
+    if archived && archives.is_empty() {
+        writeln!(out, "(no archived Turns)")?;
+    }
+    Ok(Outcome::Success)
+}
+
+fn write_turn_table(out: &mut impl Write, turns: &[TurnRecord]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:>4}  {:<29} {:<24} {:>9}  {:<16} INPUT",
+        "#", "TURN ID", "TIME", "COST", "STATUS"
+    )?;
+    for turn in turns {
+        let index = turn
+            .index
+            .map_or_else(|| "?".to_string(), |index| index.to_string());
+        let cost = turn
+            .cost_usd
+            .map_or_else(|| "-".to_string(), |cost| format!("${cost:.4}"));
+        let status = match &turn.outcome {
+            TurnOutcome::Completed => "completed".to_string(),
+            TurnOutcome::Failed { .. } => "failed".to_string(),
+            TurnOutcome::Cancelled {
+                cancelled_by: Some(by),
+            } => format!("cancelled ({by})"),
+            TurnOutcome::Cancelled { cancelled_by: None } => "cancelled".to_string(),
+            TurnOutcome::Unknown => "-".to_string(),
+        };
+        writeln!(
+            out,
+            "{index:>4}  {:<29} {:<24} {cost:>9}  {status:<16} {}",
+            turn.turn_id.as_deref().unwrap_or("-"),
+            turn.created_at.as_deref().unwrap_or("-"),
+            shorten(&turn.input, INPUT_COLUMN),
+        )?;
+    }
+    Ok(())
+}
+
+/// `text` cut to `width` characters, an ellipsis marking the cut.
+fn shorten(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// What `gdn instance fork` and `gdn instance rewind` were asked.
+pub(crate) struct Rewrite<'a> {
+    /// The instance, as typed.
+    pub(crate) key: &'a str,
+    /// The Turn, as typed.
+    pub(crate) turn: &'a str,
+    /// Cancel a running Turn first.
+    pub(crate) cancel: bool,
+    /// `--cluster`, when given.
+    pub(crate) cluster: Option<&'a str>,
+}
+
+/// `gdn instance fork KEY --at TURN [--as NEWKEY] [--cancel]`.
+pub(crate) fn fork(
+    global: &GlobalArgs,
+    target: &Target,
+    asked: &Rewrite<'_>,
+    new_key: Option<&str>,
+) -> anyhow::Result<Outcome> {
+    if let Some(outcome) = refuse_in_cluster(asked.cluster, "fork") {
+        return Ok(outcome);
+    }
+    let (store, summary) = match resolve(target, asked.key)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let (agent, instance_key) = (summary.agent_name.as_str(), summary.instance_key.as_str());
+    let turn = TurnRef::parse(asked.turn);
+    let new_key = new_key.map_or_else(
+        || {
+            format!(
+                "{instance_key}-fork-{}",
+                goondan_types::trace::random_hex(3)
+            )
+        },
+        str::to_string,
+    );
+    // Checked before the instance is held, so a wrong request stops
+    // nothing; the store checks again under the lock.
+    if let Err(outcome) = precheck(&store, agent, instance_key, &turn, Some(&new_key))? {
+        return Ok(outcome);
+    }
+    let keys = vec![
+        format!("{agent}:{instance_key}"),
+        format!("{agent}:{new_key}"),
+    ];
+    let _hold = match hold(target, keys, asked.cancel)? {
+        Ok(hold) => hold,
+        Err(outcome) => return Ok(outcome),
+    };
+    let report = match store.fork(agent, instance_key, &turn, &new_key, BY) {
+        Ok(report) => report,
+        Err(error) => return Ok(store_error(&error)),
+    };
+    if global.json {
+        println!("{}", serde_json::to_value(&report)?);
+    } else {
+        println!(
+            "forked {agent}:{instance_key} at Turn {} ({}) into {agent}:{}: {} message(s)",
+            report.at.turn_index,
+            report.at.turn_id.as_deref().unwrap_or("id unknown"),
+            report.instance_key,
+            report.n_messages
+        );
+        println!(
+            "{}",
+            state_line(report.extension_state, report.at.turn_index)
+        );
+    }
+    warn_if_fallback(report.extension_state, report.at.turn_index, "the fork");
+    Ok(Outcome::Success)
+}
+
+/// `gdn instance rewind KEY --to TURN [--cancel]`.
+pub(crate) fn rewind(
+    global: &GlobalArgs,
+    target: &Target,
+    asked: &Rewrite<'_>,
+) -> anyhow::Result<Outcome> {
+    if let Some(outcome) = refuse_in_cluster(asked.cluster, "rewind") {
+        return Ok(outcome);
+    }
+    let (store, summary) = match resolve(target, asked.key)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let (agent, instance_key) = (summary.agent_name.as_str(), summary.instance_key.as_str());
+    let turn = TurnRef::parse(asked.turn);
+    if let Err(outcome) = precheck(&store, agent, instance_key, &turn, None)? {
+        return Ok(outcome);
+    }
+    let _hold = match hold(
+        target,
+        vec![format!("{agent}:{instance_key}")],
+        asked.cancel,
+    )? {
+        Ok(hold) => hold,
+        Err(outcome) => return Ok(outcome),
+    };
+    let report = match store.rewind(agent, instance_key, &turn, BY) {
+        Ok(report) => report,
+        Err(error) => return Ok(store_error(&error)),
+    };
+    if global.json {
+        println!("{}", serde_json::to_value(&report)?);
+    } else {
+        match &report.archive {
+            Some(archive) => println!(
+                "rewound {agent}:{instance_key} to Turn {} ({}): {} Turn(s), {} message(s){} archived in {}",
+                report.to.turn_index,
+                report.to.turn_id.as_deref().unwrap_or("id unknown"),
+                archive.n_turns,
+                archive.n_messages,
+                if archive.n_pending_events > 0 {
+                    format!(" and {} pending event(s)", archive.n_pending_events)
+                } else {
+                    String::new()
+                },
+                archive.dir.display()
+            ),
+            None => println!(
+                "{agent}:{instance_key} already ends with Turn {}; nothing to rewind",
+                report.to.turn_index
+            ),
+        }
+        if report.archive.is_some() {
+            println!(
+                "{}",
+                state_line(report.extension_state, report.to.turn_index)
+            );
+        }
+    }
+    if report.archive.is_some() {
+        warn_if_fallback(report.extension_state, report.to.turn_index, "the instance");
+    }
+    Ok(Outcome::Success)
+}
+
+fn state_line(source: ExtensionStateSource, turn_index: usize) -> String {
+    match source {
+        ExtensionStateSource::Snapshot => {
+            format!("extension state: as Turn {turn_index} left it (from its snapshot)")
+        }
+        ExtensionStateSource::Unchanged => {
+            format!("extension state: unchanged since Turn {turn_index}")
+        }
+        ExtensionStateSource::CurrentFallback => {
+            "extension state: the current one (see the warning)".to_string()
+        }
+    }
+}
+
+fn warn_if_fallback(source: ExtensionStateSource, turn_index: usize, who: &str) {
+    if source.is_exact() {
+        return;
+    }
+    crate::render::warning(
+        "W_EXTENSION_STATE_CURRENT",
+        &format_args!(
+            "Turns after Turn {turn_index} ran before per-Turn extension state snapshots existed, so the state Turn {turn_index} left is unknown; {who} got the current extension state"
+        ),
+        Some("check the instance's extensions/ folder if an extension's state matters for it"),
+    );
+}
+
+/// Refuses `--cluster`: the conversation of a cluster instance lives in
+/// JetStream, which fork and rewind do not rewrite yet.
+fn refuse_in_cluster(cluster: Option<&str>, what: &str) -> Option<Outcome> {
+    cluster.filter(|urls| !urls.is_empty())?;
+    crate::render::error(
+        "E_CLUSTER_UNSUPPORTED",
+        &format_args!("`gdn instance {what}` is not supported in a cluster (`gdn run --cluster`) yet; nothing was changed"),
+        Some("export the instance with `gdn instance export` and work on the copy, or unset GOONDAN_CLUSTER for a single-host swarm"),
+    );
+    Some(Outcome::Failure)
+}
+
+/// Checks, without the lock, that the Turn exists and the new key is
+/// free, so a wrong request is refused before anything is held.
+fn precheck(
+    store: &InstanceStore,
+    agent: &str,
+    instance_key: &str,
+    turn: &TurnRef,
+    new_key: Option<&str>,
+) -> anyhow::Result<Result<(), Outcome>> {
+    let history = store.history(agent, instance_key, Default::default())?;
+    if history.find(turn).is_none() {
+        let error = goondan_store::StoreError::TurnNotFound {
+            instance: format!("{agent}:{instance_key}"),
+            turn: turn.to_string(),
+            n_turns: history.turns.len(),
+        };
+        return Ok(Err(store_error(&error)));
+    }
+    if let Some(new_key) = new_key {
+        let dir = store.workspace().instance(agent, new_key);
+        if new_key == instance_key || dir.dir().exists() {
+            let error = goondan_store::StoreError::InstanceExists {
+                instance: format!("{agent}:{new_key}"),
+                dir: dir.dir().to_path_buf(),
+            };
+            return Ok(Err(store_error(&error)));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Holds `keys` through the running orchestrator, cancelling their Turns
+/// first when `cancel`; `None` when no orchestrator runs (the store's
+/// lock is then the only guard needed).
+fn hold(
+    target: &Target,
+    keys: Vec<String>,
+    cancel: bool,
+) -> anyhow::Result<Result<Option<HoldGuard>, Outcome>> {
+    let Some(socket) = &target.socket else {
+        return Ok(Ok(None));
+    };
+    let cancel_as = cancel.then(|| BY.to_string());
+    let held = crate::runtime::current_thread()?.block_on(control::hold(socket, keys, cancel_as));
+    match held {
+        // Nothing listens: no orchestrator runs, so no process writes.
+        Err(_) => Ok(Ok(None)),
+        Ok((ControlResponse::Held { cancelled, .. }, guard)) => {
+            for turn in cancelled {
+                eprintln!("cancelled the running Turn of {} first", turn.key);
+            }
+            Ok(Ok(guard))
+        }
+        Ok((ControlResponse::Failed(refused), _)) => {
+            Ok(Err(crate::answers::print_refusal(&refused)))
+        }
+        Ok((other, _)) => anyhow::bail!("the orchestrator answered a hold with {other:?}"),
+    }
+}
+
+/// The one instance `key` names (`agent:instanceKey`, or an instance key
+/// only one agent has), with its store.
+fn resolve(
+    target: &Target,
+    key: &str,
+) -> anyhow::Result<Result<(InstanceStore, InstanceSummary), Outcome>> {
+    let mut found = Vec::new();
+    for store in stores(target)? {
+        for summary in store.list()? {
+            let full = format!("{}:{}", summary.agent_name, summary.instance_key);
+            if summary.instance_key == key || full == key {
+                found.push((store.clone(), summary));
+            }
+        }
+    }
+    // `agent:key` names one instance even when another agent's key is
+    // spelled the same.
+    let exact = |summary: &InstanceSummary| {
+        format!("{}:{}", summary.agent_name, summary.instance_key) == key
+    };
+    if found.len() > 1 && found.iter().any(|(_, summary)| exact(summary)) {
+        found.retain(|(_, summary)| exact(summary));
+    }
+    match found.len() {
+        1 => Ok(Ok(found.remove(0))),
+        0 => {
+            crate::render::error(
+                "E_INSTANCE_NOT_FOUND",
+                &format_args!("no instance matches `{key}`"),
+                Some("list instances with `gdn instance list`"),
+            );
+            Ok(Err(Outcome::Failure))
+        }
+        _ => {
+            let names: Vec<String> = found
+                .iter()
+                .map(|(_, summary)| format!("{}:{}", summary.agent_name, summary.instance_key))
+                .collect();
+            crate::render::error(
+                "E_INSTANCE_AMBIGUOUS",
+                &format_args!(
+                    "`{key}` names {} instances: {}",
+                    names.len(),
+                    names.join(", ")
+                ),
+                Some("name one as agent:instanceKey"),
+            );
+            Ok(Err(Outcome::Failure))
+        }
+    }
+}
+
+/// Prints a store refusal as every command prints coded errors.
+fn store_error(error: &goondan_store::StoreError) -> Outcome {
+    crate::render::error(error.code(), error, error.suggestion().as_deref());
+    Outcome::Failure
+}

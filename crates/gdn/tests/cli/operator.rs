@@ -1,0 +1,539 @@
+//! Issue 36, "people steer a running swarm", end to end with the real
+//! `gdn`: `gdn instance cancel` stops a Turn blocked in a slow model call
+//! or in a long `bash__exec` within a second (the waiting `gdn run
+//! --input` gets `E_TURN_CANCELLED`, no process is left, and the next Turn
+//! passes a mock that refuses a tool call without its result, as OpenAI
+//! and Anthropic do); `gdn instance history|fork|rewind` on a three-Turn
+//! instance whose extension (`tool-search`) keeps state; and the bad
+//! paths, each a coded error that changes nothing on disk.
+
+use crate::mock_llm::{ChatRequest, MockLlm, Reply};
+use crate::swarm::{code, find_instance, finish, read_jsonl, stderr, stdout, wait_until, Swarm};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The command the model runs to block a Turn in a tool; its argument is
+/// unusual so no other test's process is taken for it.
+const LONG_COMMAND: &str = "sleep 37.25";
+
+fn bundle_text(endpoint: &str) -> String {
+    format!(
+        "apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: mock-gpt
+spec:
+  provider: openai
+  model: gpt-mock
+  endpoint: \"{endpoint}\"
+  options:
+    maxRetries: 0
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: worker
+spec:
+  modelConfig:
+    modelRef: Model/mock-gpt
+  prompt:
+    system: \"You are the WORKER.\"
+  tools:
+    - ref: Tool/bash
+  extensions:
+    - ref: Extension/tool-search
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/worker
+  agents:
+    - ref: Agent/worker
+  policy:
+    maxStepsPerTurn: 6
+    shutdown:
+      gracePeriodSeconds: 5
+"
+    )
+}
+
+/// A request holding a tool call not answered by the tool messages right
+/// after it: OpenAI answers such a request with HTTP 400, and so does
+/// Anthropic (a `tool_use` without its `tool_result`).
+fn has_dangling_call(request: &ChatRequest) -> bool {
+    let messages = request.messages();
+    messages.iter().enumerate().any(|(at, message)| {
+        let Some(calls) = message["tool_calls"].as_array() else {
+            return false;
+        };
+        let answered: Vec<&Value> = messages[at + 1..]
+            .iter()
+            .take_while(|later| later["role"] == "tool")
+            .map(|later| &later["tool_call_id"])
+            .collect();
+        calls.iter().any(|call| !answered.contains(&&call["id"]))
+    })
+}
+
+/// What the model does, by the user's last words: `slow` is answered only
+/// after 30 s, `sleep` runs [`LONG_COMMAND`], `search X` calls the
+/// tool-search tool with the query `zq-X` (changing its state), anything
+/// else is answered at once; a request with a dangling call is refused.
+fn steer(refused: Arc<AtomicUsize>) -> impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static {
+    move |request| {
+        if has_dangling_call(request) {
+            refused.fetch_add(1, Ordering::SeqCst);
+            return Reply::Status(400);
+        }
+        let text = request.last_user_text();
+        if request.tool_result().is_some() {
+            return Reply::text(format!("answer {text}"));
+        }
+        if text == "slow" {
+            return Reply::Delayed(Duration::from_secs(30), Box::new(Reply::text("too late")));
+        }
+        if text == "sleep" {
+            return Reply::tool("bash__exec", json!({"command": LONG_COMMAND}));
+        }
+        if let Some(words) = text.strip_prefix("search ") {
+            return Reply::tool(
+                "tool-search__search",
+                json!({"query": format!("zq-{words}")}),
+            );
+        }
+        Reply::text(format!("answer {text}"))
+    }
+}
+
+fn swarm() -> (Swarm, Arc<AtomicUsize>) {
+    let refused = Arc::new(AtomicUsize::new(0));
+    let mock = MockLlm::start(steer(refused.clone()));
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bundle.path().join("goondan.yaml"),
+        bundle_text(&mock.endpoint()),
+    )
+    .unwrap();
+    let swarm = Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    };
+    (swarm, refused)
+}
+
+/// `gdn run --input TEXT --instance-key KEY` in the background.
+fn spawn_input(swarm: &Swarm, key: &str, text: &str) -> Child {
+    swarm
+        .command(&["run", "--input", text, "--instance-key", key])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// One input, answered: its answer text.
+fn ask(swarm: &Swarm, key: &str, text: &str) -> String {
+    let output = swarm.run(&["run", "--input", text, "--instance-key", key]);
+    assert_eq!(code(&output), 0, "{text}: {}", stderr(&output));
+    stdout(&output).trim().to_string()
+}
+
+fn instance_dir(swarm: &Swarm, key: &str) -> PathBuf {
+    find_instance(swarm.state.path(), "worker", key)
+        .unwrap_or_else(|| panic!("no instance worker:{key}"))
+}
+
+/// Pids of live processes running `words` exactly (the host sees the
+/// bash tool's namespaced processes too).
+fn processes_running(words: &[&str]) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline
+                .split(|&b| b == 0)
+                .filter(|arg| !arg.is_empty())
+                .collect();
+            args.len() >= words.len()
+                && args[args.len() - words.len()..]
+                    .iter()
+                    .zip(words)
+                    .all(|(arg, word)| *arg == word.as_bytes())
+        })
+        .filter(|pid| crate::swarm::alive(*pid))
+        .collect()
+}
+
+/// `gdn instance cancel KEY --json`, its report and how long the command
+/// took.
+fn cancel(swarm: &Swarm, key: &str) -> (Value, Duration) {
+    let started = Instant::now();
+    let output = swarm.run(&["instance", "cancel", key, "--json"]);
+    let took = started.elapsed();
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    (serde_json::from_str(&stdout(&output)).unwrap(), took)
+}
+
+fn assert_cancelled_in_time(report: &Value, took: Duration) {
+    assert_eq!(report["cancelled"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["ended"], true, "{report}");
+    let elapsed = report["elapsedMs"].as_u64().unwrap();
+    assert!(elapsed < 1000, "the Turn took {elapsed} ms to end");
+    eprintln!("cancel: Turn closed {elapsed} ms after the request; the command took {took:?}");
+}
+
+/// The waiting `gdn run --input` ends with `E_TURN_CANCELLED`.
+fn assert_requester_told(run: Child) {
+    let output = finish(run, "the cancelled `gdn run --input`");
+    assert_eq!(code(&output), 1, "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("error[E_TURN_CANCELLED]"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// `turn.failed` of the instance's cancelled Turn names who cancelled it.
+fn assert_log_names_the_operator(swarm: &Swarm, key: &str) {
+    let events = read_jsonl(&instance_dir(swarm, key).join("messages/runtime-events.jsonl"));
+    assert!(
+        events
+            .iter()
+            .any(|event| event["type"] == "turn.failed" && event["cancelledBy"] == "cli"),
+        "{events:#?}"
+    );
+    let history = swarm.run(&["instance", "history", &format!("worker:{key}")]);
+    assert!(
+        stdout(&history).contains("cancelled (cli)"),
+        "{}",
+        stdout(&history)
+    );
+}
+
+#[test]
+fn issue_36_cancel_stops_a_slow_model_call_within_a_second_and_the_next_turn_is_valid() {
+    let (swarm, refused) = swarm();
+    let _resident = swarm.start_resident();
+    let run = spawn_input(&swarm, "c1", "slow");
+    swarm
+        .mock
+        .wait_for("the slow call", |r| r.last_user_text() == "slow");
+    let (report, took) = cancel(&swarm, "c1");
+    assert_cancelled_in_time(&report, took);
+    assert_requester_told(run);
+    assert_log_names_the_operator(&swarm, "c1");
+    assert_eq!(ask(&swarm, "c1", "after"), "answer after");
+    assert_eq!(refused.load(Ordering::SeqCst), 0);
+
+    // Nothing runs now: a second cancel says so.
+    let output = swarm.run(&["instance", "cancel", "c1"]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stderr(&output).contains("error[E_NO_TURN_RUNNING]") && stderr(&output).contains("help"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn issue_36_cancel_stops_a_long_bash_command_leaves_no_process_and_closes_its_call() {
+    let (swarm, refused) = swarm();
+    let _resident = swarm.start_resident();
+    let run = spawn_input(&swarm, "c2", "sleep");
+    let words: Vec<&str> = LONG_COMMAND.split(' ').collect();
+    wait_until("the long command to run", || {
+        (!processes_running(&words).is_empty()).then_some(())
+    });
+    let (report, took) = cancel(&swarm, "c2");
+    assert_cancelled_in_time(&report, took);
+    wait_until("the long command to be gone", || {
+        processes_running(&words).is_empty().then_some(())
+    });
+    assert_requester_told(run);
+    assert_log_names_the_operator(&swarm, "c2");
+
+    // The call was closed when the Turn was cancelled, saying by whom.
+    let closing = read_jsonl(&instance_dir(&swarm, "c2").join("messages/base.jsonl"))
+        .into_iter()
+        .find(|message| message["data"]["role"] == "tool")
+        .expect("a result closes the cancelled call");
+    let text = closing.to_string();
+    assert!(
+        text.contains("E_TOOL_CANCELLED") && text.contains("operator (cli)"),
+        "{text}"
+    );
+    // The next Turn passes a provider that refuses dangling calls.
+    assert_eq!(ask(&swarm, "c2", "after"), "answer after");
+    assert_eq!(refused.load(Ordering::SeqCst), 0);
+}
+
+/// The state file of `tool-search` in an instance folder, parsed.
+fn search_state(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("extensions/tool-search.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every message and extension file of every instance, with its bytes.
+fn disk(swarm: &Swarm) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    for workspace in std::fs::read_dir(swarm.state.path().join("workspaces")).unwrap() {
+        let instances = workspace.unwrap().path().join("instances");
+        for instance in std::fs::read_dir(&instances).unwrap() {
+            let instance = instance.unwrap().path();
+            files.insert(instance.clone(), Vec::new());
+            for sub in ["messages", "extensions"] {
+                let Ok(entries) = std::fs::read_dir(instance.join(sub)) else {
+                    continue;
+                };
+                for entry in entries {
+                    let path = entry.unwrap().path();
+                    if path.is_file() && !path.ends_with("runtime-events.jsonl") {
+                        files.insert(path.clone(), std::fs::read(&path).unwrap());
+                    }
+                }
+            }
+        }
+    }
+    files
+}
+
+/// The first request of the Turn whose input was `text`.
+fn first_request_of(swarm: &Swarm, text: &str) -> ChatRequest {
+    swarm.mock.wait_for(text, |r| {
+        r.last_user_text() == text && r.tool_result().is_none()
+    })
+}
+
+#[test]
+fn issue_36_history_fork_and_rewind_move_the_conversation_and_extension_state_together() {
+    let (swarm, refused) = swarm();
+    let resident = swarm.start_resident();
+    for words in ["one", "two", "three"] {
+        assert_eq!(
+            ask(&swarm, "f", &format!("search {words}")),
+            format!("answer search {words}")
+        );
+    }
+    let original = instance_dir(&swarm, "f");
+    assert_eq!(search_state(&original)["lastQuery"], "zq-three");
+
+    // History: three Turns, numbered, with ids, times and inputs.
+    let output = swarm.run(&["instance", "history", "f", "--json"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let history: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let turns = history["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    for (n, (turn, words)) in turns.iter().zip(["one", "two", "three"]).enumerate() {
+        assert_eq!(turn["index"], n + 1);
+        assert_eq!(turn["input"], format!("search {words}"));
+        assert!(turn["turnId"].as_str().unwrap().starts_with("turn_"));
+        assert!(turn["createdAt"].is_string());
+        assert_eq!(turn["outcome"]["status"], "completed");
+    }
+    let text = stdout(&swarm.run(&["instance", "history", "f"]));
+    assert!(
+        text.contains("search two") && text.contains("TURN ID"),
+        "{text}"
+    );
+
+    // Fork at Turn 1 (by its id): the original is untouched; the fork's
+    // next request holds exactly Turn 1 and the new input.
+    let base_before = std::fs::read(original.join("messages/base.jsonl")).unwrap();
+    let turn_1 = turns[0]["turnId"].as_str().unwrap().to_string();
+    let output = swarm.run(&["instance", "fork", "f", "--at", &turn_1, "--as", "f1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("into worker:f1"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(
+        std::fs::read(original.join("messages/base.jsonl")).unwrap(),
+        base_before
+    );
+    let fork = instance_dir(&swarm, "f1");
+    assert_eq!(search_state(&fork)["lastQuery"], "zq-one");
+    let metadata: Value =
+        serde_json::from_str(&std::fs::read_to_string(fork.join("metadata.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (
+            &metadata["forkedFrom"]["instanceKey"],
+            &metadata["forkedFrom"]["turnIndex"]
+        ),
+        (&json!("f"), &json!(1))
+    );
+    assert_eq!(ask(&swarm, "f1", "four"), "answer four");
+    let forked = first_request_of(&swarm, "four");
+    let turn_2 = first_request_of(&swarm, "search two");
+    let n = forked.messages().len();
+    assert_eq!(n, turn_2.messages().len());
+    assert_eq!(
+        forked.messages()[..n - 1],
+        turn_2.messages()[..n - 1],
+        "the fork's model sees Turn 1 exactly"
+    );
+
+    // Without --as, a key is made up and printed.
+    let output = swarm.run(&["instance", "fork", "worker:f", "--at", "2", "--json"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let made: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let made_key = made["instanceKey"].as_str().unwrap();
+    assert!(made_key.starts_with("f-fork-"), "{made}");
+    assert_eq!(
+        search_state(&instance_dir(&swarm, made_key))["lastQuery"],
+        "zq-two"
+    );
+
+    // Rewind to Turn 1: Turns 2 and 3 go to the archive byte for byte, the
+    // extension state follows, and the instance goes on from Turn 1.
+    let output = swarm.run(&["instance", "rewind", "f", "--to", "1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stdout(&output).contains("2 Turn(s)"), "{}", stdout(&output));
+    let base_after = std::fs::read(original.join("messages/base.jsonl")).unwrap();
+    assert!(base_before.starts_with(&base_after) && base_after.len() < base_before.len());
+    let archives: Vec<PathBuf> = std::fs::read_dir(original.join("messages/archive"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(archives.len(), 1);
+    assert_eq!(
+        std::fs::read(archives[0].join("base.jsonl")).unwrap(),
+        base_before[base_after.len()..],
+        "the archive holds the cut lines byte for byte"
+    );
+    assert_eq!(search_state(&original)["lastQuery"], "zq-one");
+    assert_eq!(ask(&swarm, "f", "five"), "answer five");
+    let after_rewind = first_request_of(&swarm, "five");
+    assert_eq!(
+        after_rewind.messages()[..n - 1],
+        turn_2.messages()[..n - 1],
+        "after the rewind the model sees Turn 1 only"
+    );
+    let output = swarm.run(&["instance", "history", "f", "--archived", "--json"]);
+    let history: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(history["turns"].as_array().unwrap().len(), 2);
+    let archived = &history["archived"][0];
+    let indices: Vec<&Value> = archived["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|turn| &turn["index"])
+        .collect();
+    assert_eq!(indices, [&json!(2), &json!(3)]);
+    assert_eq!(archived["manifest"]["by"], "cli");
+    let text = stdout(&swarm.run(&["instance", "history", "f", "--archived"]));
+    assert!(text.contains("archived by cli"), "{text}");
+    assert_eq!(refused.load(Ordering::SeqCst), 0);
+
+    // With no orchestrator the commands work on disk, under the lock.
+    assert_eq!(resident.terminate(), 0);
+    let output = swarm.run(&["instance", "fork", "f", "--at", "1", "--as", "offline"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        search_state(&instance_dir(&swarm, "offline"))["lastQuery"],
+        "zq-one"
+    );
+}
+
+/// Runs `args`, expects exit code 1 with `error[CODE]` and a help line.
+fn refused_with(swarm: &Swarm, args: &[&str], expected: &str) -> String {
+    let output = swarm.run(args);
+    let text = stderr(&output);
+    assert_eq!(code(&output), 1, "{args:?}: {text}");
+    assert!(
+        text.contains(&format!("error[{expected}]")) && text.contains("= help:"),
+        "{args:?}: {text}"
+    );
+    text
+}
+
+#[test]
+fn issue_36_bad_fork_and_rewind_requests_are_coded_errors_that_change_nothing() {
+    let (swarm, _) = swarm();
+    let _resident = swarm.start_resident();
+    for words in ["one", "two"] {
+        ask(&swarm, "b", &format!("search {words}"));
+    }
+    ask(&swarm, "taken", "hello");
+    let before = disk(&swarm);
+    refused_with(
+        &swarm,
+        &["instance", "fork", "nope", "--at", "1"],
+        "E_INSTANCE_NOT_FOUND",
+    );
+    let text = refused_with(
+        &swarm,
+        &["instance", "fork", "b", "--at", "3"],
+        "E_TURN_NOT_FOUND",
+    );
+    assert!(text.contains("1 to 2"), "{text}");
+    refused_with(
+        &swarm,
+        &["instance", "rewind", "b", "--to", "turn_nope"],
+        "E_TURN_NOT_FOUND",
+    );
+    refused_with(
+        &swarm,
+        &["instance", "fork", "b", "--at", "1", "--as", "taken"],
+        "E_INSTANCE_EXISTS",
+    );
+    refused_with(
+        &swarm,
+        &["instance", "history", "nope"],
+        "E_INSTANCE_NOT_FOUND",
+    );
+    refused_with(
+        &swarm,
+        &[
+            "instance",
+            "rewind",
+            "b",
+            "--to",
+            "1",
+            "--cluster",
+            "nats://127.0.0.1:1",
+        ],
+        "E_CLUSTER_UNSUPPORTED",
+    );
+
+    assert_eq!(disk(&swarm), before, "a refusal changed files");
+
+    // A Turn running: refused, unless --cancel, which cancels it first.
+    let run = spawn_input(&swarm, "b", "slow");
+    swarm
+        .mock
+        .wait_for("the slow call", |r| r.last_user_text() == "slow");
+    let during = disk(&swarm);
+    let text = refused_with(
+        &swarm,
+        &["instance", "rewind", "b", "--to", "1"],
+        "E_TURN_RUNNING",
+    );
+    assert!(text.contains("--cancel"), "{text}");
+    refused_with(
+        &swarm,
+        &["instance", "fork", "b", "--at", "1", "--as", "new"],
+        "E_TURN_RUNNING",
+    );
+    assert_eq!(disk(&swarm), during, "a refusal changed files");
+
+    let output = swarm.run(&["instance", "rewind", "b", "--to", "1", "--cancel"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_requester_told(run);
+    let history: Value =
+        serde_json::from_str(&stdout(&swarm.run(&["instance", "history", "b", "--json"]))).unwrap();
+    assert_eq!(history["turns"].as_array().unwrap().len(), 1);
+    assert_eq!(ask(&swarm, "b", "again"), "answer again");
+}
