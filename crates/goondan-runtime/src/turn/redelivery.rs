@@ -121,13 +121,30 @@ pub(crate) fn prior_turn(messages: &MessagesView<'_>, event_id: &str) -> Option<
 /// ([`Closing::Interrupted`]). Either way the conversation keeps the shape
 /// the providers require (every tool call answered).
 pub(crate) fn close_last_turn(messages: &MessagesView<'_>, closing: &Closing) -> Vec<Message> {
+    unanswered_calls(&latest_turn(messages), closing)
+}
+
+/// The messages after the latest input, in order.
+fn latest_turn<'a>(messages: &'a MessagesView<'_>) -> Vec<&'a Message> {
     let mut turn: Vec<&Message> = messages
         .iter()
         .rev()
         .take_while(|message| !message.metadata.contains_key(INBOUND_MARK))
         .collect();
     turn.reverse();
-    unanswered_calls(&turn, closing)
+    turn
+}
+
+/// The ids of the calls `messages` hold a result for.
+fn answered_ids(messages: &[&Message]) -> Vec<String> {
+    messages
+        .iter()
+        .flat_map(|message| message.data.parts())
+        .filter_map(|part| match part {
+            ContentPart::ToolResult { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The last model answer holding tool calls in the latest Turn, with its
@@ -136,12 +153,7 @@ pub(crate) fn close_last_turn(messages: &MessagesView<'_>, closing: &Closing) ->
 pub(crate) fn unanswered_calls_of_last_answer(
     messages: &MessagesView<'_>,
 ) -> Option<(Message, Vec<ToolCall>)> {
-    let mut turn: Vec<&Message> = messages
-        .iter()
-        .rev()
-        .take_while(|message| !message.metadata.contains_key(INBOUND_MARK))
-        .collect();
-    turn.reverse();
+    let turn = latest_turn(messages);
     let position = turn.iter().rposition(|message| {
         matches!(message.data, ModelMessage::Assistant { .. })
             && message
@@ -150,14 +162,7 @@ pub(crate) fn unanswered_calls_of_last_answer(
                 .iter()
                 .any(|part| matches!(part, ContentPart::ToolCall { .. }))
     })?;
-    let answered: Vec<String> = turn[position + 1..]
-        .iter()
-        .flat_map(|message| message.data.parts())
-        .filter_map(|part| match part {
-            ContentPart::ToolResult { tool_call_id, .. } => Some(tool_call_id),
-            _ => None,
-        })
-        .collect();
+    let answered = answered_ids(&turn[position + 1..]);
     let calls: Vec<ToolCall> = turn[position]
         .data
         .parts()
@@ -181,14 +186,7 @@ pub(crate) fn unanswered_calls_of_last_answer(
 
 /// Tool results for every call in `turn` that has none.
 fn unanswered_calls(turn: &[&Message], closing: &Closing) -> Vec<Message> {
-    let answered: Vec<String> = turn
-        .iter()
-        .flat_map(|message| message.data.parts())
-        .filter_map(|part| match part {
-            ContentPart::ToolResult { tool_call_id, .. } => Some(tool_call_id),
-            _ => None,
-        })
-        .collect();
+    let answered = answered_ids(turn);
     turn.iter()
         .flat_map(|message| message.data.parts())
         .filter_map(|part| match part {
