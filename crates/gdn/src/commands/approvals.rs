@@ -153,6 +153,20 @@ fn decide(
         );
         return Ok(Outcome::Failure);
     };
+    if let Some(JsonValue::Object(arguments)) = &arguments {
+        if let Some(problems) = schema_problems(global, &request, arguments) {
+            crate::render::error(
+                "E_APPROVAL_ARGS",
+                &format_args!(
+                    "--args do not match the parameters of {}: {}",
+                    request.tool.as_deref().unwrap_or("the tool"),
+                    problems.join("; ")
+                ),
+                Some("give arguments that match the tool's parameters schema, or approve without --args"),
+            );
+            return Ok(Outcome::BadArguments);
+        }
+    }
     let key = format!("{}:{}", request.agent, request.instance_key);
     let decision = ApprovalDecision {
         id: id.to_string(),
@@ -199,6 +213,33 @@ fn decide(
             Ok(Outcome::Failure)
         }
     }
+}
+
+/// What is wrong with `arguments` against the parameters of the gated
+/// tool, when the bundle declares that tool (a tool an extension or an MCP
+/// server adds is checked only when the call runs); `None` when nothing
+/// is, or nothing can be said here.
+fn schema_problems(
+    global: &GlobalArgs,
+    request: &ApprovalRequest,
+    arguments: &goondan_types::JsonObject,
+) -> Option<Vec<String>> {
+    let (resource, export) = request
+        .tool
+        .as_deref()?
+        .split_once(goondan_types::tool::TOOL_NAME_SEPARATOR)?;
+    let config = global
+        .config
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from("."));
+    let bundle = goondan_config::load_bundle(&config, &Default::default())
+        .ok()?
+        .bundle?;
+    let agent = bundle.agent(&request.agent)?;
+    let tool = agent.tools().find(|tool| tool.metadata.name == resource)?;
+    let export = tool.spec.exports.iter().find(|item| item.name == export)?;
+    let problems = goondan_runtime::tool::argument_problems(&export.parameters, arguments).ok()?;
+    (!problems.is_empty()).then_some(problems)
 }
 
 /// The name of the person at this terminal, as far as the system knows.

@@ -165,6 +165,15 @@ fn an_approval_with_edited_arguments_runs_those() {
     let bad = swarm.run(&["approve", &id, "--args", "[1, 2]"]);
     assert_eq!(code(&bad), 2, "{}", stderr(&bad));
     assert!(stderr(&bad).contains("E_APPROVAL_ARGS"));
+    // Checked against bash__exec's parameters before anything is sent.
+    let wrong = swarm.run(&["approve", &id, "--args", r#"{"command": 5}"#]);
+    assert_eq!(code(&wrong), 2, "{}", stderr(&wrong));
+    assert!(
+        stderr(&wrong).contains("do not match the parameters of bash__exec"),
+        "{}",
+        stderr(&wrong)
+    );
+    assert_eq!(approvals(&swarm).len(), 1, "a refused edit decided nothing");
     let approve = swarm.run(&[
         "approve",
         &id,

@@ -29,6 +29,33 @@ pub const DEFAULT_ERROR_MESSAGE_LIMIT: usize = 1000;
 
 const TRUNCATION_SUFFIX: &str = "... (truncated)";
 
+/// What is wrong with `args` against a compiled parameters schema, one
+/// line per problem (with its JSON path); empty when they match.
+fn schema_problems(validator: &jsonschema::Validator, args: &JsonObject) -> Vec<String> {
+    let args = JsonValue::Object(args.clone());
+    validator
+        .iter_errors(&args)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            if path.is_empty() {
+                error.to_string()
+            } else {
+                format!("{path}: {error}")
+            }
+        })
+        .collect()
+}
+
+/// What is wrong with `args` against the parameters `schema` of a tool,
+/// as the executor would find it before the call runs: for checking
+/// arguments before a call is made (a person's edit of a gated call's
+/// arguments). `Err` when the schema itself does not compile.
+pub fn argument_problems(schema: &JsonObject, args: &JsonObject) -> Result<Vec<String>, String> {
+    let validator = jsonschema::validator_for(&JsonValue::Object(schema.clone()))
+        .map_err(|error| error.to_string())?;
+    Ok(schema_problems(&validator, args))
+}
+
 /// Cuts an error message to `limit` characters (Unicode scalar values).
 ///
 /// A message of at most `limit` characters is returned unchanged. A longer
@@ -242,18 +269,7 @@ impl ToolExecutor {
                     )
                 }
             };
-            let args = JsonValue::Object(ctx.args.clone());
-            let problems: Vec<String> = validator
-                .iter_errors(&args)
-                .map(|error| {
-                    let path = error.instance_path().to_string();
-                    if path.is_empty() {
-                        error.to_string()
-                    } else {
-                        format!("{path}: {error}")
-                    }
-                })
-                .collect();
+            let problems = schema_problems(&validator, &ctx.args);
             if !problems.is_empty() {
                 return failure(
                     ctx,

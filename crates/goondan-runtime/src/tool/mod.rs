@@ -20,7 +20,7 @@ pub mod executor;
 pub mod registry;
 
 pub use executor::{
-    mask_tool_result, truncate_error_message, ToolCallPolicy, ToolExecutor,
+    argument_problems, mask_tool_result, truncate_error_message, ToolCallPolicy, ToolExecutor,
     DEFAULT_ERROR_MESSAGE_LIMIT, DEFAULT_MAX_TOOL_CALLS_PER_STEP,
 };
 pub use registry::{RegisteredTool, ToolRegistrationError, ToolRegistry};
