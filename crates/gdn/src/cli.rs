@@ -761,8 +761,8 @@ pub(crate) struct ApproveArgs {
     /// Why, recorded with the decision.
     #[arg(long)]
     pub(crate) reason: Option<String>,
-    /// Run the call with these arguments instead (a JSON object; the
-    /// tool's schema still applies).
+    /// Run the call with these arguments instead (a JSON object, checked
+    /// against the tool's parameters before it is sent).
     #[arg(long, value_name = "JSON")]
     pub(crate) args: Option<String>,
 }
