@@ -14,7 +14,7 @@
 //!   refusal was recorded as the call's result), so a resumed Turn never
 //!   asks or acts twice.
 //!
-//! Readers other than the writer (`gdn approvals`) read at most
+//! Readers other than the writer ([`undecided_approvals`]) read at most
 //! [`MAX_READ_BYTES`] and skip a torn last line. Once nothing is open and
 //! the file passed [`COMPACT_AFTER_BYTES`], it is emptied: the decisions
 //! themselves stay in the conversation (the tool result of each gated
@@ -178,11 +178,17 @@ impl ApprovalStore {
     }
 }
 
-/// The open requests of the instance at `paths`, for a reader that is not
-/// its writer (`gdn approvals`): at most [`MAX_READ_BYTES`] read, a torn
-/// last line skipped.
-pub fn open_approvals(paths: &InstancePaths) -> Result<Vec<OpenApproval>, StoreError> {
-    read_open(&paths.approvals_file()).map(|(open, _)| open)
+/// The requests of the instance at `paths` that wait for a decision, in
+/// the order asked, for a reader that is not its writer (`gdn approvals`,
+/// the chat, MCP progress, the Studio): at most [`MAX_READ_BYTES`] read, a
+/// torn last line skipped.
+pub fn undecided_approvals(paths: &InstancePaths) -> Result<Vec<ApprovalRequest>, StoreError> {
+    let (open, _) = read_open(&paths.approvals_file())?;
+    Ok(open
+        .into_iter()
+        .filter(|open| open.decision.is_none())
+        .map(|open| open.request)
+        .collect())
 }
 
 fn read_open(path: &Path) -> Result<(Vec<OpenApproval>, u64), StoreError> {
@@ -287,7 +293,7 @@ mod tests {
         assert_eq!(open[1].decision, None);
         assert_eq!(store.by_key("call_2").unwrap().request.id, "apv_2");
         store.close("apv_1").unwrap();
-        assert_eq!(open_approvals(&paths).unwrap().len(), 1);
+        assert_eq!(undecided_approvals(&paths).unwrap().len(), 1);
         assert!(store.by_key("call_1").is_none());
     }
 
@@ -302,10 +308,10 @@ mod tests {
         let mut bytes = std::fs::read(&file).unwrap();
         bytes.extend_from_slice(b"{\"closed\":\"apv_");
         std::fs::write(&file, &bytes).unwrap();
-        assert_eq!(open_approvals(&paths).unwrap().len(), 1);
+        assert_eq!(undecided_approvals(&paths).unwrap().len(), 1);
 
         std::fs::write(&file, b"not json\n").unwrap();
-        let error = open_approvals(&paths).unwrap_err();
+        let error = undecided_approvals(&paths).unwrap_err();
         assert!(error.to_string().contains("line 1"), "{error}");
     }
 
@@ -332,6 +338,6 @@ mod tests {
         }
         assert!(emptied, "never emptied");
         store.request(&request("apv_last", "call")).unwrap();
-        assert_eq!(open_approvals(&paths).unwrap().len(), 1);
+        assert_eq!(undecided_approvals(&paths).unwrap().len(), 1);
     }
 }

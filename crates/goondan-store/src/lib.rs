@@ -53,7 +53,7 @@ mod turns;
 mod usage;
 
 pub use active::{ActiveSwarm, WorkspaceIdentity};
-pub use approvals::{open_approvals, ApprovalStore, OpenApproval};
+pub use approvals::{undecided_approvals, ApprovalStore, OpenApproval};
 pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};

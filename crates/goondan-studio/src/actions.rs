@@ -137,13 +137,10 @@ pub(crate) fn find_approval(
 ) -> Result<DecisionTarget, ActionError> {
     let workspace = data::workspace(root, swarm)?;
     for (_, dir) in data::instance_dirs(&workspace) {
-        let waiting = goondan_store::open_approvals(&InstancePaths::from_dir(&dir))?;
-        if let Some(open) = waiting
-            .into_iter()
-            .find(|open| open.decision.is_none() && open.request.id == id)
-        {
+        let waiting = goondan_store::undecided_approvals(&InstancePaths::from_dir(&dir))?;
+        if let Some(request) = waiting.into_iter().find(|request| request.id == id) {
             return Ok(DecisionTarget {
-                key: format!("{}:{}", open.request.agent, open.request.instance_key),
+                key: format!("{}:{}", request.agent, request.instance_key),
                 socket: control_socket(&workspace),
             });
         }

@@ -114,17 +114,18 @@ pub(crate) fn pending_approvals(root: &StateRoot) -> Result<Value, ReadError> {
     let mut waiting: Vec<(String, Value)> = Vec::new();
     for workspace in root.list_workspaces()? {
         for (instance, dir) in instance_dirs(&workspace) {
-            let Ok(open) = goondan_store::open_approvals(&InstancePaths::from_dir(&dir)) else {
+            let Ok(undecided) = goondan_store::undecided_approvals(&InstancePaths::from_dir(&dir))
+            else {
                 // One unreadable file must not hide every other request.
                 continue;
             };
-            for open in open.into_iter().filter(|open| open.decision.is_none()) {
-                let mut row = serde_json::to_value(&open.request).unwrap_or(Value::Null);
+            for request in undecided {
+                let mut row = serde_json::to_value(&request).unwrap_or(Value::Null);
                 if let Some(object) = row.as_object_mut() {
                     object.insert("swarm".into(), workspace.workspace_id().into());
                     object.insert("instance".into(), instance.clone().into());
                 }
-                waiting.push((open.request.requested_at.clone(), row));
+                waiting.push((request.requested_at, row));
             }
         }
     }

@@ -564,34 +564,47 @@ fn action_answer(outcome: Result<Value, ActionError>) -> Response {
     }
 }
 
+/// What every action does before its own work: a slot among the
+/// actions at once (held by the returned permit), its body, parsed by
+/// `parse`, and its target, found by `locate` with blocking reads off the
+/// runtime.
+async fn prepare_action<P, T>(
+    shared: &Shared,
+    request: Request,
+    parse: impl FnOnce(&[u8]) -> Result<P, ActionError>,
+    locate: impl FnOnce(&StateRoot, &P) -> Result<T, ActionError> + Send + 'static,
+) -> Result<(tokio::sync::OwnedSemaphorePermit, P, T), ActionError>
+where
+    P: Clone + Send + 'static,
+    T: Send + 'static,
+{
+    let permit = action_permit(shared)?;
+    let body = action_body(request).await?;
+    let parsed = parse(&body)?;
+    let root = shared.studio.state_root.clone();
+    let asked = parsed.clone();
+    let target = tokio::task::spawn_blocking(move || locate(&root, &asked))
+        .await
+        .map_err(|_| ActionError::Internal("the read failed".into()))??;
+    Ok((permit, parsed, target))
+}
+
 /// `POST /api/actions/decide`: approve or deny a waiting approval.
 async fn decide(
     State(shared): State<Arc<Shared>>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
-    let permit = match action_permit(&shared) {
-        Ok(permit) => permit,
+    let prepared = prepare_action(
+        &shared,
+        request,
+        actions::parse_decision,
+        |root, (swarm, id, _, _)| actions::find_approval(root, swarm, id),
+    )
+    .await;
+    let (permit, (swarm, id, verdict, reason), target) = match prepared {
+        Ok(prepared) => prepared,
         Err(refusal) => return action_answer(Err(refusal)),
-    };
-    let body = match action_body(request).await {
-        Ok(body) => body,
-        Err(refusal) => return action_answer(Err(refusal)),
-    };
-    let (swarm, id, verdict, reason) = match actions::parse_decision(&body) {
-        Ok(parsed) => parsed,
-        Err(refusal) => return action_answer(Err(refusal)),
-    };
-    let root = shared.studio.state_root.clone();
-    let (swarm_name, approval_id) = (swarm.clone(), id.clone());
-    let target = match tokio::task::spawn_blocking(move || {
-        actions::find_approval(&root, &swarm_name, &approval_id)
-    })
-    .await
-    {
-        Ok(Ok(target)) => target,
-        Ok(Err(refusal)) => return action_answer(Err(refusal)),
-        Err(_) => return action_answer(Err(ActionError::Internal("the read failed".into()))),
     };
     tracing::info!(%client, swarm, approval = id, verdict = verdict.as_str(), "studio action: decide");
     let outcome = actions::decide(target, id, verdict, reason, client).await;
@@ -606,28 +619,16 @@ async fn send(
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
-    let permit = match action_permit(&shared) {
-        Ok(permit) => permit,
+    let prepared = prepare_action(
+        &shared,
+        request,
+        actions::parse_message,
+        |root, (swarm, instance, _)| actions::find_instance(root, swarm, instance),
+    )
+    .await;
+    let (permit, (swarm, instance, text), target) = match prepared {
+        Ok(prepared) => prepared,
         Err(refusal) => return action_answer(Err(refusal)),
-    };
-    let body = match action_body(request).await {
-        Ok(body) => body,
-        Err(refusal) => return action_answer(Err(refusal)),
-    };
-    let (swarm, instance, text) = match actions::parse_message(&body) {
-        Ok(parsed) => parsed,
-        Err(refusal) => return action_answer(Err(refusal)),
-    };
-    let root = shared.studio.state_root.clone();
-    let (swarm_name, instance_name) = (swarm.clone(), instance.clone());
-    let target = match tokio::task::spawn_blocking(move || {
-        actions::find_instance(&root, &swarm_name, &instance_name)
-    })
-    .await
-    {
-        Ok(Ok(target)) => target,
-        Ok(Err(refusal)) => return action_answer(Err(refusal)),
-        Err(_) => return action_answer(Err(ActionError::Internal("the read failed".into()))),
     };
     tracing::info!(%client, swarm, instance, "studio action: send a message");
     let outcome = actions::send(target, text, client).await;

@@ -37,12 +37,7 @@ pub(crate) fn undecided(workspace: &WorkspacePaths) -> anyhow::Result<Vec<Approv
         if !paths.approvals_file().exists() {
             continue;
         }
-        waiting.extend(
-            goondan_store::open_approvals(&paths)?
-                .into_iter()
-                .filter(|open| open.decision.is_none())
-                .map(|open| open.request),
-        );
+        waiting.extend(goondan_store::undecided_approvals(&paths)?);
     }
     Ok(waiting)
 }
