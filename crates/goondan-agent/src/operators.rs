@@ -201,8 +201,12 @@ impl Operators for OperatorDesk {
         })
     }
 
-    fn holds(&self, key: &str) -> bool {
-        self.inner.store.by_key(key).is_some()
+    fn holds(&self, call_id: &str) -> bool {
+        self.inner
+            .store
+            .open_approvals()
+            .iter()
+            .any(|open| goondan_runtime::operator::is_about_call(&open.request.key, call_id))
     }
 
     fn settle(&self, key: &str) -> Result<(), AskError> {

@@ -41,6 +41,12 @@ fn context() -> ToolContext {
         workdir: PathBuf::from("/tmp"),
         logger: tracing::Span::none(),
         runtime: Arc::new(DetachedAgents),
+        asks: goondan_runtime::AskScope::new(
+            Arc::new(goondan_runtime::NoOperators),
+            "turn_1",
+            "evt_1",
+            "call_1",
+        ),
     }
 }
 

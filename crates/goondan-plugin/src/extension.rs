@@ -16,17 +16,18 @@
 //! Tools the plugin registered call back into it with `tool.invoke`;
 //! event subscriptions are forwarded as `events.dispatch` notifications.
 
+use crate::ask::Asking;
 use crate::host::{InvocationServer, PluginHost};
 use crate::protocol::{
     error_codes, methods, ContextChanges, Registrations, RpcError, WireMiddlewareKind,
 };
 use crate::tool::{tool_failure, PluginTool, PluginToolHandler};
 use futures_util::future::BoxFuture;
-use goondan_runtime::pipeline::{LayerResult, Middleware, Next, PipelineContext};
+use goondan_runtime::pipeline::{LayerResult, Middleware, Next, PipelineContext, TurnInfo};
 use goondan_runtime::tool::{ToolFailure, DEFAULT_ERROR_MESSAGE_LIMIT};
 use goondan_runtime::{
-    Extension, ExtensionApi, ExtensionInitError, MiddlewareOptions, PipelineError, StepContext,
-    ToolCallContext, TurnContext,
+    AskScope, Extension, ExtensionApi, ExtensionInitError, MiddlewareOptions, PipelineError,
+    StepContext, ToolCallContext, TurnContext,
 };
 use goondan_types::{JsonValue, MessageEvent, ToolCallResult, ToolCallStatus};
 use serde::de::DeserializeOwned;
@@ -129,6 +130,11 @@ pub trait WireContext: PipelineContext {
     fn apply(&mut self, changes: ContextChanges);
     /// `ctx.emitMessageEvent(event)`.
     fn emit(&self, event: MessageEvent) -> Result<(), PipelineError>;
+    /// Where the middleware's questions to a person are keyed: under the
+    /// tool call inside a `toolCall` layer (so a Turn cut short while one
+    /// waits runs the call again), under the input event elsewhere (so a
+    /// redelivered input asks again and finds them).
+    fn ask_scope(&self) -> AskScope;
     /// The layer's result when the plugin failed before `next` ran, if
     /// this kind has one: a tool call gets an error result, so a broken
     /// extension fails the call, not the Turn. `None` makes it a pipeline
@@ -138,11 +144,25 @@ pub trait WireContext: PipelineContext {
     }
 }
 
+/// Questions of the Turn `info` keyed under `anchor`.
+fn ask_scope(info: &TurnInfo, anchor: &str) -> AskScope {
+    AskScope::new(
+        Arc::clone(&info.operators),
+        &info.turn_id,
+        &info.input_event.id,
+        anchor,
+    )
+}
+
 fn conversation_json(messages: Vec<goondan_types::Message>) -> JsonValue {
     serde_json::json!({ "nextMessages": messages })
 }
 
 impl WireContext for TurnContext {
+    fn ask_scope(&self) -> AskScope {
+        ask_scope(self.turn(), &self.turn().input_event.id)
+    }
+
     fn to_wire(&self) -> JsonValue {
         let messages = self.conversation_state().next_messages().to_vec();
         serde_json::json!({
@@ -169,6 +189,10 @@ impl WireContext for TurnContext {
 }
 
 impl WireContext for StepContext {
+    fn ask_scope(&self) -> AskScope {
+        ask_scope(self.turn(), &self.turn().input_event.id)
+    }
+
     fn to_wire(&self) -> JsonValue {
         let messages = self.conversation_state().next_messages().to_vec();
         serde_json::json!({
@@ -200,6 +224,10 @@ impl WireContext for StepContext {
 }
 
 impl WireContext for ToolCallContext {
+    fn ask_scope(&self) -> AskScope {
+        ask_scope(self.turn(), self.tool_call_id())
+    }
+
     fn to_wire(&self) -> JsonValue {
         serde_json::json!({
             "agentName": self.agent_name(),
@@ -256,6 +284,8 @@ static INVOCATIONS: AtomicU64 = AtomicU64::new(1);
 struct NextServer<'n, C: PipelineContext> {
     ctx: &'n mut C,
     next: Option<Next<'n, C>>,
+    /// The questions this invocation asks a person.
+    asking: Asking,
     /// What the inner chain returned, once `next` ran.
     inner: Option<LayerResult<C>>,
 }
@@ -328,6 +358,7 @@ where
                         .map(|()| JsonValue::Null)
                         .map_err(|error| RpcError::new(error_codes::USER_ERROR, error.to_string()))
                 }
+                methods::OPERATOR_ASK => self.asking.serve(params).await,
                 other => Err(RpcError::new(
                     error_codes::METHOD_NOT_FOUND,
                     format!("`{other}` is not a method of a middleware invocation"),
@@ -351,9 +382,11 @@ where
                 "kind": C::KIND.as_str(),
                 "context": ctx.to_wire(),
             });
+            let asks = ctx.ask_scope();
             let mut server = NextServer {
                 ctx,
                 next: Some(next),
+                asking: Asking::of_middleware(asks.clone(), &self.id),
                 inner: None,
             };
             let answer = self
@@ -365,6 +398,9 @@ where
                 )
                 .await;
             let inner = server.inner.take();
+            if let Err(error) = asks.settle_asked() {
+                tracing::warn!(middleware = %self.id, code = error.code(), %error, "the middleware's questions stay open");
+            }
             match answer {
                 Ok(value) => {
                     let result = value.get("result").cloned().unwrap_or(JsonValue::Null);

@@ -58,6 +58,9 @@ pub mod methods {
     pub const AGENTS_SEND: &str = "agents.send";
     /// Plugin → host, during `tool.invoke`: the swarm's agents.
     pub const AGENTS_CATALOG: &str = "agents.catalog";
+    /// Plugin → host, during `tool.invoke` or `middleware.invoke`: ask a
+    /// person and wait for the decision.
+    pub const OPERATOR_ASK: &str = "operator.ask";
 }
 
 /// JSON-RPC error codes this protocol uses.

@@ -7,8 +7,10 @@
 //! While a call runs, the plugin may call other agents through the
 //! handler's agents API (`ctx.agents.request/send/catalog` in the shims):
 //! `agents.request`, `agents.send` and `agents.catalog` carry the call's
-//! `invocation` and are served here.
+//! `invocation` and are served here, as is `operator.ask` (a question
+//! to a person, [`crate::ask`]).
 
+use crate::ask::Asking;
 use crate::error::PluginError;
 use crate::host::{InvocationServer, PluginHost};
 use crate::protocol::{error_codes, methods, RpcError, WireToolContext};
@@ -87,7 +89,10 @@ impl ToolHandler for PluginToolHandler {
                 PluginTool::Export(name) => params["export"] = JsonValue::from(name.as_str()),
                 PluginTool::Registered(name) => params["tool"] = JsonValue::from(name.as_str()),
             }
-            let mut server = AgentsServer { ctx };
+            let mut server = AgentsServer {
+                ctx,
+                asking: Asking::of_tool(ctx.asks.clone()),
+            };
             let answer = self
                 .host
                 .call_with(
@@ -119,6 +124,7 @@ struct AgentCall {
 /// Serves the agents API to the plugin while one tool call runs.
 struct AgentsServer<'c> {
     ctx: &'c ToolContext,
+    asking: Asking,
 }
 
 impl AgentsServer<'_> {
@@ -206,6 +212,7 @@ impl InvocationServer for AgentsServer<'_> {
                 methods::AGENTS_CATALOG => {
                     encoded(self.ctx.runtime.catalog().await.map_err(agents_error)?)
                 }
+                methods::OPERATOR_ASK => self.asking.serve(params).await,
                 other => Err(RpcError::new(
                     error_codes::METHOD_NOT_FOUND,
                     format!("`{other}` is not a method of a tool call"),

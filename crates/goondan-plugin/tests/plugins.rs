@@ -15,8 +15,9 @@ use goondan_runtime::test_support::{user_event, RecordingJournal, ScriptedModel}
 use goondan_runtime::tool::ToolContext;
 use goondan_runtime::turn::{AgentDefinition, AgentServices, ExtensionDefinition, ToolDefinition};
 use goondan_runtime::{
-    handler_fn, Agent, AgentsApi, DetachedAgents, EntryResolver, EntryResolvers, EntryTarget,
-    ExtensionApi, ExtensionInitError, MapBuiltinCatalog, MiddlewareOptions, ToolExportDefinition,
+    handler_fn, Agent, AgentsApi, AskError, AskScope, DetachedAgents, EntryResolver,
+    EntryResolvers, EntryTarget, ExtensionApi, ExtensionInitError, MapBuiltinCatalog,
+    MiddlewareOptions, NoOperators, Operators, Question, ToolExportDefinition,
 };
 use goondan_store::MemoryExtensionState;
 use goondan_types::{
@@ -98,6 +99,7 @@ fn context_with(runtime: Arc<dyn AgentsApi>) -> ToolContext {
         workdir: PathBuf::from("/tmp/work"),
         logger: tracing::Span::none(),
         runtime,
+        asks: AskScope::new(Arc::new(NoOperators), "turn_1", "evt_1", "call_1"),
     }
 }
 
@@ -248,6 +250,104 @@ async fn a_plugin_tool_asks_another_agent_through_ctx_agents() {
         assert_eq!(event.parent_span_id.as_deref(), Some("span_1"), "{file}");
         assert_eq!(event.source.name, "alpha", "{file}");
     }
+}
+
+/// A person who approves everything, remembering what was asked and
+/// which questions were settled.
+#[derive(Debug, Default)]
+struct Yes {
+    asked: Mutex<Vec<(String, String, Question)>>,
+    settled: Mutex<Vec<String>>,
+}
+
+impl Operators for Yes {
+    fn ask(
+        &self,
+        turn_id: &str,
+        event_id: &str,
+        question: Question,
+    ) -> futures_util::future::BoxFuture<'static, Result<goondan_types::ApprovalDecision, AskError>>
+    {
+        let decision = goondan_types::ApprovalDecision {
+            id: format!("apv_{}", self.asked.lock().unwrap().len()),
+            verdict: goondan_types::Verdict::Approve,
+            arguments: None,
+            reason: Some("fine by me".into()),
+            by: "cli:ana".into(),
+            decided_at: "2026-11-28T00:00:00.000Z".into(),
+        };
+        self.asked
+            .lock()
+            .unwrap()
+            .push((turn_id.into(), event_id.into(), question));
+        Box::pin(async move { Ok(decision) })
+    }
+
+    fn holds(&self, _call_id: &str) -> bool {
+        false
+    }
+
+    fn settle(&self, key: &str) -> Result<(), AskError> {
+        self.settled.lock().unwrap().push(key.into());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_tool_asks_a_person_and_gets_the_decision_as_a_value() {
+    let resolver = resolver();
+    for file in ["calc.mjs", "calc.py"] {
+        let person = Arc::new(Yes::default());
+        let handlers = tool(&resolver, file, &["confirm"]).await;
+        let mut ctx = context();
+        ctx.asks = AskScope::new(person.clone(), "turn_1", "evt_1", "call_1");
+        let output = handlers["confirm"]
+            .call(&ctx, object(json!({"path": "/tmp/x"})))
+            .await
+            .unwrap();
+        assert_eq!(
+            output,
+            json!({"deleted": true, "by": "cli:ana", "reason": "fine by me"}),
+            "{file}"
+        );
+        let asked = person.asked.lock().unwrap();
+        let (turn, event, first) = &asked[0];
+        assert_eq!(
+            (turn.as_str(), event.as_str()),
+            ("turn_1", "evt_1"),
+            "{file}"
+        );
+        // Keyed under the call, by order when unnamed, never the bare call
+        // id (the gate's key).
+        assert_eq!(first.key, "call_1/ask1", "{file}");
+        assert_eq!(first.question.as_deref(), Some("delete /tmp/x?"), "{file}");
+        assert_eq!(first.arguments, json!({"path": "/tmp/x"}), "{file}");
+        assert_eq!(first.timeout, Some(Duration::from_secs(60)), "{file}");
+        assert_eq!(first.on_timeout, goondan_types::Verdict::Deny, "{file}");
+        let second = &asked[1].2;
+        assert_eq!(second.key, "call_1/really", "{file}");
+        assert_eq!(second.timeout, None, "{file}");
+        assert_eq!(second.on_timeout, goondan_types::Verdict::Approve, "{file}");
+        drop(asked);
+        // The executor settles them when the call is over; the handler
+        // alone leaves them open.
+        assert!(person.settled.lock().unwrap().is_empty(), "{file}");
+        ctx.asks.settle_asked().unwrap();
+        assert_eq!(
+            *person.settled.lock().unwrap(),
+            vec!["call_1/ask1".to_string(), "call_1/really".to_string()],
+            "{file}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_with_no_person_to_ask_gets_a_coded_error() {
+    let handlers = tool(&resolver(), "calc.mjs", &["confirm"]).await;
+    let failure = call(&handlers, "confirm", json!({"path": "/tmp/x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(failure.code, "E_APPROVAL_UNAVAILABLE", "{failure:?}");
 }
 
 #[tokio::test]

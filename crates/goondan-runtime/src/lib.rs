@@ -45,7 +45,7 @@ pub use extension::{
     ResourceKind, Subscription, ToolHandlers,
 };
 pub use ledger::{BudgetExceeded, BudgetLimits, Ledger, BUDGET_EXCEEDED};
-pub use operator::{AskError, NoOperators, Operators, Question};
+pub use operator::{AskError, AskScope, NoOperators, Operators, Question};
 pub use pipeline::{
     Middleware, MiddlewareKind, MiddlewareOptions, Next, Pipeline, PipelineRegistry, StepContext,
     StepNext, ToolCallContext, ToolCallNext, TurnContext, TurnNext,

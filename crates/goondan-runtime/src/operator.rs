@@ -16,6 +16,7 @@
 
 use futures_util::future::BoxFuture;
 use goondan_types::{ApprovalDecision, JsonValue, Verdict};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What a middleware asks a person.
@@ -46,14 +47,19 @@ pub enum AskError {
     /// The question or its decision could not be recorded.
     #[error("the approval could not be recorded: {0}")]
     Store(String),
+    /// The question is malformed (its name, its timeout, ...).
+    #[error("the question is malformed: {0}")]
+    BadQuestion(String),
 }
 
 impl AskError {
-    /// `E_APPROVAL_UNAVAILABLE` or `E_APPROVAL_STORE`.
+    /// `E_APPROVAL_UNAVAILABLE`, `E_APPROVAL_STORE` or
+    /// `E_APPROVAL_BAD_QUESTION`.
     pub fn code(&self) -> &'static str {
         match self {
             AskError::Unavailable(_) => "E_APPROVAL_UNAVAILABLE",
             AskError::Store(_) => "E_APPROVAL_STORE",
+            AskError::BadQuestion(_) => "E_APPROVAL_BAD_QUESTION",
         }
     }
 }
@@ -70,9 +76,12 @@ pub trait Operators: Send + Sync + std::fmt::Debug {
         question: Question,
     ) -> BoxFuture<'static, Result<ApprovalDecision, AskError>>;
 
-    /// True when an open question has `key`: the call it gates never ran,
-    /// so a resumed Turn runs it (and asks again, finding this one).
-    fn holds(&self, key: &str) -> bool;
+    /// True when an open question is about the tool call `call_id` (its
+    /// gate's, whose key is the call id, or one the call or a middleware
+    /// around it asked, keyed under it: [`is_about_call`]): the call never
+    /// finished, so a resumed Turn runs it (and each question is found
+    /// again, with its decision if one came).
+    fn holds(&self, call_id: &str) -> bool;
 
     /// Closes the question `key`: the Turn acts on its decision now, and
     /// a crash from here on must not make it act again.
@@ -98,11 +107,123 @@ impl Operators for NoOperators {
         })
     }
 
-    fn holds(&self, _key: &str) -> bool {
+    fn holds(&self, _call_id: &str) -> bool {
         false
     }
 
     fn settle(&self, _key: &str) -> Result<(), AskError> {
         Ok(())
+    }
+}
+
+/// True when a question's `key` is about the tool call `call_id`: the
+/// gate's question (the call id itself) or one asked from inside the call
+/// (`<call id>/<name>`, see [`AskScope`]).
+pub fn is_about_call(key: &str, call_id: &str) -> bool {
+    key.strip_prefix(call_id)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Where a script asks a person from: one tool call, or one middleware
+/// invocation. Its questions are keyed `<anchor>/<name>` (the anchor is
+/// the call id inside a call, the input event id in a `turn` or `step`
+/// middleware), so asking again after a restart (the Turn runs the call
+/// or the middleware again) finds each question with its decision, and
+/// never collides with the gate's own question, whose key is the bare
+/// call id. Its questions are settled together when the scope ends
+/// ([`AskScope::settle_asked`]).
+#[derive(Clone)]
+pub struct AskScope {
+    operators: Arc<dyn Operators>,
+    turn_id: String,
+    event_id: String,
+    anchor: String,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl AskScope {
+    /// Questions of the Turn `turn_id` (consuming `event_id`) keyed under
+    /// `anchor`.
+    pub fn new(
+        operators: Arc<dyn Operators>,
+        turn_id: &str,
+        event_id: &str,
+        anchor: &str,
+    ) -> AskScope {
+        AskScope {
+            operators,
+            turn_id: turn_id.to_string(),
+            event_id: event_id.to_string(),
+            anchor: anchor.to_string(),
+            asked: Arc::default(),
+        }
+    }
+
+    /// Asks `question`, its key taken as a name inside this scope (a name
+    /// holding `/` is refused: it could reach into another scope).
+    pub fn ask(
+        &self,
+        mut question: Question,
+    ) -> BoxFuture<'static, Result<ApprovalDecision, AskError>> {
+        if question.key.is_empty() || question.key.contains('/') {
+            let name = question.key;
+            return Box::pin(async move {
+                Err(AskError::BadQuestion(format!(
+                    "a question's name must be non-empty and hold no `/` (got `{name}`)"
+                )))
+            });
+        }
+        question.key = format!("{}/{}", self.anchor, question.key);
+        let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        if !asked.contains(&question.key) {
+            asked.push(question.key.clone());
+        }
+        self.operators.ask(&self.turn_id, &self.event_id, question)
+    }
+
+    /// Closes every question asked in this scope: what asked them is over,
+    /// so a crash from here on does not run it again for their sake.
+    pub fn settle_asked(&self) -> Result<(), AskError> {
+        let asked = std::mem::take(&mut *self.asked.lock().unwrap_or_else(|e| e.into_inner()));
+        asked.iter().try_for_each(|key| self.operators.settle(key))
+    }
+}
+
+impl std::fmt::Debug for AskScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AskScope")
+            .field("turn_id", &self.turn_id)
+            .field("anchor", &self.anchor)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_question_is_about_its_call_and_not_a_call_sharing_a_prefix() {
+        assert!(is_about_call("call_1", "call_1"));
+        assert!(is_about_call("call_1/ask1", "call_1"));
+        assert!(!is_about_call("call_10", "call_1"));
+        assert!(!is_about_call("call_10/ask1", "call_1"));
+        assert!(!is_about_call("evt_1/ask1", "call_1"));
+    }
+
+    #[tokio::test]
+    async fn a_name_with_a_slash_is_refused_before_anything_is_asked() {
+        let scope = AskScope::new(Arc::new(NoOperators), "turn_1", "evt_1", "call_1");
+        let question = Question {
+            key: "../call_2".into(),
+            tool: None,
+            arguments: JsonValue::Null,
+            question: Some("go?".into()),
+            timeout: None,
+            on_timeout: Verdict::Deny,
+        };
+        let error = scope.ask(question).await.unwrap_err();
+        assert_eq!(error.code(), "E_APPROVAL_BAD_QUESTION");
+        assert!(scope.asked.lock().unwrap().is_empty());
     }
 }

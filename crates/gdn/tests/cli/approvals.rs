@@ -240,3 +240,49 @@ fn the_chat_shows_its_own_turns_approval_and_takes_y() {
     let status = chat.wait().unwrap();
     assert!(status.success());
 }
+
+#[test]
+fn a_script_tool_asks_a_person_and_after_a_kill_9_asks_the_same_question_again() {
+    let mock = MockLlm::start(|request: &ChatRequest| match request.tool_result() {
+        None => Reply::tool("human__ask", json!({"question": "which colour?"})),
+        Some(result) => Reply::text(format!("the person said: {result}")),
+    });
+    let bundle = fixture("human-input", &[("@ENDPOINT@", mock.endpoint())]);
+    let swarm = Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    };
+    let ran = |swarm: &Swarm| {
+        std::fs::read_to_string(swarm.bundle.path().join("ran.txt"))
+            .map(|text| text.lines().count())
+            .unwrap_or(0)
+    };
+    let resident = swarm.start_resident();
+    let asker = swarm.spawn_input("ask them");
+    let first = wait_until("the question", || approvals(&swarm).first().cloned());
+    assert_eq!(first["question"], "which colour?", "{first}");
+    assert!(
+        first.get("tool").is_none(),
+        "a question gates no tool: {first}"
+    );
+    let id = first["id"].as_str().unwrap().to_string();
+
+    // The agent dies while the tool waits; its successor runs the call
+    // again, which asks the same question: found, not asked twice.
+    let agent = wait_until("the agent's pid", || swarm.pid_of("alpha"));
+    sigkill(agent);
+    wait_until("the call to run again", || (ran(&swarm) == 2).then_some(()));
+    let waiting = approvals(&swarm);
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(waiting[0]["id"], id.as_str());
+
+    let approve = swarm.run(&["approve", &id, "--reason", "blue"]);
+    assert_eq!(code(&approve), 0, "{}", stderr(&approve));
+    let answer = crate::swarm::finish(asker, "the asking input");
+    assert_eq!(code(&answer), 0, "{}", stderr(&answer));
+    assert!(stdout(&answer).contains("blue"), "{}", stdout(&answer));
+    assert_eq!(ran(&swarm), 2);
+    assert!(approvals(&swarm).is_empty());
+    assert_eq!(resident.terminate(), 0);
+}

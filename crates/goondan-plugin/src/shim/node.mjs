@@ -88,7 +88,19 @@ function toolContext(context, invocation) {
     send: (target, input, options = {}) => call('agents.send', { invocation, target, input, ...options }),
     catalog: () => call('agents.catalog', { invocation }),
   };
-  return { ...context, agents, logger: makeLogger({ toolCallId: context.toolCallId }) };
+  return {
+    ...context,
+    agents,
+    askPerson: askPerson(invocation),
+    logger: makeLogger({ toolCallId: context.toolCallId }),
+  };
+}
+
+// `ctx.askPerson(question, { name, details, timeoutSeconds, onTimeout })`:
+// resolves with the decision ({ approved, verdict, reason, arguments, by,
+// ... }) once a person decides or the timeout does.
+function askPerson(invocation) {
+  return (question, options = {}) => call('operator.ask', { invocation, question, ...options });
 }
 
 async function invokeTool(params) {
@@ -159,6 +171,7 @@ async function invokeMiddleware({ middleware, invocation, kind, context }) {
     call('message.emit', { invocation, event }).catch((error) =>
       process.stderr.write(`emitMessageEvent failed: ${error.message}\n`));
   };
+  ctx.askPerson = askPerson(invocation);
   ctx.logger = makeLogger({ middleware });
   const result = await fn(ctx, ctx.next);
   return { result: result === undefined ? null : result };

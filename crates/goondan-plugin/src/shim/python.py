@@ -116,6 +116,18 @@ class _Agents:
         return await HOST.call("agents.catalog", {"invocation": self.invocation})
 
 
+def _ask_person(invocation):
+    """`await ctx.ask_person(question, name=, details=, timeout_seconds=,
+    on_timeout=)`: the decision once a person (or the timeout) decides."""
+
+    async def ask_person(question=None, name=None, details=None, timeout_seconds=None, on_timeout=None):
+        params = {"invocation": invocation, "question": question, "name": name, "details": details,
+                  "timeoutSeconds": timeout_seconds, "onTimeout": on_timeout}
+        return await HOST.call("operator.ask", {k: v for k, v in params.items() if v is not None})
+
+    return ask_person
+
+
 async def _maybe_await(value):
     if inspect.isawaitable(value):
         return await value
@@ -170,6 +182,7 @@ class _Plugin:
         context = Context(params.get("context") or {})
         context["logger"] = _Logger({"toolCallId": context.get("toolCallId")})
         context["agents"] = _Agents(params.get("invocation"))
+        context["ask_person"] = _ask_person(params.get("invocation"))
         output = await _maybe_await(fn(context, params.get("args") or {}))
         return {"output": output}
 
@@ -239,6 +252,7 @@ class _Plugin:
         ctx["next"] = next_
         ctx["emitMessageEvent"] = emit_message_event
         ctx["emit_message_event"] = emit_message_event
+        ctx["ask_person"] = _ask_person(invocation)
         ctx["logger"] = _Logger({"middleware": params["middleware"]})
         result = await _maybe_await(fn(ctx))
         return {"result": result}

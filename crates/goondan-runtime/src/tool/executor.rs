@@ -305,11 +305,22 @@ impl ToolExecutor {
                 tool_call_id = ctx.tool_call_id(),
             ),
             runtime: Arc::clone(&self.agents),
+            asks: crate::AskScope::new(
+                Arc::clone(&ctx.turn().operators),
+                ctx.turn_id(),
+                &ctx.turn().input_event.id,
+                ctx.tool_call_id(),
+            ),
         };
         let handler = Arc::clone(&registered.handler);
         let outcome = AssertUnwindSafe(async { handler.call(&tool_ctx, ctx.args.clone()).await })
             .catch_unwind()
             .await;
+        if let Err(error) = tool_ctx.asks.settle_asked() {
+            // The result is recorded next either way; an unsettled question
+            // only means a crash before that runs the call once more.
+            tracing::warn!(tool = name, code = error.code(), %error, "the call's questions stay open");
+        }
         match outcome {
             Ok(Ok(output)) => ToolCallResult {
                 tool_call_id: ctx.tool_call_id().to_string(),

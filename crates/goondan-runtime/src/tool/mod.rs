@@ -171,6 +171,9 @@ pub struct ToolContext {
     pub logger: tracing::Span,
     /// The agents API (`request`, `send`, `spawn`, `list`, `catalog`).
     pub runtime: Arc<dyn AgentsApi>,
+    /// Asking a person from inside this call (a `human-input` tool);
+    /// its questions are settled when the call is over.
+    pub asks: crate::AskScope,
 }
 
 impl ToolContext {
