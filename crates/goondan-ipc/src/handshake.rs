@@ -151,18 +151,50 @@ pub async fn read_handshake<R: AsyncBufRead + Unpin>(
 pub async fn child_channel(
     me: &crate::RoutingKey,
 ) -> (Result<SpawnHandshake, HandshakeError>, crate::IpcChannel) {
-    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let (stdin, stdout) = child_stdio();
+    let mut stdin = tokio::io::BufReader::new(stdin);
     let handshake = read_handshake(&mut stdin, HANDSHAKE_TIMEOUT).await;
     if let Ok(handshake) = &handshake {
         goondan_types::secret::mask_in_logs(&handshake.secrets);
     }
     let channel = crate::IpcChannel::from_io(
         stdin,
-        tokio::io::stdout(),
+        stdout,
         me.to_string(),
         std::sync::Arc::new(crate::protocol::ProtocolStats::default()),
     );
     (handshake, channel)
+}
+
+type Reader = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+/// The process's stdin and stdout for the channel. The orchestrator gives
+/// a child pipes, which the runtime's reactor can wait on like sockets;
+/// tokio's `stdin()` and `stdout()` would instead park a blocking thread
+/// on each (an idle agent's stdin read holds one for its whole life, and
+/// threads are what bound how many agents a machine runs: they count
+/// against `pid_max`). Anything else (a file, a terminal) keeps those.
+fn child_stdio() -> (Reader, Writer) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let reader: Reader = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let writer: Writer = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd)
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
+    (reader, writer)
 }
 
 #[cfg(test)]
