@@ -10,6 +10,7 @@ mod hardening;
 mod inbox;
 mod init;
 mod ipc;
+mod lean;
 mod ledger;
 mod liveness;
 mod mcp;

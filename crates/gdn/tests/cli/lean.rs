@@ -1,0 +1,53 @@
+//! Issue 37, lean processes: what an agent process carries when idle.
+//! The numbers are benchmarks (`cargo bench -p gdn --bench floor`); these
+//! tests hold the properties the numbers rest on.
+
+use crate::swarm::{relay, wait_until, Swarm};
+
+/// The threads of process `pid`, by name.
+fn threads_of(pid: i32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .map(|task| {
+                    std::fs::read_to_string(task.path().join("comm"))
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_idle_agent_that_answered_and_asked_another_agent_runs_on_one_thread() {
+    // Threads, not memory, are the first limit on agents per machine:
+    // `kernel.pid_max` counts them. Reading and writing the IPC pipes
+    // must not park a thread, nor must a finished Turn leave one.
+    let swarm = Swarm::pair(1, relay);
+    let resident = swarm.start_resident();
+    let asked = crate::swarm::finish(swarm.spawn_input("ping"), "the relayed input");
+    assert!(
+        crate::swarm::stdout(&asked).contains("alpha heard: pong(ping)"),
+        "{}",
+        crate::swarm::stdout(&asked)
+    );
+    for agent in ["alpha", "beta"] {
+        let pid = wait_until("the agent's pid", || swarm.pid_of(agent));
+        let threads = threads_of(pid);
+        assert_eq!(threads.len(), 1, "{agent} runs threads {threads:?}");
+    }
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn gdn_is_linked_at_a_fixed_address_so_its_processes_relocate_nothing() {
+    // An ELF header's e_type (bytes 16-17, little-endian): 2 is a
+    // position-dependent executable, 3 a PIE.
+    let header = std::fs::read(env!("CARGO_BIN_EXE_gdn")).unwrap();
+    assert_eq!(&header[..4], b"\x7fELF");
+    assert_eq!(u16::from_le_bytes([header[16], header[17]]), 2);
+}
