@@ -154,7 +154,10 @@ async fn measure(bundle: &Path, state_root: &Path, marks: &Path, rounds: usize) 
     handle.shutdown().await.unwrap();
     task.await.unwrap();
     println!("approval bench: a real `gdn agent` Turn with a gated `bash__exec`, {rounds} rounds");
-    println!("{:<34} {:>10} {:>10}", "from the approve to", "p50 ms", "p99 ms");
+    println!(
+        "{:<34} {:>10} {:>10}",
+        "from the approve to", "p50 ms", "p99 ms"
+    );
     for (label, samples) in [
         ("the command started", &mut started_after),
         ("the requester's answer", &mut answered_after),
@@ -197,7 +200,10 @@ fn waiting_approval(state_root: &Path) -> Option<String> {
             let path: PathBuf = entry.path();
             if path.is_dir() {
                 folders.push(path);
-            } else if path.file_name().is_some_and(|name| name == "approvals.jsonl") {
+            } else if path
+                .file_name()
+                .is_some_and(|name| name == "approvals.jsonl")
+            {
                 let paths = goondan_store::InstancePaths::from_dir(folder.clone());
                 let waiting = goondan_store::undecided_approvals(&paths).ok()?;
                 if let Some(request) = waiting.into_iter().next() {

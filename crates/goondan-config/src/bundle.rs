@@ -433,6 +433,11 @@ impl<'a> SwarmView<'a> {
     pub fn idle_passivation(&self) -> Option<Duration> {
         self.resource().spec.idle_passivation()
     }
+
+    /// `policy.processes.warmEntry`, default true.
+    pub fn warm_entry(&self) -> bool {
+        self.resource().spec.warm_entry()
+    }
 }
 
 /// A connection with its resolved connector, swarm and routes.

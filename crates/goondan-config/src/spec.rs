@@ -313,6 +313,11 @@ pub struct SwarmProcesses {
     /// stopped; default 900, 0 never.
     #[serde(default)]
     pub idle_seconds: Option<i64>,
+    /// Start the entry agent's process of the instance a `gdn run` chat or
+    /// piped input talks to as soon as it starts, so the first line does
+    /// not wait for a process to start; default true.
+    #[serde(default)]
+    pub warm_entry: Option<bool>,
 }
 
 /// `Swarm.spec.policy.queues`: every place a message can pile up has a
@@ -405,6 +410,15 @@ impl SwarmSpec {
             .and_then(|limit| usize::try_from(limit).ok())
             .filter(|limit| *limit > 0)
             .unwrap_or(Self::DEFAULT_MAX_LIVE_PROCESSES)
+    }
+
+    /// `policy.processes.warmEntry`, default true.
+    pub fn warm_entry(&self) -> bool {
+        self.policy
+            .processes
+            .as_ref()
+            .and_then(|processes| processes.warm_entry)
+            .unwrap_or(true)
     }
 
     /// `policy.processes.idleSeconds`, default 900 s; `None` (never) for 0.

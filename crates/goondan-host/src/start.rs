@@ -174,6 +174,23 @@ pub async fn start(
 }
 
 impl RunningSwarm {
+    /// Starts the entry agent's process of the instance a console talks
+    /// to (`instance_key`, else the swarm's own) ahead of its first line,
+    /// when the Swarm's `policy.processes.warmEntry` allows (the default),
+    /// so that line does not wait for a process to start. A console of a
+    /// single host only: a cluster host's input comes through the cluster.
+    pub async fn warm_entry(&self, instance_key: Option<&str>) {
+        let Some(swarm) = self.project.bundle.swarm(&self.project.swarm_name) else {
+            return;
+        };
+        if swarm.warm_entry() && self.takes_console_input() {
+            let instance = instance_key.unwrap_or(&self.project.instance_key);
+            let key = RoutingKey::new(swarm.entry_agent().name(), instance);
+            // Only fails when the orchestrator already stopped.
+            let _ = self.handle.warm(key).await;
+        }
+    }
+
     /// The orchestrator: what the console asks and enqueues through.
     pub fn handle(&self) -> &OrchestratorHandle {
         &self.handle

@@ -549,6 +549,7 @@ async fn foreground(
         ),
         (None, true) => match console(global, args.interactive) {
             Console::Terminal => {
+                swarm.warm_entry(instance_key.as_deref()).await;
                 let project = swarm.project();
                 eprintln!(
                     "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
@@ -560,10 +561,13 @@ async fn foreground(
                     false,
                 )
             }
-            Console::Lines => (
-                lines(&handle, instance_key, global.json, &mut stop).await,
-                false,
-            ),
+            Console::Lines => {
+                swarm.warm_entry(instance_key.as_deref()).await;
+                (
+                    lines(&handle, instance_key, global.json, &mut stop).await,
+                    false,
+                )
+            }
             Console::Idle => (resident(&mut swarm, &mut stop).await, true),
         },
     };

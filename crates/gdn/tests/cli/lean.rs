@@ -54,3 +54,58 @@ fn gdn_is_linked_at_a_fixed_address_so_its_processes_relocate_nothing() {
     assert_eq!(&header[..4], b"\x7fELF");
     assert_eq!(u16::from_le_bytes([header[16], header[17]]), 2);
 }
+
+/// `gdn run` reading lines from a pipe it keeps open.
+fn run_on_a_pipe(swarm: &Swarm) -> std::process::Child {
+    swarm
+        .command(&["run"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn gdn_run_on_a_pipe_starts_the_entry_agent_before_the_first_line_unless_told_not_to() {
+    use std::io::{BufRead, Write};
+    let swarm = Swarm::pair(1, relay);
+    let mut run = run_on_a_pipe(&swarm);
+    // No line yet: the entry agent's process is up, the other one is not.
+    wait_until("the warm entry agent", || swarm.pid_of("alpha"));
+    assert_eq!(swarm.pid_of("beta"), None);
+    let mut stdin = run.stdin.take().unwrap();
+    writeln!(stdin, "ping").unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(run.stdout.take().unwrap())
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.contains("alpha heard: pong(ping)"), "{answer}");
+    drop(stdin);
+    assert!(run.wait().unwrap().success());
+
+    // A daemon (nothing to read) warms nothing: what it serves comes from
+    // its Connections, to instances of their own.
+    let resident = swarm.start_resident();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(swarm.pid_of("alpha"), None, "{:?}", swarm.instances());
+    assert_eq!(resident.terminate(), 0);
+
+    let cold = Swarm::pair(1, relay);
+    let yaml = cold.bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    std::fs::write(
+        &yaml,
+        text.replace(
+            "  policy:\n",
+            "  policy:\n    processes:\n      warmEntry: false\n",
+        ),
+    )
+    .unwrap();
+    let mut run = run_on_a_pipe(&cold);
+    cold.wait_for_socket();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(cold.instances().is_empty(), "{:?}", cold.instances());
+    drop(run.stdin.take());
+    assert!(run.wait().unwrap().success());
+}

@@ -348,6 +348,14 @@ impl OrchestratorHandle {
         connections.await.map_err(|_| OrchestratorError::Stopped)
     }
 
+    /// Starts the process of the instance `key` ahead of its first event
+    /// (unless one runs, the cap is reached, or another host serves it),
+    /// so that event does not wait for a process to start. An instance
+    /// with nothing to do is passivated after the idle time as any other.
+    pub async fn warm(&self, key: RoutingKey) -> Result<(), OrchestratorError> {
+        self.send(Input::Warm { key }).await
+    }
+
     /// Kills the process serving `key` (an `agent:instance` key or an
     /// instance key, which matches every agent of that instance) and
     /// forgets it; true when something was running.

@@ -146,6 +146,11 @@ pub enum Input {
         /// Where the list goes.
         reply: oneshot::Sender<Vec<ConnectionStatus>>,
     },
+    /// Start the process of an instance ahead of its first event.
+    Warm {
+        /// The instance.
+        key: RoutingKey,
+    },
     /// Stop and forget an instance.
     Delete {
         /// `agent:instance` or an instance key.

@@ -323,6 +323,12 @@ impl Orchestrator {
                 let _ = reply.send(self.connections());
             }
             Input::Delete { key, reply } => self.delete(&key, reply),
+            Input::Warm { key } => {
+                if self.served_elsewhere(&key).is_none() {
+                    self.instance_for(&key);
+                    self.ensure_spawned(&key);
+                }
+            }
             Input::CancelRunning { key, by, done } => {
                 let _ = done.send(self.cancel_running(&key, &by));
             }
