@@ -25,16 +25,17 @@ fn main() {
     let options = Options::parse();
     let gdn = gdn_binary();
     println!("binary: {} ({:.1} MB)", gdn.display(), file_mb(&gdn));
+    // `go` asks for one `bash__exec`; anything else, and the command's
+    // result, is answered with text.
     let mock = MockLlm::start(|request: &ChatRequest| {
-        if request.is_from("#tool-bench") && request.tool_result().is_none() {
+        if request.tool_result().is_none() && request.last_user_text() == "go" {
             Reply::tool("bash__exec", json!({"command": "echo hello"}))
         } else {
             Reply::text("hello back")
         }
     });
-    let plain = Bundle::new(&mock, "", 64);
-    let tool = Bundle::new(&mock, "#tool-bench", 64);
-    let many = Bundle::new(&mock, "", options.instances.max(10) + 16);
+    let plain = Bundle::new(&mock, 64);
+    let many = Bundle::new(&mock, options.instances.max(10) + 16);
     let bench = Bench { gdn, options };
 
     println!();
@@ -51,7 +52,7 @@ fn main() {
     let state = tempfile::tempdir().unwrap();
     bench.timed("tool turn (2 model calls + bash), start → exit", || {
         bench
-            .run(&tool, &["run", "--input", "go"], Some(state.path()))
+            .run(&plain, &["run", "--input", "go"], Some(state.path()))
             .elapsed
     });
 
@@ -219,14 +220,13 @@ fn file_mb(path: &Path) -> f64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) as f64 / 1e6
 }
 
-/// A bundle folder: one agent on the mock, with `bash`; `marker` lands in
-/// its system prompt so the mock knows which bundle asks.
+/// A bundle folder: one agent on the mock, with `bash`.
 struct Bundle {
     dir: tempfile::TempDir,
 }
 
 impl Bundle {
-    fn new(mock: &MockLlm, marker: &str, max_live: usize) -> Bundle {
+    fn new(mock: &MockLlm, max_live: usize) -> Bundle {
         let dir = tempfile::tempdir().unwrap();
         let yaml = format!(
             r#"apiVersion: goondan.ai/v1
@@ -247,8 +247,6 @@ metadata:
 spec:
   modelConfig:
     modelRef: Model/mock
-  prompt:
-    system: "You answer briefly. {marker}"
   tools:
     - ref: Tool/bash
 ---
