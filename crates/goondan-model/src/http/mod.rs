@@ -71,6 +71,13 @@ impl<W: Wire> HttpModel<W> {
         if let Some(timeout) = options.request_timeout {
             builder = builder.timeout(timeout);
         }
+        if base_url.starts_with("http://") {
+            // A plain-HTTP endpoint (a model server on this machine or the
+            // local network, a test's mock) never shows a certificate, so
+            // the system's trust store (a few hundred KB of PEM, parsed by
+            // every agent process at start) is not loaded for it.
+            builder = builder.tls_certs_only(std::iter::empty());
+        }
         let client = builder.build().map_err(|error| ModelError::Config {
             message: format!("Model/{model_resource}: cannot build an HTTP client: {error}"),
             suggestion: None,
