@@ -139,6 +139,7 @@ fn harness_full(
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
+            approval_connections: Vec::new(),
         },
         spawner: spawner.clone(),
         transport: Some(factory),
@@ -153,6 +154,7 @@ fn harness_full(
         restart_requests,
         remote,
         inbox: None,
+        pending_approvals: None,
     });
     Harness {
         handle,
