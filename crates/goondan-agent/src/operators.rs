@@ -167,7 +167,7 @@ impl Inner {
             .map_err(|error| AskError::Store(error.to_string()))?;
         tracing::info!(approval = %request.id, tool = ?request.tool, "waiting for a person's decision");
         self.tell(RuntimeMessage::ApprovalAsked(ApprovalAsked {
-            request: request.clone(),
+            request: Box::new(request.clone()),
         }));
         Ok(OpenApproval {
             request,
@@ -294,9 +294,11 @@ mod tests {
     async fn a_request_is_told_once_and_each_recorded_decision_once() {
         let dir = tempfile::tempdir().unwrap();
         let (sender, mut notices) = mpsc::channel(16);
-        let store =
-            ApprovalStore::open(&InstancePaths::from_dir(dir.path()), SyncPolicy::ProcessCrash)
-                .unwrap();
+        let store = ApprovalStore::open(
+            &InstancePaths::from_dir(dir.path()),
+            SyncPolicy::ProcessCrash,
+        )
+        .unwrap();
         let telling = OperatorDesk::new("coder", "default", store, Some(sender));
         let waiting = tokio::spawn(telling.ask("turn_1", "evt_1", question("call_1", None)));
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -304,18 +304,26 @@ fn spawner(
 /// others are still posted.
 fn pending_approvals(workspace: &WorkspacePaths) -> PendingApprovals {
     let workspace = workspace.clone();
-    Arc::new(move || match goondan_store::workspace_approvals(&workspace) {
-        Ok(found) => {
-            for error in &found.unreadable {
-                tracing::warn!(code = error.code(), "an approvals file could not be read: {error}");
+    Arc::new(
+        move || match goondan_store::workspace_approvals(&workspace) {
+            Ok(found) => {
+                for error in &found.unreadable {
+                    tracing::warn!(
+                        code = error.code(),
+                        "an approvals file could not be read: {error}"
+                    );
+                }
+                found.requests
             }
-            found.requests
-        }
-        Err(error) => {
-            tracing::warn!(code = error.code(), "the instances' approvals could not be listed: {error}");
-            Vec::new()
-        }
-    })
+            Err(error) => {
+                tracing::warn!(
+                    code = error.code(),
+                    "the instances' approvals could not be listed: {error}"
+                );
+                Vec::new()
+            }
+        },
+    )
 }
 
 /// How hard the inbox flushes: `GOONDAN_DURABILITY`, as the agents read

@@ -132,7 +132,7 @@ pub enum RuntimeMessage {
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalAsked {
     /// The request; its `agent` and `instanceKey` must be the sender's.
-    pub request: goondan_types::ApprovalRequest,
+    pub request: Box<goondan_types::ApprovalRequest>,
 }
 
 /// A recorded decision, for whoever shows the request to people.
@@ -286,7 +286,7 @@ pub enum Query {
         /// The instance holding the approval.
         target: String,
         /// The decision.
-        decision: goondan_types::ApprovalDecision,
+        decision: Box<goondan_types::ApprovalDecision>,
     },
 }
 
@@ -873,7 +873,7 @@ mod tests {
             decided_at: "2026-11-27T00:00:01.000Z".into(),
         };
         round_trip(RuntimeMessage::ApprovalAsked(ApprovalAsked {
-            request: goondan_types::ApprovalRequest {
+            request: Box::new(goondan_types::ApprovalRequest {
                 id: "apv_1".into(),
                 key: "call_1".into(),
                 agent: "alpha".into(),
@@ -887,7 +887,7 @@ mod tests {
                 deadline: None,
                 on_timeout: goondan_types::Verdict::Deny,
                 deciders: vec!["operator".into()],
-            },
+            }),
         }));
         round_trip(RuntimeMessage::ApprovalDecided(ApprovalDecided {
             decision: decision.clone(),
@@ -896,7 +896,7 @@ mod tests {
             correlation_id: "corr_5".into(),
             query: Query::Decide {
                 target: "alpha:main".into(),
-                decision,
+                decision: Box::new(decision),
             },
         }));
         round_trip(RuntimeMessage::QueryAnswer(QueryAnswerMessage {

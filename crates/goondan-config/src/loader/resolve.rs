@@ -936,7 +936,10 @@ impl Resolver<'_> {
             self.diagnostics.push(
                 site.at(
                     Code::ApprovalsTarget,
-                    format!("a {} Connection names where approvals go with `{key}`, not `{other_key}`", platform.name()),
+                    format!(
+                        "a {} Connection names where approvals go with `{key}`, not `{other_key}`",
+                        platform.name()
+                    ),
                     &format!("spec.approvals.{other_key}"),
                 )
                 .with_suggestion(format!("rename `{other_key}` to `{key}`")),
@@ -949,7 +952,10 @@ impl Resolver<'_> {
             self.diagnostics.push(
                 site.at(
                     Code::ApprovalsTarget,
-                    format!("approvals on a {} Connection need `{key}`: where requests are posted", platform.name()),
+                    format!(
+                        "approvals on a {} Connection need `{key}`: where requests are posted",
+                        platform.name()
+                    ),
                     "spec.approvals",
                 )
                 .with_suggestion(format!("write `{example}`")),

@@ -72,7 +72,9 @@ impl Orchestrator {
         let requests = pending();
         tracing::info!(key = %key, waiting = requests.len(), "approvals waiting handed to the chat connector");
         for request in requests {
-            let asked = RuntimeMessage::ApprovalAsked(ApprovalAsked { request });
+            let asked = RuntimeMessage::ApprovalAsked(ApprovalAsked {
+                request: Box::new(request),
+            });
             let _ = self.deliver(key, Queued::runtime(asked));
         }
     }

@@ -485,7 +485,7 @@ impl Orchestrator {
                 Some(answer) => answer,
             },
             Query::Decide { target, decision } => {
-                match self.decide_for_chat(from, &request.correlation_id, &target, decision) {
+                match self.decide_for_chat(from, &request.correlation_id, &target, *decision) {
                     // Answered once the instance recorded it.
                     None => return,
                     Some(refused) => refused,
