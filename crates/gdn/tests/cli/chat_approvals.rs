@@ -4,7 +4,8 @@
 //! a mock Bot API and a mock Slack Web API on 127.0.0.1), and a button
 //! press decides it. The command runs exactly once and the Turn's answer
 //! arrives; a press by someone not among the deciders, a forged callback
-//! and a badly signed Slack post decide nothing; a request asked while no
+//! and a badly signed Slack post decide nothing; a request decided
+//! elsewhere (its deadline) loses its buttons; a request asked while no
 //! chat connector ran is posted once when one starts, and not again after
 //! it restarts. A press is never an agent's input: every Connection here
 //! routes its events to the agent, and the model is asked exactly twice.
@@ -273,6 +274,39 @@ fn a_press_by_someone_not_among_the_deciders_decides_nothing() {
     assert!(text.contains("denied by telegram:7"), "{text}");
     assert_eq!(runs(swarm.bundle.path()), 0);
     assert_eq!(press_answer(&api, 2)["text"], "Denied");
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn a_request_the_deadline_decided_loses_its_buttons() {
+    let (base, api) = start_bot_api(Vec::new());
+    let swarm = gated_swarm(2);
+    add_to_bundle(&swarm, &telegram_connection(""));
+    let resident = start(&swarm, &base);
+    let asker = swarm.spawn_input("run it");
+    let message = posted_message(&api);
+    let text = message["text"].as_str().unwrap();
+    assert!(text.contains("If nobody decides by "), "{text}");
+    assert!(text.contains(", it is denied."), "{text}");
+
+    let answer = finish(asker, "the input its deadline denied");
+    assert!(stdout(&answer).contains("E_TOOL_DENIED"), "{}", stdout(&answer));
+    let edited = wait_until("the message to say the deadline denied it", || {
+        calls_of(&api, "editMessageText").into_iter().next()
+    });
+    let edited_text = edited["text"].as_str().unwrap();
+    assert!(
+        edited_text.ends_with("❌ <b>Denied</b> by timeout: nobody decided in time"),
+        "{edited_text}"
+    );
+    assert!(edited.get("reply_markup").is_none());
+    // A late press is told so and runs nothing.
+    push_updates(&api, vec![callback(1, DECIDER, &button(&message, 0))]);
+    assert_eq!(
+        press_answer(&api, 1)["text"],
+        "This request was already decided."
+    );
+    assert_eq!(runs(swarm.bundle.path()), 0);
     assert_eq!(resident.terminate(), 0);
 }
 
