@@ -137,9 +137,11 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
             let _ = sender
                 .send(message.to_message(&me.to_string(), ORCHESTRATOR))
                 .await;
-            // The writer finishes only once every sender is gone: holding
-            // this one would keep a refused connector alive forever, never
-            // restarted and never stopped by a graceful shutdown.
+            // The writer finishes only once every sender is gone (the
+            // link holds one too): holding one would keep a refused
+            // connector alive forever, never restarted and never stopped
+            // by a graceful shutdown.
+            drop(link);
             drop(sender);
             2
         }

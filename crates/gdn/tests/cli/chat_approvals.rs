@@ -290,7 +290,11 @@ fn a_request_the_deadline_decided_loses_its_buttons() {
     assert!(text.contains(", it is denied."), "{text}");
 
     let answer = finish(asker, "the input its deadline denied");
-    assert!(stdout(&answer).contains("E_TOOL_DENIED"), "{}", stdout(&answer));
+    assert!(
+        stdout(&answer).contains("E_TOOL_DENIED"),
+        "{}",
+        stdout(&answer)
+    );
     let edited = wait_until("the message to say the deadline denied it", || {
         calls_of(&api, "editMessageText").into_iter().next()
     });

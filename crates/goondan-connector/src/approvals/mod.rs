@@ -503,8 +503,19 @@ impl ApprovalDesk {
     }
 
     /// Works until `shutdown`. Presses are answered on tasks of their
-    /// own, so one waiting for an instance to start holds up no post.
-    pub async fn run(mut self, mut shutdown: Shutdown) {
+    /// own, so one waiting for an instance to start holds up no post;
+    /// they stop at `shutdown` too.
+    pub async fn run(self, shutdown: Shutdown) {
+        // A post in flight is cut short too: the desk holds the process's
+        // pipe to the orchestrator, which must close at a shutdown.
+        let mut stopping = shutdown.clone();
+        tokio::select! {
+            () = self.work(shutdown) => {}
+            () = stopping.requested() => {}
+        }
+    }
+
+    async fn work(mut self, shutdown: Shutdown) {
         loop {
             let retry_at = self.retry_at;
             tokio::select! {
@@ -515,10 +526,18 @@ impl ApprovalDesk {
                 },
                 Some(press) = self.presses.recv() => {
                     let shared = Arc::clone(&self.shared);
-                    tokio::spawn(async move { shared.press(press).await });
+                    // Stopped with the desk: a press still waiting for its
+                    // instance must not hold the process (and its pipe to
+                    // the orchestrator) open after a shutdown.
+                    let mut stopping = shutdown.clone();
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            () = shared.press(press) => {}
+                            () = stopping.requested() => {}
+                        }
+                    });
                 }
                 () = sleep_until(retry_at), if retry_at.is_some() => self.retry().await,
-                () = shutdown.requested() => return,
             }
         }
     }
