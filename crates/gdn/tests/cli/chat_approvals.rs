@@ -458,7 +458,7 @@ fn a_request_asked_while_no_chat_connector_ran_is_posted_once_and_not_after_a_re
         connector_pids(resident.pid()).into_iter().next()
     });
     sigkill(first);
-    let second = wait_until("a new connector process", || {
+    wait_until("a new connector process", || {
         connector_pids(resident.pid())
             .into_iter()
             .find(|pid| *pid != first)
@@ -467,8 +467,8 @@ fn a_request_asked_while_no_chat_connector_ran_is_posted_once_and_not_after_a_re
     wait_until("the new connector to poll", || {
         (calls_of(&api, "getUpdates").len() > polls + 2).then_some(())
     });
+    // Time enough to post what it was given when it became ready.
     std::thread::sleep(Duration::from_millis(500));
-    assert!(connector_pids(resident.pid()).contains(&second));
     assert_eq!(
         calls_of(&api, "sendMessage").len(),
         1,

@@ -245,6 +245,18 @@ impl ChatError {
     }
 }
 
+/// A message the desk posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Message {
+    /// The chat it is in, as the platform names it in a press: a chat
+    /// configured by its `@username` comes back as its numeric id.
+    chat: String,
+    /// Its id in that chat.
+    id: String,
+    /// What it says.
+    text: String,
+}
+
 /// The chat API a desk posts through.
 #[derive(Debug)]
 pub enum ChatClient {
@@ -269,8 +281,8 @@ impl ChatClient {
         })
     }
 
-    /// Posts `shown` to `chat`: the message's id and its text.
-    async fn post(&self, chat: &str, shown: &Shown) -> Result<(String, String), ChatError> {
+    /// Posts `shown` to `chat`.
+    async fn post(&self, chat: &str, shown: &Shown) -> Result<Message, ChatError> {
         match self {
             ChatClient::Telegram(api) => telegram::post(api, chat, shown).await,
             ChatClient::Slack(api) => slack::post(api, chat, shown).await,
@@ -567,17 +579,17 @@ impl ApprovalDesk {
 
     async fn try_post(&self, request: &ApprovalRequest) -> Result<(), ChatError> {
         let chat = &self.shared.settings.chat;
-        let (message, text) = self.shared.client.post(chat, &Shown::of(request)).await?;
+        let message = self.shared.client.post(chat, &Shown::of(request)).await?;
         let posted = PostedApproval {
             id: request.id.clone(),
             agent: request.agent.clone(),
             instance_key: request.instance_key.clone(),
-            chat: chat.clone(),
-            message,
-            text,
+            chat: message.chat,
+            message: message.id,
+            text: message.text,
             posted_at: goondan_types::now_iso(),
         };
-        tracing::info!(approval = %request.id, chat = %chat, message = %posted.message, "approval request posted");
+        tracing::info!(approval = %request.id, chat = %posted.chat, message = %posted.message, "approval request posted");
         if let Err(error) = self.shared.messages().posted(posted) {
             // Posted but not remembered: a restart would post it again,
             // which is better than a request nobody sees.

@@ -12,7 +12,7 @@
 //! only to the Connection's API address (`SLACK_API_BASE_URL`, else
 //! Slack's), and never into a log or an error.
 
-use super::{deadline_words, ChatError, Outcome, Press, Reply, Shown, CALL_TIMEOUT};
+use super::{deadline_words, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT};
 use crate::config::{ConnectorConfig, ConnectorConfigError};
 use goondan_store::PostedApproval;
 use goondan_types::secret::mask_value;
@@ -330,12 +330,12 @@ fn fallback(shown: &Shown) -> String {
     )
 }
 
-/// Posts a request with its buttons: the message's `ts` and its text.
+/// Posts a request with its buttons.
 pub(super) async fn post(
     api: &SlackApi,
     channel: &str,
     shown: &Shown,
-) -> Result<(String, String), ChatError> {
+) -> Result<Message, ChatError> {
     let text = request_text(shown);
     let body = json!({
         "channel": channel,
@@ -349,7 +349,16 @@ pub(super) async fn post(
         .get("ts")
         .and_then(Value::as_str)
         .ok_or_else(|| ChatError::Answer("chat.postMessage answered without a ts".into()))?;
-    Ok((ts.to_string(), text))
+    // A channel given by name comes back as its id, which presses carry.
+    let chat = answer
+        .get("channel")
+        .and_then(Value::as_str)
+        .unwrap_or(channel);
+    Ok(Message {
+        chat: chat.to_string(),
+        id: ts.to_string(),
+        text,
+    })
 }
 
 /// Replaces a posted request's buttons with how it ended.

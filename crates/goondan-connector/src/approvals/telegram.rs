@@ -7,7 +7,7 @@
 //! Every piece of the request is escaped for Telegram's HTML (`&`, `<`,
 //! `>`), so a tool argument can never become markup.
 
-use super::{deadline_words, ChatError, Outcome, Press, Reply, Shown, CALL_TIMEOUT};
+use super::{deadline_words, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT};
 use crate::telegram::{identifier, TelegramApi};
 use goondan_store::PostedApproval;
 use goondan_types::Verdict;
@@ -128,12 +128,12 @@ pub fn outcome_text(outcome: &Outcome) -> String {
     }
 }
 
-/// Posts a request with its two buttons: the message id and its text.
+/// Posts a request with its two buttons.
 pub(super) async fn post(
     api: &TelegramApi,
     chat: &str,
     shown: &Shown,
-) -> Result<(String, String), ChatError> {
+) -> Result<Message, ChatError> {
     let (Some(approve), Some(deny)) = (
         callback_data(Verdict::Approve, &shown.id),
         callback_data(Verdict::Deny, &shown.id),
@@ -155,11 +155,15 @@ pub(super) async fn post(
         ]]},
     });
     let sent = api.call("sendMessage", &body, CALL_TIMEOUT).await?;
-    let message = sent
+    let id = sent
         .get("message_id")
         .and_then(identifier)
         .ok_or_else(|| ChatError::Answer("sendMessage answered without a message_id".into()))?;
-    Ok((message, text))
+    let chat = sent
+        .pointer("/chat/id")
+        .and_then(identifier)
+        .unwrap_or_else(|| chat.to_string());
+    Ok(Message { chat, id, text })
 }
 
 /// Edits a posted request to say how it ended; without `reply_markup`
