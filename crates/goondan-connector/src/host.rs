@@ -13,6 +13,10 @@
 //! the orchestrator's crash backoff applies. Each event is sent as a
 //! `runtime.query` [`Query::Ingest`] and its answer decides what the
 //! sender is told (or, for a source, whether to wait and try again). A
+//! Connection with `approvals` also gets its approval desk
+//! ([`crate::approvals`]), built before `runtime.ready` too (a missing bot
+//! token refuses the start), told of every approval the orchestrator
+//! passes on, and handed the presses the platform reads. A
 //! `shutdown` stops the listener or the source, lets work in progress
 //! finish and is acknowledged; the end of stdin (the orchestrator gone)
 //! stops it too. A source that ends on its own is a crash: exit code 1.
@@ -214,10 +218,11 @@ fn approval_desk(
     let name = &args.connection;
     let entry = &connection.connector().spec.entry;
     let platform = ApprovalPlatform::of_entry(entry).ok_or_else(|| {
+        let code = goondan_config::Code::ApprovalsUnsupported;
         refusal(
-            "E_CONFIG_APPROVALS_UNSUPPORTED",
+            code.as_str(),
             format!("Connection/{name}: `{entry}` cannot post approval requests to a chat"),
-            goondan_config::Code::ApprovalsUnsupported.default_suggestion(),
+            code.default_suggestion(),
         )
     })?;
     let chat = approvals.target().unwrap_or_default();
