@@ -113,6 +113,7 @@ async fn measure(bundle: &std::path::Path, state_root: &std::path::Path, rounds:
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
+            approval_connections: Vec::new(),
         },
         spawner: Arc::new(spawner),
         transport: None,
@@ -123,6 +124,7 @@ async fn measure(bundle: &std::path::Path, state_root: &std::path::Path, rounds:
         restart_requests: None,
         remote: None,
         inbox: None,
+        pending_approvals: None,
     });
     let words: Vec<&str> = COMMAND.split(' ').collect();
     let mut closed = Vec::with_capacity(rounds);

@@ -122,6 +122,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
+            approval_connections: Vec::new(),
         },
         spawner: Arc::new(spawner),
         transport: None,
@@ -132,6 +133,7 @@ async fn measure(bundle: &Path, state_root: &Path, n_instances: usize) {
         restart_requests: None,
         remote: None,
         inbox: None,
+        pending_approvals: None,
     });
 
     let mut cold = Vec::with_capacity(n_instances);

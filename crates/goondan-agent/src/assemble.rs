@@ -266,7 +266,12 @@ pub async fn assemble(
     let swarm_context = swarm_context(&swarm, &args.agent_name);
 
     let (store, parts, approvals) = open_instance(&state_root, &bundle, &swarm, args)?;
-    let operators = OperatorDesk::new(&args.agent_name, &args.instance_key, approvals);
+    let operators = OperatorDesk::new(
+        &args.agent_name,
+        &args.instance_key,
+        approvals,
+        Some(outbound.clone()),
+    );
     let ledger = Arc::new(ledger_for(
         &swarm,
         model_resource,

@@ -5,17 +5,25 @@
 //! there too, and only then wakes the Turn and is answered as recorded.
 //! A deadline is a wall-clock time in the request, so a timeout that
 //! passed while no process ran applies as soon as the Turn resumes.
+//!
+//! Each request first asked here and each decision recorded here is also
+//! told to the orchestrator ([`RuntimeMessage::ApprovalAsked`],
+//! [`RuntimeMessage::ApprovalDecided`]), which passes it to the chat
+//! connectors that post requests with buttons. Telling is best effort:
+//! the file is the truth, and a connector that missed a notice is given
+//! every undecided request when it starts.
 
 use futures_util::future::BoxFuture;
-use goondan_ipc::protocol::Failure;
+use goondan_ipc::protocol::{ApprovalAsked, ApprovalDecided, Failure};
+use goondan_ipc::{RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::{AskError, Operators, Question};
 use goondan_store::{ApprovalStore, OpenApproval};
 use goondan_types::trace::random_hex;
-use goondan_types::{ApprovalDecision, ApprovalRequest, Verdict};
+use goondan_types::{ApprovalDecision, ApprovalRequest, IpcMessage, Verdict};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 /// Who may decide a request asked here: whoever reaches the swarm's
 /// control surfaces (the control socket, and what is built on it).
@@ -37,17 +45,27 @@ struct Inner {
     store: ApprovalStore,
     /// Turns waiting, by request id.
     waiting: Mutex<HashMap<String, oneshot::Sender<ApprovalDecision>>>,
+    /// The orchestrator, told of requests and decisions as they are
+    /// recorded; `None` tells nobody.
+    notices: Option<mpsc::Sender<IpcMessage>>,
 }
 
 impl OperatorDesk {
-    /// The desk of `agent:instance_key` over its approvals store.
-    pub fn new(agent: &str, instance_key: &str, store: ApprovalStore) -> OperatorDesk {
+    /// The desk of `agent:instance_key` over its approvals store, telling
+    /// what it records through `notices` (the process's IPC sender).
+    pub fn new(
+        agent: &str,
+        instance_key: &str,
+        store: ApprovalStore,
+        notices: Option<mpsc::Sender<IpcMessage>>,
+    ) -> OperatorDesk {
         OperatorDesk {
             inner: Arc::new(Inner {
                 agent: agent.to_string(),
                 instance_key: instance_key.to_string(),
                 store,
                 waiting: Mutex::new(HashMap::new()),
+                notices,
             }),
         }
     }
@@ -59,6 +77,7 @@ impl OperatorDesk {
         match self.inner.store.decide(&decision) {
             Ok(true) => {
                 tracing::info!(approval = %decision.id, verdict = decision.verdict.as_str(), by = %decision.by, "approval decided");
+                self.inner.tell_decided(&decision);
                 if let Some(waiter) = self.inner.waiting().remove(&decision.id) {
                     let _ = waiter.send(decision);
                 }
@@ -80,6 +99,29 @@ impl OperatorDesk {
 }
 
 impl Inner {
+    /// Tells the orchestrator `message`, without waiting: a full channel
+    /// hands it to a task, so neither a Turn nor the IPC reader (which
+    /// records decisions) blocks on it.
+    fn tell(&self, message: RuntimeMessage) {
+        let Some(sender) = &self.notices else {
+            return;
+        };
+        let from = format!("{}:{}", self.agent, self.instance_key);
+        let wire = message.to_message(&from, ORCHESTRATOR);
+        if let Err(mpsc::error::TrySendError::Full(wire)) = sender.try_send(wire) {
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let _ = sender.send(wire).await;
+            });
+        }
+    }
+
+    fn tell_decided(&self, decision: &ApprovalDecision) {
+        self.tell(RuntimeMessage::ApprovalDecided(ApprovalDecided {
+            decision: decision.clone(),
+        }));
+    }
+
     fn waiting(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalDecision>>> {
@@ -124,6 +166,9 @@ impl Inner {
             .request(&request)
             .map_err(|error| AskError::Store(error.to_string()))?;
         tracing::info!(approval = %request.id, tool = ?request.tool, "waiting for a person's decision");
+        self.tell(RuntimeMessage::ApprovalAsked(ApprovalAsked {
+            request: Box::new(request.clone()),
+        }));
         Ok(OpenApproval {
             request,
             decision: None,
@@ -145,7 +190,10 @@ impl Inner {
             decided_at: goondan_types::now_iso(),
         };
         match self.store.decide(&decision) {
-            Ok(true) => Ok(decision),
+            Ok(true) => {
+                self.tell_decided(&decision);
+                Ok(decision)
+            }
             Ok(false) => self
                 .store
                 .by_key(&request.key)
@@ -229,7 +277,69 @@ mod tests {
     fn desk(dir: &std::path::Path) -> OperatorDesk {
         let store =
             ApprovalStore::open(&InstancePaths::from_dir(dir), SyncPolicy::ProcessCrash).unwrap();
-        OperatorDesk::new("coder", "default", store)
+        OperatorDesk::new("coder", "default", store, None)
+    }
+
+    /// What a desk told the orchestrator so far.
+    fn notices_of(notices: &mut mpsc::Receiver<IpcMessage>) -> Vec<RuntimeMessage> {
+        let mut told = Vec::new();
+        while let Ok(message) = notices.try_recv() {
+            assert_eq!(message.from, "coder:default");
+            assert_eq!(message.to, ORCHESTRATOR);
+            match goondan_ipc::protocol::decode(&message).unwrap() {
+                goondan_ipc::Inbound::Runtime(runtime) => told.push(runtime),
+                other => panic!("not a runtime message: {other:?}"),
+            }
+        }
+        told
+    }
+
+    #[tokio::test]
+    async fn a_request_is_told_once_and_each_recorded_decision_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sender, mut notices) = mpsc::channel(16);
+        let store = ApprovalStore::open(
+            &InstancePaths::from_dir(dir.path()),
+            SyncPolicy::ProcessCrash,
+        )
+        .unwrap();
+        let telling = OperatorDesk::new("coder", "default", store, Some(sender));
+        let waiting = tokio::spawn(telling.ask("turn_1", "evt_1", question("call_1", None)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let told = notices_of(&mut notices);
+        let [RuntimeMessage::ApprovalAsked(asked)] = told.as_slice() else {
+            panic!("told {told:?}");
+        };
+        assert_eq!(asked.request.tool.as_deref(), Some("bash__exec"));
+        let id = asked.request.id.clone();
+        telling.decide(approve(&id)).unwrap();
+        assert!(telling.decide(approve(&id)).is_err());
+        waiting.await.unwrap().unwrap();
+        let told = notices_of(&mut notices);
+        let [RuntimeMessage::ApprovalDecided(decided)] = told.as_slice() else {
+            panic!("told {told:?}");
+        };
+        assert_eq!(decided.decision.by, "cli:test");
+        // Asked again by a resumed Turn: found, not told again.
+        telling
+            .ask("turn_1", "evt_1", question("call_1", None))
+            .await
+            .unwrap();
+        assert!(notices_of(&mut notices).is_empty());
+        // A deadline's decision is told too.
+        let timed_out = telling
+            .ask(
+                "turn_2",
+                "evt_2",
+                question("call_2", Some(Duration::from_millis(20))),
+            )
+            .await
+            .unwrap();
+        let told = notices_of(&mut notices);
+        assert!(
+            matches!(told.as_slice(), [RuntimeMessage::ApprovalAsked(_), RuntimeMessage::ApprovalDecided(d)] if d.decision == timed_out),
+            "{told:?}"
+        );
     }
 
     fn question(key: &str, timeout: Option<Duration>) -> Question {

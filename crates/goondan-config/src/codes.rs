@@ -77,6 +77,13 @@ pub enum Code {
     UnsupportedProvider,
     /// A URL field does not hold an absolute http(s) URL.
     InvalidUrl,
+    /// `Connection.spec.approvals` on a Connection whose connector cannot
+    /// post approval requests (only the base Telegram and Slack ones can).
+    ApprovalsUnsupported,
+    /// `Connection.spec.approvals` does not name where requests go the
+    /// way its platform does (`chat` for Telegram, `channel` for Slack),
+    /// or names an empty decider.
+    ApprovalsTarget,
     /// An env file (`.env`, `.env.local`, `--env-file`) does not parse.
     EnvFile,
     /// A bundle file exists but cannot be read.
@@ -105,7 +112,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 36] = [
+    pub const ALL: [Code; 38] = [
         Code::Schema,
         Code::ApiVersion,
         Code::UnknownKind,
@@ -133,6 +140,8 @@ impl Code {
         Code::RequiredToolMissing,
         Code::UnsupportedProvider,
         Code::InvalidUrl,
+        Code::ApprovalsUnsupported,
+        Code::ApprovalsTarget,
         Code::EnvFile,
         Code::Unreadable,
         Code::BundleEmpty,
@@ -174,6 +183,8 @@ impl Code {
             Code::RequiredToolMissing => "E_CONFIG_REQUIRED_TOOL_MISSING",
             Code::UnsupportedProvider => "E_CONFIG_UNSUPPORTED_PROVIDER",
             Code::InvalidUrl => "E_CONFIG_INVALID_URL",
+            Code::ApprovalsUnsupported => "E_CONFIG_APPROVALS_UNSUPPORTED",
+            Code::ApprovalsTarget => "E_CONFIG_APPROVALS_TARGET",
             Code::EnvFile => "E_CONFIG_ENV_FILE",
             Code::Unreadable => "E_CONFIG_UNREADABLE",
             Code::BundleEmpty => "E_CONFIG_BUNDLE_EMPTY",
@@ -238,6 +249,12 @@ impl Code {
             }
             Code::UnsupportedProvider => "use anthropic, openai, google, scripted or replay",
             Code::InvalidUrl => "write an absolute http(s) URL",
+            Code::ApprovalsUnsupported => {
+                "put `approvals` on a Connection of Connector/telegram or Connector/slack (@goondan/base), or decide with `gdn approve` or the Studio"
+            }
+            Code::ApprovalsTarget => {
+                "write `approvals: { chat: <chat id> }` for Telegram or `approvals: { channel: <channel id> }` for Slack"
+            }
             Code::EnvFile => "write one KEY=value per line",
             Code::Unreadable => "check the file's permissions",
             Code::BundleEmpty => "create goondan.yaml",

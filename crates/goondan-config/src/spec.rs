@@ -509,6 +509,109 @@ pub struct ConnectionSpec {
     /// Routing of connector events to agents.
     #[serde(default)]
     pub ingress: Ingress,
+    /// Where the connector posts the swarm's approval requests as messages
+    /// with buttons, and who may press them (Goondan's own key: the
+    /// original's Connection has `auth`, `verify` and `ingress`, none of
+    /// which this overlaps).
+    #[serde(default)]
+    pub approvals: Option<ConnectionApprovals>,
+}
+
+/// `Connection.spec.approvals`: a chat where approval requests are posted
+/// with Approve and Deny buttons, for a Connection of the base Telegram or
+/// Slack connector ([`ApprovalPlatform::of_entry`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionApprovals {
+    /// Telegram: the chat id the bot posts to (a number, or `@channel`).
+    #[serde(default)]
+    pub chat: Option<PlatformId>,
+    /// Slack: the channel id the bot posts to (`C0123…`).
+    #[serde(default)]
+    pub channel: Option<PlatformId>,
+    /// The platform user ids whose presses decide; empty or absent:
+    /// anyone who can press the button in that chat.
+    #[serde(default)]
+    pub deciders: Vec<PlatformId>,
+}
+
+impl ConnectionApprovals {
+    /// The chat or channel the requests go to, whichever is set.
+    pub fn target(&self) -> Option<String> {
+        self.chat
+            .as_ref()
+            .or(self.channel.as_ref())
+            .map(PlatformId::to_string)
+    }
+
+    /// The deciders as the platform spells its ids.
+    pub fn decider_ids(&self) -> Vec<String> {
+        self.deciders.iter().map(PlatformId::to_string).collect()
+    }
+}
+
+/// A chat, channel or user id as YAML may write it: Telegram's are
+/// numbers (`-100123`), Slack's are strings (`C0123`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum PlatformId {
+    /// Written as a string.
+    Text(String),
+    /// Written as a whole number.
+    Number(i64),
+}
+
+impl std::fmt::Display for PlatformId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlatformId::Text(text) => f.write_str(text.trim()),
+            PlatformId::Number(number) => write!(f, "{number}"),
+        }
+    }
+}
+
+/// The chat platforms that deliver approval requests, by the entry of the
+/// base connector that speaks to them. The one table of which connectors
+/// can: the loader checks `approvals` against it, and the ConnectorProcess
+/// picks its chat client with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalPlatform {
+    /// `builtin:telegram` and `builtin:telegram-polling`: a message with
+    /// an inline keyboard in `approvals.chat`.
+    Telegram,
+    /// `builtin:slack`: a message with an actions block in
+    /// `approvals.channel`.
+    Slack,
+}
+
+impl ApprovalPlatform {
+    /// The platform a Connector's `entry` speaks to, when it can deliver
+    /// approvals.
+    pub fn of_entry(entry: &str) -> Option<ApprovalPlatform> {
+        match entry {
+            "builtin:telegram" | "builtin:telegram-polling" => Some(ApprovalPlatform::Telegram),
+            "builtin:slack" => Some(ApprovalPlatform::Slack),
+            _ => None,
+        }
+    }
+
+    /// The key of `approvals` that names where requests go (`chat` or
+    /// `channel`).
+    pub fn target_key(self) -> &'static str {
+        match self {
+            ApprovalPlatform::Telegram => "chat",
+            ApprovalPlatform::Slack => "channel",
+        }
+    }
+
+    /// The platform's name, as decisions name their deciders
+    /// (`telegram:<user id>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ApprovalPlatform::Telegram => "telegram",
+            ApprovalPlatform::Slack => "slack",
+        }
+    }
 }
 
 /// `Connection.spec.ingress`.

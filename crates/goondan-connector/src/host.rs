@@ -13,28 +13,33 @@
 //! the orchestrator's crash backoff applies. Each event is sent as a
 //! `runtime.query` [`Query::Ingest`] and its answer decides what the
 //! sender is told (or, for a source, whether to wait and try again). A
+//! Connection with `approvals` also gets its approval desk
+//! ([`crate::approvals`]), built before `runtime.ready` too (a missing bot
+//! token refuses the start), told of every approval the orchestrator
+//! passes on, and handed the presses the platform reads. A
 //! `shutdown` stops the listener or the source, lets work in progress
 //! finish and is acknowledged; the end of stdin (the orchestrator gone)
 //! stops it too. A source that ends on its own is a crash: exit code 1.
 
+use crate::approvals::{ApprovalDesk, ChatApprovals, ChatClient, DeskHandle, Press};
 use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{self, HttpFront, Platform};
+use crate::link::{LinkError, OrchestratorLink};
 use crate::source::{Shutdown, Source};
 use crate::telegram::TelegramConnector;
 use crate::{
     cron, discord, github, script, slack, telegram, webhook, Accepted, EmitError, Emitter,
 };
 use futures_util::future::BoxFuture;
-use goondan_config::{Bundle, LoadOptions};
+use goondan_config::spec::ApprovalPlatform;
+use goondan_config::{Bundle, ConnectionView, LoadOptions};
 use goondan_ipc::handshake::child_channel;
-use goondan_ipc::protocol::{
-    self, Query, QueryAnswer, QueryRequest, Ready, StartError, PROTOCOL_VERSION,
-};
+use goondan_ipc::protocol::{self, Query, QueryAnswer, Ready, StartError, PROTOCOL_VERSION};
 use goondan_ipc::{Inbound, IpcChannel, RoutingKey, RuntimeMessage, WireCode, ORCHESTRATOR};
+use goondan_store::{ApprovalMessages, StateRoot, SyncPolicy};
 use goondan_types::{ConnectorEvent, Entry, IpcMessage, Secrets};
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -53,9 +58,11 @@ pub struct ConnectorProcessArgs {
     /// How a TypeScript connector is stripped on a Node without type
     /// stripping (`goondan_plugin::launch::LaunchOptions::strip_types_command`).
     pub strip_types_command: Option<Vec<String>>,
-    /// Where installed packages are unpacked (`<System Root>/packages`),
-    /// for a Connection whose connector comes from a package.
-    pub packages_root: Option<PathBuf>,
+    /// The System Root: where installed packages are unpacked (for a
+    /// Connection whose connector comes from a package) and where a chat
+    /// connector remembers the approval requests it posted. `None` when
+    /// it cannot be resolved: such a Connection then refuses to start.
+    pub state_root: Option<StateRoot>,
 }
 
 /// Why the connector cannot start (sent as `runtime.start_error`), with
@@ -91,9 +98,16 @@ impl Connector {
     }
 }
 
-/// A connector ready to run: an HTTP platform with its bound listener, or
-/// a source.
-enum Started {
+/// A connector ready to run, with its approval desk when its Connection
+/// has `approvals`.
+struct Started {
+    run: Run,
+    desk: Option<(ApprovalDesk, DeskHandle)>,
+}
+
+/// How a started connector runs: an HTTP platform with its bound
+/// listener, or a source.
+enum Run {
     Http {
         platform: Arc<dyn Platform>,
         front: HttpFront,
@@ -115,8 +129,9 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
             writer,
         },
     ) = child_channel(&me).await;
+    let link = OrchestratorLink::new(me.to_string(), sender.clone());
     let started = match handshake {
-        Ok(handshake) => start(&args, handshake.secrets).await,
+        Ok(handshake) => start(&args, handshake.secrets, &link).await,
         Err(error) => Err(refusal(error.code(), error.to_string(), error.suggestion())),
     };
     let code = match started {
@@ -126,13 +141,15 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
             let _ = sender
                 .send(message.to_message(&me.to_string(), ORCHESTRATOR))
                 .await;
-            // The writer finishes only once every sender is gone: holding
-            // this one would keep a refused connector alive forever, never
-            // restarted and never stopped by a graceful shutdown.
+            // The writer finishes only once every sender is gone (the
+            // link holds one too): holding one would keep a refused
+            // connector alive forever, never restarted and never stopped
+            // by a graceful shutdown.
+            drop(link);
             drop(sender);
             2
         }
-        Ok(started) => serve(&me, started, sender, receiver).await,
+        Ok(started) => serve(&me, started, link, sender, receiver).await,
     };
     if let Some(writer) = writer {
         let _ = writer.await;
@@ -140,12 +157,17 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
     code
 }
 
-/// Loads the Connection and builds its connector, bound and ready.
-async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started, StartError> {
+/// Loads the Connection and builds its connector, bound and ready, and
+/// its approval desk.
+async fn start(
+    args: &ConnectorProcessArgs,
+    secrets: Secrets,
+    link: &OrchestratorLink,
+) -> Result<Started, StartError> {
     let options = LoadOptions {
         env_file: args.env_file.clone(),
         process_env_overlay: secrets,
-        packages_root: args.packages_root.clone(),
+        packages_root: args.state_root.as_ref().map(StateRoot::packages_dir),
         ..LoadOptions::default()
     };
     let outcome = goondan_config::load_bundle(&args.bundle_dir, &options).map_err(|error| {
@@ -166,7 +188,90 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
             "run `gdn validate` on the bundle",
         ));
     };
-    let (entry, config) = connection_config(&bundle, &args.connection)?;
+    let connection = bundle
+        .connections()
+        .find(|connection| connection.name() == args.connection)
+        .ok_or_else(|| {
+            refusal(
+                "E_CONFIG_REF_NOT_FOUND",
+                format!("Connection/{} is not in the bundle", args.connection),
+                "the bundle changed since the swarm started; restart it",
+            )
+        })?;
+    let (entry, config) = connection_config(&bundle, connection)?;
+    let desk = approval_desk(args, connection, &config, link)?;
+    let run = run_for(args, &bundle, entry, config).await?;
+    Ok(Started { run, desk })
+}
+
+/// The approval desk of a Connection with `approvals`: its chat client,
+/// and what it posted before (under the System Root).
+fn approval_desk(
+    args: &ConnectorProcessArgs,
+    connection: ConnectionView<'_>,
+    config: &ConnectorConfig,
+    link: &OrchestratorLink,
+) -> Result<Option<(ApprovalDesk, DeskHandle)>, StartError> {
+    let Some(approvals) = &connection.resource().spec.approvals else {
+        return Ok(None);
+    };
+    let name = &args.connection;
+    let entry = &connection.connector().spec.entry;
+    let platform = ApprovalPlatform::of_entry(entry).ok_or_else(|| {
+        let code = goondan_config::Code::ApprovalsUnsupported;
+        refusal(
+            code.as_str(),
+            format!("Connection/{name}: `{entry}` cannot post approval requests to a chat"),
+            code.default_suggestion(),
+        )
+    })?;
+    let chat = approvals.target().unwrap_or_default();
+    let client = ChatClient::from_config(platform, config).map_err(|error| {
+        refusal(
+            error.code(),
+            format!("Connection/{name}: {error}"),
+            "fix the Connection's config or secrets in goondan.yaml",
+        )
+    })?;
+    let state_root = args.state_root.as_ref().ok_or_else(|| {
+        let error = goondan_store::StoreError::NoStateRoot;
+        refusal(
+            error.code(),
+            format!("Connection/{name}: {error}, where the approval requests it posts are kept"),
+            error.suggestion().unwrap_or_default(),
+        )
+    })?;
+    let dir = state_root
+        .workspace(connection.swarm().instance_key())
+        .connection_dir(name);
+    let messages = ApprovalMessages::open(&dir, SyncPolicy::default()).map_err(|error| {
+        refusal(
+            error.code(),
+            error.to_string(),
+            error.suggestion().unwrap_or_default(),
+        )
+    })?;
+    let settings = ChatApprovals {
+        platform,
+        chat,
+        deciders: approvals.decider_ids(),
+    };
+    tracing::info!(connection = %name, platform = platform.name(), chat = %settings.chat, deciders = settings.deciders.len(), "approval requests are posted to the chat");
+    Ok(Some(ApprovalDesk::new(
+        settings,
+        client,
+        messages,
+        link.clone(),
+    )))
+}
+
+/// The connector the Connection's entry names, bound and ready.
+async fn run_for(
+    args: &ConnectorProcessArgs,
+    bundle: &Bundle,
+    entry: Entry,
+    config: ConnectorConfig,
+) -> Result<Run, StartError> {
     let entry = match entry {
         Entry::Native { name } => name,
         Entry::Script { path, runtime } => {
@@ -185,14 +290,14 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
                 )
             })?;
             tracing::info!(connection = %args.connection, entry = %path, "script connector started");
-            return Ok(Started::Source(Box::new(source)));
+            return Ok(Run::Source(Box::new(source)));
         }
     };
     let (platform, front) = match connector_for(&entry, &config) {
         Ok(Some(Connector::Http(platform, front))) => (platform, front),
         Ok(Some(Connector::Source(source))) => {
             tracing::info!(connection = %args.connection, connector = source.name(), "connector started");
-            return Ok(Started::Source(source));
+            return Ok(Run::Source(source));
         }
         Ok(None) => return Err(unsupported(&args.connection, &entry)),
         Err(error) => {
@@ -214,7 +319,7 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
         )
     })?;
     tracing::info!(connection = %args.connection, connector = platform.name(), addr = %listener.local_addr().map_or(front.addr, |a| a), path = %front.path, "connector listening");
-    Ok(Started::Http {
+    Ok(Run::Http {
         platform,
         front,
         listener,
@@ -222,17 +327,11 @@ async fn start(args: &ConnectorProcessArgs, secrets: Secrets) -> Result<Started,
 }
 
 /// The connector's entry and its resolved config and secrets.
-fn connection_config(bundle: &Bundle, name: &str) -> Result<(Entry, ConnectorConfig), StartError> {
-    let connection = bundle
-        .connections()
-        .find(|connection| connection.name() == name)
-        .ok_or_else(|| {
-            refusal(
-                "E_CONFIG_REF_NOT_FOUND",
-                format!("Connection/{name} is not in the bundle"),
-                "the bundle changed since the swarm started; restart it",
-            )
-        })?;
+fn connection_config(
+    bundle: &Bundle,
+    connection: ConnectionView<'_>,
+) -> Result<(Entry, ConnectorConfig), StartError> {
+    let name = connection.name();
     let connector = connection.connector();
     let entry = match Entry::parse(&connector.spec.entry) {
         Ok(entry) => entry,
@@ -398,16 +497,14 @@ fn unsupported(connection: &str, entry: &str) -> StartError {
 /// this long, 120 s, as long as a cluster's inbox drops a duplicate.
 const DELIVERY_WINDOW: Duration = Duration::from_secs(60);
 
-/// Answers waiting for their questions, by correlation id.
-type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<QueryAnswer>>>>;
-
-/// Sends events to the orchestrator as ingest queries.
+/// Sends events to the orchestrator as ingest queries, and presses to the
+/// approval desk.
 struct IpcEmitter {
-    me: String,
+    link: OrchestratorLink,
     /// Platform delivery ids accepted recently.
     deliveries: crate::verify::ReplayGuard,
-    sender: mpsc::Sender<IpcMessage>,
-    pending: Pending,
+    /// The Connection's approval desk, when it has `approvals`.
+    desk: Option<DeskHandle>,
 }
 
 impl Emitter for IpcEmitter {
@@ -431,59 +528,45 @@ impl Emitter for IpcEmitter {
             ingested
         })
     }
+
+    fn press(&self, press: Press) -> BoxFuture<'_, Result<(), EmitError>> {
+        Box::pin(async move {
+            match &self.desk {
+                Some(desk) => desk.press(press),
+                None => {
+                    // A button of a message posted while the Connection had
+                    // `approvals`: nothing here can decide it.
+                    tracing::warn!(approval = %press.approval_id, "a press of an approval button, but this Connection has no `approvals`; ignored");
+                    Ok(())
+                }
+            }
+        })
+    }
 }
 
 impl IpcEmitter {
     /// Asks the orchestrator to route and queue `event`.
     async fn ingest(&self, event: ConnectorEvent) -> Result<Accepted, EmitError> {
-        let correlation_id = protocol::new_correlation_id();
-        let (answer_tx, answer_rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(correlation_id.clone(), answer_tx);
-        let query = RuntimeMessage::Query(QueryRequest {
-            correlation_id: correlation_id.clone(),
-            query: Query::Ingest { event },
-        });
-        let forget = || {
-            self.pending
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .remove(&correlation_id);
-        };
-        if self
-            .sender
-            .send(query.to_message(&self.me, ORCHESTRATOR))
-            .await
-            .is_err()
-        {
-            forget();
-            return Err(EmitError::Closed("the orchestrator is gone".into()));
-        }
-        match tokio::time::timeout(INGEST_TIMEOUT, answer_rx).await {
-            Ok(Ok(QueryAnswer::Ingested { target, .. })) => Ok(Accepted { target }),
-            Ok(Ok(QueryAnswer::Failed(failure))) if failure.is(WireCode::QueueFull) => {
+        match self.link.ask(Query::Ingest { event }, INGEST_TIMEOUT).await {
+            Ok(QueryAnswer::Ingested { target, .. }) => Ok(Accepted { target }),
+            Ok(QueryAnswer::Failed(failure)) if failure.is(WireCode::QueueFull) => {
                 Err(EmitError::QueueFull(failure.message))
             }
             // Nothing holds the event: the platform's retry, or the
             // source's next try, must come.
-            Ok(Ok(QueryAnswer::Failed(failure))) if failure.is(WireCode::ForwardFailed) => Err(
+            Ok(QueryAnswer::Failed(failure)) if failure.is(WireCode::ForwardFailed) => Err(
                 EmitError::Closed(format!("{}: {}", failure.code, failure.message)),
             ),
-            Ok(Ok(QueryAnswer::Failed(failure))) => Err(EmitError::Refused(format!(
+            Ok(QueryAnswer::Failed(failure)) => Err(EmitError::Refused(format!(
                 "{}: {}",
                 failure.code, failure.message
             ))),
-            Ok(Ok(other)) => Err(EmitError::Refused(format!("unexpected answer {other:?}"))),
-            Ok(Err(_)) => Err(EmitError::Closed("the orchestrator is gone".into())),
-            Err(_) => {
-                forget();
-                Err(EmitError::Closed(format!(
-                    "the orchestrator did not queue the event within {} s",
-                    INGEST_TIMEOUT.as_secs()
-                )))
-            }
+            Ok(other) => Err(EmitError::Refused(format!("unexpected answer {other:?}"))),
+            Err(LinkError::Gone) => Err(EmitError::Closed("the orchestrator is gone".into())),
+            Err(LinkError::TimedOut(timeout)) => Err(EmitError::Closed(format!(
+                "the orchestrator did not queue the event within {} s",
+                timeout.as_secs()
+            ))),
         }
     }
 }
@@ -493,6 +576,7 @@ impl IpcEmitter {
 async fn serve(
     me: &RoutingKey,
     started: Started,
+    link: OrchestratorLink,
     sender: mpsc::Sender<IpcMessage>,
     mut receiver: mpsc::Receiver<IpcMessage>,
 ) -> i32 {
@@ -506,9 +590,11 @@ async fn serve(
     {
         return 0;
     }
-    let pending: Pending = Arc::default();
+    let Started { run, desk } = started;
+    let (desk, desk_handle) = desk.unzip();
     let (stop_tx, stop_rx) = oneshot::channel::<bool>();
-    let answers = pending.clone();
+    let answers = link.clone();
+    let notices = desk_handle.clone();
     let pongs = sender.clone();
     let name = me.to_string();
     // Reads what the orchestrator says; ends at a shutdown (true: to be
@@ -520,18 +606,23 @@ async fn serve(
             };
             match protocol::decode(&message) {
                 Ok(Inbound::Runtime(RuntimeMessage::QueryAnswer(answer))) => {
-                    let waiting = answers
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                        .remove(&answer.in_reply_to);
-                    if let Some(waiting) = waiting {
-                        let _ = waiting.send(answer.answer);
-                    }
+                    answers.answered(&answer.in_reply_to, answer.answer);
                 }
                 Ok(Inbound::Runtime(RuntimeMessage::Ping(ping))) => {
                     let _ = pongs
                         .send(ping.pong().to_message(&name, ORCHESTRATOR))
                         .await;
+                }
+                Ok(Inbound::Runtime(RuntimeMessage::ApprovalAsked(asked))) => match &notices {
+                    Some(desk) => desk.asked(*asked.request),
+                    None => {
+                        tracing::warn!(connector = %name, "told of an approval, but this Connection has no `approvals`; ignored")
+                    }
+                },
+                Ok(Inbound::Runtime(RuntimeMessage::ApprovalDecided(decided))) => {
+                    if let Some(desk) = &notices {
+                        desk.decided(decided.decision);
+                    }
                 }
                 Ok(Inbound::Shutdown(payload)) => {
                     tracing::info!(connector = %name, reason = ?payload.reason, "shutting down");
@@ -549,10 +640,9 @@ async fn serve(
         let _ = stop_tx.send(acknowledge);
     });
     let emitter = Arc::new(IpcEmitter {
-        me: me.to_string(),
+        link,
         deliveries: crate::verify::ReplayGuard::default(),
-        sender: sender.clone(),
-        pending,
+        desk: desk_handle,
     });
     let (acknowledge_tx, acknowledge_rx) = oneshot::channel();
     let (trigger, shutdown) = Shutdown::new();
@@ -561,8 +651,11 @@ async fn serve(
         let _ = acknowledge_tx.send(acknowledge);
         trigger.fire();
     });
-    match started {
-        Started::Http {
+    if let Some(desk) = desk {
+        tokio::spawn(desk.run(shutdown.clone()));
+    }
+    match run {
+        Run::Http {
             platform,
             front,
             listener,
@@ -573,7 +666,7 @@ async fn serve(
                 tracing::error!(connector = %me, "the listener failed: {error}");
             }
         }
-        Started::Source(source) => {
+        Run::Source(source) => {
             let name = source.name();
             source.run(emitter, shutdown.clone()).await;
             if !shutdown.is_requested() {

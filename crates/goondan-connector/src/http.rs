@@ -10,7 +10,9 @@
 //!    the body is parsed;
 //! 5. the platform's parse ([`Platform::handle`], 400 when malformed);
 //! 6. the emit, whose answer decides the status: 429 with `Retry-After`
-//!    when the instance's queue is full, 503 when the swarm is closing.
+//!    when the instance's queue is full, 503 when the swarm is closing
+//!    (a press of an approval button goes to the approval desk instead,
+//!    answered the same way).
 
 use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::verify::SignatureError;
@@ -129,6 +131,14 @@ pub enum PlatformOutcome {
         event: ConnectorEvent,
         /// The answer, before `target` is added.
         body: serde_json::Map<String, serde_json::Value>,
+    },
+    /// A press of an approval button, for the approval desk (never an
+    /// event), and the answer once the desk took it.
+    Press {
+        /// The press.
+        press: crate::approvals::Press,
+        /// The answer after the desk took it.
+        reply: PlatformReply,
     },
     /// An answer with no event (a ping, a challenge, an ignored kind).
     Reply(PlatformReply),
@@ -327,6 +337,12 @@ async fn answer(shared: &Shared, headers: HeaderMap, body: Body) -> Response {
     let (event, reply) = match shared.platform.handle(&request) {
         Err(error) => return PlatformReply::error(StatusCode::BAD_REQUEST, error).into_response(),
         Ok(PlatformOutcome::Reply(reply)) => return reply.into_response(),
+        Ok(PlatformOutcome::Press { press, reply }) => {
+            return match shared.emitter.press(press).await {
+                Ok(()) => reply.into_response(),
+                Err(error) => refused(name, error),
+            };
+        }
         Ok(PlatformOutcome::Emit { event, reply }) => (event, AcceptedReply::Fixed(reply)),
         Ok(PlatformOutcome::EmitAndTell { event, body }) => (event, AcceptedReply::Tell(body)),
     };
@@ -342,7 +358,14 @@ async fn answer(shared: &Shared, headers: HeaderMap, body: Body) -> Response {
                 PlatformReply::json(serde_json::Value::Object(body)).into_response()
             }
         },
-        Err(error @ EmitError::QueueFull(_)) => {
+        Err(error) => refused(name, error),
+    }
+}
+
+/// The answer to a request whose event (or press) the swarm did not take.
+fn refused(name: &str, error: EmitError) -> Response {
+    match error {
+        error @ EmitError::QueueFull(_) => {
             let mut response =
                 PlatformReply::error(StatusCode::TOO_MANY_REQUESTS, error).into_response();
             response
@@ -350,10 +373,10 @@ async fn answer(shared: &Shared, headers: HeaderMap, body: Body) -> Response {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             response
         }
-        Err(error @ EmitError::Closed(_)) => {
+        error @ EmitError::Closed(_) => {
             PlatformReply::error(StatusCode::SERVICE_UNAVAILABLE, error).into_response()
         }
-        Err(error @ EmitError::Refused(_)) => {
+        error @ EmitError::Refused(_) => {
             tracing::error!(connector = name, "{error}");
             PlatformReply::error(StatusCode::INTERNAL_SERVER_ERROR, error).into_response()
         }

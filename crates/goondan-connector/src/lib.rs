@@ -21,9 +21,16 @@
 //! shutdown, the [`cron`] clock and [`telegram`] long polling. Which kind a
 //! Connection's connector is, as a placement question (pushed to, or
 //! making its own events), is [`delivery::is_pushed_to`].
+//!
+//! A Connection of the Telegram or Slack connector with `spec.approvals`
+//! also posts the swarm's approval requests to a chat as messages with
+//! buttons ([`approvals`]). A button press is read by the platform's own
+//! verified path and handed to [`Emitter::press`], never emitted as an
+//! event for an agent.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 pub mod config;
 pub mod cron;
 pub mod delivery;
@@ -31,6 +38,7 @@ pub mod discord;
 pub mod github;
 pub mod host;
 pub mod http;
+pub mod link;
 pub mod payload;
 pub mod script;
 pub mod slack;
@@ -47,7 +55,8 @@ pub use verify::SignatureError;
 use futures_util::future::BoxFuture;
 use goondan_types::ConnectorEvent;
 
-/// Where a connector's events go.
+/// Where a connector's events, and the presses of approval buttons in
+/// its chat, go.
 ///
 /// The future resolves once the event is accepted (queued for its
 /// instance), so an HTTP platform can answer its sender truthfully: 200
@@ -55,6 +64,11 @@ use goondan_types::ConnectorEvent;
 pub trait Emitter: Send + Sync + 'static {
     /// Hands one event to the swarm.
     fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<Accepted, EmitError>>;
+
+    /// Hands a press of an approval button to the Connection's approval
+    /// desk, which decides and answers it on its own time; resolves once
+    /// the desk took it.
+    fn press(&self, press: approvals::Press) -> BoxFuture<'_, Result<(), EmitError>>;
 }
 
 /// An event the swarm took.

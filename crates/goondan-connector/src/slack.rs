@@ -17,7 +17,9 @@
 //!   `user_id`, `team_id`, `response_url`, keyed `slack:<channel>`;
 //! - an interaction (form field `payload`): `interaction` with `type`,
 //!   `action_id`, `channel_id`, `user_id`, `response_url`, keyed
-//!   `slack:<channel>`.
+//!   `slack:<channel>`; except a press of an approval's button, which
+//!   goes to the approval desk ([`crate::approvals::slack`]) and never to
+//!   an agent.
 
 use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{
@@ -131,6 +133,13 @@ impl Platform for Slack {
             let payload: Value = serde_json::from_str(payload).map_err(|error| {
                 BadRequest(format!("the interaction payload is not JSON: {error}"))
             })?;
+            // An approval button is the approval desk's, never an agent's.
+            if let Some(press) = crate::approvals::slack::press_from_payload(&payload) {
+                return Ok(PlatformOutcome::Press {
+                    press,
+                    reply: PlatformReply::text(""),
+                });
+            }
             return Ok(emit(event_from_interaction(&payload)));
         }
         if form.contains_key("command") {

@@ -10,6 +10,7 @@
 //! It knows nothing of clocks or chat APIs; [`cron`](crate::cron) and
 //! [`telegram`](crate::telegram) do.
 
+use crate::approvals::Press;
 use crate::{EmitError, Emitter};
 use futures_util::future::BoxFuture;
 use goondan_types::ConnectorEvent;
@@ -117,19 +118,48 @@ pub async fn deliver(
     shutdown: &mut Shutdown,
     source: &'static str,
 ) -> Delivery {
+    let what = format!("event {}", event.name);
+    persist(shutdown, source, &what, || emitter.emit(event.clone())).await
+}
+
+/// Hands a press of an approval button to the approval desk, as
+/// [`deliver`] hands an event to the swarm.
+pub async fn deliver_press(
+    emitter: &dyn Emitter,
+    press: Press,
+    shutdown: &mut Shutdown,
+    source: &'static str,
+) -> Delivery {
+    let what = format!("press on {}", press.approval_id);
+    persist(shutdown, source, &what, || emitter.press(press.clone())).await
+}
+
+/// Tries `attempt` until it is taken, refused for good, or a shutdown
+/// comes, waiting longer after each full queue or closed swarm.
+async fn persist<'e, T>(
+    shutdown: &mut Shutdown,
+    source: &'static str,
+    what: &str,
+    mut attempt: impl FnMut() -> BoxFuture<'e, Result<T, EmitError>>,
+) -> Delivery {
     let mut wait = FIRST_DELIVERY_WAIT;
     loop {
         if shutdown.is_requested() {
             return Delivery::Stopped;
         }
-        match emitter.emit(event.clone()).await {
+        match attempt().await {
             Ok(_) => return Delivery::Accepted,
             Err(EmitError::Refused(reason)) => {
-                tracing::error!(connector = source, event = %event.name, "the swarm refused an event: {reason}");
+                tracing::error!(connector = source, what, "the swarm refused it: {reason}");
                 return Delivery::Refused(reason);
             }
             Err(error @ (EmitError::QueueFull(_) | EmitError::Closed(_))) => {
-                tracing::warn!(connector = source, event = %event.name, wait_ms = wait.as_millis() as u64, "event not accepted yet: {error}");
+                tracing::warn!(
+                    connector = source,
+                    what,
+                    wait_ms = wait.as_millis() as u64,
+                    "not accepted yet: {error}"
+                );
             }
         }
         if !shutdown.sleep(wait).await {
@@ -152,15 +182,23 @@ mod tests {
             &self,
             _event: ConnectorEvent,
         ) -> BoxFuture<'_, Result<crate::Accepted, EmitError>> {
-            Box::pin(async move {
-                *self.1.lock().unwrap() += 1;
-                let mut script = self.0.lock().unwrap();
-                if script.is_empty() {
-                    Ok(crate::Accepted::default())
-                } else {
-                    script.remove(0).map(|()| crate::Accepted::default())
-                }
-            })
+            Box::pin(async move { self.next().map(|()| crate::Accepted::default()) })
+        }
+
+        fn press(&self, _press: Press) -> BoxFuture<'_, Result<(), EmitError>> {
+            Box::pin(async move { self.next() })
+        }
+    }
+
+    impl Scripted {
+        fn next(&self) -> Result<(), EmitError> {
+            *self.1.lock().unwrap() += 1;
+            let mut script = self.0.lock().unwrap();
+            if script.is_empty() {
+                Ok(())
+            } else {
+                script.remove(0)
+            }
         }
     }
 

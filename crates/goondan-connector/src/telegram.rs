@@ -19,6 +19,9 @@
 //! (`TELEGRAM_WEBHOOK_SECRET`), compared in constant time; the connector
 //! will not start without one unless `ALLOW_UNSIGNED: "true"`.
 //!
+//! A `callback_query` of an approval's button (in either mode) is a press
+//! for the approval desk ([`crate::approvals::telegram`]), never an event.
+//!
 //! Both read updates as the original does: a `message` from a person (bot
 //! senders are skipped) becomes `telegram_message` with its text (or
 //! caption), instance key `telegram:<chat_id>` and the properties
@@ -34,7 +37,7 @@ use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{
     BadRequest, HttpFront, Platform, PlatformOutcome, PlatformReply, PlatformRequest,
 };
-use crate::source::{deliver, Delivery, Shutdown, Source};
+use crate::source::{deliver, deliver_press, Delivery, Shutdown, Source};
 use crate::verify::{self, SignatureError};
 use crate::Emitter;
 use futures_util::future::BoxFuture;
@@ -174,22 +177,58 @@ impl TelegramApi {
             .map_err(transport)?;
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(transport)?;
-        let answer: Option<Value> = serde_json::from_slice(&body).ok();
+        match self.result(METHOD, status, &body)? {
+            Value::Array(updates) => Ok(updates),
+            _ => Err(TelegramError::Api {
+                method: METHOD,
+                status,
+                description: "the answer's result is not a list of updates".into(),
+            }),
+        }
+    }
+
+    /// Calls `method` with the JSON `body` and returns its `result`; the
+    /// whole call is bounded by `timeout`.
+    pub async fn call(
+        &self,
+        method: &'static str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Value, TelegramError> {
+        let url = format!("{}/bot{}/{method}", self.base_url, self.token);
+        let transport = |error: reqwest::Error| TelegramError::Transport {
+            method,
+            message: self.mask(&error_chain(error.without_url())).into_owned(),
+        };
+        let response = self
+            .client
+            .post(url)
+            .json(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(transport)?;
+        let status = response.status().as_u16();
+        let answer = response.bytes().await.map_err(transport)?;
+        self.result(method, status, &answer)
+    }
+
+    /// The `result` of a Bot API answer, or why there is none.
+    fn result(
+        &self,
+        method: &'static str,
+        status: u16,
+        body: &[u8],
+    ) -> Result<Value, TelegramError> {
+        let answer: Option<Value> = serde_json::from_slice(body).ok();
         let field = |pointer: &str| answer.as_ref().and_then(|a| a.pointer(pointer));
         let ok = field("/ok").and_then(Value::as_bool) == Some(true);
         if ok && (200..300).contains(&status) {
-            return match field("/result") {
-                Some(Value::Array(updates)) => Ok(updates.clone()),
-                _ => Err(TelegramError::Api {
-                    method: METHOD,
-                    status,
-                    description: "the answer's result is not a list of updates".into(),
-                }),
-            };
+            return Ok(field("/result").cloned().unwrap_or(Value::Null));
         }
         if status == 429 || field("/error_code").and_then(Value::as_u64) == Some(429) {
             return Err(TelegramError::RateLimited {
-                method: METHOD,
+                method,
                 retry_after_seconds: field("/parameters/retry_after").and_then(Value::as_u64),
             });
         }
@@ -204,7 +243,7 @@ impl TelegramApi {
             str::to_string,
         );
         Err(TelegramError::Api {
-            method: METHOD,
+            method,
             status,
             description: self.mask(&description).into_owned(),
         })
@@ -289,7 +328,7 @@ pub fn event_from_update(update: &Value) -> Option<ConnectorEvent> {
 }
 
 /// A chat or user id, which Telegram sends as a number.
-fn identifier(value: &Value) -> Option<String> {
+pub(crate) fn identifier(value: &Value) -> Option<String> {
     match value {
         Value::Number(number) => number.as_i64().map(|id| id.to_string()),
         Value::String(text) if !text.is_empty() => Some(text.clone()),
@@ -395,11 +434,19 @@ impl TelegramPolling {
                 if offset != 0 && update_id < offset {
                     continue;
                 }
-                if let Some(event) = event_from_update(&update) {
-                    match deliver(emitter.as_ref(), event, &mut shutdown, "telegram").await {
-                        Delivery::Accepted | Delivery::Refused(_) => {}
-                        Delivery::Stopped => break 'polling,
+                let delivered = match crate::approvals::telegram::press_from_update(&update) {
+                    Some(press) => {
+                        deliver_press(emitter.as_ref(), press, &mut shutdown, "telegram").await
                     }
+                    None => match event_from_update(&update) {
+                        Some(event) => {
+                            deliver(emitter.as_ref(), event, &mut shutdown, "telegram").await
+                        }
+                        None => Delivery::Accepted,
+                    },
+                };
+                if delivered == Delivery::Stopped {
+                    break 'polling;
                 }
                 offset = update_id + 1;
             }
@@ -477,6 +524,13 @@ impl Platform for TelegramWebhook {
                 "the body is not a Telegram update (no update_id)".into(),
             ));
         }
+        // An approval button is the approval desk's, never an agent's.
+        if let Some(press) = crate::approvals::telegram::press_from_update(&update) {
+            return Ok(PlatformOutcome::Press {
+                press,
+                reply: PlatformReply::json(json!({"ok": true})),
+            });
+        }
         Ok(match event_from_update(&update) {
             Some(event) => PlatformOutcome::Emit {
                 event,
@@ -539,13 +593,20 @@ pub(crate) fn is_webhook_mode(config: &ConnectorConfig) -> bool {
     mode(config).as_deref() == Some("webhook")
 }
 
-fn polling_from_config(config: &ConnectorConfig) -> Result<TelegramPolling, ConnectorConfigError> {
+/// The Bot API client a Connection's config describes: its token
+/// (`TELEGRAM_BOT_TOKEN` or an alias) and address
+/// (`TELEGRAM_API_BASE_URL`); `purpose` says what needs the token, for
+/// the error when there is none.
+pub fn api_from_config(
+    config: &ConnectorConfig,
+    purpose: &str,
+) -> Result<TelegramApi, ConnectorConfigError> {
     let token = TOKEN_KEYS
         .iter()
         .find_map(|key| config.setting(key))
         .ok_or_else(|| ConnectorConfigError {
             key: "TELEGRAM_BOT_TOKEN".into(),
-            problem: "long polling needs the bot's token".into(),
+            problem: format!("{purpose} needs the bot's token"),
             help: "put the token BotFather gave into secrets.TELEGRAM_BOT_TOKEN (valueFrom.env)"
                 .into(),
         })?;
@@ -563,6 +624,15 @@ fn polling_from_config(config: &ConnectorConfig) -> Result<TelegramPolling, Conn
             })
         }
     }
+    TelegramApi::new(base_url, token).map_err(|error| ConnectorConfigError {
+        key: "TELEGRAM_API_BASE_URL".into(),
+        problem: error.to_string(),
+        help: "check the machine's TLS setup".into(),
+    })
+}
+
+fn polling_from_config(config: &ConnectorConfig) -> Result<TelegramPolling, ConnectorConfigError> {
+    let api = api_from_config(config, "long polling")?;
     let whole = |key: &str, default: u64| -> Result<u64, ConnectorConfigError> {
         match config.setting(key) {
             None => Ok(default),
@@ -593,11 +663,6 @@ fn polling_from_config(config: &ConnectorConfig) -> Result<TelegramPolling, Conn
         max_retry_delay: Duration::from_millis(whole("TELEGRAM_RETRY_MAX_DELAY_MS", 60_000)?),
         initial_offset,
     };
-    let api = TelegramApi::new(base_url, token).map_err(|error| ConnectorConfigError {
-        key: "TELEGRAM_API_BASE_URL".into(),
-        problem: error.to_string(),
-        help: "check the machine's TLS setup".into(),
-    })?;
     Ok(TelegramPolling::new(api, options))
 }
 

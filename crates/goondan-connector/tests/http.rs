@@ -4,6 +4,7 @@
 
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 use futures_util::future::BoxFuture;
+use goondan_connector::approvals::Press;
 use goondan_connector::discord::Discord;
 use goondan_connector::github::Github;
 use goondan_connector::http::serve;
@@ -16,9 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Records events; refuses every one past `capacity` as a full queue.
+/// Records events and presses; refuses every event past `capacity` as a
+/// full queue.
 struct Recorder {
     events: Mutex<Vec<ConnectorEvent>>,
+    presses: Mutex<Vec<Press>>,
     capacity: usize,
 }
 
@@ -33,6 +36,13 @@ impl Emitter for Recorder {
             }
             events.push(event);
             Ok(Accepted::default())
+        })
+    }
+
+    fn press(&self, press: Press) -> BoxFuture<'_, Result<(), EmitError>> {
+        Box::pin(async move {
+            self.presses.lock().unwrap().push(press);
+            Ok(())
         })
     }
 }
@@ -51,6 +61,7 @@ impl Server {
         let addr = listener.local_addr().unwrap();
         let recorder = Arc::new(Recorder {
             events: Mutex::new(Vec::new()),
+            presses: Mutex::new(Vec::new()),
             capacity,
         });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -82,6 +93,10 @@ impl Server {
 
     fn events(&self) -> Vec<ConnectorEvent> {
         self.recorder.events.lock().unwrap().clone()
+    }
+
+    fn presses(&self) -> Vec<Press> {
+        self.recorder.presses.lock().unwrap().clone()
     }
 }
 
@@ -412,6 +427,47 @@ async fn slack_requests_are_checked_challenges_answered_and_retries_ignored() {
         events[1].properties["response_url"],
         "https://hooks.slack.com/commands/1"
     );
+}
+
+#[tokio::test]
+async fn a_signed_press_of_an_approval_button_is_a_press_never_an_event() {
+    let (platform, front) =
+        Slack::from_config(&config(&[], &[("SLACK_SIGNING_SECRET", "sl")])).unwrap();
+    let server = Server::start(Arc::new(platform), front, 100).await;
+    let signed = |body: &str, secret: &[u8]| {
+        let stamp = now();
+        let base = format!("v0:{stamp}:{body}");
+        [
+            (
+                "X-Slack-Signature",
+                format!("v0={}", hmac_sha256_hex(secret, base.as_bytes())),
+            ),
+            ("X-Slack-Request-Timestamp", stamp.to_string()),
+        ]
+    };
+    let payload = serde_json::json!({
+        "type": "block_actions",
+        "user": {"id": "U042", "username": "ann"},
+        "channel": {"id": "C0123"},
+        "container": {"message_ts": "1700000000.000100"},
+        "actions": [{"action_id": "goondan_approve", "value": "apv_0123456789abcdef"}],
+    });
+    let body: String = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish();
+    assert_eq!(
+        server.post(&signed(&body, b"forged"), body.clone()).await.0,
+        401
+    );
+    assert_eq!(server.post(&[], body.clone()).await.0, 401);
+    assert!(server.presses().is_empty());
+
+    assert_eq!(server.post(&signed(&body, b"sl"), body).await.0, 200);
+    let presses = server.presses();
+    assert_eq!(presses.len(), 1, "{presses:?}");
+    assert_eq!(presses[0].approval_id, "apv_0123456789abcdef");
+    assert_eq!(presses[0].user_id, "U042");
+    assert!(server.events().is_empty(), "a press reached an agent");
 }
 
 #[tokio::test]

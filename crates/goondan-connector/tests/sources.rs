@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::IntoResponse;
 use futures_util::future::BoxFuture;
+use goondan_connector::approvals::Press;
 use goondan_connector::host::{connector_for, Connector};
 use goondan_connector::http::serve;
 use goondan_connector::source::Shutdown;
@@ -20,11 +21,12 @@ use std::time::{Duration, Instant};
 
 const TOKEN: &str = "123456:AAH-test-bot-token";
 
-/// Records events; refuses the first `refuse_first` attempts as a full
-/// queue.
+/// Records events and presses; refuses the first `refuse_first`
+/// attempts (of either) as a full queue.
 #[derive(Default)]
 struct Recorder {
     events: Mutex<Vec<ConnectorEvent>>,
+    presses: Mutex<Vec<Press>>,
     attempts: Mutex<usize>,
     refuse_first: usize,
 }
@@ -32,21 +34,52 @@ struct Recorder {
 impl Emitter for Recorder {
     fn emit(&self, event: ConnectorEvent) -> BoxFuture<'_, Result<Accepted, EmitError>> {
         Box::pin(async move {
-            let mut attempts = self.attempts.lock().unwrap();
-            *attempts += 1;
-            if *attempts <= self.refuse_first {
-                return Err(EmitError::QueueFull("telegram:42 holds 3 events".into()));
-            }
+            self.attempt()?;
             self.events.lock().unwrap().push(event);
             Ok(Accepted::default())
+        })
+    }
+
+    fn press(&self, press: Press) -> BoxFuture<'_, Result<(), EmitError>> {
+        Box::pin(async move {
+            self.attempt()?;
+            self.presses.lock().unwrap().push(press);
+            Ok(())
         })
     }
 }
 
 impl Recorder {
+    fn attempt(&self) -> Result<(), EmitError> {
+        let mut attempts = self.attempts.lock().unwrap();
+        *attempts += 1;
+        if *attempts <= self.refuse_first {
+            return Err(EmitError::QueueFull("telegram:42 holds 3 events".into()));
+        }
+        Ok(())
+    }
+
     fn events(&self) -> Vec<ConnectorEvent> {
         self.events.lock().unwrap().clone()
     }
+
+    fn presses(&self) -> Vec<Press> {
+        self.presses.lock().unwrap().clone()
+    }
+}
+
+/// A press of the approval button `data` by the user `from`.
+fn callback_query(update_id: i64, from: i64, data: &str) -> Value {
+    json!({
+        "update_id": update_id,
+        "callback_query": {
+            "id": format!("cbq-{update_id}"),
+            "from": {"id": from, "is_bot": false, "first_name": "Ann"},
+            "message": {"message_id": 900, "chat": {"id": -100123}},
+            "chat_instance": "1",
+            "data": data,
+        }
+    })
 }
 
 fn config(pairs: &[(&str, &str)], secrets: &[(&str, &str)]) -> ConnectorConfig {
@@ -343,7 +376,64 @@ async fn telegram_webhook_refuses_a_missing_or_wrong_secret_token() {
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(events[0].instance_key.as_deref(), Some("telegram:42"));
     assert_eq!(events[0].properties["update_id"], "77");
+
+    // A press of an approval button: refused without the secret token,
+    // then a press for the desk, never an event.
+    let press = callback_query(79, 42, "goondan:approve:apv_0123456789abcdef").to_string();
+    assert_eq!(post(None, press.clone()).await, 401);
+    assert_eq!(post(Some("wrong"), press.clone()).await, 401);
+    assert!(recorder.presses().is_empty());
+    assert_eq!(post(Some("s3cret-token-value"), press).await, 200);
+    let presses = recorder.presses();
+    assert_eq!(presses.len(), 1, "{presses:?}");
+    assert_eq!(presses[0].approval_id, "apv_0123456789abcdef");
+    assert_eq!(presses[0].callback_id.as_deref(), Some("cbq-79"));
+    assert_eq!(recorder.events().len(), 1, "a press reached an agent");
     trigger.fire();
+}
+
+#[tokio::test]
+async fn telegram_polling_hands_an_approval_press_to_the_desk_once_past_a_full_queue() {
+    let (base, mock) = mock_bot_api(vec![(
+        200,
+        json!({"ok": true, "result": [
+            callback_query(10, 42, "goondan:deny:apv_0123456789abcdef"),
+            callback_query(11, 42, "someone-elses:button"),
+            message(12, 42, "after the press", false),
+        ]}),
+    )])
+    .await;
+    let Some(Connector::Source(source)) = connector_for(
+        "telegram",
+        &config(
+            &[
+                ("TELEGRAM_API_BASE_URL", &base),
+                ("TELEGRAM_RETRY_DELAY_MS", "10"),
+            ],
+            &[("TELEGRAM_BOT_TOKEN", TOKEN)],
+        ),
+    )
+    .unwrap() else {
+        panic!("long polling is a source");
+    };
+    let recorder = Arc::new(Recorder {
+        refuse_first: 1,
+        ..Recorder::default()
+    });
+    let (trigger, shutdown) = Shutdown::new();
+    let running = tokio::spawn(source.run(recorder.clone(), shutdown));
+    eventually("the message after the press", || {
+        recorder.events().len() == 1
+    })
+    .await;
+    let presses = recorder.presses();
+    assert_eq!(presses.len(), 1, "{presses:?}");
+    assert_eq!(presses[0].verdict, goondan_types::Verdict::Deny);
+    assert_eq!(presses[0].user_id, "42");
+    assert_eq!(presses[0].chat, "-100123");
+    trigger.fire();
+    running.await.unwrap();
+    let _ = mock;
 }
 
 #[tokio::test]

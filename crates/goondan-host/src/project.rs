@@ -226,7 +226,18 @@ pub fn swarm_info(project: &Project) -> Result<SwarmInfo, HostError> {
         ingress: ingress_rules(project),
         cli_connection: cli_connection(project),
         connections: connector_connections(project),
+        approval_connections: approval_connections(project),
     })
+}
+
+/// The Connections of the running swarm whose connector posts approval
+/// requests to a chat (`spec.approvals`; the loader made sure their
+/// connector can).
+fn approval_connections(project: &Project) -> Vec<String> {
+    own_connections(project)
+        .filter(|connection| connection.resource().spec.approvals.is_some())
+        .map(|connection| connection.name().to_string())
+        .collect()
 }
 
 /// The Connections that deliver to the running swarm.

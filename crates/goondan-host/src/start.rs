@@ -10,7 +10,7 @@ use crate::project::{swarm_info, BundleSource};
 use crate::{reload, HostError, HostMode, Notices, Project};
 use goondan_ipc::RoutingKey;
 use goondan_orchestrator::control::{ControlIdentity, ControlServer};
-use goondan_orchestrator::orchestrator::{Liveness, ResetInstance};
+use goondan_orchestrator::orchestrator::{Liveness, PendingApprovals, ResetInstance};
 use goondan_orchestrator::{
     LocalSpawner, LogFileFor, Orchestrator, OrchestratorConfig, OrchestratorHandle, SpawnRequest,
 };
@@ -111,6 +111,7 @@ pub async fn start(
         restart_requests: Some(restart_requests),
         remote: placement.remote(),
         inbox: Some(Arc::new(InboxStore::new(workspace.clone(), durability()))),
+        pending_approvals: Some(pending_approvals(&workspace)),
     });
     // Started once the swarm runs, so the first edit or restart request
     // has something to restart, and before the control socket accepts,
@@ -313,6 +314,33 @@ fn spawner(
         log_file: Some(log_file),
         current_dir: Some(bundle_dir),
     })
+}
+
+/// Every approval request of the workspace still waiting, for a chat
+/// connector that starts; a file that cannot be read is logged and the
+/// others are still posted.
+fn pending_approvals(workspace: &WorkspacePaths) -> PendingApprovals {
+    let workspace = workspace.clone();
+    Arc::new(
+        move || match goondan_store::workspace_approvals(&workspace) {
+            Ok(found) => {
+                for error in &found.unreadable {
+                    tracing::warn!(
+                        code = error.code(),
+                        "an approvals file could not be read: {error}"
+                    );
+                }
+                found.requests
+            }
+            Err(error) => {
+                tracing::warn!(
+                    code = error.code(),
+                    "the instances' approvals could not be listed: {error}"
+                );
+                Vec::new()
+            }
+        },
+    )
 }
 
 /// How hard the inbox flushes: `GOONDAN_DURABILITY`, as the agents read

@@ -10,7 +10,7 @@
 //! environment.
 //!
 //! Wire shape, one JSON line:
-//! `{"type":"runtime.spawn","protocolVersion":6,"secrets":{"NAME":"value"}}`.
+//! `{"type":"runtime.spawn","protocolVersion":7,"secrets":{"NAME":"value"}}`.
 //! This module is the only encoder ([`SpawnHandshake::encode`]) and
 //! decoder ([`SpawnHandshake::decode`], [`read_handshake`]). It does not
 //! decide which variables are secrets (the binary does) nor how a remote
@@ -237,7 +237,7 @@ mod tests {
         let cases: [(&[u8], &str); 6] = [
             (b"", "E_IPC_HANDSHAKE_MISSING"),
             (
-                b"{\"type\":\"runtime.spawn\",\"protocolVersion\":6,\"secrets\":{\"K\":\"sk-test-SECRET-9f3a7c2e1b\"\n",
+                b"{\"type\":\"runtime.spawn\",\"protocolVersion\":7,\"secrets\":{\"K\":\"sk-test-SECRET-9f3a7c2e1b\"\n",
                 "E_IPC_HANDSHAKE_MALFORMED",
             ),
             (
@@ -249,7 +249,7 @@ mod tests {
                 "E_IPC_PROTOCOL_VERSION",
             ),
             (
-                b"{\"type\":\"runtime.spawn\",\"protocolVersion\":6,\"secrets\":{\"K\":[\"sk-test-SECRET-9f3a7c2e1b\"]}}\n",
+                b"{\"type\":\"runtime.spawn\",\"protocolVersion\":7,\"secrets\":{\"K\":[\"sk-test-SECRET-9f3a7c2e1b\"]}}\n",
                 "E_IPC_HANDSHAKE_MALFORMED",
             ),
             (b"not json at all\n", "E_IPC_HANDSHAKE_MALFORMED"),

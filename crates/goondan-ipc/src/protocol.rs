@@ -36,7 +36,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// cancel a Turn ([`RuntimeMessage::Cancel`]). Version 6: the orchestrator
 /// hands an agent a person's decision on one of its open approvals
 /// ([`RuntimeMessage::Decide`], answered with [`RuntimeMessage::Decided`]).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// Version 7: an agent tells of the approvals it asks and records
+/// ([`RuntimeMessage::ApprovalAsked`], [`RuntimeMessage::ApprovalDecided`]),
+/// which the orchestrator passes to the chat connectors, and a chat
+/// connector hands the orchestrator a decision pressed in its chat
+/// ([`Query::Decide`], answered with [`QueryAnswer::Decided`]).
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The event-type prefix reserved for [`RuntimeMessage`]s.
 pub const RUNTIME_PREFIX: &str = "runtime.";
@@ -108,6 +113,34 @@ pub enum RuntimeMessage {
     /// Agent → orchestrator: the answer to a [`RuntimeMessage::Decide`].
     #[serde(rename = "runtime.decided")]
     Decided(Decided),
+    /// Agent → orchestrator: a Turn asked a person and the request is
+    /// recorded (sent once, when it is first asked). Orchestrator → a
+    /// ConnectorProcess whose Connection delivers approvals: post it
+    /// (also sent, for every request still undecided, when the connector
+    /// becomes ready; a connector posts each request once).
+    #[serde(rename = "runtime.approval_asked")]
+    ApprovalAsked(ApprovalAsked),
+    /// Agent → orchestrator: an approval was decided and the decision is
+    /// recorded (a person's, or the deadline's). Orchestrator → a chat
+    /// ConnectorProcess: the request's buttons are done with.
+    #[serde(rename = "runtime.approval_decided")]
+    ApprovalDecided(ApprovalDecided),
+}
+
+/// An approval request as it was recorded, for whoever shows it to people.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalAsked {
+    /// The request; its `agent` and `instanceKey` must be the sender's.
+    pub request: Box<goondan_types::ApprovalRequest>,
+}
+
+/// A recorded decision, for whoever shows the request to people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalDecided {
+    /// The decision (its `id` names the request).
+    pub decision: goondan_types::ApprovalDecision,
 }
 
 /// A person's decision, for the agent holding the approval.
@@ -244,6 +277,17 @@ pub enum Query {
         /// Why, for the reload's swarm event.
         reason: String,
     },
+    /// Hand a person's decision to the instance `target`
+    /// (`agentName:instanceKey`) holding the approval, as the control
+    /// socket's decide does; answered once the instance recorded it. Only
+    /// a ConnectorProcess whose Connection delivers approvals may ask (a
+    /// button pressed in its chat).
+    Decide {
+        /// The instance holding the approval.
+        target: String,
+        /// The decision.
+        decision: Box<goondan_types::ApprovalDecision>,
+    },
 }
 
 /// The orchestrator's answer to a [`QueryRequest`].
@@ -285,6 +329,8 @@ pub enum QueryAnswer {
     /// Answers [`Query::Restart`]: the re-read bundle is valid and the
     /// swarm restarts once the asking agent's Turn is over.
     RestartScheduled,
+    /// Answers [`Query::Decide`]: the instance recorded the decision.
+    Decided,
     /// The query failed.
     Failed(Failure),
 }
@@ -817,6 +863,45 @@ mod tests {
         }));
         round_trip(RuntimeMessage::Accepted(Accepted {
             event_id: "evt_3".into(),
+        }));
+        let decision = goondan_types::ApprovalDecision {
+            id: "apv_1".into(),
+            verdict: goondan_types::Verdict::Approve,
+            arguments: None,
+            reason: None,
+            by: "telegram:42".into(),
+            decided_at: "2026-11-27T00:00:01.000Z".into(),
+        };
+        round_trip(RuntimeMessage::ApprovalAsked(ApprovalAsked {
+            request: Box::new(goondan_types::ApprovalRequest {
+                id: "apv_1".into(),
+                key: "call_1".into(),
+                agent: "alpha".into(),
+                instance_key: "main".into(),
+                tool: Some("bash__exec".into()),
+                arguments: serde_json::json!({"command": "ls"}),
+                question: None,
+                turn_id: "turn_1".into(),
+                event_id: "evt_1".into(),
+                requested_at: "2026-11-27T00:00:00.000Z".into(),
+                deadline: None,
+                on_timeout: goondan_types::Verdict::Deny,
+                deciders: vec!["operator".into()],
+            }),
+        }));
+        round_trip(RuntimeMessage::ApprovalDecided(ApprovalDecided {
+            decision: decision.clone(),
+        }));
+        round_trip(RuntimeMessage::Query(QueryRequest {
+            correlation_id: "corr_5".into(),
+            query: Query::Decide {
+                target: "alpha:main".into(),
+                decision: Box::new(decision),
+            },
+        }));
+        round_trip(RuntimeMessage::QueryAnswer(QueryAnswerMessage {
+            in_reply_to: "corr_5".into(),
+            answer: QueryAnswer::Decided,
         }));
         round_trip(RuntimeMessage::Ping(Ping { seq: 7 }));
         round_trip(Ping { seq: 7 }.pong());

@@ -133,6 +133,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
+            approval_connections: Vec::new(),
         },
         spawner: Arc::new(LocalSpawner {
             program: std::env::current_exe().unwrap(),
@@ -154,6 +155,7 @@ fn start() -> (OrchestratorHandle, tokio::task::JoinHandle<()>) {
         restart_requests: None,
         remote: None,
         inbox: None,
+        pending_approvals: None,
     })
 }
 

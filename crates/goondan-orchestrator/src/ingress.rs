@@ -173,6 +173,7 @@ mod tests {
             ingress,
             cli_connection: Some("cli-to-default".into()),
             connections: Vec::new(),
+            approval_connections: Vec::new(),
         }
     }
 

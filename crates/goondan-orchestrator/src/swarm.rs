@@ -44,9 +44,20 @@ pub struct SwarmInfo {
     /// The Connections whose connector runs in a ConnectorProcess of its
     /// own (every one of the swarm but the `cli` one).
     pub connections: Vec<String>,
+    /// The Connections among `connections` that post approval requests
+    /// to a chat (`spec.approvals`): they are told of every request and
+    /// decision, and only they may hand the swarm a decision.
+    #[serde(default)]
+    pub approval_connections: Vec<String>,
 }
 
 impl SwarmInfo {
+    /// Whether `connection` posts approval requests and runs here.
+    pub(crate) fn delivers_approvals(&self, connection: &str) -> bool {
+        self.approval_connections.iter().any(|c| c == connection)
+            && self.connections.iter().any(|c| c == connection)
+    }
+
     /// `Err(E_AGENT_NOT_FOUND)` unless `agent` is part of the swarm.
     pub(crate) fn check_agent(&self, agent: &str) -> Result<(), OrchestratorError> {
         if self.agents.iter().any(|known| known == agent) {

@@ -281,6 +281,7 @@ fn swarm(agents: &[&str], grace: Duration) -> SwarmInfo {
         ingress: Vec::new(),
         cli_connection: None,
         connections: Vec::new(),
+        approval_connections: Vec::new(),
     }
 }
 
@@ -336,6 +337,7 @@ fn with_ledger(
             restart_requests: None,
             remote: None,
             inbox: None,
+            pending_approvals: None,
         });
         body(handle.clone()).await;
         tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
@@ -583,6 +585,7 @@ fn graceful_shutdown_drains_the_turn_in_flight() {
             restart_requests: None,
             remote: None,
             inbox: None,
+            pending_approvals: None,
         });
         assert_eq!(ask(&handle, None, "warm").await, "alpha:warm");
         let asking = handle.clone();

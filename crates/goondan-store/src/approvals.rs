@@ -14,14 +14,15 @@
 //!   refusal was recorded as the call's result), so a resumed Turn never
 //!   asks or acts twice.
 //!
-//! Readers other than the writer ([`undecided_approvals`]) read at most
+//! Readers other than the writer ([`undecided_approvals`], or
+//! [`workspace_approvals`] for every instance of a workspace) read at most
 //! [`MAX_READ_BYTES`] and skip a torn last line. Once nothing is open and
 //! the file passed [`COMPACT_AFTER_BYTES`], it is emptied: the decisions
 //! themselves stay in the conversation (the tool result of each gated
 //! call records who decided what) and in the runtime events.
 
 use crate::durability::{create_dir_all, open_append, sync_dir, sync_file, SyncPolicy};
-use crate::paths::InstancePaths;
+use crate::paths::{InstancePaths, WorkspacePaths};
 use crate::StoreError;
 use goondan_types::{ApprovalDecision, ApprovalRequest};
 use serde::{Deserialize, Serialize};
@@ -191,6 +192,47 @@ pub fn undecided_approvals(paths: &InstancePaths) -> Result<Vec<ApprovalRequest>
         .collect())
 }
 
+/// The requests that wait for a decision across one workspace, and the
+/// approvals files that could not be read.
+#[derive(Debug, Default)]
+pub struct WorkspaceApprovals {
+    /// Every undecided request, oldest first.
+    pub requests: Vec<ApprovalRequest>,
+    /// One error per instance whose file could not be read: a reader
+    /// decides whether one bad file fails it (`gdn approvals`) or is only
+    /// reported (a chat connector posting what waits).
+    pub unreadable: Vec<StoreError>,
+}
+
+/// The undecided requests of every instance of `workspace` that holds an
+/// approvals file, oldest first (see [`undecided_approvals`]). Only a
+/// missing or unreadable `instances/` folder fails the whole read.
+pub fn workspace_approvals(workspace: &WorkspacePaths) -> Result<WorkspaceApprovals, StoreError> {
+    let instances = workspace.instances_dir();
+    let entries = match std::fs::read_dir(&instances) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(WorkspaceApprovals::default())
+        }
+        Err(source) => return Err(StoreError::io("listing", &instances, source)),
+    };
+    let mut found = WorkspaceApprovals::default();
+    for entry in entries.filter_map(Result::ok) {
+        let paths = InstancePaths::from_dir(entry.path());
+        if !paths.approvals_file().exists() {
+            continue;
+        }
+        match undecided_approvals(&paths) {
+            Ok(requests) => found.requests.extend(requests),
+            Err(error) => found.unreadable.push(error),
+        }
+    }
+    found
+        .requests
+        .sort_by(|a, b| a.requested_at.cmp(&b.requested_at));
+    Ok(found)
+}
+
 fn read_open(path: &Path) -> Result<(Vec<OpenApproval>, u64), StoreError> {
     let file = match File::open(path) {
         Ok(file) => file,
@@ -339,5 +381,30 @@ mod tests {
         assert!(emptied, "never emptied");
         store.request(&request("apv_last", "call")).unwrap();
         assert_eq!(undecided_approvals(&paths).unwrap().len(), 1);
+    }
+    #[test]
+    fn a_workspace_lists_what_waits_oldest_first_and_reports_a_bad_file() {
+        let root = tempfile::tempdir().unwrap();
+        let workspace = crate::StateRoot::new(root.path()).workspace("default");
+        assert!(workspace_approvals(&workspace).unwrap().requests.is_empty());
+        let later = workspace.instance("coder", "b");
+        let store = ApprovalStore::open(&later, SyncPolicy::ProcessCrash).unwrap();
+        let mut second = request("apv_2", "call_2");
+        second.requested_at = "2026-11-27T00:00:09.000Z".into();
+        store.request(&second).unwrap();
+        let earlier = workspace.instance("coder", "a");
+        let store = ApprovalStore::open(&earlier, SyncPolicy::ProcessCrash).unwrap();
+        store.request(&request("apv_1", "call_1")).unwrap();
+        store.request(&request("apv_3", "call_3")).unwrap();
+        assert!(store.decide(&decision("apv_3", Verdict::Deny)).unwrap());
+        let broken = workspace.instance("coder", "c");
+        std::fs::create_dir_all(broken.dir()).unwrap();
+        std::fs::write(broken.approvals_file(), b"not json\n").unwrap();
+
+        let found = workspace_approvals(&workspace).unwrap();
+        let ids: Vec<&str> = found.requests.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["apv_1", "apv_2"]);
+        assert_eq!(found.unreadable.len(), 1);
+        assert_eq!(found.unreadable[0].code(), "E_STORE_CORRUPT_LOG");
     }
 }

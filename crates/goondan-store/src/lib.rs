@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod active;
+mod approval_messages;
 mod approvals;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -53,7 +54,10 @@ mod turns;
 mod usage;
 
 pub use active::{ActiveSwarm, WorkspaceIdentity};
-pub use approvals::{undecided_approvals, ApprovalStore, OpenApproval};
+pub use approval_messages::{ApprovalMessages, PostedApproval};
+pub use approvals::{
+    undecided_approvals, workspace_approvals, ApprovalStore, OpenApproval, WorkspaceApprovals,
+};
 pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};

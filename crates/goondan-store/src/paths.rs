@@ -416,6 +416,15 @@ impl WorkspacePaths {
         ))
     }
 
+    /// What the ConnectorProcess of the Connection `connection` keeps
+    /// between its runs: `connections/<connection encoded>/` (the chat
+    /// messages it posted for approvals, [`crate::ApprovalMessages`]).
+    pub fn connection_dir(&self, connection: &str) -> PathBuf {
+        self.dir
+            .join("connections")
+            .join(encode_path_component(connection))
+    }
+
     /// The paths of the instance `agent_name` serves for `instance_key`.
     pub fn instance(&self, agent_name: &str, instance_key: &str) -> InstancePaths {
         let folder = instance_folder_name(agent_name, instance_key);

@@ -68,7 +68,7 @@ pub struct ApprovalRequest {
 }
 
 /// A decision on an [`ApprovalRequest`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalDecision {
     /// The request's id.

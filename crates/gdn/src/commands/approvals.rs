@@ -9,7 +9,7 @@ use super::target::{call, stores, target, Target};
 use crate::cli::{ApproveArgs, DenyArgs, GlobalArgs};
 use crate::exit::Outcome;
 use goondan_orchestrator::control::{ControlRequest, ControlResponse};
-use goondan_store::{InstancePaths, WorkspacePaths};
+use goondan_store::WorkspacePaths;
 use goondan_types::{ApprovalDecision, ApprovalRequest, JsonValue, Verdict};
 
 /// Every request not decided yet in the target's workspaces, oldest
@@ -24,22 +24,14 @@ fn waiting(target: &Target) -> anyhow::Result<Vec<ApprovalRequest>> {
 }
 
 /// The requests not decided yet of every instance of `workspace` (only
-/// instances holding an approvals file are read).
+/// instances holding an approvals file are read); one unreadable file
+/// fails the list rather than hiding its requests.
 pub(crate) fn undecided(workspace: &WorkspacePaths) -> anyhow::Result<Vec<ApprovalRequest>> {
-    let entries = match std::fs::read_dir(workspace.instances_dir()) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(error) => return Err(error.into()),
-    };
-    let mut waiting = Vec::new();
-    for entry in entries.filter_map(Result::ok) {
-        let paths = InstancePaths::from_dir(entry.path());
-        if !paths.approvals_file().exists() {
-            continue;
-        }
-        waiting.extend(goondan_store::undecided_approvals(&paths)?);
+    let found = goondan_store::workspace_approvals(workspace)?;
+    if let Some(error) = found.unreadable.into_iter().next() {
+        return Err(error.into());
     }
-    Ok(waiting)
+    Ok(found.requests)
 }
 
 /// `gdn approvals [--json]`.

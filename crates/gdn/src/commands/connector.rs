@@ -25,11 +25,12 @@ pub(crate) fn run(args: &ConnectorArgs, state_root: Option<std::path::PathBuf>) 
             env_file: args.env_file.clone(),
             strip_types_command: super::strip_types::command(),
             // An unresolvable System Root leaves packages unloadable, which
-            // the loader reports if the bundle needs any.
-            packages_root: goondan_store::StateRootSources::from_process_env(state_root)
+            // the loader reports if the bundle needs any, and a chat
+            // connector nowhere to keep what it posted, which refuses to
+            // start.
+            state_root: goondan_store::StateRootSources::from_process_env(state_root)
                 .resolve()
-                .ok()
-                .map(|root| root.packages_dir()),
+                .ok(),
         },
     ));
     // Leave at once: a blocked stdin read would hold the runtime's drop.

@@ -43,7 +43,8 @@ pub(crate) fn approvals(swarm: &Swarm) -> Vec<Value> {
         .unwrap()
 }
 
-fn runs(bundle: &Path) -> usize {
+/// How many times the gated command ran.
+pub(crate) fn runs(bundle: &Path) -> usize {
     std::fs::read_to_string(bundle.join("runs.txt"))
         .map(|text| text.lines().count())
         .unwrap_or(0)

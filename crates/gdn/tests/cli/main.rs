@@ -2,7 +2,9 @@
 //! and global flags on either side of the subcommand.
 
 mod approvals;
+mod bot_api;
 mod cdp;
+mod chat_approvals;
 mod cluster;
 mod compat;
 mod connectors;

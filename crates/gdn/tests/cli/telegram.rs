@@ -5,26 +5,11 @@
 //! the answer. A 500 and a 429 from the Bot API are retried without a
 //! second event.
 
+use crate::bot_api::{start_bot_api, TELEGRAM_TOKEN as TOKEN};
 use crate::mock_llm::{ChatRequest, MockLlm, Reply};
 use crate::swarm::{fixture, gdn_command, wait_until, Resident, Swarm};
-use axum::extract::{Path as UrlPath, State};
-use axum::Json;
 use serde_json::{json, Value};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-
-const TOKEN: &str = "123456:tg-e2e-token-5d1f";
-
-/// What the mock Bot API saw and still has to give.
-#[derive(Default)]
-struct BotApi {
-    /// Answers of `getUpdates`, in order: a status and a body.
-    scripted: Vec<(u16, Value)>,
-    /// Every call: the path's method and the query or JSON body.
-    calls: Vec<(String, Value)>,
-}
-
-type Shared = Arc<Mutex<BotApi>>;
 
 fn update(id: i64, chat: i64, text: &str) -> Value {
     json!({
@@ -37,71 +22,6 @@ fn update(id: i64, chat: i64, text: &str) -> Value {
             "text": text,
         }
     })
-}
-
-async fn bot_method(
-    State(shared): State<Shared>,
-    UrlPath((token, method)): UrlPath<(String, String)>,
-    axum::extract::RawQuery(query): axum::extract::RawQuery,
-    body: axum::body::Bytes,
-) -> (axum::http::StatusCode, Json<Value>) {
-    let status = |code: u16| axum::http::StatusCode::from_u16(code).unwrap();
-    if token != format!("bot{TOKEN}") {
-        return (status(401), Json(json!({"ok": false, "error_code": 401})));
-    }
-    let query: serde_json::Map<String, Value> = query
-        .unwrap_or_default()
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(key, value)| (key.to_string(), Value::String(value.to_string())))
-        .collect();
-    let argument = serde_json::from_slice(&body).unwrap_or(Value::Object(query));
-    let scripted = {
-        let mut api = shared.lock().unwrap();
-        api.calls.push((method.clone(), argument.clone()));
-        (method == "getUpdates" && !api.scripted.is_empty()).then(|| api.scripted.remove(0))
-    };
-    match (method.as_str(), scripted) {
-        ("getUpdates", Some((code, body))) => (status(code), Json(body)),
-        ("getUpdates", None) => {
-            // A long poll with nothing new.
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            (status(200), Json(json!({"ok": true, "result": []})))
-        }
-        ("sendMessage", _) => (
-            status(200),
-            Json(
-                json!({"ok": true, "result": {"message_id": 900, "chat": {"id": argument["chat_id"]}}}),
-            ),
-        ),
-        _ => (status(404), Json(json!({"ok": false, "error_code": 404}))),
-    }
-}
-
-/// Starts the mock Bot API; returns its base URL and state.
-fn start_bot_api(scripted: Vec<(u16, Value)>) -> (String, Shared) {
-    let shared: Shared = Arc::new(Mutex::new(BotApi {
-        scripted,
-        calls: Vec::new(),
-    }));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let address = listener.local_addr().unwrap();
-    let state = shared.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let app = axum::Router::new()
-                .route("/{token}/{method}", axum::routing::any(bot_method))
-                .with_state(state);
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    (format!("http://{address}"), shared)
 }
 
 /// The model: a user message from Telegram is answered with

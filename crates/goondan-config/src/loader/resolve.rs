@@ -10,7 +10,9 @@ use crate::base_package::{self, BASE_PACKAGE, PROMPT_CONSUMER, REQUIRED_TOOLS_GU
 use crate::bundle::{AgentLinks, ConnectionLinks, SwarmLinks};
 use crate::codes::Code;
 use crate::resource::{Kind, Resource};
-use crate::spec::{ConnectorSpec, EventSchema, ExtensionSpec, ToolSpec};
+use crate::spec::{
+    ApprovalPlatform, ConnectionApprovals, ConnectorSpec, EventSchema, ExtensionSpec, ToolSpec,
+};
 use crate::suggest::closest;
 use goondan_types::entry::BUILTIN_PREFIX;
 use goondan_types::{
@@ -900,6 +902,82 @@ impl Resolver<'_> {
         })
     }
 
+    /// `Connection.spec.approvals` needs a connector that can post to a
+    /// chat, the chat named the way that platform names it, and no empty
+    /// decider.
+    fn check_approvals(
+        &mut self,
+        site: &Site,
+        approvals: &ConnectionApprovals,
+        connector_name: &str,
+        entry: &str,
+    ) {
+        let Some(platform) = ApprovalPlatform::of_entry(entry) else {
+            self.diagnostics.push(
+                site.at(
+                    Code::ApprovalsUnsupported,
+                    format!("Connector/{connector_name} (`{entry}`) cannot post approval requests to a chat"),
+                    "spec.approvals",
+                )
+                .with_suggestion(Code::ApprovalsUnsupported.default_suggestion()),
+            );
+            return;
+        };
+        let (wanted, other) = match platform {
+            ApprovalPlatform::Telegram => (&approvals.chat, &approvals.channel),
+            ApprovalPlatform::Slack => (&approvals.channel, &approvals.chat),
+        };
+        let key = platform.target_key();
+        if other.is_some() {
+            let other_key = match platform {
+                ApprovalPlatform::Telegram => "channel",
+                ApprovalPlatform::Slack => "chat",
+            };
+            self.diagnostics.push(
+                site.at(
+                    Code::ApprovalsTarget,
+                    format!(
+                        "a {} Connection names where approvals go with `{key}`, not `{other_key}`",
+                        platform.name()
+                    ),
+                    &format!("spec.approvals.{other_key}"),
+                )
+                .with_suggestion(format!("rename `{other_key}` to `{key}`")),
+            );
+        } else if wanted.as_ref().is_none_or(|id| id.to_string().is_empty()) {
+            let example = match platform {
+                ApprovalPlatform::Telegram => "approvals: { chat: -1001234567890 }",
+                ApprovalPlatform::Slack => "approvals: { channel: C0123456789 }",
+            };
+            self.diagnostics.push(
+                site.at(
+                    Code::ApprovalsTarget,
+                    format!(
+                        "approvals on a {} Connection need `{key}`: where requests are posted",
+                        platform.name()
+                    ),
+                    "spec.approvals",
+                )
+                .with_suggestion(format!("write `{example}`")),
+            );
+        }
+        for (index, decider) in approvals.deciders.iter().enumerate() {
+            if decider.to_string().is_empty() {
+                self.diagnostics.push(
+                    site.at(
+                        Code::ApprovalsTarget,
+                        "a decider is an empty id",
+                        &format!("spec.approvals.deciders[{index}]"),
+                    )
+                    .with_suggestion(format!(
+                        "write the {} user id of a person who may decide, or leave `deciders` out to let anyone in the chat decide",
+                        platform.name()
+                    )),
+                );
+            }
+        }
+    }
+
     fn connection(
         &mut self,
         parsed: &Parsed,
@@ -950,6 +1028,10 @@ impl Resolver<'_> {
             Some(Target::Package(index)) => self.packages.connectors[index].name().to_string(),
             None => String::new(),
         };
+        if let (Some(approvals), Some(connector_spec)) = (&spec.approvals, connector_spec) {
+            let entry = connector_spec.entry.clone();
+            self.check_approvals(site, approvals, &connector_name, &entry);
+        }
         let mut rule_agents = Vec::new();
         let mut complete = connector.is_some() && swarm.is_some();
         for (position, rule) in spec.ingress.rules.iter().enumerate() {

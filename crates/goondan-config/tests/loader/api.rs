@@ -563,3 +563,42 @@ spec:
         [("KEY_A", "sk-a")]
     );
 }
+
+#[test]
+fn chat_approvals_read_numeric_and_text_ids_of_telegram_and_slack() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{VALID}---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: tg
+spec:
+  connectorRef: Connector/telegram-polling
+  approvals:
+    chat: -1001234567890
+    deciders: [42, \"77\"]
+---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: team
+spec:
+  connectorRef: Connector/slack
+  approvals:
+    channel: C0123
+"
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let outcome = load(dir.path());
+    assert!(outcome.diagnostics.is_empty(), "{:#?}", outcome.diagnostics);
+    let bundle = outcome.bundle.unwrap();
+    let approvals: Vec<_> = bundle
+        .connections()
+        .map(|connection| connection.resource().spec.approvals.clone().unwrap())
+        .collect();
+    assert_eq!(approvals[0].target().as_deref(), Some("-1001234567890"));
+    assert_eq!(approvals[0].decider_ids(), ["42", "77"]);
+    assert_eq!(approvals[1].target().as_deref(), Some("C0123"));
+    assert!(approvals[1].decider_ids().is_empty());
+}

@@ -296,6 +296,7 @@ impl EchoOrchestrator {
                 ingress: Vec::new(),
                 cli_connection: None,
                 connections,
+                approval_connections: Vec::new(),
             },
             spawner: Arc::new(FakeSpawner {
                 spawned: Arc::clone(&spawned),
@@ -312,6 +313,7 @@ impl EchoOrchestrator {
             restart_requests: None,
             remote,
             inbox: None,
+            pending_approvals: None,
         });
         EchoOrchestrator {
             handle,

@@ -382,17 +382,7 @@ impl OrchestratorHandle {
             reply,
         })
         .await?;
-        match tokio::time::timeout(MAX_DECISION_WAIT, decided).await {
-            Ok(answer) => answer.map_err(|_| OrchestratorError::Stopped)?,
-            Err(_) => Err(OrchestratorError::Approval {
-                key: shown,
-                code: "E_APPROVAL_TIMEOUT".into(),
-                message: format!(
-                    "the instance did not confirm the decision within {} s; it may still record it",
-                    MAX_DECISION_WAIT.as_secs()
-                ),
-            }),
-        }
+        recorded(shown, decided).await
     }
 
     /// Drains every child (each finishes its Turn) and stops the loop.
@@ -465,5 +455,26 @@ fn restart_outcome(
         old_pid,
         new_pid: new_pid.filter(|_| state != RestartState::Stopping),
         status,
+    }
+}
+
+/// Waits for the instance `key` to say it recorded a decision handed to
+/// it, at most [`MAX_DECISION_WAIT`]: the one wait behind both doors a
+/// decision comes through (the control socket's, through
+/// [`OrchestratorHandle::decide`], and a chat connector's query).
+pub(super) async fn recorded(
+    key: String,
+    decided: oneshot::Receiver<Result<(), OrchestratorError>>,
+) -> Result<(), OrchestratorError> {
+    match tokio::time::timeout(MAX_DECISION_WAIT, decided).await {
+        Ok(answer) => answer.map_err(|_| OrchestratorError::Stopped)?,
+        Err(_) => Err(OrchestratorError::Approval {
+            key,
+            code: "E_APPROVAL_TIMEOUT".into(),
+            message: format!(
+                "the instance did not confirm the decision within {} s; it may still record it",
+                MAX_DECISION_WAIT.as_secs()
+            ),
+        }),
     }
 }

@@ -12,11 +12,14 @@
 //! `supervision` (spawning, exits, crash backoff, reconciliation),
 //! `liveness` (pings and the deadline), `capacity` (the process cap and
 //! idle passivation), `forwarding` (what is owed for an event sent to
-//! another host, settled by its receipt) and `lifecycle` (restart,
-//! delete, shutdown). What the loop takes from outside is `input`
-//! ([`Input`]), which the handle (`client`) sends; both sit below the
+//! another host, settled by its receipt), `approvals` (what the chat
+//! connectors are told of approvals, and the decisions pressed in their
+//! chats) and `lifecycle` (restart, delete, shutdown). What the loop
+//! takes from outside is `input` ([`Input`]), which the handle
+//! (`client`) sends; both sit below the
 //! loop and neither reads it.
 
+mod approvals;
 mod capacity;
 mod client;
 mod connectors;
@@ -120,7 +123,16 @@ pub struct OrchestratorConfig {
     /// acknowledged, until its Turn finished (`orchestrator/inbox.rs`);
     /// `None` keeps inputs in memory only (tests, benchmarks).
     pub inbox: Option<Arc<goondan_store::InboxStore>>,
+    /// Reads every approval request still waiting for a decision, for a
+    /// chat connector that starts (`orchestrator/approvals.rs`); `None`
+    /// gives it only the requests asked while it runs.
+    pub pending_approvals: Option<PendingApprovals>,
 }
+
+/// Reads every approval request of the swarm still waiting for a
+/// decision, oldest first (the host reads them from the instances'
+/// `approvals.jsonl`).
+pub type PendingApprovals = Arc<dyn Fn() -> Vec<goondan_types::ApprovalRequest> + Send + Sync>;
 
 /// One of the orchestrator's own pending requests.
 struct Waiter {
@@ -163,6 +175,7 @@ pub struct Orchestrator {
     /// were stored.
     forwards: forwarding::PendingForwards,
     inbox: Option<Arc<goondan_store::InboxStore>>,
+    pending_approvals: Option<PendingApprovals>,
     reconcile_interval: Duration,
     instances: BTreeMap<RoutingKey, Instance>,
     /// The orchestrator's own pending requests by correlation id; streamed
@@ -208,6 +221,7 @@ impl Orchestrator {
             remote: config.remote,
             forwards: forwarding::PendingForwards::new(),
             inbox: config.inbox,
+            pending_approvals: config.pending_approvals,
             reconcile_interval: config.reconcile_interval,
             instances: BTreeMap::new(),
             waiters: HashMap::new(),

@@ -209,7 +209,7 @@ impl Orchestrator {
 
     /// Counts, logs and answers a message `key` sent that this side
     /// cannot accept.
-    fn refuse(&mut self, key: &RoutingKey, error: goondan_ipc::ProtocolError) {
+    pub(super) fn refuse(&mut self, key: &RoutingKey, error: goondan_ipc::ProtocolError) {
         self.stats.count(&error);
         tracing::warn!(key = %key, code = error.code(), "{error}; refused");
         let _ = self.deliver(key, Queued::runtime(error.rejection()));
@@ -425,12 +425,16 @@ impl Orchestrator {
             ),
             RuntimeMessage::Cancel(cancel) => self.cancel_request_of(key, &cancel.event_id),
             RuntimeMessage::Decided(decided) => self.on_decided(key, decided),
+            notice @ (RuntimeMessage::ApprovalAsked(_) | RuntimeMessage::ApprovalDecided(_)) => {
+                self.on_approval_notice(key, notice)
+            }
             lifecycle => self.on_lifecycle(key, lifecycle),
         }
     }
 
     /// A child's question: the agents API's `spawn`, `list` and
-    /// `restart_swarm`, a connector's ingress.
+    /// `restart_swarm`, a connector's ingress, a chat connector's
+    /// decision.
     fn on_query(&mut self, from: &RoutingKey, request: QueryRequest) {
         let answer = match request.query {
             Query::Restart { reason } => {
@@ -480,6 +484,13 @@ impl Orchestrator {
                 None => return,
                 Some(answer) => answer,
             },
+            Query::Decide { target, decision } => {
+                match self.decide_for_chat(from, &request.correlation_id, &target, *decision) {
+                    // Answered once the instance recorded it.
+                    None => return,
+                    Some(refused) => refused,
+                }
+            }
             Query::List => QueryAnswer::Agents {
                 agents: self
                     .instances

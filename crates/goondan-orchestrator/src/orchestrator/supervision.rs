@@ -156,6 +156,7 @@ impl Orchestrator {
                 }
                 self.start_pinging(key);
                 tracing::info!(key = %key, "agent process ready");
+                self.on_chat_connector_ready(key);
             }
             RuntimeMessage::TurnFinished(TurnFinished { ok, event_id }) => {
                 let Some(instance) = self.instances.get_mut(key) else {

@@ -104,7 +104,7 @@ fn harness(max_queued_events: usize) -> Harness {
 }
 
 fn harness_with(max_queued_events: usize, processes: ProcessPolicy) -> Harness {
-    harness_full(max_queued_events, processes, None, None)
+    harness_full(max_queued_events, processes, None, None, None)
 }
 
 fn harness_full(
@@ -112,6 +112,7 @@ fn harness_full(
     processes: ProcessPolicy,
     restart_requests: Option<mpsc::Sender<SwarmRestartRequest>>,
     remote: Option<Arc<dyn crate::RemoteInstances>>,
+    pending_approvals: Option<PendingApprovals>,
 ) -> Harness {
     let spawner = Arc::new(FakeSpawner::default());
     let (opened_tx, opened) = mpsc::unbounded_channel();
@@ -139,6 +140,7 @@ fn harness_full(
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
+            approval_connections: Vec::new(),
         },
         spawner: spawner.clone(),
         transport: Some(factory),
@@ -153,6 +155,7 @@ fn harness_full(
         restart_requests,
         remote,
         inbox: None,
+        pending_approvals,
     });
     Harness {
         handle,
@@ -809,7 +812,7 @@ async fn ask_for_restart(h: &mut Harness, alpha: &Link) -> QueryAnswerMessage {
 #[tokio::test]
 async fn a_restart_request_is_handed_out_and_answered_through_the_handle() {
     let (requests_tx, mut requests) = mpsc::channel(1);
-    let mut h = harness_full(8, ProcessPolicy::default(), Some(requests_tx), None);
+    let mut h = harness_full(8, ProcessPolicy::default(), Some(requests_tx), None, None);
     let _asking = h.ask("one");
     let alpha = h.next_ready_process().await;
     let _ = h.next_event().await;
@@ -1000,7 +1003,7 @@ fn harness_with_beta_elsewhere() -> (
     let remote = Arc::new(FakeRemote {
         forwarded: forwarded_tx,
     });
-    let h = harness_full(8, ProcessPolicy::default(), None, Some(remote));
+    let h = harness_full(8, ProcessPolicy::default(), None, Some(remote), None);
     (h, forwarded)
 }
 
@@ -1216,4 +1219,131 @@ async fn a_hold_is_refused_while_a_turn_runs_else_stops_the_process_and_keeps_ev
         .map(|status| status.key)
         .collect();
     assert_eq!(keys, ["alpha:main"], "the placeholder of the hold is gone");
+}
+
+/// An approval `apv_<n>` of `alpha:<instance>`.
+fn approval(n: u32, instance: &str) -> goondan_types::ApprovalRequest {
+    goondan_types::ApprovalRequest {
+        id: format!("apv_{n}"),
+        key: format!("call_{n}"),
+        agent: "alpha".into(),
+        instance_key: instance.into(),
+        tool: Some("bash__exec".into()),
+        arguments: serde_json::json!({"command": "ls"}),
+        question: None,
+        turn_id: "turn_1".into(),
+        event_id: "evt_1".into(),
+        requested_at: "2026-11-27T00:00:00.000Z".into(),
+        deadline: None,
+        on_timeout: goondan_types::Verdict::Deny,
+        deciders: vec!["operator".into()],
+    }
+}
+
+/// What `from` asks the orchestrator, as a query.
+fn query_from(from: &Link, correlation_id: &str, query: Query) -> IpcMessage {
+    RuntimeMessage::Query(QueryRequest {
+        correlation_id: correlation_id.into(),
+        query,
+    })
+    .to_message(&from.key.to_string(), ORCHESTRATOR)
+}
+
+/// Issue 36: a chat connector is given every approval still waiting when
+/// it starts and every one asked after; an agent may tell only of its own
+/// and never decide; the connector's decision reaches the instance and
+/// its answer comes back.
+#[tokio::test]
+async fn approvals_reach_the_chat_connector_and_only_it_decides() {
+    let waiting = approval(1, "main");
+    let pending: PendingApprovals = Arc::new(move || vec![waiting.clone()]);
+    let mut h = harness_full(8, ProcessPolicy::default(), None, None, Some(pending));
+    let mut swarm = (*h.handle.swarm()).clone();
+    swarm.connections = vec!["tg".into(), "hook".into()];
+    swarm.approval_connections = vec!["tg".into()];
+    h.handle.reconfigure(swarm).await.unwrap();
+    let mut connectors = [
+        h.opened.recv().await.unwrap(),
+        h.opened.recv().await.unwrap(),
+    ];
+    connectors.sort_by_key(|link| link.key.to_string());
+    let [hook, tg] = connectors;
+    assert_eq!(tg.key, RoutingKey::connection("tg"));
+    h.ready(&hook).await;
+    h.ready(&tg).await;
+    let wait = Duration::from_secs(5);
+    let Some(RuntimeMessage::ApprovalAsked(asked)) = next_runtime_to(&mut h, &tg, wait).await
+    else {
+        panic!("the waiting approval was not handed to the chat connector");
+    };
+    assert_eq!(asked.request.id, "apv_1");
+
+    let alpha = running_alpha(&mut h).await;
+    let told = RuntimeMessage::ApprovalAsked(protocol::ApprovalAsked {
+        request: Box::new(approval(2, "main")),
+    });
+    h.say(&alpha, told.to_message("alpha:main", ORCHESTRATOR))
+        .await;
+    let Some(RuntimeMessage::ApprovalAsked(asked)) = next_runtime_to(&mut h, &tg, wait).await
+    else {
+        panic!("an approval asked was not passed on");
+    };
+    assert_eq!(asked.request.id, "apv_2");
+    // Speaking for another instance is refused.
+    let forged = RuntimeMessage::ApprovalAsked(protocol::ApprovalAsked {
+        request: Box::new(approval(3, "other")),
+    });
+    h.say(&alpha, forged.to_message("alpha:main", ORCHESTRATOR))
+        .await;
+    assert!(matches!(
+        next_runtime_to(&mut h, &alpha, wait).await,
+        Some(RuntimeMessage::Rejected(_))
+    ));
+
+    let decision = goondan_types::ApprovalDecision {
+        id: "apv_2".into(),
+        verdict: goondan_types::Verdict::Approve,
+        arguments: None,
+        reason: None,
+        by: "telegram:42".into(),
+        decided_at: "2026-11-27T00:00:01.000Z".into(),
+    };
+    let decide = |decision: &goondan_types::ApprovalDecision| Query::Decide {
+        target: "alpha:main".into(),
+        decision: Box::new(decision.clone()),
+    };
+    // Neither an agent nor a connector without approvals may decide.
+    for asker in [&alpha, &hook] {
+        h.say(asker, query_from(asker, "corr_self", decide(&decision)))
+            .await;
+        let Some(RuntimeMessage::QueryAnswer(answer)) = next_runtime_to(&mut h, asker, wait).await
+        else {
+            panic!("no answer to {asker}");
+        };
+        assert!(
+            matches!(&answer.answer, QueryAnswer::Failed(failure) if failure.code == "E_APPROVAL_NOT_ALLOWED"),
+            "{answer:?}"
+        );
+    }
+
+    h.say(&tg, query_from(&tg, "corr_press", decide(&decision)))
+        .await;
+    let Some(RuntimeMessage::Decide(handed)) = next_runtime_to(&mut h, &alpha, wait).await else {
+        panic!("the decision did not reach the instance");
+    };
+    assert_eq!(handed.decision, decision);
+    h.say(
+        &alpha,
+        RuntimeMessage::Decided(protocol::Decided {
+            in_reply_to: handed.correlation_id,
+            failure: None,
+        })
+        .to_message("alpha:main", ORCHESTRATOR),
+    )
+    .await;
+    let Some(RuntimeMessage::QueryAnswer(answer)) = next_runtime_to(&mut h, &tg, wait).await else {
+        panic!("the connector heard nothing back");
+    };
+    assert_eq!(answer.in_reply_to, "corr_press");
+    assert_eq!(answer.answer, QueryAnswer::Decided);
 }

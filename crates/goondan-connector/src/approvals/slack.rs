@@ -1,0 +1,461 @@
+//! Approval requests in Slack: a `chat.postMessage` whose blocks hold the
+//! request and an `actions` block with an Approve and a Deny button
+//! (`action_id` `goondan_approve` / `goondan_deny`, `value` the request's
+//! id). A press comes back as a signed `block_actions` interactivity post
+//! to the Slack connector; `chat.update` then replaces the buttons with
+//! who decided, and a refused press gets a `chat.postEphemeral` only the
+//! presser sees.
+//!
+//! Every piece of the request is escaped for Slack's mrkdwn (`&`, `<`,
+//! `>`), so an argument can never become a mention or a link. The bot
+//! token (`SLACK_BOT_TOKEN`, `SLACK_TOKEN`, `BRAIN_SLACK_BOT_TOKEN`) goes
+//! only to the Connection's API address (`SLACK_API_BASE_URL`, else
+//! Slack's), and never into a log or an error.
+
+use super::{deadline_words, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT};
+use crate::config::{ConnectorConfig, ConnectorConfigError};
+use goondan_store::PostedApproval;
+use goondan_types::secret::mask_value;
+use goondan_types::Verdict;
+use serde_json::{json, Value};
+use std::fmt;
+
+/// The Web API's address (`SLACK_API_BASE_URL` overrides it).
+pub const DEFAULT_API_BASE_URL: &str = "https://slack.com/api";
+/// The settings the bot token is read from, in order.
+pub const TOKEN_KEYS: [&str; 3] = ["SLACK_BOT_TOKEN", "SLACK_TOKEN", "BRAIN_SLACK_BOT_TOKEN"];
+/// The `action_id` of the Approve button.
+pub const APPROVE_ACTION: &str = "goondan_approve";
+/// The `action_id` of the Deny button.
+pub const DENY_ACTION: &str = "goondan_deny";
+/// What stands for the token wherever it would have appeared.
+const TOKEN_MARKER: &str = "[REDACTED:SLACK_BOT_TOKEN]";
+
+/// A failed Web API call; its text never holds the token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlackError {
+    /// The request did not get an answer.
+    #[error("E_SLACK_TRANSPORT: {method} failed: {message}")]
+    Transport {
+        /// The Web API method.
+        method: &'static str,
+        /// What the transport said, masked.
+        message: String,
+    },
+    /// Slack asked to slow down.
+    #[error(
+        "E_SLACK_RATE_LIMITED: {method}: too many requests (retry after {retry_after_seconds:?} s)"
+    )]
+    RateLimited {
+        /// The Web API method.
+        method: &'static str,
+        /// `Retry-After`, when given.
+        retry_after_seconds: Option<u64>,
+    },
+    /// Slack answered `ok: false`, or something unreadable.
+    #[error("E_SLACK_API: {method}: HTTP {status}: {error}")]
+    Api {
+        /// The Web API method.
+        method: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// Slack's `error`, or what was wrong with the answer.
+        error: String,
+    },
+}
+
+impl SlackError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SlackError::Transport { .. } => "E_SLACK_TRANSPORT",
+            SlackError::RateLimited { .. } => "E_SLACK_RATE_LIMITED",
+            SlackError::Api { .. } => "E_SLACK_API",
+        }
+    }
+}
+
+/// A Web API client for one bot. `Debug` never shows the token.
+#[derive(Clone)]
+pub struct SlackApi {
+    client: reqwest::Client,
+    base_url: String,
+    token: String,
+}
+
+impl fmt::Debug for SlackApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlackApi")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlackApi {
+    /// The client a Connection's config describes.
+    pub fn from_config(config: &ConnectorConfig) -> Result<SlackApi, ConnectorConfigError> {
+        let token = TOKEN_KEYS
+            .iter()
+            .find_map(|key| config.setting(key))
+            .ok_or_else(|| ConnectorConfigError {
+                key: "SLACK_BOT_TOKEN".into(),
+                problem: "posting approval requests needs the app's bot token".into(),
+                help: "copy the Bot User OAuth Token (xoxb-…, scope chat:write) into secrets.SLACK_BOT_TOKEN (valueFrom.env)".into(),
+            })?;
+        let base_url = config
+            .setting("SLACK_API_BASE_URL")
+            .unwrap_or(DEFAULT_API_BASE_URL)
+            .trim();
+        match url::Url::parse(base_url) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") => {}
+            _ => {
+                return Err(ConnectorConfigError {
+                    key: "SLACK_API_BASE_URL".into(),
+                    problem: format!("`{base_url}` is not an http or https URL"),
+                    help: format!("leave it out for {DEFAULT_API_BASE_URL}"),
+                })
+            }
+        }
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("goondan-connector/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| ConnectorConfigError {
+                key: "SLACK_API_BASE_URL".into(),
+                problem: error.to_string(),
+                help: "check the machine's TLS setup".into(),
+            })?;
+        Ok(SlackApi {
+            client,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+        })
+    }
+
+    /// Calls `method` with the JSON `body`; the answer when `ok`.
+    pub async fn call(&self, method: &'static str, body: &Value) -> Result<Value, SlackError> {
+        let mask = |text: &str| mask_value(text, &self.token, TOKEN_MARKER).into_owned();
+        let transport = |error: reqwest::Error| SlackError::Transport {
+            method,
+            message: mask(&error.without_url().to_string()),
+        };
+        let response = self
+            .client
+            .post(format!("{}/{method}", self.base_url))
+            .bearer_auth(&self.token)
+            .json(body)
+            .timeout(CALL_TIMEOUT)
+            .send()
+            .await
+            .map_err(transport)?;
+        let status = response.status().as_u16();
+        if status == 429 {
+            let retry_after_seconds = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok()?.trim().parse().ok());
+            return Err(SlackError::RateLimited {
+                method,
+                retry_after_seconds,
+            });
+        }
+        let answer: Option<Value> = response
+            .bytes()
+            .await
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        match answer {
+            Some(answer)
+                if (200..300).contains(&status)
+                    && answer.get("ok").and_then(Value::as_bool) == Some(true) =>
+            {
+                Ok(answer)
+            }
+            Some(answer) => Err(SlackError::Api {
+                method,
+                status,
+                error: mask(
+                    answer
+                        .get("error")
+                        .and_then(Value::as_str)
+                        .unwrap_or("the answer is not ok"),
+                ),
+            }),
+            None => Err(SlackError::Api {
+                method,
+                status,
+                error: "the answer is not JSON".into(),
+            }),
+        }
+    }
+}
+
+/// The press a `block_actions` interaction payload describes; `None` for
+/// every other interaction (they stay `interaction` events).
+pub fn press_from_payload(payload: &Value) -> Option<Press> {
+    if payload.get("type").and_then(Value::as_str) != Some("block_actions") {
+        return None;
+    }
+    let action = payload.pointer("/actions/0")?;
+    let verdict = match action.get("action_id").and_then(Value::as_str)? {
+        APPROVE_ACTION => Verdict::Approve,
+        DENY_ACTION => Verdict::Deny,
+        _ => return None,
+    };
+    let text_at = |pointer: &str| {
+        payload
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+            .map(str::to_string)
+    };
+    Some(Press {
+        approval_id: action
+            .get("value")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())?
+            .to_string(),
+        verdict,
+        user_id: text_at("/user/id")?,
+        user_name: text_at("/user/username").or_else(|| text_at("/user/name")),
+        chat: text_at("/channel/id")
+            .or_else(|| text_at("/container/channel_id"))
+            .unwrap_or_default(),
+        message: text_at("/container/message_ts").or_else(|| text_at("/message/ts")),
+        callback_id: None,
+    })
+}
+
+/// `text` escaped for Slack's mrkdwn.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The mrkdwn of a request (its section block).
+pub fn request_text(shown: &Shown) -> String {
+    let mut text = format!(
+        ":lock: *Approval needed*\n*{}* (instance `{}`)",
+        escape(&shown.agent),
+        escape(&shown.instance_key)
+    );
+    match &shown.tool {
+        Some(tool) => text.push_str(&format!(" wants to run *{}*", escape(tool))),
+        None => text.push_str(" asks"),
+    }
+    if shown.arguments.is_empty() {
+        text.push('.');
+    } else {
+        // A fence inside the arguments would end the code block early.
+        let arguments = escape(&shown.arguments).replace("```", "`\u{200b}``");
+        text.push_str(&format!(":\n```{arguments}```"));
+    }
+    if let Some(question) = &shown.question {
+        text.push_str(&format!("\n:question: {}", escape(question)));
+    }
+    if let Some((deadline, verdict)) = &shown.deadline {
+        text.push_str(&format!(
+            "\n:hourglass: If nobody decides by {}, it is {}.",
+            escape(deadline),
+            deadline_words(*verdict)
+        ));
+    }
+    text
+}
+
+/// The line a settled message ends with; a presser in this workspace is
+/// named by mention.
+pub fn outcome_text(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Decided {
+            verdict,
+            by,
+            reason,
+            ..
+        } => {
+            let (mark, word) = match verdict {
+                Verdict::Approve => (":white_check_mark:", "Approved"),
+                Verdict::Deny => (":x:", "Denied"),
+            };
+            let who = match by.strip_prefix("slack:") {
+                Some(user) if is_user_id(user) => format!("<@{user}>"),
+                _ => escape(by),
+            };
+            let mut line = format!("{mark} *{word}* by {who}");
+            if let Some(reason) = reason {
+                line.push_str(&format!(": {}", escape(reason)));
+            }
+            line
+        }
+        Outcome::Gone => ":hourglass: No longer waiting for a decision.".to_string(),
+    }
+}
+
+/// Whether `text` can be a Slack user id inside a mention (letters and
+/// digits only, so nothing else can ride in it).
+fn is_user_id(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// The blocks of a request: its section, its id, and the buttons while
+/// it waits or how it ended once it does not.
+fn blocks(text: &str, approval_id: &str, end: Option<&str>) -> Value {
+    let mut blocks = vec![
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": text}}),
+        json!({"type": "context", "elements": [{"type": "mrkdwn", "text": format!("`{}`", escape(approval_id))}]}),
+    ];
+    blocks.push(match end {
+        None => json!({
+            "type": "actions",
+            "block_id": "goondan_approval",
+            "elements": [
+                {"type": "button", "action_id": APPROVE_ACTION, "style": "primary", "value": approval_id,
+                 "text": {"type": "plain_text", "text": "Approve"}},
+                {"type": "button", "action_id": DENY_ACTION, "style": "danger", "value": approval_id,
+                 "text": {"type": "plain_text", "text": "Deny"}},
+            ],
+        }),
+        Some(end) => json!({"type": "section", "text": {"type": "mrkdwn", "text": end}}),
+    });
+    Value::Array(blocks)
+}
+
+/// The plain text of a notification about `shown`.
+fn fallback(shown: &Shown) -> String {
+    format!(
+        "Approval needed: {}:{} {}",
+        shown.agent,
+        shown.instance_key,
+        shown.tool.as_deref().unwrap_or("asks a question")
+    )
+}
+
+/// Posts a request with its buttons.
+pub(super) async fn post(
+    api: &SlackApi,
+    channel: &str,
+    shown: &Shown,
+) -> Result<Message, ChatError> {
+    let text = request_text(shown);
+    let body = json!({
+        "channel": channel,
+        "text": fallback(shown),
+        "blocks": blocks(&text, &shown.id, None),
+        "unfurl_links": false,
+        "unfurl_media": false,
+    });
+    let answer = api.call("chat.postMessage", &body).await?;
+    let ts = answer
+        .get("ts")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ChatError::Answer("chat.postMessage answered without a ts".into()))?;
+    // A channel given by name comes back as its id, which presses carry.
+    let chat = answer
+        .get("channel")
+        .and_then(Value::as_str)
+        .unwrap_or(channel);
+    Ok(Message {
+        chat: chat.to_string(),
+        id: ts.to_string(),
+        text,
+    })
+}
+
+/// Replaces a posted request's buttons with how it ended.
+pub(super) async fn settle(
+    api: &SlackApi,
+    posted: &PostedApproval,
+    outcome: &Outcome,
+) -> Result<(), ChatError> {
+    let end = outcome_text(outcome);
+    let body = json!({
+        "channel": posted.chat,
+        "ts": posted.message,
+        "text": format!("Approval {}", posted.id),
+        "blocks": blocks(&posted.text, &posted.id, Some(&end)),
+    });
+    api.call("chat.update", &body).await?;
+    Ok(())
+}
+
+/// Tells the presser, and only them, why nothing was decided; a recorded
+/// decision needs no word (the message says it).
+pub(super) async fn reply(api: &SlackApi, press: &Press, reply: &Reply) -> Result<(), ChatError> {
+    let Reply::Refused(why) = reply else {
+        return Ok(());
+    };
+    let body = json!({"channel": press.chat, "user": press.user_id, "text": why});
+    api.call("chat.postEphemeral", &body).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_action_on_an_approval_button_is_a_press_and_others_are_not() {
+        let payload = json!({
+            "type": "block_actions",
+            "user": {"id": "U042", "username": "ann"},
+            "channel": {"id": "C0123"},
+            "container": {"type": "message", "message_ts": "1700000000.000100", "channel_id": "C0123"},
+            "actions": [{"action_id": "goondan_deny", "block_id": "goondan_approval", "value": "apv_1", "type": "button"}],
+        });
+        assert_eq!(
+            press_from_payload(&payload),
+            Some(Press {
+                approval_id: "apv_1".into(),
+                verdict: Verdict::Deny,
+                user_id: "U042".into(),
+                user_name: Some("ann".into()),
+                chat: "C0123".into(),
+                message: Some("1700000000.000100".into()),
+                callback_id: None,
+            })
+        );
+        for other in [
+            json!({"type": "block_actions", "user": {"id": "U1"}, "actions": [{"action_id": "approve", "value": "yes"}]}),
+            json!({"type": "view_submission", "user": {"id": "U1"}, "actions": [{"action_id": "goondan_approve", "value": "apv_1"}]}),
+            json!({"type": "block_actions", "actions": [{"action_id": "goondan_approve", "value": "apv_1"}]}),
+        ] {
+            assert_eq!(press_from_payload(&other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn text_is_escaped_and_a_presser_is_mentioned() {
+        let shown = Shown {
+            id: "apv_1".into(),
+            agent: "coder".into(),
+            instance_key: "slack:C1:1.0".into(),
+            tool: Some("bash__exec".into()),
+            arguments: "{\"command\": \"echo <!channel> ``` & done\"}".into(),
+            question: Some("ok?".into()),
+            deadline: None,
+        };
+        let text = request_text(&shown);
+        assert!(text.contains("&lt;!channel&gt;"), "{text}");
+        assert!(text.contains("`\u{200b}`` &amp; done"), "{text}");
+        assert!(!text.contains("If nobody decides"));
+        let pressed = outcome_text(&Outcome::Decided {
+            verdict: Verdict::Approve,
+            by: "slack:U042".into(),
+            name: Some("ann".into()),
+            reason: None,
+        });
+        assert_eq!(pressed, ":white_check_mark: *Approved* by <@U042>");
+        let odd = outcome_text(&Outcome::Decided {
+            verdict: Verdict::Deny,
+            by: "slack:U1> <!here".into(),
+            name: None,
+            reason: None,
+        });
+        assert!(!odd.contains("<!here"), "{odd}");
+        let buttons = blocks(&text, "apv_1", None);
+        assert_eq!(buttons[2]["elements"][0]["action_id"], APPROVE_ACTION);
+        assert_eq!(buttons[2]["elements"][1]["value"], "apv_1");
+        let ended = blocks(&text, "apv_1", Some("done"));
+        assert_eq!(ended[2]["type"], "section");
+    }
+}
