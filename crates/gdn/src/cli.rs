@@ -66,7 +66,7 @@ pub(crate) enum Command {
     /// show their Turns.
     Instance(InstanceArgs),
     /// The tool calls and questions waiting for a person's decision.
-    Approvals,
+    Approvals(ApprovalsArgs),
     /// Approve a waiting tool call (it runs once, with the arguments as
     /// asked or as given with --args).
     Approve(ApproveArgs),
@@ -526,6 +526,10 @@ pub(crate) enum InstanceCommand {
     Cancel {
         /// `instanceKey` (every agent's), or `agent:instanceKey`.
         key: String,
+        /// Cancel in a cluster (`gdn run --cluster`): the cancel goes to
+        /// the host that runs the instance now.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+        cluster: Option<String>,
     },
     /// List an instance's Turns: position, id, time, input and cost.
     History {
@@ -753,11 +757,24 @@ pub(crate) struct ConnectorArgs {
     pub(crate) env_file: Option<PathBuf>,
 }
 
+/// `gdn approvals`.
+#[derive(Debug, Args)]
+pub(crate) struct ApprovalsArgs {
+    /// List the requests of every instance of a cluster (`gdn run
+    /// --cluster`), whichever host runs them.
+    #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+    pub(crate) cluster: Option<String>,
+}
+
 /// `gdn approve`.
 #[derive(Debug, Args)]
 pub(crate) struct ApproveArgs {
     /// The approval's id (`apv_…`, from `gdn approvals`).
     pub(crate) id: String,
+    /// Decide a request of a cluster (`gdn run --cluster`): the decision
+    /// goes to the host that runs its instance now.
+    #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+    pub(crate) cluster: Option<String>,
     /// Why, recorded with the decision.
     #[arg(long)]
     pub(crate) reason: Option<String>,
@@ -772,6 +789,10 @@ pub(crate) struct ApproveArgs {
 pub(crate) struct DenyArgs {
     /// The approval's id (`apv_…`, from `gdn approvals`).
     pub(crate) id: String,
+    /// Decide a request of a cluster (`gdn run --cluster`): the decision
+    /// goes to the host that runs its instance now.
+    #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+    pub(crate) cluster: Option<String>,
     /// Why; the model reads it.
     #[arg(long)]
     pub(crate) reason: Option<String>,

@@ -1,15 +1,16 @@
 //! [`OperatorDesk`]: the agent's side of asking a person
 //! ([`goondan_runtime::operator`]). A question is written to the
-//! instance's `approvals.jsonl` before its Turn waits; a decision arrives
-//! from the orchestrator ([`goondan_ipc::protocol::Decide`]), is written
-//! there too, and only then wakes the Turn and is answered as recorded.
+//! instance's [`ApprovalLog`] (its `approvals.jsonl` on one host, its log
+//! in a cluster) before its Turn waits; a decision arrives from the
+//! orchestrator ([`goondan_ipc::protocol::Decide`]), is written there too,
+//! and only then wakes the Turn and is answered as recorded.
 //! A deadline is a wall-clock time in the request, so a timeout that
 //! passed while no process ran applies as soon as the Turn resumes.
 
 use futures_util::future::BoxFuture;
 use goondan_ipc::protocol::Failure;
 use goondan_runtime::{AskError, Operators, Question};
-use goondan_store::{ApprovalStore, OpenApproval};
+use goondan_store::{ApprovalLog, OpenApproval};
 use goondan_types::trace::random_hex;
 use goondan_types::{ApprovalDecision, ApprovalRequest, Verdict};
 use std::collections::HashMap;
@@ -34,14 +35,14 @@ pub struct OperatorDesk {
 struct Inner {
     agent: String,
     instance_key: String,
-    store: ApprovalStore,
+    store: Box<dyn ApprovalLog>,
     /// Turns waiting, by request id.
     waiting: Mutex<HashMap<String, oneshot::Sender<ApprovalDecision>>>,
 }
 
 impl OperatorDesk {
-    /// The desk of `agent:instance_key` over its approvals store.
-    pub fn new(agent: &str, instance_key: &str, store: ApprovalStore) -> OperatorDesk {
+    /// The desk of `agent:instance_key` over its approvals.
+    pub fn new(agent: &str, instance_key: &str, store: Box<dyn ApprovalLog>) -> OperatorDesk {
         OperatorDesk {
             inner: Arc::new(Inner {
                 agent: agent.to_string(),
@@ -80,6 +81,13 @@ impl OperatorDesk {
 }
 
 impl Inner {
+    /// The open request about `key`.
+    fn by_key(&self, key: &str) -> Result<Option<OpenApproval>, AskError> {
+        self.store
+            .by_key(key)
+            .map_err(|error| AskError::Store(error.to_string()))
+    }
+
     fn waiting(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalDecision>>> {
@@ -97,7 +105,7 @@ impl Inner {
         event_id: &str,
         question: &Question,
     ) -> Result<OpenApproval, AskError> {
-        if let Some(open) = self.store.by_key(&question.key) {
+        if let Some(open) = self.by_key(&question.key)? {
             return Ok(open);
         }
         let now = chrono::Utc::now();
@@ -147,8 +155,7 @@ impl Inner {
         match self.store.decide(&decision) {
             Ok(true) => Ok(decision),
             Ok(false) => self
-                .store
-                .by_key(&request.key)
+                .by_key(&request.key)?
                 .and_then(|open| open.decision)
                 .ok_or_else(|| AskError::Store(format!("approval {} vanished", request.id))),
             Err(error) => Err(AskError::Store(error.to_string())),
@@ -182,9 +189,19 @@ impl Operators for OperatorDesk {
             inner.waiting().insert(open.request.id.clone(), wake);
             // Decided between the read above and the insert: the reader
             // found no waiter, so look again.
-            if let Some(decision) = inner.store.by_key(&question.key).and_then(|o| o.decision) {
-                inner.waiting().remove(&open.request.id);
-                return Ok(decision);
+            let meanwhile = inner
+                .by_key(&question.key)
+                .map(|open| open.and_then(|open| open.decision));
+            match meanwhile {
+                Ok(None) => {}
+                Ok(Some(decision)) => {
+                    inner.waiting().remove(&open.request.id);
+                    return Ok(decision);
+                }
+                Err(error) => {
+                    inner.waiting().remove(&open.request.id);
+                    return Err(error);
+                }
             }
             let outcome = match remaining(open.request.deadline.as_deref()) {
                 Some(left) => match tokio::time::timeout(left, decided).await {
@@ -202,11 +219,20 @@ impl Operators for OperatorDesk {
     }
 
     fn holds(&self, key: &str) -> bool {
-        self.inner.store.by_key(key).is_some()
+        match self.inner.by_key(key) {
+            Ok(open) => open.is_some(),
+            // The store is gone (a cluster log taken over by another
+            // host): this process can record nothing, so the call it
+            // would resume cannot run here either.
+            Err(error) => {
+                tracing::warn!(code = error.code(), "approvals unreadable: {error}");
+                false
+            }
+        }
     }
 
     fn settle(&self, key: &str) -> Result<(), AskError> {
-        let Some(open) = self.inner.store.by_key(key) else {
+        let Some(open) = self.inner.by_key(key)? else {
             return Ok(());
         };
         self.inner
@@ -219,13 +245,13 @@ impl Operators for OperatorDesk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goondan_store::{InstancePaths, SyncPolicy};
+    use goondan_store::{ApprovalStore, InstancePaths, SyncPolicy};
     use serde_json::json;
 
     fn desk(dir: &std::path::Path) -> OperatorDesk {
         let store =
             ApprovalStore::open(&InstancePaths::from_dir(dir), SyncPolicy::ProcessCrash).unwrap();
-        OperatorDesk::new("coder", "default", store)
+        OperatorDesk::new("coder", "default", Box::new(store))
     }
 
     fn question(key: &str, timeout: Option<Duration>) -> Question {
@@ -259,7 +285,14 @@ mod tests {
         assert!(first.holds("call_1"));
         // A process started after a crash sees the same request.
         let second = desk(dir.path());
-        let id = second.inner.store.by_key("call_1").unwrap().request.id;
+        let id = second
+            .inner
+            .store
+            .by_key("call_1")
+            .unwrap()
+            .unwrap()
+            .request
+            .id;
         assert_eq!(
             second.decide(approve("apv_nope")).unwrap_err().code,
             APPROVAL_NOT_FOUND
@@ -295,7 +328,12 @@ mod tests {
             .unwrap();
         assert_eq!(decision.verdict, Verdict::Deny);
         assert_eq!(decision.by, "timeout");
-        let recorded = desk(dir.path()).inner.store.by_key("call_1").unwrap();
+        let recorded = desk(dir.path())
+            .inner
+            .store
+            .by_key("call_1")
+            .unwrap()
+            .unwrap();
         assert_eq!(recorded.decision, Some(decision));
     }
 }

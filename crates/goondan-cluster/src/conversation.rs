@@ -19,8 +19,8 @@ use crate::layout::{
 };
 use crate::object;
 use crate::record::{
-    blob_of, BlobRef, CommitBody, CommitMode, Record, RecordKind, SnapshotBody, SnapshotRef,
-    RECORD_VERSION,
+    blob_of, ApprovalBody, BlobRef, CommitBody, CommitMode, Record, RecordKind, SnapshotBody,
+    SnapshotRef, RECORD_VERSION,
 };
 use crate::retry::{retrying, RETRY_DEADLINE, RETRY_PAUSE};
 use crate::subject::InstanceAddress;
@@ -30,7 +30,7 @@ use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use futures_util::StreamExt;
-use goondan_store::LoadedConversation;
+use goondan_store::{LoadedConversation, OpenApprovals};
 use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -150,17 +150,18 @@ impl ConversationLog {
         Ok(last)
     }
 
-    /// Publishes `body` as a record of `kind` (CAS on the last sequence) and
+    /// Publishes `body` as a record of `kind` (`name`: see
+    /// [`RecordKind::subject`]) with a CAS on the last sequence, and
     /// returns its sequence once a quorum stored it. A refusal because
     /// someone else wrote fences this writer for good.
     pub(crate) async fn publish(
         &mut self,
         kind: RecordKind,
-        extension: Option<&str>,
+        name: Option<&str>,
         body: &impl Serialize,
     ) -> Result<u64, ClusterError> {
         self.check_not_fenced()?;
-        let subject = kind.subject(&self.prefix, extension);
+        let subject = kind.subject(&self.prefix, name);
         let mut bytes = serde_json::to_vec(body).map_err(|e| ClusterError::Corrupt {
             what: subject.clone(),
             reason: format!("cannot encode: {e}"),
@@ -323,9 +324,16 @@ impl ConversationLog {
             replay.extensions = body.extensions;
             replay.snapshot_object = Some(reference.object);
         }
-        for raw in records.iter().filter(|raw| raw.seq > as_of) {
+        for raw in &records {
+            // The snapshot holds what the records up to it made, except
+            // the approvals: those are read wherever they still are (a
+            // writer writes the open ones again before it purges).
+            if raw.seq <= as_of && raw.kind != RecordKind::Approval {
+                continue;
+            }
             match self.decode(raw).await? {
                 Record::Claim | Record::Snapshot(_) => {}
+                Record::Approval(body) => replay.approval(*body),
                 Record::Event(body) => replay.uncommitted.push((body.turn_id, body.event)),
                 Record::Extension(body) => {
                     replay.extensions.insert(body.name, body.value);
@@ -358,26 +366,40 @@ impl ConversationLog {
         decoded.map_err(corrupt)
     }
 
-    /// Stores `messages` and `extensions` as the state as of `as_of` (the
-    /// sequence of a commit this writer just made), points the log at it,
-    /// then purges the records before `as_of` and what they referenced.
-    /// The purge comes last, so a crash at any step leaves a log that
-    /// replays to the same conversation. Returns the new object's name.
+    /// Stores `state`'s messages and extensions as the state as of
+    /// `as_of` (the sequence of a commit this writer just made), points
+    /// the log at it, writes `state`'s open approvals again after it, then
+    /// purges the records before `as_of` and what they referenced. The
+    /// purge comes last, so a crash at any step leaves a log that replays
+    /// to the same conversation and the same open approvals. Returns the
+    /// new object's name.
     pub(crate) async fn snapshot(
         &mut self,
         as_of: u64,
-        messages: &[Message],
-        extensions: &BTreeMap<String, JsonValue>,
-        inbox_seq: Option<u64>,
+        state: SnapshotState<'_>,
         previous: Option<&str>,
     ) -> Result<String, ClusterError> {
         let object = self
-            .upload_snapshot(as_of, messages, extensions, inbox_seq)
+            .upload_snapshot(as_of, state.messages, state.extensions, state.inbox_seq)
             .await?;
         self.point_to_snapshot(&object, as_of).await?;
+        self.carry_approvals(state.approvals).await?;
         self.compact(as_of, previous.filter(|previous| *previous != object))
             .await?;
         Ok(object)
+    }
+
+    /// Step 2b: each open approval written again, after the snapshot, so
+    /// the purge leaves its latest state in the log (a snapshot does not
+    /// hold approvals: their last record per subject is what every
+    /// instance's reader lists).
+    async fn carry_approvals(&mut self, open: &OpenApprovals) -> Result<(), ClusterError> {
+        for approval in open.iter() {
+            let body = ApprovalBody::of(approval, false);
+            self.publish(RecordKind::Approval, Some(&body.request.id), &body)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Step 1: the snapshot object. Until step 2 nothing refers to it.
@@ -454,6 +476,15 @@ impl ConversationLog {
         }
         Ok(())
     }
+}
+
+/// What a snapshot keeps of an instance, as of the commit it follows.
+pub(crate) struct SnapshotState<'a> {
+    pub(crate) messages: &'a [Message],
+    pub(crate) extensions: &'a BTreeMap<String, JsonValue>,
+    pub(crate) inbox_seq: Option<u64>,
+    /// Written again after the snapshot rather than into it.
+    pub(crate) approvals: &'a OpenApprovals,
 }
 
 /// One record as read, before decoding.
@@ -547,9 +578,20 @@ pub(crate) struct Replay {
     pub(crate) commits_since_snapshot: u64,
     /// That snapshot's object.
     pub(crate) snapshot_object: Option<String>,
+    /// The requests for a person's decision not closed yet.
+    pub(crate) approvals: OpenApprovals,
 }
 
 impl Replay {
+    /// Where one request stands now, as its latest record says.
+    fn approval(&mut self, body: ApprovalBody) {
+        let id = body.request.id.clone();
+        match body.open() {
+            Some(open) => self.approvals.set(open),
+            None => self.approvals.closed(&id),
+        }
+    }
+
     fn apply_commit(&mut self, commit: CommitBody) {
         // A record written before cursors has none: the last known one
         // still holds.

@@ -78,6 +78,28 @@ pub enum ClusterError {
         /// The stream that is missing.
         missing: String,
     },
+    /// No live host owned the instance while a request looked for one.
+    #[error("no host of the cluster owns {instance} (shard {shard}){}; looked for {waited:?}", last_seen.as_ref().map(|host| format!(", last held by {host}")).unwrap_or_default())]
+    NoOwner {
+        /// `agent:instanceKey`.
+        instance: String,
+        /// Its shard.
+        shard: u16,
+        /// The host whose lease was last seen, when one was.
+        last_seen: Option<String>,
+        /// How long it looked.
+        waited: Duration,
+    },
+    /// The owner took a request and did not answer in time.
+    #[error("{host}, the owner of {instance}, did not answer within {after:?}")]
+    OwnerSilent {
+        /// `agent:instanceKey`.
+        instance: String,
+        /// The owner.
+        host: String,
+        /// How long the request waited.
+        after: Duration,
+    },
     /// A message larger than this version publishes.
     #[error("{what} is {bytes} bytes, over the {limit}-byte limit of one cluster message")]
     TooLarge {
@@ -104,6 +126,8 @@ impl ClusterError {
             ClusterError::NotStarted { .. } => "E_CLUSTER_NOT_STARTED",
             ClusterError::Missing { .. } => "E_CLUSTER_MISSING",
             ClusterError::TooLarge { .. } => "E_CLUSTER_TOO_LARGE",
+            ClusterError::NoOwner { .. } => "E_CLUSTER_NO_OWNER",
+            ClusterError::OwnerSilent { .. } => "E_CLUSTER_OWNER_TIMEOUT",
         }
     }
 
@@ -134,6 +158,12 @@ impl ClusterError {
             ClusterError::Missing { .. } => {
                 "the record that names it is unusable; for a bundle, deploy one again with `gdn cluster deploy`".into()
             }
+            ClusterError::NoOwner { .. } => {
+                "start a host (`gdn run --cluster URLS`), or wait until `gdn cluster status` shows every shard owned, then try again".into()
+            }
+            ClusterError::OwnerSilent { host, .. } => format!(
+                "{host} may still act on it: look before asking again (`gdn approvals`, `gdn instance list --cluster`), and read that host's log"
+            ),
             ClusterError::Request { .. } | ClusterError::Corrupt { .. } => return None,
         })
     }

@@ -1,6 +1,6 @@
-//! [`ClusterJournal`] and [`ClusterExtensionState`]: the store traits of
-//! `goondan-store` on one instance's log in `GDN_CONV`, for an
-//! AgentProcess whose instance lives in the cluster.
+//! [`ClusterJournal`], [`ClusterExtensionState`] and [`ClusterApprovals`]:
+//! the store traits of `goondan-store` on one instance's log in
+//! `GDN_CONV`, for an AgentProcess whose instance lives in the cluster.
 //!
 //! The traits are synchronous and the agent calls them from inside its
 //! tokio runtime (possibly a current-thread one), so the NATS client never
@@ -26,18 +26,28 @@
 //! Opening publishes a `claim`, which fences every earlier writer of the
 //! instance: their next write fails `E_STORE_FENCED`, writes nothing, and
 //! so does everything they try after it.
+//!
+//! The instance's requests for a person's decision are records of the
+//! same log (`<prefix>.apv.<id>`, each the whole state of one request),
+//! written under the same claim: a request asked on one host is found by
+//! the Turn that resumes on the next, and a decision is recorded only by
+//! the instance's current owner. A snapshot does not hold them; before
+//! its purge the writer writes the open ones again (see
+//! [`crate::record`]).
 
-use crate::conversation::{appended_by, ConversationLog, Replay};
+use crate::conversation::{appended_by, ConversationLog, Replay, SnapshotState};
 use crate::error::ClusterError;
 use crate::record::{
-    ClaimBody, CommitMode, EventBody, ExtensionBody, OutboxBody, RecordKind, RECORD_VERSION,
+    ApprovalBody, ClaimBody, CommitMode, EventBody, ExtensionBody, OutboxBody, RecordKind,
+    RECORD_VERSION,
 };
 use crate::subject::InstanceAddress;
 use crate::{Cluster, ClusterOptions, ClusterUrls};
 use goondan_store::{
-    CommitContext, ExtensionStateStore, LoadedConversation, StoreError, TurnJournal,
+    ApprovalLog, CommitContext, ExtensionStateStore, LoadedConversation, OpenApproval,
+    OpenApprovals, StoreError, TurnJournal,
 };
-use goondan_types::{JsonValue, Message, MessageEvent};
+use goondan_types::{ApprovalDecision, ApprovalRequest, JsonValue, Message, MessageEvent};
 use std::collections::BTreeMap;
 use std::sync::mpsc as std_mpsc;
 use tokio::sync::mpsc;
@@ -76,6 +86,22 @@ enum Command {
         reply: Reply<()>,
     },
     ConfirmWriter(Reply<()>),
+    ApprovalByKey {
+        key: String,
+        reply: Reply<Option<OpenApproval>>,
+    },
+    Ask {
+        request: Box<ApprovalRequest>,
+        reply: Reply<()>,
+    },
+    Decide {
+        decision: Box<ApprovalDecision>,
+        reply: Reply<bool>,
+    },
+    CloseApproval {
+        id: String,
+        reply: Reply<()>,
+    },
     Observe(Vec<u8>),
     SnapshotEvery(u64),
 }
@@ -127,6 +153,13 @@ impl ClusterObserver {
 /// the same claim.
 #[derive(Debug, Clone)]
 pub struct ClusterExtensionState {
+    worker: WorkerHandle,
+}
+
+/// The requests for a person's decision of the instance of a
+/// [`ClusterJournal`], in its log under the same claim.
+#[derive(Debug, Clone)]
+pub struct ClusterApprovals {
     worker: WorkerHandle,
 }
 
@@ -206,6 +239,14 @@ impl ClusterJournal {
         }
     }
 
+    /// The requests for a person's decision of the same instance, under
+    /// the same claim.
+    pub fn approvals(&self) -> ClusterApprovals {
+        ClusterApprovals {
+            worker: self.worker.clone(),
+        }
+    }
+
     /// Where the instance's runtime events go, on the same connection.
     pub fn observer(&self) -> ClusterObserver {
         ClusterObserver {
@@ -272,6 +313,36 @@ impl ExtensionStateStore for ClusterExtensionState {
     }
 }
 
+impl ApprovalLog for ClusterApprovals {
+    fn by_key(&self, key: &str) -> Result<Option<OpenApproval>, StoreError> {
+        self.worker.call(|reply| Command::ApprovalByKey {
+            key: key.to_string(),
+            reply,
+        })
+    }
+
+    fn request(&self, request: &ApprovalRequest) -> Result<(), StoreError> {
+        self.worker.call(|reply| Command::Ask {
+            request: Box::new(request.clone()),
+            reply,
+        })
+    }
+
+    fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError> {
+        self.worker.call(|reply| Command::Decide {
+            decision: Box::new(decision.clone()),
+            reply,
+        })
+    }
+
+    fn close(&self, id: &str) -> Result<(), StoreError> {
+        self.worker.call(|reply| Command::CloseApproval {
+            id: id.to_string(),
+            reply,
+        })
+    }
+}
+
 impl From<ClusterError> for StoreError {
     /// A fenced write becomes `E_STORE_FENCED`; anything else keeps the
     /// cluster's code.
@@ -305,6 +376,8 @@ struct Writer {
     /// holds it.
     inbox_seq: Option<u64>,
     extensions: BTreeMap<String, JsonValue>,
+    /// The requests for a person's decision not closed yet.
+    approvals: OpenApprovals,
     commits_since_snapshot: u64,
     snapshot_every: u64,
     snapshot_object: Option<String>,
@@ -356,6 +429,7 @@ impl Writer {
             last_base_id: None,
             inbox_seq: None,
             extensions: BTreeMap::new(),
+            approvals: OpenApprovals::default(),
             commits_since_snapshot: 0,
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             snapshot_object: None,
@@ -372,6 +446,7 @@ impl Writer {
         self.uncommitted = replay.uncommitted;
         self.inbox_seq = replay.inbox_seq;
         self.extensions = replay.extensions;
+        self.approvals = replay.approvals;
         self.commits_since_snapshot = replay.commits_since_snapshot;
         self.snapshot_object = replay.snapshot_object;
         self.opened = Some(conversation);
@@ -416,6 +491,21 @@ impl Writer {
                 Command::ConfirmWriter(reply) => {
                     let confirmed = self.log.confirm_writer().await;
                     let _ = reply.send(confirmed.map_err(Into::into));
+                }
+                Command::ApprovalByKey { key, reply } => {
+                    let _ = reply.send(Ok(self.approvals.by_key(&key).cloned()));
+                }
+                Command::Ask { request, reply } => {
+                    let asked = self.ask(*request).await;
+                    let _ = reply.send(asked.map_err(Into::into));
+                }
+                Command::Decide { decision, reply } => {
+                    let decided = self.decide(*decision).await;
+                    let _ = reply.send(decided.map_err(Into::into));
+                }
+                Command::CloseApproval { id, reply } => {
+                    let closed = self.close_approval(&id).await;
+                    let _ = reply.send(closed.map_err(Into::into));
                 }
                 Command::Observe(line) => {
                     // Core NATS into the stream: no ack waited for, as a
@@ -518,15 +608,15 @@ impl Writer {
         if mode == CommitMode::Rewrite || self.commits_since_snapshot >= self.snapshot_every {
             // The commit is durable whatever happens here: a failed snapshot
             // only means a longer replay, and the next commit tries again.
+            let state = SnapshotState {
+                messages: &next_messages,
+                extensions: &self.extensions,
+                inbox_seq,
+                approvals: &self.approvals,
+            };
             match self
                 .log
-                .snapshot(
-                    seq,
-                    &next_messages,
-                    &self.extensions,
-                    inbox_seq,
-                    self.snapshot_object.as_deref(),
-                )
+                .snapshot(seq, state, self.snapshot_object.as_deref())
                 .await
             {
                 Ok(object) => {
@@ -539,6 +629,55 @@ impl Writer {
             }
         }
         Ok(())
+    }
+
+    /// Records `request` as asked.
+    async fn ask(&mut self, request: ApprovalRequest) -> Result<(), ClusterError> {
+        let open = OpenApproval {
+            request,
+            decision: None,
+        };
+        self.publish_approval(&open, false).await?;
+        self.approvals.set(open);
+        Ok(())
+    }
+
+    /// Records `decision` on the open request it names; false when no
+    /// open request waits for one.
+    async fn decide(&mut self, decision: ApprovalDecision) -> Result<bool, ClusterError> {
+        self.log.check_not_fenced()?;
+        let Some(open) = self.approvals.undecided(&decision.id) else {
+            return Ok(false);
+        };
+        let decided = OpenApproval {
+            request: open.request.clone(),
+            decision: Some(decision),
+        };
+        self.publish_approval(&decided, false).await?;
+        self.approvals.set(decided);
+        Ok(true)
+    }
+
+    /// Closes the open request `id`.
+    async fn close_approval(&mut self, id: &str) -> Result<(), ClusterError> {
+        let Some(open) = self.approvals.by_id(id).cloned() else {
+            return Ok(());
+        };
+        self.publish_approval(&open, true).await?;
+        self.approvals.closed(id);
+        Ok(())
+    }
+
+    async fn publish_approval(
+        &mut self,
+        open: &OpenApproval,
+        closed: bool,
+    ) -> Result<(), ClusterError> {
+        let body = ApprovalBody::of(open, closed);
+        self.log
+            .publish(RecordKind::Approval, Some(&open.request.id), &body)
+            .await
+            .map(drop)
     }
 
     async fn save_extension(&mut self, name: String, value: JsonValue) -> Result<(), ClusterError> {

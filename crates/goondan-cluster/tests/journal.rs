@@ -1,8 +1,10 @@
 //! `ClusterJournal` against three real nats-servers: the store contract of
 //! `goondan_store::TurnJournal` (round trip, crash recovery, the orphan
 //! rule), fencing by a newer claim, blobs, snapshots with purge, a killed
-//! stream leader, export to the single-host layout, and the inbox cursor
-//! and outbox each commit carries, read back by `cursor::last_commit`.
+//! stream leader, export to the single-host layout, the inbox cursor and
+//! outbox each commit carries, read back by `cursor::last_commit`, and the
+//! requests for a person's decision kept in the same log
+//! (`ClusterApprovals`, listed by `approvals::waiting`).
 //!
 //! The tests run on tokio's current-thread runtime on purpose: that is
 //! where an AgentProcess calls the synchronous journal from.
@@ -13,12 +15,12 @@ use goondan_cluster::{
     export, layout, subject::InstanceAddress, Cluster, ClusterJournal, ClusterOptions, ClusterUrls,
 };
 use goondan_store::{
-    CommitContext, ExtensionStateStore, InstanceStore, OutboxMessage, StateRoot, StoreError,
-    TurnJournal,
+    ApprovalLog, CommitContext, ExtensionStateStore, InstanceStore, OutboxMessage, StateRoot,
+    StoreError, TurnJournal,
 };
 use goondan_types::{
-    AgentEvent, ContentPart, EventSource, EventSourceKind, JsonValue, Message, MessageEvent,
-    MessageSource, ModelMessage, ToolResultOutput,
+    AgentEvent, ApprovalDecision, ApprovalRequest, ContentPart, EventSource, EventSourceKind,
+    JsonValue, Message, MessageEvent, MessageSource, ModelMessage, ToolResultOutput, Verdict,
 };
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -743,4 +745,140 @@ async fn opening_before_any_host_made_the_layout_fails_at_once_with_not_started(
         "{:?}",
         started.elapsed()
     );
+}
+
+fn approval_request(id: &str, address: &InstanceAddress, asked_at: &str) -> ApprovalRequest {
+    ApprovalRequest {
+        id: id.to_string(),
+        key: format!("call-{id}"),
+        agent: address.agent_name.clone(),
+        instance_key: address.instance_key.clone(),
+        tool: Some("bash__exec".to_string()),
+        arguments: json!({"command": "echo ran"}),
+        question: None,
+        turn_id: "t-1".to_string(),
+        event_id: "evt-1".to_string(),
+        requested_at: asked_at.to_string(),
+        deadline: None,
+        on_timeout: Verdict::Deny,
+        deciders: vec!["operator".to_string()],
+    }
+}
+
+fn approve(id: &str) -> ApprovalDecision {
+    ApprovalDecision {
+        id: id.to_string(),
+        verdict: Verdict::Approve,
+        arguments: None,
+        reason: Some("fine".to_string()),
+        by: "cli:test".to_string(),
+        decided_at: goondan_types::now_iso(),
+    }
+}
+
+/// The ids `approvals::waiting` lists for `workspace`.
+async fn listed(harness: &Harness, workspace: &str) -> Vec<String> {
+    goondan_cluster::approvals::waiting(&harness.cluster, workspace)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|request| request.id)
+        .collect()
+}
+
+/// Issue 36: a pending approval is durable state of its instance's log:
+/// the next owner finds it (and decides it), the previous one can no
+/// longer record anything on it, and the workspace's listing shows it
+/// while it waits.
+#[tokio::test]
+async fn issue_36_an_approval_asked_on_one_owner_is_decided_by_the_next_and_listed_while_it_waits()
+{
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:approval");
+    let other = InstanceAddress::new("ws-1", "coder", "user:other");
+    let elsewhere = InstanceAddress::new("ws-2", "coder", "user:approval");
+    assert!(listed(&harness, "ws-1").await.is_empty());
+
+    let first = harness.open(&address, "host-a");
+    let asked = approval_request("apv_1", &address, "2026-11-27T00:00:02.000Z");
+    first.approvals().request(&asked).unwrap();
+    harness
+        .open(&other, "host-a")
+        .approvals()
+        .request(&approval_request(
+            "apv_0",
+            &other,
+            "2026-11-27T00:00:01.000Z",
+        ))
+        .unwrap();
+    harness
+        .open(&elsewhere, "host-a")
+        .approvals()
+        .request(&approval_request(
+            "apv_9",
+            &elsewhere,
+            "2026-11-27T00:00:00.000Z",
+        ))
+        .unwrap();
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_0", "apv_1"]);
+
+    // The instance moves: the next owner finds the request as asked.
+    let second = harness.open(&address, "host-b");
+    let found = second.approvals().by_key("call-apv_1").unwrap().unwrap();
+    assert_eq!(found.request, asked);
+    assert_eq!(found.decision, None);
+    // The previous owner records nothing on it any more.
+    let error = first.approvals().decide(&approve("apv_1")).unwrap_err();
+    assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
+    assert!(second.approvals().decide(&approve("apv_1")).unwrap());
+    assert!(!second.approvals().decide(&approve("apv_1")).unwrap());
+    assert!(!second.approvals().decide(&approve("apv_404")).unwrap());
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_0"]);
+
+    // Decided, not yet acted on: a third owner finds the decision, and
+    // once it closed the request nothing finds it again.
+    let third = harness.open(&address, "host-c");
+    let decided = third.approvals().by_key("call-apv_1").unwrap().unwrap();
+    assert_eq!(decided.decision.map(|d| d.verdict), Some(Verdict::Approve));
+    third.approvals().close("apv_1").unwrap();
+    assert_eq!(third.approvals().by_key("call-apv_1").unwrap(), None);
+    let fourth = harness.open(&address, "host-d");
+    assert_eq!(fourth.approvals().by_key("call-apv_1").unwrap(), None);
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_0"]);
+    assert_eq!(listed(&harness, "ws-2").await, ["apv_9"]);
+}
+
+/// A snapshot's purge keeps the open approvals of the instance: they are
+/// written again after it, so the next owner and the listing still find
+/// them, and a closed one is gone for good.
+#[tokio::test]
+async fn open_approvals_outlive_snapshots_and_their_purge() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:approval-snapshots");
+    let mut journal = harness.open(&address, "host-a").with_snapshot_every(1);
+    let approvals = journal.approvals();
+    let waiting = approval_request("apv_w", &address, "2026-11-27T00:00:01.000Z");
+    let closed = approval_request("apv_c", &address, "2026-11-27T00:00:02.000Z");
+    approvals.request(&waiting).unwrap();
+    approvals.request(&closed).unwrap();
+    approvals.close("apv_c").unwrap();
+    let mut base = Vec::new();
+    for turn in 0..3 {
+        let turn_id = format!("t-{turn}");
+        append_turn(&mut journal, &mut base, &turn_id, &[user(&turn_id)]);
+    }
+    // The claim, the last commit, the snapshot record and the open request
+    // written again: the closed one and everything else was purged.
+    let n_records = harness.n_records(&address).await;
+    assert!(n_records <= 4, "{n_records} records left for the instance");
+    drop(journal);
+    let next = harness.open(&address, "host-b");
+    let found = next.approvals().by_key("call-apv_w").unwrap().unwrap();
+    assert_eq!(found.request, waiting);
+    assert_eq!(next.approvals().by_key("call-apv_c").unwrap(), None);
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_w"]);
 }

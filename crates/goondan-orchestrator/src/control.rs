@@ -235,8 +235,9 @@ pub const MAX_ACTIVE_REQUESTS: usize = 256;
 /// How long a restart waits, past the grace period, for the new process
 /// to become ready.
 const RESTART_SETTLE: Duration = Duration::from_secs(5);
-/// How long a cancel waits for the Turns it stopped to be over.
-const CANCEL_SETTLE: Duration = Duration::from_secs(5);
+/// How long a cancel waits for the Turns it stopped to be over (also
+/// when a cluster host serves a person's cancel for an instance it owns).
+pub const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 /// The longest an operator may hold an instance; a client that neither
 /// finishes nor closes its connection is let go of then.
 pub const MAX_HOLD: Duration = Duration::from_secs(600);

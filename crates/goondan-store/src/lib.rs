@@ -4,8 +4,11 @@
 //!
 //! The execution core talks to storage through two small traits,
 //! [`TurnJournal`] and [`ExtensionStateStore`], each with an in-memory
-//! implementation (tests, benchmarks, embedding) and an on-disk one. This
-//! crate knows nothing about pipelines or models.
+//! implementation (tests, benchmarks, embedding) and an on-disk one. An
+//! instance's requests for a person's decision sit behind a third,
+//! [`ApprovalLog`] (on disk, [`ApprovalStore`]). A cluster implements all
+//! three on its own log (`goondan-cluster`). This crate knows nothing
+//! about pipelines or models.
 //!
 //! On disk, everything starts from the System Root ([`StateRootSources`],
 //! [`StateRoot`]) and a workspace ([`WorkspacePaths`]). An AgentProcess
@@ -53,7 +56,7 @@ mod turns;
 mod usage;
 
 pub use active::{ActiveSwarm, WorkspaceIdentity};
-pub use approvals::{undecided_approvals, ApprovalStore, OpenApproval};
+pub use approvals::{undecided_approvals, ApprovalLog, ApprovalStore, OpenApproval, OpenApprovals};
 pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};

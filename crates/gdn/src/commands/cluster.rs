@@ -1,6 +1,8 @@
 //! `gdn cluster status|deploy` and the `--cluster` forms of `gdn run
-//! --input`, `gdn instance list|export` and `gdn logs`: a person's
+//! --input`, `gdn instance list|export|cancel` and `gdn logs`: a person's
 //! commands against a swarm that runs on several hosts (docs/cluster.md).
+//! `gdn approvals|approve|deny --cluster` share its reads
+//! (`commands/approvals.rs`).
 //! What they do is `goondan_host::cluster::client`; this module parses,
 //! calls and renders.
 
@@ -116,7 +118,7 @@ fn deploy(global: &GlobalArgs, urls: &str, wait: Duration) -> anyhow::Result<Out
 
 /// Connects as a person's command does and runs `read`; a cluster error
 /// is printed and becomes the outcome.
-fn read_cluster<T>(
+pub(crate) fn read_cluster<T>(
     urls: &str,
     read: impl AsyncFnOnce(&Cluster) -> Result<T, ClusterError>,
 ) -> anyhow::Result<Result<T, Outcome>> {
@@ -234,11 +236,97 @@ fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
 
 /// The project of the current folder (or `--config`) and the cluster
 /// workspace it names, for commands that read a cluster.
-fn cluster_workspace(global: &GlobalArgs) -> anyhow::Result<Result<(Project, String), Outcome>> {
+pub(crate) fn cluster_workspace(
+    global: &GlobalArgs,
+) -> anyhow::Result<Result<(Project, String), Outcome>> {
     Ok(crate::project::load(global, None, None)?.map(|project| {
         let workspace_id = workspace_of(&project);
         (project, workspace_id)
     }))
+}
+
+/// `gdn instance cancel KEY --cluster URLS`: the cancel goes to the host
+/// that owns each instance `KEY` names (`agent:instanceKey`, or that key of
+/// every agent of the swarm), all at once, and the Turns they stopped are
+/// reported together.
+pub(crate) fn cancel(global: &GlobalArgs, urls: &str, key: &str) -> anyhow::Result<Outcome> {
+    use goondan_host::cluster::operator::{OperatorRequest, OperatorResponse};
+    let started = std::time::Instant::now();
+    let (project, workspace_id) = match cluster_workspace(global)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let swarm_agents = goondan_host::project::swarm_info(&project)?.agents;
+    // `agent:instanceKey` names one instance when the agent is the
+    // swarm's; anything else is an instance key (which may hold a colon).
+    let named: Vec<(String, String)> = match crate::project::split_key(key) {
+        (Some(agent), instance_key) if swarm_agents.contains(&agent) => {
+            vec![(agent, instance_key)]
+        }
+        _ => swarm_agents
+            .into_iter()
+            .map(|agent| (agent, key.to_string()))
+            .collect(),
+    };
+    let requests: Vec<OperatorRequest> = named
+        .into_iter()
+        .map(|(agent, instance_key)| OperatorRequest::Cancel {
+            agent,
+            instance_key,
+            by: super::operator::BY.to_string(),
+        })
+        .collect();
+    let answers = crate::runtime::current_thread()?.block_on(async {
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        let asked = requests
+            .iter()
+            .map(|request| client::ask_operator(&cluster, &workspace_id, request));
+        Ok::<_, HostError>(futures_util::future::join_all(asked).await)
+    });
+    let answers = match answers {
+        Ok(answers) => answers,
+        Err(error) => {
+            return Ok(crate::render::host_error(
+                &error,
+                crate::project::format(global),
+            ))
+        }
+    };
+    let mut outcome = goondan_orchestrator::orchestrator::CancelOutcome {
+        cancelled: Vec::new(),
+        ended: true,
+    };
+    for answer in answers {
+        match answer {
+            Ok(OperatorResponse::Cancelled(one)) => {
+                outcome.cancelled.extend(one.cancelled);
+                outcome.ended &= one.ended;
+            }
+            // An agent with no Turn of that key running.
+            Ok(OperatorResponse::Failed(refused)) if refused.code == "E_NO_TURN_RUNNING" => {}
+            Ok(OperatorResponse::Failed(refused)) => {
+                return Ok(crate::answers::print_refusal(&refused))
+            }
+            Ok(other) => anyhow::bail!("the instance's owner answered a cancel with {other:?}"),
+            Err(error) => {
+                return Ok(crate::render::host_error(
+                    &error,
+                    crate::project::format(global),
+                ))
+            }
+        }
+    }
+    if outcome.cancelled.is_empty() {
+        crate::render::error(
+            "E_NO_TURN_RUNNING",
+            &format_args!(
+                "no Turn of `{key}` runs on any host of the cluster; nothing was cancelled"
+            ),
+            Some("`gdn instance list --cluster` shows the cluster's instances"),
+        );
+        return Ok(Outcome::Failure);
+    }
+    Ok(super::operator::report_cancel(global, &outcome, started))
 }
 
 /// `gdn instance list --cluster URLS`: the instances some host claimed,

@@ -276,7 +276,10 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
             }
             Ok(not_running())
         }
-        InstanceCommand::Cancel { key } => super::operator::cancel(global, &target, key),
+        InstanceCommand::Cancel { key, cluster } => match cluster {
+            Some(urls) => super::cluster::cancel(global, urls, key),
+            None => super::operator::cancel(global, &target, key),
+        },
         InstanceCommand::History { key, archived } => {
             super::operator::history(global, &target, key, *archived)
         }

@@ -9,13 +9,14 @@ use super::target::{call, stores, Target};
 use crate::cli::GlobalArgs;
 use crate::exit::Outcome;
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse, HoldGuard};
+use goondan_orchestrator::orchestrator::CancelOutcome;
 use goondan_store::{
     ExtensionStateSource, InstanceStore, InstanceSummary, TurnOutcome, TurnRecord, TurnRef,
 };
 use std::io::Write;
 
 /// Who the log names for what this command does.
-const BY: &str = "cli";
+pub(crate) const BY: &str = "cli";
 
 /// The widest input a history row shows, in characters.
 const INPUT_COLUMN: usize = 48;
@@ -46,6 +47,16 @@ pub(crate) fn cancel(global: &GlobalArgs, target: &Target, key: &str) -> anyhow:
         }
         Some(other) => anyhow::bail!("the orchestrator answered a cancel with {other:?}"),
     };
+    Ok(report_cancel(global, &outcome, started))
+}
+
+/// Prints what a cancel stopped (on one host or through a cluster's
+/// owners), `started` being when the command began.
+pub(crate) fn report_cancel(
+    global: &GlobalArgs,
+    outcome: &CancelOutcome,
+    started: std::time::Instant,
+) -> Outcome {
     let elapsed = started.elapsed().as_millis();
     if global.json {
         println!(
@@ -77,7 +88,7 @@ pub(crate) fn cancel(global: &GlobalArgs, target: &Target, key: &str) -> anyhow:
             Some("it ends at its next step; `gdn instance list` shows when the instance is idle"),
         );
     }
-    Ok(Outcome::Success)
+    Outcome::Success
 }
 
 /// `gdn instance history KEY [--archived]`.

@@ -1,0 +1,194 @@
+//! A person's commands on one instance of a cluster, served by the host
+//! that owns the instance now: the decision on a pending approval (`gdn
+//! approve|deny`) and the cancel of the running Turn (`gdn instance
+//! cancel`). [`OperatorRequest`] and [`OperatorResponse`] are the JSON
+//! they travel as; [`serve`] is each host's side, over
+//! [`goondan_cluster::owner`], which finds the owner for the asker
+//! (`client::ask_operator`).
+//!
+//! The owner does what its control socket does for a person on one host
+//! (the same [`OrchestratorHandle`] calls), and only for an instance it
+//! owns: a request for one it does not is refused with
+//! [`goondan_cluster::owner::OwnerRequest::not_owner`], and the asker
+//! looks for the owner again. Whatever it does still reaches the instance
+//! through its log: a decision is recorded by the instance's process,
+//! under its claim, at most once.
+
+use super::host::stop_requested;
+use super::while_starting;
+use goondan_cluster::membership::Membership;
+use goondan_cluster::owner::{OwnerRequest, OwnerRequests};
+use goondan_cluster::subject::InstanceAddress;
+use goondan_cluster::Cluster;
+use goondan_ipc::RoutingKey;
+use goondan_orchestrator::orchestrator::CancelOutcome;
+use goondan_orchestrator::OrchestratorHandle;
+use goondan_types::{ApprovalDecision, ErrorBody};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// What a person asks the owner of one instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum OperatorRequest {
+    /// Hands `decision` to the instance holding the approval it decides,
+    /// and answers once the instance recorded it.
+    #[serde(rename_all = "camelCase")]
+    Decide {
+        /// The agent.
+        agent: String,
+        /// The instance key.
+        instance_key: String,
+        /// The decision.
+        decision: ApprovalDecision,
+    },
+    /// Cancels the Turn the instance runs, for `by`, and answers once it
+    /// is over (a few seconds at most).
+    #[serde(rename_all = "camelCase")]
+    Cancel {
+        /// The agent.
+        agent: String,
+        /// The instance key.
+        instance_key: String,
+        /// Who asks, recorded with the cancelled Turn (`cli`).
+        by: String,
+    },
+}
+
+impl OperatorRequest {
+    /// The instance the request is about, in `workspace_id`.
+    pub fn address(&self, workspace_id: &str) -> InstanceAddress {
+        let (OperatorRequest::Decide {
+            agent,
+            instance_key,
+            ..
+        }
+        | OperatorRequest::Cancel {
+            agent,
+            instance_key,
+            ..
+        }) = self;
+        InstanceAddress::new(workspace_id, agent, instance_key)
+    }
+}
+
+/// The owner's answer to an [`OperatorRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum OperatorResponse {
+    /// The instance recorded the decision.
+    Decided,
+    /// What the cancel stopped.
+    Cancelled(CancelOutcome),
+    /// Refused: the code, what happened and how to fix it.
+    Failed(ErrorBody),
+}
+
+/// What answering needs.
+struct Owner {
+    workspace_id: String,
+    handle: OrchestratorHandle,
+    membership: Arc<Membership>,
+}
+
+impl Owner {
+    /// True when this host serves `address` now: it holds the lease of
+    /// its shard and renewed it recently enough to start work on it.
+    fn serves(&self, address: &InstanceAddress) -> bool {
+        self.membership.is_fresh() && self.membership.owned().borrow().contains(&address.shard())
+    }
+}
+
+/// Answers the requests addressed to this host until `stop`; the ones
+/// being answered then are finished first (a person waits for each).
+pub(super) async fn serve(
+    cluster: Cluster,
+    workspace_id: String,
+    handle: OrchestratorHandle,
+    membership: Arc<Membership>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let host_id = membership.host_id().to_string();
+    let subscribed = while_starting(|| OwnerRequests::subscribe(&cluster, &workspace_id, &host_id));
+    let mut requests = tokio::select! {
+        subscribed = subscribed => match subscribed {
+            Ok(requests) => requests,
+            Err(error) => {
+                tracing::error!(code = error.code(), "a person's requests cannot reach this host: {error}");
+                return;
+            }
+        },
+        _ = stop_requested(&mut stop) => return,
+    };
+    let owner = Arc::new(Owner {
+        workspace_id,
+        handle,
+        membership,
+    });
+    let mut answering = JoinSet::new();
+    loop {
+        tokio::select! {
+            request = requests.next() => match request {
+                Some(request) => {
+                    answering.spawn(answer(Arc::clone(&owner), request));
+                }
+                None => break,
+            },
+            _ = stop_requested(&mut stop) => break,
+            Some(_) = answering.join_next(), if !answering.is_empty() => {}
+        }
+    }
+    while answering.join_next().await.is_some() {}
+}
+
+/// Answers one request.
+async fn answer(owner: Arc<Owner>, request: OwnerRequest) {
+    let asked = match serde_json::from_slice::<OperatorRequest>(request.payload()) {
+        Ok(asked) => asked,
+        Err(error) => {
+            let refused = OperatorResponse::Failed(ErrorBody::new(
+                "E_CLUSTER_BAD_REQUEST",
+                format!("not a request this host reads: {error}"),
+            ));
+            request.answer(encode(&refused)).await;
+            return;
+        }
+    };
+    if !owner.serves(&asked.address(&owner.workspace_id)) {
+        request.not_owner().await;
+        return;
+    }
+    let response = match asked {
+        OperatorRequest::Decide {
+            agent,
+            instance_key,
+            decision,
+        } => owner
+            .handle
+            .decide(RoutingKey::new(agent, instance_key), decision)
+            .await
+            .map(|()| OperatorResponse::Decided),
+        OperatorRequest::Cancel {
+            agent,
+            instance_key,
+            by,
+        } => owner
+            .handle
+            .cancel_running(
+                format!("{agent}:{instance_key}"),
+                by,
+                goondan_orchestrator::control::CANCEL_SETTLE,
+            )
+            .await
+            .map(OperatorResponse::Cancelled),
+    };
+    let response = response.unwrap_or_else(|error| OperatorResponse::Failed(error.to_body()));
+    request.answer(encode(&response)).await;
+}
+
+fn encode(response: &OperatorResponse) -> Vec<u8> {
+    // Every field is a string, a number or a JSON value already.
+    serde_json::to_vec(response).unwrap_or_default()
+}
