@@ -19,8 +19,8 @@ use crate::layout::{
 };
 use crate::object;
 use crate::record::{
-    blob_of, ApprovalBody, BlobRef, CommitBody, CommitMode, Record, RecordKind, SnapshotBody,
-    SnapshotRef, RECORD_VERSION,
+    blob_of, ApprovalBody, BlobRef, CommitBody, CommitMode, ExtensionBody, Record, RecordKind,
+    SnapshotBody, SnapshotRef, RECORD_VERSION,
 };
 use crate::retry::{retrying, RETRY_DEADLINE, RETRY_PAUSE};
 use crate::subject::InstanceAddress;
@@ -30,7 +30,7 @@ use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use futures_util::StreamExt;
-use goondan_store::{LoadedConversation, OpenApprovals};
+use goondan_store::{ExtensionStateSource, LoadedConversation, OpenApprovals};
 use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -294,35 +294,13 @@ impl ConversationLog {
     pub(crate) async fn replay(&mut self, upto: u64) -> Result<Replay, ClusterError> {
         let records = read_records(&self.cluster, &self.stream, &self.prefix, upto).await?;
         let mut replay = Replay::default();
-        let snapshot = records
-            .iter()
-            .rev()
-            .find(|raw| raw.kind == RecordKind::Snapshot);
         let mut as_of = 0;
-        if let Some(raw) = snapshot {
-            let Record::Snapshot(reference) = self.decode(raw).await? else {
-                unreachable!("a snapshot record decodes as one");
-            };
-            let bytes = object::read(&self.cluster, SNAPSHOT_STORE, &reference.object).await?;
-            let body: SnapshotBody =
-                serde_json::from_slice(&bytes).map_err(|e| ClusterError::Corrupt {
-                    what: format!("{SNAPSHOT_STORE}/{}", reference.object),
-                    reason: e.to_string(),
-                })?;
-            if body.v != RECORD_VERSION {
-                return Err(ClusterError::Corrupt {
-                    what: format!("{SNAPSHOT_STORE}/{}", reference.object),
-                    reason: format!(
-                        "snapshot version {}; this version of gdn reads version {RECORD_VERSION}",
-                        body.v
-                    ),
-                });
-            }
+        if let Some((object, body)) = self.latest_snapshot(&records).await? {
             as_of = body.as_of;
             replay.inbox_seq = body.inbox_seq;
             replay.base = body.messages;
             replay.extensions = body.extensions;
-            replay.snapshot_object = Some(reference.object);
+            replay.snapshot_object = Some(object);
         }
         for raw in &records {
             // The snapshot holds what the records up to it made, except
@@ -335,9 +313,7 @@ impl ConversationLog {
                 Record::Claim | Record::Snapshot(_) => {}
                 Record::Approval(body) => replay.approval(*body),
                 Record::Event(body) => replay.uncommitted.push((body.turn_id, body.event)),
-                Record::Extension(body) => {
-                    replay.extensions.insert(body.name, body.value);
-                }
+                Record::Extension(body) => body.apply_to(&mut replay.extensions),
                 Record::Commit(body) => {
                     replay.apply_commit(body);
                 }
@@ -347,6 +323,70 @@ impl ConversationLog {
             self.last_seq = self.last_seq.max(last.seq);
         }
         Ok(replay)
+    }
+
+    /// The latest snapshot `records` point to, with its object's name.
+    async fn latest_snapshot(
+        &mut self,
+        records: &[RawRecord],
+    ) -> Result<Option<(String, SnapshotBody)>, ClusterError> {
+        let Some(raw) = records
+            .iter()
+            .rev()
+            .find(|raw| raw.kind == RecordKind::Snapshot)
+        else {
+            return Ok(None);
+        };
+        let Record::Snapshot(reference) = self.decode(raw).await? else {
+            unreachable!("a snapshot record decodes as one");
+        };
+        let bytes = object::read(&self.cluster, SNAPSHOT_STORE, &reference.object).await?;
+        let body: SnapshotBody =
+            serde_json::from_slice(&bytes).map_err(|e| ClusterError::Corrupt {
+                what: format!("{SNAPSHOT_STORE}/{}", reference.object),
+                reason: e.to_string(),
+            })?;
+        if body.v != RECORD_VERSION {
+            return Err(ClusterError::Corrupt {
+                what: format!("{SNAPSHOT_STORE}/{}", reference.object),
+                reason: format!(
+                    "snapshot version {}; this version of gdn reads version {RECORD_VERSION}",
+                    body.v
+                ),
+            });
+        }
+        Ok(Some((reference.object, body)))
+    }
+
+    /// Where each Turn's commit is and which extension states were
+    /// recorded since the latest snapshot, up to `upto`: what a fork or a
+    /// rewind needs to give an instance the extension state one of its
+    /// Turns ended with.
+    pub(crate) async fn extension_history(
+        &mut self,
+        upto: u64,
+    ) -> Result<ExtensionHistory, ClusterError> {
+        let records = read_records(&self.cluster, &self.stream, &self.prefix, upto).await?;
+        let mut history = ExtensionHistory::default();
+        if let Some((_, body)) = self.latest_snapshot(&records).await? {
+            history.as_of = body.as_of;
+            history.at_snapshot = body.extensions;
+        }
+        // The commit at the snapshot's sequence stays in the log, and
+        // names the Turn whose state the snapshot holds.
+        for raw in records.iter().filter(|raw| raw.seq >= history.as_of) {
+            let wanted = raw.kind == RecordKind::Commit
+                || (raw.kind == RecordKind::Extension && raw.seq > history.as_of);
+            if !wanted {
+                continue;
+            }
+            match self.decode(raw).await? {
+                Record::Commit(body) => history.commits.push((raw.seq, body.turn_id)),
+                Record::Extension(body) => history.changes.push((raw.seq, body)),
+                _ => {}
+            }
+        }
+        Ok(history)
     }
 
     /// Decodes a record, following a blob reference.
@@ -560,6 +600,63 @@ async fn read_once(stream: &Stream, prefix: &str, upto: u64) -> Result<Vec<RawRe
         }
     }
     Ok(records)
+}
+
+/// The commits and extension records of a log since its latest snapshot
+/// ([`ConversationLog::extension_history`]).
+#[derive(Debug, Default)]
+pub(crate) struct ExtensionHistory {
+    /// The sequence the snapshot is as of (0 without one).
+    as_of: u64,
+    /// The extension states the snapshot holds.
+    at_snapshot: BTreeMap<String, JsonValue>,
+    /// Every commit from the snapshot's on: its sequence and Turn.
+    commits: Vec<(u64, String)>,
+    /// Every extension record after the snapshot, in order.
+    changes: Vec<(u64, ExtensionBody)>,
+}
+
+impl ExtensionHistory {
+    /// The extension states Turn `turn_id` ended with, and where they
+    /// came from, given the log's `current` ones.
+    ///
+    /// A Turn's extension records follow its commit (the runtime flushes
+    /// them after committing), so its state is the snapshot's with every
+    /// record before the next commit applied. That is exact when the
+    /// Turn's commit is still in the log; one a snapshot's purge took
+    /// leaves the current state, said so.
+    pub(crate) fn state_after(
+        &self,
+        turn_id: Option<&str>,
+        current: &BTreeMap<String, JsonValue>,
+    ) -> (BTreeMap<String, JsonValue>, ExtensionStateSource) {
+        let commit = turn_id.and_then(|turn_id| {
+            self.commits
+                .iter()
+                .rev()
+                .find(|(_, committed)| committed == turn_id)
+                .map(|(seq, _)| *seq)
+        });
+        let Some(commit) = commit else {
+            return (current.clone(), ExtensionStateSource::CurrentFallback);
+        };
+        let next_commit = self
+            .commits
+            .iter()
+            .map(|(seq, _)| *seq)
+            .find(|seq| *seq > commit)
+            .unwrap_or(u64::MAX);
+        let mut state = self.at_snapshot.clone();
+        for (_, change) in self.changes.iter().filter(|(seq, _)| *seq < next_commit) {
+            change.clone().apply_to(&mut state);
+        }
+        let source = if &state == current {
+            ExtensionStateSource::Unchanged
+        } else {
+            ExtensionStateSource::Snapshot
+        };
+        (state, source)
+    }
 }
 
 /// The fold of an instance's records.

@@ -361,8 +361,29 @@ impl From<ClusterError> for StoreError {
     }
 }
 
-/// The journal's state, on its thread.
-struct Writer {
+/// A claim by `owner`, now.
+fn claim_by(owner: &str) -> ClaimBody {
+    ClaimBody {
+        v: RECORD_VERSION,
+        owner: owner.to_string(),
+        at: goondan_types::now_iso(),
+    }
+}
+
+/// Records in `gdn-instances` that `owner` claimed `address`; only `gdn
+/// instance list --cluster` reads it, so a failure is logged, not fatal.
+async fn record_in_directory(cluster: &Cluster, address: &InstanceAddress, owner: &str) {
+    if let Err(error) = crate::directory::record_claim(cluster, address, owner).await {
+        tracing::warn!(
+            code = error.code(),
+            "the instance directory was not updated: {error}"
+        );
+    }
+}
+
+/// One instance's log for its single writer: the journal's state on its
+/// thread, and what a fork or a rewind writes with ([`crate::history`]).
+pub(crate) struct Writer {
     cluster: Cluster,
     /// Where this instance's runtime events go (`GDN_OBS`).
     observation_subject: String,
@@ -393,12 +414,19 @@ impl Writer {
         owner: &str,
     ) -> Result<Writer, ClusterError> {
         let cluster = Cluster::connect(urls, options).await?;
+        Writer::open_on(cluster, address, owner).await
+    }
+
+    /// Claims the instance at `address` for `owner` on `cluster` (fencing
+    /// every earlier writer, again after any claim that lands between its
+    /// read and ours) and reads its log.
+    pub(crate) async fn open_on(
+        cluster: Cluster,
+        address: &InstanceAddress,
+        owner: &str,
+    ) -> Result<Writer, ClusterError> {
         let mut log = ConversationLog::attach(&cluster, address).await?;
-        let claim = ClaimBody {
-            v: RECORD_VERSION,
-            owner: owner.to_string(),
-            at: goondan_types::now_iso(),
-        };
+        let claim = claim_by(owner);
         let mut attempt = 0;
         let claimed = loop {
             attempt += 1;
@@ -412,15 +440,42 @@ impl Writer {
                 Err(error) => return Err(error),
             }
         };
-        if let Err(error) = crate::directory::record_claim(&cluster, address, owner).await {
-            // Only `gdn instance list --cluster` reads it.
-            tracing::warn!(
-                code = error.code(),
-                "the instance directory was not updated: {error}"
-            );
-        }
+        record_in_directory(&cluster, address, owner).await;
         let replay = log.replay(claimed).await?;
-        let mut writer = Writer {
+        let mut writer = Writer::new(cluster, address, log);
+        writer.adopt(replay);
+        Ok(writer)
+    }
+
+    /// Claims the instance at `address` for `owner` only if its log holds
+    /// nothing yet: the first writer of a new instance (a fork).
+    /// [`ClusterError::InstanceExists`] when it holds anything, or when
+    /// another writer's first record lands before ours.
+    pub(crate) async fn create_on(
+        cluster: Cluster,
+        address: &InstanceAddress,
+        owner: &str,
+    ) -> Result<Writer, ClusterError> {
+        let exists = || ClusterError::InstanceExists {
+            instance: address.routing_key(),
+        };
+        let mut log = ConversationLog::attach(&cluster, address).await?;
+        if log.read_last_seq().await? != 0 {
+            return Err(exists());
+        }
+        match log.publish(RecordKind::Claim, None, &claim_by(owner)).await {
+            Ok(_) => {}
+            Err(ClusterError::Fenced { .. }) => return Err(exists()),
+            Err(error) => return Err(error),
+        }
+        record_in_directory(&cluster, address, owner).await;
+        let mut writer = Writer::new(cluster, address, log);
+        writer.opened = Some(LoadedConversation::default());
+        Ok(writer)
+    }
+
+    fn new(cluster: Cluster, address: &InstanceAddress, log: ConversationLog) -> Writer {
+        Writer {
             observation_subject: address.observation_subject(),
             cluster,
             log,
@@ -434,9 +489,7 @@ impl Writer {
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             snapshot_object: None,
             opened: None,
-        };
-        writer.adopt(replay);
-        Ok(writer)
+        }
     }
 
     fn adopt(&mut self, replay: Replay) {
@@ -520,7 +573,8 @@ impl Writer {
         }
     }
 
-    async fn load(&mut self) -> Result<LoadedConversation, ClusterError> {
+    /// The conversation as the journal's `load` gives it.
+    pub(crate) async fn load(&mut self) -> Result<LoadedConversation, ClusterError> {
         self.log.check_not_fenced()?;
         if let Some(conversation) = self.opened.take() {
             return Ok(conversation);
@@ -567,7 +621,9 @@ impl Writer {
         }
     }
 
-    async fn commit(
+    /// Commits `next_messages` as the base after Turn `turn_id` (see
+    /// [`goondan_store::TurnJournal::commit_turn`]).
+    pub(crate) async fn commit(
         &mut self,
         turn_id: String,
         all_appends: bool,
@@ -680,7 +736,12 @@ impl Writer {
             .map(drop)
     }
 
-    async fn save_extension(&mut self, name: String, value: JsonValue) -> Result<(), ClusterError> {
+    /// Records `value` as the state of the extension `name`.
+    pub(crate) async fn save_extension(
+        &mut self,
+        name: String,
+        value: JsonValue,
+    ) -> Result<(), ClusterError> {
         self.log.check_not_fenced()?;
         if self.extensions.get(&name) == Some(&value) {
             return Ok(());
@@ -689,11 +750,47 @@ impl Writer {
             v: RECORD_VERSION,
             name,
             value,
+            removed: false,
         };
         self.log
             .publish(RecordKind::Extension, Some(&body.name), &body)
             .await?;
         self.extensions.insert(body.name, body.value);
         Ok(())
+    }
+
+    /// Records that the extension `name` has no state any more (a rewind
+    /// to a Turn before its first).
+    pub(crate) async fn remove_extension(&mut self, name: String) -> Result<(), ClusterError> {
+        self.log.check_not_fenced()?;
+        if !self.extensions.contains_key(&name) {
+            return Ok(());
+        }
+        let body = ExtensionBody {
+            v: RECORD_VERSION,
+            name,
+            value: JsonValue::Null,
+            removed: true,
+        };
+        self.log
+            .publish(RecordKind::Extension, Some(&body.name), &body)
+            .await?;
+        self.extensions.remove(&body.name);
+        Ok(())
+    }
+
+    /// The latest state of each extension.
+    pub(crate) fn extensions(&self) -> &BTreeMap<String, JsonValue> {
+        &self.extensions
+    }
+
+    /// The events after the last commit, with their Turns.
+    pub(crate) fn uncommitted(&self) -> &[(String, MessageEvent)] {
+        &self.uncommitted
+    }
+
+    /// The log this writer writes.
+    pub(crate) fn log_mut(&mut self) -> &mut ConversationLog {
+        &mut self.log
     }
 }

@@ -15,6 +15,7 @@
 //!   single-host layout;
 //! - [`approvals`]: the requests for a person's decision every instance
 //!   of a workspace holds, read from anywhere (`gdn approvals`);
+//! - [`history`]: an instance's Turns, and its fork and rewind;
 //! - [`inbox`]: every instance's inbox in `GDN_IN`, pulled per shard;
 //! - [`cursor`]: what an instance's last commit consumed from its inbox
 //!   and answered (the transactional outbox);
@@ -41,6 +42,7 @@ pub mod cursor;
 pub mod directory;
 mod error;
 mod export;
+pub mod history;
 pub mod inbox;
 mod journal;
 pub mod layout;

@@ -7,7 +7,7 @@
 //! | `<prefix>.claim` | `{"v":1,"owner":"host-a","at":"2026-…Z"}` |
 //! | `<prefix>.ev` | `{"v":1,"turnId":"t-7","event":{MessageEvent}}` |
 //! | `<prefix>.commit` | `{"v":1,"turnId":"t-7","mode":"append","inboxSeq":42,"outbox":[{"to":"orchestrator","event":{AgentEvent}}]}`, or `{…,"mode":"rewrite","messages":[…]}` |
-//! | `<prefix>.ext.<token(name)>` | `{"v":1,"name":"memory","value":…}` |
+//! | `<prefix>.ext.<token(name)>` | `{"v":1,"name":"memory","value":…}`, or `{…,"value":null,"removed":true}` once it has none |
 //! | `<prefix>.snap` | `{"v":1,"object":"<prefix>@42","asOf":42}` |
 //! | `<prefix>.apv.<token(id)>` | `{"v":1,"request":{ApprovalRequest},"decision":{ApprovalDecision},"closed":true}` (`decision` once decided, `closed` once acted on) |
 //!
@@ -129,6 +129,21 @@ pub(crate) struct ExtensionBody {
     pub(crate) v: u32,
     pub(crate) name: String,
     pub(crate) value: JsonValue,
+    /// The extension has no state from here on (a rewind to before its
+    /// first); `value` is then `null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) removed: bool,
+}
+
+impl ExtensionBody {
+    /// Applies this record to `states`.
+    pub(crate) fn apply_to(self, states: &mut BTreeMap<String, JsonValue>) {
+        if self.removed {
+            states.remove(&self.name);
+        } else {
+            states.insert(self.name, self.value);
+        }
+    }
 }
 
 /// `<prefix>.apv.<token(id)>`: where one request for a person's decision

@@ -882,3 +882,233 @@ async fn open_approvals_outlive_snapshots_and_their_purge() {
     assert_eq!(next.approvals().by_key("call-apv_c").unwrap(), None);
     assert_eq!(listed(&harness, "ws-1").await, ["apv_w"]);
 }
+
+/// A Turn's input message, marked as the runtime marks it.
+fn input(text: &str, turn_id: &str) -> Message {
+    let mut message = user(text);
+    message
+        .metadata
+        .insert("__goondanInbound".into(), JsonValue::Bool(true));
+    message
+        .metadata
+        .insert("eventId".into(), format!("evt-{turn_id}").into());
+    message.metadata.insert("turnId".into(), turn_id.into());
+    message
+}
+
+/// Runs Turns `t-1` to `t-n` as the runtime does (the input and an
+/// answer appended and committed, then the extension state saved: Turn k
+/// leaves `counter` at k, and `late` appears with Turn 3), and returns
+/// the committed base.
+fn run_turns(journal: &mut ClusterJournal, n: usize) -> Vec<Message> {
+    let mut base = Vec::new();
+    let mut extensions = journal.extension_state();
+    for k in 1..=n {
+        let turn_id = format!("t-{k}");
+        append_turn(
+            journal,
+            &mut base,
+            &turn_id,
+            &[
+                input(&format!("question {k}"), &turn_id),
+                assistant(&format!("answer {k}")),
+            ],
+        );
+        extensions.save("counter", &json!(k)).unwrap();
+        if k >= 3 {
+            extensions.save("late", &json!("since 3")).unwrap();
+        }
+    }
+    base
+}
+
+/// Issue 36: fork and rewind in a cluster cut an instance's log at one of
+/// its Turns, with the extension state that Turn ended with; a rewind
+/// archives what it cuts, fences the instance's earlier writer, and a
+/// fork never overwrites an instance that exists.
+#[tokio::test]
+async fn issue_36_fork_and_rewind_cut_the_log_at_a_turn_with_the_extension_state_it_ended_with() {
+    use goondan_cluster::history;
+    use goondan_store::{ExtensionStateSource, TurnRef};
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:travel");
+    let mut journal = harness.open(&address, "host-a");
+    let base = run_turns(&mut journal, 4);
+
+    let turns = history::turns(&harness.cluster, &address).await.unwrap();
+    let listed: Vec<_> = turns
+        .iter()
+        .map(|t| {
+            (
+                t.index,
+                t.start.turn_id.as_deref(),
+                t.start.input.as_str(),
+                t.end(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (1, Some("t-1"), "question 1", 2),
+            (2, Some("t-2"), "question 2", 4),
+            (3, Some("t-3"), "question 3", 6),
+            (4, Some("t-4"), "question 4", 8)
+        ]
+    );
+
+    // A fork at Turn 2 by position: its messages, and its state then.
+    let forked_key = InstanceAddress::new("ws-1", "coder", "user:travel-fork");
+    let forked = history::fork(
+        &harness.cluster,
+        &address,
+        &TurnRef::Index(2),
+        &forked_key,
+        "cli",
+        "test",
+    )
+    .await
+    .unwrap();
+    assert_eq!(forked.at.turn_index, 2);
+    assert_eq!(forked.at.turn_id.as_deref(), Some("t-2"));
+    assert_eq!(forked.n_messages, 4);
+    assert_eq!(forked.extension_state, ExtensionStateSource::Snapshot);
+    let mut fork = harness.open(&forked_key, "host-b");
+    assert_eq!(fork.load().unwrap().base, base[..4]);
+    assert_eq!(
+        fork.extension_state().load("counter").unwrap(),
+        Some(json!(2))
+    );
+    assert_eq!(fork.extension_state().load("late").unwrap(), None);
+    // The key is taken now; a Turn the log does not hold is named.
+    for (at, code) in [
+        (TurnRef::Index(1), "E_INSTANCE_EXISTS"),
+        (TurnRef::Id("t-9".into()), "E_TURN_NOT_FOUND"),
+    ] {
+        let target = if code == "E_INSTANCE_EXISTS" {
+            forked_key.clone()
+        } else {
+            InstanceAddress::new("ws-1", "coder", "user:other-fork")
+        };
+        let error = history::fork(&harness.cluster, &address, &at, &target, "cli", "test")
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), code, "{error}");
+        assert!(error.suggestion().is_some());
+    }
+    assert_eq!(
+        fork.load().unwrap().base,
+        base[..4],
+        "the fork was not touched"
+    );
+
+    // A rewind to Turn 1 by id: archived first, then cut; the writer that
+    // ran the instance is fenced.
+    let rewound = history::rewind(
+        &harness.cluster,
+        &address,
+        &TurnRef::Id("t-1".into()),
+        "cli",
+        "host-c",
+    )
+    .await
+    .unwrap();
+    assert_eq!(rewound.to.turn_index, 1);
+    assert_eq!(rewound.extension_state, ExtensionStateSource::Snapshot);
+    let archive = rewound.archive.expect("an archive");
+    assert_eq!(
+        (
+            archive.n_turns,
+            archive.n_messages,
+            archive.n_pending_events
+        ),
+        (3, 6, 0)
+    );
+    let error = journal
+        .record_event("t-5", &append(&user("too late")))
+        .unwrap_err();
+    assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
+    let mut next = harness.open(&address, "host-d");
+    assert_eq!(next.load().unwrap().base, base[..2]);
+    assert_eq!(
+        next.extension_state().load("counter").unwrap(),
+        Some(json!(1))
+    );
+    assert_eq!(
+        next.extension_state().load("late").unwrap(),
+        None,
+        "removed"
+    );
+    let snapshots = harness
+        .cluster
+        .jetstream()
+        .get_object_store(layout::SNAPSHOT_STORE)
+        .await
+        .unwrap();
+    let mut object = snapshots.get(&archive.object).await.unwrap();
+    let mut bytes = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut object, &mut bytes)
+        .await
+        .unwrap();
+    let manifest: JsonValue = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(manifest["by"], "cli");
+    assert_eq!(manifest["rewoundTo"]["turnIndex"], 1);
+    assert_eq!(manifest["turnIds"], json!(["t-2", "t-3", "t-4"]));
+    assert_eq!(manifest["messages"].as_array().map(Vec::len), Some(6));
+    assert_eq!(
+        manifest["extensions"],
+        json!({"counter": 4, "late": "since 3"})
+    );
+    drop(next);
+
+    // Already at Turn 1: nothing to cut, nothing archived.
+    let again = history::rewind(
+        &harness.cluster,
+        &address,
+        &TurnRef::Index(1),
+        "cli",
+        "host-c",
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.archive, None);
+}
+
+/// A Turn whose commit a snapshot's purge took leaves no record of the
+/// extension state it ended with: the fork gets the current one and says
+/// so, while the Turn the snapshot holds is still exact.
+#[tokio::test]
+async fn a_fork_at_a_turn_older_than_the_snapshot_falls_back_to_the_current_extension_state() {
+    use goondan_cluster::history;
+    use goondan_store::{ExtensionStateSource, TurnRef};
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:compacted");
+    let mut journal = harness.open(&address, "host-a").with_snapshot_every(1);
+    run_turns(&mut journal, 3);
+    for (at, key, source, counter) in [
+        (1, "user:old", ExtensionStateSource::CurrentFallback, 3),
+        (3, "user:new", ExtensionStateSource::Unchanged, 3),
+    ] {
+        let target = InstanceAddress::new("ws-1", "coder", key);
+        let forked = history::fork(
+            &harness.cluster,
+            &address,
+            &TurnRef::Index(at),
+            &target,
+            "cli",
+            "test",
+        )
+        .await
+        .unwrap();
+        assert_eq!(forked.extension_state, source, "Turn {at}");
+        let fork = harness.open(&target, "host-b");
+        assert_eq!(
+            fork.extension_state().load("counter").unwrap(),
+            Some(json!(counter))
+        );
+    }
+}

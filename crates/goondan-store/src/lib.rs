@@ -61,8 +61,8 @@ pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};
 pub use fork_rewind::{
-    ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport, RewindManifest, RewindReport,
-    TurnPoint,
+    new_archive_id, ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport,
+    RewindManifest, RewindReport, TurnPoint,
 };
 pub use inbox::{Accepted, InboxStore, PendingInput, SEEN_WINDOW};
 pub use instance::{Instance, InstanceParts, InstanceStore, InstanceSummary, MetadataFile};
@@ -76,7 +76,8 @@ pub use runtime_events::{
 };
 pub use swarm_events::{append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord};
 pub use turns::{
-    read_turn_history, TurnHistory, TurnOutcome, TurnRecord, TurnRef, MAX_INPUT_CHARS,
+    read_turn_history, turn_starts, TurnHistory, TurnOutcome, TurnRecord, TurnRef, TurnStart,
+    MAX_INPUT_CHARS,
 };
 pub use usage::{SwarmUsage, SwarmUsageTally, UsageTotals};
 
