@@ -536,8 +536,12 @@ pub(crate) enum InstanceCommand {
         /// `instanceKey`, or `agent:instanceKey`.
         key: String,
         /// Also list the Turns earlier rewinds archived.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "cluster")]
         archived: bool,
+        /// List the Turns of an instance of a cluster (`gdn run
+        /// --cluster`), from its log in the cluster.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+        cluster: Option<String>,
     },
     /// Make a new instance (same agent) whose history is this one's up to
     /// the end of a Turn; the original is left as it is.
@@ -554,9 +558,9 @@ pub(crate) enum InstanceCommand {
         /// Cancel a running Turn of the instance first instead of refusing.
         #[arg(long)]
         cancel: bool,
-        /// The cluster's NATS servers: refused, not supported in a cluster
-        /// yet.
-        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER", hide_env = true)]
+        /// Fork an instance of a cluster (`gdn run --cluster`): the new
+        /// instance's log is written in the cluster.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
         cluster: Option<String>,
     },
     /// Move an instance back to the end of a Turn; what came after is
@@ -571,9 +575,10 @@ pub(crate) enum InstanceCommand {
         /// Cancel a running Turn of the instance first instead of refusing.
         #[arg(long)]
         cancel: bool,
-        /// The cluster's NATS servers: refused, not supported in a cluster
-        /// yet.
-        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER", hide_env = true)]
+        /// Rewind an instance of a cluster (`gdn run --cluster`): the host
+        /// that runs it rewrites its log, and the archive is kept in the
+        /// cluster.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
         cluster: Option<String>,
     },
 }

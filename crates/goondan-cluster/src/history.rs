@@ -37,7 +37,7 @@ use goondan_store::{
     new_archive_id, turn_starts, CommitContext, ExtensionStateSource, TurnPoint, TurnRef, TurnStart,
 };
 use goondan_types::{JsonValue, Message};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One Turn of an instance's committed conversation.
@@ -66,8 +66,9 @@ impl LogTurn {
     }
 }
 
-/// What [`fork`] made.
-#[derive(Debug, Clone, PartialEq)]
+/// What [`fork`] made (as `gdn instance fork --json` prints it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ForkedLog {
     /// The Turn the new instance's history ends with.
     pub at: TurnPoint,
@@ -77,8 +78,10 @@ pub struct ForkedLog {
     pub extension_state: ExtensionStateSource,
 }
 
-/// What [`rewind`] did.
-#[derive(Debug, Clone, PartialEq)]
+/// What [`rewind`] did (as the instance's owner answers it, and `gdn
+/// instance rewind --json` prints it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RewoundLog {
     /// The Turn the history now ends with.
     pub to: TurnPoint,
@@ -90,7 +93,8 @@ pub struct RewoundLog {
 }
 
 /// The archive one rewind stored.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LogArchive {
     /// Its object in `gdn-snap`.
     pub object: String,

@@ -276,13 +276,20 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
             }
             Ok(not_running())
         }
-        InstanceCommand::Cancel { key, cluster } => match cluster {
-            Some(urls) => super::cluster::cancel(global, urls, key),
-            None => super::operator::cancel(global, &target, key),
-        },
-        InstanceCommand::History { key, archived } => {
-            super::operator::history(global, &target, key, *archived)
+        InstanceCommand::Cancel { key, cluster } => {
+            match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+                Some(urls) => super::cluster::cancel(global, urls, key),
+                None => super::operator::cancel(global, &target, key),
+            }
         }
+        InstanceCommand::History {
+            key,
+            archived,
+            cluster,
+        } => match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+            Some(urls) => super::cluster::history(global, urls, key),
+            None => super::operator::history(global, &target, key, *archived),
+        },
         InstanceCommand::Fork {
             key,
             at,

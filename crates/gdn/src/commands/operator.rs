@@ -3,7 +3,8 @@
 //! orchestrator; the history is read from disk; fork and rewind rewrite
 //! an instance on disk (`goondan_store::InstanceStore`) under its lock,
 //! holding it through the control socket while an orchestrator runs so
-//! its process cannot race them.
+//! its process cannot race them. Their `--cluster` forms are in
+//! `commands/cluster.rs`.
 
 use super::target::{call, stores, Target};
 use crate::cli::GlobalArgs;
@@ -234,8 +235,8 @@ pub(crate) fn fork(
     asked: &Rewrite<'_>,
     new_key: Option<&str>,
 ) -> anyhow::Result<Outcome> {
-    if let Some(outcome) = refuse_in_cluster(asked.cluster, "fork") {
-        return Ok(outcome);
+    if let Some(urls) = asked.cluster.filter(|urls| !urls.is_empty()) {
+        return super::cluster::fork(global, urls, asked, new_key);
     }
     let (store, summary) = match resolve(target, asked.key)? {
         Ok(found) => found,
@@ -294,8 +295,8 @@ pub(crate) fn rewind(
     target: &Target,
     asked: &Rewrite<'_>,
 ) -> anyhow::Result<Outcome> {
-    if let Some(outcome) = refuse_in_cluster(asked.cluster, "rewind") {
-        return Ok(outcome);
+    if let Some(urls) = asked.cluster.filter(|urls| !urls.is_empty()) {
+        return super::cluster::rewind(global, urls, asked);
     }
     let (store, summary) = match resolve(target, asked.key)? {
         Ok(found) => found,
@@ -353,7 +354,9 @@ pub(crate) fn rewind(
     Ok(Outcome::Success)
 }
 
-fn state_line(source: ExtensionStateSource, turn_index: usize) -> String {
+/// The line saying where a fork's or a rewind's extension state came
+/// from.
+pub(crate) fn state_line(source: ExtensionStateSource, turn_index: usize) -> String {
     match source {
         ExtensionStateSource::Snapshot => {
             format!("extension state: as Turn {turn_index} left it (from its snapshot)")
@@ -378,18 +381,6 @@ fn warn_if_fallback(source: ExtensionStateSource, turn_index: usize, who: &str) 
         ),
         Some("check the instance's extensions/ folder if an extension's state matters for it"),
     );
-}
-
-/// Refuses `--cluster`: the conversation of a cluster instance lives in
-/// JetStream, which fork and rewind do not rewrite yet.
-fn refuse_in_cluster(cluster: Option<&str>, what: &str) -> Option<Outcome> {
-    cluster.filter(|urls| !urls.is_empty())?;
-    crate::render::error(
-        "E_CLUSTER_UNSUPPORTED",
-        &format_args!("`gdn instance {what}` is not supported in a cluster (`gdn run --cluster`) yet; nothing was changed"),
-        Some("export the instance with `gdn instance export` and work on the copy, or unset GOONDAN_CLUSTER for a single-host swarm"),
-    );
-    Some(Outcome::Failure)
 }
 
 /// Checks, without the lock, that the Turn exists and the new key is

@@ -1,7 +1,7 @@
 //! A person's commands on one instance of a cluster, served by the host
 //! that owns the instance now: the decision on a pending approval (`gdn
-//! approve|deny`) and the cancel of the running Turn (`gdn instance
-//! cancel`). [`OperatorRequest`] and [`OperatorResponse`] are the JSON
+//! approve|deny`), the cancel of the running Turn (`gdn instance
+//! cancel`) and the rewind of its history (`gdn instance rewind`). [`OperatorRequest`] and [`OperatorResponse`] are the JSON
 //! they travel as; [`serve`] is each host's side, over
 //! [`goondan_cluster::owner`], which finds the owner for the asker
 //! (`client::ask_operator`).
@@ -12,17 +12,22 @@
 //! [`goondan_cluster::owner::OwnerRequest::not_owner`], and the asker
 //! looks for the owner again. Whatever it does still reaches the instance
 //! through its log: a decision is recorded by the instance's process,
-//! under its claim, at most once.
+//! under its claim, at most once; a rewind holds the instance (its
+//! process stopped, its inputs waiting, refused while a Turn runs), and
+//! rewrites its log under the host's own claim
+//! ([`goondan_cluster::history::rewind`]) before letting go of it.
 
 use super::host::stop_requested;
 use super::while_starting;
+use goondan_cluster::history::RewoundLog;
 use goondan_cluster::membership::Membership;
 use goondan_cluster::owner::{OwnerRequest, OwnerRequests};
 use goondan_cluster::subject::InstanceAddress;
 use goondan_cluster::Cluster;
 use goondan_ipc::RoutingKey;
-use goondan_orchestrator::orchestrator::CancelOutcome;
+use goondan_orchestrator::orchestrator::{CancelOutcome, CancelledTurn, Rewriter};
 use goondan_orchestrator::OrchestratorHandle;
+use goondan_store::TurnRef;
 use goondan_types::{ApprovalDecision, ErrorBody};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -55,6 +60,22 @@ pub enum OperatorRequest {
         /// Who asks, recorded with the cancelled Turn (`cli`).
         by: String,
     },
+    /// Moves the instance back to the end of the Turn `to` (a position
+    /// or a Turn id), for `by`; refused while a Turn runs unless `cancel`.
+    #[serde(rename_all = "camelCase")]
+    Rewind {
+        /// The agent.
+        agent: String,
+        /// The instance key.
+        instance_key: String,
+        /// The Turn, as typed.
+        to: String,
+        /// Cancel a running Turn first instead of refusing.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancel: bool,
+        /// Who asks (`cli`).
+        by: String,
+    },
 }
 
 impl OperatorRequest {
@@ -66,6 +87,11 @@ impl OperatorRequest {
             ..
         }
         | OperatorRequest::Cancel {
+            agent,
+            instance_key,
+            ..
+        }
+        | OperatorRequest::Rewind {
             agent,
             instance_key,
             ..
@@ -82,12 +108,21 @@ pub enum OperatorResponse {
     Decided,
     /// What the cancel stopped.
     Cancelled(CancelOutcome),
+    /// What the rewind did, and the Turns it cancelled first.
+    #[serde(rename_all = "camelCase")]
+    Rewound {
+        /// The rewind.
+        rewound: RewoundLog,
+        /// The Turns cancelled first (with `cancel`).
+        cancelled: Vec<CancelledTurn>,
+    },
     /// Refused: the code, what happened and how to fix it.
     Failed(ErrorBody),
 }
 
 /// What answering needs.
 struct Owner {
+    cluster: Cluster,
     workspace_id: String,
     handle: OrchestratorHandle,
     membership: Arc<Membership>,
@@ -123,6 +158,7 @@ pub(super) async fn serve(
         _ = stop_requested(&mut stop) => return,
     };
     let owner = Arc::new(Owner {
+        cluster,
         workspace_id,
         handle,
         membership,
@@ -156,7 +192,8 @@ async fn answer(owner: Arc<Owner>, request: OwnerRequest) {
             return;
         }
     };
-    if !owner.serves(&asked.address(&owner.workspace_id)) {
+    let address = asked.address(&owner.workspace_id);
+    if !owner.serves(&address) {
         request.not_owner().await;
         return;
     }
@@ -183,9 +220,72 @@ async fn answer(owner: Arc<Owner>, request: OwnerRequest) {
             )
             .await
             .map(OperatorResponse::Cancelled),
+        OperatorRequest::Rewind { to, cancel, by, .. } => {
+            let response = owner
+                .rewind(&address, &TurnRef::parse(&to), cancel, by)
+                .await;
+            request.answer(encode(&response)).await;
+            return;
+        }
     };
     let response = response.unwrap_or_else(|error| OperatorResponse::Failed(error.to_body()));
     request.answer(encode(&response)).await;
+}
+
+impl Owner {
+    /// Rewinds the instance at `address` to `to` for `by`: cancels its
+    /// running Turn first when `cancel`, holds it, rewrites its log, and
+    /// lets go of it, whatever came of the rewrite.
+    async fn rewind(
+        &self,
+        address: &InstanceAddress,
+        to: &TurnRef,
+        cancel: bool,
+        by: String,
+    ) -> OperatorResponse {
+        let key = address.routing_key();
+        let held = self
+            .handle
+            .cancel_and_hold(
+                vec![key.clone()],
+                cancel.then(|| by.clone()),
+                goondan_orchestrator::control::CANCEL_SETTLE,
+                Rewriter::ClusterHost,
+            )
+            .await;
+        let held = match held {
+            Ok(held) => held,
+            Err(error) => return OperatorResponse::Failed(error.to_body()),
+        };
+        let rewound = goondan_cluster::history::rewind(
+            &self.cluster,
+            address,
+            to,
+            &by,
+            self.membership.host_id(),
+        )
+        .await;
+        if let Err(error) = self.handle.release(vec![key]).await {
+            tracing::warn!(
+                code = error.code(),
+                "letting go of a rewound instance: {error}"
+            );
+        }
+        match rewound {
+            Ok(rewound) => {
+                tracing::info!(instance = %address.routing_key(), by, to = rewound.to.turn_index, "rewound for an operator");
+                OperatorResponse::Rewound {
+                    rewound,
+                    cancelled: held.cancelled,
+                }
+            }
+            Err(error) => OperatorResponse::Failed(ErrorBody {
+                code: error.code().to_string(),
+                message: error.to_string(),
+                suggestion: error.suggestion(),
+            }),
+        }
+    }
 }
 
 fn encode(response: &OperatorResponse) -> Vec<u8> {

@@ -207,3 +207,140 @@ fn issue_36_a_cancel_typed_on_any_host_reaches_the_host_that_runs_the_turn() {
         stderr(&again)
     );
 }
+
+/// `gdn --json instance history KEY` (with the cluster from the
+/// environment), from the System Root at `state`: the Turns' inputs.
+fn history_inputs(cluster: &Cluster, state: &Path, key: &str) -> Vec<String> {
+    let output = run_with_deadline(cluster.command(state, &["--json", "instance", "history", key]));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let history: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    history["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|turn| turn["input"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn issue_36_fork_and_rewind_in_a_cluster_go_through_the_log_and_the_instances_owner() {
+    let Some(mut cluster) = Cluster::start(|request| {
+        if request.last_user_text() == "think forever" {
+            Reply::Hang
+        } else {
+            super::answer(request)
+        }
+    }) else {
+        return;
+    };
+    cluster.add_host(HOSTS[0]);
+    cluster.add_host(HOSTS[1]);
+    let key = key_owned_by(HOSTS[0]);
+    for text in ["one", "two", "three"] {
+        let (asker, _client) = cluster.spawn_input(text, &key);
+        let answer = finish_within(asker, "an input", HANDOFF_DEADLINE);
+        assert_eq!(code(&answer), 0, "{}", stderr(&answer));
+    }
+    // Typed on host-b, for an instance host-a runs.
+    let host_b = cluster.hosts[1].state.path().to_path_buf();
+    assert_eq!(
+        history_inputs(&cluster, &host_b, &key),
+        ["one", "two", "three"]
+    );
+
+    // A fork at Turn 2: a new instance with the first two Turns.
+    let fork_key = format!("{key}-fork");
+    let fork = run_with_deadline(cluster.command(
+        &host_b,
+        &["instance", "fork", &key, "--at", "2", "--as", &fork_key],
+    ));
+    assert_eq!(code(&fork), 0, "{}", stderr(&fork));
+    assert!(
+        stdout(&fork).contains(&format!("forked alpha:{key} at Turn 2 (turn_"))
+            && stdout(&fork).contains(&format!("into alpha:{fork_key}: ")),
+        "{}",
+        stdout(&fork)
+    );
+    assert_eq!(
+        super::user_texts(&cluster.exported(&fork_key)),
+        ["one", "two"]
+    );
+    let taken = run_with_deadline(cluster.command(
+        &host_b,
+        &["instance", "fork", &key, "--at", "1", "--as", &fork_key],
+    ));
+    assert_eq!(code(&taken), 1);
+    assert!(
+        stderr(&taken).contains("E_INSTANCE_EXISTS"),
+        "{}",
+        stderr(&taken)
+    );
+    // The fork runs Turns of its own, from where it was cut.
+    let (asker, _client) = cluster.spawn_input("four", &fork_key);
+    assert_eq!(
+        code(&finish_within(asker, "the fork's input", HANDOFF_DEADLINE)),
+        0
+    );
+    assert_eq!(
+        super::user_texts(&cluster.exported(&fork_key)),
+        ["one", "two", "four"]
+    );
+    assert_eq!(
+        super::user_texts(&cluster.exported(&key)),
+        ["one", "two", "three"],
+        "the fork changed the original"
+    );
+
+    // A rewind while a Turn runs is refused by the instance's owner...
+    let (asker, _client) = cluster.spawn_input("think forever", &key);
+    cluster.swarm.mock.wait_for("the Turn to start", |request| {
+        request.last_user_text() == "think forever"
+    });
+    let refused =
+        run_with_deadline(cluster.command(&host_b, &["instance", "rewind", &key, "--to", "1"]));
+    assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("E_TURN_RUNNING"),
+        "{}",
+        stderr(&refused)
+    );
+    // ...and with --cancel it cancels that Turn first.
+    let rewind = run_with_deadline(cluster.command(
+        &host_b,
+        &["instance", "rewind", &key, "--to", "1", "--cancel"],
+    ));
+    assert_eq!(code(&rewind), 0, "{}", stderr(&rewind));
+    assert!(
+        stderr(&rewind).contains(&format!("cancelled the running Turn of alpha:{key} first")),
+        "{}",
+        stderr(&rewind)
+    );
+    assert!(
+        stdout(&rewind).contains(&format!("rewound alpha:{key} to Turn 1 (turn_"))
+            && stdout(&rewind).contains(": 3 Turn(s), ")
+            && stdout(&rewind).contains(" archived in the cluster as "),
+        "{}",
+        stdout(&rewind)
+    );
+    let cancelled = finish_within(asker, "the cancelled input", HANDOFF_DEADLINE);
+    assert!(
+        stderr(&cancelled).contains("E_TURN_CANCELLED"),
+        "{}",
+        stderr(&cancelled)
+    );
+    assert_eq!(history_inputs(&cluster, &host_b, &key), ["one"]);
+
+    // The next Turn goes on from the end of Turn 1.
+    let (asker, _client) = cluster.spawn_input("again", &key);
+    let answer = finish_within(asker, "the input after the rewind", HANDOFF_DEADLINE);
+    assert_eq!(code(&answer), 0, "{}", stderr(&answer));
+    let seen = cluster.swarm.mock.requests().last().unwrap().clone();
+    let users: Vec<String> = seen
+        .messages()
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .map(|message| message["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(users, ["one", "again"]);
+    assert_eq!(super::user_texts(&cluster.exported(&key)), ["one", "again"]);
+}
