@@ -191,6 +191,18 @@ pub async fn turns(
     Ok(delimit(&log.replay(last).await?.base))
 }
 
+/// The Turn `turn` names in the committed conversation of the instance at
+/// `address`, read without claiming it: how a rewind is checked before
+/// anything is held or written.
+pub async fn turn(
+    cluster: &Cluster,
+    address: &InstanceAddress,
+    turn: &TurnRef,
+) -> Result<LogTurn, ClusterError> {
+    let turns = turns(cluster, address).await?;
+    find(&turns, turn, address).cloned()
+}
+
 /// Makes the instance `to` (an agent's new instance key, whose log must
 /// hold nothing), whose history is exactly that of `from` up to the end
 /// of Turn `at`, and whose extension state is the one that Turn ended

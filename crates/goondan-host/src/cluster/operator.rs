@@ -243,6 +243,12 @@ impl Owner {
         cancel: bool,
         by: String,
     ) -> OperatorResponse {
+        // Checked before the instance is held, so a wrong request stops
+        // nothing (and makes no log for an instance that has none); the
+        // rewind checks again under its claim.
+        if let Err(error) = goondan_cluster::history::turn(&self.cluster, address, to).await {
+            return OperatorResponse::Failed(cluster_body(&error));
+        }
         let key = address.routing_key();
         let held = self
             .handle
@@ -279,16 +285,118 @@ impl Owner {
                     cancelled: held.cancelled,
                 }
             }
-            Err(error) => OperatorResponse::Failed(ErrorBody {
-                code: error.code().to_string(),
-                message: error.to_string(),
-                suggestion: error.suggestion(),
-            }),
+            Err(error) => OperatorResponse::Failed(cluster_body(&error)),
         }
+    }
+}
+
+/// A cluster's refusal as the asker reads it.
+fn cluster_body(error: &goondan_cluster::ClusterError) -> ErrorBody {
+    ErrorBody {
+        code: error.code().to_string(),
+        message: error.to_string(),
+        suggestion: error.suggestion(),
     }
 }
 
 fn encode(response: &OperatorResponse) -> Vec<u8> {
     // Every field is a string, a number or a JSON value already.
     serde_json::to_vec(response).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The owner's side against a real nats-server and an orchestrator
+    //! whose agents echo: what it answers for an instance it owns, and
+    //! for a request it cannot read.
+
+    use super::*;
+    use crate::cluster::client::ask_operator;
+    use crate::cluster::testing::{address, EchoOrchestrator, TestCluster, WORKSPACE};
+    use goondan_cluster::owner::ask_owner;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn the_owner_answers_a_persons_requests_for_its_instances_with_the_orchestrators_word() {
+        let Some(test) = TestCluster::start().await else {
+            return;
+        };
+        let membership = Arc::new(
+            Membership::join(test.cluster.clone(), "host-a".to_string())
+                .await
+                .expect("joined"),
+        );
+        let instance = address("user-1");
+        let mut owned = membership.owned();
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            owned.wait_for(|owned| owned.contains(&instance.shard())),
+        )
+        .await
+        .expect("host-a owns the instance's shard")
+        .unwrap();
+        let orchestrator = EchoOrchestrator::start(None);
+        let (stop, stopped) = watch::channel(false);
+        let serving = tokio::spawn(serve(
+            test.cluster.clone(),
+            WORKSPACE.to_string(),
+            orchestrator.handle.clone(),
+            Arc::clone(&membership),
+            stopped,
+        ));
+
+        // Nothing runs there: the orchestrator's refusal, as it gave it.
+        let cancel = OperatorRequest::Cancel {
+            agent: instance.agent_name.clone(),
+            instance_key: instance.instance_key.clone(),
+            by: "cli".to_string(),
+        };
+        let answer = ask_operator(&test.cluster, WORKSPACE, &cancel)
+            .await
+            .unwrap();
+        let OperatorResponse::Failed(refused) = answer else {
+            panic!("cancelled a Turn nobody ran: {answer:?}");
+        };
+        assert_eq!(refused.code, "E_NO_TURN_RUNNING", "{refused:?}");
+        // A rewind of an instance with no log: its Turn is not found, and
+        // nothing is held or written (no log is made for it).
+        let rewind = OperatorRequest::Rewind {
+            agent: instance.agent_name.clone(),
+            instance_key: instance.instance_key.clone(),
+            to: "1".to_string(),
+            cancel: false,
+            by: "cli".to_string(),
+        };
+        let answer = ask_operator(&test.cluster, WORKSPACE, &rewind)
+            .await
+            .unwrap();
+        let OperatorResponse::Failed(refused) = answer else {
+            panic!("rewound an instance with no Turn: {answer:?}");
+        };
+        assert_eq!(refused.code, "E_TURN_NOT_FOUND", "{refused:?}");
+        assert!(
+            goondan_cluster::directory::instances(&test.cluster, WORKSPACE)
+                .await
+                .unwrap()
+                .is_empty(),
+            "a refused rewind claimed a log"
+        );
+        // What it cannot read is answered, not dropped.
+        let garbage = ask_owner(
+            &test.cluster,
+            &instance,
+            b"{".to_vec(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        let answer: OperatorResponse = serde_json::from_slice(&garbage).unwrap();
+        assert!(
+            matches!(&answer, OperatorResponse::Failed(body) if body.code == "E_CLUSTER_BAD_REQUEST"),
+            "{answer:?}"
+        );
+
+        let _ = stop.send(true);
+        serving.await.unwrap();
+    }
 }
