@@ -535,8 +535,8 @@ pub(crate) enum InstanceCommand {
     History {
         /// `instanceKey`, or `agent:instanceKey`.
         key: String,
-        /// Also list the Turns earlier rewinds archived.
-        #[arg(long, conflicts_with = "cluster")]
+        /// Also list the Turns earlier rewinds archived (one host only).
+        #[arg(long)]
         archived: bool,
         /// List the Turns of an instance of a cluster (`gdn run
         /// --cluster`), from its log in the cluster.
@@ -880,7 +880,19 @@ mod tests {
         ));
         assert!(matches!(
             parse(&["instance", "cancel", "k"]),
-            InstanceCommand::Cancel { ref key } if key == "k"
+            InstanceCommand::Cancel { ref key, .. } if key == "k"
+        ));
+        assert!(matches!(
+            parse(&["instance", "cancel", "k", "--cluster", "nats://a:4222"]),
+            InstanceCommand::Cancel { cluster: Some(ref urls), .. } if urls == "nats://a:4222"
+        ));
+        assert!(matches!(
+            parse(&["instance", "history", "k", "--cluster", "nats://a:4222"]),
+            InstanceCommand::History {
+                cluster: Some(_),
+                archived: false,
+                ..
+            }
         ));
         for missing in [
             &["gdn", "instance", "fork", "k"][..],
@@ -888,6 +900,14 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(missing).is_err(), "{missing:?}");
         }
+        let Command::Approve(approve) =
+            Cli::try_parse_from(["gdn", "approve", "apv_1", "--cluster", "nats://a:4222"])
+                .unwrap()
+                .command
+        else {
+            panic!("not approve");
+        };
+        assert_eq!(approve.cluster.as_deref(), Some("nats://a:4222"));
     }
 
     #[test]

@@ -287,6 +287,14 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
             archived,
             cluster,
         } => match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+            Some(_) if *archived => {
+                crate::render::error(
+                    "E_CLUSTER_UNSUPPORTED",
+                    &"--archived lists the archive folders of one host; a cluster keeps each rewind's archive as an object in the cluster",
+                    Some("leave out --archived; docs/operator-control.md (In a cluster) says where the archives are"),
+                );
+                Ok(Outcome::BadArguments)
+            }
             Some(urls) => super::cluster::history(global, urls, key),
             None => super::operator::history(global, &target, key, *archived),
         },
