@@ -1,9 +1,10 @@
 //! A person's decision asked for in the middle of a Turn: an approval
 //! gate before a tool call (the `tool-approval` extension), or any
 //! question an extension puts to an operator. The request is durable
-//! state of its instance (`approvals.jsonl` beside its messages), so it
-//! outlives every process; the decision comes from `gdn approve`/`gdn
-//! deny` (or another surface) through the orchestrator.
+//! state of its instance (`approvals.jsonl` beside its messages, or its
+//! log in a cluster), so it outlives every process; the decision comes
+//! from `gdn approve`/`gdn deny` (or another surface) through the
+//! orchestrator, in a cluster the one of the host that owns the instance.
 
 use crate::json::JsonValue;
 use serde::{Deserialize, Serialize};
