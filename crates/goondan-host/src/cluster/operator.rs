@@ -1,10 +1,12 @@
 //! A person's commands on one instance of a cluster, served by the host
 //! that owns the instance now: the decision on a pending approval (`gdn
 //! approve|deny`), the cancel of the running Turn (`gdn instance
-//! cancel`) and the rewind of its history (`gdn instance rewind`). [`OperatorRequest`] and [`OperatorResponse`] are the JSON
-//! they travel as; [`serve`] is each host's side, over
-//! [`goondan_cluster::owner`], which finds the owner for the asker
-//! (`client::ask_operator`).
+//! cancel`) and the rewind of its history (`gdn instance rewind`).
+//! [`OperatorRequest`] and [`OperatorResponse`] are the JSON they travel
+//! as; [`serve`] is each host's side, over [`goondan_cluster::owner`],
+//! which finds the owner for the asker (`client::ask_operator`). A
+//! request a host cannot read (from another version of `gdn`) is answered
+//! `E_CLUSTER_BAD_REQUEST`.
 //!
 //! The owner does what its control socket does for a person on one host
 //! (the same [`OrchestratorHandle`] calls), and only for an instance it
