@@ -309,9 +309,11 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 key,
                 turn: at,
                 cancel: *cancel,
-                cluster: cluster.as_deref(),
             };
-            super::operator::fork(global, &target, &asked, new_key.as_deref())
+            match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+                Some(urls) => super::cluster::fork(global, urls, &asked, new_key.as_deref()),
+                None => super::operator::fork(global, &target, &asked, new_key.as_deref()),
+            }
         }
         InstanceCommand::Rewind {
             key,
@@ -323,9 +325,11 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 key,
                 turn: to,
                 cancel: *cancel,
-                cluster: cluster.as_deref(),
             };
-            super::operator::rewind(global, &target, &asked)
+            match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+                Some(urls) => super::cluster::rewind(global, urls, &asked),
+                None => super::operator::rewind(global, &target, &asked),
+            }
         }
         InstanceCommand::Export { key, cluster, to } => {
             super::cluster::export(global, key, cluster, to)

@@ -4,7 +4,7 @@
 //! an instance on disk (`goondan_store::InstanceStore`) under its lock,
 //! holding it through the control socket while an orchestrator runs so
 //! its process cannot race them. Their `--cluster` forms are in
-//! `commands/cluster.rs`.
+//! `commands/cluster.rs`, which `commands/manage.rs` picks.
 
 use super::target::{call, stores, Target};
 use crate::cli::GlobalArgs;
@@ -224,8 +224,6 @@ pub(crate) struct Rewrite<'a> {
     pub(crate) turn: &'a str,
     /// Cancel a running Turn first.
     pub(crate) cancel: bool,
-    /// `--cluster`, when given.
-    pub(crate) cluster: Option<&'a str>,
 }
 
 /// `gdn instance fork KEY --at TURN [--as NEWKEY] [--cancel]`.
@@ -235,9 +233,6 @@ pub(crate) fn fork(
     asked: &Rewrite<'_>,
     new_key: Option<&str>,
 ) -> anyhow::Result<Outcome> {
-    if let Some(urls) = asked.cluster.filter(|urls| !urls.is_empty()) {
-        return super::cluster::fork(global, urls, asked, new_key);
-    }
     let (store, summary) = match resolve(target, asked.key)? {
         Ok(found) => found,
         Err(outcome) => return Ok(outcome),
@@ -295,9 +290,6 @@ pub(crate) fn rewind(
     target: &Target,
     asked: &Rewrite<'_>,
 ) -> anyhow::Result<Outcome> {
-    if let Some(urls) = asked.cluster.filter(|urls| !urls.is_empty()) {
-        return super::cluster::rewind(global, urls, asked);
-    }
     let (store, summary) = match resolve(target, asked.key)? {
         Ok(found) => found,
         Err(outcome) => return Ok(outcome),
