@@ -66,7 +66,7 @@ pub(crate) enum Command {
     /// show their Turns.
     Instance(InstanceArgs),
     /// The tool calls and questions waiting for a person's decision.
-    Approvals,
+    Approvals(ApprovalsArgs),
     /// Approve a waiting tool call (it runs once, with the arguments as
     /// asked or as given with --args).
     Approve(ApproveArgs),
@@ -526,14 +526,22 @@ pub(crate) enum InstanceCommand {
     Cancel {
         /// `instanceKey` (every agent's), or `agent:instanceKey`.
         key: String,
+        /// Cancel in a cluster (`gdn run --cluster`): the cancel goes to
+        /// the host that runs the instance now.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+        cluster: Option<String>,
     },
     /// List an instance's Turns: position, id, time, input and cost.
     History {
         /// `instanceKey`, or `agent:instanceKey`.
         key: String,
-        /// Also list the Turns earlier rewinds archived.
+        /// Also list the Turns earlier rewinds archived (one host only).
         #[arg(long)]
         archived: bool,
+        /// List the Turns of an instance of a cluster (`gdn run
+        /// --cluster`), from its log in the cluster.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+        cluster: Option<String>,
     },
     /// Make a new instance (same agent) whose history is this one's up to
     /// the end of a Turn; the original is left as it is.
@@ -550,9 +558,9 @@ pub(crate) enum InstanceCommand {
         /// Cancel a running Turn of the instance first instead of refusing.
         #[arg(long)]
         cancel: bool,
-        /// The cluster's NATS servers: refused, not supported in a cluster
-        /// yet.
-        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER", hide_env = true)]
+        /// Fork an instance of a cluster (`gdn run --cluster`): the new
+        /// instance's log is written in the cluster.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
         cluster: Option<String>,
     },
     /// Move an instance back to the end of a Turn; what came after is
@@ -567,9 +575,10 @@ pub(crate) enum InstanceCommand {
         /// Cancel a running Turn of the instance first instead of refusing.
         #[arg(long)]
         cancel: bool,
-        /// The cluster's NATS servers: refused, not supported in a cluster
-        /// yet.
-        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER", hide_env = true)]
+        /// Rewind an instance of a cluster (`gdn run --cluster`): the host
+        /// that runs it rewrites its log, and the archive is kept in the
+        /// cluster.
+        #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
         cluster: Option<String>,
     },
 }
@@ -753,11 +762,24 @@ pub(crate) struct ConnectorArgs {
     pub(crate) env_file: Option<PathBuf>,
 }
 
+/// `gdn approvals`.
+#[derive(Debug, Args)]
+pub(crate) struct ApprovalsArgs {
+    /// List the requests of every instance of a cluster (`gdn run
+    /// --cluster`), whichever host runs them.
+    #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+    pub(crate) cluster: Option<String>,
+}
+
 /// `gdn approve`.
 #[derive(Debug, Args)]
 pub(crate) struct ApproveArgs {
     /// The approval's id (`apv_…`, from `gdn approvals`).
     pub(crate) id: String,
+    /// Decide a request of a cluster (`gdn run --cluster`): the decision
+    /// goes to the host that runs its instance now.
+    #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+    pub(crate) cluster: Option<String>,
     /// Why, recorded with the decision.
     #[arg(long)]
     pub(crate) reason: Option<String>,
@@ -772,6 +794,10 @@ pub(crate) struct ApproveArgs {
 pub(crate) struct DenyArgs {
     /// The approval's id (`apv_…`, from `gdn approvals`).
     pub(crate) id: String,
+    /// Decide a request of a cluster (`gdn run --cluster`): the decision
+    /// goes to the host that runs its instance now.
+    #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
+    pub(crate) cluster: Option<String>,
     /// Why; the model reads it.
     #[arg(long)]
     pub(crate) reason: Option<String>,
@@ -854,7 +880,19 @@ mod tests {
         ));
         assert!(matches!(
             parse(&["instance", "cancel", "k"]),
-            InstanceCommand::Cancel { ref key } if key == "k"
+            InstanceCommand::Cancel { ref key, .. } if key == "k"
+        ));
+        assert!(matches!(
+            parse(&["instance", "cancel", "k", "--cluster", "nats://a:4222"]),
+            InstanceCommand::Cancel { cluster: Some(ref urls), .. } if urls == "nats://a:4222"
+        ));
+        assert!(matches!(
+            parse(&["instance", "history", "k", "--cluster", "nats://a:4222"]),
+            InstanceCommand::History {
+                cluster: Some(_),
+                archived: false,
+                ..
+            }
         ));
         for missing in [
             &["gdn", "instance", "fork", "k"][..],
@@ -862,6 +900,14 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(missing).is_err(), "{missing:?}");
         }
+        let Command::Approve(approve) =
+            Cli::try_parse_from(["gdn", "approve", "apv_1", "--cluster", "nats://a:4222"])
+                .unwrap()
+                .command
+        else {
+            panic!("not approve");
+        };
+        assert_eq!(approve.cluster.as_deref(), Some("nats://a:4222"));
     }
 
     #[test]

@@ -17,9 +17,9 @@ use goondan_runtime::turn::{
 use goondan_runtime::{AsyncResponseInbox, BuiltinCatalog, EntryResolvers, RuntimeEventSink};
 use goondan_runtime::{BudgetLimits, Ledger};
 use goondan_store::{
-    ApprovalStore, ExtensionStateStore, FileExtensionState, FileJournal, InstanceParts,
-    InstanceStore, MetadataFile, RuntimeEventLog, StateRoot, StateRootSources, SwarmUsageTally,
-    SyncPolicy, TurnJournal,
+    ApprovalLog, ApprovalStore, ExtensionStateStore, FileExtensionState, FileJournal,
+    InstanceParts, InstancePaths, InstanceStore, MetadataFile, RuntimeEventLog, StateRoot,
+    StateRootSources, SwarmUsageTally, SyncPolicy, TurnJournal,
 };
 use goondan_types::{Entry, JsonValue, RuntimeEvent, Secrets};
 use std::path::PathBuf;
@@ -265,11 +265,19 @@ pub async fn assemble(
     let extensions = extension_definitions(&agent_view)?;
     let swarm_context = swarm_context(&swarm, &args.agent_name);
 
-    let (store, parts, approvals) = open_instance(&state_root, &bundle, &swarm, args)?;
+    let (store, parts, local_approvals) = open_instance(&state_root, &bundle, &swarm, args)?;
+    let stores = conversation_stores(
+        args,
+        LocalStores {
+            journal: parts.journal,
+            extension_state: parts.extension_state,
+            approvals: local_approvals,
+        },
+    )?;
     let operators = OperatorDesk::new(
         &args.agent_name,
         &args.instance_key,
-        approvals,
+        stores.approvals,
         Some(outbound.clone()),
     );
     let ledger = Arc::new(ledger_for(
@@ -329,12 +337,10 @@ pub async fn assemble(
         secrets,
     };
 
-    let (journal, extension_state, observer) =
-        conversation_stores(args, parts.journal, parts.extension_state)?;
     let telemetry = start_telemetry(&args.secrets);
     let store_events = StoreEventSink {
         log: parts.runtime_events,
-        cluster: observer,
+        cluster: stores.observer,
     };
     let runtime_events = event_sink(store_events, telemetry.as_ref(), || {
         goondan_telemetry::AgentIdentity {
@@ -346,8 +352,8 @@ pub async fn assemble(
         }
     });
     let services = AgentServices {
-        journal,
-        extension_state,
+        journal: stores.journal,
+        extension_state: stores.extension_state,
         entries: Arc::new(EntryResolvers::new(builtins).with_scripts(Arc::new(scripts))),
         agents: Arc::new(agents.clone()),
         inbox,
@@ -560,6 +566,13 @@ fn swarm_context(swarm: &goondan_config::SwarmView<'_>, agent_name: &str) -> Run
     }
 }
 
+/// Where the approvals of an instance on one host are, opened only when
+/// the instance is not a cluster's.
+struct LocalApprovals {
+    paths: InstancePaths,
+    sync_policy: SyncPolicy,
+}
+
 /// Opens the instance under the System Root (never inside the project),
 /// with the durability `args` asks for.
 fn open_instance(
@@ -567,7 +580,7 @@ fn open_instance(
     bundle: &Bundle,
     swarm: &goondan_config::SwarmView<'_>,
     args: &AgentProcessArgs,
-) -> Result<(InstanceStore, InstanceParts, ApprovalStore), StartError> {
+) -> Result<(InstanceStore, InstanceParts, LocalApprovals), StartError> {
     state_root
         .ensure_outside_project(bundle.root())
         .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
@@ -583,14 +596,10 @@ fn open_instance(
     for warning in instance.warnings() {
         tracing::warn!(agent = %args.agent_name, warning, "instance opened with a warning");
     }
-    // Opened under the instance's lock, which `instance` holds.
-    let approvals = ApprovalStore::open(
-        &state_root
-            .workspace(swarm.instance_key())
-            .instance(&args.agent_name, &args.instance_key),
+    let approvals = LocalApprovals {
+        paths: instance.paths().clone(),
         sync_policy,
-    )
-    .map_err(|error| StartError::new(error.code(), error.to_string(), error.suggestion()))?;
+    };
     Ok((store, instance.into_parts(), approvals))
 }
 
@@ -630,32 +639,49 @@ fn workdir(bundle: &Bundle, args: &AgentProcessArgs) -> Result<PathBuf, StartErr
     Ok(workdir)
 }
 
-/// Where the conversation and the extension state are kept: the local
-/// instance's files, or on a cluster host the cluster's log (with its
-/// observer, which copies runtime events to the cluster).
-type ConversationStores = (
-    Box<dyn TurnJournal>,
-    Box<dyn ExtensionStateStore>,
-    Option<goondan_cluster::ClusterObserver>,
-);
+/// Where the conversation, the extension state and the approvals are
+/// kept: the local instance's files, or on a cluster host the cluster's
+/// log (with its observer, which copies runtime events to the cluster),
+/// so all three move with the instance.
+struct ConversationStores {
+    journal: Box<dyn TurnJournal>,
+    extension_state: Box<dyn ExtensionStateStore>,
+    approvals: Box<dyn ApprovalLog>,
+    observer: Option<goondan_cluster::ClusterObserver>,
+}
+
+/// The instance's stores on this host's disk.
+struct LocalStores {
+    journal: FileJournal,
+    extension_state: FileExtensionState,
+    approvals: LocalApprovals,
+}
 
 /// Picks the [`ConversationStores`] `args` asks for.
 fn conversation_stores(
     args: &AgentProcessArgs,
-    local_journal: FileJournal,
-    local_extension_state: FileExtensionState,
+    local: LocalStores,
 ) -> Result<ConversationStores, StartError> {
     let Some(log) = &args.cluster else {
-        return Ok((
-            Box::new(local_journal),
-            Box::new(local_extension_state),
-            None,
-        ));
+        // Opened under the instance's lock, which the local journal holds.
+        let approvals = ApprovalStore::open(&local.approvals.paths, local.approvals.sync_policy)
+            .map_err(|error| {
+                StartError::new(error.code(), error.to_string(), error.suggestion())
+            })?;
+        return Ok(ConversationStores {
+            journal: Box::new(local.journal),
+            extension_state: Box::new(local.extension_state),
+            approvals: Box::new(approvals),
+            observer: None,
+        });
     };
     let journal = open_cluster_log(log, &args.agent_name, &args.instance_key)?;
-    let extension_state = journal.extension_state();
-    let observer = journal.observer();
-    Ok((Box::new(journal), Box::new(extension_state), Some(observer)))
+    Ok(ConversationStores {
+        extension_state: Box::new(journal.extension_state()),
+        approvals: Box::new(journal.approvals()),
+        observer: Some(journal.observer()),
+        journal: Box::new(journal),
+    })
 }
 
 /// The sink of the agent's runtime events: the store's, behind the span

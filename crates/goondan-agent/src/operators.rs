@@ -1,8 +1,9 @@
 //! [`OperatorDesk`]: the agent's side of asking a person
 //! ([`goondan_runtime::operator`]). A question is written to the
-//! instance's `approvals.jsonl` before its Turn waits; a decision arrives
-//! from the orchestrator ([`goondan_ipc::protocol::Decide`]), is written
-//! there too, and only then wakes the Turn and is answered as recorded.
+//! instance's [`ApprovalLog`] (its `approvals.jsonl` on one host, its log
+//! in a cluster) before its Turn waits; a decision arrives from the
+//! orchestrator ([`goondan_ipc::protocol::Decide`]), is written there too,
+//! and only then wakes the Turn and is answered as recorded.
 //! A deadline is a wall-clock time in the request, so a timeout that
 //! passed while no process ran applies as soon as the Turn resumes.
 //!
@@ -17,7 +18,7 @@ use futures_util::future::BoxFuture;
 use goondan_ipc::protocol::{ApprovalAsked, ApprovalDecided, Failure};
 use goondan_ipc::{RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::{AskError, Operators, Question};
-use goondan_store::{ApprovalStore, OpenApproval};
+use goondan_store::{ApprovalLog, OpenApproval};
 use goondan_types::trace::random_hex;
 use goondan_types::{ApprovalDecision, ApprovalRequest, IpcMessage, Verdict};
 use std::collections::HashMap;
@@ -42,7 +43,7 @@ pub struct OperatorDesk {
 struct Inner {
     agent: String,
     instance_key: String,
-    store: ApprovalStore,
+    store: Box<dyn ApprovalLog>,
     /// Turns waiting, by request id.
     waiting: Mutex<HashMap<String, oneshot::Sender<ApprovalDecision>>>,
     /// The orchestrator, told of requests and decisions as they are
@@ -51,12 +52,12 @@ struct Inner {
 }
 
 impl OperatorDesk {
-    /// The desk of `agent:instance_key` over its approvals store, telling
+    /// The desk of `agent:instance_key` over its approvals, telling
     /// what it records through `notices` (the process's IPC sender).
     pub fn new(
         agent: &str,
         instance_key: &str,
-        store: ApprovalStore,
+        store: Box<dyn ApprovalLog>,
         notices: Option<mpsc::Sender<IpcMessage>>,
     ) -> OperatorDesk {
         OperatorDesk {
@@ -122,6 +123,13 @@ impl Inner {
         }));
     }
 
+    /// The open request about `key`.
+    fn by_key(&self, key: &str) -> Result<Option<OpenApproval>, AskError> {
+        self.store
+            .by_key(key)
+            .map_err(|error| AskError::Store(error.to_string()))
+    }
+
     fn waiting(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<ApprovalDecision>>> {
@@ -139,7 +147,7 @@ impl Inner {
         event_id: &str,
         question: &Question,
     ) -> Result<OpenApproval, AskError> {
-        if let Some(open) = self.store.by_key(&question.key) {
+        if let Some(open) = self.by_key(&question.key)? {
             return Ok(open);
         }
         let now = chrono::Utc::now();
@@ -195,8 +203,7 @@ impl Inner {
                 Ok(decision)
             }
             Ok(false) => self
-                .store
-                .by_key(&request.key)
+                .by_key(&request.key)?
                 .and_then(|open| open.decision)
                 .ok_or_else(|| AskError::Store(format!("approval {} vanished", request.id))),
             Err(error) => Err(AskError::Store(error.to_string())),
@@ -230,9 +237,19 @@ impl Operators for OperatorDesk {
             inner.waiting().insert(open.request.id.clone(), wake);
             // Decided between the read above and the insert: the reader
             // found no waiter, so look again.
-            if let Some(decision) = inner.store.by_key(&question.key).and_then(|o| o.decision) {
-                inner.waiting().remove(&open.request.id);
-                return Ok(decision);
+            let meanwhile = inner
+                .by_key(&question.key)
+                .map(|open| open.and_then(|open| open.decision));
+            match meanwhile {
+                Ok(None) => {}
+                Ok(Some(decision)) => {
+                    inner.waiting().remove(&open.request.id);
+                    return Ok(decision);
+                }
+                Err(error) => {
+                    inner.waiting().remove(&open.request.id);
+                    return Err(error);
+                }
             }
             let outcome = match remaining(open.request.deadline.as_deref()) {
                 Some(left) => match tokio::time::timeout(left, decided).await {
@@ -250,15 +267,20 @@ impl Operators for OperatorDesk {
     }
 
     fn holds(&self, call_id: &str) -> bool {
-        self.inner
-            .store
-            .open_approvals()
-            .iter()
-            .any(|open| goondan_runtime::operator::is_about_call(&open.request.key, call_id))
+        match self.inner.store.about_call(call_id) {
+            Ok(held) => held,
+            // The store is gone (a cluster log taken over by another
+            // host): this process can record nothing, so the call it
+            // would resume cannot run here either.
+            Err(error) => {
+                tracing::warn!(code = error.code(), "approvals unreadable: {error}");
+                false
+            }
+        }
     }
 
     fn settle(&self, key: &str) -> Result<(), AskError> {
-        let Some(open) = self.inner.store.by_key(key) else {
+        let Some(open) = self.inner.by_key(key)? else {
             return Ok(());
         };
         self.inner
@@ -271,13 +293,13 @@ impl Operators for OperatorDesk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goondan_store::{InstancePaths, SyncPolicy};
+    use goondan_store::{ApprovalStore, InstancePaths, SyncPolicy};
     use serde_json::json;
 
     fn desk(dir: &std::path::Path) -> OperatorDesk {
         let store =
             ApprovalStore::open(&InstancePaths::from_dir(dir), SyncPolicy::ProcessCrash).unwrap();
-        OperatorDesk::new("coder", "default", store, None)
+        OperatorDesk::new("coder", "default", Box::new(store), None)
     }
 
     /// What a desk told the orchestrator so far.
@@ -303,7 +325,7 @@ mod tests {
             SyncPolicy::ProcessCrash,
         )
         .unwrap();
-        let telling = OperatorDesk::new("coder", "default", store, Some(sender));
+        let telling = OperatorDesk::new("coder", "default", Box::new(store), Some(sender));
         let waiting = tokio::spawn(telling.ask("turn_1", "evt_1", question("call_1", None)));
         tokio::time::sleep(Duration::from_millis(50)).await;
         let told = notices_of(&mut notices);
@@ -373,7 +395,14 @@ mod tests {
         assert!(first.holds("call_1"));
         // A process started after a crash sees the same request.
         let second = desk(dir.path());
-        let id = second.inner.store.by_key("call_1").unwrap().request.id;
+        let id = second
+            .inner
+            .store
+            .by_key("call_1")
+            .unwrap()
+            .unwrap()
+            .request
+            .id;
         assert_eq!(
             second.decide(approve("apv_nope")).unwrap_err().code,
             APPROVAL_NOT_FOUND
@@ -409,7 +438,12 @@ mod tests {
             .unwrap();
         assert_eq!(decision.verdict, Verdict::Deny);
         assert_eq!(decision.by, "timeout");
-        let recorded = desk(dir.path()).inner.store.by_key("call_1").unwrap();
+        let recorded = desk(dir.path())
+            .inner
+            .store
+            .by_key("call_1")
+            .unwrap()
+            .unwrap();
         assert_eq!(recorded.decision, Some(decision));
     }
 }

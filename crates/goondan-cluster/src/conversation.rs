@@ -19,8 +19,8 @@ use crate::layout::{
 };
 use crate::object;
 use crate::record::{
-    blob_of, BlobRef, CommitBody, CommitMode, Record, RecordKind, SnapshotBody, SnapshotRef,
-    RECORD_VERSION,
+    blob_of, ApprovalBody, BlobRef, CommitBody, CommitMode, ExtensionBody, Record, RecordKind,
+    SnapshotBody, SnapshotRef, RECORD_VERSION,
 };
 use crate::retry::{retrying, RETRY_DEADLINE, RETRY_PAUSE};
 use crate::subject::InstanceAddress;
@@ -30,7 +30,7 @@ use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use futures_util::StreamExt;
-use goondan_store::LoadedConversation;
+use goondan_store::{ExtensionStateSource, LoadedConversation, OpenApprovals};
 use goondan_types::{JsonValue, Message, MessageEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -150,17 +150,18 @@ impl ConversationLog {
         Ok(last)
     }
 
-    /// Publishes `body` as a record of `kind` (CAS on the last sequence) and
+    /// Publishes `body` as a record of `kind` (`name`: see
+    /// [`RecordKind::subject`]) with a CAS on the last sequence, and
     /// returns its sequence once a quorum stored it. A refusal because
     /// someone else wrote fences this writer for good.
     pub(crate) async fn publish(
         &mut self,
         kind: RecordKind,
-        extension: Option<&str>,
+        name: Option<&str>,
         body: &impl Serialize,
     ) -> Result<u64, ClusterError> {
         self.check_not_fenced()?;
-        let subject = kind.subject(&self.prefix, extension);
+        let subject = kind.subject(&self.prefix, name);
         let mut bytes = serde_json::to_vec(body).map_err(|e| ClusterError::Corrupt {
             what: subject.clone(),
             reason: format!("cannot encode: {e}"),
@@ -293,43 +294,26 @@ impl ConversationLog {
     pub(crate) async fn replay(&mut self, upto: u64) -> Result<Replay, ClusterError> {
         let records = read_records(&self.cluster, &self.stream, &self.prefix, upto).await?;
         let mut replay = Replay::default();
-        let snapshot = records
-            .iter()
-            .rev()
-            .find(|raw| raw.kind == RecordKind::Snapshot);
         let mut as_of = 0;
-        if let Some(raw) = snapshot {
-            let Record::Snapshot(reference) = self.decode(raw).await? else {
-                unreachable!("a snapshot record decodes as one");
-            };
-            let bytes = object::read(&self.cluster, SNAPSHOT_STORE, &reference.object).await?;
-            let body: SnapshotBody =
-                serde_json::from_slice(&bytes).map_err(|e| ClusterError::Corrupt {
-                    what: format!("{SNAPSHOT_STORE}/{}", reference.object),
-                    reason: e.to_string(),
-                })?;
-            if body.v != RECORD_VERSION {
-                return Err(ClusterError::Corrupt {
-                    what: format!("{SNAPSHOT_STORE}/{}", reference.object),
-                    reason: format!(
-                        "snapshot version {}; this version of gdn reads version {RECORD_VERSION}",
-                        body.v
-                    ),
-                });
-            }
+        if let Some((object, body)) = self.latest_snapshot(&records).await? {
             as_of = body.as_of;
             replay.inbox_seq = body.inbox_seq;
             replay.base = body.messages;
             replay.extensions = body.extensions;
-            replay.snapshot_object = Some(reference.object);
+            replay.snapshot_object = Some(object);
         }
-        for raw in records.iter().filter(|raw| raw.seq > as_of) {
+        for raw in &records {
+            // The snapshot holds what the records up to it made, except
+            // the approvals: those are read wherever they still are (a
+            // writer writes the open ones again before it purges).
+            if raw.seq <= as_of && raw.kind != RecordKind::Approval {
+                continue;
+            }
             match self.decode(raw).await? {
                 Record::Claim | Record::Snapshot(_) => {}
+                Record::Approval(body) => replay.approval(*body),
                 Record::Event(body) => replay.uncommitted.push((body.turn_id, body.event)),
-                Record::Extension(body) => {
-                    replay.extensions.insert(body.name, body.value);
-                }
+                Record::Extension(body) => body.apply_to(&mut replay.extensions),
                 Record::Commit(body) => {
                     replay.apply_commit(body);
                 }
@@ -339,6 +323,70 @@ impl ConversationLog {
             self.last_seq = self.last_seq.max(last.seq);
         }
         Ok(replay)
+    }
+
+    /// The latest snapshot `records` point to, with its object's name.
+    async fn latest_snapshot(
+        &mut self,
+        records: &[RawRecord],
+    ) -> Result<Option<(String, SnapshotBody)>, ClusterError> {
+        let Some(raw) = records
+            .iter()
+            .rev()
+            .find(|raw| raw.kind == RecordKind::Snapshot)
+        else {
+            return Ok(None);
+        };
+        let Record::Snapshot(reference) = self.decode(raw).await? else {
+            unreachable!("a snapshot record decodes as one");
+        };
+        let bytes = object::read(&self.cluster, SNAPSHOT_STORE, &reference.object).await?;
+        let body: SnapshotBody =
+            serde_json::from_slice(&bytes).map_err(|e| ClusterError::Corrupt {
+                what: format!("{SNAPSHOT_STORE}/{}", reference.object),
+                reason: e.to_string(),
+            })?;
+        if body.v != RECORD_VERSION {
+            return Err(ClusterError::Corrupt {
+                what: format!("{SNAPSHOT_STORE}/{}", reference.object),
+                reason: format!(
+                    "snapshot version {}; this version of gdn reads version {RECORD_VERSION}",
+                    body.v
+                ),
+            });
+        }
+        Ok(Some((reference.object, body)))
+    }
+
+    /// Where each Turn's commit is and which extension states were
+    /// recorded since the latest snapshot, up to `upto`: what a fork or a
+    /// rewind needs to give an instance the extension state one of its
+    /// Turns ended with.
+    pub(crate) async fn extension_history(
+        &mut self,
+        upto: u64,
+    ) -> Result<ExtensionHistory, ClusterError> {
+        let records = read_records(&self.cluster, &self.stream, &self.prefix, upto).await?;
+        let mut history = ExtensionHistory::default();
+        if let Some((_, body)) = self.latest_snapshot(&records).await? {
+            history.as_of = body.as_of;
+            history.at_snapshot = body.extensions;
+        }
+        // The commit at the snapshot's sequence stays in the log, and
+        // names the Turn whose state the snapshot holds.
+        for raw in records.iter().filter(|raw| raw.seq >= history.as_of) {
+            let wanted = raw.kind == RecordKind::Commit
+                || (raw.kind == RecordKind::Extension && raw.seq > history.as_of);
+            if !wanted {
+                continue;
+            }
+            match self.decode(raw).await? {
+                Record::Commit(body) => history.commits.push((raw.seq, body.turn_id)),
+                Record::Extension(body) => history.changes.push((raw.seq, body)),
+                _ => {}
+            }
+        }
+        Ok(history)
     }
 
     /// Decodes a record, following a blob reference.
@@ -358,26 +406,40 @@ impl ConversationLog {
         decoded.map_err(corrupt)
     }
 
-    /// Stores `messages` and `extensions` as the state as of `as_of` (the
-    /// sequence of a commit this writer just made), points the log at it,
-    /// then purges the records before `as_of` and what they referenced.
-    /// The purge comes last, so a crash at any step leaves a log that
-    /// replays to the same conversation. Returns the new object's name.
+    /// Stores `state`'s messages and extensions as the state as of
+    /// `as_of` (the sequence of a commit this writer just made), points
+    /// the log at it, writes `state`'s open approvals again after it, then
+    /// purges the records before `as_of` and what they referenced. The
+    /// purge comes last, so a crash at any step leaves a log that replays
+    /// to the same conversation and the same open approvals. Returns the
+    /// new object's name.
     pub(crate) async fn snapshot(
         &mut self,
         as_of: u64,
-        messages: &[Message],
-        extensions: &BTreeMap<String, JsonValue>,
-        inbox_seq: Option<u64>,
+        state: SnapshotState<'_>,
         previous: Option<&str>,
     ) -> Result<String, ClusterError> {
         let object = self
-            .upload_snapshot(as_of, messages, extensions, inbox_seq)
+            .upload_snapshot(as_of, state.messages, state.extensions, state.inbox_seq)
             .await?;
         self.point_to_snapshot(&object, as_of).await?;
+        self.carry_approvals(state.approvals).await?;
         self.compact(as_of, previous.filter(|previous| *previous != object))
             .await?;
         Ok(object)
+    }
+
+    /// Step 2b: each open approval written again, after the snapshot, so
+    /// the purge leaves its latest state in the log (a snapshot does not
+    /// hold approvals: their last record per subject is what every
+    /// instance's reader lists).
+    async fn carry_approvals(&mut self, open: &OpenApprovals) -> Result<(), ClusterError> {
+        for approval in open.iter() {
+            let body = ApprovalBody::of(approval, false);
+            self.publish(RecordKind::Approval, Some(&body.request.id), &body)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Step 1: the snapshot object. Until step 2 nothing refers to it.
@@ -456,6 +518,15 @@ impl ConversationLog {
     }
 }
 
+/// What a snapshot keeps of an instance, as of the commit it follows.
+pub(crate) struct SnapshotState<'a> {
+    pub(crate) messages: &'a [Message],
+    pub(crate) extensions: &'a BTreeMap<String, JsonValue>,
+    pub(crate) inbox_seq: Option<u64>,
+    /// Written again after the snapshot rather than into it.
+    pub(crate) approvals: &'a OpenApprovals,
+}
+
 /// One record as read, before decoding.
 struct RawRecord {
     seq: u64,
@@ -531,6 +602,63 @@ async fn read_once(stream: &Stream, prefix: &str, upto: u64) -> Result<Vec<RawRe
     Ok(records)
 }
 
+/// The commits and extension records of a log since its latest snapshot
+/// ([`ConversationLog::extension_history`]).
+#[derive(Debug, Default)]
+pub(crate) struct ExtensionHistory {
+    /// The sequence the snapshot is as of (0 without one).
+    as_of: u64,
+    /// The extension states the snapshot holds.
+    at_snapshot: BTreeMap<String, JsonValue>,
+    /// Every commit from the snapshot's on: its sequence and Turn.
+    commits: Vec<(u64, String)>,
+    /// Every extension record after the snapshot, in order.
+    changes: Vec<(u64, ExtensionBody)>,
+}
+
+impl ExtensionHistory {
+    /// The extension states Turn `turn_id` ended with, and where they
+    /// came from, given the log's `current` ones.
+    ///
+    /// A Turn's extension records follow its commit (the runtime flushes
+    /// them after committing), so its state is the snapshot's with every
+    /// record before the next commit applied. That is exact when the
+    /// Turn's commit is still in the log; one a snapshot's purge took
+    /// leaves the current state, said so.
+    pub(crate) fn state_after(
+        &self,
+        turn_id: Option<&str>,
+        current: &BTreeMap<String, JsonValue>,
+    ) -> (BTreeMap<String, JsonValue>, ExtensionStateSource) {
+        let commit = turn_id.and_then(|turn_id| {
+            self.commits
+                .iter()
+                .rev()
+                .find(|(_, committed)| committed == turn_id)
+                .map(|(seq, _)| *seq)
+        });
+        let Some(commit) = commit else {
+            return (current.clone(), ExtensionStateSource::CurrentFallback);
+        };
+        let next_commit = self
+            .commits
+            .iter()
+            .map(|(seq, _)| *seq)
+            .find(|seq| *seq > commit)
+            .unwrap_or(u64::MAX);
+        let mut state = self.at_snapshot.clone();
+        for (_, change) in self.changes.iter().filter(|(seq, _)| *seq < next_commit) {
+            change.clone().apply_to(&mut state);
+        }
+        let source = if &state == current {
+            ExtensionStateSource::Unchanged
+        } else {
+            ExtensionStateSource::Snapshot
+        };
+        (state, source)
+    }
+}
+
 /// The fold of an instance's records.
 #[derive(Debug, Default)]
 pub(crate) struct Replay {
@@ -547,9 +675,20 @@ pub(crate) struct Replay {
     pub(crate) commits_since_snapshot: u64,
     /// That snapshot's object.
     pub(crate) snapshot_object: Option<String>,
+    /// The requests for a person's decision not closed yet.
+    pub(crate) approvals: OpenApprovals,
 }
 
 impl Replay {
+    /// Where one request stands now, as its latest record says.
+    fn approval(&mut self, body: ApprovalBody) {
+        let id = body.request.id.clone();
+        match body.open() {
+            Some(open) => self.approvals.set(open),
+            None => self.approvals.closed(&id),
+        }
+    }
+
     fn apply_commit(&mut self, commit: CommitBody) {
         // A record written before cursors has none: the last known one
         // still holds.

@@ -78,6 +78,45 @@ pub enum ClusterError {
         /// The stream that is missing.
         missing: String,
     },
+    /// A new instance (a fork) was asked for under a key whose log holds
+    /// records already.
+    #[error("instance {instance} already exists in the cluster; nothing was changed")]
+    InstanceExists {
+        /// `agentName:instanceKey`.
+        instance: String,
+    },
+    /// An operator named a Turn the instance's log does not hold.
+    #[error("{instance} has no Turn {turn} (its log holds {n_turns} Turn(s))")]
+    TurnNotFound {
+        /// `agentName:instanceKey`.
+        instance: String,
+        /// The Turn as the operator named it (a position or an id).
+        turn: String,
+        /// How many Turns the log holds.
+        n_turns: usize,
+    },
+    /// No live host owned the instance while a request looked for one.
+    #[error("no host of the cluster owns {instance} (shard {shard}){}; looked for {waited:?}", last_seen.as_ref().map(|host| format!(", last held by {host}")).unwrap_or_default())]
+    NoOwner {
+        /// `agent:instanceKey`.
+        instance: String,
+        /// Its shard.
+        shard: u16,
+        /// The host whose lease was last seen, when one was.
+        last_seen: Option<String>,
+        /// How long it looked.
+        waited: Duration,
+    },
+    /// The owner took a request and did not answer in time.
+    #[error("{host}, the owner of {instance}, did not answer within {after:?}")]
+    OwnerSilent {
+        /// `agent:instanceKey`.
+        instance: String,
+        /// The owner.
+        host: String,
+        /// How long the request waited.
+        after: Duration,
+    },
     /// A message larger than this version publishes.
     #[error("{what} is {bytes} bytes, over the {limit}-byte limit of one cluster message")]
     TooLarge {
@@ -104,6 +143,10 @@ impl ClusterError {
             ClusterError::NotStarted { .. } => "E_CLUSTER_NOT_STARTED",
             ClusterError::Missing { .. } => "E_CLUSTER_MISSING",
             ClusterError::TooLarge { .. } => "E_CLUSTER_TOO_LARGE",
+            ClusterError::InstanceExists { .. } => "E_INSTANCE_EXISTS",
+            ClusterError::TurnNotFound { .. } => "E_TURN_NOT_FOUND",
+            ClusterError::NoOwner { .. } => "E_CLUSTER_NO_OWNER",
+            ClusterError::OwnerSilent { .. } => "E_CLUSTER_OWNER_TIMEOUT",
         }
     }
 
@@ -134,6 +177,26 @@ impl ClusterError {
             ClusterError::Missing { .. } => {
                 "the record that names it is unusable; for a bundle, deploy one again with `gdn cluster deploy`".into()
             }
+            ClusterError::InstanceExists { .. } => {
+                "choose another key with --as, or leave --as out to get a new one".into()
+            }
+            ClusterError::TurnNotFound {
+                instance, n_turns, ..
+            } => {
+                if *n_turns == 0 {
+                    format!("{instance} has no Turn yet; send it an input first")
+                } else {
+                    format!(
+                        "name a Turn by its position (1 to {n_turns}) or its id, as `gdn instance history --cluster URLS {instance}` lists them"
+                    )
+                }
+            }
+            ClusterError::NoOwner { .. } => {
+                "start a host (`gdn run --cluster URLS`), or wait until `gdn cluster status` shows every shard owned, then try again".into()
+            }
+            ClusterError::OwnerSilent { host, .. } => format!(
+                "{host} may still act on it: look before asking again (`gdn approvals`, `gdn instance list --cluster`), and read that host's log"
+            ),
             ClusterError::Request { .. } | ClusterError::Corrupt { .. } => return None,
         })
     }

@@ -1,6 +1,6 @@
-//! [`ClusterJournal`] and [`ClusterExtensionState`]: the store traits of
-//! `goondan-store` on one instance's log in `GDN_CONV`, for an
-//! AgentProcess whose instance lives in the cluster.
+//! [`ClusterJournal`], [`ClusterExtensionState`] and [`ClusterApprovals`]:
+//! the store traits of `goondan-store` on one instance's log in
+//! `GDN_CONV`, for an AgentProcess whose instance lives in the cluster.
 //!
 //! The traits are synchronous and the agent calls them from inside its
 //! tokio runtime (possibly a current-thread one), so the NATS client never
@@ -26,18 +26,28 @@
 //! Opening publishes a `claim`, which fences every earlier writer of the
 //! instance: their next write fails `E_STORE_FENCED`, writes nothing, and
 //! so does everything they try after it.
+//!
+//! The instance's requests for a person's decision are records of the
+//! same log (`<prefix>.apv.<id>`, each the whole state of one request),
+//! written under the same claim: a request asked on one host is found by
+//! the Turn that resumes on the next, and a decision is recorded only by
+//! the instance's current owner. A snapshot does not hold them; before
+//! its purge the writer writes the open ones again (see
+//! [`crate::record`]).
 
-use crate::conversation::{appended_by, ConversationLog, Replay};
+use crate::conversation::{appended_by, ConversationLog, Replay, SnapshotState};
 use crate::error::ClusterError;
 use crate::record::{
-    ClaimBody, CommitMode, EventBody, ExtensionBody, OutboxBody, RecordKind, RECORD_VERSION,
+    ApprovalBody, ClaimBody, CommitMode, EventBody, ExtensionBody, OutboxBody, RecordKind,
+    RECORD_VERSION,
 };
 use crate::subject::InstanceAddress;
 use crate::{Cluster, ClusterOptions, ClusterUrls};
 use goondan_store::{
-    CommitContext, ExtensionStateStore, LoadedConversation, StoreError, TurnJournal,
+    ApprovalLog, CommitContext, ExtensionStateStore, LoadedConversation, OpenApproval,
+    OpenApprovals, StoreError, TurnJournal,
 };
-use goondan_types::{JsonValue, Message, MessageEvent};
+use goondan_types::{ApprovalDecision, ApprovalRequest, JsonValue, Message, MessageEvent};
 use std::collections::BTreeMap;
 use std::sync::mpsc as std_mpsc;
 use tokio::sync::mpsc;
@@ -76,6 +86,26 @@ enum Command {
         reply: Reply<()>,
     },
     ConfirmWriter(Reply<()>),
+    ApprovalByKey {
+        key: String,
+        reply: Reply<Option<OpenApproval>>,
+    },
+    ApprovalAboutCall {
+        call_id: String,
+        reply: Reply<bool>,
+    },
+    Ask {
+        request: Box<ApprovalRequest>,
+        reply: Reply<()>,
+    },
+    Decide {
+        decision: Box<ApprovalDecision>,
+        reply: Reply<bool>,
+    },
+    CloseApproval {
+        id: String,
+        reply: Reply<()>,
+    },
     Observe(Vec<u8>),
     SnapshotEvery(u64),
 }
@@ -127,6 +157,13 @@ impl ClusterObserver {
 /// the same claim.
 #[derive(Debug, Clone)]
 pub struct ClusterExtensionState {
+    worker: WorkerHandle,
+}
+
+/// The requests for a person's decision of the instance of a
+/// [`ClusterJournal`], in its log under the same claim.
+#[derive(Debug, Clone)]
+pub struct ClusterApprovals {
     worker: WorkerHandle,
 }
 
@@ -206,6 +243,14 @@ impl ClusterJournal {
         }
     }
 
+    /// The requests for a person's decision of the same instance, under
+    /// the same claim.
+    pub fn approvals(&self) -> ClusterApprovals {
+        ClusterApprovals {
+            worker: self.worker.clone(),
+        }
+    }
+
     /// Where the instance's runtime events go, on the same connection.
     pub fn observer(&self) -> ClusterObserver {
         ClusterObserver {
@@ -272,6 +317,43 @@ impl ExtensionStateStore for ClusterExtensionState {
     }
 }
 
+impl ApprovalLog for ClusterApprovals {
+    fn by_key(&self, key: &str) -> Result<Option<OpenApproval>, StoreError> {
+        self.worker.call(|reply| Command::ApprovalByKey {
+            key: key.to_string(),
+            reply,
+        })
+    }
+
+    fn about_call(&self, call_id: &str) -> Result<bool, StoreError> {
+        self.worker.call(|reply| Command::ApprovalAboutCall {
+            call_id: call_id.to_string(),
+            reply,
+        })
+    }
+
+    fn request(&self, request: &ApprovalRequest) -> Result<(), StoreError> {
+        self.worker.call(|reply| Command::Ask {
+            request: Box::new(request.clone()),
+            reply,
+        })
+    }
+
+    fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError> {
+        self.worker.call(|reply| Command::Decide {
+            decision: Box::new(decision.clone()),
+            reply,
+        })
+    }
+
+    fn close(&self, id: &str) -> Result<(), StoreError> {
+        self.worker.call(|reply| Command::CloseApproval {
+            id: id.to_string(),
+            reply,
+        })
+    }
+}
+
 impl From<ClusterError> for StoreError {
     /// A fenced write becomes `E_STORE_FENCED`; anything else keeps the
     /// cluster's code.
@@ -290,8 +372,29 @@ impl From<ClusterError> for StoreError {
     }
 }
 
-/// The journal's state, on its thread.
-struct Writer {
+/// A claim by `owner`, now.
+fn claim_by(owner: &str) -> ClaimBody {
+    ClaimBody {
+        v: RECORD_VERSION,
+        owner: owner.to_string(),
+        at: goondan_types::now_iso(),
+    }
+}
+
+/// Records in `gdn-instances` that `owner` claimed `address`; only `gdn
+/// instance list --cluster` reads it, so a failure is logged, not fatal.
+async fn record_in_directory(cluster: &Cluster, address: &InstanceAddress, owner: &str) {
+    if let Err(error) = crate::directory::record_claim(cluster, address, owner).await {
+        tracing::warn!(
+            code = error.code(),
+            "the instance directory was not updated: {error}"
+        );
+    }
+}
+
+/// One instance's log for its single writer: the journal's state on its
+/// thread, and what a fork or a rewind writes with ([`crate::history`]).
+pub(crate) struct Writer {
     cluster: Cluster,
     /// Where this instance's runtime events go (`GDN_OBS`).
     observation_subject: String,
@@ -305,6 +408,8 @@ struct Writer {
     /// holds it.
     inbox_seq: Option<u64>,
     extensions: BTreeMap<String, JsonValue>,
+    /// The requests for a person's decision not closed yet.
+    approvals: OpenApprovals,
     commits_since_snapshot: u64,
     snapshot_every: u64,
     snapshot_object: Option<String>,
@@ -320,12 +425,19 @@ impl Writer {
         owner: &str,
     ) -> Result<Writer, ClusterError> {
         let cluster = Cluster::connect(urls, options).await?;
+        Writer::open_on(cluster, address, owner).await
+    }
+
+    /// Claims the instance at `address` for `owner` on `cluster` (fencing
+    /// every earlier writer, again after any claim that lands between its
+    /// read and ours) and reads its log.
+    pub(crate) async fn open_on(
+        cluster: Cluster,
+        address: &InstanceAddress,
+        owner: &str,
+    ) -> Result<Writer, ClusterError> {
         let mut log = ConversationLog::attach(&cluster, address).await?;
-        let claim = ClaimBody {
-            v: RECORD_VERSION,
-            owner: owner.to_string(),
-            at: goondan_types::now_iso(),
-        };
+        let claim = claim_by(owner);
         let mut attempt = 0;
         let claimed = loop {
             attempt += 1;
@@ -339,15 +451,42 @@ impl Writer {
                 Err(error) => return Err(error),
             }
         };
-        if let Err(error) = crate::directory::record_claim(&cluster, address, owner).await {
-            // Only `gdn instance list --cluster` reads it.
-            tracing::warn!(
-                code = error.code(),
-                "the instance directory was not updated: {error}"
-            );
-        }
+        record_in_directory(&cluster, address, owner).await;
         let replay = log.replay(claimed).await?;
-        let mut writer = Writer {
+        let mut writer = Writer::new(cluster, address, log);
+        writer.adopt(replay);
+        Ok(writer)
+    }
+
+    /// Claims the instance at `address` for `owner` only if its log holds
+    /// nothing yet: the first writer of a new instance (a fork).
+    /// [`ClusterError::InstanceExists`] when it holds anything, or when
+    /// another writer's first record lands before ours.
+    pub(crate) async fn create_on(
+        cluster: Cluster,
+        address: &InstanceAddress,
+        owner: &str,
+    ) -> Result<Writer, ClusterError> {
+        let exists = || ClusterError::InstanceExists {
+            instance: address.routing_key(),
+        };
+        let mut log = ConversationLog::attach(&cluster, address).await?;
+        if log.read_last_seq().await? != 0 {
+            return Err(exists());
+        }
+        match log.publish(RecordKind::Claim, None, &claim_by(owner)).await {
+            Ok(_) => {}
+            Err(ClusterError::Fenced { .. }) => return Err(exists()),
+            Err(error) => return Err(error),
+        }
+        record_in_directory(&cluster, address, owner).await;
+        let mut writer = Writer::new(cluster, address, log);
+        writer.opened = Some(LoadedConversation::default());
+        Ok(writer)
+    }
+
+    fn new(cluster: Cluster, address: &InstanceAddress, log: ConversationLog) -> Writer {
+        Writer {
             observation_subject: address.observation_subject(),
             cluster,
             log,
@@ -356,13 +495,12 @@ impl Writer {
             last_base_id: None,
             inbox_seq: None,
             extensions: BTreeMap::new(),
+            approvals: OpenApprovals::default(),
             commits_since_snapshot: 0,
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             snapshot_object: None,
             opened: None,
-        };
-        writer.adopt(replay);
-        Ok(writer)
+        }
     }
 
     fn adopt(&mut self, replay: Replay) {
@@ -372,6 +510,7 @@ impl Writer {
         self.uncommitted = replay.uncommitted;
         self.inbox_seq = replay.inbox_seq;
         self.extensions = replay.extensions;
+        self.approvals = replay.approvals;
         self.commits_since_snapshot = replay.commits_since_snapshot;
         self.snapshot_object = replay.snapshot_object;
         self.opened = Some(conversation);
@@ -417,6 +556,24 @@ impl Writer {
                     let confirmed = self.log.confirm_writer().await;
                     let _ = reply.send(confirmed.map_err(Into::into));
                 }
+                Command::ApprovalByKey { key, reply } => {
+                    let _ = reply.send(Ok(self.approvals.by_key(&key).cloned()));
+                }
+                Command::ApprovalAboutCall { call_id, reply } => {
+                    let _ = reply.send(Ok(self.approvals.about_call(&call_id)));
+                }
+                Command::Ask { request, reply } => {
+                    let asked = self.ask(*request).await;
+                    let _ = reply.send(asked.map_err(Into::into));
+                }
+                Command::Decide { decision, reply } => {
+                    let decided = self.decide(*decision).await;
+                    let _ = reply.send(decided.map_err(Into::into));
+                }
+                Command::CloseApproval { id, reply } => {
+                    let closed = self.close_approval(&id).await;
+                    let _ = reply.send(closed.map_err(Into::into));
+                }
                 Command::Observe(line) => {
                     // Core NATS into the stream: no ack waited for, as a
                     // runtime event must never slow a Turn down.
@@ -430,7 +587,8 @@ impl Writer {
         }
     }
 
-    async fn load(&mut self) -> Result<LoadedConversation, ClusterError> {
+    /// The conversation as the journal's `load` gives it.
+    pub(crate) async fn load(&mut self) -> Result<LoadedConversation, ClusterError> {
         self.log.check_not_fenced()?;
         if let Some(conversation) = self.opened.take() {
             return Ok(conversation);
@@ -477,7 +635,9 @@ impl Writer {
         }
     }
 
-    async fn commit(
+    /// Commits `next_messages` as the base after Turn `turn_id` (see
+    /// [`goondan_store::TurnJournal::commit_turn`]).
+    pub(crate) async fn commit(
         &mut self,
         turn_id: String,
         all_appends: bool,
@@ -518,15 +678,15 @@ impl Writer {
         if mode == CommitMode::Rewrite || self.commits_since_snapshot >= self.snapshot_every {
             // The commit is durable whatever happens here: a failed snapshot
             // only means a longer replay, and the next commit tries again.
+            let state = SnapshotState {
+                messages: &next_messages,
+                extensions: &self.extensions,
+                inbox_seq,
+                approvals: &self.approvals,
+            };
             match self
                 .log
-                .snapshot(
-                    seq,
-                    &next_messages,
-                    &self.extensions,
-                    inbox_seq,
-                    self.snapshot_object.as_deref(),
-                )
+                .snapshot(seq, state, self.snapshot_object.as_deref())
                 .await
             {
                 Ok(object) => {
@@ -541,7 +701,61 @@ impl Writer {
         Ok(())
     }
 
-    async fn save_extension(&mut self, name: String, value: JsonValue) -> Result<(), ClusterError> {
+    /// Records `request` as asked.
+    async fn ask(&mut self, request: ApprovalRequest) -> Result<(), ClusterError> {
+        let open = OpenApproval {
+            request,
+            decision: None,
+        };
+        self.publish_approval(&open, false).await?;
+        self.approvals.set(open);
+        Ok(())
+    }
+
+    /// Records `decision` on the open request it names; false when no
+    /// open request waits for one.
+    async fn decide(&mut self, decision: ApprovalDecision) -> Result<bool, ClusterError> {
+        self.log.check_not_fenced()?;
+        let Some(open) = self.approvals.undecided(&decision.id) else {
+            return Ok(false);
+        };
+        let decided = OpenApproval {
+            request: open.request.clone(),
+            decision: Some(decision),
+        };
+        self.publish_approval(&decided, false).await?;
+        self.approvals.set(decided);
+        Ok(true)
+    }
+
+    /// Closes the open request `id`.
+    async fn close_approval(&mut self, id: &str) -> Result<(), ClusterError> {
+        let Some(open) = self.approvals.by_id(id).cloned() else {
+            return Ok(());
+        };
+        self.publish_approval(&open, true).await?;
+        self.approvals.closed(id);
+        Ok(())
+    }
+
+    async fn publish_approval(
+        &mut self,
+        open: &OpenApproval,
+        closed: bool,
+    ) -> Result<(), ClusterError> {
+        let body = ApprovalBody::of(open, closed);
+        self.log
+            .publish(RecordKind::Approval, Some(&open.request.id), &body)
+            .await
+            .map(drop)
+    }
+
+    /// Records `value` as the state of the extension `name`.
+    pub(crate) async fn save_extension(
+        &mut self,
+        name: String,
+        value: JsonValue,
+    ) -> Result<(), ClusterError> {
         self.log.check_not_fenced()?;
         if self.extensions.get(&name) == Some(&value) {
             return Ok(());
@@ -550,11 +764,47 @@ impl Writer {
             v: RECORD_VERSION,
             name,
             value,
+            removed: false,
         };
         self.log
             .publish(RecordKind::Extension, Some(&body.name), &body)
             .await?;
         self.extensions.insert(body.name, body.value);
         Ok(())
+    }
+
+    /// Records that the extension `name` has no state any more (a rewind
+    /// to a Turn before its first).
+    pub(crate) async fn remove_extension(&mut self, name: String) -> Result<(), ClusterError> {
+        self.log.check_not_fenced()?;
+        if !self.extensions.contains_key(&name) {
+            return Ok(());
+        }
+        let body = ExtensionBody {
+            v: RECORD_VERSION,
+            name,
+            value: JsonValue::Null,
+            removed: true,
+        };
+        self.log
+            .publish(RecordKind::Extension, Some(&body.name), &body)
+            .await?;
+        self.extensions.remove(&body.name);
+        Ok(())
+    }
+
+    /// The latest state of each extension.
+    pub(crate) fn extensions(&self) -> &BTreeMap<String, JsonValue> {
+        &self.extensions
+    }
+
+    /// The events after the last commit, with their Turns.
+    pub(crate) fn uncommitted(&self) -> &[(String, MessageEvent)] {
+        &self.uncommitted
+    }
+
+    /// The log this writer writes.
+    pub(crate) fn log_mut(&mut self) -> &mut ConversationLog {
+        &mut self.log
     }
 }

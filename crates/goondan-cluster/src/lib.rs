@@ -8,14 +8,20 @@
 //! - [`Cluster`]: one connection, and the streams, buckets and object
 //!   stores of [`layout`], created on first use;
 //! - [`subject`]: how routing keys become subject tokens;
-//! - [`ClusterJournal`] and [`ClusterExtensionState`]: an instance's
-//!   conversation log in `GDN_CONV` behind `goondan-store`'s
-//!   `TurnJournal` and `ExtensionStateStore`, and [`export`], which writes
-//!   it back in the single-host layout;
+//! - [`ClusterJournal`], [`ClusterExtensionState`] and
+//!   [`ClusterApprovals`]: an instance's conversation log in `GDN_CONV`
+//!   behind `goondan-store`'s `TurnJournal`, `ExtensionStateStore` and
+//!   `ApprovalLog`, and [`export`], which writes it back in the
+//!   single-host layout;
+//! - [`approvals`]: the requests for a person's decision every instance
+//!   of a workspace holds, read from anywhere (`gdn approvals`);
+//! - [`history`]: an instance's Turns, and its fork and rewind;
 //! - [`inbox`]: every instance's inbox in `GDN_IN`, pulled per shard;
 //! - [`cursor`]: what an instance's last commit consumed from its inbox
 //!   and answered (the transactional outbox);
 //! - [`membership`]: host heartbeats and the shard leases;
+//! - [`owner`]: a person's request to whichever host owns an instance now
+//!   (a decision, a cancel), and each host's side of it;
 //! - [`crashes`]: crash counters that move with an instance;
 //! - [`bundle`]: the bundle every host runs, distributed by digest.
 //!
@@ -27,6 +33,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 pub mod bundle;
 mod connect;
 mod conversation;
@@ -35,11 +42,13 @@ pub mod cursor;
 pub mod directory;
 mod error;
 mod export;
+pub mod history;
 pub mod inbox;
 mod journal;
 pub mod layout;
 pub mod membership;
 mod object;
+pub mod owner;
 mod record;
 pub mod reply;
 mod retry;
@@ -50,4 +59,7 @@ pub mod testing;
 pub use connect::{Cluster, ClusterOptions, ClusterUrls};
 pub use error::ClusterError;
 pub use export::export;
-pub use journal::{ClusterExtensionState, ClusterJournal, ClusterObserver, DEFAULT_SNAPSHOT_EVERY};
+pub use journal::{
+    ClusterApprovals, ClusterExtensionState, ClusterJournal, ClusterObserver,
+    DEFAULT_SNAPSHOT_EVERY,
+};

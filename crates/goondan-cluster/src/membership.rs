@@ -534,38 +534,9 @@ impl Shared {
         }
     }
 
-    /// The last record of `shard`'s lease key: free (absent, released or
-    /// expired) at a revision, or held.
+    /// The last record of `shard`'s lease key.
     async fn read_lease(&self, shard: u16) -> Result<LeaseRecord, ClusterError> {
-        let stream = self
-            .cluster
-            .jetstream()
-            .get_stream_no_info(format!("KV_{SHARDS_BUCKET}"))
-            .await
-            .map_err(|e| request_error(&format!("open {SHARDS_BUCKET}"), e))?;
-        match stream
-            .direct_get_last_for_subject(lease_subject(shard))
-            .await
-        {
-            Ok(message) => {
-                if is_removal(&message) {
-                    return Ok(LeaseRecord::Free(message.sequence));
-                }
-                serde_json::from_slice(&message.payload)
-                    .map(|lease| LeaseRecord::Held(message.sequence, lease))
-                    .map_err(|e| ClusterError::Corrupt {
-                        what: format!("{SHARDS_BUCKET}/{}", lease_key(shard)),
-                        reason: e.to_string(),
-                    })
-            }
-            Err(error) if matches!(error.kind(), DirectGetErrorKind::NotFound) => {
-                Ok(LeaseRecord::Free(0))
-            }
-            Err(error) => Err(request_error(
-                &format!("read {}", lease_subject(shard)),
-                error,
-            )),
-        }
+        read_lease(&self.cluster, shard).await
     }
 
     /// Takes the lease on `shard` if it is free: the acquiring write, then
@@ -720,6 +691,50 @@ fn replace_if_changed(old: &mut BTreeSet<u16>, new: BTreeSet<u16>) -> bool {
     }
     *old = new;
     true
+}
+
+/// The last record of `shard`'s lease key: free (absent, released or
+/// expired) at a revision, or held.
+async fn read_lease(cluster: &Cluster, shard: u16) -> Result<LeaseRecord, ClusterError> {
+    let stream = cluster
+        .jetstream()
+        .get_stream_no_info(format!("KV_{SHARDS_BUCKET}"))
+        .await
+        .map_err(|e| request_error(&format!("open {SHARDS_BUCKET}"), e))?;
+    match stream
+        .direct_get_last_for_subject(lease_subject(shard))
+        .await
+    {
+        Ok(message) => {
+            if is_removal(&message) {
+                return Ok(LeaseRecord::Free(message.sequence));
+            }
+            serde_json::from_slice(&message.payload)
+                .map(|lease| LeaseRecord::Held(message.sequence, lease))
+                .map_err(|e| ClusterError::Corrupt {
+                    what: format!("{SHARDS_BUCKET}/{}", lease_key(shard)),
+                    reason: e.to_string(),
+                })
+        }
+        Err(error) if matches!(error.kind(), DirectGetErrorKind::NotFound) => {
+            Ok(LeaseRecord::Free(0))
+        }
+        Err(error) => Err(request_error(
+            &format!("read {}", lease_subject(shard)),
+            error,
+        )),
+    }
+}
+
+/// Who holds `shard`'s lease now, read without joining; `None` while no
+/// host does (its owner died and the lease expired, and no host took it
+/// yet). A lease says who should serve the shard, not who may write: the
+/// log's claims decide that.
+pub async fn shard_lease(cluster: &Cluster, shard: u16) -> Result<Option<Lease>, ClusterError> {
+    Ok(match read_lease(cluster, shard).await? {
+        LeaseRecord::Held(_, lease) => Some(lease),
+        LeaseRecord::Free(_) => None,
+    })
 }
 
 /// The live hosts, each shard's lease and each shard's inbox backlog, read

@@ -7,8 +7,9 @@
 //! | `<prefix>.claim` | `{"v":1,"owner":"host-a","at":"2026-…Z"}` |
 //! | `<prefix>.ev` | `{"v":1,"turnId":"t-7","event":{MessageEvent}}` |
 //! | `<prefix>.commit` | `{"v":1,"turnId":"t-7","mode":"append","inboxSeq":42,"outbox":[{"to":"orchestrator","event":{AgentEvent}}]}`, or `{…,"mode":"rewrite","messages":[…]}` |
-//! | `<prefix>.ext.<token(name)>` | `{"v":1,"name":"memory","value":…}` |
+//! | `<prefix>.ext.<token(name)>` | `{"v":1,"name":"memory","value":…}`, or `{…,"value":null,"removed":true}` once it has none |
 //! | `<prefix>.snap` | `{"v":1,"object":"<prefix>@42","asOf":42}` |
+//! | `<prefix>.apv.<token(id)>` | `{"v":1,"request":{ApprovalRequest},"decision":{ApprovalDecision},"closed":true}` (`decision` once decided, `closed` once acted on) |
 //!
 //! Any body larger than [`crate::layout::MAX_MESSAGE_BYTES`] is stored in
 //! `gdn-blob` and the record carries `{"v":1,"blob":"<object>","bytes":N}`
@@ -23,10 +24,20 @@
 //! snapshot object (`gdn-snap`) holds `{"v":1,"asOf":X,"messages":[…],
 //! "extensions":{…},"inboxSeq":N}`: the state after every record up to
 //! sequence `X`.
+//!
+//! An approval record carries the whole state of one request for a
+//! person's decision, so the last record on its subject says where it
+//! stands: a reader of every instance's requests takes the last record per
+//! subject (`gdn approvals` in a cluster), and the replay takes the last
+//! one it reads. A snapshot does not hold approvals: the writer writes the
+//! open ones again before it purges what the snapshot covers (see
+//! [`crate::journal`]).
 
 use crate::subject::token;
 use goondan_store::OutboxMessage;
-use goondan_types::{AgentEvent, JsonValue, Message, MessageEvent};
+use goondan_types::{
+    AgentEvent, ApprovalDecision, ApprovalRequest, JsonValue, Message, MessageEvent,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -118,6 +129,54 @@ pub(crate) struct ExtensionBody {
     pub(crate) v: u32,
     pub(crate) name: String,
     pub(crate) value: JsonValue,
+    /// The extension has no state from here on (a rewind to before its
+    /// first); `value` is then `null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) removed: bool,
+}
+
+impl ExtensionBody {
+    /// Applies this record to `states`.
+    pub(crate) fn apply_to(self, states: &mut BTreeMap<String, JsonValue>) {
+        if self.removed {
+            states.remove(&self.name);
+        } else {
+            states.insert(self.name, self.value);
+        }
+    }
+}
+
+/// `<prefix>.apv.<token(id)>`: where one request for a person's decision
+/// stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ApprovalBody {
+    pub(crate) v: u32,
+    pub(crate) request: ApprovalRequest,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) decision: Option<ApprovalDecision>,
+    /// Its Turn acted on the decision: nothing may act on it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) closed: bool,
+}
+
+impl ApprovalBody {
+    /// The record of `open` as it stands, closed or not.
+    pub(crate) fn of(open: &goondan_store::OpenApproval, closed: bool) -> ApprovalBody {
+        ApprovalBody {
+            v: RECORD_VERSION,
+            request: open.request.clone(),
+            decision: open.decision.clone(),
+            closed,
+        }
+    }
+
+    /// What the record says of an open request; `None` once closed.
+    pub(crate) fn open(self) -> Option<goondan_store::OpenApproval> {
+        (!self.closed).then_some(goondan_store::OpenApproval {
+            request: self.request,
+            decision: self.decision,
+        })
+    }
 }
 
 /// `<prefix>.snap`: where the latest snapshot is.
@@ -159,6 +218,7 @@ pub(crate) enum Record {
     Commit(CommitBody),
     Extension(ExtensionBody),
     Snapshot(SnapshotRef),
+    Approval(Box<ApprovalBody>),
 }
 
 /// The kind of a record, read from the last tokens of its subject.
@@ -169,6 +229,7 @@ pub(crate) enum RecordKind {
     Commit,
     Extension,
     Snapshot,
+    Approval,
 }
 
 impl RecordKind {
@@ -181,19 +242,22 @@ impl RecordKind {
             "commit" => Some(RecordKind::Commit),
             "snap" => Some(RecordKind::Snapshot),
             _ if rest.starts_with("ext.") => Some(RecordKind::Extension),
+            _ if rest.starts_with("apv.") => Some(RecordKind::Approval),
             _ => None,
         }
     }
 
-    /// The subject of a record of this kind (`extension` only for
-    /// [`RecordKind::Extension`]).
-    pub(crate) fn subject(self, prefix: &str, extension: Option<&str>) -> String {
+    /// The subject of a record of this kind (`name` is the extension of
+    /// [`RecordKind::Extension`] and the request id of
+    /// [`RecordKind::Approval`]).
+    pub(crate) fn subject(self, prefix: &str, name: Option<&str>) -> String {
         match self {
             RecordKind::Claim => format!("{prefix}.claim"),
             RecordKind::Event => format!("{prefix}.ev"),
             RecordKind::Commit => format!("{prefix}.commit"),
             RecordKind::Snapshot => format!("{prefix}.snap"),
-            RecordKind::Extension => format!("{prefix}.ext.{}", token(extension.unwrap_or(""))),
+            RecordKind::Extension => format!("{prefix}.ext.{}", token(name.unwrap_or(""))),
+            RecordKind::Approval => format!("{prefix}.apv.{}", token(name.unwrap_or(""))),
         }
     }
 
@@ -221,6 +285,10 @@ impl RecordKind {
             RecordKind::Snapshot => {
                 let snapshot: SnapshotRef = serde_json::from_slice(body).map_err(text)?;
                 (snapshot.v, Record::Snapshot(snapshot))
+            }
+            RecordKind::Approval => {
+                let approval: ApprovalBody = serde_json::from_slice(body).map_err(text)?;
+                (approval.v, Record::Approval(Box::new(approval)))
             }
         };
         if v != RECORD_VERSION {
@@ -254,6 +322,7 @@ mod tests {
             RecordKind::Commit,
             RecordKind::Snapshot,
             RecordKind::Extension,
+            RecordKind::Approval,
         ] {
             let subject = kind.subject(prefix, Some("memory.v2"));
             assert_eq!(RecordKind::of_subject(prefix, &subject), Some(kind));

@@ -93,6 +93,12 @@ impl InstanceAddress {
     }
 }
 
+/// The subject on which the host `host_id` takes a person's requests for
+/// the instances of `workspace_id` it owns (see [`crate::owner`]).
+pub fn owner_subject(workspace_id: &str, host_id: &str) -> String {
+    format!("gdn.ctl.{}.{}", token(workspace_id), token(host_id))
+}
+
 /// The inbox filter of one shard's consumer.
 pub fn shard_inbox_filter(shard: u16) -> String {
     format!("gdn.in.{shard:03}.>")

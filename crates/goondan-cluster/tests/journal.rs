@@ -1,8 +1,10 @@
 //! `ClusterJournal` against three real nats-servers: the store contract of
 //! `goondan_store::TurnJournal` (round trip, crash recovery, the orphan
 //! rule), fencing by a newer claim, blobs, snapshots with purge, a killed
-//! stream leader, export to the single-host layout, and the inbox cursor
-//! and outbox each commit carries, read back by `cursor::last_commit`.
+//! stream leader, export to the single-host layout, the inbox cursor and
+//! outbox each commit carries, read back by `cursor::last_commit`, and the
+//! requests for a person's decision kept in the same log
+//! (`ClusterApprovals`, listed by `approvals::waiting`).
 //!
 //! The tests run on tokio's current-thread runtime on purpose: that is
 //! where an AgentProcess calls the synchronous journal from.
@@ -13,12 +15,12 @@ use goondan_cluster::{
     export, layout, subject::InstanceAddress, Cluster, ClusterJournal, ClusterOptions, ClusterUrls,
 };
 use goondan_store::{
-    CommitContext, ExtensionStateStore, InstanceStore, OutboxMessage, StateRoot, StoreError,
-    TurnJournal,
+    ApprovalLog, CommitContext, ExtensionStateStore, InstanceStore, OutboxMessage, StateRoot,
+    StoreError, TurnJournal,
 };
 use goondan_types::{
-    AgentEvent, ContentPart, EventSource, EventSourceKind, JsonValue, Message, MessageEvent,
-    MessageSource, ModelMessage, ToolResultOutput,
+    AgentEvent, ApprovalDecision, ApprovalRequest, ContentPart, EventSource, EventSourceKind,
+    JsonValue, Message, MessageEvent, MessageSource, ModelMessage, ToolResultOutput, Verdict,
 };
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -743,4 +745,370 @@ async fn opening_before_any_host_made_the_layout_fails_at_once_with_not_started(
         "{:?}",
         started.elapsed()
     );
+}
+
+fn approval_request(id: &str, address: &InstanceAddress, asked_at: &str) -> ApprovalRequest {
+    ApprovalRequest {
+        id: id.to_string(),
+        key: format!("call-{id}"),
+        agent: address.agent_name.clone(),
+        instance_key: address.instance_key.clone(),
+        tool: Some("bash__exec".to_string()),
+        arguments: json!({"command": "echo ran"}),
+        question: None,
+        turn_id: "t-1".to_string(),
+        event_id: "evt-1".to_string(),
+        requested_at: asked_at.to_string(),
+        deadline: None,
+        on_timeout: Verdict::Deny,
+        deciders: vec!["operator".to_string()],
+    }
+}
+
+fn approve(id: &str) -> ApprovalDecision {
+    ApprovalDecision {
+        id: id.to_string(),
+        verdict: Verdict::Approve,
+        arguments: None,
+        reason: Some("fine".to_string()),
+        by: "cli:test".to_string(),
+        decided_at: goondan_types::now_iso(),
+    }
+}
+
+/// The ids `approvals::waiting` lists for `workspace`.
+async fn listed(harness: &Harness, workspace: &str) -> Vec<String> {
+    goondan_cluster::approvals::waiting(&harness.cluster, workspace)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|request| request.id)
+        .collect()
+}
+
+/// Issue 36: a pending approval is durable state of its instance's log:
+/// the next owner finds it (and decides it), the previous one can no
+/// longer record anything on it, and the workspace's listing shows it
+/// while it waits.
+#[tokio::test]
+async fn issue_36_an_approval_asked_on_one_owner_is_decided_by_the_next_and_listed_while_it_waits()
+{
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:approval");
+    let other = InstanceAddress::new("ws-1", "coder", "user:other");
+    let elsewhere = InstanceAddress::new("ws-2", "coder", "user:approval");
+    assert!(listed(&harness, "ws-1").await.is_empty());
+
+    let first = harness.open(&address, "host-a");
+    let asked = approval_request("apv_1", &address, "2026-11-27T00:00:02.000Z");
+    first.approvals().request(&asked).unwrap();
+    harness
+        .open(&other, "host-a")
+        .approvals()
+        .request(&approval_request(
+            "apv_0",
+            &other,
+            "2026-11-27T00:00:01.000Z",
+        ))
+        .unwrap();
+    harness
+        .open(&elsewhere, "host-a")
+        .approvals()
+        .request(&approval_request(
+            "apv_9",
+            &elsewhere,
+            "2026-11-27T00:00:00.000Z",
+        ))
+        .unwrap();
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_0", "apv_1"]);
+
+    // The instance moves: the next owner finds the request as asked.
+    let second = harness.open(&address, "host-b");
+    let found = second.approvals().by_key("call-apv_1").unwrap().unwrap();
+    assert_eq!(found.request, asked);
+    assert_eq!(found.decision, None);
+    // The previous owner records nothing on it any more.
+    let error = first.approvals().decide(&approve("apv_1")).unwrap_err();
+    assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
+    assert!(second.approvals().decide(&approve("apv_1")).unwrap());
+    assert!(!second.approvals().decide(&approve("apv_1")).unwrap());
+    assert!(!second.approvals().decide(&approve("apv_404")).unwrap());
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_0"]);
+
+    // Decided, not yet acted on: a third owner finds the decision, and
+    // once it closed the request nothing finds it again.
+    let third = harness.open(&address, "host-c");
+    let decided = third.approvals().by_key("call-apv_1").unwrap().unwrap();
+    assert_eq!(decided.decision.map(|d| d.verdict), Some(Verdict::Approve));
+    third.approvals().close("apv_1").unwrap();
+    assert_eq!(third.approvals().by_key("call-apv_1").unwrap(), None);
+    let fourth = harness.open(&address, "host-d");
+    assert_eq!(fourth.approvals().by_key("call-apv_1").unwrap(), None);
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_0"]);
+    assert_eq!(listed(&harness, "ws-2").await, ["apv_9"]);
+}
+
+/// A snapshot's purge keeps the open approvals of the instance: they are
+/// written again after it, so the next owner and the listing still find
+/// them, and a closed one is gone for good.
+#[tokio::test]
+async fn open_approvals_outlive_snapshots_and_their_purge() {
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:approval-snapshots");
+    let mut journal = harness.open(&address, "host-a").with_snapshot_every(1);
+    let approvals = journal.approvals();
+    let waiting = approval_request("apv_w", &address, "2026-11-27T00:00:01.000Z");
+    let closed = approval_request("apv_c", &address, "2026-11-27T00:00:02.000Z");
+    approvals.request(&waiting).unwrap();
+    approvals.request(&closed).unwrap();
+    approvals.close("apv_c").unwrap();
+    let mut base = Vec::new();
+    for turn in 0..3 {
+        let turn_id = format!("t-{turn}");
+        append_turn(&mut journal, &mut base, &turn_id, &[user(&turn_id)]);
+    }
+    // The claim, the last commit, the snapshot record and the open request
+    // written again: the closed one and everything else was purged.
+    let n_records = harness.n_records(&address).await;
+    assert!(n_records <= 4, "{n_records} records left for the instance");
+    drop(journal);
+    let next = harness.open(&address, "host-b");
+    let found = next.approvals().by_key("call-apv_w").unwrap().unwrap();
+    assert_eq!(found.request, waiting);
+    assert_eq!(next.approvals().by_key("call-apv_c").unwrap(), None);
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_w"]);
+}
+
+/// A Turn's input message, marked as the runtime marks it.
+fn input(text: &str, turn_id: &str) -> Message {
+    let mut message = user(text);
+    message
+        .metadata
+        .insert("__goondanInbound".into(), JsonValue::Bool(true));
+    message
+        .metadata
+        .insert("eventId".into(), format!("evt-{turn_id}").into());
+    message.metadata.insert("turnId".into(), turn_id.into());
+    message
+}
+
+/// Runs Turns `t-1` to `t-n` as the runtime does (the input and an
+/// answer appended and committed, then the extension state saved: Turn k
+/// leaves `counter` at k, and `late` appears with Turn 3), and returns
+/// the committed base.
+fn run_turns(journal: &mut ClusterJournal, n: usize) -> Vec<Message> {
+    let mut base = Vec::new();
+    let mut extensions = journal.extension_state();
+    for k in 1..=n {
+        let turn_id = format!("t-{k}");
+        append_turn(
+            journal,
+            &mut base,
+            &turn_id,
+            &[
+                input(&format!("question {k}"), &turn_id),
+                assistant(&format!("answer {k}")),
+            ],
+        );
+        extensions.save("counter", &json!(k)).unwrap();
+        if k >= 3 {
+            extensions.save("late", &json!("since 3")).unwrap();
+        }
+    }
+    base
+}
+
+/// Issue 36: fork and rewind in a cluster cut an instance's log at one of
+/// its Turns, with the extension state that Turn ended with; a rewind
+/// archives what it cuts, fences the instance's earlier writer, and a
+/// fork never overwrites an instance that exists.
+#[tokio::test]
+async fn issue_36_fork_and_rewind_cut_the_log_at_a_turn_with_the_extension_state_it_ended_with() {
+    use goondan_cluster::history;
+    use goondan_store::{ExtensionStateSource, TurnRef};
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:travel");
+    let mut journal = harness.open(&address, "host-a");
+    let base = run_turns(&mut journal, 4);
+
+    let turns = history::turns(&harness.cluster, &address).await.unwrap();
+    let listed: Vec<_> = turns
+        .iter()
+        .map(|t| {
+            (
+                t.index,
+                t.start.turn_id.as_deref(),
+                t.start.input.as_str(),
+                t.end(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (1, Some("t-1"), "question 1", 2),
+            (2, Some("t-2"), "question 2", 4),
+            (3, Some("t-3"), "question 3", 6),
+            (4, Some("t-4"), "question 4", 8)
+        ]
+    );
+
+    // A fork at Turn 2 by position: its messages, and its state then.
+    let forked_key = InstanceAddress::new("ws-1", "coder", "user:travel-fork");
+    let forked = history::fork(
+        &harness.cluster,
+        &address,
+        &TurnRef::Index(2),
+        &forked_key,
+        "cli",
+        "test",
+    )
+    .await
+    .unwrap();
+    assert_eq!(forked.at.turn_index, 2);
+    assert_eq!(forked.at.turn_id.as_deref(), Some("t-2"));
+    assert_eq!(forked.n_messages, 4);
+    assert_eq!(forked.extension_state, ExtensionStateSource::Snapshot);
+    let mut fork = harness.open(&forked_key, "host-b");
+    assert_eq!(fork.load().unwrap().base, base[..4]);
+    assert_eq!(
+        fork.extension_state().load("counter").unwrap(),
+        Some(json!(2))
+    );
+    assert_eq!(fork.extension_state().load("late").unwrap(), None);
+    // The key is taken now; a Turn the log does not hold is named.
+    for (at, code) in [
+        (TurnRef::Index(1), "E_INSTANCE_EXISTS"),
+        (TurnRef::Id("t-9".into()), "E_TURN_NOT_FOUND"),
+    ] {
+        let target = if code == "E_INSTANCE_EXISTS" {
+            forked_key.clone()
+        } else {
+            InstanceAddress::new("ws-1", "coder", "user:other-fork")
+        };
+        let error = history::fork(&harness.cluster, &address, &at, &target, "cli", "test")
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), code, "{error}");
+        assert!(error.suggestion().is_some());
+    }
+    assert_eq!(
+        fork.load().unwrap().base,
+        base[..4],
+        "the fork was not touched"
+    );
+
+    // A rewind to Turn 1 by id: archived first, then cut; the writer that
+    // ran the instance is fenced.
+    let rewound = history::rewind(
+        &harness.cluster,
+        &address,
+        &TurnRef::Id("t-1".into()),
+        "cli",
+        "host-c",
+    )
+    .await
+    .unwrap();
+    assert_eq!(rewound.to.turn_index, 1);
+    assert_eq!(rewound.extension_state, ExtensionStateSource::Snapshot);
+    let archive = rewound.archive.expect("an archive");
+    assert_eq!(
+        (
+            archive.n_turns,
+            archive.n_messages,
+            archive.n_pending_events
+        ),
+        (3, 6, 0)
+    );
+    let error = journal
+        .record_event("t-5", &append(&user("too late")))
+        .unwrap_err();
+    assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
+    let mut next = harness.open(&address, "host-d");
+    assert_eq!(next.load().unwrap().base, base[..2]);
+    assert_eq!(
+        next.extension_state().load("counter").unwrap(),
+        Some(json!(1))
+    );
+    assert_eq!(
+        next.extension_state().load("late").unwrap(),
+        None,
+        "removed"
+    );
+    let snapshots = harness
+        .cluster
+        .jetstream()
+        .get_object_store(layout::SNAPSHOT_STORE)
+        .await
+        .unwrap();
+    let mut object = snapshots.get(&archive.object).await.unwrap();
+    let mut bytes = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut object, &mut bytes)
+        .await
+        .unwrap();
+    let manifest: JsonValue = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(manifest["by"], "cli");
+    assert_eq!(manifest["rewoundTo"]["turnIndex"], 1);
+    assert_eq!(manifest["turnIds"], json!(["t-2", "t-3", "t-4"]));
+    assert_eq!(manifest["messages"].as_array().map(Vec::len), Some(6));
+    assert_eq!(
+        manifest["extensions"],
+        json!({"counter": 4, "late": "since 3"})
+    );
+    drop(next);
+
+    // Already at Turn 1: nothing to cut, nothing archived.
+    let again = history::rewind(
+        &harness.cluster,
+        &address,
+        &TurnRef::Index(1),
+        "cli",
+        "host-c",
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.archive, None);
+}
+
+/// A Turn whose commit a snapshot's purge took leaves no record of the
+/// extension state it ended with: the fork gets the current one and says
+/// so, while the Turn the snapshot holds is still exact.
+#[tokio::test]
+async fn a_fork_at_a_turn_older_than_the_snapshot_falls_back_to_the_current_extension_state() {
+    use goondan_cluster::history;
+    use goondan_store::{ExtensionStateSource, TurnRef};
+    let Some(harness) = Harness::start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:compacted");
+    let mut journal = harness.open(&address, "host-a").with_snapshot_every(1);
+    run_turns(&mut journal, 3);
+    for (at, key, source, counter) in [
+        (1, "user:old", ExtensionStateSource::CurrentFallback, 3),
+        (3, "user:new", ExtensionStateSource::Unchanged, 3),
+    ] {
+        let target = InstanceAddress::new("ws-1", "coder", key);
+        let forked = history::fork(
+            &harness.cluster,
+            &address,
+            &TurnRef::Index(at),
+            &target,
+            "cli",
+            "test",
+        )
+        .await
+        .unwrap();
+        assert_eq!(forked.extension_state, source, "Turn {at}");
+        let fork = harness.open(&target, "host-b");
+        assert_eq!(
+            fork.extension_state().load("counter").unwrap(),
+            Some(json!(counter))
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! Hosts and shard leases against a real three-server cluster: one host
 //! owns everything, a second splits the shards by rendezvous without two
 //! owners at once, a host that stops renewing fences itself and loses its
-//! shards, and `leave` hands them over at once.
+//! shards, `leave` hands them over at once, and a person's request finds
+//! the host that owns an instance (`owner::ask_owner`).
 
 use async_nats::jetstream::kv::Operation;
 use futures_util::StreamExt;
@@ -299,4 +300,58 @@ async fn leave_hands_every_shard_over_at_once() {
         left_at.elapsed().max(handover)
     );
     assert_leases(&cluster, &[B]).await;
+}
+
+/// A person's request goes to the host whose lease covers the instance;
+/// a host that answers it does not own the instance (any more) is asked
+/// again, so the request ends at the owner; a lease is read without
+/// joining.
+#[tokio::test]
+async fn a_request_to_an_owner_is_asked_again_when_the_host_says_it_is_not_the_owner() {
+    use goondan_cluster::owner::{ask_owner, OwnerRequests};
+    use goondan_cluster::subject::InstanceAddress;
+    let Some((nats, cluster)) = start().await else {
+        return;
+    };
+    let address = InstanceAddress::new("ws-1", "coder", "user:owner");
+    assert_eq!(
+        membership::shard_lease(&cluster, address.shard())
+            .await
+            .unwrap(),
+        None
+    );
+    let host = join(&nats, "host-a").await;
+    wait_until(Duration::from_secs(20), "host-a owns the shard", || {
+        owned(&host).contains(&address.shard())
+    })
+    .await;
+    let lease = membership::shard_lease(&cluster, address.shard())
+        .await
+        .unwrap()
+        .expect("a lease");
+    assert_eq!(lease.host, "host-a");
+
+    // host-a's side: the first request is refused as not its own, the
+    // next one answered with what it was asked.
+    let mut requests = OwnerRequests::subscribe(&cluster, "ws-1", "host-a")
+        .await
+        .unwrap();
+    let served = tokio::spawn(async move {
+        let first = requests.next().await.expect("a first request");
+        first.not_owner().await;
+        let second = requests.next().await.expect("the request asked again");
+        let mut answer = b"answered: ".to_vec();
+        answer.extend_from_slice(second.payload());
+        second.answer(answer).await;
+    });
+    let answer = ask_owner(
+        &cluster,
+        &address,
+        b"ping".to_vec(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer, b"answered: ping");
+    served.await.unwrap();
 }

@@ -18,7 +18,7 @@
 //! orchestrator (the caller holds the workspace's lock before binding).
 
 use crate::ingress::Ingress;
-use crate::orchestrator::{ConnectionStatus, InstanceStatus, RestartOutcome};
+use crate::orchestrator::{ConnectionStatus, Held, InstanceStatus, RestartOutcome, Rewriter};
 use crate::{OrchestratorError, OrchestratorHandle};
 use goondan_types::{AgentEvent, ConnectorEvent};
 use serde::{Deserialize, Serialize};
@@ -235,8 +235,9 @@ pub const MAX_ACTIVE_REQUESTS: usize = 256;
 /// How long a restart waits, past the grace period, for the new process
 /// to become ready.
 const RESTART_SETTLE: Duration = Duration::from_secs(5);
-/// How long a cancel waits for the Turns it stopped to be over.
-const CANCEL_SETTLE: Duration = Duration::from_secs(5);
+/// How long a cancel waits for the Turns it stopped to be over (also
+/// when a cluster host serves a person's cancel for an instance it owns).
+pub const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 /// The longest an operator may hold an instance; a client that neither
 /// finishes nor closes its connection is let go of then.
 pub const MAX_HOLD: Duration = Duration::from_secs(600);
@@ -513,37 +514,12 @@ async fn hold_while_connected(
     mut reader: BufReader<OwnedReadHalf>,
     mut write: tokio::net::unix::OwnedWriteHalf,
 ) -> std::io::Result<()> {
-    let mut cancelled = Vec::new();
-    let mut refusal = None;
-    if let Some(by) = &cancel_as {
-        for key in &keys {
-            match handle
-                .cancel_running(key.clone(), by.clone(), CANCEL_SETTLE)
-                .await
-            {
-                Ok(outcome) => {
-                    let ended = outcome.ended;
-                    cancelled.extend(outcome.cancelled);
-                    if !ended {
-                        refusal = Some(OrchestratorError::TurnRunning { key: key.clone() });
-                        break;
-                    }
-                }
-                Err(OrchestratorError::NoTurnRunning { .. }) => {}
-                Err(error) => {
-                    refusal = Some(error);
-                    break;
-                }
-            }
-        }
-    }
-    let held = match refusal {
-        Some(error) => Err(error),
-        None => handle.hold(keys.clone()).await,
-    };
+    let held = handle
+        .cancel_and_hold(keys.clone(), cancel_as, CANCEL_SETTLE, Rewriter::HostFiles)
+        .await;
     // A refused hold held nothing, so only a granted one is released.
     let (response, holding) = match held {
-        Ok(stopped) => (ControlResponse::Held { stopped, cancelled }, true),
+        Ok(Held { stopped, cancelled }) => (ControlResponse::Held { stopped, cancelled }, true),
         Err(error) => (failed(&error), false),
     };
     let mut bytes = serde_json::to_vec(&response).unwrap_or_default();

@@ -78,7 +78,7 @@ pub trait Operators: Send + Sync + std::fmt::Debug {
 
     /// True when an open question is about the tool call `call_id` (its
     /// gate's, whose key is the call id, or one the call or a middleware
-    /// around it asked, keyed under it: [`is_about_call`]): the call never
+    /// around it asked, keyed under it: [`goondan_types::approval::is_about_call`]): the call never
     /// finished, so a resumed Turn runs it (and each question is found
     /// again, with its decision if one came).
     fn holds(&self, call_id: &str) -> bool;
@@ -114,14 +114,6 @@ impl Operators for NoOperators {
     fn settle(&self, _key: &str) -> Result<(), AskError> {
         Ok(())
     }
-}
-
-/// True when a question's `key` is about the tool call `call_id`: the
-/// gate's question (the call id itself) or one asked from inside the call
-/// (`<call id>/<name>`, see [`AskScope`]).
-pub fn is_about_call(key: &str, call_id: &str) -> bool {
-    key.strip_prefix(call_id)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// Where a script asks a person from: one tool call, or one middleware
@@ -173,7 +165,7 @@ impl AskScope {
                 )))
             });
         }
-        question.key = format!("{}/{}", self.anchor, question.key);
+        question.key = goondan_types::approval::question_key(&self.anchor, &question.key);
         let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
         if !asked.contains(&question.key) {
             asked.push(question.key.clone());
@@ -201,15 +193,6 @@ impl std::fmt::Debug for AskScope {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_question_is_about_its_call_and_not_a_call_sharing_a_prefix() {
-        assert!(is_about_call("call_1", "call_1"));
-        assert!(is_about_call("call_1/ask1", "call_1"));
-        assert!(!is_about_call("call_10", "call_1"));
-        assert!(!is_about_call("call_10/ask1", "call_1"));
-        assert!(!is_about_call("evt_1/ask1", "call_1"));
-    }
 
     #[tokio::test]
     async fn a_name_with_a_slash_is_refused_before_anything_is_asked() {

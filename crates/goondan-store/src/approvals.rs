@@ -1,11 +1,15 @@
-//! [`ApprovalStore`]: the requests for a person's decision an instance
-//! holds, in `approvals.jsonl` in its folder, so a pending request
-//! outlives every process (a kill -9 of the agent or the orchestrator,
-//! `gdn stop` and `gdn run`).
+//! The requests for a person's decision an instance holds, behind one
+//! seam ([`ApprovalLog`]) with two homes: [`ApprovalStore`], the
+//! instance's `approvals.jsonl` in its folder on one host, and the
+//! instance's log in a cluster (`goondan-cluster`'s `ClusterApprovals`),
+//! so a pending request outlives every process (a kill -9 of the agent or
+//! the orchestrator, `gdn stop` and `gdn run`) and, in a cluster, the
+//! instance's move to another host. [`OpenApprovals`] is the in-memory
+//! fold both keep.
 //!
-//! Written only by the instance's single writer (the AgentProcess holding
-//! its lock), one JSON line per record, each flushed per the
-//! [`SyncPolicy`] before anything acts on it:
+//! The file is written only by the instance's single writer (the
+//! AgentProcess holding its lock), one JSON line per record, each flushed
+//! per the [`SyncPolicy`] before anything acts on it:
 //!
 //! * `{"requested": <ApprovalRequest>}`: a Turn waits for a decision;
 //! * `{"decided": <ApprovalDecision>}`: it was decided (the Turn may not
@@ -54,6 +58,123 @@ pub struct OpenApproval {
     pub decision: Option<ApprovalDecision>,
 }
 
+/// Where an instance's requests for a person's decision are kept, for
+/// its single writer: the agent's side of asking a person uses nothing
+/// else, on one host ([`ApprovalStore`]) or in a cluster (the instance's
+/// log, fenced by its owner's claim like every other write to it).
+///
+/// Every write is durable when it returns, and nothing acts on a record
+/// before it is. A request is open from [`ApprovalLog::request`] until
+/// [`ApprovalLog::close`]; it is decided at most once in between.
+pub trait ApprovalLog: Send + Sync + std::fmt::Debug {
+    /// The open request about `key`, with its decision once there is one.
+    fn by_key(&self, key: &str) -> Result<Option<OpenApproval>, StoreError>;
+
+    /// True when an open request is about the tool call `call_id`: its
+    /// gate's, or a question asked from inside it.
+    fn about_call(&self, call_id: &str) -> Result<bool, StoreError>;
+
+    /// Records `request` as asked.
+    fn request(&self, request: &ApprovalRequest) -> Result<(), StoreError>;
+
+    /// Records `decision` on the open request with its id. `Ok(false)`
+    /// when no open request has that id, or it was decided already (the
+    /// first decision stands).
+    fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError>;
+
+    /// Closes the request `id`: its Turn acts on the decision now, and a
+    /// crash from here on must not make it act again. Closing a request
+    /// that is not open does nothing.
+    fn close(&self, id: &str) -> Result<(), StoreError>;
+}
+
+/// The requests of one instance not closed yet, in the order asked: what
+/// every [`ApprovalLog`] folds its records into.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpenApprovals {
+    open: Vec<OpenApproval>,
+}
+
+impl OpenApprovals {
+    /// True when an open request is about the tool call `call_id` (see
+    /// [`goondan_types::approval::is_about_call`]).
+    pub fn about_call(&self, call_id: &str) -> bool {
+        self.open
+            .iter()
+            .any(|open| goondan_types::approval::is_about_call(&open.request.key, call_id))
+    }
+
+    /// The open request about `key`.
+    pub fn by_key(&self, key: &str) -> Option<&OpenApproval> {
+        self.open.iter().find(|open| open.request.key == key)
+    }
+
+    /// The open request `id` when it is not decided yet: the one a
+    /// decision with that id decides.
+    pub fn undecided(&self, id: &str) -> Option<&OpenApproval> {
+        self.open
+            .iter()
+            .find(|open| open.request.id == id && open.decision.is_none())
+    }
+
+    /// The open request `id`.
+    pub fn by_id(&self, id: &str) -> Option<&OpenApproval> {
+        self.open.iter().find(|open| open.request.id == id)
+    }
+
+    /// `request` was asked.
+    pub fn asked(&mut self, request: ApprovalRequest) {
+        self.open.push(OpenApproval {
+            request,
+            decision: None,
+        });
+    }
+
+    /// `decision` was recorded; false when it decided nothing (see
+    /// [`OpenApprovals::undecided`]).
+    pub fn decided(&mut self, decision: ApprovalDecision) -> bool {
+        match self
+            .open
+            .iter_mut()
+            .find(|open| open.request.id == decision.id && open.decision.is_none())
+        {
+            Some(open) => {
+                open.decision = Some(decision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `state` is what a request stands at now: it replaces what was known
+    /// of the request with its id, or joins the end when none was.
+    pub fn set(&mut self, state: OpenApproval) {
+        match self
+            .open
+            .iter_mut()
+            .find(|open| open.request.id == state.request.id)
+        {
+            Some(open) => *open = state,
+            None => self.open.push(state),
+        }
+    }
+
+    /// The request `id` was closed.
+    pub fn closed(&mut self, id: &str) {
+        self.open.retain(|open| open.request.id != id);
+    }
+
+    /// Every open request, in the order asked.
+    pub fn iter(&self) -> impl Iterator<Item = &OpenApproval> {
+        self.open.iter()
+    }
+
+    /// True when no request is open.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+}
+
 /// The approvals of one instance, for its single writer.
 #[derive(Debug)]
 pub struct ApprovalStore {
@@ -64,7 +185,7 @@ pub struct ApprovalStore {
 
 #[derive(Debug, Default)]
 struct State {
-    open: Vec<OpenApproval>,
+    open: OpenApprovals,
     file: Option<File>,
     bytes: u64,
 }
@@ -88,60 +209,7 @@ impl ApprovalStore {
 
     /// Every request not closed, in the order asked.
     pub fn open_approvals(&self) -> Vec<OpenApproval> {
-        self.lock().open.clone()
-    }
-
-    /// The open request about `key`, if there is one.
-    pub fn by_key(&self, key: &str) -> Option<OpenApproval> {
-        self.lock()
-            .open
-            .iter()
-            .find(|open| open.request.key == key)
-            .cloned()
-    }
-
-    /// Records `request`; durable when this returns.
-    pub fn request(&self, request: &ApprovalRequest) -> Result<(), StoreError> {
-        let mut state = self.lock();
-        self.append(&mut state, &Record::Requested(Box::new(request.clone())))?;
-        state.open.push(OpenApproval {
-            request: request.clone(),
-            decision: None,
-        });
-        Ok(())
-    }
-
-    /// Records `decision` on an open request; durable when this returns.
-    /// `Ok(false)` when no open request has its id; a request decided
-    /// already keeps its first decision (`Ok(false)` too).
-    pub fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError> {
-        let mut state = self.lock();
-        let Some(index) = state
-            .open
-            .iter()
-            .position(|open| open.request.id == decision.id && open.decision.is_none())
-        else {
-            return Ok(false);
-        };
-        self.append(&mut state, &Record::Decided(Box::new(decision.clone())))?;
-        state.open[index].decision = Some(decision.clone());
-        Ok(true)
-    }
-
-    /// Closes the request `id`: its Turn acted on the decision.
-    pub fn close(&self, id: &str) -> Result<(), StoreError> {
-        let mut state = self.lock();
-        if !state.open.iter().any(|open| open.request.id == id) {
-            return Ok(());
-        }
-        self.append(&mut state, &Record::Closed(id.to_string()))?;
-        state.open.retain(|open| open.request.id != id);
-        if state.open.is_empty() && state.bytes > COMPACT_AFTER_BYTES {
-            state.file = None;
-            crate::durability::write_file_atomically(&self.path, b"", self.policy)?;
-            state.bytes = 0;
-        }
-        Ok(())
+        self.lock().open.iter().cloned().collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -179,6 +247,47 @@ impl ApprovalStore {
     }
 }
 
+impl ApprovalLog for ApprovalStore {
+    fn by_key(&self, key: &str) -> Result<Option<OpenApproval>, StoreError> {
+        Ok(self.lock().open.by_key(key).cloned())
+    }
+
+    fn about_call(&self, call_id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().open.about_call(call_id))
+    }
+
+    fn request(&self, request: &ApprovalRequest) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        self.append(&mut state, &Record::Requested(Box::new(request.clone())))?;
+        state.open.asked(request.clone());
+        Ok(())
+    }
+
+    fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        if state.open.undecided(&decision.id).is_none() {
+            return Ok(false);
+        }
+        self.append(&mut state, &Record::Decided(Box::new(decision.clone())))?;
+        Ok(state.open.decided(decision.clone()))
+    }
+
+    fn close(&self, id: &str) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        if state.open.by_id(id).is_none() {
+            return Ok(());
+        }
+        self.append(&mut state, &Record::Closed(id.to_string()))?;
+        state.open.closed(id);
+        if state.open.is_empty() && state.bytes > COMPACT_AFTER_BYTES {
+            state.file = None;
+            crate::durability::write_file_atomically(&self.path, b"", self.policy)?;
+            state.bytes = 0;
+        }
+        Ok(())
+    }
+}
+
 /// The requests of the instance at `paths` that wait for a decision, in
 /// the order asked, for a reader that is not its writer (`gdn approvals`,
 /// the chat, MCP progress, the Studio): at most [`MAX_READ_BYTES`] read, a
@@ -186,9 +295,9 @@ impl ApprovalStore {
 pub fn undecided_approvals(paths: &InstancePaths) -> Result<Vec<ApprovalRequest>, StoreError> {
     let (open, _) = read_open(&paths.approvals_file())?;
     Ok(open
-        .into_iter()
+        .iter()
         .filter(|open| open.decision.is_none())
-        .map(|open| open.request)
+        .map(|open| open.request.clone())
         .collect())
 }
 
@@ -233,10 +342,12 @@ pub fn workspace_approvals(workspace: &WorkspacePaths) -> Result<WorkspaceApprov
     Ok(found)
 }
 
-fn read_open(path: &Path) -> Result<(Vec<OpenApproval>, u64), StoreError> {
+fn read_open(path: &Path) -> Result<(OpenApprovals, u64), StoreError> {
     let file = match File::open(path) {
         Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((OpenApprovals::default(), 0))
+        }
         Err(source) => return Err(StoreError::io("opening", path, source)),
     };
     let mut bytes = Vec::new();
@@ -244,7 +355,7 @@ fn read_open(path: &Path) -> Result<(Vec<OpenApproval>, u64), StoreError> {
         .read_to_end(&mut bytes)
         .map_err(|source| StoreError::io("reading", path, source))?;
     let size = bytes.len() as u64;
-    let mut open: Vec<OpenApproval> = Vec::new();
+    let mut open = OpenApprovals::default();
     // Only newline-terminated lines count: a torn last line was never
     // acted on.
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -259,19 +370,11 @@ fn read_open(path: &Path) -> Result<(Vec<OpenApproval>, u64), StoreError> {
                 reason: error.to_string(),
             })?;
         match record {
-            Record::Requested(request) => open.push(OpenApproval {
-                request: *request,
-                decision: None,
-            }),
+            Record::Requested(request) => open.asked(*request),
             Record::Decided(decision) => {
-                if let Some(open) = open
-                    .iter_mut()
-                    .find(|open| open.request.id == decision.id && open.decision.is_none())
-                {
-                    open.decision = Some(*decision);
-                }
+                open.decided(*decision);
             }
-            Record::Closed(id) => open.retain(|open| open.request.id != id),
+            Record::Closed(id) => open.closed(&id),
         }
     }
     Ok((open, size))
@@ -333,10 +436,10 @@ mod tests {
             Some(Verdict::Approve)
         );
         assert_eq!(open[1].decision, None);
-        assert_eq!(store.by_key("call_2").unwrap().request.id, "apv_2");
+        assert_eq!(store.by_key("call_2").unwrap().unwrap().request.id, "apv_2");
         store.close("apv_1").unwrap();
         assert_eq!(undecided_approvals(&paths).unwrap().len(), 1);
-        assert!(store.by_key("call_1").is_none());
+        assert!(store.by_key("call_1").unwrap().is_none());
     }
 
     #[test]

@@ -434,11 +434,7 @@ impl InstanceStore {
             .collect();
 
         // Everything the rewind removes or replaces is archived first.
-        let id = format!(
-            "{}-{}",
-            archive_stamp(),
-            goondan_types::trace::random_hex(3)
-        );
+        let id = new_archive_id();
         let archive_dir = paths.archive_dir();
         let staging = archive_dir.join(format!("{STAGING_PREFIX}{id}"));
         let final_dir = archive_dir.join(&id);
@@ -716,6 +712,18 @@ fn sync_path(path: &Path, enabled: bool) -> Result<(), StoreError> {
     let file =
         std::fs::File::open(path).map_err(|source| StoreError::io("opening", path, source))?;
     sync_file(&file, path, true)
+}
+
+/// A new archive id: the UTC time and a random suffix
+/// (`20261127T224329Z-6f7a36`), so the archives of one instance sort by
+/// time, and a safe folder or object name. A cluster's rewind names its
+/// archive object with one too.
+pub fn new_archive_id() -> String {
+    format!(
+        "{}-{}",
+        archive_stamp(),
+        goondan_types::trace::random_hex(3)
+    )
 }
 
 /// The UTC time as `YYYYMMDDTHHMMSSZ`, from the ISO time the workspace

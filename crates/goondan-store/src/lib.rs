@@ -4,8 +4,11 @@
 //!
 //! The execution core talks to storage through two small traits,
 //! [`TurnJournal`] and [`ExtensionStateStore`], each with an in-memory
-//! implementation (tests, benchmarks, embedding) and an on-disk one. This
-//! crate knows nothing about pipelines or models.
+//! implementation (tests, benchmarks, embedding) and an on-disk one. An
+//! instance's requests for a person's decision sit behind a third,
+//! [`ApprovalLog`] (on disk, [`ApprovalStore`]). A cluster implements all
+//! three on its own log (`goondan-cluster`). This crate knows nothing
+//! about pipelines or models.
 //!
 //! On disk, everything starts from the System Root ([`StateRootSources`],
 //! [`StateRoot`]) and a workspace ([`WorkspacePaths`]). An AgentProcess
@@ -56,14 +59,15 @@ mod usage;
 pub use active::{ActiveSwarm, WorkspaceIdentity};
 pub use approval_messages::{ApprovalMessages, PostedApproval};
 pub use approvals::{
-    undecided_approvals, workspace_approvals, ApprovalStore, OpenApproval, WorkspaceApprovals,
+    undecided_approvals, workspace_approvals, ApprovalLog, ApprovalStore, OpenApproval,
+    OpenApprovals, WorkspaceApprovals,
 };
 pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};
 pub use fork_rewind::{
-    ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport, RewindManifest, RewindReport,
-    TurnPoint,
+    new_archive_id, ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport,
+    RewindManifest, RewindReport, TurnPoint,
 };
 pub use inbox::{Accepted, InboxStore, PendingInput, SEEN_WINDOW};
 pub use instance::{Instance, InstanceParts, InstanceStore, InstanceSummary, MetadataFile};
@@ -77,7 +81,8 @@ pub use runtime_events::{
 };
 pub use swarm_events::{append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord};
 pub use turns::{
-    read_turn_history, TurnHistory, TurnOutcome, TurnRecord, TurnRef, MAX_INPUT_CHARS,
+    read_turn_history, turn_starts, TurnHistory, TurnOutcome, TurnRecord, TurnRef, TurnStart,
+    MAX_INPUT_CHARS,
 };
 pub use usage::{SwarmUsage, SwarmUsageTally, UsageTotals};
 

@@ -246,11 +246,10 @@ pub(crate) fn delimit_turns(path: &Path, limits: TailLimits) -> Result<TurnHisto
             }
         };
         let metadata = head.metadata.as_ref();
-        let event_id = metadata
-            .and_then(|m| m.event_id.as_ref())
-            .and_then(JsonValue::as_str);
-        let inbound = metadata.and_then(|m| m.inbound.as_ref()) == Some(&JsonValue::Bool(true));
-        let (true, Some(event_id)) = (inbound, event_id) else {
+        let Some(event_id) = input_event_id(
+            metadata.and_then(|m| m.inbound.as_ref()),
+            metadata.and_then(|m| m.event_id.as_ref()),
+        ) else {
             n_in_turn += 1;
             return ControlFlow::Continue(());
         };
@@ -313,13 +312,73 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     false
 }
 
+/// The id of the input event a message carries when it is a Turn's input
+/// (its `__goondanInbound` mark is `true` and it names its event): the
+/// one rule both delimiters ([`delimit_turns`], [`turn_starts`]) follow.
+fn input_event_id<'a>(
+    inbound: Option<&JsonValue>,
+    event_id: Option<&'a JsonValue>,
+) -> Option<&'a str> {
+    if inbound != Some(&JsonValue::Bool(true)) {
+        return None;
+    }
+    event_id.and_then(JsonValue::as_str)
+}
+
+/// Where one Turn starts in a conversation held in memory, by the rule
+/// [`delimit_turns`] follows in a file: what fork and rewind cut by when
+/// the conversation is a cluster's log rather than `base.jsonl`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnStart {
+    /// The position of its input message; the Turn runs to the next
+    /// Turn's start (or the conversation's end).
+    pub at: usize,
+    /// The Turn's id, when its input message records it.
+    pub turn_id: Option<String>,
+    /// The id of its input event.
+    pub event_id: String,
+    /// When its input message was created (ISO 8601).
+    pub created_at: String,
+    /// The first line of its input text, cut to [`MAX_INPUT_CHARS`].
+    pub input: String,
+}
+
+/// The Turns of `messages`, oldest first.
+pub fn turn_starts(messages: &[Message]) -> Vec<TurnStart> {
+    messages
+        .iter()
+        .enumerate()
+        .filter_map(|(at, message)| {
+            let event_id = input_event_id(
+                message.metadata.get("__goondanInbound"),
+                message.metadata.get("eventId"),
+            )?;
+            Some(TurnStart {
+                at,
+                turn_id: message
+                    .metadata
+                    .get("turnId")
+                    .and_then(JsonValue::as_str)
+                    .map(str::to_string),
+                event_id: event_id.to_string(),
+                created_at: message.created_at.clone(),
+                input: first_line(&message.data.text()),
+            })
+        })
+        .collect()
+}
+
 /// The first line of an input message's text, cut to
 /// [`MAX_INPUT_CHARS`]; parsed in full only for input messages.
 fn input_text(line: &[u8]) -> String {
     let Ok(message) = serde_json::from_slice::<Message>(line) else {
         return String::new();
     };
-    let text = message.data.text();
+    first_line(&message.data.text())
+}
+
+/// The first line of `text`, cut to [`MAX_INPUT_CHARS`].
+fn first_line(text: &str) -> String {
     let first = text.lines().next().unwrap_or_default();
     if first.chars().count() <= MAX_INPUT_CHARS {
         first.to_string()
@@ -453,6 +512,48 @@ mod tests {
         let path = dir.join("base.jsonl");
         std::fs::write(&path, crate::encode_messages(messages).unwrap()).unwrap();
         path
+    }
+
+    #[test]
+    fn turns_in_memory_start_where_the_file_delimiter_starts_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut unmarked = inbound("not an input", "evt_x", None);
+        unmarked
+            .metadata
+            .insert(INBOUND_MARK.into(), JsonValue::String("true".into()));
+        let messages = [
+            Message::new(ModelMessage::user("prelude"), MessageSource::System),
+            inbound("first\nsecond line", "evt_1", Some("turn_a")),
+            answer("one"),
+            unmarked,
+            inbound("again", "evt_2", None),
+            answer("two"),
+        ];
+        let starts = turn_starts(&messages);
+        let summary: Vec<_> = starts
+            .iter()
+            .map(|s| {
+                (
+                    s.at,
+                    s.turn_id.as_deref(),
+                    s.event_id.as_str(),
+                    s.input.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (1, Some("turn_a"), "evt_1", "first"),
+                (4, None, "evt_2", "again")
+            ]
+        );
+        let history =
+            delimit_turns(&write_log(dir.path(), &messages), TailLimits::default()).unwrap();
+        let from_file: Vec<_> = history.turns.iter().map(|t| t.event_id.clone()).collect();
+        let in_memory: Vec<_> = starts.iter().map(|s| Some(s.event_id.clone())).collect();
+        assert_eq!(from_file, in_memory);
+        assert_eq!(history.n_prelude_messages, starts[0].at);
     }
 
     #[test]

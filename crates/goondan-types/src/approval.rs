@@ -1,9 +1,10 @@
 //! A person's decision asked for in the middle of a Turn: an approval
 //! gate before a tool call (the `tool-approval` extension), or any
 //! question an extension puts to an operator. The request is durable
-//! state of its instance (`approvals.jsonl` beside its messages), so it
-//! outlives every process; the decision comes from `gdn approve`/`gdn
-//! deny` (or another surface) through the orchestrator.
+//! state of its instance (`approvals.jsonl` beside its messages, or its
+//! log in a cluster), so it outlives every process; the decision comes
+//! from `gdn approve`/`gdn deny` (or another surface) through the
+//! orchestrator, in a cluster the one of the host that owns the instance.
 
 use crate::json::JsonValue;
 use serde::{Deserialize, Serialize};
@@ -67,6 +68,21 @@ pub struct ApprovalRequest {
     pub deciders: Vec<String>,
 }
 
+/// The key of a question asked from inside something with its own key (a
+/// tool call's id, an input event's id): `<anchor>/<name>`. A gate's own
+/// question is keyed by the bare call id, so the two never collide.
+pub fn question_key(anchor: &str, name: &str) -> String {
+    format!("{anchor}/{name}")
+}
+
+/// True when a question's `key` is about the tool call `call_id`: the
+/// gate's question (the call id itself) or one asked from inside the call
+/// ([`question_key`]).
+pub fn is_about_call(key: &str, call_id: &str) -> bool {
+    key.strip_prefix(call_id)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// A decision on an [`ApprovalRequest`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -93,6 +109,15 @@ pub struct ApprovalDecision {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_question_is_about_its_call_and_not_a_call_sharing_a_prefix() {
+        assert!(is_about_call("call_1", "call_1"));
+        assert!(is_about_call(&question_key("call_1", "ask1"), "call_1"));
+        assert!(!is_about_call("call_10", "call_1"));
+        assert!(!is_about_call("call_10/ask1", "call_1"));
+        assert!(!is_about_call("evt_1/ask1", "call_1"));
+    }
 
     #[test]
     fn a_request_and_a_decision_keep_their_field_names() {

@@ -1,16 +1,60 @@
 //! `gdn approvals`, `gdn approve`, `gdn deny`: the tool calls (and
-//! questions) waiting for a person. The list is read from each instance's
-//! `approvals.jsonl` on disk, so it shows requests whose process is gone
-//! too; a decision goes through the running orchestrator to the instance
-//! that holds the request, and is reported only once that instance
-//! recorded it.
+//! questions) waiting for a person. On one host the list is read from
+//! each instance's `approvals.jsonl` on disk, so it shows requests whose
+//! process is gone too, and a decision goes through the running
+//! orchestrator to the instance that holds the request. In a cluster
+//! (`--cluster`, or `GOONDAN_CLUSTER`) the list is read from the
+//! instances' logs in the cluster, and a decision goes to the host that
+//! owns the instance now. Either way a decision is reported only once
+//! the instance recorded it.
 
 use super::target::{call, stores, target, Target};
-use crate::cli::{ApproveArgs, DenyArgs, GlobalArgs};
+use crate::cli::{ApprovalsArgs, ApproveArgs, DenyArgs, GlobalArgs};
 use crate::exit::Outcome;
+use goondan_host::cluster::client::ask_operator;
+use goondan_host::cluster::operator::{OperatorRequest, OperatorResponse};
 use goondan_orchestrator::control::{ControlRequest, ControlResponse};
 use goondan_store::WorkspacePaths;
 use goondan_types::{ApprovalDecision, ApprovalRequest, JsonValue, Verdict};
+
+/// Where the requests are and where a decision goes.
+enum Place<'a> {
+    /// This host's System Root and orchestrator.
+    Host(Target),
+    /// A cluster at these URLs.
+    Cluster(&'a str),
+}
+
+impl<'a> Place<'a> {
+    /// The cluster `urls` name (an empty value names none), else this
+    /// host's target.
+    fn of(global: &GlobalArgs, urls: Option<&'a str>) -> anyhow::Result<Place<'a>> {
+        Ok(match urls.filter(|urls| !urls.is_empty()) {
+            Some(urls) => Place::Cluster(urls),
+            None => Place::Host(target(global)?),
+        })
+    }
+
+    /// Every request not decided yet, oldest first; an outcome when a
+    /// cluster could not be read (printed already).
+    fn waiting(
+        &self,
+        global: &GlobalArgs,
+    ) -> anyhow::Result<Result<Vec<ApprovalRequest>, Outcome>> {
+        match self {
+            Place::Host(target) => waiting(target).map(Ok),
+            Place::Cluster(urls) => {
+                let workspace_id = match super::cluster::cluster_workspace(global)? {
+                    Ok((_, workspace_id)) => workspace_id,
+                    Err(outcome) => return Ok(Err(outcome)),
+                };
+                super::cluster::read_cluster(urls, async |cluster| {
+                    goondan_cluster::approvals::waiting(cluster, &workspace_id).await
+                })
+            }
+        }
+    }
+}
 
 /// Every request not decided yet in the target's workspaces, oldest
 /// first.
@@ -34,9 +78,12 @@ pub(crate) fn undecided(workspace: &WorkspacePaths) -> anyhow::Result<Vec<Approv
     Ok(found.requests)
 }
 
-/// `gdn approvals [--json]`.
-pub(crate) fn list(global: &GlobalArgs) -> anyhow::Result<Outcome> {
-    let waiting = waiting(&target(global)?)?;
+/// `gdn approvals [--cluster URLS] [--json]`.
+pub(crate) fn list(global: &GlobalArgs, args: &ApprovalsArgs) -> anyhow::Result<Outcome> {
+    let waiting = match Place::of(global, args.cluster.as_deref())?.waiting(global)? {
+        Ok(waiting) => waiting,
+        Err(outcome) => return Ok(outcome),
+    };
     if global.json {
         let rows: Vec<JsonValue> = waiting
             .iter()
@@ -107,8 +154,10 @@ pub(crate) fn approve(global: &GlobalArgs, args: &ApproveArgs) -> anyhow::Result
             }
         },
     };
+    let place = Place::of(global, args.cluster.as_deref())?;
     decide(
         global,
+        &place,
         &args.id,
         Verdict::Approve,
         args.reason.clone(),
@@ -118,25 +167,39 @@ pub(crate) fn approve(global: &GlobalArgs, args: &ApproveArgs) -> anyhow::Result
 
 /// `gdn deny ID [--reason R]`.
 pub(crate) fn deny(global: &GlobalArgs, args: &DenyArgs) -> anyhow::Result<Outcome> {
-    decide(global, &args.id, Verdict::Deny, args.reason.clone(), None)
+    let place = Place::of(global, args.cluster.as_deref())?;
+    decide(
+        global,
+        &place,
+        &args.id,
+        Verdict::Deny,
+        args.reason.clone(),
+        None,
+    )
 }
 
 fn decide(
     global: &GlobalArgs,
+    place: &Place<'_>,
     id: &str,
     verdict: Verdict,
     reason: Option<String>,
     arguments: Option<JsonValue>,
 ) -> anyhow::Result<Outcome> {
-    let target = target(global)?;
-    let Some(request) = waiting(&target)?
-        .into_iter()
-        .find(|request| request.id == id)
-    else {
+    let waiting = match place.waiting(global)? {
+        Ok(waiting) => waiting,
+        Err(outcome) => return Ok(outcome),
+    };
+    let Some(request) = waiting.into_iter().find(|request| request.id == id) else {
         crate::render::error(
             "E_APPROVAL_NOT_FOUND",
             &format_args!("no approval {id} waits for a decision"),
-            Some("`gdn approvals` lists the ones that do"),
+            Some(match place {
+                Place::Host(_) => {
+                    "`gdn approvals` lists the ones that do (those of a cluster with --cluster)"
+                }
+                Place::Cluster(_) => "`gdn approvals` lists the ones that do",
+            }),
         );
         return Ok(Outcome::Failure);
     };
@@ -163,15 +226,21 @@ fn decide(
         by: format!("cli:{}", who()),
         decided_at: goondan_types::now_iso(),
     };
-    let response = match &target.socket {
-        Some(socket) => crate::runtime::current_thread()?.block_on(call(
-            socket,
-            ControlRequest::Decide {
-                key: key.clone(),
-                decision,
-            },
-        )),
-        None => None,
+    let response = match place {
+        Place::Host(target) => match &target.socket {
+            Some(socket) => crate::runtime::current_thread()?.block_on(call(
+                socket,
+                ControlRequest::Decide {
+                    key: key.clone(),
+                    decision,
+                },
+            )),
+            None => None,
+        },
+        Place::Cluster(urls) => match decide_in_cluster(global, urls, &request, decision)? {
+            Ok(response) => Some(response),
+            Err(outcome) => return Ok(outcome),
+        },
     };
     match response {
         Some(ControlResponse::Decided) => {
@@ -200,6 +269,42 @@ fn decide(
             Ok(Outcome::Failure)
         }
     }
+}
+
+/// Hands `decision` on `request` to the host that owns its instance now,
+/// answered as the control socket answers; an outcome when the cluster
+/// could not be asked (printed already).
+fn decide_in_cluster(
+    global: &GlobalArgs,
+    urls: &str,
+    request: &ApprovalRequest,
+    decision: ApprovalDecision,
+) -> anyhow::Result<Result<ControlResponse, Outcome>> {
+    let workspace_id = match super::cluster::cluster_workspace(global)? {
+        Ok((_, workspace_id)) => workspace_id,
+        Err(outcome) => return Ok(Err(outcome)),
+    };
+    let asked = OperatorRequest::Decide {
+        agent: request.agent.clone(),
+        instance_key: request.instance_key.clone(),
+        decision,
+    };
+    let answered = crate::runtime::current_thread()?.block_on(async {
+        let cluster = goondan_host::cluster::client::connect_as_client(
+            &goondan_cluster::ClusterUrls::parse(urls)?,
+        )
+        .await?;
+        ask_operator(&cluster, &workspace_id, &asked).await
+    });
+    Ok(match answered {
+        Ok(OperatorResponse::Decided) => Ok(ControlResponse::Decided),
+        Ok(OperatorResponse::Failed(body)) => Ok(ControlResponse::Failed(body)),
+        Ok(other) => anyhow::bail!("the instance's owner answered a decision with {other:?}"),
+        Err(error) => Err(crate::render::host_error(
+            &error,
+            crate::project::format(global),
+        )),
+    })
 }
 
 /// What is wrong with `arguments` against the parameters of the gated

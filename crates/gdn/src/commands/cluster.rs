@@ -1,8 +1,10 @@
 //! `gdn cluster status|deploy` and the `--cluster` forms of `gdn run
-//! --input`, `gdn instance list|export` and `gdn logs`: a person's
-//! commands against a swarm that runs on several hosts (docs/cluster.md).
-//! What they do is `goondan_host::cluster::client`; this module parses,
-//! calls and renders.
+//! --input`, `gdn instance list|export|cancel|history|fork|rewind` and
+//! `gdn logs`: a person's commands against a swarm that runs on several
+//! hosts (docs/cluster.md, docs/operator-control.md). `gdn
+//! approvals|approve|deny --cluster` share its reads
+//! (`commands/approvals.rs`). What they do is `goondan_host::cluster::
+//! client` and `goondan_cluster`; this module parses, calls and renders.
 
 use crate::answers::{self, report};
 use crate::cli::{ClusterArgs, ClusterCommand, GlobalArgs};
@@ -14,6 +16,7 @@ use goondan_host::cluster::client::{self, connect_as_client, Deployed, HostRollo
 use goondan_host::cluster::{workspace_of, ClusterMode};
 use goondan_host::{HostError, Project};
 use goondan_orchestrator::{Ingress, SwarmInfo};
+use goondan_store::ExtensionStateSource;
 use std::time::Duration;
 
 /// `gdn run --cluster URLS --input TEXT`: routes the input as the swarm's
@@ -116,7 +119,7 @@ fn deploy(global: &GlobalArgs, urls: &str, wait: Duration) -> anyhow::Result<Out
 
 /// Connects as a person's command does and runs `read`; a cluster error
 /// is printed and becomes the outcome.
-fn read_cluster<T>(
+pub(crate) fn read_cluster<T>(
     urls: &str,
     read: impl AsyncFnOnce(&Cluster) -> Result<T, ClusterError>,
 ) -> anyhow::Result<Result<T, Outcome>> {
@@ -234,11 +237,445 @@ fn status(global: &GlobalArgs, urls: &str) -> anyhow::Result<Outcome> {
 
 /// The project of the current folder (or `--config`) and the cluster
 /// workspace it names, for commands that read a cluster.
-fn cluster_workspace(global: &GlobalArgs) -> anyhow::Result<Result<(Project, String), Outcome>> {
+pub(crate) fn cluster_workspace(
+    global: &GlobalArgs,
+) -> anyhow::Result<Result<(Project, String), Outcome>> {
     Ok(crate::project::load(global, None, None)?.map(|project| {
         let workspace_id = workspace_of(&project);
         (project, workspace_id)
     }))
+}
+
+/// `gdn instance cancel KEY --cluster URLS`: the cancel goes to the host
+/// that owns each instance `KEY` names (`agent:instanceKey`, or that key of
+/// every agent of the swarm), all at once, and the Turns they stopped are
+/// reported together.
+pub(crate) fn cancel(global: &GlobalArgs, urls: &str, key: &str) -> anyhow::Result<Outcome> {
+    use goondan_host::cluster::operator::{OperatorRequest, OperatorResponse};
+    let started = std::time::Instant::now();
+    let (project, workspace_id) = match cluster_workspace(global)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let swarm_agents = goondan_host::project::swarm_info(&project)?.agents;
+    // `agent:instanceKey` names one instance when the agent is the
+    // swarm's; anything else is an instance key (which may hold a colon).
+    let named: Vec<(String, String)> = match crate::project::split_key(key) {
+        (Some(agent), instance_key) if swarm_agents.contains(&agent) => {
+            vec![(agent, instance_key)]
+        }
+        _ => swarm_agents
+            .into_iter()
+            .map(|agent| (agent, key.to_string()))
+            .collect(),
+    };
+    let requests: Vec<OperatorRequest> = named
+        .into_iter()
+        .map(|(agent, instance_key)| OperatorRequest::Cancel {
+            agent,
+            instance_key,
+            by: super::operator::BY.to_string(),
+        })
+        .collect();
+    let answers = crate::runtime::current_thread()?.block_on(async {
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        let asked = requests
+            .iter()
+            .map(|request| client::ask_operator(&cluster, &workspace_id, request));
+        Ok::<_, HostError>(futures_util::future::join_all(asked).await)
+    });
+    let answers = match answers {
+        Ok(answers) => answers,
+        Err(error) => {
+            return Ok(crate::render::host_error(
+                &error,
+                crate::project::format(global),
+            ))
+        }
+    };
+    let mut outcome = goondan_orchestrator::orchestrator::CancelOutcome {
+        cancelled: Vec::new(),
+        ended: true,
+    };
+    for answer in answers {
+        match answer {
+            Ok(OperatorResponse::Cancelled(one)) => {
+                outcome.cancelled.extend(one.cancelled);
+                outcome.ended &= one.ended;
+            }
+            // An agent with no Turn of that key running.
+            Ok(OperatorResponse::Failed(refused)) if refused.code == "E_NO_TURN_RUNNING" => {}
+            Ok(OperatorResponse::Failed(refused)) => {
+                return Ok(crate::answers::print_refusal(&refused))
+            }
+            Ok(other) => anyhow::bail!("the instance's owner answered a cancel with {other:?}"),
+            Err(error) => {
+                return Ok(crate::render::host_error(
+                    &error,
+                    crate::project::format(global),
+                ))
+            }
+        }
+    }
+    if outcome.cancelled.is_empty() {
+        crate::render::error(
+            "E_NO_TURN_RUNNING",
+            &format_args!(
+                "no Turn of `{key}` runs on any host of the cluster; nothing was cancelled"
+            ),
+            Some("`gdn instance list --cluster` shows the cluster's instances"),
+        );
+        return Ok(Outcome::Failure);
+    }
+    Ok(super::operator::report_cancel(global, &outcome, started))
+}
+
+/// The one instance of the cluster `key` names: `agent:instanceKey` of
+/// one of the swarm's agents, or an instance key only one agent has (as
+/// the cluster's directory lists them); an outcome when there is not
+/// exactly one (printed already).
+async fn resolve_instance(
+    cluster: &Cluster,
+    project: &Project,
+    workspace_id: &str,
+    key: &str,
+) -> Result<Result<InstanceAddress, Outcome>, HostError> {
+    let agents = goondan_host::project::swarm_info(project)?.agents;
+    if let (Some(agent), instance_key) = crate::project::split_key(key) {
+        if agents.contains(&agent) {
+            return Ok(Ok(InstanceAddress::new(
+                workspace_id,
+                &agent,
+                &instance_key,
+            )));
+        }
+    }
+    let mut found: Vec<InstanceAddress> =
+        goondan_cluster::directory::instances(cluster, workspace_id)
+            .await?
+            .into_iter()
+            .filter(|record| record.instance_key == key)
+            .map(|record| {
+                InstanceAddress::new(workspace_id, &record.agent_name, &record.instance_key)
+            })
+            .collect();
+    match found.len() {
+        1 => Ok(Ok(found.remove(0))),
+        0 => {
+            crate::render::error(
+                "E_INSTANCE_NOT_FOUND",
+                &format_args!("no instance of the cluster matches `{key}`"),
+                Some("list them with `gdn instance list --cluster URLS`"),
+            );
+            Ok(Err(Outcome::Failure))
+        }
+        _ => {
+            let names: Vec<String> = found.iter().map(InstanceAddress::routing_key).collect();
+            crate::render::error(
+                "E_INSTANCE_AMBIGUOUS",
+                &format_args!(
+                    "`{key}` names {} instances: {}",
+                    names.len(),
+                    names.join(", ")
+                ),
+                Some("name one as agent:instanceKey"),
+            );
+            Ok(Err(Outcome::Failure))
+        }
+    }
+}
+
+/// Connects, finds the instance `key` names and runs `act` on it; a
+/// failure to connect or to find it is printed and becomes the outcome.
+fn on_instance<T>(
+    global: &GlobalArgs,
+    urls: &str,
+    key: &str,
+    act: impl AsyncFnOnce(&Cluster, &str, InstanceAddress) -> Result<T, HostError>,
+) -> anyhow::Result<Result<T, Outcome>> {
+    let (project, workspace_id) = match cluster_workspace(global)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(Err(outcome)),
+    };
+    let done = crate::runtime::current_thread()?.block_on(async {
+        let cluster = connect_as_client(&ClusterUrls::parse(urls)?).await?;
+        match resolve_instance(&cluster, &project, &workspace_id, key).await? {
+            Ok(address) => act(&cluster, &workspace_id, address).await.map(Ok),
+            Err(outcome) => Ok(Err(outcome)),
+        }
+    });
+    Ok(done.unwrap_or_else(|error| {
+        Err(crate::render::host_error(
+            &error,
+            crate::project::format(global),
+        ))
+    }))
+}
+
+/// `gdn instance history KEY --cluster URLS`: the Turns of the instance's
+/// committed conversation as its log in the cluster holds it, read
+/// without its owner.
+pub(crate) fn history(global: &GlobalArgs, urls: &str, key: &str) -> anyhow::Result<Outcome> {
+    let read = on_instance(global, urls, key, async |cluster, _, address| {
+        let turns = goondan_cluster::history::turns(cluster, &address).await?;
+        Ok((address, turns))
+    })?;
+    let (address, turns) = match read {
+        Ok(read) => read,
+        Err(outcome) => return Ok(outcome),
+    };
+    if global.json {
+        let rows: Vec<serde_json::Value> = turns
+            .iter()
+            .map(|turn| {
+                serde_json::json!({
+                    "index": turn.index,
+                    "turnId": turn.start.turn_id,
+                    "eventId": turn.start.event_id,
+                    "createdAt": turn.start.created_at,
+                    "input": turn.start.input,
+                    "nMessages": turn.n_messages,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "agentName": address.agent_name,
+                "instanceKey": address.instance_key,
+                "turns": rows,
+            })
+        );
+        return Ok(Outcome::Success);
+    }
+    println!("{}: {} Turn(s)", address.routing_key(), turns.len());
+    if !turns.is_empty() {
+        println!(
+            "{:>4}  {:<29} {:<24} {:>8}  INPUT",
+            "#", "TURN ID", "TIME", "MESSAGES"
+        );
+    }
+    for turn in &turns {
+        println!(
+            "{:>4}  {:<29} {:<24} {:>8}  {}",
+            turn.index,
+            turn.start.turn_id.as_deref().unwrap_or("-"),
+            turn.start.created_at,
+            turn.n_messages,
+            turn.start.input
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// The warning of a fork or a rewind in a cluster that could not restore
+/// the extension state a Turn ended with.
+fn warn_if_compacted(source: ExtensionStateSource, turn_index: usize, who: &str) {
+    if source.is_exact() {
+        return;
+    }
+    crate::render::warning(
+        "W_EXTENSION_STATE_CURRENT",
+        &format_args!(
+            "the log no longer holds the commit of Turn {turn_index} (a snapshot took it), so the extension state it left is unknown; {who} got the current extension state"
+        ),
+        Some("export the instance with `gdn instance export --cluster` to check an extension's state"),
+    );
+}
+
+/// Cancels the running Turn of `address` through its owner, for `--cancel`;
+/// nothing running is fine. The Turns cancelled are said on stderr; an
+/// outcome when the cancel failed (printed already).
+async fn cancel_first(
+    cluster: &Cluster,
+    workspace_id: &str,
+    address: &InstanceAddress,
+) -> Result<Result<(), Outcome>, HostError> {
+    use goondan_host::cluster::operator::{OperatorRequest, OperatorResponse};
+    let request = OperatorRequest::Cancel {
+        agent: address.agent_name.clone(),
+        instance_key: address.instance_key.clone(),
+        by: super::operator::BY.to_string(),
+    };
+    match client::ask_operator(cluster, workspace_id, &request).await? {
+        OperatorResponse::Cancelled(outcome) if outcome.ended => {
+            for turn in outcome.cancelled {
+                eprintln!("cancelled the running Turn of {} first", turn.key);
+            }
+            Ok(Ok(()))
+        }
+        OperatorResponse::Cancelled(_) => {
+            let refused = goondan_types::ErrorBody::new(
+                "E_TURN_RUNNING",
+                format!("the cancelled Turn of {} had not ended when the wait ran out; nothing was forked", address.routing_key()),
+            )
+            .with_suggestion("try again in a moment");
+            Ok(Err(crate::answers::print_refusal(&refused)))
+        }
+        OperatorResponse::Failed(refused) if refused.code == "E_NO_TURN_RUNNING" => Ok(Ok(())),
+        OperatorResponse::Failed(refused) => Ok(Err(crate::answers::print_refusal(&refused))),
+        other => Err(ClusterError::Corrupt {
+            what: format!("the answer of the owner of {}", address.routing_key()),
+            reason: format!("a cancel answered with {other:?}"),
+        }
+        .into()),
+    }
+}
+
+/// `gdn instance fork KEY --at TURN [--as NEWKEY] [--cancel] --cluster
+/// URLS`: the new instance's log is written from here, from the
+/// original's committed conversation, without its owner (a Turn it runs
+/// is neither cut nor seen); `--cancel` goes to its owner first.
+pub(crate) fn fork(
+    global: &GlobalArgs,
+    urls: &str,
+    asked: &super::operator::Rewrite<'_>,
+    new_key: Option<&str>,
+) -> anyhow::Result<Outcome> {
+    let forked = on_instance(
+        global,
+        urls,
+        asked.key,
+        async |cluster, workspace_id, from| {
+            if asked.cancel {
+                if let Err(outcome) = cancel_first(cluster, workspace_id, &from).await? {
+                    return Ok(Err(outcome));
+                }
+            }
+            let new_key = new_key.map_or_else(
+                || {
+                    format!(
+                        "{}-fork-{}",
+                        from.instance_key,
+                        goondan_types::trace::random_hex(3)
+                    )
+                },
+                str::to_string,
+            );
+            let to = InstanceAddress::new(workspace_id, &from.agent_name, &new_key);
+            let claimant = format!(
+                "gdn instance fork on {}",
+                goondan_host::cluster::host_name().unwrap_or_else(|| "an unnamed machine".into())
+            );
+            let turn = goondan_store::TurnRef::parse(asked.turn);
+            let forked = goondan_cluster::history::fork(
+                cluster,
+                &from,
+                &turn,
+                &to,
+                super::operator::BY,
+                &claimant,
+            )
+            .await?;
+            Ok(Ok((from, to, forked)))
+        },
+    )?;
+    let (from, to, forked) = match forked.and_then(|inner| inner) {
+        Ok(forked) => forked,
+        Err(outcome) => return Ok(outcome),
+    };
+    if global.json {
+        let mut report = serde_json::to_value(&forked)?;
+        report["agentName"] = to.agent_name.clone().into();
+        report["instanceKey"] = to.instance_key.clone().into();
+        report["forkedFrom"] = from.instance_key.clone().into();
+        println!("{report}");
+    } else {
+        println!(
+            "forked {} at Turn {} ({}) into {}: {} message(s)",
+            from.routing_key(),
+            forked.at.turn_index,
+            forked.at.turn_id.as_deref().unwrap_or("id unknown"),
+            to.routing_key(),
+            forked.n_messages
+        );
+        println!(
+            "{}",
+            super::operator::state_line(forked.extension_state, forked.at.turn_index)
+        );
+    }
+    warn_if_compacted(forked.extension_state, forked.at.turn_index, "the fork");
+    Ok(Outcome::Success)
+}
+
+/// `gdn instance rewind KEY --to TURN [--cancel] --cluster URLS`: the
+/// owner of the instance holds it (refusing while a Turn runs, unless
+/// `--cancel`), rewrites its log, and lets go of it.
+pub(crate) fn rewind(
+    global: &GlobalArgs,
+    urls: &str,
+    asked: &super::operator::Rewrite<'_>,
+) -> anyhow::Result<Outcome> {
+    use goondan_host::cluster::operator::{OperatorRequest, OperatorResponse};
+    let answered = on_instance(
+        global,
+        urls,
+        asked.key,
+        async |cluster, workspace_id, address| {
+            let request = OperatorRequest::Rewind {
+                agent: address.agent_name.clone(),
+                instance_key: address.instance_key.clone(),
+                to: asked.turn.to_string(),
+                cancel: asked.cancel,
+                by: super::operator::BY.to_string(),
+            };
+            let answer = client::ask_operator(cluster, workspace_id, &request).await?;
+            Ok((address, answer))
+        },
+    )?;
+    let (address, answer) = match answered {
+        Ok(answered) => answered,
+        Err(outcome) => return Ok(outcome),
+    };
+    let (rewound, cancelled) = match answer {
+        OperatorResponse::Rewound { rewound, cancelled } => (rewound, cancelled),
+        OperatorResponse::Failed(refused) => return Ok(crate::answers::print_refusal(&refused)),
+        other => anyhow::bail!("the instance's owner answered a rewind with {other:?}"),
+    };
+    for turn in &cancelled {
+        eprintln!("cancelled the running Turn of {} first", turn.key);
+    }
+    let key = address.routing_key();
+    if global.json {
+        let mut report = serde_json::to_value(&rewound)?;
+        report["agentName"] = address.agent_name.clone().into();
+        report["instanceKey"] = address.instance_key.clone().into();
+        println!("{report}");
+    } else {
+        match &rewound.archive {
+            Some(archive) => println!(
+                "rewound {key} to Turn {} ({}): {} Turn(s), {} message(s){} archived in the cluster as {}",
+                rewound.to.turn_index,
+                rewound.to.turn_id.as_deref().unwrap_or("id unknown"),
+                archive.n_turns,
+                archive.n_messages,
+                if archive.n_pending_events > 0 {
+                    format!(" and {} pending event(s)", archive.n_pending_events)
+                } else {
+                    String::new()
+                },
+                archive.object
+            ),
+            None => println!(
+                "{key} already ends with Turn {}; nothing to rewind",
+                rewound.to.turn_index
+            ),
+        }
+        if rewound.archive.is_some() {
+            println!(
+                "{}",
+                super::operator::state_line(rewound.extension_state, rewound.to.turn_index)
+            );
+        }
+    }
+    if rewound.archive.is_some() {
+        warn_if_compacted(
+            rewound.extension_state,
+            rewound.to.turn_index,
+            "the instance",
+        );
+    }
+    Ok(Outcome::Success)
 }
 
 /// `gdn instance list --cluster URLS`: the instances some host claimed,

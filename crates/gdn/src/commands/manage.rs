@@ -276,10 +276,28 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
             }
             Ok(not_running())
         }
-        InstanceCommand::Cancel { key } => super::operator::cancel(global, &target, key),
-        InstanceCommand::History { key, archived } => {
-            super::operator::history(global, &target, key, *archived)
+        InstanceCommand::Cancel { key, cluster } => {
+            match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+                Some(urls) => super::cluster::cancel(global, urls, key),
+                None => super::operator::cancel(global, &target, key),
+            }
         }
+        InstanceCommand::History {
+            key,
+            archived,
+            cluster,
+        } => match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+            Some(_) if *archived => {
+                crate::render::error(
+                    "E_CLUSTER_UNSUPPORTED",
+                    &"--archived lists the archive folders of one host; a cluster keeps each rewind's archive as an object in the cluster",
+                    Some("leave out --archived; docs/operator-control.md (In a cluster) says where the archives are"),
+                );
+                Ok(Outcome::BadArguments)
+            }
+            Some(urls) => super::cluster::history(global, urls, key),
+            None => super::operator::history(global, &target, key, *archived),
+        },
         InstanceCommand::Fork {
             key,
             at,
@@ -291,9 +309,11 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 key,
                 turn: at,
                 cancel: *cancel,
-                cluster: cluster.as_deref(),
             };
-            super::operator::fork(global, &target, &asked, new_key.as_deref())
+            match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+                Some(urls) => super::cluster::fork(global, urls, &asked, new_key.as_deref()),
+                None => super::operator::fork(global, &target, &asked, new_key.as_deref()),
+            }
         }
         InstanceCommand::Rewind {
             key,
@@ -305,9 +325,11 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 key,
                 turn: to,
                 cancel: *cancel,
-                cluster: cluster.as_deref(),
             };
-            super::operator::rewind(global, &target, &asked)
+            match cluster.as_deref().filter(|urls| !urls.is_empty()) {
+                Some(urls) => super::cluster::rewind(global, urls, &asked),
+                None => super::operator::rewind(global, &target, &asked),
+            }
         }
         InstanceCommand::Export { key, cluster, to } => {
             super::cluster::export(global, key, cluster, to)

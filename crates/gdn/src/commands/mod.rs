@@ -41,7 +41,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Restart(args) => manage::restart(&cli.global, args),
         Command::Stop(args) => manage::stop(&cli.global, args),
         Command::Instance(args) => manage::instance(&cli.global, args),
-        Command::Approvals => approvals::list(&cli.global),
+        Command::Approvals(args) => approvals::list(&cli.global, args),
         Command::Approve(args) => approvals::approve(&cli.global, args),
         Command::Deny(args) => approvals::deny(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),

@@ -3,19 +3,21 @@
 //! orchestrator; the history is read from disk; fork and rewind rewrite
 //! an instance on disk (`goondan_store::InstanceStore`) under its lock,
 //! holding it through the control socket while an orchestrator runs so
-//! its process cannot race them.
+//! its process cannot race them. Their `--cluster` forms are in
+//! `commands/cluster.rs`, which `commands/manage.rs` picks.
 
 use super::target::{call, stores, Target};
 use crate::cli::GlobalArgs;
 use crate::exit::Outcome;
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse, HoldGuard};
+use goondan_orchestrator::orchestrator::CancelOutcome;
 use goondan_store::{
     ExtensionStateSource, InstanceStore, InstanceSummary, TurnOutcome, TurnRecord, TurnRef,
 };
 use std::io::Write;
 
 /// Who the log names for what this command does.
-const BY: &str = "cli";
+pub(crate) const BY: &str = "cli";
 
 /// The widest input a history row shows, in characters.
 const INPUT_COLUMN: usize = 48;
@@ -46,6 +48,16 @@ pub(crate) fn cancel(global: &GlobalArgs, target: &Target, key: &str) -> anyhow:
         }
         Some(other) => anyhow::bail!("the orchestrator answered a cancel with {other:?}"),
     };
+    Ok(report_cancel(global, &outcome, started))
+}
+
+/// Prints what a cancel stopped (on one host or through a cluster's
+/// owners), `started` being when the command began.
+pub(crate) fn report_cancel(
+    global: &GlobalArgs,
+    outcome: &CancelOutcome,
+    started: std::time::Instant,
+) -> Outcome {
     let elapsed = started.elapsed().as_millis();
     if global.json {
         println!(
@@ -77,7 +89,7 @@ pub(crate) fn cancel(global: &GlobalArgs, target: &Target, key: &str) -> anyhow:
             Some("it ends at its next step; `gdn instance list` shows when the instance is idle"),
         );
     }
-    Ok(Outcome::Success)
+    Outcome::Success
 }
 
 /// `gdn instance history KEY [--archived]`.
@@ -212,8 +224,6 @@ pub(crate) struct Rewrite<'a> {
     pub(crate) turn: &'a str,
     /// Cancel a running Turn first.
     pub(crate) cancel: bool,
-    /// `--cluster`, when given.
-    pub(crate) cluster: Option<&'a str>,
 }
 
 /// `gdn instance fork KEY --at TURN [--as NEWKEY] [--cancel]`.
@@ -223,9 +233,6 @@ pub(crate) fn fork(
     asked: &Rewrite<'_>,
     new_key: Option<&str>,
 ) -> anyhow::Result<Outcome> {
-    if let Some(outcome) = refuse_in_cluster(asked.cluster, "fork") {
-        return Ok(outcome);
-    }
     let (store, summary) = match resolve(target, asked.key)? {
         Ok(found) => found,
         Err(outcome) => return Ok(outcome),
@@ -283,9 +290,6 @@ pub(crate) fn rewind(
     target: &Target,
     asked: &Rewrite<'_>,
 ) -> anyhow::Result<Outcome> {
-    if let Some(outcome) = refuse_in_cluster(asked.cluster, "rewind") {
-        return Ok(outcome);
-    }
     let (store, summary) = match resolve(target, asked.key)? {
         Ok(found) => found,
         Err(outcome) => return Ok(outcome),
@@ -342,7 +346,9 @@ pub(crate) fn rewind(
     Ok(Outcome::Success)
 }
 
-fn state_line(source: ExtensionStateSource, turn_index: usize) -> String {
+/// The line saying where a fork's or a rewind's extension state came
+/// from.
+pub(crate) fn state_line(source: ExtensionStateSource, turn_index: usize) -> String {
     match source {
         ExtensionStateSource::Snapshot => {
             format!("extension state: as Turn {turn_index} left it (from its snapshot)")
@@ -367,18 +373,6 @@ fn warn_if_fallback(source: ExtensionStateSource, turn_index: usize, who: &str) 
         ),
         Some("check the instance's extensions/ folder if an extension's state matters for it"),
     );
-}
-
-/// Refuses `--cluster`: the conversation of a cluster instance lives in
-/// JetStream, which fork and rewind do not rewrite yet.
-fn refuse_in_cluster(cluster: Option<&str>, what: &str) -> Option<Outcome> {
-    cluster.filter(|urls| !urls.is_empty())?;
-    crate::render::error(
-        "E_CLUSTER_UNSUPPORTED",
-        &format_args!("`gdn instance {what}` is not supported in a cluster (`gdn run --cluster`) yet; nothing was changed"),
-        Some("export the instance with `gdn instance export` and work on the copy, or unset GOONDAN_CLUSTER for a single-host swarm"),
-    );
-    Some(Outcome::Failure)
 }
 
 /// Checks, without the lock, that the Turn exists and the new key is

@@ -270,6 +270,7 @@ impl Cluster {
 
 mod crashes;
 mod deliveries;
+mod operator;
 mod rollout;
 
 /// `answer to <the last user text>`, for every request.

@@ -505,7 +505,7 @@ fn issue_36_bad_fork_and_rewind_requests_are_coded_errors_that_change_nothing() 
             "--cluster",
             "nats://127.0.0.1:1",
         ],
-        "E_CLUSTER_UNSUPPORTED",
+        "E_CLUSTER_CONNECT",
     );
 
     assert_eq!(disk(&swarm), before, "a refusal changed files");

@@ -1,10 +1,12 @@
 //! What a command run by a person does against a cluster, from any
 //! machine with the bundle: one input through an instance's inbox
-//! ([`ask`]), a rollout ([`deploy`] and [`wait_for_hosts`]), and the
-//! reads behind `gdn cluster status`, `gdn instance list|export --cluster`
-//! and `gdn logs --cluster` ([`connect_as_client`]). Rendering is the
-//! caller's.
+//! ([`ask`]), a decision or a cancel through the host that owns the
+//! instance ([`ask_operator`]), a rollout ([`deploy`] and
+//! [`wait_for_hosts`]), and the reads behind `gdn cluster status`, `gdn
+//! instance list|export --cluster`, `gdn logs --cluster` and `gdn
+//! approvals` ([`connect_as_client`]). Rendering is the caller's.
 
+use super::operator::{OperatorRequest, OperatorResponse};
 use super::rollout::pack;
 use super::{connect_as, ensure_layout, host_name, workspace_of, ClusterMode};
 use crate::{HostError, Project};
@@ -22,6 +24,11 @@ use std::time::Duration;
 const ANSWER_WAIT: Duration = Duration::from_secs(600);
 /// How often a deploy looks at the hosts while it waits.
 const DEPLOY_POLL: Duration = Duration::from_millis(250);
+/// How long a person's request waits for the owner's answer once the
+/// owner took it: a decision waits up to 30 s for the instance to record
+/// it (its process may have to start first), a cancel 5 s for the Turn to
+/// end.
+const OPERATOR_ANSWER_WAIT: Duration = Duration::from_secs(45);
 
 /// Connects for a command run by a person (no host id of its own), and
 /// checks that some host has made the layout.
@@ -81,6 +88,30 @@ pub async fn ask(
         .into());
     }
     Ok((key, reply))
+}
+
+/// Sends `request` to the host that owns its instance now (looking for it
+/// while ownership moves, see [`goondan_cluster::owner::ask_owner`]) and
+/// returns that host's answer. No host needs to run here.
+pub async fn ask_operator(
+    cluster: &Cluster,
+    workspace_id: &str,
+    request: &OperatorRequest,
+) -> Result<OperatorResponse, HostError> {
+    let address = request.address(workspace_id);
+    let payload = serde_json::to_vec(request).map_err(|error| ClusterError::Corrupt {
+        what: format!("a request for {}", address.routing_key()),
+        reason: error.to_string(),
+    })?;
+    let answer =
+        goondan_cluster::owner::ask_owner(cluster, &address, payload, OPERATOR_ANSWER_WAIT).await?;
+    serde_json::from_slice(&answer).map_err(|error| {
+        ClusterError::Corrupt {
+            what: format!("the answer of the owner of {}", address.routing_key()),
+            reason: error.to_string(),
+        }
+        .into()
+    })
 }
 
 /// What [`deploy`] did.

@@ -1,7 +1,8 @@
 //! A host's life in the cluster: [`join`] (heartbeat, shard leases),
 //! then [`JoinedHost::serve`], whose loop pulls the inbox of every shard
 //! it owns and does not have to hand over, runs the singleton Connections
-//! while it owns their shard, follows rollouts, and on
+//! while it owns their shard, follows rollouts, serves a person's
+//! requests for the instances it owns ([`super::operator`]), and on
 //! [`HostTask::drain`] stops pulling, lets running Turns answer and
 //! releases its leases.
 
@@ -130,6 +131,17 @@ impl Host {
             .follower
             .take()
             .map(|follower| tokio::spawn(follower.run(Arc::clone(&self.membership))));
+        // A person's requests for the instances this host owns are served
+        // until its Turns are drained: a cancel or a decision may be what
+        // lets one of them finish.
+        let (stop_operator, operator_stopped) = watch::channel(false);
+        let operator = tokio::spawn(super::operator::serve(
+            self.cluster.clone(),
+            self.workspace_id.clone(),
+            self.handle.clone(),
+            Arc::clone(&self.membership),
+            operator_stopped,
+        ));
         let mut owned = self.membership.owned();
         let mut to_drain = self.membership.to_drain();
         let mut pulling: HashMap<u16, watch::Sender<bool>> = HashMap::new();
@@ -188,6 +200,8 @@ impl Host {
             let _ = stop.send(true);
         }
         while pullers.join_next().await.is_some() {}
+        let _ = stop_operator.send(true);
+        let _ = operator.await;
         if runs_singletons {
             self.run_singletons(false).await;
         }

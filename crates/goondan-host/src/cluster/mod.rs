@@ -17,12 +17,16 @@
 //! the log itself.
 //!
 //! [`rollout`] is the bundle the hosts run, distributed by digest;
-//! [`client`] holds what a command run by a person does against a cluster
-//! (`gdn run --cluster … --input`, `gdn cluster status|deploy`, `gdn
-//! instance list|export --cluster`, `gdn logs --cluster`).
+//! [`operator`] is what a host does for a person's command on an instance
+//! it owns (a decision on an approval, a cancel); [`client`] holds what a
+//! command run by a person does against a cluster (`gdn run --cluster …
+//! --input`, `gdn cluster status|deploy`, `gdn instance list|export
+//! --cluster`, `gdn logs --cluster`, `gdn approve|deny` and `gdn instance
+//! cancel` through the instance's owner).
 
 pub mod client;
 mod host;
+pub mod operator;
 mod outbox;
 mod remote;
 pub mod rollout;

@@ -1,7 +1,7 @@
 //! [`OrchestratorHandle`]: how everything outside the main loop talks to
 //! it, one [`Input`] at a time.
 
-use super::input::{ConnectionStatus, Input, InstanceStatus};
+use super::input::{ConnectionStatus, Input, InstanceStatus, Rewriter};
 use crate::ingress::Ingress;
 use crate::swarm::SwarmInfo;
 use crate::OrchestratorError;
@@ -260,10 +260,56 @@ impl OrchestratorHandle {
     /// keys whose process was stopped, once each has exited, so the
     /// caller can take the instances' locks. Refused with
     /// `E_TURN_RUNNING` while one of them runs a Turn.
+    /// Refused on a cluster member (`E_CLUSTER_UNSUPPORTED`): its
+    /// instances' history is not in its files.
     pub async fn hold(&self, keys: Vec<String>) -> Result<Vec<String>, OrchestratorError> {
         let (reply, held) = oneshot::channel();
-        self.send(Input::Hold { keys, reply }).await?;
+        self.send(Input::Hold {
+            keys,
+            rewriter: Rewriter::HostFiles,
+            reply,
+        })
+        .await?;
         held.await.map_err(|_| OrchestratorError::Stopped)?
+    }
+
+    /// Holds `keys` like [`OrchestratorHandle::hold`], for `rewriter`,
+    /// after cancelling their running Turns in the name of `cancel_as`
+    /// when given (waiting up to `settle` for each to end; one still
+    /// running then refuses the hold with `E_TURN_RUNNING`). What the
+    /// control socket does for `gdn instance fork|rewind --cancel`, and a
+    /// cluster host for a rewind of an instance it owns.
+    pub async fn cancel_and_hold(
+        &self,
+        keys: Vec<String>,
+        cancel_as: Option<String>,
+        settle: Duration,
+        rewriter: Rewriter,
+    ) -> Result<Held, OrchestratorError> {
+        let mut cancelled = Vec::new();
+        if let Some(by) = &cancel_as {
+            for key in &keys {
+                match self.cancel_running(key.clone(), by.clone(), settle).await {
+                    Ok(outcome) => {
+                        cancelled.extend(outcome.cancelled);
+                        if !outcome.ended {
+                            return Err(OrchestratorError::TurnRunning { key: key.clone() });
+                        }
+                    }
+                    Err(OrchestratorError::NoTurnRunning { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        let (reply, held) = oneshot::channel();
+        self.send(Input::Hold {
+            keys,
+            rewriter,
+            reply,
+        })
+        .await?;
+        let stopped = held.await.map_err(|_| OrchestratorError::Stopped)??;
+        Ok(Held { stopped, cancelled })
     }
 
     /// Lets go of instances [`OrchestratorHandle::hold`] held.
@@ -398,6 +444,15 @@ impl OrchestratorHandle {
             .await
             .map_err(|_| OrchestratorError::Stopped)
     }
+}
+
+/// What [`OrchestratorHandle::cancel_and_hold`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The instances whose process was stopped for the hold.
+    pub stopped: Vec<String>,
+    /// The Turns cancelled first.
+    pub cancelled: Vec<super::CancelledTurn>,
 }
 
 /// What [`OrchestratorHandle::cancel_running`] did.

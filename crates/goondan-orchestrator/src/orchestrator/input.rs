@@ -71,6 +71,18 @@ pub(super) type DecisionReply = oneshot::Sender<Result<(), OrchestratorError>>;
 /// A reply the orchestrator itself waits for (a CLI input, for example).
 pub(super) type Reply = oneshot::Sender<Result<AgentEvent, OrchestratorError>>;
 
+/// Who rewrites the history of instances an operator holds, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rewriter {
+    /// A client of the control socket, in this host's instance files:
+    /// refused on a cluster member, whose conversations are not there but
+    /// in the cluster's log.
+    HostFiles,
+    /// This cluster host itself, in the instances' log in the cluster
+    /// (`gdn instance rewind` through the instance's owner).
+    ClusterHost,
+}
+
 /// The closed set of requests the main loop takes from outside (the
 /// transport's messages arrive on their own channel).
 pub enum Input {
@@ -196,6 +208,8 @@ pub enum Input {
     Hold {
         /// The instances.
         keys: Vec<String>,
+        /// Where their history is rewritten.
+        rewriter: Rewriter,
         /// The keys whose process was stopped, once each exited; or why
         /// the hold was refused (`E_TURN_RUNNING`).
         reply: oneshot::Sender<Result<Vec<String>, OrchestratorError>>,

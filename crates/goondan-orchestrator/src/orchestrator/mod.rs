@@ -34,10 +34,10 @@ mod routing;
 mod supervision;
 
 pub use client::{
-    CancelOutcome, OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState,
+    CancelOutcome, Held, OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState,
     MAX_RESTART_WAIT,
 };
-pub use input::{ConnectionStatus, Input, InstanceStatus};
+pub use input::{ConnectionStatus, Input, InstanceStatus, Rewriter};
 pub use instance::MAX_DELIVERY_ATTEMPTS;
 pub use lifecycle::SwarmRestartRequest;
 pub use liveness::{Liveness, LIVENESS_INTERVAL_ENV};
@@ -347,7 +347,11 @@ impl Orchestrator {
                 let _ = done.send(self.cancel_running(&key, &by));
             }
             Input::WatchTurns { pending, done } => self.watch_turns(pending, done),
-            Input::Hold { keys, reply } => self.hold(&keys, reply),
+            Input::Hold {
+                keys,
+                rewriter,
+                reply,
+            } => self.hold(&keys, rewriter, reply),
             Input::Release { keys } => self.release(&keys),
             Input::AnswerQuery {
                 to,

@@ -1,7 +1,8 @@
 //! What a person does to a running instance through the control socket:
 //! cancel the Turn its process runs (`gdn instance cancel`), and hold the
 //! instance (its process stopped, its events waiting) while its history
-//! is rewritten on disk (`gdn instance fork|rewind`).
+//! is rewritten on disk (`gdn instance fork|rewind`), or, on a cluster
+//! host, in the cluster's log by the host itself.
 //!
 //! The orchestrator does not know what a Turn holds or how a history is
 //! cut: cancelling is a `runtime.cancel` for the event in flight, and a
@@ -9,6 +10,7 @@
 //! can take the instance's single-writer lock. The rewriting itself is
 //! the holder's (`goondan_store`).
 
+use super::input::Rewriter;
 use super::Orchestrator;
 use crate::OrchestratorError;
 use goondan_ipc::protocol::Cancel;
@@ -133,18 +135,20 @@ impl Orchestrator {
         }
     }
 
-    /// Holds the instances `keys` (`agent:instanceKey` each): refuses with
-    /// `E_TURN_RUNNING` if a Turn runs or waits in a process of one of
-    /// them, else stops their processes (a graceful `shutdown`) and keeps
+    /// Holds the instances `keys` (`agent:instanceKey` each) for
+    /// `rewriter` (a client rewriting files is refused on a cluster
+    /// member): refuses with `E_TURN_RUNNING` if a Turn runs or waits in a
+    /// process of one of them, else stops their processes (a graceful `shutdown`) and keeps
     /// them from getting new ones until [`Orchestrator::release`]. Events
     /// that arrive meanwhile wait in their bounded queues. `reply` gets
     /// the keys whose process was stopped, once each has exited.
     pub(super) fn hold(
         &mut self,
         keys: &[String],
+        rewriter: Rewriter,
         reply: oneshot::Sender<Result<Vec<String>, OrchestratorError>>,
     ) {
-        if self.remote.is_some() {
+        if self.remote.is_some() && rewriter == Rewriter::HostFiles {
             let _ = reply.send(Err(OrchestratorError::ClusterUnsupported {
                 what: "holding an instance to rewrite its history (fork, rewind)".into(),
             }));

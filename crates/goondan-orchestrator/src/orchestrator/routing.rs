@@ -531,7 +531,7 @@ impl Orchestrator {
             let _ = reply.send(Err(OrchestratorError::Approval {
                 key: key.to_string(),
                 code: "E_APPROVAL_REMOTE".into(),
-                message: "another host of the cluster serves this instance; decide on that host"
+                message: "another host of the cluster serves this instance; decide with `--cluster URLS` (or GOONDAN_CLUSTER), which reaches whichever host owns it"
                     .into(),
             }));
             return;
