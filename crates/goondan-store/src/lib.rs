@@ -58,8 +58,8 @@ pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};
 pub use fork_rewind::{
-    ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport, RewindManifest, RewindReport,
-    TurnPoint,
+    fork_key, ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport, RewindManifest,
+    RewindReport, TurnPoint,
 };
 pub use inbox::{Accepted, InboxStore, PendingInput, SEEN_WINDOW};
 pub use instance::{Instance, InstanceParts, InstanceStore, InstanceSummary, MetadataFile};

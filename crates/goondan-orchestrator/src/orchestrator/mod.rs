@@ -424,4 +424,4 @@ impl Orchestrator {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
