@@ -356,15 +356,20 @@ mod tests {
             let socket = socket.clone();
             async move { call(&socket, &rewind("alpha:main", "1", true)).await }
         });
-        loop {
-            let (to, message) = h.sent.recv().await.unwrap();
-            if let Ok(Inbound::Runtime(RuntimeMessage::Cancel(cancel))) = protocol::decode(&message)
-            {
-                assert_eq!((to, cancel.event_id), (link.clone(), event.id.clone()));
-                assert_eq!(cancel.cancelled_by.as_deref(), Some("tester"));
-                break;
+        let (to, cancel) = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let (to, message) = h.sent.recv().await.unwrap();
+                if let Ok(Inbound::Runtime(RuntimeMessage::Cancel(cancel))) =
+                    protocol::decode(&message)
+                {
+                    return (to, cancel);
+                }
             }
-        }
+        })
+        .await
+        .expect("no runtime.cancel reached the process");
+        assert_eq!((to, cancel.event_id), (link.clone(), event.id.clone()));
+        assert_eq!(cancel.cancelled_by.as_deref(), Some("tester"));
         h.answer(&link, &event, "stopped").await;
         h.next_shutdown_to(&link).await;
         h.end_process(0, &link, Some(0)).await;
