@@ -671,21 +671,17 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             .delete(key)
             .await
             .map(|stopped| ControlResponse::Deleted { stopped }),
-        ControlRequest::Deliver { key, event, source } => {
-            match goondan_ipc::RoutingKey::parse(&key, "") {
-                Ok(key) => deliver(handle, key, &event, &source).await,
-                Err(error) => return failure(error.code(), &error.to_string()),
-            }
-        }
-        ControlRequest::Decide { key, decision } => {
-            match goondan_ipc::RoutingKey::parse(&key, "") {
-                Ok(key) => handle
-                    .decide(key, decision)
-                    .await
-                    .map(|()| ControlResponse::Decided),
-                Err(error) => return failure(error.code(), &error.to_string()),
-            }
-        }
+        ControlRequest::Deliver { key, event, source } => match exact_key(&key) {
+            Ok(key) => deliver(handle, key, &event, &source).await,
+            Err(refusal) => return *refusal,
+        },
+        ControlRequest::Decide { key, decision } => match exact_key(&key) {
+            Ok(key) => handle
+                .decide(key, decision)
+                .await
+                .map(|()| ControlResponse::Decided),
+            Err(refusal) => return *refusal,
+        },
         ControlRequest::Cancel { key, by } => handle
             .cancel_running(key, by, CANCEL_SETTLE)
             .await
@@ -696,7 +692,7 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             new_key,
             by,
             cancel,
-        } => match goondan_ipc::RoutingKey::parse(&key, "") {
+        } => match exact_key(&key) {
             Ok(key) => {
                 let asked = rewrite::Asked {
                     key,
@@ -706,14 +702,14 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
                 };
                 rewrite::fork(handle, &serving.instances, asked, new_key).await
             }
-            Err(error) => return failure(error.code(), &error.to_string()),
+            Err(refusal) => return *refusal,
         },
         ControlRequest::Rewind {
             key,
             to,
             by,
             cancel,
-        } => match goondan_ipc::RoutingKey::parse(&key, "") {
+        } => match exact_key(&key) {
             Ok(key) => {
                 let asked = rewrite::Asked {
                     key,
@@ -723,7 +719,7 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
                 };
                 rewrite::rewind(handle, &serving.instances, asked).await
             }
-            Err(error) => return failure(error.code(), &error.to_string()),
+            Err(refusal) => return *refusal,
         },
         ControlRequest::Shutdown => {
             let handle = handle.clone();
@@ -735,6 +731,14 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
         }
     };
     outcome.unwrap_or_else(|error| failed(&error))
+}
+
+/// The one instance `text` names, `agent:instanceKey` exactly, or the
+/// refusal its client gets (`E_IPC_ROUTING_KEY`; boxed, as in
+/// [`ControlRequest::from_line`]).
+fn exact_key(text: &str) -> Result<goondan_ipc::RoutingKey, Box<ControlResponse>> {
+    goondan_ipc::RoutingKey::parse(text, "")
+        .map_err(|error| Box::new(failure(error.code(), &error.to_string())))
 }
 
 /// Queues `event` for the instance `key` as coming from `source`, and
