@@ -7,7 +7,7 @@
 //! orchestrator holds the instances (cancelling their running Turns first
 //! when asked; otherwise a running Turn refuses with `E_TURN_RUNNING`),
 //! and the store rewrites them under their single-writer lock; the hold
-//! is let go of whatever the rewrite did. The orchestrator still does not
+//! is let go of, whatever the rewrite did. The orchestrator still does not
 //! know what a Turn holds: the cutting is `goondan_store`'s
 //! ([`InstanceStore::fork`], [`InstanceStore::rewind`]), run off the
 //! async threads.
