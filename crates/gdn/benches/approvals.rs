@@ -111,6 +111,7 @@ async fn measure(bundle: &Path, state_root: &Path, marks: &Path, rounds: usize) 
             ingress: Vec::new(),
             cli_connection: None,
             connections: Vec::new(),
+            approval_connections: Vec::new(),
         },
         spawner: Arc::new(spawner),
         transport: None,
@@ -121,6 +122,7 @@ async fn measure(bundle: &Path, state_root: &Path, marks: &Path, rounds: usize) 
         restart_requests: None,
         remote: None,
         inbox: None,
+        pending_approvals: None,
     });
     let mut started_after = Vec::with_capacity(rounds);
     let mut answered_after = Vec::with_capacity(rounds);

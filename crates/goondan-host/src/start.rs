@@ -147,7 +147,10 @@ pub async fn start(
         workspace_id: Some(workspace.workspace_id().to_string()),
         bundle_dir: Some(project.bundle.root().to_path_buf()),
     };
-    let server = match ControlServer::bind(socket.clone(), identity) {
+    // Forks and rewinds asked over the socket are written as the agents
+    // write: with the durability they run with.
+    let instances = InstanceStore::new(workspace.clone()).with_sync_policy(durability());
+    let server = match ControlServer::bind(socket.clone(), identity, instances) {
         Ok(server) => server,
         Err(error) => {
             reloader.abort();

@@ -1,6 +1,7 @@
 //! The control socket: a Unix socket under the state root's
-//! `runtime/sockets/` folder through which `gdn restart`, `gdn instance ...`
-//! and a second `gdn run` (attach) talk to a running orchestrator.
+//! `runtime/sockets/` folder through which `gdn restart`, `gdn instance ...`,
+//! the Studio's actions and a second `gdn run` (attach) talk to a running
+//! orchestrator.
 //!
 //! Protocol: one JSON request line ([`ControlRequest`], at most
 //! [`MAX_REQUEST_BYTES`]), one JSON response line ([`ControlResponse`],
@@ -15,11 +16,16 @@
 //! and at most [`MAX_ACTIVE_REQUESTS`] are served at once (one more is
 //! refused with `E_CONTROL_BUSY`); a failing `accept` (EMFILE) is logged and
 //! retried, never fatal. What it does not own: who may start an
-//! orchestrator (the caller holds the workspace's lock before binding).
+//! orchestrator (the caller holds the workspace's lock before binding),
+//! and how a history is cut: a fork or a rewind asked here ([`rewrite`])
+//! holds the instances and hands the rewriting to `goondan_store`.
+
+mod rewrite;
 
 use crate::ingress::Ingress;
-use crate::orchestrator::{ConnectionStatus, Held, InstanceStatus, RestartOutcome, Rewriter};
+use crate::orchestrator::{CancelledTurn, ConnectionStatus, InstanceStatus, RestartOutcome};
 use crate::{OrchestratorError, OrchestratorHandle};
+use goondan_store::{ForkReport, InstanceStore, RewindReport};
 use goondan_types::{AgentEvent, ConnectorEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -84,6 +90,18 @@ pub enum ControlRequest {
         /// `agent:instance` or an instance key.
         key: String,
     },
+    /// Sends `event` to exactly the instance `key` (`agent:instanceKey`),
+    /// no ingress rule consulted, recorded as coming from `source` (the
+    /// event's `source.name`, as a Connection's name is for its events:
+    /// `studio` for the Studio), and waits for the answer.
+    Deliver {
+        /// `agent:instanceKey` of the instance.
+        key: String,
+        /// The input.
+        event: ConnectorEvent,
+        /// Who sent it.
+        source: String,
+    },
     /// Hands a person's decision to the instance holding the approval
     /// and answers once the instance recorded it.
     Decide {
@@ -103,18 +121,40 @@ pub enum ControlRequest {
         /// Who asks, recorded with the cancelled Turn (`cli`).
         by: String,
     },
-    /// Holds instances while their history is rewritten on disk (`gdn
-    /// instance fork|rewind`): their processes stop and get no successor,
-    /// and events for them wait, until the client closes the connection.
-    /// Answered [`ControlResponse::Held`] once the processes have exited.
+    /// Makes a new instance of the same agent whose history is that of
+    /// `key` up to the end of Turn `at` (`gdn instance fork`, the
+    /// Studio's Fork). Both instances are held while it is written: their
+    /// processes stop and get no successor, and events for them wait.
+    /// Refused with `E_TURN_RUNNING` while `key` runs a Turn, unless
+    /// `cancel`.
     #[serde(rename_all = "camelCase")]
-    Hold {
-        /// `agent:instanceKey` of each instance.
-        keys: Vec<String>,
-        /// Cancel their running Turns first, in this operator's name;
-        /// without it, a running Turn refuses the hold (`E_TURN_RUNNING`).
+    Fork {
+        /// `agent:instanceKey` of the original.
+        key: String,
+        /// The Turn: its 1-based position, or its id.
+        at: String,
+        /// The new instance key; one is made up when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        cancel_as: Option<String>,
+        new_key: Option<String>,
+        /// Who asks, recorded in the fork's `forkedFrom` (`cli`).
+        by: String,
+        /// Cancel a running Turn first, in `by`'s name.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancel: bool,
+    },
+    /// Moves the instance `key` back to the end of Turn `to`, archiving
+    /// what came after (`gdn instance rewind`, the Studio's Rewind), held
+    /// like a [`ControlRequest::Fork`] while it is rewritten.
+    Rewind {
+        /// `agent:instanceKey` of the instance.
+        key: String,
+        /// The Turn: its 1-based position, or its id.
+        to: String,
+        /// Who asks, recorded in the archive's manifest (`cli`).
+        by: String,
+        /// Cancel a running Turn first, in `by`'s name.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancel: bool,
     },
 }
 
@@ -162,7 +202,7 @@ pub enum ControlResponse {
         #[serde(default, flatten)]
         identity: ControlIdentity,
     },
-    /// Answers [`ControlRequest::Request`].
+    /// Answers [`ControlRequest::Request`] and [`ControlRequest::Deliver`].
     Answer {
         /// The agent's answer event.
         response: Box<AgentEvent>,
@@ -197,14 +237,21 @@ pub enum ControlResponse {
     Stopping,
     /// Answers [`ControlRequest::Cancel`].
     Cancelled(crate::orchestrator::CancelOutcome),
-    /// Answers [`ControlRequest::Hold`]: the instances are held until the
-    /// connection closes.
-    Held {
-        /// The instances whose process was stopped for the hold.
-        stopped: Vec<String>,
-        /// The Turns cancelled first (with `cancelAs`).
+    /// Answers [`ControlRequest::Fork`]: the fork was made.
+    Forked {
+        /// What was made.
+        report: ForkReport,
+        /// The Turns cancelled first (with `cancel`).
         #[serde(default)]
-        cancelled: Vec<crate::orchestrator::CancelledTurn>,
+        cancelled: Vec<CancelledTurn>,
+    },
+    /// Answers [`ControlRequest::Rewind`]: the instance was rewound.
+    Rewound {
+        /// What was done.
+        report: RewindReport,
+        /// The Turns cancelled first (with `cancel`).
+        #[serde(default)]
+        cancelled: Vec<CancelledTurn>,
     },
     /// The request failed: its code, what happened and how to fix it.
     Failed(goondan_types::ErrorBody),
@@ -238,9 +285,6 @@ const RESTART_SETTLE: Duration = Duration::from_secs(5);
 /// How long a cancel waits for the Turns it stopped to be over (also
 /// when a cluster host serves a person's cancel for an instance it owns).
 pub const CANCEL_SETTLE: Duration = Duration::from_secs(5);
-/// The longest an operator may hold an instance; a client that neither
-/// finishes nor closes its connection is let go of then.
-pub const MAX_HOLD: Duration = Duration::from_secs(600);
 /// How long an answer may take to reach a client that stopped reading.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after a failed `accept` (EMFILE, ENFILE), so a listener out
@@ -248,9 +292,14 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// Serves control requests at `path` until the task is dropped, with no
-/// identity; see [`ControlServer`] for the full form.
-pub async fn serve(path: PathBuf, handle: OrchestratorHandle) -> Result<(), OrchestratorError> {
-    ControlServer::bind(path, ControlIdentity::default())?
+/// identity, forking and rewinding in `instances`; see [`ControlServer`]
+/// for the full form.
+pub async fn serve(
+    path: PathBuf,
+    handle: OrchestratorHandle,
+    instances: InstanceStore,
+) -> Result<(), OrchestratorError> {
+    ControlServer::bind(path, ControlIdentity::default(), instances)?
         .run(handle, std::future::pending())
         .await;
     Ok(())
@@ -262,14 +311,21 @@ pub struct ControlServer {
     path: PathBuf,
     listener: UnixListener,
     identity: ControlIdentity,
+    instances: InstanceStore,
 }
 
 impl ControlServer {
     /// Creates the socket's folder (0700) and binds the socket (0600),
-    /// replacing a stale socket file. The caller must hold the workspace's
-    /// lock: only then is a file at `path` known to be a dead
-    /// orchestrator's and not a live one's. Needs a Tokio runtime.
-    pub fn bind(path: PathBuf, identity: ControlIdentity) -> Result<Self, OrchestratorError> {
+    /// replacing a stale socket file. `instances` is the store of the
+    /// workspace the orchestrator serves, where forks and rewinds are
+    /// written. The caller must hold the workspace's lock: only then is a
+    /// file at `path` known to be a dead orchestrator's and not a live
+    /// one's. Needs a Tokio runtime.
+    pub fn bind(
+        path: PathBuf,
+        identity: ControlIdentity,
+        instances: InstanceStore,
+    ) -> Result<Self, OrchestratorError> {
         let control_error = |source| OrchestratorError::Control {
             path: path.display().to_string(),
             source,
@@ -297,6 +353,7 @@ impl ControlServer {
             path,
             listener,
             identity,
+            instances,
         })
     }
 
@@ -309,6 +366,7 @@ impl ControlServer {
             path,
             listener,
             identity,
+            instances,
         } = self;
         let mut admission = Admission {
             waiting: Arc::new(Mutex::new(VecDeque::new())),
@@ -319,6 +377,7 @@ impl ControlServer {
         let serving = Serving {
             handle,
             identity: Arc::new(identity),
+            instances,
         };
         tokio::pin!(stop);
         loop {
@@ -359,6 +418,7 @@ impl ControlServer {
 struct Serving {
     handle: OrchestratorHandle,
     identity: Arc<ControlIdentity>,
+    instances: InstanceStore,
 }
 
 /// Connections waiting for their request line, oldest first, each with
@@ -476,10 +536,6 @@ async fn answer(
         ),
         Some(Ok(Ok(RequestLine::Line(bytes)))) => match ControlRequest::from_line(&bytes) {
             Err(refusal) => *refusal,
-            Ok(ControlRequest::Hold { keys, cancel_as }) => {
-                return hold_while_connected(&serving.handle, keys, cancel_as, reader, write)
-                    .await;
-            }
             Ok(request) => match connection.active.clone().try_acquire_owned() {
                 Ok(_permit) => match execute(request, &serving, &mut reader).await {
                     Some(response) => response,
@@ -500,44 +556,6 @@ async fn answer(
         write.shutdown().await
     })
     .await;
-    written.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
-}
-
-/// Serves a [`ControlRequest::Hold`]: cancels first when asked, holds,
-/// answers, then keeps the hold until the client closes the connection
-/// (or [`MAX_HOLD`] passed), and releases. A hold that was refused is
-/// answered and released at once.
-async fn hold_while_connected(
-    handle: &OrchestratorHandle,
-    keys: Vec<String>,
-    cancel_as: Option<String>,
-    mut reader: BufReader<OwnedReadHalf>,
-    mut write: tokio::net::unix::OwnedWriteHalf,
-) -> std::io::Result<()> {
-    let held = handle
-        .cancel_and_hold(keys.clone(), cancel_as, CANCEL_SETTLE, Rewriter::HostFiles)
-        .await;
-    // A refused hold held nothing, so only a granted one is released.
-    let (response, holding) = match held {
-        Ok(Held { stopped, cancelled }) => (ControlResponse::Held { stopped, cancelled }, true),
-        Err(error) => (failed(&error), false),
-    };
-    let mut bytes = serde_json::to_vec(&response).unwrap_or_default();
-    bytes.push(b'\n');
-    let written = tokio::time::timeout(WRITE_TIMEOUT, write.write_all(&bytes)).await;
-    if holding && written.as_ref().is_ok_and(Result::is_ok) {
-        // Only the end of the client's stream (or an error on it) ends the
-        // hold; anything it sends is ignored.
-        let _ = tokio::time::timeout(MAX_HOLD, async {
-            let mut ignored = [0u8; 256];
-            while matches!(reader.read(&mut ignored).await, Ok(n) if n > 0) {}
-        })
-        .await;
-    }
-    if holding {
-        let _ = handle.release(keys).await;
-    }
-    let _ = write.shutdown().await;
     written.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
@@ -654,24 +672,56 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             .delete(key)
             .await
             .map(|stopped| ControlResponse::Deleted { stopped }),
-        ControlRequest::Decide { key, decision } => {
-            match goondan_ipc::RoutingKey::parse(&key, "") {
-                Ok(key) => handle
-                    .decide(key, decision)
-                    .await
-                    .map(|()| ControlResponse::Decided),
-                Err(error) => return failure(error.code(), &error.to_string()),
-            }
-        }
+        ControlRequest::Deliver { key, event, source } => match exact_key(&key) {
+            Ok(key) => deliver(handle, key, &event, &source).await,
+            Err(refusal) => return *refusal,
+        },
+        ControlRequest::Decide { key, decision } => match exact_key(&key) {
+            Ok(key) => handle
+                .decide(key, decision)
+                .await
+                .map(|()| ControlResponse::Decided),
+            Err(refusal) => return *refusal,
+        },
         ControlRequest::Cancel { key, by } => handle
             .cancel_running(key, by, CANCEL_SETTLE)
             .await
             .map(ControlResponse::Cancelled),
-        // Served by `hold_while_connected`, which keeps its connection.
-        ControlRequest::Hold { .. } => Ok(failure(
-            "E_CONTROL_BAD_REQUEST",
-            "a hold is served on its own connection",
-        )),
+        ControlRequest::Fork {
+            key,
+            at,
+            new_key,
+            by,
+            cancel,
+        } => match exact_key(&key) {
+            Ok(key) => {
+                let asked = rewrite::Asked {
+                    key,
+                    turn: at,
+                    by,
+                    cancel,
+                };
+                rewrite::fork(handle, &serving.instances, asked, new_key).await
+            }
+            Err(refusal) => return *refusal,
+        },
+        ControlRequest::Rewind {
+            key,
+            to,
+            by,
+            cancel,
+        } => match exact_key(&key) {
+            Ok(key) => {
+                let asked = rewrite::Asked {
+                    key,
+                    turn: to,
+                    by,
+                    cancel,
+                };
+                rewrite::rewind(handle, &serving.instances, asked).await
+            }
+            Err(refusal) => return *refusal,
+        },
         ControlRequest::Shutdown => {
             let handle = handle.clone();
             // Answer first; the drain may take the whole grace period.
@@ -682,6 +732,33 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
         }
     };
     outcome.unwrap_or_else(|error| failed(&error))
+}
+
+/// The one instance `text` names, `agent:instanceKey` exactly, or the
+/// refusal its client gets (`E_IPC_ROUTING_KEY`; boxed, as in
+/// [`ControlRequest::from_line`]).
+fn exact_key(text: &str) -> Result<goondan_ipc::RoutingKey, Box<ControlResponse>> {
+    goondan_ipc::RoutingKey::parse(text, "")
+        .map_err(|error| Box::new(failure(error.code(), &error.to_string())))
+}
+
+/// Queues `event` for the instance `key` as coming from `source`, and
+/// waits for its answer.
+async fn deliver(
+    handle: &OrchestratorHandle,
+    key: goondan_ipc::RoutingKey,
+    event: &ConnectorEvent,
+    source: &str,
+) -> Result<ControlResponse, OrchestratorError> {
+    let event = crate::ingress::agent_event(source, event, &key.instance_key);
+    let answer = handle
+        .enqueue_request(Some(key.agent_name), event)
+        .await?
+        .answer()
+        .await?;
+    Ok(ControlResponse::Answer {
+        response: Box::new(answer),
+    })
 }
 
 /// Replaces the swarm the orchestrator runs with `swarm` and restarts
@@ -724,60 +801,6 @@ pub async fn call(
         .ok_or_else(|| control_error(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)))?;
     serde_json::from_str(&line)
         .map_err(|error| control_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error)))
-}
-
-/// A hold on instances of a running orchestrator, from [`hold`]: the
-/// orchestrator keeps them stopped while this lives, and lets go of them
-/// when it is dropped (the connection closes).
-#[derive(Debug)]
-pub struct HoldGuard {
-    _connection: std::os::unix::net::UnixStream,
-}
-
-/// Sends a [`ControlRequest::Hold`] to the orchestrator at `path`. On
-/// [`ControlResponse::Held`] the hold lasts as long as the returned guard;
-/// any other answer comes without one.
-pub async fn hold(
-    path: &Path,
-    keys: Vec<String>,
-    cancel_as: Option<String>,
-) -> Result<(ControlResponse, Option<HoldGuard>), OrchestratorError> {
-    let control_error = |source| OrchestratorError::Control {
-        path: path.display().to_string(),
-        source,
-    };
-    let mut stream = UnixStream::connect(path).await.map_err(control_error)?;
-    let request = ControlRequest::Hold { keys, cancel_as };
-    let mut bytes = serde_json::to_vec(&request).unwrap_or_default();
-    bytes.push(b'\n');
-    stream.write_all(&bytes).await.map_err(control_error)?;
-    // One byte at a time up to the newline: nothing past the answer may be
-    // read off the stream, which stays open as the hold.
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    loop {
-        let n_read = stream.read(&mut byte).await.map_err(control_error)?;
-        if n_read == 0 {
-            return Err(control_error(std::io::ErrorKind::UnexpectedEof.into()));
-        }
-        if byte[0] == b'\n' {
-            break;
-        }
-        line.push(byte[0]);
-        if line.len() > MAX_REQUEST_BYTES {
-            return Err(control_error(std::io::ErrorKind::InvalidData.into()));
-        }
-    }
-    let response: ControlResponse = serde_json::from_slice(&line).map_err(|error| {
-        control_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error))
-    })?;
-    let guard = match response {
-        ControlResponse::Held { .. } => Some(HoldGuard {
-            _connection: stream.into_std().map_err(control_error)?,
-        }),
-        _ => None,
-    };
-    Ok((response, guard))
 }
 
 #[cfg(test)]

@@ -173,6 +173,11 @@ pub enum OrchestratorError {
         /// The instance.
         key: String,
     },
+    /// A fork or a rewind was refused, or failed, in the store (the Turn
+    /// or the instance is not there, the new key is taken, the disk
+    /// failed): its own code, message and suggestion.
+    #[error(transparent)]
+    Rewrite(goondan_store::StoreError),
     /// The operation is not available on a cluster member yet.
     #[error("{what} is not supported in a cluster (`gdn run --cluster`) yet")]
     ClusterUnsupported {
@@ -215,7 +220,23 @@ impl OrchestratorError {
             OrchestratorError::NoTurnRunning { .. } => "E_NO_TURN_RUNNING",
             OrchestratorError::TurnRunning { .. } => "E_TURN_RUNNING",
             OrchestratorError::ClusterUnsupported { .. } => "E_CLUSTER_UNSUPPORTED",
+            OrchestratorError::Rewrite(source) => source.code(),
         }
+    }
+
+    /// True when the control socket had no orchestrator behind it (no
+    /// socket file, or nothing listening on it): nothing was asked, so a
+    /// client may do the work itself. Any other failure may have come
+    /// after the orchestrator took the request.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            OrchestratorError::Control { source, .. }
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                )
+        )
     }
 
     /// Its code, message and suggestion, as every port and the control
@@ -280,6 +301,7 @@ impl OrchestratorError {
             OrchestratorError::Inbox { .. } => Some(
                 "check the disk under the System Root (space, permissions), then send the input again".into(),
             ),
+            OrchestratorError::Rewrite(source) => source.suggestion(),
             _ => None,
         }
     }

@@ -626,7 +626,10 @@ fn control_socket_answers_list_and_request() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("runtime").join("control.sock");
     with_orchestrator(&["alpha"], Duration::from_secs(5), async |handle| {
-        let server = tokio::spawn(control::serve(socket.clone(), handle.clone()));
+        let instances = goondan_store::InstanceStore::new(
+            goondan_store::StateRoot::new(dir.path()).workspace("main"),
+        );
+        let server = tokio::spawn(control::serve(socket.clone(), handle.clone(), instances));
         for _ in 0..100 {
             if socket.exists() {
                 break;

@@ -109,6 +109,7 @@ fn build(root: &std::path::Path) -> InstanceStore {
         log.append(&RuntimeEvent::TurnStarted {
             base: base.clone(),
             turn_id: turn_id.clone(),
+            source: None,
         })
         .expect("event");
         log.append(&RuntimeEvent::TurnCompleted {

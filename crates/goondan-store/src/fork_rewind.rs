@@ -183,6 +183,15 @@ pub struct ArchivedTurns {
     pub turns: Vec<TurnRecord>,
 }
 
+/// A new instance key for a fork of `instance_key` when the person
+/// named none: `<instanceKey>-fork-<6 hex digits>`.
+pub fn fork_key(instance_key: &str) -> String {
+    format!(
+        "{instance_key}-fork-{}",
+        goondan_types::trace::random_hex(3)
+    )
+}
+
 /// Prefix of folders being assembled; listings skip them.
 const STAGING_PREFIX: &str = ".staging-";
 
@@ -254,6 +263,34 @@ impl InstanceStore {
             });
         }
         Ok(archives)
+    }
+
+    /// Checks, without the lock and writing nothing, what
+    /// [`InstanceStore::fork`] (with `new_instance_key`) or
+    /// [`InstanceStore::rewind`] (without) would refuse first: Turn
+    /// `turn` is not in the instance's log (`E_TURN_NOT_FOUND`), or the
+    /// new key is taken (`E_INSTANCE_EXISTS`). A caller that must stop the
+    /// instance's process before rewriting it checks first, so a wrong
+    /// request stops nothing; both check again under the lock.
+    pub fn check_rewrite(
+        &self,
+        agent_name: &str,
+        instance_key: &str,
+        turn: &TurnRef,
+        new_instance_key: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let paths = self.existing(agent_name, instance_key)?;
+        find_turn(&history_to_cut(&paths)?, turn, agent_name, instance_key)?;
+        if let Some(new_instance_key) = new_instance_key {
+            let destination = self.workspace().instance(agent_name, new_instance_key);
+            if new_instance_key == instance_key || destination.dir().exists() {
+                return Err(StoreError::InstanceExists {
+                    instance: format!("{agent_name}:{new_instance_key}"),
+                    dir: destination.dir().to_path_buf(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Makes instance `new_instance_key` of the same agent, whose history

@@ -66,7 +66,7 @@ pub use durability::SyncPolicy;
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};
 pub use fork_rewind::{
-    new_archive_id, ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport,
+    fork_key, new_archive_id, ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport,
     RewindManifest, RewindReport, TurnPoint,
 };
 pub use inbox::{Accepted, InboxStore, PendingInput, SEEN_WINDOW};

@@ -301,6 +301,27 @@ fn bad_requests_are_refused_with_codes_and_change_nothing() {
         assert_eq!(error.code(), code, "{error}");
         assert!(error.suggestion().is_some(), "{error}");
     }
+    // The same refusals, checked without the lock: what a caller that
+    // stops the instance's process first asks before stopping it.
+    let checks = [
+        ("k", "4", None, Some("E_TURN_NOT_FOUND")),
+        ("k", "turn_nope", None, Some("E_TURN_NOT_FOUND")),
+        ("k", "1", Some("taken"), Some("E_INSTANCE_EXISTS")),
+        ("k", "1", Some("k"), Some("E_INSTANCE_EXISTS")),
+        ("nope", "1", None, Some("E_STORE_INSTANCE_NOT_FOUND")),
+        ("k", "turn_2", Some("free"), None),
+        ("k", "3", None, None),
+    ];
+    for (key, turn, new_key, expected) in checks {
+        let checked = store.check_rewrite("coder", key, &TurnRef::parse(turn), new_key);
+        assert_eq!(
+            checked.as_ref().err().map(|error| error.code()),
+            expected,
+            "{key} {turn} {new_key:?}: {checked:?}"
+        );
+    }
+    assert!(goondan_store::fork_key("k").starts_with("k-fork-"));
+    assert_ne!(goondan_store::fork_key("k"), goondan_store::fork_key("k"));
     // An open instance (its agent process runs) is not rewritten.
     let held = store.open("coder", "k").unwrap();
     let locked = store

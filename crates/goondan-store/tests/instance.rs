@@ -378,6 +378,7 @@ fn turn_started(agent: &str, trace: &str) -> RuntimeEvent {
     RuntimeEvent::TurnStarted {
         base: event_base(agent, trace),
         turn_id: format!("turn-{agent}-{trace}"),
+        source: None,
     }
 }
 

@@ -30,6 +30,7 @@ fn turn_started(turn_id: &str) -> RuntimeEvent {
             parent_span_id: None,
         },
         turn_id: turn_id.to_string(),
+        source: None,
     }
 }
 

@@ -1,19 +1,26 @@
 //! What the Studio may do, with `gdn studio --allow-actions`: send a
-//! message to an instance, and approve or deny a pending approval. Both
-//! go through the running orchestrator's control socket, the way `gdn
-//! run --input` and `gdn approve` do, so the Studio itself writes no file:
-//! the orchestrator and the instance record what happened, with who did
-//! it (a decision's `by` is `studio:<client address>`; a sent message
-//! carries the properties `sentBy: studio` and `client`).
+//! message to an instance, approve or deny a pending approval, cancel an
+//! instance's running Turn, fork an instance from one of its Turns, and
+//! rewind it to one. All go through the running orchestrator's control
+//! socket, the ops `gdn approve` and `gdn instance cancel|fork|rewind`
+//! use, so the Studio itself writes no file: the orchestrator and the
+//! instance record what happened, with who did it, `studio:<client
+//! address>` (a decision's `by`, a cancelled Turn's `cancelledBy`, a
+//! fork's `forkedFrom.by`, a rewind's manifest); a sent message comes
+//! from the source `studio` and carries the properties `sentBy: studio`
+//! and `client`.
 //!
 //! What it does not own: who may act (the gate in `server.rs` checks the
 //! token, the CSRF token and the `Origin` before any of this runs), and
-//! cancel, fork or rewind (not Studio actions yet).
+//! how a history is cut (the orchestrator's, through `goondan-store`).
 
 use crate::data::{self, ReadError};
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::ingress::CLI_EVENT;
-use goondan_store::{ActiveSwarm, InstancePaths, InstanceStore, StateRoot, WorkspacePaths};
+use goondan_orchestrator::orchestrator::CancelledTurn;
+use goondan_store::{
+    ActiveSwarm, ForkReport, InstancePaths, InstanceStore, RewindReport, StateRoot, WorkspacePaths,
+};
 use goondan_types::{ApprovalDecision, ConnectorEvent, ErrorBody, Verdict};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -28,6 +35,13 @@ const MAX_REASON_CHARS: usize = 2000;
 /// How long a sent message's answer is waited for; after it the answer
 /// still comes (the Turn goes on) and shows up in the live view.
 const ANSWER_WAIT: Duration = Duration::from_secs(300);
+/// The source a message sent from the Studio is recorded as coming from
+/// (the event's `source.name`, as a Connection's name is for its events).
+pub(crate) const STUDIO_SOURCE: &str = "studio";
+/// The longest Turn reference (a position or a Turn id) an action takes.
+const MAX_TURN_CHARS: usize = 100;
+/// The longest instance key a fork may be given.
+const MAX_KEY_CHARS: usize = 128;
 
 /// An action that could not be done, as its HTTP answer will say.
 #[derive(Debug)]
@@ -63,19 +77,26 @@ impl From<goondan_store::StoreError> for ActionError {
     }
 }
 
+/// An action's body as a JSON object.
+fn body_json(body: &[u8]) -> Result<Value, ActionError> {
+    serde_json::from_slice(body)
+        .map_err(|error| ActionError::BadRequest(format!("the body is not JSON: {error}")))
+}
+
+/// The string field `name` of an action's body.
+fn text_field(value: &Value, name: &str) -> Result<String, ActionError> {
+    value[name]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| ActionError::BadRequest(format!("`{name}` must be a string")))
+}
+
 /// A decision asked for by the page: `{"swarm", "id", "verdict", "reason"}`.
 pub(crate) fn parse_decision(
     body: &[u8],
 ) -> Result<(String, String, Verdict, Option<String>), ActionError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|error| ActionError::BadRequest(format!("the body is not JSON: {error}")))?;
-    let text = |name: &str| {
-        value[name]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| ActionError::BadRequest(format!("`{name}` must be a string")))
-    };
-    let verdict = match text("verdict")?.as_str() {
+    let value = body_json(body)?;
+    let verdict = match text_field(&value, "verdict")?.as_str() {
         "approve" => Verdict::Approve,
         "deny" => Verdict::Deny,
         other => {
@@ -95,24 +116,104 @@ pub(crate) fn parse_decision(
         }
         _ => return Err(ActionError::BadRequest("`reason` must be a string".into())),
     };
-    Ok((text("swarm")?, text("id")?, verdict, reason))
+    Ok((
+        text_field(&value, "swarm")?,
+        text_field(&value, "id")?,
+        verdict,
+        reason,
+    ))
 }
 
 /// A message asked for by the page: `{"swarm", "instance", "text"}`.
 pub(crate) fn parse_message(body: &[u8]) -> Result<(String, String, String), ActionError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|error| ActionError::BadRequest(format!("the body is not JSON: {error}")))?;
-    let text = |name: &str| {
-        value[name]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| ActionError::BadRequest(format!("`{name}` must be a string")))
-    };
-    let message = text("text")?;
+    let value = body_json(body)?;
+    let message = text_field(&value, "text")?;
     if message.trim().is_empty() {
         return Err(ActionError::BadRequest("`text` is empty".into()));
     }
-    Ok((text("swarm")?, text("instance")?, message))
+    Ok((
+        text_field(&value, "swarm")?,
+        text_field(&value, "instance")?,
+        message,
+    ))
+}
+
+/// What a person does to an instance's Turns from the Studio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Steer {
+    /// Cancel the Turn it runs.
+    Cancel,
+    /// Fork it from one of its Turns.
+    Fork,
+    /// Rewind it to one of its Turns.
+    Rewind,
+}
+
+/// A [`Steer`] asked for by the page: `{"swarm", "instance"}`, and for a
+/// fork or a rewind `"turn"` (a position or a Turn id) and `"cancel"`
+/// (cancel a running Turn first), and for a fork `"newKey"` (made up
+/// when absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SteerAsk {
+    pub(crate) swarm: String,
+    pub(crate) instance: String,
+    turn: String,
+    new_key: Option<String>,
+    cancel: bool,
+}
+
+/// Reads a [`Steer`]'s body.
+pub(crate) fn parse_steer(steer: Steer, body: &[u8]) -> Result<SteerAsk, ActionError> {
+    let value = body_json(body)?;
+    let turn = match steer {
+        Steer::Cancel => String::new(),
+        Steer::Fork | Steer::Rewind => {
+            let turn = text_field(&value, "turn")?.trim().to_string();
+            if turn.is_empty() || turn.chars().count() > MAX_TURN_CHARS {
+                return Err(ActionError::BadRequest(format!(
+                    "`turn` is a Turn's position or id, of 1 to {MAX_TURN_CHARS} characters"
+                )));
+            }
+            turn
+        }
+    };
+    let new_key = match (steer, &value["newKey"]) {
+        (_, Value::Null) => None,
+        (Steer::Fork, Value::String(key)) if key.trim().is_empty() => None,
+        (Steer::Fork, Value::String(key))
+            if key.chars().count() <= MAX_KEY_CHARS && !key.chars().any(char::is_control) =>
+        {
+            Some(key.clone())
+        }
+        (Steer::Fork, _) => {
+            return Err(ActionError::BadRequest(format!(
+                "`newKey` is an instance key of at most {MAX_KEY_CHARS} characters, without control characters"
+            )))
+        }
+        _ => return Err(ActionError::BadRequest("only a fork takes `newKey`".into())),
+    };
+    let cancel = match &value["cancel"] {
+        Value::Null => false,
+        Value::Bool(cancel) => *cancel,
+        _ => {
+            return Err(ActionError::BadRequest(
+                "`cancel` must be true or false".into(),
+            ))
+        }
+    };
+    Ok(SteerAsk {
+        swarm: text_field(&value, "swarm")?,
+        instance: text_field(&value, "instance")?,
+        turn,
+        new_key,
+        cancel,
+    })
+}
+
+/// Who the log names for an action of the Studio's page: the Studio and
+/// the client's address.
+fn by(client: SocketAddr) -> String {
+    format!("{STUDIO_SOURCE}:{client}")
 }
 
 /// The socket of the orchestrator serving `workspace`: the one its
@@ -165,7 +266,7 @@ pub(crate) async fn decide(
         verdict,
         arguments: None,
         reason,
-        by: format!("studio:{client}"),
+        by: by(client),
         decided_at: goondan_types::now_iso(),
     };
     let request = ControlRequest::Decide {
@@ -185,11 +286,19 @@ pub(crate) async fn decide(
     }
 }
 
-/// Where one message goes: the agent, its instance key and the socket.
-pub(crate) struct MessageTarget {
+/// The instance an action is for: its agent, its instance key and the
+/// socket of the orchestrator serving it.
+pub(crate) struct InstanceTarget {
     agent: String,
     instance_key: String,
     socket: PathBuf,
+}
+
+impl InstanceTarget {
+    /// `agent:instanceKey`, as the control socket names it.
+    fn key(&self) -> String {
+        format!("{}:{}", self.agent, self.instance_key)
+    }
 }
 
 /// Finds the instance named by its folder `instance` in `swarm`
@@ -198,7 +307,7 @@ pub(crate) fn find_instance(
     root: &StateRoot,
     swarm: &str,
     instance: &str,
-) -> Result<MessageTarget, ActionError> {
+) -> Result<InstanceTarget, ActionError> {
     let workspace = data::workspace(root, swarm)?;
     let dir = data::instance_dir(&workspace, instance)?;
     let summary = InstanceStore::new(workspace.clone())
@@ -211,30 +320,32 @@ pub(crate) fn find_instance(
                 format!("instance `{instance}` has no metadata to address it by"),
             )
         })?;
-    Ok(MessageTarget {
+    Ok(InstanceTarget {
         agent: summary.agent_name,
         instance_key: summary.instance_key,
         socket: control_socket(&workspace),
     })
 }
 
-/// Sends `text` to the instance, as `gdn run --input` would, and waits
-/// (at most [`ANSWER_WAIT`]) for its answer.
+/// Sends `text` to exactly the instance, as typed input (the event
+/// `gdn run --input` sends) from the source `studio`, and waits (at most
+/// [`ANSWER_WAIT`]) for its answer. A closed tab does not cancel what
+/// was asked.
 pub(crate) async fn send(
-    target: MessageTarget,
+    target: InstanceTarget,
     text: String,
     client: SocketAddr,
 ) -> Result<Value, ActionError> {
     let mut event = ConnectorEvent::text(CLI_EVENT, text);
-    event.instance_key = Some(target.instance_key.clone());
-    // The input's metadata says it came from the Studio, and from whom.
-    event.properties.insert("sentBy".into(), "studio".into());
+    // The input's metadata says who sent it, from where.
+    event
+        .properties
+        .insert("sentBy".into(), STUDIO_SOURCE.into());
     event.properties.insert("client".into(), client.to_string());
-    let request = ControlRequest::Request {
-        agent: Some(target.agent.clone()),
+    let request = ControlRequest::Deliver {
+        key: target.key(),
         event,
-        // A closed tab must not cancel what was asked.
-        cancel_on_disconnect: false,
+        source: STUDIO_SOURCE.to_string(),
     };
     let Ok(answer) = tokio::time::timeout(ANSWER_WAIT, call(&target.socket, &request)).await else {
         return Ok(json!({"pending": true}));
@@ -248,6 +359,89 @@ pub(crate) async fn send(
             "the orchestrator answered a message with {other:?}"
         ))),
     }
+}
+
+/// Cancels the instance's running Turn, forks it or rewinds it, through
+/// the orchestrator, in the client's name; what was done, as JSON.
+pub(crate) async fn steer(
+    steer: Steer,
+    target: InstanceTarget,
+    asked: SteerAsk,
+    client: SocketAddr,
+) -> Result<Value, ActionError> {
+    let key = target.key();
+    let request = match steer {
+        Steer::Cancel => ControlRequest::Cancel {
+            key: key.clone(),
+            by: by(client),
+        },
+        Steer::Fork => ControlRequest::Fork {
+            key: key.clone(),
+            at: asked.turn,
+            new_key: asked.new_key,
+            by: by(client),
+            cancel: asked.cancel,
+        },
+        Steer::Rewind => ControlRequest::Rewind {
+            key: key.clone(),
+            to: asked.turn,
+            by: by(client),
+            cancel: asked.cancel,
+        },
+    };
+    match call(&target.socket, &request).await? {
+        ControlResponse::Cancelled(outcome) => Ok(json!({
+            "instance": key,
+            "cancelled": cancelled_json(&outcome.cancelled),
+            "ended": outcome.ended,
+        })),
+        ControlResponse::Forked { report, cancelled } => Ok(json!({
+            "forked": fork_json(&report),
+            "cancelled": cancelled_json(&cancelled),
+        })),
+        ControlResponse::Rewound { report, cancelled } => Ok(json!({
+            "rewound": rewind_json(&report),
+            "cancelled": cancelled_json(&cancelled),
+        })),
+        ControlResponse::Failed(body) => Err(ActionError::Refused(body)),
+        other => Err(ActionError::Internal(format!(
+            "the orchestrator answered {steer:?} with {other:?}"
+        ))),
+    }
+}
+
+fn cancelled_json(cancelled: &[CancelledTurn]) -> Value {
+    serde_json::to_value(cancelled).unwrap_or(Value::Null)
+}
+
+/// What a fork made, for the page: the new instance by its folder name
+/// (the id the page links to), never the folder's path on this machine.
+fn fork_json(report: &ForkReport) -> Value {
+    json!({
+        "agentName": report.agent_name,
+        "instanceKey": report.instance_key,
+        "instance": report.dir.file_name().map(|name| name.to_string_lossy().into_owned()),
+        "forkedFrom": report.forked_from,
+        "at": report.at,
+        "nMessages": report.n_messages,
+        "extensionState": report.extension_state,
+    })
+}
+
+/// What a rewind did, for the page: its archive by id, without its path.
+fn rewind_json(report: &RewindReport) -> Value {
+    json!({
+        "agentName": report.agent_name,
+        "instanceKey": report.instance_key,
+        "to": report.to,
+        "archive": report.archive.as_ref().map(|archive| json!({
+            "id": archive.id,
+            "nTurns": archive.n_turns,
+            "nMessages": archive.n_messages,
+            "nPendingEvents": archive.n_pending_events,
+        })),
+        "extensionState": report.extension_state,
+    })
 }
 
 async fn call(
@@ -289,5 +483,81 @@ mod tests {
         assert!(parse_decision(long.as_bytes()).is_err());
         assert!(parse_message(br#"{"swarm":"s","instance":"i","text":"  "}"#).is_err());
         assert!(parse_message(br#"{"swarm":"s","instance":"i","text":"hi"}"#).is_ok());
+    }
+
+    #[test]
+    fn a_cancel_fork_or_rewind_body_is_checked_field_by_field() {
+        let ask = |swarm: &str, turn: &str, new_key: Option<&str>, cancel: bool| SteerAsk {
+            swarm: swarm.into(),
+            instance: "alpha:default".into(),
+            turn: turn.into(),
+            new_key: new_key.map(str::to_string),
+            cancel,
+        };
+        let accepted: [(Steer, &[u8], SteerAsk); 5] = [
+            (
+                Steer::Cancel,
+                br#"{"swarm":"s","instance":"alpha:default"}"#,
+                ask("s", "", None, false),
+            ),
+            (
+                Steer::Fork,
+                br#"{"swarm":"s","instance":"alpha:default","turn":" 2 ","newKey":"try-2"}"#,
+                ask("s", "2", Some("try-2"), false),
+            ),
+            (
+                Steer::Fork,
+                br#"{"swarm":"s","instance":"alpha:default","turn":"turn_1","newKey":"  ","cancel":true}"#,
+                ask("s", "turn_1", None, true),
+            ),
+            (
+                Steer::Rewind,
+                br#"{"swarm":"s","instance":"alpha:default","turn":"1","cancel":false}"#,
+                ask("s", "1", None, false),
+            ),
+            (
+                Steer::Rewind,
+                br#"{"swarm":"s","instance":"alpha:default","turn":"1","newKey":null}"#,
+                ask("s", "1", None, false),
+            ),
+        ];
+        for (steer, body, expected) in accepted {
+            assert_eq!(parse_steer(steer, body).unwrap(), expected, "{steer:?}");
+        }
+        let long_turn = format!(
+            r#"{{"swarm":"s","instance":"i","turn":"{}"}}"#,
+            "1".repeat(MAX_TURN_CHARS + 1)
+        );
+        let long_key = format!(
+            r#"{{"swarm":"s","instance":"i","turn":"1","newKey":"{}"}}"#,
+            "k".repeat(MAX_KEY_CHARS + 1)
+        );
+        let refused: [(Steer, &[u8]); 9] = [
+            (Steer::Cancel, b"not json"),
+            (Steer::Cancel, br#"{"swarm":"s"}"#),
+            (Steer::Fork, br#"{"swarm":"s","instance":"i"}"#),
+            (Steer::Fork, br#"{"swarm":"s","instance":"i","turn":" "}"#),
+            (
+                Steer::Fork,
+                br#"{"swarm":"s","instance":"i","turn":"1","newKey":"a\nb"}"#,
+            ),
+            (
+                Steer::Fork,
+                br#"{"swarm":"s","instance":"i","turn":"1","cancel":"yes"}"#,
+            ),
+            (
+                Steer::Rewind,
+                br#"{"swarm":"s","instance":"i","turn":"1","newKey":"k"}"#,
+            ),
+            (Steer::Rewind, long_turn.as_bytes()),
+            (Steer::Fork, long_key.as_bytes()),
+        ];
+        for (steer, body) in refused {
+            assert!(
+                matches!(parse_steer(steer, body), Err(ActionError::BadRequest(_))),
+                "{steer:?} {}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 }

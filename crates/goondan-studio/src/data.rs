@@ -1,6 +1,6 @@
 //! Reading the System Root for the Studio, without locks and without
-//! writing: the swarm list, one instance's conversation and runtime
-//! events, and one trace's events across a swarm.
+//! writing: the swarm list, one instance's conversation, runtime events
+//! and history of Turns, and one trace's events across a swarm.
 //!
 //! A swarm or instance named in a URL is looked up among the folders that
 //! exist (compared by name), never joined onto a path, so no URL can
@@ -13,8 +13,8 @@
 
 use goondan_store::tail::{scan_backwards, TailLimits, TailReport};
 use goondan_store::{
-    read_runtime_events_within, InstancePaths, InstanceStore, RuntimeEventFilter, StateRoot,
-    WorkspacePaths,
+    read_runtime_events_within, read_turn_history, InstancePaths, InstanceStore,
+    RuntimeEventFilter, StateRoot, WorkspacePaths,
 };
 use serde_json::{json, Value};
 use std::ops::ControlFlow;
@@ -282,6 +282,26 @@ pub(crate) fn instance_events(
         "truncated": page.tail.cut(),
         "skippedLines": page.tail.n_long_lines,
         "bytesRead": page.tail.bytes_read,
+    }))
+}
+
+/// The Turns the conversation of the instance in `dir` holds now (what
+/// `gdn instance history` lists), oldest first, read from the logs' ends
+/// within `limits` (the budget halved between its two logs, the messages
+/// and the runtime events): when it stopped short of the log's start, the
+/// newest Turns come with no position (`complete` false), and are named
+/// by their ids.
+pub(crate) fn instance_history(dir: &Path, limits: TailLimits) -> Result<Value, ReadError> {
+    let per_log = TailLimits {
+        max_read_bytes: limits.max_read_bytes / 2,
+        ..limits
+    };
+    let history = read_turn_history(&InstancePaths::from_dir(dir), per_log)?;
+    Ok(json!({
+        "turns": history.turns,
+        "complete": history.complete,
+        "truncated": history.tail.cut(),
+        "skippedLines": history.tail.n_long_lines,
     }))
 }
 

@@ -13,8 +13,10 @@
 //! any file that is not one of its three embedded assets. With
 //! `gdn studio --allow-actions` (and the token, on loopback too) it also
 //! acts through the running orchestrator's control socket: it sends a
-//! message to an instance and approves or denies a pending approval
-//! (`actions`).
+//! message to an instance, approves or denies a pending approval,
+//! cancels an instance's running Turn, and forks an instance from one of
+//! its Turns or rewinds it to one (`actions`); the orchestrator does the
+//! writing.
 //!
 //! The pieces: [`access`] (who may ask: Host check, token and cookie),
 //! `data` (reading the state root), `live` (the event tail behind the

@@ -1,6 +1,6 @@
 //! The Studio's HTTP side: the routes (`GET`, and with actions allowed
-//! `POST /api/actions/*`), the access gate in front of them, and the
-//! accept loop with its limits.
+//! `POST /api/actions/*`: `send`, `decide`, `cancel`, `fork`, `rewind`),
+//! the access gate in front of them, and the accept loop with its limits.
 //!
 //! An action passes four checks before it runs, each with its own code:
 //! actions are on (`--allow-actions`, else 403 `E_STUDIO_ACTIONS_OFF`),
@@ -19,14 +19,15 @@
 //! connection, and live streams have their own cap so they cannot take
 //! every connection.
 //!
-//! Reads of logs (a conversation, an instance's events, a trace) are the
+//! Reads of logs (a conversation, an instance's events or its history of
+//! Turns, a trace) are the
 //! heavy requests: each reads at most `Limits::max_read_bytes_per_request`
 //! from the end of the logs, and at most `Limits::max_heavy_requests` run
 //! at once; one more is answered 503 `E_STUDIO_BUSY` with `Retry-After`,
 //! so parallel requests cannot multiply what the Studio holds (issue 35).
 
 use crate::access::{Access, Decision, Refusal, COOKIE_NAME};
-use crate::actions::{self, ActionError, MAX_ACTION_BODY_BYTES};
+use crate::actions::{self, ActionError, Steer, MAX_ACTION_BODY_BYTES};
 use crate::data::{self, ReadError};
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Path, Request, State};
@@ -121,8 +122,9 @@ pub struct Studio {
     pub access: Access,
     /// The limits.
     pub limits: Limits,
-    /// Whether the page may act (`--allow-actions`): send messages and
-    /// decide approvals. The access must then have a token
+    /// Whether the page may act (`--allow-actions`): send messages,
+    /// decide approvals, cancel a running Turn, fork and rewind. The
+    /// access must then have a token
     /// ([`Access::for_address`] with `actions`), or every action is
     /// refused.
     pub actions: bool,
@@ -172,11 +174,18 @@ pub fn router(studio: Studio) -> Router {
             "/api/swarms/{swarm}/instances/{instance}/events",
             get(instance_events),
         )
+        .route(
+            "/api/swarms/{swarm}/instances/{instance}/history",
+            get(instance_history),
+        )
         .route("/api/swarms/{swarm}/traces/{trace}", get(trace))
         .route("/api/swarms/{swarm}/live", get(live))
         .route("/api/approvals", get(approvals))
         .route("/api/actions/decide", post(decide))
         .route("/api/actions/send", post(send))
+        .route("/api/actions/cancel", post(cancel))
+        .route("/api/actions/fork", post(fork))
+        .route("/api/actions/rewind", post(rewind))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(shared.clone(), gate))
         .with_state(shared)
@@ -439,6 +448,21 @@ async fn instance_events(
     .await
 }
 
+/// `GET …/history`: the Turns the instance's conversation holds now,
+/// numbered, which the page forks from and rewinds to.
+async fn instance_history(
+    State(shared): State<Arc<Shared>>,
+    Path((swarm, instance)): Path<(String, String)>,
+) -> Response {
+    let root = shared.studio.state_root.clone();
+    read_heavy(&shared, move |limits| {
+        let workspace = data::workspace(&root, &swarm)?;
+        let dir = data::instance_dir(&workspace, &instance)?;
+        data::instance_history(&dir, limits)
+    })
+    .await
+}
+
 async fn trace(
     State(shared): State<Arc<Shared>>,
     Path((swarm, trace_id)): Path<(String, String)>,
@@ -632,6 +656,54 @@ async fn send(
     };
     tracing::info!(%client, swarm, instance, "studio action: send a message");
     let outcome = actions::send(target, text, client).await;
+    drop(permit);
+    action_answer(outcome)
+}
+
+/// `POST /api/actions/cancel`: cancel the Turn an instance runs.
+async fn cancel(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    steer(&shared, client, request, Steer::Cancel).await
+}
+
+/// `POST /api/actions/fork`: a new instance from one of an instance's
+/// Turns.
+async fn fork(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    steer(&shared, client, request, Steer::Fork).await
+}
+
+/// `POST /api/actions/rewind`: an instance moved back to one of its
+/// Turns.
+async fn rewind(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    steer(&shared, client, request, Steer::Rewind).await
+}
+
+/// Runs one [`Steer`] on the instance its body names.
+async fn steer(shared: &Shared, client: SocketAddr, request: Request, steer: Steer) -> Response {
+    let prepared = prepare_action(
+        shared,
+        request,
+        |body| actions::parse_steer(steer, body),
+        |root, asked| actions::find_instance(root, &asked.swarm, &asked.instance),
+    )
+    .await;
+    let (permit, asked, target) = match prepared {
+        Ok(prepared) => prepared,
+        Err(refusal) => return action_answer(Err(refusal)),
+    };
+    tracing::info!(%client, swarm = asked.swarm, instance = asked.instance, action = ?steer, "studio action");
+    let outcome = actions::steer(steer, target, asked, client).await;
     drop(permit);
     action_answer(outcome)
 }

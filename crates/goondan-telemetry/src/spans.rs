@@ -467,6 +467,7 @@ mod tests {
         spans.record(&RuntimeEvent::TurnStarted {
             base: base("1111111111111111", Some("9999999999999999")),
             turn_id: "turn_1".into(),
+            source: None,
         });
         spans.record(&RuntimeEvent::StepStarted {
             base: base("2222222222222222", Some("1111111111111111")),

@@ -53,6 +53,12 @@ pub enum RuntimeEvent {
         base: RuntimeEventBase,
         /// The Turn.
         turn_id: String,
+        /// Where the Turn's input came from (the event's `source`: a
+        /// Connection such as `cli`, the Studio, or another agent); absent
+        /// from logs written before it was recorded (a Goondan-rs
+        /// extension: the log says who started a Turn).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<crate::event::EventSource>,
     },
     /// A Turn finished.
     #[serde(rename = "turn.completed", rename_all = "camelCase")]

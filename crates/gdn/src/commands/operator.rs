@@ -1,18 +1,21 @@
 //! `gdn instance cancel|history|fork|rewind`: a person steering a swarm
 //! (docs/operator-control.md). Cancelling goes to the running
-//! orchestrator; the history is read from disk; fork and rewind rewrite
-//! an instance on disk (`goondan_store::InstanceStore`) under its lock,
-//! holding it through the control socket while an orchestrator runs so
-//! its process cannot race them. Their `--cluster` forms are in
-//! `commands/cluster.rs`, which `commands/manage.rs` picks.
+//! orchestrator; the history is read from disk; fork and rewind are asked
+//! of the running orchestrator (`ControlRequest::Fork`, `Rewind`: it
+//! holds the instances and rewrites them, as it does for the Studio), and
+//! only with none running rewrite the instance on disk themselves
+//! (`goondan_store::InstanceStore`, under its lock).
+//! Their `--cluster` forms are in `commands/cluster.rs`, which
+//! `commands/manage.rs` picks.
 
 use super::target::{call, stores, Target};
 use crate::cli::GlobalArgs;
 use crate::exit::Outcome;
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse, HoldGuard};
-use goondan_orchestrator::orchestrator::CancelOutcome;
+use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
+use goondan_orchestrator::orchestrator::{CancelOutcome, CancelledTurn};
 use goondan_store::{
-    ExtensionStateSource, InstanceStore, InstanceSummary, TurnOutcome, TurnRecord, TurnRef,
+    ExtensionStateSource, ForkReport, InstanceStore, InstanceSummary, RewindReport, TurnOutcome,
+    TurnRecord, TurnRef,
 };
 use std::io::Write;
 
@@ -238,42 +241,50 @@ pub(crate) fn fork(
         Err(outcome) => return Ok(outcome),
     };
     let (agent, instance_key) = (summary.agent_name.as_str(), summary.instance_key.as_str());
-    let turn = TurnRef::parse(asked.turn);
-    let new_key = new_key.map_or_else(
-        || {
-            format!(
-                "{instance_key}-fork-{}",
-                goondan_types::trace::random_hex(3)
-            )
-        },
-        str::to_string,
-    );
-    // Checked before the instance is held, so a wrong request stops
-    // nothing; the store checks again under the lock.
-    if let Err(outcome) = precheck(&store, agent, instance_key, &turn, Some(&new_key))? {
-        return Ok(outcome);
-    }
-    let keys = vec![
-        format!("{agent}:{instance_key}"),
-        format!("{agent}:{new_key}"),
-    ];
-    let _hold = match hold(target, keys, asked.cancel)? {
-        Ok(hold) => hold,
-        Err(outcome) => return Ok(outcome),
+    let request = ControlRequest::Fork {
+        key: format!("{agent}:{instance_key}"),
+        at: asked.turn.to_string(),
+        new_key: new_key.map(str::to_string),
+        by: BY.to_string(),
+        cancel: asked.cancel,
     };
-    let report = match store.fork(agent, instance_key, &turn, &new_key, BY) {
-        Ok(report) => report,
-        Err(error) => return Ok(store_error(&error)),
+    let report = match ask_orchestrator(target, &request)? {
+        Some(ControlResponse::Forked { report, cancelled }) => {
+            tell_cancelled(&cancelled);
+            report
+        }
+        Some(ControlResponse::Failed(refused)) => {
+            return Ok(crate::answers::print_refusal(&refused))
+        }
+        Some(other) => anyhow::bail!("the orchestrator answered a fork with {other:?}"),
+        // No orchestrator runs, so no process writes: the lock is the only
+        // guard needed.
+        None => {
+            let new_key =
+                new_key.map_or_else(|| goondan_store::fork_key(instance_key), str::to_string);
+            let turn = TurnRef::parse(asked.turn);
+            match store.fork(agent, instance_key, &turn, &new_key, BY) {
+                Ok(report) => report,
+                Err(error) => return Ok(store_error(&error)),
+            }
+        }
     };
+    print_fork(global, &report)?;
+    Ok(Outcome::Success)
+}
+
+fn print_fork(global: &GlobalArgs, report: &ForkReport) -> anyhow::Result<()> {
     if global.json {
-        println!("{}", serde_json::to_value(&report)?);
+        println!("{}", serde_json::to_value(report)?);
     } else {
         println!(
-            "forked {agent}:{instance_key} at Turn {} ({}) into {agent}:{}: {} message(s)",
+            "forked {agent}:{} at Turn {} ({}) into {agent}:{}: {} message(s)",
+            report.forked_from,
             report.at.turn_index,
             report.at.turn_id.as_deref().unwrap_or("id unknown"),
             report.instance_key,
-            report.n_messages
+            report.n_messages,
+            agent = report.agent_name,
         );
         println!(
             "{}",
@@ -281,7 +292,7 @@ pub(crate) fn fork(
         );
     }
     warn_if_fallback(report.extension_state, report.at.turn_index, "the fork");
-    Ok(Outcome::Success)
+    Ok(())
 }
 
 /// `gdn instance rewind KEY --to TURN [--cancel]`.
@@ -295,24 +306,34 @@ pub(crate) fn rewind(
         Err(outcome) => return Ok(outcome),
     };
     let (agent, instance_key) = (summary.agent_name.as_str(), summary.instance_key.as_str());
-    let turn = TurnRef::parse(asked.turn);
-    if let Err(outcome) = precheck(&store, agent, instance_key, &turn, None)? {
-        return Ok(outcome);
-    }
-    let _hold = match hold(
-        target,
-        vec![format!("{agent}:{instance_key}")],
-        asked.cancel,
-    )? {
-        Ok(hold) => hold,
-        Err(outcome) => return Ok(outcome),
+    let request = ControlRequest::Rewind {
+        key: format!("{agent}:{instance_key}"),
+        to: asked.turn.to_string(),
+        by: BY.to_string(),
+        cancel: asked.cancel,
     };
-    let report = match store.rewind(agent, instance_key, &turn, BY) {
-        Ok(report) => report,
-        Err(error) => return Ok(store_error(&error)),
+    let report = match ask_orchestrator(target, &request)? {
+        Some(ControlResponse::Rewound { report, cancelled }) => {
+            tell_cancelled(&cancelled);
+            report
+        }
+        Some(ControlResponse::Failed(refused)) => {
+            return Ok(crate::answers::print_refusal(&refused))
+        }
+        Some(other) => anyhow::bail!("the orchestrator answered a rewind with {other:?}"),
+        None => match store.rewind(agent, instance_key, &TurnRef::parse(asked.turn), BY) {
+            Ok(report) => report,
+            Err(error) => return Ok(store_error(&error)),
+        },
     };
+    print_rewind(global, &report)?;
+    Ok(Outcome::Success)
+}
+
+fn print_rewind(global: &GlobalArgs, report: &RewindReport) -> anyhow::Result<()> {
+    let (agent, instance_key) = (&report.agent_name, &report.instance_key);
     if global.json {
-        println!("{}", serde_json::to_value(&report)?);
+        println!("{}", serde_json::to_value(report)?);
     } else {
         match &report.archive {
             Some(archive) => println!(
@@ -343,7 +364,7 @@ pub(crate) fn rewind(
     if report.archive.is_some() {
         warn_if_fallback(report.extension_state, report.to.turn_index, "the instance");
     }
-    Ok(Outcome::Success)
+    Ok(())
 }
 
 /// The line saying where a fork's or a rewind's extension state came
@@ -375,63 +396,28 @@ fn warn_if_fallback(source: ExtensionStateSource, turn_index: usize, who: &str) 
     );
 }
 
-/// Checks, without the lock, that the Turn exists and the new key is
-/// free, so a wrong request is refused before anything is held.
-fn precheck(
-    store: &InstanceStore,
-    agent: &str,
-    instance_key: &str,
-    turn: &TurnRef,
-    new_key: Option<&str>,
-) -> anyhow::Result<Result<(), Outcome>> {
-    let history = store.history(agent, instance_key, Default::default())?;
-    if history.find(turn).is_none() {
-        let error = goondan_store::StoreError::TurnNotFound {
-            instance: format!("{agent}:{instance_key}"),
-            turn: turn.to_string(),
-            n_turns: history.turns.len(),
-        };
-        return Ok(Err(store_error(&error)));
+/// Sends a fork or a rewind to the running orchestrator, which holds
+/// the instances and rewrites them; `None` when none listens (nothing
+/// was asked, so the caller rewrites on disk itself). A failure after the
+/// orchestrator took the request is an error, never a second attempt.
+fn ask_orchestrator(
+    target: &Target,
+    request: &ControlRequest,
+) -> anyhow::Result<Option<ControlResponse>> {
+    let Some(socket) = &target.socket else {
+        return Ok(None);
+    };
+    match crate::runtime::current_thread()?.block_on(control::call(socket, request)) {
+        Ok(response) => Ok(Some(response)),
+        Err(error) if error.is_unreachable() => Ok(None),
+        Err(error) => Err(error.into()),
     }
-    if let Some(new_key) = new_key {
-        let dir = store.workspace().instance(agent, new_key);
-        if new_key == instance_key || dir.dir().exists() {
-            let error = goondan_store::StoreError::InstanceExists {
-                instance: format!("{agent}:{new_key}"),
-                dir: dir.dir().to_path_buf(),
-            };
-            return Ok(Err(store_error(&error)));
-        }
-    }
-    Ok(Ok(()))
 }
 
-/// Holds `keys` through the running orchestrator, cancelling their Turns
-/// first when `cancel`; `None` when no orchestrator runs (the store's
-/// lock is then the only guard needed).
-fn hold(
-    target: &Target,
-    keys: Vec<String>,
-    cancel: bool,
-) -> anyhow::Result<Result<Option<HoldGuard>, Outcome>> {
-    let Some(socket) = &target.socket else {
-        return Ok(Ok(None));
-    };
-    let cancel_as = cancel.then(|| BY.to_string());
-    let held = crate::runtime::current_thread()?.block_on(control::hold(socket, keys, cancel_as));
-    match held {
-        // Nothing listens: no orchestrator runs, so no process writes.
-        Err(_) => Ok(Ok(None)),
-        Ok((ControlResponse::Held { cancelled, .. }, guard)) => {
-            for turn in cancelled {
-                eprintln!("cancelled the running Turn of {} first", turn.key);
-            }
-            Ok(Ok(guard))
-        }
-        Ok((ControlResponse::Failed(refused), _)) => {
-            Ok(Err(crate::answers::print_refusal(&refused)))
-        }
-        Ok((other, _)) => anyhow::bail!("the orchestrator answered a hold with {other:?}"),
+/// Says which running Turns a `--cancel` stopped first.
+fn tell_cancelled(cancelled: &[CancelledTurn]) {
+    for turn in cancelled {
+        eprintln!("cancelled the running Turn of {} first", turn.key);
     }
 }
 

@@ -55,7 +55,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
         let _ = writeln!(out, "Goondan Studio: {url}");
         if !global.quiet {
             let mode = if args.allow_actions {
-                "actions allowed: sending messages, deciding approvals"
+                "actions allowed: sending messages, deciding approvals, cancelling, forking and rewinding Turns"
             } else {
                 "read-only"
             };

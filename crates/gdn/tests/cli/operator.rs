@@ -112,7 +112,7 @@ fn steer(refused: Arc<AtomicUsize>) -> impl Fn(&ChatRequest) -> Reply + Send + S
     }
 }
 
-fn swarm() -> (Swarm, Arc<AtomicUsize>) {
+pub(crate) fn swarm() -> (Swarm, Arc<AtomicUsize>) {
     let refused = Arc::new(AtomicUsize::new(0));
     let mock = MockLlm::start(steer(refused.clone()));
     let bundle = tempfile::tempdir().unwrap();
@@ -130,7 +130,7 @@ fn swarm() -> (Swarm, Arc<AtomicUsize>) {
 }
 
 /// `gdn run --input TEXT --instance-key KEY` in the background.
-fn spawn_input(swarm: &Swarm, key: &str, text: &str) -> Child {
+pub(crate) fn spawn_input(swarm: &Swarm, key: &str, text: &str) -> Child {
     swarm
         .command(&["run", "--input", text, "--instance-key", key])
         .stdin(Stdio::null())
@@ -141,13 +141,13 @@ fn spawn_input(swarm: &Swarm, key: &str, text: &str) -> Child {
 }
 
 /// One input, answered: its answer text.
-fn ask(swarm: &Swarm, key: &str, text: &str) -> String {
+pub(crate) fn ask(swarm: &Swarm, key: &str, text: &str) -> String {
     let output = swarm.run(&["run", "--input", text, "--instance-key", key]);
     assert_eq!(code(&output), 0, "{text}: {}", stderr(&output));
     stdout(&output).trim().to_string()
 }
 
-fn instance_dir(swarm: &Swarm, key: &str) -> PathBuf {
+pub(crate) fn instance_dir(swarm: &Swarm, key: &str) -> PathBuf {
     find_instance(swarm.state.path(), "worker", key)
         .unwrap_or_else(|| panic!("no instance worker:{key}"))
 }
@@ -194,7 +194,7 @@ fn assert_cancelled_in_time(report: &Value, took: Duration) {
 }
 
 /// The waiting `gdn run --input` ends with `E_TURN_CANCELLED`.
-fn assert_requester_told(run: Child) {
+pub(crate) fn assert_requester_told(run: Child) {
     let output = finish(run, "the cancelled `gdn run --input`");
     assert_eq!(code(&output), 1, "{}", stdout(&output));
     assert!(

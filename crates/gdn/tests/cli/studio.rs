@@ -315,6 +315,17 @@ fn exchange(port: u16, method: &str, path: &str, headers: &str, body: &str) -> (
     (status, body)
 }
 
+/// The CSRF token the Studio on `port` puts in its page when actions are
+/// allowed.
+fn csrf_of(port: u16) -> String {
+    let (status, page) = exchange(port, "GET", "/", "", "");
+    assert_eq!(status, 200);
+    page.split_once(r#"<meta name="gdn-csrf" content=""#)
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(csrf, _)| csrf.to_string())
+        .unwrap_or_else(|| panic!("no CSRF token in the page:\n{page}"))
+}
+
 /// The port and token of a URL `gdn studio` printed.
 fn port_and_token(url: &str) -> (u16, Option<String>) {
     let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
@@ -355,13 +366,7 @@ fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origi
     assert_eq!(token.len(), 64);
     // Reads on loopback still need no token; the page holds the CSRF
     // token.
-    let (status, page) = exchange(port, "GET", "/", "", "");
-    assert_eq!(status, 200);
-    let csrf = page
-        .split_once(r#"<meta name="gdn-csrf" content=""#)
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(csrf, _)| csrf.to_string())
-        .unwrap_or_else(|| panic!("no CSRF token in the page:\n{page}"));
+    let csrf = csrf_of(port);
     assert_eq!(csrf.len(), 64);
     assert_ne!(csrf, token);
     let origin = format!("Origin: http://127.0.0.1:{port}\r\n");
@@ -650,4 +655,316 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "the stopped swarm by its name",
         "!!document.querySelector('.swarm .swarm-name') && document.querySelector('.swarm .swarm-name').textContent.startsWith('default (') && document.querySelector('.swarm').textContent.includes('stopped')",
     );
+}
+
+/// The workspace (swarm) id of an instance folder, as the Studio names it.
+fn swarm_id_of(instance_dir: &std::path::Path) -> String {
+    instance_dir
+        .parent()
+        .and_then(|instances| instances.parent())
+        .and_then(|workspace| workspace.file_name())
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `gdn instance history KEY --json` (with `--archived` when asked).
+fn history_of(swarm: &Swarm, key: &str, archived: bool) -> serde_json::Value {
+    let mut args = vec!["instance", "history", key, "--json"];
+    if archived {
+        args.push("--archived");
+    }
+    let output = swarm.run(&args);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    serde_json::from_str(&crate::swarm::stdout(&output)).unwrap()
+}
+
+fn n_turns(swarm: &Swarm, key: &str) -> usize {
+    history_of(swarm, key, false)["turns"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+#[test]
+fn issue_36_cancel_fork_and_rewind_from_the_studio_act_through_the_orchestrator_in_its_name() {
+    let (swarm, refused) = crate::operator::swarm();
+    let _resident = swarm.start_resident();
+    for words in ["one", "two", "three"] {
+        assert_eq!(
+            crate::operator::ask(&swarm, "s", words),
+            format!("answer {words}")
+        );
+    }
+    let original = crate::operator::instance_dir(&swarm, "s");
+    let swarm_id = swarm_id_of(&original);
+    let (_read_only, read_only_url) =
+        start_studio(swarm.command(&["studio", "--addr", "127.0.0.1:0"]));
+    let (read_only_port, _) = port_and_token(&read_only_url);
+    let (_studio, url) =
+        start_studio(swarm.command(&["studio", "--addr", "127.0.0.1:0", "--allow-actions"]));
+    let (port, token) = port_and_token(&url);
+    let origin = format!("Origin: http://127.0.0.1:{port}\r\n");
+    let cookie = format!("Cookie: gdn_studio={}\r\n", token.unwrap());
+    let csrf = format!("X-Goondan-Csrf: {}\r\n", csrf_of(port));
+    let all = format!("{origin}{cookie}{csrf}");
+    let body = |fields: serde_json::Value| {
+        let mut body = json!({"swarm": swarm_id, "instance": "worker:s"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        body.to_string()
+    };
+    let fork_body = body(json!({"turn": "1", "newKey": "s1"}));
+    let rewind_body = body(json!({"turn": "1"}));
+    let cancel_body = body(json!({}));
+    // Each action is refused without --allow-actions, without the token
+    // and without the CSRF token; a refused one changes nothing.
+    let (no_token, no_csrf) = (format!("{origin}{csrf}"), format!("{origin}{cookie}"));
+    let refusals = |path: &str, body: &str| {
+        for (studio_port, headers, status, code) in [
+            (read_only_port, &all, 403, "E_STUDIO_ACTIONS_OFF"),
+            (port, &no_token, 401, "E_STUDIO_UNAUTHORIZED"),
+            (port, &no_csrf, 403, "E_STUDIO_CSRF"),
+        ] {
+            let (got, answer) = exchange(studio_port, "POST", path, headers, body);
+            assert_eq!(
+                (got, answer.contains(code)),
+                (status, true),
+                "{path}: {answer}"
+            );
+        }
+    };
+    refusals("/api/actions/fork", &fork_body);
+    refusals("/api/actions/rewind", &rewind_body);
+    assert_eq!(n_turns(&swarm, "s"), 3);
+    assert!(find_instance(swarm.state.path(), "worker", "s1").is_none());
+
+    // Fork at Turn 1: a new instance whose history is Turn 1 only, made
+    // in the Studio's name.
+    let (status, answer) = exchange(port, "POST", "/api/actions/fork", &all, &fork_body);
+    assert_eq!(status, 200, "{answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["forked"]["instance"], "worker:s1", "{answer}");
+    assert!(!answer
+        .to_string()
+        .contains(&swarm.state.path().display().to_string()));
+    let forked = history_of(&swarm, "worker:s1", false);
+    let inputs: Vec<&serde_json::Value> = forked["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|turn| &turn["input"])
+        .collect();
+    assert_eq!(inputs, [&json!("one")]);
+    let fork_dir = find_instance(swarm.state.path(), "worker", "s1").unwrap();
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fork_dir.join("metadata.json")).unwrap()).unwrap();
+    let by = metadata["forkedFrom"]["by"].as_str().unwrap();
+    assert!(by.starts_with("studio:127.0.0.1:"), "{metadata}");
+    assert_eq!(n_turns(&swarm, "s"), 3, "the original was changed");
+
+    // Rewind to Turn 1: Turns 2 and 3 go to the archive.
+    let (status, answer) = exchange(port, "POST", "/api/actions/rewind", &all, &rewind_body);
+    assert_eq!(status, 200, "{answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["rewound"]["archive"]["nTurns"], 2, "{answer}");
+    let history = history_of(&swarm, "s", true);
+    assert_eq!(history["turns"].as_array().unwrap().len(), 1);
+    let archived: Vec<&serde_json::Value> = history["archived"][0]["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|turn| &turn["index"])
+        .collect();
+    assert_eq!(archived, [&json!(2), &json!(3)]);
+    let by = history["archived"][0]["manifest"]["by"].as_str().unwrap();
+    assert!(by.starts_with("studio:127.0.0.1:"), "{history}");
+
+    // A Turn running: refused cancels leave it running; a fork without
+    // `cancel` is refused; the Studio's cancel stops it, and its requester
+    // hears E_TURN_CANCELLED.
+    let mut run = crate::operator::spawn_input(&swarm, "s", "slow");
+    swarm
+        .mock
+        .wait_for("the slow call", |r| r.last_user_text() == "slow");
+    refusals("/api/actions/cancel", &cancel_body);
+    let fork_while_running = body(json!({"turn": "1", "newKey": "s2"}));
+    let (status, answer) = exchange(port, "POST", "/api/actions/fork", &all, &fork_while_running);
+    assert_eq!(
+        (status, answer.contains("E_TURN_RUNNING")),
+        (409, true),
+        "{answer}"
+    );
+    assert!(
+        run.try_wait().unwrap().is_none(),
+        "a refused action ended the Turn"
+    );
+    let (status, answer) = exchange(port, "POST", "/api/actions/cancel", &all, &cancel_body);
+    assert_eq!(status, 200, "{answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        (
+            answer["cancelled"].as_array().unwrap().len(),
+            &answer["ended"]
+        ),
+        (1, &json!(true)),
+        "{answer}"
+    );
+    crate::operator::assert_requester_told(run);
+    let events = read_jsonl(&original.join("messages/runtime-events.jsonl"));
+    assert!(
+        events.iter().any(|event| event["type"] == "turn.failed"
+            && event["cancelledBy"]
+                .as_str()
+                .is_some_and(|by| by.starts_with("studio:127.0.0.1:"))),
+        "{events:#?}"
+    );
+    // Nothing runs now: a cancel says so.
+    let (status, answer) = exchange(port, "POST", "/api/actions/cancel", &all, &cancel_body);
+    assert_eq!(
+        (status, answer.contains("E_NO_TURN_RUNNING")),
+        (409, true),
+        "{answer}"
+    );
+    assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[test]
+fn issue_36_a_message_sent_from_the_studio_is_recorded_as_the_studios() {
+    let (swarm, _) = crate::operator::swarm();
+    let _resident = swarm.start_resident();
+    crate::operator::ask(&swarm, "m", "first");
+    let swarm_id = swarm_id_of(&crate::operator::instance_dir(&swarm, "m"));
+    let (_studio, url) =
+        start_studio(swarm.command(&["studio", "--addr", "127.0.0.1:0", "--allow-actions"]));
+    let (port, token) = port_and_token(&url);
+    let headers = format!(
+        "Origin: http://127.0.0.1:{port}\r\nCookie: gdn_studio={}\r\nX-Goondan-Csrf: {}\r\n",
+        token.unwrap(),
+        csrf_of(port)
+    );
+    let body = json!({"swarm": swarm_id, "instance": "worker:m", "text": "from the page"});
+    let (status, answer) = exchange(
+        port,
+        "POST",
+        "/api/actions/send",
+        &headers,
+        &body.to_string(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("answer from the page"), "{answer}");
+
+    // The log: the input message names its source, and so does the
+    // Turn's `turn.started`, which `gdn logs` prints.
+    let studio_source = json!({"kind": "connector", "name": "studio"});
+    let dir = crate::operator::instance_dir(&swarm, "m");
+    let input = read_jsonl(&dir.join("messages/base.jsonl"))
+        .into_iter()
+        .find(|message| {
+            message["data"]["role"] == "user" && message.to_string().contains("from the page")
+        })
+        .expect("the sent message in the log");
+    assert_eq!(
+        (
+            &input["metadata"]["sourceKind"],
+            &input["metadata"]["sourceName"]
+        ),
+        (&json!("connector"), &json!("studio")),
+        "{input}"
+    );
+    let output = swarm.run(&["logs", "--type", "turn.started"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let started: Vec<serde_json::Value> = crate::swarm::stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let sources: Vec<&serde_json::Value> = started.iter().map(|event| &event["source"]).collect();
+    assert_eq!(sources.len(), 2, "{started:#?}");
+    assert_eq!(sources[0]["name"], "cli", "{started:#?}");
+    assert_eq!(sources[1], &studio_source, "{started:#?}");
+}
+
+#[test]
+fn issue_36_fork_and_cancel_buttons_in_a_real_browser() {
+    let Some(chromium) = chromium_path() else {
+        assert!(
+            std::env::var_os("GOONDAN_REQUIRE_CHROMIUM").is_none(),
+            "GOONDAN_REQUIRE_CHROMIUM is set but /usr/bin/chromium is missing"
+        );
+        eprintln!("SKIPPED the Studio fork and cancel browser test: no /usr/bin/chromium");
+        return;
+    };
+    let (swarm, _) = crate::operator::swarm();
+    let _resident = swarm.start_resident();
+    let hostile = "<img src=x onerror=\"window.__pwned = 3\">";
+    crate::operator::ask(&swarm, "b", "one");
+    crate::operator::ask(&swarm, "b", hostile);
+    let swarm_id = swarm_id_of(&crate::operator::instance_dir(&swarm, "b"));
+    let (_studio, url) =
+        start_studio(swarm.command(&["studio", "--addr", "127.0.0.1:0", "--allow-actions"]));
+    let (port, _) = port_and_token(&url);
+    let mut browser = Browser::start(&chromium);
+    let page = browser.page();
+    page.navigate(&url);
+    page.wait_for(
+        "the page without the token",
+        "location.search === '' && !!document.getElementById('swarms')",
+    );
+    page.navigate(&format!(
+        "http://127.0.0.1:{port}/#/i/{swarm_id}/worker%3Ab"
+    ));
+    page.wait_for(
+        "both Turns in the history, with their buttons",
+        r#"document.querySelectorAll('#history .history-turn').length === 2 && !!document.querySelector('#history .history-turn[data-turn-index="1"] button.fork')"#,
+    );
+    // The hostile input is shown as text.
+    page.wait_for(
+        "the hostile input as text",
+        "document.querySelector('#history').innerText.includes('<img src=x')",
+    );
+    assert_eq!(
+        page.evaluate("window.__pwned === undefined && document.querySelectorAll('#history img').length === 0"),
+        json!(true),
+        "hostile markup became HTML"
+    );
+
+    // Fork from Turn 1: a confirm step, a key, then the outcome.
+    page.evaluate(r#"document.querySelector('#history .history-turn[data-turn-index="1"] button.fork').click(); true"#);
+    page.wait_for(
+        "the fork's confirm step",
+        "!!document.getElementById('fork-key') && !!document.querySelector('#history button.confirm-fork')",
+    );
+    assert!(
+        find_instance(swarm.state.path(), "worker", "b-fork").is_none(),
+        "the first click forked"
+    );
+    type_into(page, "fork-key", "b-fork");
+    page.evaluate("document.querySelector('#history button.confirm-fork').click(); true");
+    page.wait_for(
+        "the fork's outcome",
+        "!!document.getElementById('steer-status') && document.getElementById('steer-status').innerText.startsWith('Forked worker:b at Turn 1 into worker:b-fork') && !!document.querySelector('#steer-status a.steer-link')",
+    );
+    page.screenshot(&artifact("forked.png"));
+    let forked = history_of(&swarm, "worker:b-fork", false);
+    assert_eq!(forked["turns"].as_array().unwrap().len(), 1, "{forked}");
+
+    // A running Turn gets a Cancel button; its click stops the Turn.
+    let run = crate::operator::spawn_input(&swarm, "b", "slow");
+    page.wait_for(
+        "the running Turn's Cancel button",
+        r#"!!document.querySelector('#timeline .turn[data-status="running"] button.cancel-turn')"#,
+    );
+    page.screenshot(&artifact("running-with-cancel.png"));
+    page.evaluate(r#"document.querySelector('#timeline .turn[data-status="running"] button.cancel-turn').click(); true"#);
+    page.wait_for(
+        "the cancel's outcome",
+        "!!document.getElementById('steer-status') && document.getElementById('steer-status').innerText.startsWith('Cancelled the running Turn of worker:b.')",
+    );
+    crate::operator::assert_requester_told(run);
+    page.wait_for(
+        "the cancelled Turn, failed, without a Cancel button",
+        r#"document.querySelectorAll('#timeline .turn[data-status="error"]').length === 1 && !document.querySelector('#timeline button.cancel-turn') && document.querySelector('#history').innerText.includes('cancelled (studio:127.0.0.1:')"#,
+    );
+    assert_eq!(page.evaluate("window.__pwned === undefined"), json!(true));
 }

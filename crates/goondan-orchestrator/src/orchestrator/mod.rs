@@ -448,4 +448,4 @@ impl Orchestrator {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

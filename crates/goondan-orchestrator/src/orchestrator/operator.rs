@@ -1,14 +1,15 @@
-//! What a person does to a running instance through the control socket:
-//! cancel the Turn its process runs (`gdn instance cancel`), and hold the
-//! instance (its process stopped, its events waiting) while its history
-//! is rewritten on disk (`gdn instance fork|rewind`), or, on a cluster
-//! host, in the cluster's log by the host itself.
+//! What a person does to a running instance through the control socket
+//! (from `gdn instance …` or the Studio): cancel the Turn its process
+//! runs, and hold the instance (its process stopped, its events waiting)
+//! while its history is rewritten: on disk (a fork or a rewind), or, on a
+//! cluster host, in the cluster's log by the host itself.
 //!
-//! The orchestrator does not know what a Turn holds or how a history is
+//! The main loop does not know what a Turn holds or how a history is
 //! cut: cancelling is a `runtime.cancel` for the event in flight, and a
 //! hold only keeps the key from getting a process, so whoever holds it
 //! can take the instance's single-writer lock. The rewriting itself is
-//! the holder's (`goondan_store`).
+//! the holder's: the control socket's fork and rewind
+//! (`control/rewrite.rs`), through `goondan_store`.
 
 use super::input::Rewriter;
 use super::Orchestrator;

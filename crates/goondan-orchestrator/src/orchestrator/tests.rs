@@ -1,7 +1,8 @@
 //! The main loop's state machines driven without processes: a fake
 //! [`Spawner`] whose processes exit when the test says so, and a fake
 //! [`Transport`] that records what is sent and lets the test speak for
-//! each child.
+//! each child. The control socket's tests drive the loop with the same
+//! [`Harness`].
 
 use super::*;
 use crate::ingress::Ingress;
@@ -90,16 +91,16 @@ impl Transport for FakeTransport {
     fn close(&self, _link: &Link) {}
 }
 
-struct Harness {
-    handle: OrchestratorHandle,
+pub(crate) struct Harness {
+    pub(crate) handle: OrchestratorHandle,
     spawner: Arc<FakeSpawner>,
     transport: Arc<FakeTransport>,
     events: mpsc::Sender<TransportEvent>,
     opened: mpsc::UnboundedReceiver<Link>,
-    sent: mpsc::UnboundedReceiver<(Link, IpcMessage)>,
+    pub(crate) sent: mpsc::UnboundedReceiver<(Link, IpcMessage)>,
 }
 
-fn harness(max_queued_events: usize) -> Harness {
+pub(crate) fn harness(max_queued_events: usize) -> Harness {
     harness_with(max_queued_events, ProcessPolicy::default())
 }
 
@@ -190,14 +191,14 @@ impl Harness {
     }
 
     /// The next process started, already past its handshake.
-    async fn next_ready_process(&mut self) -> Link {
+    pub(crate) async fn next_ready_process(&mut self) -> Link {
         let link = self.opened.recv().await.unwrap();
         self.ready(&link).await;
         link
     }
 
     /// The next user event handed to a process.
-    async fn next_event(&mut self) -> (Link, AgentEvent) {
+    pub(crate) async fn next_event(&mut self) -> (Link, AgentEvent) {
         loop {
             let (link, message) = self.sent.recv().await.unwrap();
             if let Ok(Inbound::Event(event)) = protocol::decode(&message) {
@@ -206,7 +207,7 @@ impl Harness {
         }
     }
 
-    async fn answer(&self, link: &Link, event: &AgentEvent, text: &str) {
+    pub(crate) async fn answer(&self, link: &Link, event: &AgentEvent, text: &str) {
         let reply_to = event.reply_to.clone().unwrap();
         let answer = Answer {
             in_reply_to: reply_to.correlation_id,
@@ -237,7 +238,7 @@ impl Harness {
     }
 
     /// Ends the process behind the `n`th spawn: its exit, then its stream.
-    async fn end_process(&self, n: usize, link: &Link, code: Option<i32>) {
+    pub(crate) async fn end_process(&self, n: usize, link: &Link, code: Option<i32>) {
         let exit = self.spawner.exits.lock().unwrap()[n].clone();
         if let Some(exit) = exit.lock().unwrap().take() {
             let _ = exit.send(code);
@@ -248,7 +249,10 @@ impl Harness {
             .unwrap();
     }
 
-    fn ask(&self, text: &str) -> tokio::task::JoinHandle<Result<AgentEvent, OrchestratorError>> {
+    pub(crate) fn ask(
+        &self,
+        text: &str,
+    ) -> tokio::task::JoinHandle<Result<AgentEvent, OrchestratorError>> {
         self.ask_agent(None, text)
     }
 
@@ -283,7 +287,7 @@ impl Harness {
     }
 
     /// Waits for a `shutdown` sent to `link`.
-    async fn next_shutdown_to(&mut self, link: &Link) {
+    pub(crate) async fn next_shutdown_to(&mut self, link: &Link) {
         loop {
             let (to, message) = self.sent.recv().await.unwrap();
             if to == *link && matches!(protocol::decode(&message), Ok(Inbound::Shutdown(_))) {

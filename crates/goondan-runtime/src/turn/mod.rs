@@ -392,6 +392,7 @@ impl Agent {
         self.core.emit(RuntimeEvent::TurnStarted {
             base: self.core.event_base(&trace),
             turn_id: turn_id.clone(),
+            source: Some(event.source.clone()),
         });
         let mut answer = Some(answer);
         let mut cancelled_by = None;

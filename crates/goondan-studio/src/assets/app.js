@@ -4,7 +4,7 @@
 "use strict";
 
 const state = {
-  swarms: [], view: null, events: [], eventsCut: null, conversation: null, source: null,
+  swarms: [], view: null, events: [], eventsCut: null, conversation: null, history: null, source: null,
   approvals: [], detail: null,
   filter: { text: "", status: "", since: "" },
   turnFilter: { text: "", status: "", since: "" },
@@ -185,13 +185,17 @@ async function show() {
       state.approvals = (await getJson("/api/approvals")).approvals;
     } else if (state.view.kind === "instance") {
       const { swarm, instance } = state.view;
-      const [conversation, events] = await Promise.all([
+      const [conversation, events, history] = await Promise.all([
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/conversation`),
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/events`),
+        getHistory(state.view),
       ]);
       state.conversation = conversation;
       state.events = events.events;
       state.eventsCut = events;
+      state.history = history;
+      // What was done on another page is not this one's.
+      Object.assign(state.steer, { confirm: null, status: null, link: null });
     } else {
       const trace = await getJson(`/api/swarms/${enc(state.view.swarm)}/traces/${enc(state.view.trace)}`);
       state.events = trace.events;
@@ -229,10 +233,12 @@ function renderInstance() {
         el("span", { class: "chip", text: `cost ${fmtCost(usage.costUsd)}` }),
         el("span", { class: "chip", text: `${usage.modelCalls || 0} model calls` }))),
     CSRF ? renderSendBox() : null,
+    renderSteerStatus(),
     el("div", { class: "grid" },
       el("section", { class: "panel", id: "conversation" }, el("h2", { text: "Conversation" }), renderConversation()),
       el("section", { class: "panel", id: "timeline" }, el("h2", { text: "Timeline" }), renderTurnFilter(), renderTimeline(state.events))),
-    state.detail ? el("section", { class: "panel", id: "detail" }, renderDetail()) : null);
+    state.detail ? el("section", { class: "panel", id: "detail" }, renderDetail()) : null,
+    el("section", { class: "panel", id: "history" }, el("h2", { text: "History" }), renderHistory(info)));
 }
 
 function partText(part) {
@@ -349,7 +355,8 @@ function renderTurn(turn) {
       el("span", { class: "muted", text: (turn.start || "").replace("T", " ").slice(0, 19) })),
     el("span", { class: "muted" },
       usageText(turn.usage, turn.cost), " · ", fmtMs(turn.duration), " · ",
-      el("a", { href: `#/t/${enc(state.view.swarm)}/${enc(turn.traceId)}`, class: "trace-link", text: "trace " + short(turn.traceId) })));
+      el("a", { href: `#/t/${enc(state.view.swarm)}/${enc(turn.traceId)}`, class: "trace-link", text: "trace " + short(turn.traceId) }),
+      CSRF && turn.status === "running" ? cancelButton() : null));
   const body = el("div", { class: "body" },
     turn.notes.map((note) => el("div", { class: "budget", text: note })),
     turn.error ? el("div", { class: "status-error", text: turn.error }) : null,
@@ -596,6 +603,151 @@ async function sendMessage() {
   render();
 }
 
+// ---- steering: cancel, fork, rewind --------------------------------------------
+
+state.steer = { confirm: null, newKey: "", cancel: false, busy: false, status: null, error: false, link: null };
+
+/** The instance's history of Turns; null when it could not be read (the page goes on without it). */
+function getHistory(view) {
+  return getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/history`).catch(() => null);
+}
+
+/** How an action names a Turn: its id, else its position. */
+function turnRef(turn) {
+  return turn.turnId || (turn.index ? String(turn.index) : null);
+}
+
+function outcomeText(outcome) {
+  if (!outcome) return "-";
+  if (outcome.status === "cancelled") return outcome.cancelledBy ? `cancelled (${outcome.cancelledBy})` : "cancelled";
+  return outcome.status === "unknown" ? "-" : outcome.status;
+}
+
+function renderSteerStatus() {
+  const steer = state.steer;
+  if (steer.status === null) return null;
+  return el("div", { id: "steer-status", class: "panel steer-status " + (steer.error ? "status-error" : "status-ok") },
+    el("span", { text: steer.status }),
+    steer.link ? el("a", { href: steer.link.href, class: "steer-link", text: " " + steer.link.text }) : null);
+}
+
+function cancelButton() {
+  const button = el("button", { type: "button", class: "cancel-turn", text: state.steer.busy ? "Cancelling…" : "Cancel", disabled: state.steer.busy ? "disabled" : null, title: "cancel the running Turn" });
+  button.addEventListener("click", (event) => { event.stopPropagation(); cancelTurn(); });
+  return button;
+}
+
+function renderHistory(info) {
+  const history = state.history;
+  const list = el("div", { class: "history", id: "history-list" });
+  if (!history) {
+    list.append(el("p", { class: "muted", text: "The history could not be read." }));
+    return list;
+  }
+  if (!history.complete) list.append(el("p", { class: "muted cut-note", text: "Only the newest Turns were read; older ones are not listed." }));
+  if (history.turns.length === 0) list.append(el("p", { class: "muted", text: "No Turns yet." }));
+  for (const turn of history.turns) list.append(renderHistoryTurn(turn, info));
+  return list;
+}
+
+function renderHistoryTurn(turn, info) {
+  const ref = turnRef(turn);
+  const label = turn.index ? `Turn ${turn.index}` : `Turn ${short((turn.turnId || "").replace(/^turn_/, ""))}`;
+  const row = el("div", { class: "history-turn", "data-turn-index": turn.index, "data-turn-id": turn.turnId },
+    el("div", { class: "head" },
+      el("b", { text: "#" + (turn.index || "?") }), " ",
+      el("span", { class: "history-input", text: turn.input }), " ",
+      el("span", { class: "muted", text: `${outcomeText(turn.outcome)} · ${(turn.createdAt || "").replace("T", " ").slice(0, 19)} · ${fmtCost(turn.costUsd)}` })));
+  if (!CSRF || !ref) return row;
+  const confirm = state.steer.confirm;
+  if (confirm && confirm.ref === ref) {
+    row.append(renderConfirm(confirm.kind, ref, label, info));
+    return row;
+  }
+  const fork = el("button", { type: "button", class: "fork", text: "Fork", title: "a new instance whose history ends with this Turn" });
+  const rewind = el("button", { type: "button", class: "rewind", text: "Rewind", title: "move this instance back to this Turn" });
+  const ask = (kind) => { Object.assign(state.steer, { confirm: { kind, ref }, newKey: "", cancel: false }); render(); };
+  fork.addEventListener("click", () => ask("fork"));
+  rewind.addEventListener("click", () => ask("rewind"));
+  row.querySelector(".head").append(el("span", { class: "steer-buttons" }, fork, rewind));
+  return row;
+}
+
+/** The confirm step of a fork or a rewind of the Turn `ref`. */
+function renderConfirm(kind, ref, label, info) {
+  const name = `${info.agentName}:${info.instanceKey}`;
+  const cancel = el("input", { type: "checkbox", id: "steer-cancel", checked: state.steer.cancel ? "checked" : null });
+  cancel.addEventListener("change", () => { state.steer.cancel = cancel.checked; });
+  const go = el("button", { type: "button", class: "confirm-" + kind, text: kind === "fork" ? "Fork" : "Rewind", disabled: state.steer.busy ? "disabled" : null });
+  const back = el("button", { type: "button", class: "back", text: "Back" });
+  back.addEventListener("click", () => { state.steer.confirm = null; render(); });
+  let what;
+  let key = null;
+  if (kind === "fork") {
+    what = `Fork ${name} at ${label} into a new instance of ${info.agentName}; ${name} is not changed.`;
+    key = el("input", { type: "text", id: "fork-key", placeholder: "new instance key (optional)", maxlength: "128", "aria-label": "new instance key" });
+    key.value = state.steer.newKey;
+    key.addEventListener("input", () => { state.steer.newKey = key.value; });
+    go.addEventListener("click", () => forkAt(ref, label));
+  } else {
+    what = `Rewind ${name} to ${label}: the Turns after it move to an archive beside its log (nothing is deleted).`;
+    go.addEventListener("click", () => rewindTo(ref, label));
+  }
+  return el("div", { class: "confirm" },
+    el("p", { text: what }),
+    el("div", { class: "confirm-row" }, key,
+      el("label", {}, cancel, " cancel a running Turn first"), go, back));
+}
+
+/** Runs one steering action; `done` turns its answer into the status shown. */
+async function steer(path, body, done) {
+  if (state.steer.busy) return;
+  const view = state.view;
+  Object.assign(state.steer, { busy: true, status: "Working…", error: false, link: null });
+  render();
+  try {
+    const answer = await postAction(path, Object.assign({ swarm: view.swarm, instance: view.instance }, body));
+    Object.assign(state.steer, done(answer), { error: false, confirm: null });
+  } catch (error) {
+    Object.assign(state.steer, { status: error.message, error: true, link: null });
+  }
+  state.steer.busy = false;
+  await loadSwarms();
+  if (state.view === view) await reloadEvents();
+  render();
+}
+
+function cancelTurn() {
+  const info = currentInstance() || {};
+  return steer("/api/actions/cancel", {}, (answer) => ({
+    status: `Cancelled the running Turn of ${info.agentName}:${info.instanceKey}` + (answer.ended ? "." : "; it had not ended yet when the wait ran out."),
+    link: null,
+  }));
+}
+
+function forkAt(ref, label) {
+  return steer("/api/actions/fork", { turn: ref, newKey: state.steer.newKey || null, cancel: state.steer.cancel }, (answer) => {
+    const forked = answer.forked;
+    return {
+      status: `Forked ${forked.agentName}:${forked.forkedFrom} at ${label} into ${forked.agentName}:${forked.instanceKey} (${forked.nMessages} messages).`,
+      link: forked.instance ? { href: `#/i/${enc(state.view.swarm)}/${enc(forked.instance)}`, text: "Open the fork" } : null,
+    };
+  });
+}
+
+function rewindTo(ref, label) {
+  return steer("/api/actions/rewind", { turn: ref, cancel: state.steer.cancel }, (answer) => {
+    const rewound = answer.rewound;
+    const name = `${rewound.agentName}:${rewound.instanceKey}`;
+    return {
+      status: rewound.archive
+        ? `Rewound ${name} to ${label}: ${rewound.archive.nTurns} Turn(s) archived (${rewound.archive.id}).`
+        : `${name} already ends with ${label}; nothing to rewind.`,
+      link: null,
+    };
+  });
+}
+
 /** Decisions made from this page, newest first: what the list no longer shows. */
 state.decided = [];
 
@@ -800,12 +952,13 @@ async function reloadEvents() {
   if (!view || view.kind === "approvals") return;
   try {
     if (view.kind === "instance") {
-      const [conversation, events] = await Promise.all([
+      const [conversation, events, history] = await Promise.all([
         getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/conversation`),
         getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/events`),
+        getHistory(view),
       ]);
       if (state.view !== view) return;
-      Object.assign(state, { conversation, events: events.events, eventsCut: events });
+      Object.assign(state, { conversation, events: events.events, eventsCut: events, history });
     } else {
       const trace = await getJson(`/api/swarms/${enc(view.swarm)}/traces/${enc(view.trace)}`);
       if (state.view !== view) return;
@@ -836,8 +989,13 @@ function onLiveEvent(event) {
     refreshTimer = setTimeout(async () => {
       await loadSwarms();
       if (state.view && state.view.kind === "instance") {
+        const view = state.view;
         try {
-          state.conversation = await getJson(`/api/swarms/${enc(state.view.swarm)}/instances/${enc(state.view.instance)}/conversation`);
+          const [conversation, history] = await Promise.all([
+            getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/conversation`),
+            getHistory(view),
+          ]);
+          if (state.view === view) Object.assign(state, { conversation, history });
         } catch (error) { /* the next event retries */ }
       }
       render();
