@@ -3,8 +3,9 @@
 //!
 //! The cleared environment itself is built by
 //! `goondan_runtime::tool::environment`, shared with the plugin hosts; the
-//! namespaces are `goondan_sandbox`'s, shared with them too. This module
-//! owns the choice between the two for a command ([`Isolation`]).
+//! namespaces are `goondan_sandbox`'s (`shared`: set up once per agent and
+//! shared by its commands). This module owns the choice between the two
+//! for a command ([`Isolation`]).
 
 /// The variable that turns the namespaces off (`off`); the cleared
 /// environment applies either way.
