@@ -78,6 +78,7 @@ use std::process::ExitStatus;
 use std::sync::OnceLock;
 
 pub mod environ;
+pub mod error;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]

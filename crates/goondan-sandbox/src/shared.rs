@@ -52,6 +52,7 @@
 //!   [`SharedChild::spawn`] returns `None`: the caller runs the command in
 //!   a process group of its own.
 
+use crate::error::SharedError;
 use crate::linux::helper::{self, payload, Record, RECORD};
 use crate::{linux, refusal, remember_refusal};
 use nix::libc;
@@ -158,9 +159,7 @@ impl SharedChild {
                 Ok(Some(child))
             }
             Ok(errno) => Err(io::Error::from_raw_os_error(errno)),
-            Err(_) => Err(io::Error::other(
-                "the sandbox helper exited before the command started",
-            )),
+            Err(_) => Err(SharedError::HelperExited.into()),
         }
     }
 
@@ -294,7 +293,7 @@ fn start() -> io::Result<Arc<Connection>> {
         })?;
     receiver
         .recv()
-        .map_err(|_| io::Error::other("the sandbox thread ended during the start"))??;
+        .map_err(|_| io::Error::from(SharedError::ThreadEnded))??;
     Ok(connection)
 }
 
