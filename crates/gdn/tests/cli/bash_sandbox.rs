@@ -74,7 +74,11 @@ spec:
         (jobs.len() == 2).then_some(jobs)
     });
     let agent = wait_until("the agent's pid", || swarm.pid_of("alpha"));
-    let sandboxed = children_of(agent).len() == 1;
+    // Two commands, one helper (its P is the agent's only child); none
+    // where the platform refuses namespaces.
+    let children = children_of(agent);
+    assert!(children.len() <= 1, "the agent's children: {children:?}");
+    let sandboxed = children.len() == 1;
     sigkill(agent);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let left = loop {
