@@ -321,10 +321,17 @@ fn receive(socket: RawFd, slots: &mut [Slot; MAX_COMMANDS]) -> bool {
     if received == -1 {
         return errno() == libc::EINTR || errno() == libc::EAGAIN;
     }
-    if received as usize != RECORD {
-        return received > 0;
-    }
-    let request = Record::decode(&bytes);
+    let request = if received as usize == RECORD {
+        Record::decode(&bytes)
+    } else {
+        // A short message (none is sent) is dropped with its descriptors.
+        Record {
+            kind: 0,
+            value: 0,
+            id: 0,
+            len: 0,
+        }
+    };
     match request.kind {
         RUN if n_fds == 4 => run(socket, slots, request, fds),
         KILL => kill(slots, request.id),
@@ -348,7 +355,8 @@ fn receive(socket: RawFd, slots: &mut [Slot; MAX_COMMANDS]) -> bool {
             libc::close(*fd);
         }
     }
-    true
+    // Zero bytes: the agent's end is closed.
+    received > 0
 }
 
 /// Kills command `id`'s process group. After its leader was reaped the
