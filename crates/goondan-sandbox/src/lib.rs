@@ -7,8 +7,12 @@
 //! when the platform allows unprivileged namespaces, it also runs in its
 //! own user, mount and PID namespaces, which catches what a process group
 //! cannot: a job that left the group with `setsid` (or a double fork).
-//! The bash tool runs every command this way, and the plugin hosts run
-//! every script entry this way (issues 16 and 35).
+//! The plugin hosts run every script entry this way (issue 35).
+//!
+//! The bash tool's commands share one set of these namespaces per agent
+//! instead ([`shared`], issue 37 #2): a helper enters them once, stays
+//! as their PID 1 and forks each command, so a call costs a fork rather
+//! than a namespace set-up.
 //!
 //! # The namespaces, process by process
 //!
@@ -74,8 +78,11 @@ use std::process::ExitStatus;
 use std::sync::OnceLock;
 
 pub mod environ;
+pub mod error;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+pub mod shared;
 
 /// Why the platform refused the namespaces, once it did; every later
 /// child skips them.

@@ -3,6 +3,8 @@
 //! stack buffers and `_exit` only (no allocation, no locks, no
 //! unwinding).
 
+pub(crate) mod helper;
+
 use nix::libc;
 use std::fmt;
 use std::io;
@@ -157,14 +159,24 @@ impl MapLine {
 pub(super) struct Plan {
     uid_map: MapLine,
     gid_map: MapLine,
-    /// The writing end of the status pipe the agent reads.
+    /// The writing end of the status pipe the agent reads (a
+    /// [`Contained`](crate::Contained) child), or -1.
     status_fd: RawFd,
+    /// Where P tells the agent the namespaces are ready (the bash
+    /// helper, see [`start_helper`]), or -1.
+    ready_fd: RawFd,
     /// The agent, P's parent while the agent lives.
     agent_pid: libc::pid_t,
 }
 
 impl Plan {
+    /// The plan for one [`Contained`](crate::Contained) child, whose
+    /// command's wait status goes to `status_fd`.
     pub(super) fn new(status_fd: RawFd) -> Plan {
+        Plan::with_fds(status_fd, -1)
+    }
+
+    fn with_fds(status_fd: RawFd, ready_fd: RawFd) -> Plan {
         // SAFETY: getuid, getgid and getpid cannot fail and touch no
         // memory.
         let (uid, gid, agent_pid) = unsafe { (libc::getuid(), libc::getgid(), libc::getpid()) };
@@ -172,6 +184,7 @@ impl Plan {
             uid_map: MapLine::identity(uid),
             gid_map: MapLine::identity(gid),
             status_fd,
+            ready_fd,
             agent_pid,
         }
     }
@@ -309,6 +322,15 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
 }
 
 fn enter_or_code(plan: &Plan) -> Result<(), i32> {
+    let report_write = enter_namespaces(plan)?;
+    run_init(plan, report_write)
+}
+
+/// P's part: enters the namespaces and forks I. Returns only in I, set
+/// up (see [`prepare_init`]), with the pipe to report to P; or in P with
+/// a set-up failure. Once I reports ready, P closes everything and ends
+/// with I.
+fn enter_namespaces(plan: &Plan) -> Result<RawFd, i32> {
     // SAFETY (whole function): async-signal-safe system calls only, on
     // stack data and on `plan`, which was built before the fork.
     unsafe {
@@ -362,7 +384,11 @@ fn enter_or_code(plan: &Plan) -> Result<(), i32> {
         }
         if init == 0 {
             libc::close(report_read);
-            return run_init(plan, report_write);
+            if let Err(code) = prepare_init(plan) {
+                write_record(report_write, REPORT_FAILED, code);
+                libc::_exit(1);
+            }
+            return Ok(report_write);
         }
         libc::close(report_write);
         // P holds a copy of the agent's memory for as long as it lives.
@@ -386,6 +412,9 @@ fn enter_or_code(plan: &Plan) -> Result<(), i32> {
                 failure(Step::InitVanished, libc::ECHILD)
             });
         }
+        if plan.ready_fd >= 0 {
+            write_record(plan.ready_fd, REPORT_READY, 0);
+        }
         // Set up: P keeps nothing open (not the command's pipes, not
         // std's error channel, so the agent's spawn returns once the
         // command has exec'd) and waits for I, whose end ends it.
@@ -397,17 +426,87 @@ fn enter_or_code(plan: &Plan) -> Result<(), i32> {
     }
 }
 
-/// I, PID 1 of the new namespace. Returns only in the command's
-/// process; on a failure it reports to P and exits.
-fn run_init(plan: &Plan, report_write: RawFd) -> Result<(), i32> {
-    match prepare_init(plan) {
-        Ok(()) => {}
-        Err(code) => {
-            write_record(report_write, REPORT_FAILED, code);
-            // SAFETY: ends this copy of the process.
-            unsafe { libc::_exit(1) }
+/// Starts the agent's bash helper (see the `shared` module): P enters
+/// the namespaces, and I, their PID 1, serves commands on `socket` until
+/// the agent's end of it closes. Returns P's pid once I is ready, or the
+/// failure encoded as [`enter`] encodes it (see [`Failure::decode`]).
+///
+/// P's `PR_SET_PDEATHSIG` follows the calling thread, so it must live as
+/// long as the helper may.
+pub(super) fn start_helper(socket: RawFd) -> io::Result<libc::pid_t> {
+    let mut ready = [0 as RawFd; 2];
+    // SAFETY: pipe2 with a live out-array.
+    if unsafe { libc::pipe2(ready.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    let [ready_read, ready_write] = ready;
+    let plan = Plan::with_fds(-1, ready_write);
+    // SAFETY: the child runs only this module's async-signal-safe code
+    // and ends in `_exit` (P, or I when the agent's end closes).
+    let pid = unsafe { libc::fork() };
+    if pid == -1 {
+        let fork_error = io::Error::last_os_error();
+        // SAFETY: closes the pipe made above.
+        unsafe {
+            libc::close(ready_read);
+            libc::close(ready_write);
+        }
+        return Err(fork_error);
+    }
+    if pid == 0 {
+        // SAFETY: P's and I's end; see `enter_namespaces`.
+        unsafe {
+            libc::close(ready_read);
+            match enter_namespaces(&plan) {
+                Err(code) => {
+                    write_record(ready_write, REPORT_FAILED, code);
+                    libc::_exit(1);
+                }
+                Ok(report_write) => {
+                    write_record(report_write, REPORT_READY, 0);
+                    helper::serve(socket)
+                }
+            }
         }
     }
+    let mut record = [0u8; 8];
+    // SAFETY: close, read and waitpid on this function's own descriptors
+    // and child.
+    let read = unsafe {
+        libc::close(ready_write);
+        let read = loop {
+            let read = libc::read(ready_read, record.as_mut_ptr().cast(), record.len());
+            if read == -1 && errno() == libc::EINTR {
+                continue;
+            }
+            break read;
+        };
+        libc::close(ready_read);
+        read
+    };
+    let kind = i32::from_ne_bytes([record[0], record[1], record[2], record[3]]);
+    let value = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
+    if read == 8 && kind == REPORT_READY {
+        return Ok(pid);
+    }
+    wait_for(pid);
+    Err(io::Error::from_raw_os_error(
+        if read == 8 && kind == REPORT_FAILED {
+            value
+        } else {
+            failure(Step::InitVanished, libc::ECHILD)
+        },
+    ))
+}
+
+/// Reaps P once the helper is gone.
+pub(super) fn reap(pid: libc::pid_t) {
+    wait_for(pid);
+}
+
+/// I, PID 1 of the new namespace, set up, for one command. Returns only
+/// in the command's process; on a failure it reports to P and exits.
+fn run_init(plan: &Plan, report_write: RawFd) -> Result<(), i32> {
     // SAFETY (rest of the function): fork, waitpid, write, close, _exit.
     unsafe {
         let command = libc::fork();

@@ -2,6 +2,7 @@
 //! and global flags on either side of the subcommand.
 
 mod approvals;
+mod bash_sandbox;
 mod bot_api;
 mod cdp;
 mod chat_approvals;

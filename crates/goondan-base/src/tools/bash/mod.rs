@@ -1,8 +1,9 @@
 //! The `bash` tool: `exec` runs one shell command, `script` runs a script
 //! file from the workdir; both in the instance workdir, in their own
 //! process group, with a deadline and capped output (see the `process`
-//! module), with a cleared environment and, on Linux, in their own user,
-//! PID and mount namespaces (see the `sandbox` module).
+//! module), with a cleared environment and, on Linux, in user, PID and
+//! mount namespaces the agent's commands share (see the `sandbox`
+//! module and `goondan_sandbox::shared`).
 
 mod process;
 mod sandbox;

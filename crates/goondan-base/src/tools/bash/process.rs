@@ -97,22 +97,19 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
         program: spec.program.clone(),
         source,
     };
-    let mut contained =
-        Contained::spawn(|| command(spec, &environment), spec.isolation.containment())
-            .map_err(spawn_error)?;
-    let mut stdout_pipe = contained.child_mut().stdout.take();
-    let mut stderr_pipe = contained.child_mut().stderr.take();
+    let (mut running, mut stdout_pipe, mut stderr_pipe) =
+        spawn(spec, &environment).await.map_err(spawn_error)?;
     let mut stdout = CapturedStream::default();
     let mut stderr = CapturedStream::default();
 
     // A run dropped before it finished (the agent shuts down mid-call)
     // takes the command's group with it.
-    contained.kill_on_drop(true);
+    running.kill_on_drop(true);
     let finished = tokio::time::timeout(spec.timeout, async {
         let (_, _, status) = tokio::join!(
             drain(stdout_pipe.as_mut(), &mut stdout, spec.max_output_bytes),
             drain(stderr_pipe.as_mut(), &mut stderr, spec.max_output_bytes),
-            contained.status(),
+            running.status(),
         );
         status
     })
@@ -122,11 +119,11 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
         Ok(status) => {
             // A job the command detached keeps running (until the agent
             // stops, in the namespaces).
-            contained.kill_on_drop(false);
+            running.kill_on_drop(false);
             (status, false)
         }
         Err(_elapsed) => {
-            contained.kill();
+            running.kill();
             let _ = tokio::time::timeout(DRAIN_AFTER_KILL, async {
                 tokio::join!(
                     drain(stdout_pipe.as_mut(), &mut stdout, spec.max_output_bytes),
@@ -134,7 +131,7 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
                 )
             })
             .await;
-            let status = tokio::time::timeout(DRAIN_AFTER_KILL, contained.reap())
+            let status = tokio::time::timeout(DRAIN_AFTER_KILL, running.reap())
                 .await
                 .ok()
                 .flatten();
@@ -150,6 +147,116 @@ pub(crate) async fn run(spec: &ProcessSpec) -> Result<ProcessOutcome, BuiltinToo
         timed_out,
         duration: started.elapsed(),
     })
+}
+
+/// One of the command's output pipes.
+type Pipe = Box<dyn AsyncRead + Unpin + Send>;
+
+/// A started command: in the agent's shared namespaces, or in a process
+/// group of its own (the sandbox off or refused).
+enum Running {
+    #[cfg(target_os = "linux")]
+    Shared(goondan_sandbox::shared::SharedChild),
+    Own(Contained),
+}
+
+impl Running {
+    fn kill_on_drop(&mut self, kill: bool) {
+        match self {
+            #[cfg(target_os = "linux")]
+            Running::Shared(child) => child.kill_on_drop(kill),
+            Running::Own(contained) => contained.kill_on_drop(kill),
+        }
+    }
+
+    async fn status(&mut self) -> Option<ExitStatus> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Running::Shared(child) => child.status().await,
+            Running::Own(contained) => contained.status().await,
+        }
+    }
+
+    fn kill(&self) {
+        match self {
+            #[cfg(target_os = "linux")]
+            Running::Shared(child) => child.kill(),
+            Running::Own(contained) => contained.kill(),
+        }
+    }
+
+    /// The status once the killed command is gone.
+    async fn reap(&mut self) -> Option<ExitStatus> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Running::Shared(child) => child.status().await,
+            Running::Own(contained) => contained.reap().await,
+        }
+    }
+}
+
+/// Starts the command for `spec`: in the agent's shared namespaces when
+/// its isolation asks for them and the platform allows them, else in a
+/// process group of its own.
+async fn spawn(
+    spec: &ProcessSpec,
+    environment: &[(OsString, OsString)],
+) -> std::io::Result<(Running, Option<Pipe>, Option<Pipe>)> {
+    #[cfg(target_os = "linux")]
+    if spec.isolation == Isolation::Namespaces {
+        if let Some(shared) = spawn_shared(spec, environment).await? {
+            return Ok(shared);
+        }
+    }
+    let mut contained =
+        Contained::spawn(|| command(spec, environment), spec.isolation.containment())?;
+    let stdout = contained
+        .child_mut()
+        .stdout
+        .take()
+        .map(|pipe| Box::new(pipe) as Pipe);
+    let stderr = contained
+        .child_mut()
+        .stderr
+        .take()
+        .map(|pipe| Box::new(pipe) as Pipe);
+    Ok((Running::Own(contained), stdout, stderr))
+}
+
+/// The command in the agent's shared namespaces, with `/dev/null` for
+/// its stdin and a pipe for each output; `None` when the platform
+/// refuses the namespaces.
+#[cfg(target_os = "linux")]
+async fn spawn_shared(
+    spec: &ProcessSpec,
+    environment: &[(OsString, OsString)],
+) -> std::io::Result<Option<(Running, Option<Pipe>, Option<Pipe>)>> {
+    use goondan_sandbox::shared::{SharedChild, SharedCommand, SharedStdio};
+    use std::os::fd::OwnedFd;
+    use tokio::net::unix::pipe::Receiver;
+    let command = SharedCommand {
+        program: spec.program.clone().into(),
+        args: spec.args.iter().map(OsString::from).collect(),
+        cwd: spec.cwd.clone(),
+        env: environment.to_vec(),
+    };
+    let (stdout_read, stdout_write) = std::io::pipe()?;
+    let (stderr_read, stderr_write) = std::io::pipe()?;
+    let stdio = SharedStdio {
+        stdin: OwnedFd::from(std::fs::File::open("/dev/null")?),
+        stdout: OwnedFd::from(stdout_write),
+        stderr: OwnedFd::from(stderr_write),
+    };
+    let Some(child) = SharedChild::spawn(&command, stdio).await? else {
+        return Ok(None);
+    };
+    let stdout = Receiver::from_owned_fd(OwnedFd::from(stdout_read))?;
+    let stderr = Receiver::from_owned_fd(OwnedFd::from(stderr_read))?;
+    Ok(Some((
+        Running::Shared(child),
+        Some(Box::new(stdout)),
+        Some(Box::new(stderr)),
+    )))
 }
 
 /// The command for `spec`: its own process group, the cleared
@@ -337,34 +444,49 @@ mod tests {
         }
     }
 
+    /// Set in a child copy of this test binary that plays the agent: run
+    /// the named test's agent half rather than return.
+    const AGENT_COPY_VARIABLE: &str = "GOONDAN_BASH_AGENT_COPY";
+
+    /// Starts `test` in a child copy of this binary, as the agent (see
+    /// [`AGENT_COPY_VARIABLE`]); its output is piped.
+    fn agent_copy(test: &str) -> std::process::Child {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(AGENT_COPY_VARIABLE, "1")
+            .env_remove(super::super::sandbox::SANDBOX_VARIABLE)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn is_agent_copy() -> bool {
+        std::env::var_os(AGENT_COPY_VARIABLE).is_some()
+    }
+
+    fn assert_agent_passed(output: std::process::Output) -> String {
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success() && stdout.contains("1 passed"),
+            "the agent copy failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
     /// A server the model starts with `nohup … &` keeps running after the
-    /// call (a later call can use it), and dies with the agent: the thread
-    /// that spawned the command ending is the agent stopping, as far as
-    /// `PR_SET_PDEATHSIG` is concerned.
+    /// call (a later call can use it), and dies with the agent: the agent
+    /// is a child copy of this binary that runs the call and exits.
     #[test]
     fn a_detached_job_outlives_its_call_but_not_the_agent() {
         let marker = "30.0103";
-        let (after_call, sandboxed) = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                let command = format!("nohup sleep {marker} >/dev/null 2>&1 &");
-                let outcome = run(&shell(&command, 5000, 1000)).await.unwrap();
-                assert_eq!(outcome.exit_code, Some(0));
-                assert!(!outcome.timed_out);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                (
-                    running_with(marker).len(),
-                    goondan_sandbox::refusal().is_none(),
-                )
-            })
-        })
-        .join()
-        .unwrap();
-        assert_eq!(after_call, 1, "the detached job did not survive its call");
-        if !sandboxed {
+        let stdout = assert_agent_passed(
+            agent_copy("tools::bash::process::tests::detached_job_agent")
+                .wait_with_output()
+                .unwrap(),
+        );
+        if stdout.contains("namespaces refused") {
             // Without namespaces nothing ties the job to the agent.
             println!("note: namespaces refused here; only the first half ran");
             for pid in running_with(marker) {
@@ -379,6 +501,185 @@ mod tests {
         assert!(
             runtime.block_on(wait_gone(marker)),
             "the detached job outlived the agent"
+        );
+    }
+
+    /// The agent half of the test above.
+    #[tokio::test]
+    async fn detached_job_agent() {
+        if !is_agent_copy() {
+            return;
+        }
+        let marker = "30.0103";
+        let command = format!("nohup sleep {marker} >/dev/null 2>&1 &");
+        let outcome = run(&shell(&command, 5000, 1000)).await.unwrap();
+        assert_eq!(outcome.exit_code, Some(0));
+        assert!(!outcome.timed_out);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            running_with(marker).len(),
+            1,
+            "the detached job did not survive its call"
+        );
+        if goondan_sandbox::refusal().is_some() {
+            println!("namespaces refused");
+        }
+    }
+
+    /// Issue 37 #2: a job that double-forked and left its session is
+    /// gone once the agent is killed with SIGKILL (the helper, PID 1 of
+    /// the agent's namespace, dies with it, and the kernel ends the rest).
+    #[test]
+    fn a_double_forked_job_is_gone_after_the_agent_is_killed_with_sigkill() {
+        let marker = "30.0104";
+        let agent = agent_copy("tools::bash::process::tests::double_fork_agent");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = runtime.block_on(async {
+            for _ in 0..250 {
+                if !running_with(marker).is_empty() {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            false
+        });
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(agent.id() as i32),
+            Signal::SIGKILL,
+        );
+        let output = agent.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(started, "the job never started:\n{stdout}");
+        if stdout.contains("namespaces refused") {
+            println!("note: namespaces refused here; nothing ties the job to the agent");
+            for pid in running_with(marker) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            return;
+        }
+        assert!(
+            runtime.block_on(wait_gone(marker)),
+            "the double-forked job outlived the agent's SIGKILL"
+        );
+    }
+
+    /// The agent half of the test above: starts the job, then waits to
+    /// be killed.
+    #[tokio::test]
+    async fn double_fork_agent() {
+        if !is_agent_copy() {
+            return;
+        }
+        let marker = "30.0104";
+        let command =
+            format!("( setsid sh -c 'sleep {marker}' </dev/null >/dev/null 2>&1 & ) ; true");
+        let outcome = run(&shell(&command, 5000, 1000)).await.unwrap();
+        assert_eq!(outcome.exit_code, Some(0));
+        if goondan_sandbox::refusal().is_some() {
+            println!("namespaces refused");
+        }
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+
+    /// Issue 37 #2: the agent starts one sandbox helper, whatever the
+    /// number of commands: after three calls its only child process is
+    /// the helper's P, and all three ran in one PID namespace.
+    #[test]
+    fn the_helper_is_started_once() {
+        assert_agent_passed(
+            agent_copy("tools::bash::process::tests::helper_count_agent")
+                .wait_with_output()
+                .unwrap(),
+        );
+    }
+
+    /// The agent half of the test above.
+    #[tokio::test]
+    async fn helper_count_agent() {
+        if !is_agent_copy() {
+            return;
+        }
+        let mut namespaces = Vec::new();
+        for _ in 0..3 {
+            let outcome = run(&shell("readlink /proc/self/ns/pid", 5000, 1000))
+                .await
+                .unwrap();
+            assert_eq!(outcome.exit_code, Some(0), "{}", outcome.stderr.text());
+            namespaces.push(outcome.stdout.text());
+        }
+        if goondan_sandbox::refusal().is_some() {
+            println!("note: namespaces refused here");
+            return;
+        }
+        assert!(
+            namespaces
+                .iter()
+                .all(|namespace| namespace == &namespaces[0]),
+            "{namespaces:?}"
+        );
+        let me = std::process::id().to_string();
+        let children: Vec<i32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        let (_, rest) = stat.rsplit_once(')')?;
+                        rest.split_whitespace().nth(1).map(|ppid| ppid == me)
+                    })
+                    .unwrap_or(false)
+            })
+            .collect();
+        assert_eq!(children.len(), 1, "the agent's children: {children:?}");
+    }
+
+    /// Issue 37 #2: two commands of one agent share its PID namespace
+    /// (a server one starts is there for the next), but not what one of
+    /// them does to its environment.
+    #[tokio::test]
+    async fn two_commands_share_the_namespace_but_not_their_environment() {
+        let first = run(&shell(
+            "export GOONDAN_SHARED=leaked; cd /; readlink /proc/self/ns/pid",
+            5000,
+            1000,
+        ))
+        .await
+        .unwrap();
+        let second = run(&shell(
+            "echo \"[$GOONDAN_SHARED]\"; readlink /proc/self/ns/pid",
+            5000,
+            1000,
+        ))
+        .await
+        .unwrap();
+        let first_namespace = first.stdout.text();
+        let second_text = second.stdout.text();
+        let (variable, second_namespace) = second_text.split_once('\n').unwrap();
+        assert_eq!(variable, "[]");
+        if goondan_sandbox::refusal().is_none() {
+            assert_eq!(first_namespace, second_namespace);
+        }
+    }
+
+    /// Issue 37 #2: a command its deadline killed leaves no process, a
+    /// pipeline and a nested shell of its group included.
+    #[tokio::test]
+    async fn a_command_killed_by_timeout_leaves_no_process() {
+        let (marker, nested) = ("30.0105", "30.0106");
+        let command =
+            format!("sleep {marker} | cat & sh -c 'sleep {nested}; true' & echo started; wait");
+        let outcome = run(&shell(&command, 300, 1000)).await.unwrap();
+        assert!(outcome.timed_out);
+        assert_eq!(outcome.stdout.text(), "started\n");
+        assert!(wait_gone(marker).await, "the pipeline survived the timeout");
+        assert!(
+            wait_gone(nested).await,
+            "the nested shell survived the timeout"
         );
     }
 

@@ -3,8 +3,9 @@
 //!
 //! The cleared environment itself is built by
 //! `goondan_runtime::tool::environment`, shared with the plugin hosts; the
-//! namespaces are `goondan_sandbox`'s, shared with them too. This module
-//! owns the choice between the two for a command ([`Isolation`]).
+//! namespaces are `goondan_sandbox`'s (`shared`: set up once per agent and
+//! shared by its commands). This module owns the choice between the two
+//! for a command ([`Isolation`]).
 
 /// The variable that turns the namespaces off (`off`); the cleared
 /// environment applies either way.
@@ -194,11 +195,12 @@ mod tests {
         let (stdout, stderr) = (outcome.stdout.text(), outcome.stderr.text());
         assert!(!leaks(&stdout) && !leaks(&stderr), "{stdout}\n{stderr}");
 
-        // The command is PID 2 under the namespace's init, and /proc lists
-        // only the sandbox: the init, the shell, `ls` and `grep`. Unmounting
-        // /proc (possible for uid 0 inside, were it not locked) changes
-        // nothing.
-        let listing = "echo $$; ls /proc | grep -c '^[0-9]*$'; ps -e -o pid= | wc -l; \
+        // The command's parent is the namespace's init (PID 1, the agent's
+        // sandbox helper, which every command of the agent shares), and
+        // /proc lists only the sandbox: the init, the shell, `ls` and
+        // `grep`. Unmounting /proc (possible for uid 0 inside, were it not
+        // locked) changes nothing.
+        let listing = "echo $PPID; ls /proc | grep -c '^[0-9]*$'; ps -e -o pid= | wc -l; \
                        umount /proc 2>/dev/null; umount -l /proc 2>/dev/null; \
                        ls /proc | grep -c '^[0-9]*$'";
         let outcome = run(&spec(listing, Isolation::Namespaces)).await.unwrap();
@@ -207,9 +209,12 @@ mod tests {
             .split_whitespace()
             .map(|word| word.parse().unwrap())
             .collect();
-        println!("sandbox listing ($$, /proc, ps, /proc after umount): {stdout:?}");
+        println!("sandbox listing ($PPID, /proc, ps, /proc after umount): {stdout:?}");
         assert_eq!(numbers.len(), 4, "{stdout}");
-        assert_eq!(numbers[0], 2, "the command is not PID 2: {stdout}");
+        assert_eq!(
+            numbers[0], 1,
+            "the command's parent is not the namespace's init: {stdout}"
+        );
         for count in &numbers[1..] {
             assert!(*count <= 5, "the sandbox sees too many processes: {stdout}");
         }
