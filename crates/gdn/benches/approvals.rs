@@ -9,10 +9,10 @@
 //! Run: `cargo bench -p gdn --bench approvals` (add `-- 50` for more
 //! rounds).
 
-use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
+mod one_agent;
+
 use goondan_types::{AgentEvent, ApprovalDecision, EventSource, EventSourceKind, Verdict};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BUNDLE: &str = r#"apiVersion: goondan.ai/v1
@@ -81,49 +81,7 @@ fn main() {
 }
 
 async fn measure(bundle: &Path, state_root: &Path, marks: &Path, rounds: usize) {
-    let spawner = LocalSpawner {
-        program: env!("CARGO_BIN_EXE_gdn").into(),
-        args: vec![
-            "agent".into(),
-            "--bundle-dir".into(),
-            bundle.display().to_string(),
-            "--swarm".into(),
-            "default".into(),
-            "--state-root".into(),
-            state_root.display().to_string(),
-        ],
-        connector_args: None,
-        env: vec![("GOONDAN_LOG_LEVEL".into(), "warn".into())],
-        secrets: Arc::new(|_: &goondan_orchestrator::SpawnRequest| goondan_types::Secrets::new()),
-        withheld_env: Vec::new(),
-        log_file: None,
-        current_dir: None,
-    };
-    let (handle, task) = Orchestrator::start(OrchestratorConfig {
-        swarm: SwarmInfo {
-            swarm_name: "default".into(),
-            entry_agent: "worker".into(),
-            agents: vec!["worker".into()],
-            instance_key: "main".into(),
-            grace_period: Duration::from_secs(10),
-            max_queued_events: 64,
-            processes: Default::default(),
-            ingress: Vec::new(),
-            cli_connection: None,
-            connections: Vec::new(),
-            approval_connections: Vec::new(),
-        },
-        spawner: Arc::new(spawner),
-        transport: None,
-        reconcile_interval: Duration::from_secs(5),
-        reset_instance: None,
-        crash_ledger: None,
-        liveness: Default::default(),
-        restart_requests: None,
-        remote: None,
-        inbox: None,
-        pending_approvals: None,
-    });
+    let (handle, task) = one_agent::start(bundle, state_root);
     let mut started_after = Vec::with_capacity(rounds);
     let mut answered_after = Vec::with_capacity(rounds);
     for round in 0..rounds {

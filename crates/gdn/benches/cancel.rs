@@ -12,9 +12,9 @@
 //!
 //! Run: `cargo bench -p gdn --bench cancel` (add `-- 50` for more rounds).
 
-use goondan_orchestrator::{LocalSpawner, Orchestrator, OrchestratorConfig, SwarmInfo};
+mod one_agent;
+
 use goondan_types::{AgentEvent, EventSource, EventSourceKind};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BUNDLE: &str = r#"apiVersion: goondan.ai/v1
@@ -83,49 +83,7 @@ fn main() {
 }
 
 async fn measure(bundle: &std::path::Path, state_root: &std::path::Path, rounds: usize) {
-    let spawner = LocalSpawner {
-        program: env!("CARGO_BIN_EXE_gdn").into(),
-        args: vec![
-            "agent".into(),
-            "--bundle-dir".into(),
-            bundle.display().to_string(),
-            "--swarm".into(),
-            "default".into(),
-            "--state-root".into(),
-            state_root.display().to_string(),
-        ],
-        connector_args: None,
-        env: vec![("GOONDAN_LOG_LEVEL".into(), "warn".into())],
-        secrets: Arc::new(|_: &goondan_orchestrator::SpawnRequest| goondan_types::Secrets::new()),
-        withheld_env: Vec::new(),
-        log_file: None,
-        current_dir: None,
-    };
-    let (handle, task) = Orchestrator::start(OrchestratorConfig {
-        swarm: SwarmInfo {
-            swarm_name: "default".into(),
-            entry_agent: "worker".into(),
-            agents: vec!["worker".into()],
-            instance_key: "main".into(),
-            grace_period: Duration::from_secs(10),
-            max_queued_events: 64,
-            processes: Default::default(),
-            ingress: Vec::new(),
-            cli_connection: None,
-            connections: Vec::new(),
-            approval_connections: Vec::new(),
-        },
-        spawner: Arc::new(spawner),
-        transport: None,
-        reconcile_interval: Duration::from_secs(5),
-        reset_instance: None,
-        crash_ledger: None,
-        liveness: Default::default(),
-        restart_requests: None,
-        remote: None,
-        inbox: None,
-        pending_approvals: None,
-    });
+    let (handle, task) = one_agent::start(bundle, state_root);
     let words: Vec<&str> = COMMAND.split(' ').collect();
     let mut closed = Vec::with_capacity(rounds);
     let mut answered = Vec::with_capacity(rounds);
