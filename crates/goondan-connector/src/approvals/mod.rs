@@ -140,6 +140,14 @@ pub enum Reply {
     Refused(String),
 }
 
+/// `text` with `&`, `<` and `>` escaped: all that Telegram's HTML and
+/// Slack's mrkdwn both need, so a request's text cannot become markup.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// A request as its message shows it: names, arguments and question cut
 /// to length, not yet escaped (each platform escapes its own way).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,9 @@
 //! only to the Connection's API address (`SLACK_API_BASE_URL`, else
 //! Slack's), and never into a log or an error.
 
-use super::{deadline_words, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT};
+use super::{
+    deadline_words, escape, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT,
+};
 use crate::config::{ConnectorConfig, ConnectorConfigError};
 use goondan_store::PostedApproval;
 use goondan_types::secret::mask_value;
@@ -223,13 +225,6 @@ pub fn press_from_payload(payload: &Value) -> Option<Press> {
         message: text_at("/container/message_ts").or_else(|| text_at("/message/ts")),
         callback_id: None,
     })
-}
-
-/// `text` escaped for Slack's mrkdwn.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The mrkdwn of a request (its section block).

@@ -7,7 +7,9 @@
 //! Every piece of the request is escaped for Telegram's HTML (`&`, `<`,
 //! `>`), so a tool argument can never become markup.
 
-use super::{deadline_words, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT};
+use super::{
+    deadline_words, escape, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT,
+};
 use crate::telegram::{identifier, TelegramApi};
 use goondan_store::PostedApproval;
 use goondan_types::Verdict;
@@ -62,13 +64,6 @@ pub fn press_from_update(update: &Value) -> Option<Press> {
         message: message.and_then(|message| identifier(message.get("message_id")?)),
         callback_id: text_at(query, "id"),
     })
-}
-
-/// `text` escaped for Telegram's HTML.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The message of a request.
