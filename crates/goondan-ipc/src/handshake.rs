@@ -170,17 +170,39 @@ type Reader = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
 type Writer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
 
 /// The process's stdin and stdout for the channel. The orchestrator gives
-/// a child pipes, which the runtime's reactor can wait on like sockets;
-/// tokio's `stdin()` and `stdout()` would instead park a blocking thread
-/// on each (an idle agent's stdin read holds one for its whole life, and
-/// threads are what bound how many agents a machine runs: they count
-/// against `pid_max`). Anything else (a file, a terminal) keeps those.
+/// a child one socket as both (a descriptor fewer on its side than two
+/// pipes); a child started some other way may have pipes. Either is
+/// waited on by the runtime's reactor; tokio's `stdin()` and `stdout()`
+/// would instead park a blocking thread on each (an idle agent's stdin
+/// read holds one for its whole life, and threads are what bound how many
+/// agents a machine runs: they count against `pid_max`). Anything else (a
+/// file, a terminal) keeps those.
 fn child_stdio() -> (Reader, Writer) {
     use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
     use tokio::net::unix::pipe;
-    let reader: Reader = match std::io::stdin()
+    let stdin = std::io::stdin()
         .as_fd()
         .try_clone_to_owned()
+        .map(std::fs::File::from);
+    if let Ok(stdin) = &stdin {
+        let is_socket = stdin
+            .metadata()
+            .is_ok_and(|metadata| metadata.file_type().is_socket());
+        let socket = is_socket
+            .then(|| stdin.try_clone())
+            .and_then(Result::ok)
+            .map(|file| std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file)))
+            .filter(|socket| socket.set_nonblocking(true).is_ok())
+            .and_then(|socket| tokio::net::UnixStream::from_std(socket).ok());
+        if let Some(socket) = socket {
+            // Stdout is the same socket: read and write through one.
+            let (reader, writer) = socket.into_split();
+            return (Box::new(reader), Box::new(writer));
+        }
+    }
+    let reader: Reader = match stdin
+        .map(std::os::fd::OwnedFd::from)
         .and_then(pipe::Receiver::from_owned_fd)
     {
         Ok(pipe) => Box::new(pipe),

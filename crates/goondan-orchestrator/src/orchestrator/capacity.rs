@@ -25,7 +25,7 @@ use goondan_types::ShutdownReason;
 use tokio::time::Instant;
 
 /// True when `key`'s process counts against the cap: an agent's, running.
-fn counts(key: &RoutingKey, instance: &Instance) -> bool {
+pub(super) fn counts(key: &RoutingKey, instance: &Instance) -> bool {
     key.connection_name().is_none() && !instance.resident && instance.is_running()
 }
 
@@ -57,18 +57,16 @@ pub(crate) enum Room {
     },
 }
 
-/// Decides where the process of `key` fits, given every instance and the
-/// cap.
+/// Decides where the process of `key` fits, given every instance, how
+/// many of them count against the cap (`live`, which the caller keeps
+/// without a pass over them), and the cap. Only a full cap looks at every
+/// instance.
 pub(crate) fn find_room<'a>(
     instances: impl IntoIterator<Item = (&'a RoutingKey, &'a Instance)> + Clone,
     key: &RoutingKey,
+    live: usize,
     max_live: usize,
 ) -> Room {
-    let live = instances
-        .clone()
-        .into_iter()
-        .filter(|(key, instance)| counts(key, instance))
-        .count();
     if live < max_live {
         return Room::Free;
     }
@@ -104,12 +102,7 @@ impl Orchestrator {
         if key.connection_name().is_some() || resident {
             return true;
         }
-        let live = self
-            .instances
-            .iter()
-            .filter(|(key, instance)| counts(key, instance))
-            .count();
-        live < self.swarm.processes.max_live
+        self.instances.live() < self.swarm.processes.max_live
     }
 
     /// Called before the first event is queued for an instance without a
@@ -128,7 +121,7 @@ impl Orchestrator {
             return Ok(());
         }
         let max_live = self.swarm.processes.max_live;
-        match find_room(&self.instances, key, max_live) {
+        match find_room(self.instances.iter(), key, self.instances.live(), max_live) {
             Room::Free | Room::Wait => Ok(()),
             Room::Passivate(victim) => {
                 tracing::info!(key = %key, passivated = %victim, max_live, "process cap reached; passivating the least recently used idle instance");
@@ -174,16 +167,6 @@ impl Orchestrator {
         }
     }
 
-    /// When the next instance becomes idle long enough to passivate.
-    pub(super) fn next_idle_deadline(&self) -> Option<Instant> {
-        let idle_after = self.swarm.processes.idle_after?;
-        self.instances
-            .iter()
-            .filter(|(key, instance)| counts(key, instance) && instance.is_idle())
-            .map(|(_, instance)| instance.last_active + idle_after)
-            .min()
-    }
-
     /// Starts the instances waiting for a slot, longest waiting first, as
     /// far as the cap allows; for those still waiting, passivates idle
     /// instances (one each, counting passivations already under way), so
@@ -224,7 +207,7 @@ impl Orchestrator {
                 freeing -= 1;
                 continue;
             }
-            let Some(victim) = least_recently_used(&self.instances, &key) else {
+            let Some(victim) = least_recently_used(self.instances.iter(), &key) else {
                 break;
             };
             tracing::info!(key = %key, passivated = %victim, "an instance waits for a process slot; passivating the least recently used idle instance");
@@ -284,6 +267,13 @@ mod tests {
         RoutingKey::new(name, "main")
     }
 
+    fn live(instances: &BTreeMap<RoutingKey, Instance>) -> usize {
+        instances
+            .iter()
+            .filter(|(key, instance)| counts(key, instance))
+            .count()
+    }
+
     #[test]
     fn the_cap_passivates_the_least_recently_used_idle_instance_or_refuses() {
         // (instances as name/state/age, cap, expected room for `new`)
@@ -321,7 +311,7 @@ mod tests {
                 .map(|(name, state, age)| (key(name), instance(state, *age)))
                 .collect();
             assert_eq!(
-                find_room(&instances, &key("new"), cap),
+                find_room(&instances, &key("new"), live(&instances), cap),
                 expected,
                 "{states:?} cap {cap}"
             );
@@ -351,7 +341,7 @@ mod tests {
             .unwrap();
         instances.insert(key("w"), waiting);
         assert_eq!(
-            find_room(&instances, &key("new"), 2),
+            find_room(&instances, &key("new"), live(&instances), 2),
             Room::Refuse { live: 2 }
         );
     }

@@ -181,6 +181,8 @@ impl Orchestrator {
             .collect();
         let swarm = Arc::new(swarm);
         self.swarm = Arc::clone(&swarm);
+        // `idleSeconds` may have changed every instance's deadline.
+        self.instances.mark_all_changed();
         match self.shared_swarm.write() {
             Ok(mut shared) => *shared = swarm,
             Err(poisoned) => *poisoned.into_inner() = swarm,

@@ -85,7 +85,7 @@ impl Orchestrator {
         if let Some(instance) = self.instances.get_mut(key) {
             let now = Instant::now();
             instance.liveness.last_heard = Some(now);
-            instance.liveness.next_check_at = Some(now + interval);
+            instance.liveness.next_check_at = Some(on_tick(now + interval, interval));
         }
     }
 
@@ -138,17 +138,25 @@ impl Orchestrator {
             // A full link is a process that does not read: the missing
             // answer counts against it like any other.
             let _ = self.transport.try_send(&link, ping);
-            state.next_check_at = Some((now + interval).min(last_heard + deadline).max(now));
+            let next = (now + interval).min(last_heard + deadline).max(now);
+            state.next_check_at = Some(on_tick(next, interval));
         }
     }
+}
 
-    /// The next liveness check of any process.
-    pub(super) fn next_liveness_check(&self) -> Option<Instant> {
-        self.instances
-            .values()
-            .filter_map(|instance| instance.liveness.next_check_at)
-            .min()
-    }
+/// `at`, moved later to the next multiple of a quarter of the ping
+/// interval (counted from the process's first use of this function).
+/// Checks then fall due together, a quarter interval at a time, instead
+/// of one wake-up of the main loop per process: with thousands of agents,
+/// each wake-up's pass over them is what would cost.
+fn on_tick(at: Instant, interval: Duration) -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    let tick = (interval / 4).max(Duration::from_millis(1));
+    let since = at.saturating_duration_since(origin);
+    let ticks = since.as_nanos().div_ceil(tick.as_nanos());
+    let rounded = tick.saturating_mul(u32::try_from(ticks).unwrap_or(u32::MAX));
+    origin + rounded.max(since)
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ mod liveness;
 mod operator;
 mod routing;
 mod supervision;
+mod table;
 
 pub use client::{
     CancelOutcome, Held, OrchestratorHandle, PendingAnswer, RestartOutcome, RestartState,
@@ -53,9 +54,10 @@ use goondan_ipc::protocol::ProtocolStats;
 use goondan_ipc::{RoutingKey, StdioTransport, Transport, TransportEvent};
 use input::{DeltaSink, Reply};
 use instance::Instance;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use table::InstanceTable;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -177,7 +179,10 @@ pub struct Orchestrator {
     inbox: Option<Arc<goondan_store::InboxStore>>,
     pending_approvals: Option<PendingApprovals>,
     reconcile_interval: Duration,
-    instances: BTreeMap<RoutingKey, Instance>,
+    instances: InstanceTable,
+    /// Instances whose queued messages a full link held back: the next
+    /// flush tries them again.
+    held_back: BTreeSet<RoutingKey>,
     /// The orchestrator's own pending requests by correlation id; streamed
     /// text closes when the entry is removed, however the request ends.
     waiters: HashMap<String, Waiter>,
@@ -223,7 +228,8 @@ impl Orchestrator {
             inbox: config.inbox,
             pending_approvals: config.pending_approvals,
             reconcile_interval: config.reconcile_interval,
-            instances: BTreeMap::new(),
+            instances: InstanceTable::default(),
+            held_back: BTreeSet::new(),
             waiters: HashMap::new(),
             decisions: HashMap::new(),
             deletes: Vec::new(),
@@ -423,21 +429,10 @@ impl Orchestrator {
             .collect()
     }
 
+    /// When the main loop must wake without being asked; settled with the
+    /// instances at the end of each pass of the loop (`flush_queues`).
     fn next_deadline(&self) -> Option<Instant> {
-        self.instances
-            .values()
-            .flat_map(|instance| {
-                let kill_at = instance
-                    .shutdown
-                    .as_ref()
-                    .filter(|intent| !intent.killed)
-                    .map(|intent| intent.kill_at);
-                [kill_at, instance.next_spawn_at, instance.ending.deadline]
-            })
-            .flatten()
-            .chain(self.next_liveness_check())
-            .chain(self.next_idle_deadline())
-            .min()
+        self.instances.earliest_deadline()
     }
 
     fn fail_all_waiters(&mut self) {

@@ -13,6 +13,7 @@ use goondan_ipc::protocol::{
 use goondan_ipc::{Inbound, RoutingKey, RuntimeMessage, SendError, WireCode, ORCHESTRATOR};
 use goondan_types::agents::SpawnedAgentInfo;
 use goondan_types::{AgentEvent, IpcMessage, ProcessStatus, ReplyChannel};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 impl Orchestrator {
@@ -611,11 +612,36 @@ impl Orchestrator {
     }
 
     /// Hands queued messages to ready processes, in order, as far as each
-    /// link takes them.
+    /// link takes them, looking only at the instances that changed since
+    /// the last call and those a full link held back; then brings the
+    /// instance table's cap count and deadlines up to date.
     pub(super) fn flush_queues(&mut self) {
+        // Each pass may queue acknowledgements to senders (plain messages
+        // that raise none of their own), which the next pass sends. The
+        // bound only guards the loop: whatever is left stays marked.
+        const MAX_PASSES: usize = 8;
+        let idle_after = self.swarm.processes.idle_after;
+        let mut keys: BTreeSet<RoutingKey> = std::mem::take(&mut self.held_back);
+        for _ in 0..MAX_PASSES {
+            keys.extend(self.instances.settle(idle_after));
+            if keys.is_empty() {
+                return;
+            }
+            for key in &keys {
+                self.flush_one(key);
+            }
+            self.instances.resettle(keys.iter(), idle_after);
+            keys.clear();
+        }
+    }
+
+    fn flush_one(&mut self, key: &RoutingKey) {
         let mut oversized = Vec::new();
         let mut acks = Vec::new();
-        for (key, instance) in self.instances.iter_mut() {
+        let Some(instance) = self.instances.get_mut_unmarked(key) else {
+            return;
+        };
+        'flush: {
             if instance.takes_answers_only() {
                 if let Some(link) = instance.link.clone() {
                     let mut plain = instance.take_plain().into_iter();
@@ -626,17 +652,20 @@ impl Orchestrator {
                             .is_err()
                         {
                             instance.requeue_plain(std::iter::once(queued).chain(plain).collect());
+                            if !self.held_back.contains(key) {
+                                self.held_back.insert(key.clone());
+                            }
                             break;
                         }
                     }
                 }
-                continue;
+                break 'flush;
             }
             if !instance.takes_events() {
-                continue;
+                break 'flush;
             }
             let Some(link) = instance.link.clone() else {
-                continue;
+                break 'flush;
             };
             while let Some(queued) = instance.next_to_send() {
                 match self.transport.try_send(&link, queued.to_message(key)) {
@@ -654,12 +683,14 @@ impl Orchestrator {
                     }
                     Err(SendError::Full(_) | SendError::Closed(_) | SendError::Stale(_)) => {
                         instance.requeue_front(queued);
+                        if !self.held_back.contains(key) {
+                            self.held_back.insert(key.clone());
+                        }
                         break;
                     }
                 }
             }
         }
-        let acknowledged = !acks.is_empty();
         for (sender, event_id) in acks {
             self.acknowledge(&sender, event_id);
         }
@@ -673,11 +704,6 @@ impl Orchestrator {
                 limit: goondan_ipc::framing::MAX_LINE_BYTES,
             };
             self.fail_queued(&key, &queued, error);
-        }
-        // Acknowledgements are plain messages: this second pass sends them
-        // and raises none of its own.
-        if acknowledged {
-            self.flush_queues();
         }
     }
 }

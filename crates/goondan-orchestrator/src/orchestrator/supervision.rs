@@ -27,7 +27,7 @@ impl Orchestrator {
             .crash_ledger
             .as_ref()
             .filter(|_| key.connection_name().is_none());
-        self.instances.entry(key.clone()).or_insert_with(|| {
+        self.instances.get_or_insert_with(key, || {
             let mut instance = Instance::new();
             if let Some(ledger) = ledger {
                 let record = (ledger.load)(key);

@@ -3,7 +3,14 @@
 //! A [`Spawner`] only starts processes and reports on them; it carries no
 //! messages. It hands back an [`Endpoint`] that the orchestrator gives to
 //! its [`Transport`](goondan_ipc::Transport): a local fork/exec
-//! ([`LocalSpawner`]) returns the child's stdio pipes.
+//! ([`LocalSpawner`]) returns the child's end of a socket pair that is
+//! both its stdin and its stdout.
+//!
+//! What a child costs the orchestrator is one descriptor: that socket.
+//! Two pipes would be two, and `tokio::process` would add a pidfd; the
+//! hard limit on open descriptors (20,000 on the reference machine) is
+//! what bounds how many agents one orchestrator serves, so children are
+//! reaped by [`reaper`] on `SIGCHLD` instead.
 //!
 //! Secrets never travel through a child's exec environment or its
 //! arguments: [`LocalSpawner`] removes every secret variable from the
@@ -15,12 +22,14 @@ use crate::OrchestratorError;
 use futures_util::future::BoxFuture;
 use goondan_ipc::{Endpoint, RoutingKey, SpawnHandshake};
 use goondan_types::Secrets;
+use reaper::Reaper;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+
+mod reaper;
 
 /// What to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +85,8 @@ pub trait Spawner: Send + Sync {
 }
 
 /// Starts children by fork/exec of a program (normally this same `gdn`
-/// binary in its hidden `agent` mode) with IPC on stdin/stdout. Every
+/// binary in its hidden `agent` mode) with IPC on stdin/stdout, which are
+/// one socket. Every
 /// child it starts, an AgentProcess or a ConnectorProcess, first reads
 /// the spawn handshake from its stdin.
 #[derive(Clone)]
@@ -133,7 +143,7 @@ impl Spawner for LocalSpawner {
             key: key_text.clone(),
             source,
         };
-        let mut command = tokio::process::Command::new(&self.program);
+        let mut command = std::process::Command::new(&self.program);
         if let Some(dir) = &self.current_dir {
             command.current_dir(dir);
         }
@@ -197,93 +207,89 @@ impl Spawner for LocalSpawner {
         {
             command.env_remove(name);
         }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+        let reaper = Reaper::get().map_err(spawn_error)?;
+        // Both ends close on exec; the child's becomes its fd 0 and 1.
+        let (ours, theirs) = UnixStream::pair().map_err(spawn_error)?;
+        let theirs_again = theirs.try_clone().map_err(spawn_error)?;
+        let child = command
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_again)))
             .stderr(stderr)
-            .kill_on_drop(true)
             .spawn()
             .map_err(spawn_error)?;
-        let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
-            (Some(stdin), Some(stdout)) => (stdin, stdout),
-            _ => {
-                return Err(spawn_error(std::io::Error::other(
-                    "the child's stdio pipes were not created",
-                )))
-            }
-        };
-        write_handshake(&stdin, &handshake).map_err(spawn_error)?;
+        // The child's copies live in `command` until it is dropped: drop
+        // it now, so the child's exit is an end of stream here.
+        drop(command);
         let pid = child.id();
-        let endpoint = Endpoint::Stdio {
-            from_process: Box::new(stdout),
-            to_process: Box::new(stdin),
-        };
-        let (kill_tx, kill_rx) = oneshot::channel::<()>();
+        let exited = reaper.watch(child);
+        let endpoint = connect(ours, &handshake).map_err(|error| {
+            reaper.kill(pid);
+            spawn_error(error)
+        })?;
+        // A child whose exit is no longer awaited is killed, as
+        // `kill_on_drop` does for a tokio child.
+        let kill_on_drop = KillOnDrop { pid, reaper };
         let exit = Box::pin(async move {
-            let status = tokio::select! {
-                status = child.wait() => status,
-                _ = kill_rx => {
-                    let _ = child.start_kill();
-                    child.wait().await
-                }
-            };
-            status.ok().and_then(|status| status.code())
+            let kill_on_drop = kill_on_drop;
+            let code = exited.await.ok().flatten();
+            kill_on_drop.disarm();
+            code
         });
         Ok(SpawnedProcess {
             endpoint,
-            control: Box::new(LocalControl {
-                pid,
-                kill: Some(kill_tx),
-            }),
+            control: Box::new(LocalControl { pid, reaper }),
             exit,
         })
     }
 }
 
-/// Writes the handshake frame into the child's fresh stdin pipe through a
-/// duplicate of its descriptor, before the transport owns the pipe. The
-/// frame is bounded below a pipe's usual capacity, so the write normally
-/// completes at once; a pipe shrunk by the system is waited on briefly
-/// (the child reads the frame first thing).
-fn write_handshake(stdin: &tokio::process::ChildStdin, frame: &[u8]) -> Result<(), std::io::Error> {
-    use std::os::fd::AsFd;
-    const PATIENCE: Duration = Duration::from_secs(5);
-    let mut pipe = std::fs::File::from(stdin.as_fd().try_clone_to_owned()?);
-    let started = Instant::now();
-    let mut rest = frame;
-    while !rest.is_empty() {
-        match pipe.write(rest) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => rest = &rest[n..],
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            // The child is already gone; its exit tells the orchestrator
-            // so, as for any child that dies at start.
-            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(error)
-                if error.kind() == std::io::ErrorKind::WouldBlock
-                    && started.elapsed() < PATIENCE =>
-            {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(error) => return Err(error),
-        }
+/// Writes the handshake frame on our end of the child's socket, before
+/// the transport owns it, and makes that end the endpoint. The frame is
+/// bounded far below a socket's buffer, so the write completes at once.
+fn connect(ours: UnixStream, handshake: &[u8]) -> Result<Endpoint, std::io::Error> {
+    match (&ours).write_all(handshake) {
+        // The child is already gone; its exit tells the orchestrator so,
+        // as for any child that dies at start.
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {}
+        result => result?,
     }
-    Ok(())
+    ours.set_nonblocking(true)?;
+    let (from_process, to_process) = tokio::net::UnixStream::from_std(ours)?.into_split();
+    Ok(Endpoint::Stdio {
+        from_process: Box::new(from_process),
+        to_process: Box::new(to_process),
+    })
+}
+
+struct KillOnDrop {
+    pid: u32,
+    reaper: &'static Reaper,
+}
+
+impl KillOnDrop {
+    /// The child ended: nothing to kill.
+    fn disarm(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.reaper.kill(self.pid);
+    }
 }
 
 struct LocalControl {
-    pid: Option<u32>,
-    kill: Option<oneshot::Sender<()>>,
+    pid: u32,
+    reaper: &'static Reaper,
 }
 
 impl ProcessControl for LocalControl {
     fn id(&self) -> Option<u32> {
-        self.pid
+        Some(self.pid)
     }
 
     fn kill(&mut self) {
-        if let Some(kill) = self.kill.take() {
-            let _ = kill.send(());
-        }
+        self.reaper.kill(self.pid);
     }
 }
