@@ -453,7 +453,15 @@ fn a_request_asked_while_no_chat_connector_ran_is_posted_once_and_not_after_a_re
     let message = posted_message(&api);
     assert!(message["text"].as_str().unwrap().contains(&id));
 
-    // The connector restarts: it remembers what it posted.
+    // The connector restarts: it remembers what it posted (recorded just
+    // after the platform answered the post, so wait for the record).
+    wait_until("the post to be recorded", || {
+        crate::files_under(swarm.state.path())
+            .iter()
+            .filter(|file| file.ends_with("approval-messages.jsonl"))
+            .any(|file| std::fs::read_to_string(file).is_ok_and(|text| text.contains(&id)))
+            .then_some(())
+    });
     let first = wait_until("the connector process", || {
         connector_pids(resident.pid()).into_iter().next()
     });

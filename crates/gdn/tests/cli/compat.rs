@@ -176,25 +176,17 @@ fn a_typescript_extension_in_the_originals_style_runs_in_a_turn() {
     let output = run_with_deadline(run);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     assert_eq!(stdout(&output).trim(), "On it.");
-    let saved = walk(state.path())
+    let saved = crate::files_under(state.path())
         .into_iter()
         .find(|file| file.ends_with("extensions/quiet-watch.json"))
-        .unwrap_or_else(|| panic!("no quiet-watch state under {:?}", walk(state.path())));
+        .unwrap_or_else(|| {
+            panic!(
+                "no quiet-watch state under {:?}",
+                crate::files_under(state.path())
+            )
+        });
     let value: Value = serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();
     assert!(value["lastTurnAt"].as_u64().is_some(), "{value}");
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 /// Copies the folder `source` into `target`, recursively.

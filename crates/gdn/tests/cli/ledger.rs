@@ -258,7 +258,7 @@ fn a_day_budget_is_shared_by_every_agent_of_the_swarm() {
     );
     // Beta's spending counted against alpha: after alpha's and beta's
     // first calls, alpha's second one was refused.
-    let day_files: Vec<_> = walk(swarm.state.path())
+    let day_files: Vec<_> = crate::files_under(swarm.state.path())
         .into_iter()
         .filter(|path| path.parent().is_some_and(|dir| dir.ends_with("usage/days")))
         .collect();
@@ -269,17 +269,4 @@ fn a_day_budget_is_shared_by_every_agent_of_the_swarm() {
     let n_requests = swarm.mock.requests().len();
     assert_ne!(code(&swarm.run(&["run", "--input", "hello"])), 0);
     assert_eq!(swarm.mock.requests().len(), n_requests);
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(walk(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
 }

@@ -60,6 +60,20 @@ fn code(output: &Output) -> i32 {
     output.status.code().unwrap()
 }
 
+/// Every file under `dir`, recursively (folders themselves are left out).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 const MODEL_AND_SWARM: &str = "\
 apiVersion: goondan.ai/v1
 kind: Model
