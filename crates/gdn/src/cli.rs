@@ -19,10 +19,52 @@ pub(crate) struct Cli {
 }
 
 impl Cli {
-    /// Parses the process arguments.
+    /// Parses the process arguments. The processes an orchestrator starts
+    /// (`gdn agent`, `gdn connector`, and `gdn strip-types` for a plugin
+    /// host) are parsed by [`ChildCli`], which builds three subcommands
+    /// instead of the whole tree: every agent start pays for parsing, and
+    /// the pages of code and data it touches stay in the agent's memory.
     pub(crate) fn try_parse_args() -> Result<Cli, clap::Error> {
-        Cli::try_parse()
+        Cli::parse_arguments(std::env::args_os().collect())
     }
+
+    fn parse_arguments(arguments: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+        let child_mode = arguments
+            .get(1)
+            .and_then(|mode| mode.to_str())
+            .is_some_and(|mode| matches!(mode, "agent" | "connector" | "strip-types"));
+        if child_mode {
+            let child = ChildCli::try_parse_from(arguments)?;
+            return Ok(Cli {
+                global: child.global,
+                command: match child.command {
+                    ChildCommand::Agent(args) => Command::Agent(args),
+                    ChildCommand::Connector(args) => Command::Connector(args),
+                    ChildCommand::StripTypes(args) => Command::StripTypes(args),
+                },
+            });
+        }
+        Cli::try_parse_from(arguments)
+    }
+}
+
+/// The command line of a process an orchestrator or plugin host starts:
+/// the hidden modes of [`Command`], with the same arguments.
+#[derive(Debug, Parser)]
+#[command(name = "gdn", version)]
+struct ChildCli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: ChildCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ChildCommand {
+    Agent(AgentArgs),
+    Connector(ConnectorArgs),
+    #[command(name = "strip-types")]
+    StripTypes(StripTypesArgs),
 }
 
 /// The global options of `cli.md` §1.3.
@@ -851,6 +893,54 @@ mod tests {
     #[test]
     fn the_command_definition_is_consistent() {
         Cli::command().debug_assert();
+        ChildCli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_child_mode_parses_as_the_whole_command_line_would() {
+        let cases: [&[&str]; 3] = [
+            &[
+                "agent",
+                "--bundle-dir",
+                "/b",
+                "--state-root",
+                "/s",
+                "--env-file",
+                "/e",
+                "--swarm",
+                "default",
+                "--record",
+                "/r",
+                "--agent-name",
+                "coder",
+                "--instance-key",
+                "k:1",
+                "--workdir",
+                "sub",
+            ],
+            &[
+                "connector",
+                "--bundle-dir",
+                "/b",
+                "--state-root",
+                "/s",
+                "--connection",
+                "tg",
+            ],
+            &["strip-types", "tool.ts"],
+        ];
+        for case in cases {
+            let arguments = || std::iter::once("gdn").chain(case.iter().copied());
+            let lean = Cli::parse_arguments(arguments().map(Into::into).collect()).unwrap();
+            let whole = Cli::try_parse_from(arguments()).unwrap();
+            assert_eq!(format!("{lean:?}"), format!("{whole:?}"), "{case:?}");
+        }
+        // A mistake is still an argument error.
+        let error = Cli::parse_arguments(["gdn", "agent", "--bogus"].map(Into::into).to_vec());
+        assert_eq!(
+            error.unwrap_err().kind(),
+            clap::error::ErrorKind::UnknownArgument
+        );
     }
 
     #[test]
