@@ -109,3 +109,43 @@ fn gdn_run_on_a_pipe_starts_the_entry_agent_before_the_first_line_unless_told_no
     drop(run.stdin.take());
     assert!(run.wait().unwrap().success());
 }
+
+#[test]
+fn an_orchestrator_holds_one_descriptor_per_agent_process() {
+    // Its hard limit on open descriptors (20,000 on the reference
+    // machine) is what bounds how many agents one orchestrator serves:
+    // a child's stdin and stdout are one socket, and no pidfd is kept.
+    use std::io::{BufRead, Write};
+    const AGENTS: usize = 12;
+    let swarm = Swarm::pair(1, |_| crate::mock_llm::Reply::text("hello back"));
+    let mut run = run_on_a_pipe(&swarm);
+    let orchestrator = run.id();
+    let descriptors = || std::fs::read_dir(format!("/proc/{orchestrator}/fd")).unwrap().count();
+    let mut stdin = run.stdin.take().unwrap();
+    let mut answers = std::io::BufReader::new(run.stdout.take().unwrap());
+    let mut answer = String::new();
+    writeln!(stdin, r#"{{"text": "hi", "instanceKey": "first"}}"#).unwrap();
+    answers.read_line(&mut answer).unwrap();
+    let before = descriptors();
+    for n in 0..AGENTS {
+        writeln!(stdin, r#"{{"text": "hi", "instanceKey": "k{n}"}}"#).unwrap();
+    }
+    for _ in 0..AGENTS {
+        answer.clear();
+        answers.read_line(&mut answer).unwrap();
+        assert!(answer.contains("hello back"), "{answer}");
+    }
+    let live = swarm
+        .instances()
+        .iter()
+        .filter(|row| row["pid"].as_i64().is_some())
+        .count();
+    let added = descriptors() - before;
+    assert!(live > AGENTS, "{live} live agents");
+    assert!(
+        added <= AGENTS,
+        "{added} more descriptors for {AGENTS} more agents"
+    );
+    drop(stdin);
+    assert!(run.wait().unwrap().success());
+}
