@@ -30,13 +30,16 @@ Usage: $program [OPTIONS] GDN_BINARY
 
 Builds an OCI image around GDN_BINARY (target/release/gdn for a
 deployment, target/debug/gdn in CI) with buildah, from scratch.
+buildah uses the vfs storage driver unless STORAGE_DRIVER says otherwise,
+and runs the check with chroot isolation unless BUILDAH_ISOLATION does.
 
 Options:
   --tag NAME        the image name [default: localhost/goondan/gdn:VERSION,
                     VERSION from \`GDN_BINARY --version\`]
   --archive FILE    also write the image as an OCI archive to FILE
-  --storage DIR     a buildah store of its own under DIR (vfs), instead of
-                    buildah's default store
+  --storage DIR     a buildah store of its own under DIR, instead of
+                    buildah's default one (/var/lib/containers/storage
+                    for root)
   --check           run \`gdn --version\` and an offline scripted Turn
                     (examples/two-agents) inside the new image
   -h, --help        print this help
@@ -95,12 +98,16 @@ esac
 version="${version_line##* }"
 [ -n "$tag" ] || tag="localhost/goondan/gdn:$version"
 
-buildah=(buildah)
+# vfs works wherever buildah does, in a container too (overlay on an
+# overlay root does not); for one layer it costs nothing. STORAGE_DRIVER
+# and BUILDAH_ISOLATION are buildah's own variables.
+buildah=(buildah --storage-driver "${STORAGE_DRIVER:-vfs}")
 if [ -n "$storage" ]; then
   mkdir -p "$storage"
   storage="$(cd "$storage" && pwd)"
-  buildah+=(--storage-driver vfs --root "$storage/root" --runroot "$storage/run")
+  buildah+=(--root "$storage/root" --runroot "$storage/run")
 fi
+isolation="${BUILDAH_ISOLATION:-chroot}"
 
 work="$(mktemp -d)"
 container=""
@@ -195,12 +202,12 @@ if $check; then
   container="$("${buildah[@]}" from "$tag")"
   run_entrypoint() {
     # shellcheck disable=SC2046 # the entrypoint's words, without quotes or commas
-    "${buildah[@]}" run --isolation chroot --env TINI_SUBREAPER=1 "$container" -- \
+    "${buildah[@]}" run --isolation "$isolation" --env TINI_SUBREAPER=1 "$container" -- \
       $(echo "$entrypoint" | tr -d '[],"') "$@"
   }
-  uid="$("${buildah[@]}" run --isolation chroot "$container" -- /bin/sh -c 'id -u')"
+  uid="$("${buildah[@]}" run --isolation "$isolation" "$container" -- /bin/sh -c 'id -u')"
   [ "$uid" = "${image_user%%:*}" ] || fail "a container of $tag runs as uid $uid, not ${image_user%%:*}"
-  got="$(run_entrypoint --version)" || fail "gdn --version failed inside $tag" "run: buildah run --isolation chroot \$(buildah from $tag) -- /usr/local/bin/gdn --version"
+  got="$(run_entrypoint --version)" || fail "gdn --version failed inside $tag" "run: buildah run --isolation $isolation \$(buildah from $tag) -- /usr/local/bin/gdn --version"
   [ "$got" = "$version_line" ] || fail "gdn --version inside $tag printed '$got', not '$version_line'"
   echo "check: $got inside the image" >&2
   "${buildah[@]}" copy "$container" "$repo/examples/two-agents" "$workdir" >/dev/null
