@@ -9,7 +9,8 @@
 #
 # Needs (Debian): buildah, busybox-static, tini, ca-certificates, tar.
 # With --check it runs, inside a container of the new image, `gdn
-# --version` and an offline scripted Turn of examples/two-agents.
+# --version`, an offline scripted Turn of examples/two-agents, and one of
+# deploy/image/shell-check, whose bash tool call runs the image's /bin/sh.
 set -euo pipefail
 
 # What the image is. The Dockerfile says the same; the CLI test
@@ -168,7 +169,8 @@ tar --append --file "$work/rootfs.tar" --directory "$rootfs" \
   "./${state_root#/}" "./${image_home#/}"
 
 echo "building $tag from scratch around $gdn ($version_line)" >&2
-container="$("${buildah[@]}" from scratch)"
+container="$("${buildah[@]}" from scratch)" ||
+  fail "buildah could not start a container" "run as root, or give this user subordinate ids for rootless buildah (/etc/subuid, /etc/subgid)"
 "${buildah[@]}" add "$container" "$work/rootfs.tar" / >/dev/null
 "${buildah[@]}" config \
   --entrypoint "$entrypoint" \
@@ -196,28 +198,63 @@ if [ -n "$archive" ]; then
 fi
 
 if $check; then
+  container="$("${buildah[@]}" from "$tag")"
+  # Each command writes its stdout and stderr to files in a folder mounted
+  # from here: under chroot isolation `buildah run` now and then loses a
+  # short-lived command's stdout (buildah 1.28: 1 run in 30 here).
+  check_out="$work/check-out"
+  mkdir "$check_out"
+  chmod 0777 "$check_out"
+  in_image() {
+    rm -f "$check_out/stdout" "$check_out/stderr"
+    "${buildah[@]}" run --isolation "$isolation" --env TINI_SUBREAPER=1 \
+      --volume "$check_out:/check-out" "$container" -- \
+      /bin/sh -c 'exec "$@" >/check-out/stdout 2>/check-out/stderr' sh "$@"
+  }
   # `buildah run` runs a command, not the image's entrypoint: the check runs
   # the entrypoint's words itself. Chroot isolation gives no PID namespace,
-  # so tini is not PID 1 there; as a subreaper it reaps all the same.
-  container="$("${buildah[@]}" from "$tag")"
+  # so tini is not PID 1 there; as a subreaper (TINI_SUBREAPER) it reaps
+  # all the same.
   run_entrypoint() {
     # shellcheck disable=SC2046 # the entrypoint's words, without quotes or commas
-    "${buildah[@]}" run --isolation "$isolation" --env TINI_SUBREAPER=1 "$container" -- \
-      $(echo "$entrypoint" | tr -d '[],"') "$@"
+    in_image $(echo "$entrypoint" | tr -d '[],"') "$@"
   }
-  uid="$("${buildah[@]}" run --isolation "$isolation" "$container" -- /bin/sh -c 'id -u')"
+  # What a failed command printed, then the failure.
+  fail_in_image() {
+    cat "$check_out/stdout" "$check_out/stderr" >&2 2>/dev/null || true
+    fail "$1 (its output is above)"
+  }
+
+  in_image id -u || fail_in_image "id -u failed inside $tag"
+  uid="$(cat "$check_out/stdout")"
   [ "$uid" = "${image_user%%:*}" ] || fail "a container of $tag runs as uid $uid, not ${image_user%%:*}"
-  got="$(run_entrypoint --version)" || fail "gdn --version failed inside $tag" "run: buildah run --isolation $isolation \$(buildah from $tag) -- /usr/local/bin/gdn --version"
+
+  run_entrypoint --version || fail_in_image "gdn --version failed inside $tag"
+  got="$(cat "$check_out/stdout")"
   [ "$got" = "$version_line" ] || fail "gdn --version inside $tag printed '$got', not '$version_line'"
-  echo "check: $got inside the image" >&2
+  echo "check: $got inside the image, as uid $uid" >&2
+
   "${buildah[@]}" copy "$container" "$repo/examples/two-agents" "$workdir" >/dev/null
-  answer="$(run_entrypoint run --input "What is Goondan?" 2>"$work/turn.err")" || {
-    cat "$work/turn.err" >&2
-    fail "the scripted Turn of examples/two-agents failed inside $tag (its stderr is above)"
-  }
+  run_entrypoint run --input "What is Goondan?" ||
+    fail_in_image "the scripted Turn of examples/two-agents failed inside $tag"
+  answer="$(cat "$check_out/stdout")"
   case "$answer" in
     *"The researcher says: Notes: Goondan runs one process per agent instance"*) ;;
-    *) fail "the scripted Turn inside $tag answered '$answer', not the researcher's notes" ;;
+    *) fail_in_image "the scripted Turn of examples/two-agents inside $tag did not answer with the researcher's notes" ;;
   esac
   echo "check: a scripted Turn of examples/two-agents inside the image answered: $answer" >&2
+
+  "${buildah[@]}" copy "$container" "$repo/deploy/image/shell-check" /checks/shell >/dev/null
+  # The bash tool runs its commands with the image's /bin/sh, which expands
+  # this $(id -u), not this script.
+  # shellcheck disable=SC2016
+  shell_input='run echo "shell as $(id -u)"'
+  run_entrypoint --config /checks/shell run --input "$shell_input" ||
+    fail_in_image "the bash tool's Turn of deploy/image/shell-check failed inside $tag"
+  answer="$(cat "$check_out/stdout")"
+  case "$answer" in
+    *"exit 0: shell as ${image_user%%:*}"*) ;;
+    *) fail_in_image "the bash tool's Turn inside $tag did not answer 'exit 0: shell as ${image_user%%:*}'" ;;
+  esac
+  echo "check: a bash tool call inside the image answered: $answer" >&2
 fi

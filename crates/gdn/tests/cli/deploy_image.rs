@@ -2,8 +2,8 @@
 //! `deploy/image/build.sh` and the Kubernetes manifests describe one image
 //! (user, paths, environment, entrypoint, name); the script refuses bad
 //! input clearly; and, where buildah is installed, the script builds the
-//! image from this test's `gdn` and runs `gdn --version` and an offline
-//! scripted Turn inside it. Without buildah that last test passes without
+//! image from this test's `gdn` and runs `gdn --version` and offline
+//! scripted Turns inside it, one of them a `bash` tool call. Without buildah that last test passes without
 //! building unless `GOONDAN_REQUIRE_BUILDAH` is set (`.ci/run` sets it).
 
 use std::collections::BTreeMap;
@@ -213,7 +213,7 @@ fn buildah_installed() -> bool {
 }
 
 #[test]
-fn the_image_builds_from_scratch_and_runs_a_scripted_turn() {
+fn the_image_builds_from_scratch_and_runs_scripted_turns() {
     if !buildah_installed() {
         assert!(
             std::env::var_os("GOONDAN_REQUIRE_BUILDAH").is_none(),
@@ -238,11 +238,17 @@ fn the_image_builds_from_scratch_and_runs_a_scripted_turn() {
     assert!(output.status.success(), "build.sh failed:\n{stderr}");
     let version = workspace_version();
     assert!(
-        stderr.contains(&format!("check: gdn {version} inside the image\n")),
+        stderr.contains(&format!(
+            "check: gdn {version} inside the image, as uid 10001\n"
+        )),
         "{stderr}"
     );
     assert!(
         stderr.contains("The researcher says: Notes: Goondan runs one process per agent instance"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("check: a bash tool call inside the image answered: Running it.\nexit 0: shell as 10001\n"),
         "{stderr}"
     );
 
