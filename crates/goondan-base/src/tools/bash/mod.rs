@@ -82,7 +82,11 @@ impl BashTool {
         BashTool { config }
     }
 
-    /// `exec`: `/bin/sh -lc <command>` in the workdir (or `cwd` under it).
+    /// `exec`: `/bin/sh -c <command>` in the workdir (or `cwd` under it).
+    /// Not a login shell (`-l`), as the original runs `bash -c`: a login
+    /// shell reads `/etc/profile` and `~/.profile` at every call (several
+    /// milliseconds of `id` and `mesg` on Debian), and the command's
+    /// environment is set here (`PATH`, `HOME`, `LANG`), not by a profile.
     pub async fn exec(
         &self,
         workdir: &Path,
@@ -107,7 +111,7 @@ impl BashTool {
         }
         let spec = ProcessSpec {
             program: "/bin/sh".into(),
-            args: vec!["-lc".into(), parsed.command.clone()],
+            args: vec!["-c".into(), parsed.command.clone()],
             cwd: cwd.clone(),
             env,
             isolation: sandbox::Isolation::from_env(),

@@ -62,7 +62,7 @@ mod tests {
     fn spec(command: &str, isolation: Isolation) -> ProcessSpec {
         ProcessSpec {
             program: "/bin/sh".into(),
-            args: vec!["-lc".into(), command.into()],
+            args: vec!["-c".into(), command.into()],
             cwd: std::env::temp_dir(),
             env: vec![("DECLARED".into(), "yes".into())],
             isolation,
