@@ -139,7 +139,15 @@ fn main() {
             .map(|i| json!({"text": "hello", "instanceKey": format!("k{i}")}).to_string())
             .collect();
         let started = Instant::now();
-        swarm.send(&lines);
+        swarm.send_reporting(lines, |answered| {
+            if answered % 1000 == 0 {
+                println!(
+                    "{:<48} {:>22}",
+                    format!("  {answered} answered"),
+                    format!("{:.1} s", started.elapsed().as_secs_f64())
+                );
+            }
+        });
         let took = started.elapsed();
         std::thread::sleep(Duration::from_secs(2));
         let memory = swarm.memory();
@@ -147,6 +155,11 @@ fn main() {
             "{:<48} {:>22}",
             format!("{n} instances: all answered"),
             format!("{:.1} s", took.as_secs_f64())
+        );
+        println!(
+            "{:<48} {:>22}",
+            format!("{n} instances: orchestrator's descriptors"),
+            swarm.descriptors().to_string()
         );
         println!(
             "{:<48} {:>22}",
@@ -380,6 +393,37 @@ impl Resident {
             let read = self.stdout.read_line(&mut answer).unwrap();
             assert!(read > 0, "gdn run ended before answering");
         }
+    }
+
+    /// Writes every line from a thread of its own (so neither side's pipe
+    /// fills while the other waits) and reads one answer line per line,
+    /// telling `answered` the count after each.
+    fn send_reporting(&mut self, lines: Vec<String>, mut answered: impl FnMut(usize)) {
+        let mut stdin = self.stdin.take().unwrap();
+        let n = lines.len();
+        let writer = std::thread::spawn(move || {
+            for line in lines {
+                stdin.write_all(line.as_bytes()).unwrap();
+                stdin.write_all(b"\n").unwrap();
+            }
+            stdin.flush().unwrap();
+            stdin
+        });
+        let mut answer = String::new();
+        for count in 1..=n {
+            answer.clear();
+            let read = self.stdout.read_line(&mut answer).unwrap();
+            assert!(read > 0, "gdn run ended before answering");
+            answered(count);
+        }
+        self.stdin = Some(writer.join().unwrap());
+    }
+
+    /// How many descriptors the orchestrator holds open.
+    fn descriptors(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|entries| entries.count())
+            .unwrap_or(0)
     }
 
     fn memory(&self) -> TreeMemory {
