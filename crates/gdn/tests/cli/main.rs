@@ -125,16 +125,21 @@ fn examples_are_valid_and_exit_zero() {
 }
 
 #[test]
-fn a_missing_reference_prints_the_house_format_and_exits_4() {
+fn a_missing_reference_shows_its_source_line_with_a_caret_and_exits_4() {
     let bundle = broken_bundle();
     let output = gdn(bundle.path(), &["validate"]);
     assert_eq!(code(&output), 4);
     assert_eq!(
         stdout(&output),
         "error[E_CONFIG_REF_NOT_FOUND]: Agent/planner refers to Model/claude, which is not defined
-  --> goondan.yaml:24:15 (document 3)
+  --> goondan.yaml:24:15
+   |
+24 |     modelRef: Model/claude
+   |               ^^^^^^^^^^^^ document 3
+   |
    = field: spec.modelConfig.modelRef
    = help: did you mean Model/claude-sonnet (goondan.yaml:1)?
+
 Errors: 1, Warnings: 0
 "
     );
@@ -142,6 +147,24 @@ Errors: 1, Warnings: 0
         !stdout(&output).contains('\x1b'),
         "no color when not a terminal"
     );
+}
+
+#[test]
+fn a_misspelt_kind_is_one_error_not_one_per_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{MODEL_AND_SWARM}apiVersion: goondan.ai/v1\nkind: Agnt\nmetadata:\n  name: planner\nspec:\n  modelConfig:\n    modelRef: Model/claude-sonnet\n"
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let output = gdn(dir.path(), &["validate"]);
+    assert_eq!(code(&output), 4);
+    let said = stdout(&output);
+    assert!(
+        said.starts_with("error[E_CONFIG_UNKNOWN_KIND]: `Agnt` is not a resource kind\n  --> goondan.yaml:19:7\n"),
+        "{said}"
+    );
+    assert!(said.contains("19 | kind: Agnt\n   |       ^^^^"), "{said}");
+    assert!(said.ends_with("Errors: 1, Warnings: 0\n"), "{said}");
 }
 
 #[test]
