@@ -168,6 +168,28 @@ fn a_misspelt_kind_is_one_error_not_one_per_reference() {
 }
 
 #[test]
+fn a_script_entry_syntax_error_is_reported_at_its_line_by_validate_and_run() {
+    let bundle = workspace_root().join("crates/goondan-config/tests/fixtures/invalid/entry-syntax");
+    let caret = "2 |   run: async (ctx, input: { x: string } => input.x,\n  |                         ^\n";
+    let output = gdn(&bundle, &["validate"]);
+    assert_eq!(code(&output), 4);
+    let said = stdout(&output);
+    assert!(
+        said.starts_with("error[E_CONFIG_ENTRY_SYNTAX]: the entry of Tool/t does not parse: Expected `,` or `)` but found `:`\n --> tools/t.ts:2:25\n"),
+        "{said}"
+    );
+    assert!(said.contains(caret), "{said}");
+    // A swarm's start-up loads through the same loader: the same report,
+    // and nothing is started.
+    let output = gdn(&bundle, &["run", "--input", "hi"]);
+    assert_eq!(code(&output), 4);
+    let said = swarm::stderr(&output);
+    assert!(said.contains(" --> tools/t.ts:2:25\n"), "{said}");
+    assert!(said.contains(caret), "{said}");
+    assert!(!said.contains("Command failed"), "{said}");
+}
+
+#[test]
 fn validate_fix_sets_the_api_version_and_leaves_the_rest_of_the_text_alone() {
     let bundle = tempfile::tempdir().unwrap();
     let original = "# models first\nkind: Model\nmetadata:\n  name: m # the only one\nspec:\n  provider: openai\n  model: gpt-4o\n---\napiVersion: goondan.ai/v1alpha1 # old\nkind: Agent\nmetadata:\n  name: a\nspec:\n  modelConfig:\n    modelRef: \"Model/m\"\n---\nkind: Agnet\nmetadata:\n  name: typo\n";
