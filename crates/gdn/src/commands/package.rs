@@ -75,8 +75,8 @@ pub(crate) fn installer(global: &GlobalArgs) -> goondan_host::PackageInstaller {
 fn report(error: &PackageError) -> Outcome {
     crate::render::error(error.code(), error, Some(&error.suggestion()));
     match error {
-        PackageError::Unreachable { .. } => Outcome::NetworkError,
-        PackageError::AuthRequired { .. } => Outcome::AuthError,
+        PackageError::Unreachable { .. } => Outcome::RegistryUnreachable,
+        PackageError::AuthRequired { .. } => Outcome::RegistryAuth,
         PackageError::NoPackageDocument { .. }
         | PackageError::ManifestInvalid { .. }
         | PackageError::Lockfile(_)

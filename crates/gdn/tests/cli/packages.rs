@@ -330,7 +330,19 @@ fn publishing_needs_a_token_and_versions_are_immutable() {
     .unwrap();
     let stderr = String::from_utf8_lossy(&anonymous.stderr);
     assert!(stderr.contains("error[E_PKG_AUTH_REQUIRED]"), "{stderr}");
+    // A registry's refusal has its own exit code, not a model provider's 6.
+    assert_eq!(anonymous.status.code(), Some(8), "{stderr}");
     assert!(!registry.dir.join("@acme/calc").exists());
+
+    // Nothing listens on port 1: unreachable is 7, not a model provider's 5.
+    let unreachable = run(
+        library.path(),
+        state.path(),
+        &["package", "info", "@acme/calc", "--registry", "http://127.0.0.1:1"],
+    );
+    let stderr = String::from_utf8_lossy(&unreachable.stderr);
+    assert!(stderr.contains("error[E_PKG_REGISTRY_UNREACHABLE]"), "{stderr}");
+    assert_eq!(unreachable.status.code(), Some(7), "{stderr}");
 
     ok(&run(
         library.path(),
