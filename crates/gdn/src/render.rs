@@ -242,9 +242,7 @@ fn token_span(text: &str, column: usize) -> std::ops::Range<usize> {
         .map_or(text.len(), |(offset, _)| offset);
     let rest = &text[start..];
     let length = match rest.chars().next() {
-        Some(quote @ ('"' | '\'')) => rest[1..]
-            .find(quote)
-            .map_or(rest.len(), |close| close + 2),
+        Some(quote @ ('"' | '\'')) => rest[1..].find(quote).map_or(rest.len(), |close| close + 2),
         Some(_) => {
             let bytes = rest.as_bytes();
             let mut end = rest.len();
@@ -470,7 +468,9 @@ Errors: 1, Warnings: 0
             .with_location(2, 7)
             .with_document(1)
             .with_suggestion("did you mean Agent?");
-        let name = Diagnostic::warning("E_X", "quoted").with_file("goondan.yaml").with_location(4, 9);
+        let name = Diagnostic::warning("E_X", "quoted")
+            .with_file("goondan.yaml")
+            .with_location(4, 9);
         let mut out = Vec::new();
         renderer
             .report(&mut out, Format::Text, &[kind, name], false)
@@ -511,7 +511,11 @@ Errors: 1, Warnings: 1
             ("url: http://x:1/y", 6, "http://x:1/y"),
             ("short", 9, ""),
         ] {
-            assert_eq!(&line[token_span(line, column)], token, "{line:?} at {column}");
+            assert_eq!(
+                &line[token_span(line, column)],
+                token,
+                "{line:?} at {column}"
+            );
         }
     }
 

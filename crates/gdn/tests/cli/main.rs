@@ -170,7 +170,8 @@ fn a_misspelt_kind_is_one_error_not_one_per_reference() {
 #[test]
 fn a_script_entry_syntax_error_is_reported_at_its_line_by_validate_and_run() {
     let bundle = workspace_root().join("crates/goondan-config/tests/fixtures/invalid/entry-syntax");
-    let caret = "2 |   run: async (ctx, input: { x: string } => input.x,\n  |                         ^\n";
+    let caret =
+        "2 |   run: async (ctx, input: { x: string } => input.x,\n  |                         ^\n";
     let output = gdn(&bundle, &["validate"]);
     assert_eq!(code(&output), 4);
     let said = stdout(&output);
@@ -187,6 +188,54 @@ fn a_script_entry_syntax_error_is_reported_at_its_line_by_validate_and_run() {
     assert!(said.contains(" --> tools/t.ts:2:25\n"), "{said}");
     assert!(said.contains(caret), "{said}");
     assert!(!said.contains("Command failed"), "{said}");
+}
+
+#[test]
+fn help_names_no_hidden_mode_and_run_help_groups_its_own_flags() {
+    let here = tempfile::tempdir().unwrap();
+    let help = stdout(&gdn(here.path(), &["--help"]));
+    assert!(!help.contains("hidden"), "{help}");
+    for mode in ["agent", "connector", "strip-types"] {
+        assert!(
+            !help
+                .lines()
+                .any(|line| line.trim_start().starts_with(&format!("{mode} "))),
+            "`{mode}` listed in:\n{help}"
+        );
+    }
+    let run_help = stdout(&gdn(here.path(), &["run", "--help"]));
+    let run_options = run_help.find("Run options:").expect(&run_help);
+    let global_options = run_help.find("Global options:").expect(&run_help);
+    let section = |flag: &str| run_help.find(flag).expect(flag);
+    assert!(
+        section("--input <INPUT>") > run_options && section("--input <INPUT>") < global_options
+    );
+    assert!(
+        section("--state-root <PATH>") > global_options,
+        "{run_help}"
+    );
+}
+
+#[test]
+fn a_folder_without_goondan_yaml_says_so_and_loads_no_nested_project() {
+    let folder = tempfile::tempdir().unwrap();
+    for project in ["a", "b"] {
+        std::fs::create_dir(folder.path().join(project)).unwrap();
+        std::fs::write(
+            folder.path().join(project).join("goondan.yaml"),
+            "kind: Agnt\n",
+        )
+        .unwrap();
+    }
+    let output = gdn(folder.path(), &["validate"]);
+    assert_eq!(code(&output), 3, "{}", stdout(&output));
+    let said = format!("{}{}", stdout(&output), swarm::stderr(&output));
+    assert!(
+        said.contains("no goondan.yaml and no recognized resource file; projects below it: a, b"),
+        "{said}"
+    );
+    assert!(said.contains("--config a"), "{said}");
+    assert!(!said.contains("E_CONFIG_UNKNOWN_KIND"), "{said}");
 }
 
 #[test]

@@ -291,6 +291,11 @@ fn a_published_package_tool_runs_in_another_bundle_and_its_lockfile_reproduces_t
         progress.contains("installed @acme/calc@1.0.0"),
         "{progress}"
     );
+    // The next run finds it installed and says nothing about packages.
+    let again = run(app.path(), auto.path(), &["run", "--input", "add again"]);
+    ok(&again);
+    let progress = String::from_utf8_lossy(&again.stderr);
+    assert!(!progress.contains("package"), "{progress}");
 
     // A tarball changed on the registry after locking is refused, and
     // nothing of it is installed.
@@ -338,10 +343,19 @@ fn publishing_needs_a_token_and_versions_are_immutable() {
     let unreachable = run(
         library.path(),
         state.path(),
-        &["package", "info", "@acme/calc", "--registry", "http://127.0.0.1:1"],
+        &[
+            "package",
+            "info",
+            "@acme/calc",
+            "--registry",
+            "http://127.0.0.1:1",
+        ],
     );
     let stderr = String::from_utf8_lossy(&unreachable.stderr);
-    assert!(stderr.contains("error[E_PKG_REGISTRY_UNREACHABLE]"), "{stderr}");
+    assert!(
+        stderr.contains("error[E_PKG_REGISTRY_UNREACHABLE]"),
+        "{stderr}"
+    );
     assert_eq!(unreachable.status.code(), Some(7), "{stderr}");
 
     ok(&run(

@@ -88,13 +88,14 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
         source,
     })?;
     let (root, files) = if metadata.is_dir() {
-        let files = discover(&canonical)?;
-        if files.is_empty() {
+        let discovered = discover(&canonical)?;
+        if discovered.files.is_empty() {
             return Err(LoadError::Empty {
                 path: path.to_path_buf(),
+                nested: discovered.nested_projects,
             });
         }
-        (canonical, files)
+        (canonical, discovered.files)
     } else {
         let root = canonical
             .parent()

@@ -417,12 +417,9 @@ impl Resolver<'_> {
             // reported already; saying it is missing would mislead.
             (None, None)
                 if scope.local
-                    && self
-                        .broken
-                        .iter()
-                        .any(|(kind, broken)| {
-                            kind.is_none_or(|kind| kind == expected) && broken == name
-                        }) =>
+                    && self.broken.iter().any(|(kind, broken)| {
+                        kind.is_none_or(|kind| kind == expected) && broken == name
+                    }) =>
             {
                 None
             }
