@@ -558,7 +558,11 @@ fn add_creates_the_package_document_when_the_bundle_has_none() {
     assert!(added.contains("created the Package"), "{added}");
     assert!(added.contains("added @acme/calc@1.0.0"), "{added}");
     let text = std::fs::read_to_string(app.path().join("goondan.yaml")).unwrap();
-    assert!(text.contains("\"kind\": \"Package\""), "{text}");
+    assert!(text.contains("kind: Package\n"), "{text}");
+    assert!(
+        text.contains("  dependencies:\n    - name: \"@acme/calc\"\n      version: \"1.0.0\"\n"),
+        "{text}"
+    );
     assert!(text.ends_with(model), "{text}");
     ok(&run(app.path(), state.path(), &["validate"]));
 }
@@ -655,4 +659,56 @@ fn update_refuses_a_changed_integrity_of_a_locked_version_unless_accepted() {
     );
     let relocked = std::fs::read_to_string(app.path().join("goondan.lock.yaml")).unwrap();
     assert!(relocked.contains(&new_integrity), "{relocked}");
+}
+
+/// Issue 38: `package add`, `update` and `remove` change only the
+/// dependency lines of a commented `goondan.yaml`; every other byte (the
+/// comments, the key order, single quotes, a plain version) is kept.
+#[test]
+fn add_update_and_remove_keep_a_commented_file_byte_for_byte_but_the_dependency_lines() {
+    let registry = Registry::start();
+    let state = tempfile::tempdir().unwrap();
+    publish_library(&registry, state.path());
+    let app = tempfile::tempdir().unwrap();
+    let head = "# My app: read me first.\napiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: 'app'   # keep the quotes\nspec:\n  description: Tools   # and this\n  dependencies:\n    # built in\n    - name: '@goondan/base'\n      version: ^1.0.0\n";
+    let tail = "  version: '0.1.0'\n---\n# The model, untouched.\napiVersion: goondan.ai/v1\nkind: Model\nmetadata:\n  name: m\nspec:\n  provider: scripted\n  model: demo\n";
+    let original = format!("{head}{tail}");
+    std::fs::write(app.path().join("goondan.yaml"), &original).unwrap();
+    let read = || std::fs::read_to_string(app.path().join("goondan.yaml")).unwrap();
+
+    ok(&run(
+        app.path(),
+        state.path(),
+        &[
+            "package",
+            "add",
+            "@acme/calc@1.0.0",
+            "--exact",
+            "--registry",
+            &registry.url,
+        ],
+    ));
+    let added = "    - name: '@acme/calc'\n      version: '1.0.0'\n";
+    assert_eq!(read(), format!("{head}{added}{tail}"));
+
+    ok(&run(
+        app.path(),
+        state.path(),
+        &[
+            "package",
+            "add",
+            "@acme/calc@^1.0.0",
+            "--registry",
+            &registry.url,
+        ],
+    ));
+    let updated = "    - name: '@acme/calc'\n      version: '^1.0.0'\n";
+    assert_eq!(read(), format!("{head}{updated}{tail}"));
+
+    ok(&run(
+        app.path(),
+        state.path(),
+        &["package", "remove", "@acme/calc"],
+    ));
+    assert_eq!(read(), original);
 }
