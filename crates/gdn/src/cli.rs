@@ -339,6 +339,11 @@ pub(crate) struct McpServeArgs {
     /// (`Authorization: Bearer <token>`), at least 24 characters.
     #[arg(long, value_name = "NAME", requires = "http")]
     pub(crate) token_env: Option<String>,
+    /// Do not start an orchestrator when none runs for the bundle (by
+    /// default one is started in the background, as `gdn run --detach`
+    /// does); exit with E_ORCHESTRATOR_NOT_RUNNING instead.
+    #[arg(long)]
+    pub(crate) no_start: bool,
 }
 
 /// `gdn strip-types`.
