@@ -22,6 +22,8 @@ pub(crate) const PROVIDERS: [&str; 5] = ["anthropic", "openai", "google", "scrip
 pub(crate) struct Rules<'a> {
     pub(crate) root: &'a Path,
     pub(crate) env: &'a EnvMap,
+    /// [`crate::LoadOptions::check_script_syntax`].
+    pub(crate) check_script_syntax: bool,
     pub(crate) diagnostics: &'a mut Vec<Diagnostic>,
 }
 
@@ -625,10 +627,12 @@ impl Rules<'_> {
                     self.push(site.at(Code::EntryNoRuntime, format!("entry `{path}` has no known extension and is not executable; looked for .ts/.mts/.cts (run by bun or node), .js/.mjs/.cjs (node), .py (python3), or a file with the executable bit that speaks the plugin protocol"), field)
                         .with_suggestion(format!("rename it to a known extension, or `chmod +x {path}` (see docs/plugin-protocol.md)")));
                 }
-                if matches!(
-                    runtime,
-                    ScriptRuntime::TypeScript | ScriptRuntime::JavaScript
-                ) {
+                if self.check_script_syntax
+                    && matches!(
+                        runtime,
+                        ScriptRuntime::TypeScript | ScriptRuntime::JavaScript
+                    )
+                {
                     self.check_script_syntax(site, &path);
                 }
             }
