@@ -232,8 +232,8 @@ impl Sources {
 
 /// The byte range of the YAML token that starts at `column` (from 1, in
 /// characters, as the loader counts): a quoted scalar to its closing
-/// quote, else a plain key or value up to `: `, ` #`, a flow separator or
-/// the end of the line. The loader records where a node starts, not where
+/// quote, a flow collection to its closing bracket, else a plain key or
+/// value up to `: `, ` #`, a flow separator or the end of the line. The loader records where a node starts, not where
 /// it ends; the token is what a reader sees as "that value".
 fn token_span(text: &str, column: usize) -> std::ops::Range<usize> {
     let start = text
@@ -243,6 +243,24 @@ fn token_span(text: &str, column: usize) -> std::ops::Range<usize> {
     let rest = &text[start..];
     let length = match rest.chars().next() {
         Some(quote @ ('"' | '\'')) => rest[1..].find(quote).map_or(rest.len(), |close| close + 2),
+        // A flow collection: to its closing bracket on this line.
+        Some(open @ ('[' | '{')) => {
+            let close = if open == '[' { ']' } else { '}' };
+            let mut depth = 0usize;
+            rest.char_indices()
+                .find_map(|(offset, c)| {
+                    if c == open {
+                        depth += 1;
+                    } else if c == close {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(offset + 1);
+                        }
+                    }
+                    None
+                })
+                .unwrap_or_else(|| rest.trim_end().len())
+        }
         Some(_) => {
             let bytes = rest.as_bytes();
             let mut end = rest.len();
@@ -508,6 +526,8 @@ Errors: 1, Warnings: 1
             ("  modelRef: Model/x # note", 3, "modelRef"),
             ("  - 'a: b'  ", 5, "'a: b'"),
             ("tools: [a, b]", 9, "a"),
+            ("tools: [a, [b]] # x", 8, "[a, [b]]"),
+            ("env: { A: 1 }", 6, "{ A: 1 }"),
             ("url: http://x:1/y", 6, "http://x:1/y"),
             ("short", 9, ""),
         ] {
