@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 /// Goondan: run declarative swarms of LLM agents.
 #[derive(Debug, Parser)]
-#[command(name = "gdn", version, about, propagate_version = true)]
+// `about` comes from the doc comment above, not from the crate's
+// description, which speaks of the hidden modes a user never types.
+#[command(name = "gdn", version, propagate_version = true)]
 pub(crate) struct Cli {
     /// Options every command accepts, before or after the subcommand.
     #[command(flatten)]
@@ -69,6 +71,7 @@ enum ChildCommand {
 
 /// The global options of `cli.md` §1.3.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct GlobalArgs {
     /// The bundle file or folder (default: the current folder).
     #[arg(short = 'c', long, global = true, value_name = "PATH")]
@@ -143,8 +146,9 @@ pub(crate) enum Command {
     Package(PackageArgs),
     /// Run a package registry.
     Registry(RegistryArgs),
-    /// Open a read-only web view of the swarms under the System Root:
-    /// conversations, a live timeline, span trees, costs, call graphs.
+    /// Open a web view of the swarms under the System Root:
+    /// conversations, a live timeline, span trees, costs, call graphs
+    /// (read-only unless --allow-actions).
     Studio(StudioArgs),
 }
 
@@ -377,6 +381,11 @@ pub(crate) struct McpServeArgs {
     /// (`Authorization: Bearer <token>`), at least 24 characters.
     #[arg(long, value_name = "NAME", requires = "http")]
     pub(crate) token_env: Option<String>,
+    /// Do not start an orchestrator when none runs for the bundle (by
+    /// default one is started in the background, as `gdn run --detach`
+    /// does); exit with E_ORCHESTRATOR_NOT_RUNNING instead.
+    #[arg(long)]
+    pub(crate) no_start: bool,
 }
 
 /// `gdn strip-types`.
@@ -439,6 +448,7 @@ pub(crate) struct DoctorArgs {
 
 /// `gdn run`.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Run options")]
 pub(crate) struct RunArgs {
     /// The Swarm to run (default: `default`, else the only one).
     #[arg(short, long)]

@@ -21,6 +21,12 @@ pub(crate) enum Outcome {
     NetworkError,
     /// A model provider refused the credentials, or none were given.
     AuthError,
+    /// A package registry could not be reached. Its own code, apart from
+    /// a model provider's 5, so a script can tell which service is down.
+    RegistryUnreachable,
+    /// A package registry refused the token, or none was given (apart
+    /// from a model provider's 6).
+    RegistryAuth,
     /// The user pressed Ctrl-C.
     Interrupted,
 }
@@ -50,6 +56,8 @@ pub(crate) fn exit_code(outcome: Outcome) -> ExitCode {
         Outcome::ValidationFailed => 4,
         Outcome::NetworkError => 5,
         Outcome::AuthError => 6,
+        Outcome::RegistryUnreachable => 7,
+        Outcome::RegistryAuth => 8,
         Outcome::Interrupted => 130,
     })
 }

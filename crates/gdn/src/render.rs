@@ -7,6 +7,7 @@ use crate::cli::Format;
 use crate::exit::Outcome;
 use goondan_host::{HostError, NotLoaded, Notice, Notices};
 use goondan_types::{Diagnostic, Severity};
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,46 +66,112 @@ impl Renderer {
         quiet: bool,
     ) -> io::Result<()> {
         let (mut errors, mut warnings) = (0, 0);
+        let mut sources = Sources::default();
         for diagnostic in diagnostics {
-            let label = match diagnostic.severity {
-                Severity::Error => {
-                    errors += 1;
-                    self.style.paint("error", "1;31")
-                }
-                Severity::Warning => {
+            match diagnostic.severity {
+                Severity::Error => errors += 1,
+                Severity::Warning if quiet => {
                     warnings += 1;
-                    if quiet {
-                        continue;
-                    }
-                    self.style.paint("warning", "1;33")
+                    continue;
                 }
+                Severity::Warning => warnings += 1,
+            }
+            let source = match (&diagnostic.file, diagnostic.line, diagnostic.column) {
+                (Some(file), Some(line), Some(column)) => sources
+                    .line(&self.base.join(file), line)
+                    .map(|text| (file, line, column, text)),
+                _ => None,
             };
-            writeln!(
-                out,
-                "{label}{}: {}",
-                self.style.paint(&format!("[{}]", diagnostic.code), "1"),
-                diagnostic.message
-            )?;
-            if let Some(file) = &diagnostic.file {
-                let mut place = self.shown_file(file);
-                if let (Some(line), Some(column)) = (diagnostic.line, diagnostic.column) {
-                    place.push_str(&format!(":{line}:{column}"));
+            match source {
+                Some((file, line, column, text)) => {
+                    self.snippet(out, diagnostic, &self.shown_file(file), line, column, text)?
                 }
-                if let Some(document) = diagnostic.document {
-                    place.push_str(&format!(" (document {document})"));
-                }
-                writeln!(out, "  {} {place}", self.style.paint("-->", "1;34"))?;
-            }
-            let bar = self.style.paint("=", "1;34");
-            if let Some(field) = &diagnostic.field {
-                writeln!(out, "   {bar} field: {field}")?;
-            }
-            if let Some(suggestion) = &diagnostic.suggestion {
-                writeln!(out, "   {bar} help: {suggestion}")?;
+                None => self.plain(out, diagnostic)?,
             }
         }
         if !quiet {
             writeln!(out, "Errors: {errors}, Warnings: {warnings}")?;
+        }
+        Ok(())
+    }
+
+    /// A diagnostic with its source line and a caret under the span, as
+    /// rustc prints one; the field and the suggestion follow as notes.
+    fn snippet(
+        &self,
+        out: &mut impl Write,
+        diagnostic: &Diagnostic,
+        shown_file: &str,
+        line: usize,
+        column: usize,
+        text: &str,
+    ) -> io::Result<()> {
+        use annotate_snippets::{AnnotationKind, Level, Snippet};
+        let level = match diagnostic.severity {
+            Severity::Error => Level::ERROR,
+            Severity::Warning => Level::WARNING,
+        };
+        let label = diagnostic
+            .document
+            .map(|document| format!("document {document}"))
+            .unwrap_or_default();
+        let mut group = level
+            .primary_title(diagnostic.message.as_str())
+            .id(diagnostic.code.as_str())
+            .element(
+                Snippet::source(text)
+                    .line_start(line)
+                    .path(shown_file)
+                    .annotation(
+                        AnnotationKind::Primary
+                            .span(token_span(text, column))
+                            .label(label),
+                    ),
+            );
+        if let Some(field) = &diagnostic.field {
+            group = group.element(Level::NOTE.with_name("field").message(field.as_str()));
+        }
+        if let Some(suggestion) = &diagnostic.suggestion {
+            group = group.element(Level::HELP.message(suggestion.as_str()));
+        }
+        let renderer = if self.style.colored {
+            annotate_snippets::Renderer::styled()
+        } else {
+            annotate_snippets::Renderer::plain()
+        };
+        // A blank line after each, as rustc leaves between its errors.
+        writeln!(out, "{}\n", renderer.render(&[group]))
+    }
+
+    /// A diagnostic whose source cannot be shown (no line, or the file is
+    /// gone): the place as `file:line:col` alone.
+    fn plain(&self, out: &mut impl Write, diagnostic: &Diagnostic) -> io::Result<()> {
+        let label = match diagnostic.severity {
+            Severity::Error => self.style.paint("error", "1;31"),
+            Severity::Warning => self.style.paint("warning", "1;33"),
+        };
+        writeln!(
+            out,
+            "{label}{}: {}",
+            self.style.paint(&format!("[{}]", diagnostic.code), "1"),
+            diagnostic.message
+        )?;
+        if let Some(file) = &diagnostic.file {
+            let mut place = self.shown_file(file);
+            if let (Some(line), Some(column)) = (diagnostic.line, diagnostic.column) {
+                place.push_str(&format!(":{line}:{column}"));
+            }
+            if let Some(document) = diagnostic.document {
+                place.push_str(&format!(" (document {document})"));
+            }
+            writeln!(out, "  {} {place}", self.style.paint("-->", "1;34"))?;
+        }
+        let bar = self.style.paint("=", "1;34");
+        if let Some(field) = &diagnostic.field {
+            writeln!(out, "   {bar} field: {field}")?;
+        }
+        if let Some(suggestion) = &diagnostic.suggestion {
+            writeln!(out, "   {bar} help: {suggestion}")?;
         }
         Ok(())
     }
@@ -142,6 +209,79 @@ impl Renderer {
         }
         Ok(())
     }
+}
+
+/// The files diagnostics point into, each read once per report.
+#[derive(Default)]
+struct Sources {
+    files: HashMap<PathBuf, Option<String>>,
+}
+
+impl Sources {
+    /// Line `line` (from 1) of `path`, without its line break; `None` when
+    /// the file cannot be read or is shorter.
+    fn line(&mut self, path: &Path, line: usize) -> Option<&str> {
+        let text = self
+            .files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| std::fs::read_to_string(path).ok())
+            .as_deref()?;
+        text.lines().nth(line.checked_sub(1)?)
+    }
+}
+
+/// The byte range of the YAML token that starts at `column` (from 1, in
+/// characters, as the loader counts): a quoted scalar to its closing
+/// quote, a flow collection to its closing bracket, else a plain key or
+/// value up to `: `, ` #`, a flow separator or the end of the line. The loader records where a node starts, not where
+/// it ends; the token is what a reader sees as "that value".
+fn token_span(text: &str, column: usize) -> std::ops::Range<usize> {
+    let start = text
+        .char_indices()
+        .nth(column.saturating_sub(1))
+        .map_or(text.len(), |(offset, _)| offset);
+    let rest = &text[start..];
+    let length = match rest.chars().next() {
+        Some(quote @ ('"' | '\'')) => rest[1..].find(quote).map_or(rest.len(), |close| close + 2),
+        // A flow collection: to its closing bracket on this line.
+        Some(open @ ('[' | '{')) => {
+            let close = if open == '[' { ']' } else { '}' };
+            let mut depth = 0usize;
+            rest.char_indices()
+                .find_map(|(offset, c)| {
+                    if c == open {
+                        depth += 1;
+                    } else if c == close {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(offset + 1);
+                        }
+                    }
+                    None
+                })
+                .unwrap_or_else(|| rest.trim_end().len())
+        }
+        Some(_) => {
+            let bytes = rest.as_bytes();
+            let mut end = rest.len();
+            for (offset, &byte) in bytes.iter().enumerate() {
+                let next = bytes.get(offset + 1).copied();
+                let ends = match byte {
+                    b':' => matches!(next, None | Some(b' ' | b'\t')),
+                    b'#' => offset > 0 && matches!(bytes[offset - 1], b' ' | b'\t'),
+                    b',' | b']' | b'}' => offset > 0,
+                    _ => false,
+                };
+                if ends {
+                    end = offset;
+                    break;
+                }
+            }
+            rest[..end].trim_end().len()
+        }
+        None => 0,
+    };
+    start..start + length
 }
 
 /// `{ "valid", "errors", "warnings" }` (`cli.md` §6.5).
@@ -326,6 +466,77 @@ Errors: 1, Warnings: 0
 "
         );
         assert!(render(Format::Text, &[sample()], true).contains("\x1b[1;31merror"));
+    }
+
+    #[test]
+    fn a_readable_source_shows_its_line_with_a_caret_under_the_token() {
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(
+            folder.path().join("goondan.yaml"),
+            "apiVersion: goondan.ai/v1\nkind: Agnt # typo\nmetadata:\n  name: \"a\"\n",
+        )
+        .unwrap();
+        let renderer = Renderer {
+            style: Style { colored: false },
+            base: folder.path().to_path_buf(),
+        };
+        let kind = Diagnostic::error("E_CONFIG_UNKNOWN_KIND", "`Agnt` is not a resource kind")
+            .with_file("goondan.yaml")
+            .with_field("kind")
+            .with_location(2, 7)
+            .with_document(1)
+            .with_suggestion("did you mean Agent?");
+        let name = Diagnostic::warning("E_X", "quoted")
+            .with_file("goondan.yaml")
+            .with_location(4, 9);
+        let mut out = Vec::new();
+        renderer
+            .report(&mut out, Format::Text, &[kind, name], false)
+            .unwrap();
+        let shown = folder.path().join("goondan.yaml").display().to_string();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(
+                "error[E_CONFIG_UNKNOWN_KIND]: `Agnt` is not a resource kind
+ --> {shown}:2:7
+  |
+2 | kind: Agnt # typo
+  |       ^^^^ document 1
+  |
+  = field: kind
+  = help: did you mean Agent?
+
+warning[E_X]: quoted
+ --> {shown}:4:9
+  |
+4 |   name: \"a\"
+  |         ^^^
+
+Errors: 1, Warnings: 1
+"
+            )
+        );
+    }
+
+    #[test]
+    fn token_spans_end_where_a_yaml_reader_sees_the_value_end() {
+        for (line, column, token) in [
+            ("kind: Agnt", 7, "Agnt"),
+            ("  modelRef: Model/x # note", 13, "Model/x"),
+            ("  modelRef: Model/x # note", 3, "modelRef"),
+            ("  - 'a: b'  ", 5, "'a: b'"),
+            ("tools: [a, b]", 9, "a"),
+            ("tools: [a, [b]] # x", 8, "[a, [b]]"),
+            ("env: { A: 1 }", 6, "{ A: 1 }"),
+            ("url: http://x:1/y", 6, "http://x:1/y"),
+            ("short", 9, ""),
+        ] {
+            assert_eq!(
+                &line[token_span(line, column)],
+                token,
+                "{line:?} at {column}"
+            );
+        }
     }
 
     #[test]

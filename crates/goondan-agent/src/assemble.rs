@@ -391,6 +391,9 @@ fn load_bundle(args: &AgentProcessArgs) -> Result<(StateRoot, Bundle), StartErro
             env_file: args.env_file.clone(),
             process_env_overlay: args.secrets.clone(),
             packages_root: Some(state_root.packages_dir()),
+            // The orchestrator checked the scripts' syntax before spawning
+            // this process; the parser stays out of it.
+            check_script_syntax: false,
             ..LoadOptions::default()
         },
     )

@@ -12,7 +12,7 @@
 //! | `gdn-bundle`, `gdn-snap`, `gdn-blob` | object stores | bundle archives by digest, snapshots, payloads over 256 KiB |
 
 use crate::connect::Cluster;
-use crate::error::ClusterError;
+use crate::error::{request_error, ClusterError};
 use async_nats::jetstream::{kv, object_store, stream};
 use std::time::Duration;
 
@@ -166,6 +166,25 @@ fn layout_error(what: &str, reason: impl std::fmt::Display) -> ClusterError {
     }
 }
 
+/// Whether the servers refused to create a stream for a reason no retry
+/// changes (more replicas than a single server has, JetStream off, a
+/// configuration they reject). A timeout, or a refusal while servers elect
+/// a leader, is worth retrying; these are not, and are reported at once
+/// as [`ClusterError::Layout`].
+fn refused_for_good(error: &async_nats::jetstream::context::CreateStreamError) -> bool {
+    use async_nats::jetstream::context::CreateStreamErrorKind;
+    use async_nats::jetstream::ErrorCode;
+    const PERMANENT: [ErrorCode; 6] = [
+        ErrorCode::STREAM_REPLICAS_NOT_SUPPORTED,
+        ErrorCode::STREAM_SUBJECT_OVERLAP,
+        ErrorCode::STREAM_INVALID_CONFIG,
+        ErrorCode::STREAM_MAX_BYTES_REQUIRED,
+        ErrorCode::JETSTREAM_NOT_ENABLED,
+        ErrorCode::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT,
+    ];
+    matches!(error.kind(), CreateStreamErrorKind::JetStream(e) if PERMANENT.contains(&e.error_code()))
+}
+
 async fn ensure_stream(cluster: &Cluster, wanted: stream::Config) -> Result<(), ClusterError> {
     let jetstream = cluster.jetstream();
     match jetstream.get_stream(&wanted.name).await {
@@ -173,7 +192,7 @@ async fn ensure_stream(cluster: &Cluster, wanted: stream::Config) -> Result<(), 
             let info = existing
                 .info()
                 .await
-                .map_err(|e| layout_error(&wanted.name, e))?;
+                .map_err(|e| request_error(&wanted.name, e))?;
             let have = &info.config;
             if have.retention != wanted.retention || have.subjects != wanted.subjects {
                 return Err(layout_error(
@@ -188,13 +207,13 @@ async fn ensure_stream(cluster: &Cluster, wanted: stream::Config) -> Result<(), 
         }
         Err(error) if is_stream_not_found(&error) => {
             let name = wanted.name.clone();
-            jetstream
-                .create_stream(wanted)
-                .await
-                .map(drop)
-                .map_err(|e| layout_error(&name, e))
+            match jetstream.create_stream(wanted).await {
+                Ok(_) => Ok(()),
+                Err(error) if refused_for_good(&error) => Err(layout_error(&name, error)),
+                Err(error) => Err(request_error(&name, error)),
+            }
         }
-        Err(error) => Err(layout_error(&wanted.name, error)),
+        Err(error) => Err(request_error(&wanted.name, error)),
     }
 }
 
@@ -204,11 +223,19 @@ async fn ensure_bucket(cluster: &Cluster, wanted: kv::Config) -> Result<(), Clus
         return Ok(());
     }
     let bucket = wanted.bucket.clone();
-    jetstream
-        .create_key_value(wanted)
-        .await
-        .map(drop)
-        .map_err(|e| layout_error(&bucket, e))
+    match jetstream.create_key_value(wanted).await {
+        Ok(_) => Ok(()),
+        // A server older than 2.11 has no per-message TTL: no retry helps.
+        Err(error)
+            if matches!(
+                error.kind(),
+                async_nats::jetstream::context::CreateKeyValueErrorKind::LimitMarkersNotSupported
+            ) =>
+        {
+            Err(layout_error(&bucket, error))
+        }
+        Err(error) => Err(request_error(&bucket, error)),
+    }
 }
 
 async fn ensure_object_store(
@@ -224,7 +251,7 @@ async fn ensure_object_store(
         .create_object_store(wanted)
         .await
         .map(drop)
-        .map_err(|e| layout_error(&bucket, e))
+        .map_err(|e| request_error(&bucket, e))
 }
 
 /// Hands each entry of a watch's history to `apply`, up to the current

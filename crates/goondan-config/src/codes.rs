@@ -53,6 +53,8 @@ pub enum Code {
     /// A script `entry` that no plugin host can run: no known extension
     /// and no executable bit.
     EntryNoRuntime,
+    /// A TypeScript or JavaScript `entry` does not parse.
+    EntrySyntax,
     /// A `builtin:<name>` entry names no built-in of that kind.
     BuiltinNotFound,
     /// A Tool or export name contains `__`, the separator of LLM tool names.
@@ -112,7 +114,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 38] = [
+    pub const ALL: [Code; 39] = [
         Code::Schema,
         Code::ApiVersion,
         Code::UnknownKind,
@@ -129,6 +131,7 @@ impl Code {
         Code::PackageLockfile,
         Code::EntryUnsupported,
         Code::EntryNoRuntime,
+        Code::EntrySyntax,
         Code::BuiltinNotFound,
         Code::ToolName,
         Code::JsonSchema,
@@ -172,6 +175,7 @@ impl Code {
             Code::PackageLockfile => "E_CONFIG_PACKAGE_LOCKFILE",
             Code::EntryUnsupported => "E_CONFIG_ENTRY_UNSUPPORTED",
             Code::EntryNoRuntime => "E_CONFIG_ENTRY_NO_RUNTIME",
+            Code::EntrySyntax => "E_CONFIG_ENTRY_SYNTAX",
             Code::BuiltinNotFound => "E_CONFIG_BUILTIN_NOT_FOUND",
             Code::ToolName => "E_CONFIG_TOOL_NAME",
             Code::JsonSchema => "E_CONFIG_JSON_SCHEMA",
@@ -236,6 +240,7 @@ impl Code {
             Code::PackageLockfile => "run `gdn package install` to write goondan.lock.yaml again",
             Code::EntryUnsupported => "use a `builtin:<name>` entry",
             Code::EntryNoRuntime => "use a .ts, .js, .mjs or .py file, or make the file executable",
+            Code::EntrySyntax => "fix the syntax at the position shown",
             Code::BuiltinNotFound => "use the name of an existing built-in",
             Code::ToolName => "remove `__` from the name",
             Code::JsonSchema => "write `type: object` with `properties` and `required`",

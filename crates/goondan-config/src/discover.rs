@@ -1,6 +1,9 @@
 //! Finds the YAML files of a bundle (`bundle.md` §3.5): recognized names
 //! only, searched recursively, skipping `dist`, `node_modules` and `.git`,
 //! in a deterministic order (the root `goondan.yaml` first, then by path).
+//! A folder below the root with its own `goondan.yaml` is another
+//! project: it is skipped and named, never merged into this bundle (a
+//! folder of examples is not one bundle with every example's errors).
 
 use crate::error::LoadError;
 use std::path::{Path, PathBuf};
@@ -25,6 +28,9 @@ const RECOGNIZED_STEMS: &[&str] = &[
     "resources",
 ];
 
+/// The names of a project's main file.
+const MAIN_FILES: [&str; 2] = ["goondan.yaml", "goondan.yml"];
+
 /// Directories never searched.
 const SKIPPED_DIRS: &[&str] = &["dist", "node_modules", ".git"];
 
@@ -47,11 +53,27 @@ fn is_recognized(name: &str) -> bool {
     matches!(extension, "yaml" | "yml") && RECOGNIZED_STEMS.contains(&stem)
 }
 
+/// What [`discover`] found.
+#[derive(Debug)]
+pub(crate) struct Discovered {
+    /// The bundle's files, in loading order.
+    pub(crate) files: Vec<BundleFile>,
+    /// Folders below the root that hold their own `goondan.yaml`, relative
+    /// to the root with `/` separators, sorted; none of their files is in
+    /// `files`.
+    pub(crate) nested_projects: Vec<String>,
+}
+
 /// The bundle's YAML files under `root` (canonical).
-pub(crate) fn discover(root: &Path) -> Result<Vec<BundleFile>, LoadError> {
+pub(crate) fn discover(root: &Path) -> Result<Discovered, LoadError> {
     let mut found = Vec::new();
+    let mut nested_projects = Vec::new();
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
+        if dir != root && MAIN_FILES.iter().any(|name| dir.join(name).is_file()) {
+            nested_projects.push(relative_display(root, &dir));
+            continue;
+        }
         let entries = std::fs::read_dir(&dir).map_err(|source| LoadError::Io {
             path: dir.clone(),
             source,
@@ -80,17 +102,11 @@ pub(crate) fn discover(root: &Path) -> Result<Vec<BundleFile>, LoadError> {
             }
         }
     }
-    let main = ["goondan.yaml", "goondan.yml"].map(|name| root.join(name));
+    let main = MAIN_FILES.map(|name| root.join(name));
     let mut files: Vec<BundleFile> = found
         .into_iter()
         .map(|path| {
-            let display = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .components()
-                .map(|component| component.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
+            let display = relative_display(root, &path);
             let may_hold_package = main.contains(&path);
             BundleFile {
                 path,
@@ -104,7 +120,21 @@ pub(crate) fn discover(root: &Path) -> Result<Vec<BundleFile>, LoadError> {
             .cmp(&a.may_hold_package)
             .then_with(|| a.display.cmp(&b.display))
     });
-    Ok(files)
+    nested_projects.sort();
+    Ok(Discovered {
+        files,
+        nested_projects,
+    })
+}
+
+/// `path` relative to `root`, with `/` separators, for messages.
+fn relative_display(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .components()
+        .map(|component| component.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 #[cfg(test)]
@@ -131,6 +161,7 @@ mod tests {
         }
         let names: Vec<_> = discover(&root)
             .unwrap()
+            .files
             .into_iter()
             .map(|file| file.display)
             .collect();
@@ -143,5 +174,29 @@ mod tests {
                 "tools/tools.yml"
             ]
         );
+    }
+
+    #[test]
+    fn a_folder_with_its_own_goondan_yaml_is_another_project_and_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for path in [
+            "examples/a/goondan.yaml",
+            "examples/a/tools.yaml",
+            "examples/b/goondan.yml",
+            "models.yaml",
+        ] {
+            let full = root.join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, "").unwrap();
+        }
+        let discovered = discover(&root).unwrap();
+        let names: Vec<_> = discovered
+            .files
+            .into_iter()
+            .map(|file| file.display)
+            .collect();
+        assert_eq!(names, ["models.yaml"]);
+        assert_eq!(discovered.nested_projects, ["examples/a", "examples/b"]);
     }
 }

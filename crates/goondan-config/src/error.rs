@@ -17,10 +17,16 @@ pub enum LoadError {
     },
     /// The path is a directory without `goondan.yaml` or any recognized
     /// resource file.
-    #[error("no bundle at {path}: no goondan.yaml and no recognized resource file")]
+    #[error(
+        "no bundle at {path}: no goondan.yaml and no recognized resource file{}",
+        nested_list(nested)
+    )]
     Empty {
         /// The directory.
         path: PathBuf,
+        /// Folders below it holding their own goondan.yaml: other
+        /// projects, which are never loaded as part of this one.
+        nested: Vec<String>,
     },
     /// `--env-file` names a file that does not exist.
     #[error("env file {path} does not exist")]
@@ -65,6 +71,10 @@ impl LoadError {
             LoadError::NotFound { .. } => {
                 Some("pass the folder holding goondan.yaml, or the YAML file itself".into())
             }
+            LoadError::Empty { nested, .. } if !nested.is_empty() => Some(format!(
+                "run gdn in a project's folder, or pass it with --config (for example `--config {}`)",
+                nested[0]
+            )),
             LoadError::Empty { .. } => Some(
                 "run `gdn init` to create a project, or create goondan.yaml (resource files must be named goondan, models, agents, tools, extensions, connectors, connections, swarms or resources, .yaml or .yml)".into(),
             ),
@@ -73,6 +83,20 @@ impl LoadError {
             }
             LoadError::Io { .. } => Some("check the file's permissions".into()),
         }
+    }
+}
+
+/// `; projects below it: a, b` (at most five named), or nothing.
+fn nested_list(nested: &[String]) -> String {
+    const SHOWN: usize = 5;
+    match nested.len() {
+        0 => String::new(),
+        n if n <= SHOWN => format!("; projects below it: {}", nested.join(", ")),
+        n => format!(
+            "; projects below it: {} and {} more",
+            nested[..SHOWN].join(", "),
+            n - SHOWN
+        ),
     }
 }
 

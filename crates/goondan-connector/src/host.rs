@@ -168,6 +168,9 @@ async fn start(
         env_file: args.env_file.clone(),
         process_env_overlay: secrets,
         packages_root: args.state_root.as_ref().map(StateRoot::packages_dir),
+        // The orchestrator checked the scripts' syntax before spawning
+        // this process; the parser stays out of it.
+        check_script_syntax: false,
         ..LoadOptions::default()
     };
     let outcome = goondan_config::load_bundle(&args.bundle_dir, &options).map_err(|error| {

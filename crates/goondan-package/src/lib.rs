@@ -16,6 +16,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+mod dependency_edit;
 mod error;
 mod fsutil;
 pub mod install;

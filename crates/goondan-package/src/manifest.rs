@@ -1,10 +1,10 @@
 //! The bundle's Package document as this crate reads and edits it: name,
 //! version, dependencies and registry from the first document of
-//! `goondan.yaml`, and the rewrite `gdn package add` and `remove` make.
+//! `goondan.yaml`, and the edits `gdn package add`, `update` and `remove`
+//! make.
 //!
-//! Editing rewrites only the Package document (the first one); every
-//! other document of the file is kept byte for byte. Comments inside the
-//! Package document itself are not kept.
+//! An edit changes only the dependency lines (`dependency_edit`); every
+//! other byte of the file, comments and quoting included, is kept.
 
 use crate::error::PackageError;
 use goondan_config::spec::PackageSpec;
@@ -20,12 +20,10 @@ pub struct PackageManifest {
     pub name: String,
     /// `spec` as typed by the loader.
     pub spec: PackageSpec,
-    /// The whole document as JSON, for rewriting.
-    document: Map<String, Value>,
     /// The `goondan.yaml` it came from.
     path: PathBuf,
-    /// The file's text after the Package document (from its `---` on).
-    rest: String,
+    /// The whole file's text, which edits change in place.
+    text: String,
 }
 
 /// The `goondan.yaml` of a bundle folder.
@@ -111,9 +109,8 @@ impl PackageManifest {
         Ok(Some(PackageManifest {
             name,
             spec,
-            document,
-            rest: after_first_document(text).to_string(),
             path,
+            text: text.to_string(),
         }))
     }
 
@@ -130,63 +127,35 @@ impl PackageManifest {
 
     /// Sets (or adds) dependency `name` to `range` and writes the file.
     pub fn set_dependency(&mut self, name: &str, range: &str) -> Result<(), PackageError> {
-        let dependencies = self.dependencies_mut();
-        let entry = serde_json::json!({ "name": name, "version": range });
-        match dependencies
-            .iter_mut()
-            .find(|existing| existing.get("name").and_then(Value::as_str) == Some(name))
-        {
-            Some(existing) => *existing = entry,
-            None => dependencies.push(entry),
-        }
-        self.save()
+        let edited = crate::dependency_edit::set(&self.text, name, range)
+            .map_err(|problem| self.invalid(problem))?;
+        self.save(edited)
     }
 
     /// Removes dependency `name` and writes the file; whether it was there.
     pub fn remove_dependency(&mut self, name: &str) -> Result<bool, PackageError> {
-        let dependencies = self.dependencies_mut();
-        let before = dependencies.len();
-        dependencies.retain(|existing| existing.get("name").and_then(Value::as_str) != Some(name));
-        let removed = dependencies.len() != before;
-        if removed {
-            self.save()?;
-        }
-        Ok(removed)
-    }
-
-    fn dependencies_mut(&mut self) -> &mut Vec<Value> {
-        let spec = self
-            .document
-            .entry("spec")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !spec.is_object() {
-            *spec = Value::Object(Map::new());
-        }
-        let Value::Object(spec) = spec else {
-            unreachable!("spec was just made an object")
-        };
-        let dependencies = spec
-            .entry("dependencies")
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if !dependencies.is_array() {
-            *dependencies = Value::Array(Vec::new());
-        }
-        let Value::Array(dependencies) = dependencies else {
-            unreachable!("dependencies was just made an array")
-        };
-        dependencies
-    }
-
-    fn save(&mut self) -> Result<(), PackageError> {
-        let mut text = to_yaml(&Value::Object(self.document.clone()), 0);
-        text.push_str(&self.rest);
-        // Re-read so `spec` follows the document (and a broken edit fails
-        // here rather than at the next load).
-        let reread = Self::parse(&text, self.path.clone())?.ok_or_else(|| {
-            PackageError::ManifestInvalid {
-                problem: "the rewritten Package document did not parse".into(),
+        match crate::dependency_edit::remove(&self.text, name)
+            .map_err(|problem| self.invalid(problem))?
+        {
+            Some(edited) => {
+                self.save(edited)?;
+                Ok(true)
             }
-        })?;
+            None => Ok(false),
+        }
+    }
+
+    fn invalid(&self, problem: String) -> PackageError {
+        PackageError::ManifestInvalid {
+            problem: format!("{}: {problem}", self.path.display()),
+        }
+    }
+
+    fn save(&mut self, text: String) -> Result<(), PackageError> {
+        // Re-read so `spec` follows the text (and a broken edit fails here
+        // rather than at the next load).
+        let reread = Self::parse(&text, self.path.clone())?
+            .ok_or_else(|| self.invalid("the edited Package document did not parse".into()))?;
         crate::fsutil::write_atomic(&self.path, text.as_bytes())?;
         *self = reread;
         Ok(())
@@ -220,67 +189,6 @@ fn package_name_for(folder: &str) -> String {
         .collect::<String>()
         .trim_end_matches('-')
         .to_string()
-}
-
-/// The text from the second document's `---` on (empty when there is
-/// only one document).
-fn after_first_document(text: &str) -> &str {
-    let mut offset = 0;
-    let mut seen_content = false;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_end();
-        if trimmed == "---" || trimmed.starts_with("--- ") {
-            if seen_content {
-                return &text[offset..];
-            }
-        } else if !trimmed.is_empty() && !trimmed.starts_with('#') {
-            seen_content = true;
-        }
-        offset += line.len();
-    }
-    ""
-}
-
-/// Block-style YAML of a JSON value; strings are JSON-quoted, which YAML
-/// reads as double-quoted scalars, so no value can change type.
-fn to_yaml(value: &Value, indent: usize) -> String {
-    let pad = " ".repeat(indent);
-    let scalar = |value: &Value| value.to_string();
-    let mut out = String::new();
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map {
-                let key = Value::String(key.clone()).to_string();
-                match child {
-                    Value::Object(inner) if !inner.is_empty() => {
-                        out.push_str(&format!("{pad}{key}:\n{}", to_yaml(child, indent + 2)));
-                    }
-                    Value::Array(items) if !items.is_empty() => {
-                        out.push_str(&format!("{pad}{key}:\n{}", to_yaml(child, indent + 2)));
-                    }
-                    Value::Object(_) => out.push_str(&format!("{pad}{key}: {{}}\n")),
-                    Value::Array(_) => out.push_str(&format!("{pad}{key}: []\n")),
-                    other => out.push_str(&format!("{pad}{key}: {}\n", scalar(other))),
-                }
-            }
-        }
-        Value::Array(items) => {
-            for item in items {
-                match item {
-                    Value::Object(inner) if !inner.is_empty() => {
-                        let nested = to_yaml(item, indent + 2);
-                        out.push_str(&format!("{pad}- {}", &nested[indent + 2..]));
-                    }
-                    Value::Array(inner) if !inner.is_empty() => {
-                        out.push_str(&format!("{pad}-\n{}", to_yaml(item, indent + 2)));
-                    }
-                    other => out.push_str(&format!("{pad}- {}\n", scalar(other))),
-                }
-            }
-        }
-        other => out.push_str(&format!("{pad}{}\n", scalar(other))),
-    }
-    out
 }
 
 #[cfg(test)]

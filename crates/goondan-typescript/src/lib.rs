@@ -15,6 +15,9 @@
 //! and print the result. Import specifiers stay as written:
 //! `./utils.js` stays `./utils.js`, and the loader maps it to the `.ts` file.
 //!
+//! [`check_syntax`] only parses (TypeScript or JavaScript), so a bundle's
+//! loader can report a script entry's syntax error with its line.
+//!
 //! What it does not do: type checking, JSX (`.tsx` is refused), lowering of
 //! modern JavaScript to older targets, decorators, source maps, module
 //! resolution. It knows no plugin, no process and no file system: the
@@ -37,4 +40,4 @@ mod error;
 mod strip;
 
 pub use error::{SourceProblem, StripError};
-pub use strip::strip_types;
+pub use strip::{check_syntax, strip_types};

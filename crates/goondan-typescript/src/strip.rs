@@ -116,6 +116,46 @@ pub fn strip_types(source: &str, path: &Path) -> Result<String, StripError> {
     Ok(printed.code)
 }
 
+/// Checks that `source`, read from `path`, parses: TypeScript for `.ts`,
+/// `.mts` and `.cts`, JavaScript for `.js`, `.mjs` and `.cjs`. Any other
+/// extension is not read and passes. Nothing is transformed; this is what
+/// `gdn validate` and a swarm's start-up ask of a script entry, so a
+/// syntax error is reported with its line before a plugin host runs it.
+///
+/// # Errors
+///
+/// [`StripError::Syntax`] with every problem the parser (and the syntax
+/// checks of semantic analysis) reported, each with its line and column.
+pub fn check_syntax(source: &str, path: &Path) -> Result<(), StripError> {
+    let extension = path
+        .extension()
+        .and_then(|extension| extension.to_str())
+        .unwrap_or("");
+    let source_type = match extension {
+        "ts" | "mts" | "cts" => source_type_for(path)?,
+        // A `.js` plugin is loaded with `import()`, as a module.
+        "js" | "mjs" => SourceType::mjs(),
+        "cjs" => SourceType::cjs(),
+        _ => return Ok(()),
+    };
+    let allocator = Allocator::default();
+    let parsed = Parser::new(&allocator, source, source_type).parse();
+    let mut diagnostics = parsed.diagnostics;
+    if diagnostics.is_empty() && !parsed.panicked {
+        diagnostics = SemanticBuilder::new()
+            .with_check_syntax_error(true)
+            .build(&parsed.program)
+            .diagnostics;
+    }
+    if diagnostics.is_empty() && !parsed.panicked {
+        return Ok(());
+    }
+    Err(StripError::Syntax {
+        path: path.to_path_buf(),
+        problems: problems(source, &diagnostics),
+    })
+}
+
 /// The constructs that parse but have no JavaScript form the output could
 /// use, with their byte offsets, in source order:
 ///

@@ -4,13 +4,15 @@
 //! socket exactly as `gdn run --input` reaches it when attaching
 //! (`run::ask_text`).
 //!
-//! It does not start an orchestrator: an MCP client starts its servers
-//! itself, often several at once and with an environment of its own, and
-//! a swarm started from inside one would die with it or outlive it
-//! unnoticed. When none runs for this bundle, `gdn mcp serve` exits with
-//! `E_ORCHESTRATOR_NOT_RUNNING` telling the user to run `gdn run
-//! --detach` first; when the orchestrator stops later, each call answers
-//! that error as a tool error.
+//! An MCP client starts its servers itself, from a settings file, so the
+//! first call must work with nothing started beforehand: when no
+//! orchestrator runs for this bundle, `gdn mcp serve` starts one in the
+//! background by running `gdn run --detach` (the same bundle, System Root,
+//! Swarm and env file), says so on stderr, and serves it. The swarm
+//! outlives the client, as a detached one does (`gdn stop` ends it). With
+//! `--no-start` it exits with `E_ORCHESTRATOR_NOT_RUNNING` instead. When
+//! the orchestrator stops later, each call answers that error as a tool
+//! error.
 //!
 //! With `--http ADDR` it serves streamable HTTP at `http://ADDR/mcp`
 //! instead, until SIGINT or SIGTERM, through the accept loop every port
@@ -133,16 +135,23 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
         match lock::claim(&workspace, &socket).await {
             Ok(Claim::Running) => {}
             Err(error) => return Ok(crate::render::host_error(&error, project::format(global))),
-            Ok(Claim::Won(_lock)) => {
+            Ok(Claim::Won(_lock)) if args.no_start => {
                 crate::render::error(
                     "E_ORCHESTRATOR_NOT_RUNNING",
                     &format!(
                         "no orchestrator is running Swarm/{} of this bundle",
                         project.swarm_name
                     ),
-                    Some("start it first with `gdn run --detach` in the project folder (the same --config and --state-root)"),
+                    Some("start it first with `gdn run --detach` in the project folder (the same --config and --state-root), or leave out --no-start"),
                 );
                 return Ok(Outcome::Failure);
+            }
+            Ok(Claim::Won(start_lock)) => {
+                // The detached orchestrator claims the lock itself.
+                drop(start_lock);
+                if let Err(outcome) = start_detached(global, args, &project) {
+                    return Ok(outcome);
+                }
             }
         }
         let turns = Arc::new(SocketTurns {
@@ -171,6 +180,57 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
             .context("serving MCP over HTTP")?;
         Ok(Outcome::Success)
     })
+}
+
+/// Starts the bundle's orchestrator in the background with `gdn run
+/// --detach`, whose report goes to stderr (stdout carries only protocol
+/// lines); the outcome it failed with, after its own error lines.
+fn start_detached(
+    global: &GlobalArgs,
+    args: &McpServeArgs,
+    project: &goondan_host::Project,
+) -> Result<(), Outcome> {
+    eprintln!(
+        "no orchestrator runs Swarm/{} of this bundle: starting one in the background (`gdn run --detach`; `gdn stop` stops it)",
+        project.swarm_name
+    );
+    let started = std::env::current_exe().and_then(|program| {
+        let mut command = std::process::Command::new(program);
+        command
+            .arg("--config")
+            .arg(project.bundle.root())
+            .arg("--state-root")
+            .arg(project.state_root.path())
+            .args(["run", "--detach", "--swarm", &project.swarm_name]);
+        if let Some(env_file) = &args.env_file {
+            command
+                .arg("--env-file")
+                .arg(std::path::absolute(env_file)?);
+        }
+        if global.verbose > 0 {
+            command.arg("-v");
+        }
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::io::stderr())
+            .status()
+    });
+    match started {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(match status.code() {
+            Some(3) => Outcome::ConfigError,
+            Some(4) => Outcome::ValidationFailed,
+            _ => Outcome::Failure,
+        }),
+        Err(error) => {
+            crate::render::error(
+                "E_ORCHESTRATOR_START",
+                &format_args!("cannot start `gdn run --detach`: {error}"),
+                None,
+            );
+            Err(Outcome::Failure)
+        }
+    }
 }
 
 /// Who may call `--http`, or the refusal already printed.

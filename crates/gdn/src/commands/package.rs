@@ -75,8 +75,8 @@ pub(crate) fn installer(global: &GlobalArgs) -> goondan_host::PackageInstaller {
 fn report(error: &PackageError) -> Outcome {
     crate::render::error(error.code(), error, Some(&error.suggestion()));
     match error {
-        PackageError::Unreachable { .. } => Outcome::NetworkError,
-        PackageError::AuthRequired { .. } => Outcome::AuthError,
+        PackageError::Unreachable { .. } => Outcome::RegistryUnreachable,
+        PackageError::AuthRequired { .. } => Outcome::RegistryAuth,
         PackageError::NoPackageDocument { .. }
         | PackageError::ManifestInvalid { .. }
         | PackageError::Lockfile(_)
@@ -88,7 +88,15 @@ fn report(error: &PackageError) -> Outcome {
     }
 }
 
-fn print_install(report: &InstallReport, quiet: bool, out: &mut dyn std::io::Write) {
+/// What an install prints. `gdn run` says only what it changed (each
+/// package it installed, a lockfile it wrote), so a run whose packages are
+/// all there prints nothing; `gdn package` also counts what was there.
+fn print_install(
+    report: &InstallReport,
+    quiet: bool,
+    count_cached: bool,
+    out: &mut dyn std::io::Write,
+) {
     for warning in &report.deprecated {
         eprintln!("warning: deprecated: {warning}");
     }
@@ -104,7 +112,7 @@ fn print_install(report: &InstallReport, quiet: bool, out: &mut dyn std::io::Wri
     for key in &report.installed {
         let _ = writeln!(out, "installed {key}");
     }
-    if !report.cached.is_empty() {
+    if count_cached && !report.cached.is_empty() {
         let _ = writeln!(out, "{} package(s) already installed", report.cached.len());
     }
     if report.lockfile_written {
@@ -161,7 +169,7 @@ impl Session {
     async fn install_missing(&self, quiet: bool) -> Result<(), PackageError> {
         let options = self.install_options(None, false);
         let report = goondan_package::install::install(&self.bundle_root, &options).await?;
-        print_install(&report, quiet, &mut std::io::stderr());
+        print_install(&report, quiet, false, &mut std::io::stderr());
         Ok(())
     }
 
@@ -200,7 +208,7 @@ impl Session {
             &self.install_options(Some(flag), frozen),
         )
         .await?;
-        print_install(&report, self.quiet, &mut std::io::stdout());
+        print_install(&report, self.quiet, true, &mut std::io::stdout());
         Ok(())
     }
 
@@ -285,7 +293,7 @@ impl Session {
             ..self.install_options(Some(registry), false)
         };
         let report = goondan_package::install::update(&self.bundle_root, &options, name).await?;
-        print_install(&report, self.quiet, &mut std::io::stdout());
+        print_install(&report, self.quiet, true, &mut std::io::stdout());
         Ok(())
     }
 

@@ -419,7 +419,9 @@ async fn detach(
         command.arg("-v");
     }
     use std::os::unix::process::CommandExt;
-    let child = command
+    // What the child writes from here on is its own; shown if it dies.
+    let log_start = std::fs::metadata(&log_path).map_or(0, |metadata| metadata.len());
+    let mut child = command
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -436,8 +438,13 @@ async fn detach(
         None => ATTACH_WAIT,
     };
     let deadline = tokio::time::Instant::now() + wait;
-    drop(child);
     while tokio::time::Instant::now() < deadline {
+        // A child that exited will never answer: say why at once (a
+        // refused cluster layout, a bundle broken since validation)
+        // rather than waiting out the deadline.
+        if let Ok(Some(status)) = child.try_wait() {
+            return Ok(background_exited(&log_path, log_start, status));
+        }
         if let Ok(ControlResponse::Status { pid, identity, .. }) =
             control::call(socket, &ControlRequest::Status).await
         {
@@ -472,6 +479,30 @@ async fn detach(
         Some(&format!("read {}", log_path.display())),
     );
     Ok(Outcome::Failure)
+}
+
+/// The background orchestrator exited before it answered: what it wrote
+/// to its log since it started (its `error[…]` lines), and an outcome
+/// from its exit code.
+fn background_exited(log_path: &Path, log_start: u64, status: std::process::ExitStatus) -> Outcome {
+    use std::io::Seek;
+    let mut said = String::new();
+    if let Ok(mut log) = std::fs::File::open(log_path) {
+        if log.seek(std::io::SeekFrom::Start(log_start)).is_ok() {
+            let _ = log.read_to_string(&mut said);
+        }
+    }
+    eprint!("{said}");
+    crate::render::error(
+        "E_ORCHESTRATOR_START",
+        &format_args!("the background orchestrator exited ({status}) before it answered"),
+        Some(&format!("its log: {}", log_path.display())),
+    );
+    match status.code() {
+        Some(3) => Outcome::ConfigError,
+        Some(4) => Outcome::ValidationFailed,
+        _ => Outcome::Failure,
+    }
 }
 
 fn not_delivered() -> Outcome {

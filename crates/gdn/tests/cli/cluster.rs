@@ -783,3 +783,69 @@ fn an_agent_killed_mid_turn_on_a_host_resumes_from_the_cluster_log() {
     assert_eq!(user_texts(&conversation), ["kill my agent"]);
     assert_eq!(assistant_count(&conversation), 1);
 }
+
+/// Issue 38: a host started against a single NATS server with the default
+/// replica count (3) is refused by the server for good ("replicas > 1 not
+/// supported in non-clustered mode"); it says so at once with the fix,
+/// instead of retrying for 30 s. The bound below is half that retry
+/// window, so only a retry loop can break it on a loaded machine.
+#[test]
+fn a_single_server_with_the_default_replicas_is_refused_at_once_with_the_fix() {
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(nats) = runtime.block_on(goondan_cluster::testing::NatsCluster::start(1)) else {
+        return;
+    };
+    let swarm = Swarm::pair(5, answer);
+    let state = tempfile::tempdir().unwrap();
+    let mut command = gdn_command(
+        swarm.bundle.path(),
+        state.path(),
+        &["run", "--cluster", &nats.urls()],
+    );
+    command
+        .env_remove("GOONDAN_CLUSTER_REPLICAS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let output = finish_within(
+        command.spawn().unwrap(),
+        "a refused host",
+        Duration::from_secs(15),
+    );
+    eprintln!("refused after {} ms", started.elapsed().as_millis());
+    let said = stderr(&output);
+    assert_ne!(code(&output), 0, "{said}");
+    assert!(said.contains("error[E_CLUSTER_LAYOUT]"), "{said}");
+    assert!(said.contains("replicas > 1 not supported"), "{said}");
+    assert!(said.contains("GOONDAN_CLUSTER_REPLICAS"), "{said}");
+    assert!(!said.contains("trying again"), "{said}");
+
+    // `--detach` says the same at once, not "did not answer within 35 s".
+    let mut command = gdn_command(
+        swarm.bundle.path(),
+        state.path(),
+        &["run", "--detach", "--cluster", &nats.urls()],
+    );
+    command
+        .env_remove("GOONDAN_CLUSTER_REPLICAS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let output = finish_within(
+        command.spawn().unwrap(),
+        "a refused detached host",
+        Duration::from_secs(15),
+    );
+    let said = stderr(&output);
+    assert_ne!(code(&output), 0, "{said}");
+    assert!(said.contains("replicas > 1 not supported"), "{said}");
+    assert!(said.contains("exited"), "{said}");
+    assert!(!said.contains("did not answer"), "{said}");
+}

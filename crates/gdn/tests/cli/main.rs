@@ -140,16 +140,21 @@ fn examples_are_valid_and_exit_zero() {
 }
 
 #[test]
-fn a_missing_reference_prints_the_house_format_and_exits_4() {
+fn a_missing_reference_shows_its_source_line_with_a_caret_and_exits_4() {
     let bundle = broken_bundle();
     let output = gdn(bundle.path(), &["validate"]);
     assert_eq!(code(&output), 4);
     assert_eq!(
         stdout(&output),
         "error[E_CONFIG_REF_NOT_FOUND]: Agent/planner refers to Model/claude, which is not defined
-  --> goondan.yaml:24:15 (document 3)
+  --> goondan.yaml:24:15
+   |
+24 |     modelRef: Model/claude
+   |               ^^^^^^^^^^^^ document 3
+   |
    = field: spec.modelConfig.modelRef
    = help: did you mean Model/claude-sonnet (goondan.yaml:1)?
+
 Errors: 1, Warnings: 0
 "
     );
@@ -157,6 +162,95 @@ Errors: 1, Warnings: 0
         !stdout(&output).contains('\x1b'),
         "no color when not a terminal"
     );
+}
+
+#[test]
+fn a_misspelt_kind_is_one_error_not_one_per_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{MODEL_AND_SWARM}apiVersion: goondan.ai/v1\nkind: Agnt\nmetadata:\n  name: planner\nspec:\n  modelConfig:\n    modelRef: Model/claude-sonnet\n"
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let output = gdn(dir.path(), &["validate"]);
+    assert_eq!(code(&output), 4);
+    let said = stdout(&output);
+    assert!(
+        said.starts_with("error[E_CONFIG_UNKNOWN_KIND]: `Agnt` is not a resource kind\n  --> goondan.yaml:19:7\n"),
+        "{said}"
+    );
+    assert!(said.contains("19 | kind: Agnt\n   |       ^^^^"), "{said}");
+    assert!(said.ends_with("Errors: 1, Warnings: 0\n"), "{said}");
+}
+
+#[test]
+fn a_script_entry_syntax_error_is_reported_at_its_line_by_validate_and_run() {
+    let bundle = workspace_root().join("crates/goondan-config/tests/fixtures/invalid/entry-syntax");
+    let caret =
+        "2 |   run: async (ctx, input: { x: string } => input.x,\n  |                         ^\n";
+    let output = gdn(&bundle, &["validate"]);
+    assert_eq!(code(&output), 4);
+    let said = stdout(&output);
+    assert!(
+        said.starts_with("error[E_CONFIG_ENTRY_SYNTAX]: the entry of Tool/t does not parse: Expected `,` or `)` but found `:`\n --> tools/t.ts:2:25\n"),
+        "{said}"
+    );
+    assert!(said.contains(caret), "{said}");
+    // A swarm's start-up loads through the same loader: the same report,
+    // and nothing is started.
+    let output = gdn(&bundle, &["run", "--input", "hi"]);
+    assert_eq!(code(&output), 4);
+    let said = swarm::stderr(&output);
+    assert!(said.contains(" --> tools/t.ts:2:25\n"), "{said}");
+    assert!(said.contains(caret), "{said}");
+    assert!(!said.contains("Command failed"), "{said}");
+}
+
+#[test]
+fn help_names_no_hidden_mode_and_run_help_groups_its_own_flags() {
+    let here = tempfile::tempdir().unwrap();
+    let help = stdout(&gdn(here.path(), &["--help"]));
+    assert!(!help.contains("hidden"), "{help}");
+    for mode in ["agent", "connector", "strip-types"] {
+        assert!(
+            !help
+                .lines()
+                .any(|line| line.trim_start().starts_with(&format!("{mode} "))),
+            "`{mode}` listed in:\n{help}"
+        );
+    }
+    let run_help = stdout(&gdn(here.path(), &["run", "--help"]));
+    let run_options = run_help.find("Run options:").expect(&run_help);
+    let global_options = run_help.find("Global options:").expect(&run_help);
+    let section = |flag: &str| run_help.find(flag).expect(flag);
+    assert!(
+        section("--input <INPUT>") > run_options && section("--input <INPUT>") < global_options
+    );
+    assert!(
+        section("--state-root <PATH>") > global_options,
+        "{run_help}"
+    );
+}
+
+#[test]
+fn a_folder_without_goondan_yaml_says_so_and_loads_no_nested_project() {
+    let folder = tempfile::tempdir().unwrap();
+    for project in ["a", "b"] {
+        std::fs::create_dir(folder.path().join(project)).unwrap();
+        std::fs::write(
+            folder.path().join(project).join("goondan.yaml"),
+            "kind: Agnt\n",
+        )
+        .unwrap();
+    }
+    let output = gdn(folder.path(), &["validate"]);
+    assert_eq!(code(&output), 3, "{}", stdout(&output));
+    let said = format!("{}{}", stdout(&output), swarm::stderr(&output));
+    assert!(
+        said.contains("no goondan.yaml and no recognized resource file; projects below it: a, b"),
+        "{said}"
+    );
+    assert!(said.contains("--config a"), "{said}");
+    assert!(!said.contains("E_CONFIG_UNKNOWN_KIND"), "{said}");
 }
 
 #[test]

@@ -320,10 +320,10 @@ fn gdn_mcp_serve_refuses_a_remote_http_address_without_a_token() {
 }
 
 #[test]
-fn gdn_mcp_serve_without_an_orchestrator_says_to_start_one() {
+fn gdn_mcp_serve_no_start_without_an_orchestrator_says_to_start_one() {
     let swarm = mcp_swarm();
     let output = swarm
-        .command(&["mcp", "serve"])
+        .command(&["mcp", "serve", "--no-start"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -337,6 +337,53 @@ fn gdn_mcp_serve_without_an_orchestrator_says_to_start_one() {
     assert!(
         output.stdout.is_empty(),
         "stdout is for protocol lines only"
+    );
+}
+
+/// Issue 38: `gdn mcp serve` as an MCP client's settings start it, with
+/// no orchestrator running: it starts one in the background, says so on
+/// stderr, and the client's first call is answered by a real Turn.
+#[test]
+fn gdn_mcp_serve_starts_the_orchestrator_and_answers_the_first_call() {
+    let swarm = mcp_swarm();
+    let mut client = McpClient::start(&swarm);
+    let stderr = client.child.stderr.take().unwrap();
+    let said = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut text);
+        text
+    });
+    client.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+    );
+    client.notify("notifications/initialized");
+    let alpha = client.request(
+        2,
+        "tools/call",
+        json!({"name": "alpha", "arguments": {"text": "first"}}),
+    );
+    assert_eq!(
+        alpha["result"]["content"][0]["text"], "alpha heard: first",
+        "{alpha}"
+    );
+    assert_eq!(client.finish(), 0);
+    let said = said.join().unwrap();
+    assert!(
+        said.contains(
+            "no orchestrator runs Swarm/default of this bundle: starting one in the background"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("started orchestrator (pid"), "{said}");
+    // It outlives the client, as a detached swarm does, until `gdn stop`.
+    let stopped = swarm.run(&["stop"]);
+    assert_eq!(
+        stopped.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
     );
 }
 

@@ -291,6 +291,11 @@ fn a_published_package_tool_runs_in_another_bundle_and_its_lockfile_reproduces_t
         progress.contains("installed @acme/calc@1.0.0"),
         "{progress}"
     );
+    // The next run finds it installed and says nothing about packages.
+    let again = run(app.path(), auto.path(), &["run", "--input", "add again"]);
+    ok(&again);
+    let progress = String::from_utf8_lossy(&again.stderr);
+    assert!(!progress.contains("package"), "{progress}");
 
     // A tarball changed on the registry after locking is refused, and
     // nothing of it is installed.
@@ -330,7 +335,28 @@ fn publishing_needs_a_token_and_versions_are_immutable() {
     .unwrap();
     let stderr = String::from_utf8_lossy(&anonymous.stderr);
     assert!(stderr.contains("error[E_PKG_AUTH_REQUIRED]"), "{stderr}");
+    // A registry's refusal has its own exit code, not a model provider's 6.
+    assert_eq!(anonymous.status.code(), Some(8), "{stderr}");
     assert!(!registry.dir.join("@acme/calc").exists());
+
+    // Nothing listens on port 1: unreachable is 7, not a model provider's 5.
+    let unreachable = run(
+        library.path(),
+        state.path(),
+        &[
+            "package",
+            "info",
+            "@acme/calc",
+            "--registry",
+            "http://127.0.0.1:1",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&unreachable.stderr);
+    assert!(
+        stderr.contains("error[E_PKG_REGISTRY_UNREACHABLE]"),
+        "{stderr}"
+    );
+    assert_eq!(unreachable.status.code(), Some(7), "{stderr}");
 
     ok(&run(
         library.path(),
@@ -532,7 +558,11 @@ fn add_creates_the_package_document_when_the_bundle_has_none() {
     assert!(added.contains("created the Package"), "{added}");
     assert!(added.contains("added @acme/calc@1.0.0"), "{added}");
     let text = std::fs::read_to_string(app.path().join("goondan.yaml")).unwrap();
-    assert!(text.contains("\"kind\": \"Package\""), "{text}");
+    assert!(text.contains("kind: Package\n"), "{text}");
+    assert!(
+        text.contains("  dependencies:\n    - name: \"@acme/calc\"\n      version: \"1.0.0\"\n"),
+        "{text}"
+    );
     assert!(text.ends_with(model), "{text}");
     ok(&run(app.path(), state.path(), &["validate"]));
 }
@@ -629,4 +659,56 @@ fn update_refuses_a_changed_integrity_of_a_locked_version_unless_accepted() {
     );
     let relocked = std::fs::read_to_string(app.path().join("goondan.lock.yaml")).unwrap();
     assert!(relocked.contains(&new_integrity), "{relocked}");
+}
+
+/// Issue 38: `package add`, `update` and `remove` change only the
+/// dependency lines of a commented `goondan.yaml`; every other byte (the
+/// comments, the key order, single quotes, a plain version) is kept.
+#[test]
+fn add_update_and_remove_keep_a_commented_file_byte_for_byte_but_the_dependency_lines() {
+    let registry = Registry::start();
+    let state = tempfile::tempdir().unwrap();
+    publish_library(&registry, state.path());
+    let app = tempfile::tempdir().unwrap();
+    let head = "# My app: read me first.\napiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: 'app'   # keep the quotes\nspec:\n  description: Tools   # and this\n  dependencies:\n    # built in\n    - name: '@goondan/base'\n      version: ^1.0.0\n";
+    let tail = "  version: '0.1.0'\n---\n# The model, untouched.\napiVersion: goondan.ai/v1\nkind: Model\nmetadata:\n  name: m\nspec:\n  provider: scripted\n  model: demo\n";
+    let original = format!("{head}{tail}");
+    std::fs::write(app.path().join("goondan.yaml"), &original).unwrap();
+    let read = || std::fs::read_to_string(app.path().join("goondan.yaml")).unwrap();
+
+    ok(&run(
+        app.path(),
+        state.path(),
+        &[
+            "package",
+            "add",
+            "@acme/calc@1.0.0",
+            "--exact",
+            "--registry",
+            &registry.url,
+        ],
+    ));
+    let added = "    - name: '@acme/calc'\n      version: '1.0.0'\n";
+    assert_eq!(read(), format!("{head}{added}{tail}"));
+
+    ok(&run(
+        app.path(),
+        state.path(),
+        &[
+            "package",
+            "add",
+            "@acme/calc@^1.0.0",
+            "--registry",
+            &registry.url,
+        ],
+    ));
+    let updated = "    - name: '@acme/calc'\n      version: '^1.0.0'\n";
+    assert_eq!(read(), format!("{head}{updated}{tail}"));
+
+    ok(&run(
+        app.path(),
+        state.path(),
+        &["package", "remove", "@acme/calc"],
+    ));
+    assert_eq!(read(), original);
 }

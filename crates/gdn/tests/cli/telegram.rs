@@ -194,3 +194,34 @@ spec:
     assert!(users >= 2, "the fires share the instance's conversation");
     assert_eq!(resident.terminate(), 0);
 }
+
+/// Issue 38: `.env` reaches a built-in tool as it reaches the connector
+/// and the model provider. The bot token and the Bot API's address are
+/// only in the bundle's `.env` (not in `gdn run`'s environment); the
+/// `telegram` tool, run in the agent's process, must send to that address
+/// with that token (docs/secrets.md, "What a child process receives").
+#[test]
+fn dotenv_reaches_the_telegram_tool_not_only_the_connector() {
+    let (base_url, api) = start_bot_api(Vec::new());
+    let mock = MockLlm::start(bot_model);
+    let bundle = fixture("telegram", &[("@ENDPOINT@", mock.endpoint())]);
+    std::fs::write(
+        bundle.path().join(".env"),
+        format!("TELEGRAM_BOT_TOKEN={TOKEN}\nTELEGRAM_API_BASE_URL={base_url}\n"),
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut command = gdn_command(bundle.path(), state.path(), &["run", "--input", "hi"]);
+    command
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .env_remove("TELEGRAM_API_BASE_URL")
+        .stdin(Stdio::null());
+    let output = crate::swarm::run_with_deadline(command);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let sent = crate::bot_api::calls_of(&api, "sendMessage");
+    assert_eq!(sent.len(), 1, "{stderr}");
+    assert_eq!(sent[0]["chat_id"], "42");
+    assert_eq!(sent[0]["text"], "echo: hi");
+    drop(mock);
+}

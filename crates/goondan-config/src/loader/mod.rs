@@ -33,6 +33,11 @@ pub struct LoadOptions {
     /// than `@goondan/base`, which otherwise fails with
     /// `E_CONFIG_PACKAGE_NOT_FOUND`.
     pub packages_root: Option<PathBuf>,
+    /// Parse every TypeScript and JavaScript entry and report a syntax
+    /// error as `E_CONFIG_ENTRY_SYNTAX` (true by default). An agent or
+    /// connector process loads a bundle its orchestrator already checked,
+    /// and turns it off so it never runs (or faults in) the parser.
+    pub check_script_syntax: bool,
 }
 
 impl Default for LoadOptions {
@@ -42,6 +47,7 @@ impl Default for LoadOptions {
             inherit_process_env: true,
             process_env_overlay: Secrets::new(),
             packages_root: None,
+            check_script_syntax: true,
         }
     }
 }
@@ -88,13 +94,14 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
         source,
     })?;
     let (root, files) = if metadata.is_dir() {
-        let files = discover(&canonical)?;
-        if files.is_empty() {
+        let discovered = discover(&canonical)?;
+        if discovered.files.is_empty() {
             return Err(LoadError::Empty {
                 path: path.to_path_buf(),
+                nested: discovered.nested_projects,
             });
         }
-        (canonical, files)
+        (canonical, discovered.files)
     } else {
         let root = canonical
             .parent()
@@ -134,6 +141,7 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
     rules::Rules {
         root: &root,
         env: &env,
+        check_script_syntax: options.check_script_syntax,
         diagnostics: &mut diagnostics,
     }
     .check_all(&parsed);

@@ -240,6 +240,9 @@ fn read_package(
     Rules {
         root: &root,
         env,
+        // A package's scripts were checked when it was published, and a
+        // syntax error there is not the user's to fix.
+        check_script_syntax: false,
         diagnostics,
     }
     .check_resources(&parsed);

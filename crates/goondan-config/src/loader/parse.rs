@@ -77,8 +77,11 @@ pub(crate) struct Parsed {
     pub(crate) connectors: Vec<Local<ConnectorSpec>>,
     pub(crate) connections: Vec<Local<ConnectionSpec>>,
     /// Resources whose document failed to load, by kind and name, so a
-    /// reference to one is not reported a second time as missing.
-    pub(crate) broken: Vec<(Kind, String)>,
+    /// reference to one is not reported a second time as missing. The
+    /// kind is `None` when the document's own `kind` was not one: the
+    /// author meant some kind, and a reference of any kind to that name
+    /// would only repeat the one mistake.
+    pub(crate) broken: Vec<(Option<Kind>, String)>,
     /// Documents that declared a `kind`, loadable or not; zero means the
     /// bundle holds nothing to validate.
     pub(crate) n_resource_documents: usize,
@@ -228,6 +231,7 @@ fn read_document(
             None => diagnostic.with_suggestion(format!("use one of {}", known.join(", "))),
         };
         diagnostics.push(diagnostic);
+        parsed.broken.push((None, name));
         return;
     };
     match site.tree.get("apiVersion").and_then(Node::as_str) {
@@ -241,7 +245,7 @@ fn read_document(
                 site.at(Code::ApiVersion, message, "apiVersion")
                     .with_suggestion(format!("set `apiVersion: {API_VERSION}`")),
             );
-            parsed.broken.push((kind, name));
+            parsed.broken.push((Some(kind), name));
             return;
         }
     }
@@ -286,7 +290,7 @@ fn read_document(
         }
     }
     if diagnostics.len() > errors_before {
-        parsed.broken.push((kind, name));
+        parsed.broken.push((Some(kind), name));
     }
 }
 

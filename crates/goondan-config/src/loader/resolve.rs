@@ -288,7 +288,7 @@ impl PendingConnection {
 
 struct Resolver<'a> {
     index: LocalIndex,
-    broken: &'a [(Kind, String)],
+    broken: &'a [(Option<Kind>, String)],
     base: BaseStore,
     packages: PackageStore,
     local_package: Option<String>,
@@ -417,10 +417,9 @@ impl Resolver<'_> {
             // reported already; saying it is missing would mislead.
             (None, None)
                 if scope.local
-                    && self
-                        .broken
-                        .iter()
-                        .any(|(kind, broken)| *kind == expected && broken == name) =>
+                    && self.broken.iter().any(|(kind, broken)| {
+                        kind.is_none_or(|kind| kind == expected) && broken == name
+                    }) =>
             {
                 None
             }

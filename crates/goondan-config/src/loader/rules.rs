@@ -22,6 +22,8 @@ pub(crate) const PROVIDERS: [&str; 5] = ["anthropic", "openai", "google", "scrip
 pub(crate) struct Rules<'a> {
     pub(crate) root: &'a Path,
     pub(crate) env: &'a EnvMap,
+    /// [`crate::LoadOptions::check_script_syntax`].
+    pub(crate) check_script_syntax: bool,
     pub(crate) diagnostics: &'a mut Vec<Diagnostic>,
 }
 
@@ -625,7 +627,47 @@ impl Rules<'_> {
                     self.push(site.at(Code::EntryNoRuntime, format!("entry `{path}` has no known extension and is not executable; looked for .ts/.mts/.cts (run by bun or node), .js/.mjs/.cjs (node), .py (python3), or a file with the executable bit that speaks the plugin protocol"), field)
                         .with_suggestion(format!("rename it to a known extension, or `chmod +x {path}` (see docs/plugin-protocol.md)")));
                 }
+                if self.check_script_syntax
+                    && matches!(
+                        runtime,
+                        ScriptRuntime::TypeScript | ScriptRuntime::JavaScript
+                    )
+                {
+                    self.check_script_syntax(site, &path);
+                }
             }
+        }
+    }
+
+    /// A TypeScript or JavaScript entry (already known to exist inside the
+    /// root) must parse: a syntax error is reported here, at its line in
+    /// the script, rather than when a plugin host fails to load it. An
+    /// unreadable file is left to the plugin host, which names the cause.
+    fn check_script_syntax(&mut self, site: &Site, written: &str) {
+        let Ok(path) = resolve_in_root(self.root, written) else {
+            return;
+        };
+        let Ok(source) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        let Err(error) = goondan_typescript::check_syntax(&source, Path::new(written)) else {
+            return;
+        };
+        let file = written.strip_prefix("./").unwrap_or(written);
+        let fallback = Code::EntrySyntax.default_suggestion();
+        for problem in error.problems() {
+            let suggestion = problem.help.as_deref().unwrap_or(fallback);
+            self.push(
+                Code::EntrySyntax
+                    .diagnostic(format!(
+                        "the entry of {} does not parse: {}",
+                        site.label, problem.message
+                    ))
+                    .with_file(file)
+                    .with_resource(site.label.clone())
+                    .with_location(problem.line as usize, problem.column as usize)
+                    .with_suggestion(suggestion),
+            );
         }
     }
 

@@ -150,7 +150,9 @@ pub(crate) async fn ensure_layout(cluster: &Cluster) -> Result<(), ClusterError>
 /// starting together race to make the layout, and a request (a stream's
 /// creation among them) can time out while the servers elect a leader
 /// for what was just made: such failures are retried for a while; what
-/// still fails at the deadline is reported as it is.
+/// still fails at the deadline is reported as it is. A layout the servers
+/// refuse for good (`ClusterError::Layout`: three replicas on a single
+/// server, a server too old) is reported at once.
 async fn while_starting<T, F, Fut>(mut attempt: F) -> Result<T, ClusterError>
 where
     F: FnMut() -> Fut,
@@ -160,11 +162,9 @@ where
     loop {
         match attempt().await {
             Ok(value) => return Ok(value),
-            Err(
-                error @ (ClusterError::Request { .. }
-                | ClusterError::Timeout { .. }
-                | ClusterError::Layout { .. }),
-            ) if tokio::time::Instant::now() < deadline => {
+            Err(error @ (ClusterError::Request { .. } | ClusterError::Timeout { .. }))
+                if tokio::time::Instant::now() < deadline =>
+            {
                 tracing::warn!(
                     code = error.code(),
                     "joining the cluster: {error}; trying again"
