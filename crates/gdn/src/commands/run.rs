@@ -574,10 +574,15 @@ async fn foreground(
         // A cluster host serves its shards; its input comes through the
         // cluster.
         (_, false) => (resident(&mut swarm, &mut stop).await, true),
-        (Some(text), true) => (
-            ask(&handle, text, instance_key, &mut stop, None).await,
-            false,
-        ),
+        (Some(text), true) => {
+            // The entry agent starts while the input is made durable,
+            // rather than after.
+            swarm.warm_entry(instance_key.as_deref()).await;
+            (
+                ask(&handle, text, instance_key, &mut stop, None).await,
+                false,
+            )
+        }
         (None, true) => match console(global, args.interactive) {
             Console::Terminal => {
                 swarm.warm_entry(instance_key.as_deref()).await;
