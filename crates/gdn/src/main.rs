@@ -5,6 +5,7 @@
 //! including argument errors and failures, becomes an exit code through
 //! [`exit::exit_code`].
 
+mod activity;
 mod answers;
 mod cli;
 mod commands;

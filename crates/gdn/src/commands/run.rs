@@ -87,6 +87,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
         return Ok(runtime.block_on(super::cluster::ask(mode, &info, ingress, global)));
     }
     let workspace = project.workspace();
+    // The file a detached orchestrator's stderr goes to, and `gdn logs
+    // --process orchestrator` reads.
+    crate::logging::log_to_file(&workspace.runtime_log_file("orchestrator", "stderr"));
     let format = project::format(global);
     let socket = match lock::control_socket(&workspace) {
         Ok(socket) => socket,
@@ -106,7 +109,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
                     let event = typed_event(text.clone(), args.instance_key.clone());
                     match ask_over_socket(&socket, None, event, false).await? {
                         Delivery::Answered(reply) => {
-                            return Ok(report(reply.map(|answer| *answer), None, false))
+                            return Ok(report(reply.map(|answer| *answer), None, global.json))
                         }
                         // It closed between `Status` and the request: claim
                         // again, and maybe start one ourselves.
@@ -220,6 +223,9 @@ async fn attach_chat(
         if terminal {
             prompt();
         }
+    }
+    if terminal {
+        end_line();
     }
     Ok(outcome)
 }
@@ -455,7 +461,7 @@ async fn detach(
                 let event = typed_event(text, args.instance_key.clone());
                 return match ask_over_socket(socket, None, event, false).await? {
                     Delivery::Answered(reply) => {
-                        Ok(report(reply.map(|answer| *answer), None, false))
+                        Ok(report(reply.map(|answer| *answer), None, global.json))
                     }
                     Delivery::NotDelivered => Ok(not_delivered()),
                 };
@@ -539,12 +545,13 @@ async fn foreground(
     }
     let instance_key = args.instance_key.clone();
     let handle = swarm.handle().clone();
+    let shown = Shown::new(global, swarm.project().workspace());
     let (outcome, signalled) = match (input, swarm.takes_console_input()) {
         // A cluster host serves its shards; its input comes through the
         // cluster.
         (_, false) => (resident(&mut swarm, &mut stop).await, true),
         (Some(text), true) => (
-            ask(&handle, text, instance_key, &mut stop, None).await,
+            ask(&handle, text, instance_key, &mut stop, None, &shown).await,
             false,
         ),
         (None, true) => match console(global, args.interactive) {
@@ -557,7 +564,7 @@ async fn foreground(
                 );
                 let approvals = ChatApprovals::new(project.workspace());
                 (
-                    chat(&handle, instance_key, &mut stop, approvals).await,
+                    chat(&handle, instance_key, &mut stop, approvals, &shown).await,
                     false,
                 )
             }
@@ -575,20 +582,51 @@ async fn foreground(
     Ok(outcome)
 }
 
+/// How the console shows a Turn: one JSON object per answer (`--json`),
+/// or text with its activity on a terminal.
+struct Shown {
+    json: bool,
+    /// The workspace whose activity is shown, and whether in color;
+    /// `None` when nothing is shown ([`crate::activity::wanted`]).
+    activity: Option<(goondan_store::WorkspacePaths, bool)>,
+}
+
+impl Shown {
+    fn new(global: &GlobalArgs, workspace: goondan_store::WorkspacePaths) -> Shown {
+        Shown {
+            json: global.json,
+            activity: crate::activity::wanted(global)
+                .then(|| (workspace, crate::activity::colored(global))),
+        }
+    }
+}
+
 /// One input, one answer. Model text is printed as it streams (providers
-/// that stream), and the final answer completes it. In a chat, an
-/// approval the Turn waits on is shown and the next typed line decides it.
+/// that stream; not with `--json`, which prints one object per answer),
+/// and the final answer completes it; on a terminal the Turn's activity
+/// is shown meanwhile. In a chat, an approval the Turn waits on is shown
+/// and the next typed line decides it.
 async fn ask(
     handle: &OrchestratorHandle,
     text: String,
     instance_key: Option<String>,
     stop: &mut StopSignals,
     mut chat: Option<(&mut ChatApprovals, &mut tokio::sync::mpsc::Receiver<Line>)>,
+    shown: &Shown,
 ) -> Outcome {
+    let activity = shown
+        .activity
+        .clone()
+        .map(|(workspace, colored)| crate::activity::Activity::start(workspace, colored));
+    let gate = activity.as_ref().map(crate::activity::Activity::gate);
     let (deltas, mut streamed_deltas) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let deltas = (!shown.json).then_some(deltas);
     let printer = tokio::spawn(async move {
         let mut streamed = String::new();
         while let Some(delta) = streamed_deltas.recv().await {
+            if let Some(gate) = &gate {
+                gate.before_text(&delta);
+            }
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(delta.as_bytes());
             let _ = out.flush();
@@ -596,10 +634,14 @@ async fn ask(
         }
         streamed
     });
+    let sent_key = instance_key.clone();
     let ingress = Ingress::cli_event(typed_event(text, instance_key), None);
-    let pending = match handle.enqueue(ingress, Some(deltas)).await {
+    let pending = match handle.enqueue(ingress, deltas).await {
         Ok(pending) => pending,
-        Err(error) => return crate::answers::print_refusal(&error.to_body()),
+        Err(error) => {
+            drop(activity);
+            return report(Err(error.to_body()), sent_key.as_deref(), shown.json);
+        }
     };
     let event_id = pending.event_id().to_string();
     let answer = pending.answer();
@@ -609,7 +651,11 @@ async fn ask(
     let answer = loop {
         tokio::select! {
             answer = &mut answer => break answer,
-            stopped = stop.recv() => return stopped,
+            stopped = stop.recv() => {
+                drop(activity);
+                end_line();
+                return stopped;
+            }
             _ = look.tick(), if chat.is_some() && asking.is_none() => {
                 if let Some((approvals, _)) = chat.as_mut() {
                     asking = approvals.next(&event_id);
@@ -640,7 +686,15 @@ async fn ask(
             }
         }
     };
+    drop(activity);
     let streamed = printer.await.unwrap_or_default();
+    if shown.json {
+        return report(
+            answer.map_err(|error| error.to_body()),
+            sent_key.as_deref(),
+            true,
+        );
+    }
     match answer {
         Ok(answer) => print_answer(&answer, &streamed),
         Err(error) => {
@@ -657,16 +711,23 @@ async fn chat(
     instance_key: Option<String>,
     stop: &mut StopSignals,
     mut approvals: ChatApprovals,
+    shown: &Shown,
 ) -> Outcome {
     let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     prompt();
     loop {
         let line = tokio::select! {
             line = lines.recv() => line,
-            stopped = stop.recv() => return stopped,
+            stopped = stop.recv() => {
+                end_line();
+                return stopped;
+            }
         };
         match line {
-            None => return Outcome::Success,
+            None => {
+                end_line();
+                return Outcome::Success;
+            }
             Some(Line::Text(text)) if text.trim().is_empty() => {}
             Some(Line::Text(text)) => {
                 let outcome = ask(
@@ -675,6 +736,7 @@ async fn chat(
                     instance_key.clone(),
                     stop,
                     Some((&mut approvals, &mut lines)),
+                    shown,
                 )
                 .await;
                 if matches!(outcome, Outcome::Interrupted) || stop.requested {
@@ -869,6 +931,14 @@ impl StopSignals {
         };
         self.requested = true;
         outcome
+    }
+}
+
+/// Ends the prompt's line (after Ctrl-C or Ctrl-D), so what follows,
+/// the shell's prompt included, starts on a line of its own.
+fn end_line() {
+    if std::io::stderr().is_terminal() {
+        eprintln!();
     }
 }
 

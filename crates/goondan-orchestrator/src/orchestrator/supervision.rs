@@ -203,7 +203,6 @@ impl Orchestrator {
         } else {
             "agent process"
         };
-        tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), "{process} failed to start: {}", error.message);
         // Kept for `gdn run --detach`, which reports a Connection that
         // refused to start instead of saying only "started".
         if let Some(instance) = self.instances.get_mut(key) {
@@ -217,6 +216,15 @@ impl Orchestrator {
             .get_mut(key)
             .map(Instance::drain_queued)
             .unwrap_or_default();
+        let failed: Vec<String> = self
+            .waiters
+            .iter()
+            .filter(|(_, waiter)| waiter.key == *key)
+            .map(|(id, _)| id.clone())
+            .collect();
+        // `reported`: someone waits for an answer and gets this error as
+        // one, so a console does not print it twice.
+        tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), reported = !queued.is_empty() || !failed.is_empty(), "{process} failed to start: {}", error.message);
         for queued in queued {
             let cause = OrchestratorError::AgentStart {
                 key: key.to_string(),
@@ -226,12 +234,6 @@ impl Orchestrator {
             };
             self.fail_queued(key, &queued, cause);
         }
-        let failed: Vec<String> = self
-            .waiters
-            .iter()
-            .filter(|(_, waiter)| waiter.key == *key)
-            .map(|(id, _)| id.clone())
-            .collect();
         for id in failed {
             if let Some(waiter) = self.waiters.remove(&id) {
                 let _ = waiter.reply.send(Err(OrchestratorError::AgentStart {

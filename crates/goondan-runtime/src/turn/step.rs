@@ -225,6 +225,7 @@ pub(super) async fn run_tool_calls(
             tool_name: call.name.clone(),
             step_id: ctx.step_id().to_string(),
             turn_id: ctx.turn_id().to_string(),
+            input_summary: Some(input_summary(&call.args, agent.executor.secrets())),
         });
         let started = Instant::now();
         let refusal = refusal_before_chain(
@@ -283,6 +284,8 @@ pub(super) async fn run_tool_calls(
                 duration: milliseconds(started),
                 step_id: ctx.step_id().to_string(),
                 turn_id: ctx.turn_id().to_string(),
+                error_code: result.error.as_ref().and_then(|error| error.code.clone()),
+                error_message: result.error.as_ref().map(|error| error.message.clone()),
             },
         });
         ctx.emit_message_event(MessageEvent::Append {
@@ -303,4 +306,26 @@ impl Core<StepContext> for StepCore<'_> {
     fn run<'a>(&'a self, ctx: &'a mut StepContext) -> BoxFuture<'a, LayerResult<StepContext>> {
         Box::pin(self.run_step(ctx))
     }
+}
+
+/// The longest [`input_summary`], in characters.
+const INPUT_SUMMARY_CHARS: usize = 80;
+
+/// A tool call's arguments in one short line: the first string argument
+/// (a bash command, a path, an agent's name), else the arguments as JSON;
+/// whitespace folded, cut at [`INPUT_SUMMARY_CHARS`], secrets masked.
+fn input_summary(args: &JsonObject, secrets: &goondan_types::Secrets) -> String {
+    let first_text = args.values().find_map(|value| value.as_str());
+    let text = match first_text {
+        Some(text) => text.to_string(),
+        None if args.is_empty() => String::new(),
+        None => serde_json::Value::Object(args.clone()).to_string(),
+    };
+    let mut summary = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some((cut, _)) = summary.char_indices().nth(INPUT_SUMMARY_CHARS) {
+        summary.truncate(cut);
+        summary.push('…');
+    }
+    secrets.mask_string(&mut summary);
+    summary
 }
