@@ -72,12 +72,11 @@ impl Activity {
                 tick.tick().await;
                 count = count.wrapping_add(1);
                 let mut screen = lock(&ticking);
-                show_new(
-                    &mut lock(&reading),
-                    &mut screen,
-                    count % LIST_EVERY == 0,
-                    false,
-                );
+                let mut logs = lock(&reading);
+                // Until the input's first Turn is found its instance may
+                // be new: look for it at every tick.
+                let list = logs.trace.is_none() || count % LIST_EVERY == 0;
+                show_new(&mut logs, &mut screen, list, false);
                 screen.spin();
             }
         });
@@ -142,8 +141,11 @@ impl TextGate {
     /// text).
     pub(crate) fn before_text(&self, delta: &str) {
         let mut screen = lock(&self.screen);
-        if !screen.streaming {
-            show_new(&mut lock(&self.logs), &mut screen, false, false);
+        if !screen.in_text {
+            // A Step's text starts after everything the Turn logged
+            // before it (its tools run only once the text is done).
+            show_new(&mut lock(&self.logs), &mut screen, true, true);
+            screen.in_text = true;
         }
         screen.erase_spinner();
         screen.end_tool_line();
@@ -263,6 +265,8 @@ struct Screen {
     open_tool: Option<String>,
     /// Streamed text left the cursor in the middle of a line.
     streaming: bool,
+    /// Text is streaming and no activity line came since it started.
+    in_text: bool,
     /// The agent whose Turn the input started; the others' lines name
     /// their agent.
     entry_agent: Option<String>,
@@ -298,6 +302,7 @@ impl Screen {
 
     /// Starts a line of its own for what comes next.
     fn fresh_line(&mut self) {
+        self.in_text = false;
         self.erase_spinner();
         self.end_tool_line();
         if self.streaming {
@@ -308,7 +313,7 @@ impl Screen {
 
     /// Turns the spinner, unless text or a tool line holds the line.
     fn spin(&mut self) {
-        if self.streaming || self.open_tool.is_some() {
+        if self.in_text || self.streaming || self.open_tool.is_some() {
             return;
         }
         let frame = FRAMES[self.frame % FRAMES.len()];
@@ -391,6 +396,7 @@ impl Screen {
     /// line of its own when something came in between.
     fn tool_done(&mut self, tool_call_id: &str, tool_name: &str, prefix: &str, outcome: &str) {
         self.erase_spinner();
+        self.in_text = false;
         if self.open_tool.as_deref() == Some(tool_call_id) {
             self.open_tool = None;
             let text = self.dim(&format!(" {outcome}"));

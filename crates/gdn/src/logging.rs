@@ -148,9 +148,6 @@ impl<S: Subscriber> Layer<S> for Readable {
     fn on_event(&self, event: &Event<'_>, _context: Context<'_, S>) {
         let mut fields = Fields::default();
         event.record(&mut fields);
-        if fields.reported {
-            return;
-        }
         let label = match *event.metadata().level() {
             Level::ERROR => "error",
             Level::WARN => "warning",
@@ -172,9 +169,10 @@ impl<S: Subscriber> Layer<S> for Readable {
         if let Some(help) = fields.suggestion.filter(|help| !help.is_empty()) {
             line.push_str(&format!("   = help: {help}\n"));
         }
-        // A problem is said once: a crash loop repeats the same lines.
+        // A problem is said once: a crash loop repeats the same lines. One
+        // already reported to its requester counts as said.
         let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
-        if shown.len() >= MAX_REMEMBERED || !shown.insert(line.clone()) {
+        if shown.len() >= MAX_REMEMBERED || !shown.insert(line.clone()) || fields.reported {
             return;
         }
         let _ = std::io::stderr()

@@ -25,6 +25,7 @@ use crate::exit::Outcome;
 
 /// Runs the parsed command.
 pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    crate::render::set_json(cli.global.json);
     match &cli.command {
         Command::Validate(args) => validate::run(&cli.global, args),
         Command::Run(args) => {

@@ -359,7 +359,10 @@ impl Orchestrator {
         if unresponsive {
             tracing::warn!(key = %key, code = "E_AGENT_UNRESPONSIVE", "unresponsive agent process killed; counted as a crash");
         } else {
-            tracing::warn!(key = %key, ?code, "agent process crashed");
+            // After a start failure the exit is its consequence; the
+            // failure already said why.
+            let reported = instance.last_start_error.is_some();
+            tracing::warn!(key = %key, ?code, reported, "agent process crashed");
         }
         self.record_crash(key, code);
     }
