@@ -229,7 +229,7 @@ fn gdn_instance_on_a_terminal_lists_restarts_and_deletes_with_keys() {
     let piped = swarm.run(&["instance"]);
     assert_eq!(code(&piped), 0, "{}", stderr(&piped));
     assert!(
-        stdout(&piped).starts_with("INSTANCE KEY"),
+        stdout(&piped).starts_with("SWARM") && stdout(&piped).contains("INSTANCE KEY"),
         "{}",
         stdout(&piped)
     );
