@@ -11,6 +11,7 @@
 //! mix in. Nothing of this is shown unless stdout and stderr are both a
 //! terminal, nor with `--json` or `--quiet`.
 
+use crate::progress::FRAMES;
 use goondan_store::follow::FollowedLog;
 use goondan_store::tail::DEFAULT_MAX_LINE_BYTES;
 use goondan_store::{InstancePaths, WorkspacePaths};
@@ -31,7 +32,6 @@ const HOLD: chrono::TimeDelta = chrono::TimeDelta::milliseconds(60);
 /// How often new instances (a delegation's first Turn) are looked for, in
 /// ticks.
 const LIST_EVERY: u32 = 5;
-const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 /// Whether a console shows activity: on a terminal, without `--json` or
 /// `--quiet`.

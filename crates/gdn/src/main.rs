@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 mod exit;
 mod logging;
+mod progress;
 mod project;
 mod render;
 mod runtime;

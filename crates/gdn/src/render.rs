@@ -184,6 +184,8 @@ pub(crate) fn set_json(json: bool) {
 /// Prints `kind` (`error` or `warning`) as one JSON line on stderr when
 /// `--json` was given; `false` otherwise.
 fn json_line(kind: &str, code: &str, message: &dyn std::fmt::Display, help: Option<&str>) -> bool {
+    // No error is written over a spinner.
+    crate::progress::clear();
     if !JSON.load(std::sync::atomic::Ordering::Relaxed) {
         return false;
     }

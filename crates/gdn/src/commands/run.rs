@@ -443,11 +443,16 @@ async fn detach(
     };
     let deadline = tokio::time::Instant::now() + wait;
     drop(child);
+    let starting = args
+        .cluster
+        .as_ref()
+        .and_then(|_| crate::progress::Progress::start(global, "joining the cluster"));
     while tokio::time::Instant::now() < deadline {
         if let Ok(ControlResponse::Status { pid, identity, .. }) =
             control::call(socket, &ControlRequest::Status).await
         {
             if identity.workspace_id.as_deref() == Some(workspace.workspace_id()) {
+                drop(starting);
                 println!(
                     "started orchestrator (pid {pid}) for Swarm/{} (instanceKey {}); logs: {}",
                     project.swarm_name,
@@ -529,7 +534,13 @@ async fn foreground(
         install_packages: super::package::installer(global),
         notices: crate::render::notices(format, global.quiet),
     };
-    let mut swarm = match goondan_host::start(project, settings, claim, socket).await {
+    // Joining a cluster may wait out a leader election.
+    let joining = matches!(settings.mode, HostMode::Cluster(_))
+        .then(|| crate::progress::Progress::start(global, "joining the cluster"))
+        .flatten();
+    let started = goondan_host::start(project, settings, claim, socket).await;
+    drop(joining);
+    let mut swarm = match started {
         Ok(swarm) => swarm,
         Err(error) => return Ok(crate::render::host_error(&error, format)),
     };

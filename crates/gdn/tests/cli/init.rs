@@ -406,7 +406,10 @@ fn doctor_passes_a_writable_state_root_and_masks_keys() {
     let google = check(&report, "GOOGLE_GENERATIVE_AI_API_KEY");
     // No Model of the bundle uses it: nothing to warn about.
     assert_eq!(google["status"], "pass", "{google}");
-    assert!(google["detail"].as_str().unwrap().contains("provider: google"));
+    assert!(google["detail"]
+        .as_str()
+        .unwrap()
+        .contains("provider: google"));
     for runtime in ["node", "bun", "python3"] {
         let status = &check(&report, runtime)["status"];
         assert!(status == "pass" || status == "warn", "{runtime}: {status}");
