@@ -42,11 +42,6 @@ pub(crate) fn wanted(global: &crate::cli::GlobalArgs) -> bool {
         && std::io::stderr().is_terminal()
 }
 
-/// Whether the terminal may be colored (`--no-color`, `NO_COLOR`).
-pub(crate) fn colored(global: &crate::cli::GlobalArgs) -> bool {
-    !global.no_color && std::env::var_os("NO_COLOR").is_none()
-}
-
 /// The activity of one input, shown until it is dropped.
 pub(crate) struct Activity {
     screen: Arc<Mutex<Screen>>,
@@ -75,7 +70,7 @@ impl Activity {
                 let mut logs = lock(&reading);
                 // Until the input's first Turn is found its instance may
                 // be new: look for it at every tick.
-                let list = logs.trace.is_none() || count % LIST_EVERY == 0;
+                let list = logs.trace.is_none() || count.is_multiple_of(LIST_EVERY);
                 show_new(&mut logs, &mut screen, list, false);
                 screen.spin();
             }

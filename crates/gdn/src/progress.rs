@@ -13,6 +13,11 @@ use std::time::Duration;
 pub(crate) const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 const TICK: Duration = Duration::from_millis(100);
 
+/// Whether the terminal may be colored (`--no-color`, `NO_COLOR`).
+pub(crate) fn colored(global: &crate::cli::GlobalArgs) -> bool {
+    !global.no_color && std::env::var_os("NO_COLOR").is_none()
+}
+
 /// Whether the spinner of the work under way is on the screen now.
 static CURRENT: Mutex<Option<Arc<Mutex<bool>>>> = Mutex::new(None);
 
@@ -29,7 +34,7 @@ impl Progress {
         if global.json || global.quiet || !std::io::stderr().is_terminal() {
             return None;
         }
-        let colored = crate::activity::colored(global);
+        let colored = colored(global);
         let drawn = Arc::new(Mutex::new(false));
         *lock(&CURRENT) = Some(Arc::clone(&drawn));
         let label = label.to_string();

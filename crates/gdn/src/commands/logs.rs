@@ -199,6 +199,18 @@ fn write_event(out: &mut impl Write, table: Option<&Table>, line: &str) -> std::
     }
 }
 
+/// The cells of one row of [`Table`].
+struct Row<'a> {
+    timestamp: &'a str,
+    /// `agent:instance`, or `Swarm/<name>` for a reload.
+    who: &'a str,
+    kind: &'a str,
+    duration: Option<u64>,
+    tokens: Option<u64>,
+    detail: &'a str,
+    failed: bool,
+}
+
 /// The table `gdn logs` shows on a terminal.
 struct Table {
     colored: bool,
@@ -209,7 +221,7 @@ impl Table {
     fn new(global: &GlobalArgs) -> Option<Table> {
         use std::io::IsTerminal;
         (!global.json && std::io::stdout().is_terminal()).then(|| Table {
-            colored: crate::activity::colored(global),
+            colored: crate::progress::colored(global),
         })
     }
 
@@ -347,15 +359,15 @@ impl Table {
                 (None, None, error_message.clone(), true)
             }
         };
-        self.format_row(
-            &base.timestamp,
-            &format!("{}:{}", base.agent_name, base.instance_key),
-            event.type_name(),
+        self.format_row(Row {
+            timestamp: &base.timestamp,
+            who: &format!("{}:{}", base.agent_name, base.instance_key),
+            kind: event.type_name(),
             duration,
             tokens,
-            &detail,
+            detail: &detail,
             failed,
-        )
+        })
     }
 
     fn swarm_row(&self, event: &SwarmEvent) -> String {
@@ -381,28 +393,27 @@ impl Table {
                 ..
             } => (None, format!("[{code}] {error_message}"), true),
         };
-        self.format_row(
-            &base.timestamp,
-            &format!("Swarm/{}", base.swarm_name),
-            event.type_name(),
+        self.format_row(Row {
+            timestamp: &base.timestamp,
+            who: &format!("Swarm/{}", base.swarm_name),
+            kind: event.type_name(),
             duration,
-            None,
-            &detail,
+            tokens: None,
+            detail: &detail,
             failed,
-        )
+        })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn format_row(
-        &self,
-        timestamp: &str,
-        who: &str,
-        kind: &str,
-        duration: Option<u64>,
-        tokens: Option<u64>,
-        detail: &str,
-        failed: bool,
-    ) -> String {
+    fn format_row(&self, row: Row<'_>) -> String {
+        let Row {
+            timestamp,
+            who,
+            kind,
+            duration,
+            tokens,
+            detail,
+            failed,
+        } = row;
         // `2026-01-01T12:34:56.789Z` → `12:34:56.789`: the day is in
         // `--json`; a terminal reads the time of day.
         let time = timestamp.get(11..23).unwrap_or(timestamp);

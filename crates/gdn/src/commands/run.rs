@@ -607,7 +607,7 @@ impl Shown {
         Shown {
             json: global.json,
             activity: crate::activity::wanted(global)
-                .then(|| (workspace, crate::activity::colored(global))),
+                .then(|| (workspace, crate::progress::colored(global))),
         }
     }
 }
