@@ -191,7 +191,14 @@ impl Orchestrator {
             // An answer to a liveness ping: hearing anything from the
             // process already counted as a sign of life.
             RuntimeMessage::Pong(_) => {}
-            other => tracing::warn!(key = %key, "unexpected runtime message {other:?}"),
+            other => {
+                // Named by its wire type: a person may read this line.
+                let kind = serde_json::to_value(&other)
+                    .ok()
+                    .and_then(|value| value["type"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                tracing::warn!(key = %key, code = "E_IPC_UNEXPECTED", "a child sent `{kind}`, which the orchestrator does not take from a child; ignored");
+            }
         }
     }
 

@@ -329,3 +329,35 @@ fn input_summary(args: &JsonObject, secrets: &goondan_types::Secrets) -> String 
     secrets.mask_string(&mut summary);
     summary
 }
+
+#[cfg(test)]
+mod input_summary_tests {
+    use super::*;
+
+    fn args(value: serde_json::Value) -> JsonObject {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_first_text_argument_in_one_short_line_with_secrets_masked() {
+        let secrets: goondan_types::Secrets = [("TOKEN", "tok-91c2-secret")].into_iter().collect();
+        let summary = input_summary(
+            &args(serde_json::json!({"command": "curl -H 'x: tok-91c2-secret'\n  example"})),
+            &secrets,
+        );
+        assert!(!summary.contains("tok-91c2-secret"), "{summary}");
+        assert!(summary.starts_with("curl -H 'x: "), "{summary}");
+        assert!(!summary.contains('\n'), "{summary}");
+        let long = "a ".repeat(200);
+        let summary = input_summary(&args(serde_json::json!({"text": long})), &secrets);
+        assert_eq!(
+            summary.chars().count(),
+            INPUT_SUMMARY_CHARS + 1,
+            "{summary}"
+        );
+        assert!(summary.ends_with('…'));
+        let summary = input_summary(&args(serde_json::json!({"n": 3})), &secrets);
+        assert_eq!(summary, r#"{"n":3}"#);
+        assert_eq!(input_summary(&JsonObject::new(), &secrets), "");
+    }
+}
