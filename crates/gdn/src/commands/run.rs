@@ -105,7 +105,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
                     let Some(text) = &input else {
                         return attach_chat(global, &socket, args.instance_key.clone()).await;
                     };
-                    eprintln!("attached to the orchestrator at {}", socket.display());
+                    if !global.quiet {
+                        eprintln!("attached to the orchestrator at {}", socket.display());
+                    }
                     let event = typed_event(text.clone(), args.instance_key.clone());
                     match ask_over_socket(&socket, None, event, false).await? {
                         Delivery::Answered(reply) => {
@@ -189,7 +191,9 @@ async fn attach_chat(
     socket: &Path,
     instance_key: Option<String>,
 ) -> anyhow::Result<Outcome> {
-    eprintln!("attached to the orchestrator at {}", socket.display());
+    if !global.quiet {
+        eprintln!("attached to the orchestrator at {}", socket.display());
+    }
     let terminal = std::io::stdin().is_terminal();
     let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     let mut outcome = Outcome::Success;
@@ -453,12 +457,24 @@ async fn detach(
         {
             if identity.workspace_id.as_deref() == Some(workspace.workspace_id()) {
                 drop(starting);
-                println!(
-                    "started orchestrator (pid {pid}) for Swarm/{} (instanceKey {}); logs: {}",
-                    project.swarm_name,
-                    project.instance_key,
-                    log_path.display()
-                );
+                if global.json {
+                    let started = serde_json::json!({
+                        "started": {
+                            "pid": pid,
+                            "swarm": project.swarm_name,
+                            "instanceKey": project.instance_key,
+                            "log": log_path,
+                        }
+                    });
+                    println!("{started}");
+                } else if !global.quiet {
+                    println!(
+                        "started orchestrator (pid {pid}) for Swarm/{} (instanceKey {}); logs: {}",
+                        project.swarm_name,
+                        project.instance_key,
+                        log_path.display()
+                    );
+                }
                 warn_failed_connections(socket).await;
                 let Some(text) = input else {
                     return Ok(Outcome::Success);

@@ -266,3 +266,28 @@ fn usage_counts_scripted_runs_at_zero_cost() {
     assert!(!table.contains("no model calls"), "{table}");
     assert!(table.contains("single-agent/default"), "{table}");
 }
+
+#[test]
+fn a_chat_shows_activity_without_color_under_no_color_and_ends_on_a_new_line() {
+    let swarm = named_swarm();
+    let mut command = swarm.command(&["run"]);
+    command.env("NO_COLOR", "1");
+    let mut terminal = Terminal::start_command(command);
+    terminal.shows("type a message");
+    terminal.types(b"relay chat\n");
+    terminal.shows("alpha heard: ");
+    terminal.shows("> ");
+    // Ctrl-D at the start of a line ends the chat.
+    terminal.types(&[4]);
+    let (output, screen) = terminal.finish("a chat on a terminal");
+    assert_eq!(code(&output), 0, "{screen}");
+    assert!(screen.contains("→ agents__request beta"), "{screen}");
+    assert!(!screen.contains("\x1b[2m"), "NO_COLOR: {screen:?}");
+    let last_prompt = screen.rfind("> ").unwrap();
+    assert!(
+        screen[last_prompt + 2..].contains('\n'),
+        "what follows the chat starts on a new line: {:?}",
+        &screen[last_prompt..]
+    );
+    assert_no_json_line(&screen);
+}
