@@ -269,9 +269,13 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 let n_reset = for_matching(&target, key, |store, summary| {
                     store.reset_messages(&summary.agent_name, &summary.instance_key)
                 })?;
-                println!(
-                    "no orchestrator is running; cleared the history of {n_reset} instance(s)"
-                );
+                if global.json {
+                    println!("{}", serde_json::json!({ "cleared": n_reset, "key": key }));
+                } else {
+                    println!(
+                        "no orchestrator is running; cleared the history of {n_reset} instance(s)"
+                    );
+                }
                 return Ok(Outcome::Success);
             }
             Ok(not_running())
@@ -352,14 +356,21 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 );
                 return Ok(Outcome::Failure);
             }
-            println!(
-                "deleted {n_deleted} instance(s) matching {key}{}",
-                if stopped {
-                    " (its processes were stopped)"
-                } else {
-                    ""
-                }
-            );
+            if global.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "deleted": n_deleted, "key": key, "stopped": stopped })
+                );
+            } else if !global.quiet {
+                println!(
+                    "deleted {n_deleted} instance(s) matching {key}{}",
+                    if stopped {
+                        " (its processes were stopped)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             Ok(Outcome::Success)
         }
     }

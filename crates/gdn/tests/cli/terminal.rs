@@ -145,6 +145,18 @@ fn json_is_honored_by_every_command() {
         (&["--json", "approvals"], true),
         (&["--json", "stop"], false),
         (&["--json", "instance", "restart", "alpha:default"], false),
+        (
+            &["--json", "instance", "restart", "alpha:default", "--fresh"],
+            true,
+        ),
+        (
+            &["--json", "instance", "delete", "beta:default", "--force"],
+            true,
+        ),
+        (
+            &["--json", "instance", "delete", "nobody", "--force"],
+            false,
+        ),
     ];
     for (args, succeeds) in commands {
         let output = swarm.run(args);
