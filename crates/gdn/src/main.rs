@@ -40,7 +40,7 @@ fn main() -> ExitCode {
             if broken_pipe {
                 Outcome::Success
             } else {
-                eprintln!("error: {}", chain_text(&error));
+                render::uncoded_error(&chain_text(&error));
                 Outcome::Failure
             }
         }

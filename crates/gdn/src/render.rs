@@ -209,6 +209,18 @@ pub(crate) fn error(code: &str, message: &dyn std::fmt::Display, help: Option<&s
     }
 }
 
+/// Prints an error that has no code (an IO failure no library named):
+/// `error: message`, or with `--json` a JSON line whose `code` is null.
+pub(crate) fn uncoded_error(message: &str) {
+    crate::progress::clear();
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        let line = serde_json::json!({ "error": { "code": null, "message": message } });
+        let _ = writeln!(io::stderr().lock(), "{line}");
+    } else {
+        let _ = writeln!(io::stderr().lock(), "error: {message}");
+    }
+}
+
 /// Prints one coded warning, shaped as [`error`]: `warning[CODE]:
 /// message`, then `   = help: …`.
 pub(crate) fn warning(code: &str, message: &dyn std::fmt::Display, help: Option<&str>) {

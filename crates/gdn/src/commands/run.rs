@@ -585,9 +585,14 @@ async fn foreground(
             Console::Terminal => {
                 swarm.warm_entry(instance_key.as_deref()).await;
                 let project = swarm.project();
+                // Named as its bundle names it: `package/swarm`.
+                let name = match project.bundle.package() {
+                    Some(package) => format!("{}/{}", package.name(), project.swarm_name),
+                    None => format!("Swarm/{}", project.swarm_name),
+                };
                 eprintln!(
-                    "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
-                    project.swarm_name, project.instance_key
+                    "{name} is running (instanceKey {}); type a message, Ctrl-D to quit",
+                    project.instance_key
                 );
                 let approvals = ChatApprovals::new(project.workspace());
                 (
