@@ -303,3 +303,49 @@ fn a_chat_shows_activity_without_color_under_no_color_and_ends_on_a_new_line() {
     );
     assert_no_json_line(&screen);
 }
+
+#[test]
+fn package_install_shows_progress_on_a_terminal_and_not_on_a_pipe() {
+    let registry = crate::packages::Registry::start();
+    let publisher = tempfile::tempdir().unwrap();
+    crate::packages::publish_library(&registry, publisher.path());
+    let app = tempfile::tempdir().unwrap();
+    std::fs::write(
+        app.path().join("goondan.yaml"),
+        "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: app\nspec:\n  version: \"0.1.0\"\n  dependencies:\n    - name: \"@acme/calc\"\n      version: \"^1.0.0\"\n",
+    )
+    .unwrap();
+    let install = |state: &std::path::Path| {
+        let mut command = gdn_command(
+            app.path(),
+            state,
+            &["package", "install", "--registry", &registry.url],
+        );
+        command.env("GOONDAN_REGISTRY_TOKEN", crate::packages::TOKEN);
+        command
+    };
+    let state = tempfile::tempdir().unwrap();
+    let (output, screen) =
+        Terminal::start_command(install(state.path())).finish("package install on a terminal");
+    assert_eq!(code(&output), 0, "{screen}");
+    assert!(screen.contains("installing packages"), "{screen}");
+    assert!(screen.contains("installed @acme/calc@1.0.0"), "{screen}");
+    // The spinner was erased (the line cleared) before the result was
+    // written: what the line shows last is the result alone.
+    let result = lines(&screen)
+        .into_iter()
+        .find(|line| line.contains("installed @acme/calc"))
+        .unwrap();
+    let shown = result.rsplit("\x1b[K").next().unwrap();
+    assert!(shown.starts_with("installed @acme/calc"), "{result:?}");
+
+    let piped = tempfile::tempdir().unwrap();
+    let output = run_with_deadline(install(piped.path()));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stdout(&output).contains("installed @acme/calc@1.0.0"));
+    assert!(
+        !stderr(&output).contains("installing packages"),
+        "{}",
+        stderr(&output)
+    );
+}
