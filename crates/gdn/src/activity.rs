@@ -44,9 +44,21 @@ pub(crate) fn wanted(global: &crate::cli::GlobalArgs) -> bool {
 
 /// The activity of one input, shown until it is dropped.
 pub(crate) struct Activity {
+    /// Asks the ticker to show what it has now, or to stop.
+    asks: std::sync::mpsc::Sender<Ask>,
     screen: Arc<Mutex<Screen>>,
-    logs: Arc<Mutex<Logs>>,
-    ticker: tokio::task::JoinHandle<()>,
+    /// A thread of its own, not a task: reading many instances' logs must
+    /// never hold the runtime the orchestrator of `gdn run` shares, and
+    /// the logs are its alone, so no lock is held while it reads them.
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the ticker is asked.
+enum Ask {
+    /// Show every event read so far, and say when done.
+    Flush(tokio::sync::oneshot::Sender<()>),
+    /// Show the rest and end.
+    Stop,
 }
 
 impl Activity {
@@ -56,64 +68,97 @@ impl Activity {
             colored,
             ..Screen::default()
         }));
-        let logs = Arc::new(Mutex::new(Logs::new(workspace)));
-        // What is there now is not this input's.
-        lock(&logs).discover();
-        let (ticking, reading) = (Arc::clone(&screen), Arc::clone(&logs));
-        let ticker = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(TICK);
-            let mut count: u32 = 0;
-            loop {
-                tick.tick().await;
-                count = count.wrapping_add(1);
-                let mut screen = lock(&ticking);
-                let mut logs = lock(&reading);
-                // Until the input's first Turn is found its instance may
-                // be new: look for it at every tick.
-                let list = logs.trace.is_none() || count.is_multiple_of(LIST_EVERY);
-                show_new(&mut logs, &mut screen, list, false);
-                screen.spin();
-            }
-        });
+        let mut logs = Logs::new(workspace);
+        // What is there now is not this input's (taken before the input
+        // is sent, so nothing of it is missed).
+        logs.discover();
+        let ticking = Arc::clone(&screen);
+        let (asks, asked) = std::sync::mpsc::channel::<Ask>();
+        let ticker = std::thread::Builder::new()
+            .name("activity".into())
+            .spawn(move || tick(logs, &ticking, &asked))
+            .ok();
         Activity {
+            asks,
             screen,
-            logs,
             ticker,
         }
     }
 
-    /// A handle for the printer of streamed text, which calls
+    /// A handle for the printer of streamed text, which awaits
     /// [`TextGate::before_text`] before each delta.
     pub(crate) fn gate(&self) -> TextGate {
         TextGate {
             screen: Arc::clone(&self.screen),
-            logs: Arc::clone(&self.logs),
+            asks: self.asks.clone(),
         }
     }
+}
+
+/// The ticker: reads the logs and turns the spinner every [`TICK`], shows
+/// everything at once when asked, and at the end.
+fn tick(mut logs: Logs, screen: &Mutex<Screen>, asked: &std::sync::mpsc::Receiver<Ask>) {
+    let mut count: u32 = 0;
+    loop {
+        // Until the input's first Turn is found its instance may be new:
+        // look for it at every tick.
+        let list = logs.trace.is_none() || count.is_multiple_of(LIST_EVERY);
+        let events = read_new(&mut logs, list, false);
+        {
+            let mut screen = lock(screen);
+            for event in &events {
+                screen.event(event);
+            }
+            screen.spin();
+        }
+        count = count.wrapping_add(1);
+        match asked.recv_timeout(TICK) {
+            Ok(Ask::Flush(flush)) => {
+                let events = read_new(&mut logs, true, true);
+                let mut screen = lock(screen);
+                for event in &events {
+                    screen.event(event);
+                }
+                screen.in_text = true;
+                drop(screen);
+                let _ = flush.send(());
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(Ask::Stop) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    // A quick Turn may be over before the next tick: what it did is shown
+    // all the same.
+    let events = read_new(&mut logs, true, true);
+    let mut screen = lock(screen);
+    for event in &events {
+        screen.event(event);
+    }
+    screen.close();
 }
 
 /// Dropping it stops the display, leaving the cursor at the start of a
 /// clean line for the answer (or whatever ended the wait).
 impl Drop for Activity {
     fn drop(&mut self) {
-        self.ticker.abort();
-        let mut screen = lock(&self.screen);
-        // A quick Turn may be over before the next tick: what it did is
-        // shown all the same.
-        show_new(&mut lock(&self.logs), &mut screen, true, true);
-        screen.close();
+        // Not by dropping the sender: the text printer holds a clone.
+        let _ = self.asks.send(Ask::Stop);
+        match self.ticker.take() {
+            Some(ticker) => {
+                let _ = ticker.join();
+            }
+            None => lock(&self.screen).close(),
+        }
     }
 }
 
-/// Shows what the logs gained (all of it when `all`, else what is older
-/// than [`HOLD`]), after looking for new instances when `list`.
-fn show_new(logs: &mut Logs, screen: &mut Screen, list: bool, all: bool) {
+/// What the logs gained (all of it when `all`, else what is older than
+/// [`HOLD`]), after looking for new instances when `list`.
+fn read_new(logs: &mut Logs, list: bool, all: bool) -> Vec<RuntimeEvent> {
     if list {
         logs.discover();
     }
-    for event in logs.ready(all) {
-        screen.event(&event);
-    }
+    logs.ready(all)
 }
 
 fn lock<T>(value: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -126,22 +171,27 @@ fn lock<T>(value: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Clone)]
 pub(crate) struct TextGate {
     screen: Arc<Mutex<Screen>>,
-    logs: Arc<Mutex<Logs>>,
+    asks: std::sync::mpsc::Sender<Ask>,
 }
+
+/// How long a run of text waits for the activity before it to be shown.
+const FLUSH_WAIT: Duration = Duration::from_millis(250);
 
 impl TextGate {
     /// Clears the spinner (and ends an open tool line) before `delta` is
-    /// written to stdout; at the start of a run of text, first shows
-    /// what happened before it (a tool call's end before the next Step's
-    /// text).
-    pub(crate) fn before_text(&self, delta: &str) {
-        let mut screen = lock(&self.screen);
-        if !screen.in_text {
-            // A Step's text starts after everything the Turn logged
-            // before it (its tools run only once the text is done).
-            show_new(&mut lock(&self.logs), &mut screen, true, true);
-            screen.in_text = true;
+    /// written to stdout; at the start of a run of text, first has what
+    /// happened before it shown (a tool call's end before the next Step's
+    /// text), waiting for that without holding the runtime.
+    pub(crate) async fn before_text(&self, delta: &str) {
+        let in_text = lock(&self.screen).in_text;
+        if !in_text {
+            let (flush, flushed) = tokio::sync::oneshot::channel();
+            if self.asks.send(Ask::Flush(flush)).is_ok() {
+                let _ = tokio::time::timeout(FLUSH_WAIT, flushed).await;
+            }
         }
+        let mut screen = lock(&self.screen);
+        screen.in_text = true;
         screen.erase_spinner();
         screen.end_tool_line();
         screen.streaming = !delta.ends_with('\n');

@@ -657,7 +657,7 @@ async fn ask(
         let mut streamed = String::new();
         while let Some(delta) = streamed_deltas.recv().await {
             if let Some(gate) = &gate {
-                gate.before_text(&delta);
+                gate.before_text(&delta).await;
             }
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(delta.as_bytes());
