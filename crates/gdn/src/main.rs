@@ -5,11 +5,13 @@
 //! including argument errors and failures, becomes an exit code through
 //! [`exit::exit_code`].
 
+mod activity;
 mod answers;
 mod cli;
 mod commands;
 mod exit;
 mod logging;
+mod progress;
 mod project;
 mod render;
 mod runtime;
@@ -38,7 +40,7 @@ fn main() -> ExitCode {
             if broken_pipe {
                 Outcome::Success
             } else {
-                eprintln!("error: {}", chain_text(&error));
+                render::uncoded_error(&chain_text(&error));
                 Outcome::Failure
             }
         }

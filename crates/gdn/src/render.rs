@@ -310,9 +310,38 @@ fn escape_property(text: &str) -> String {
     escape_data(text).replace(':', "%3A").replace(',', "%2C")
 }
 
+/// Whether `--json` was given: coded errors and warnings are then one JSON
+/// object per line on stderr (`{"error": {"code", "message",
+/// "suggestion"}}`, `{"warning": …}`), so every command and mode speaks
+/// JSON to a machine, its failures included.
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes [`error`] and [`warning`] print JSON lines (`--json`).
+pub(crate) fn set_json(json: bool) {
+    JSON.store(json, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Prints `kind` (`error` or `warning`) as one JSON line on stderr when
+/// `--json` was given; `false` otherwise.
+fn json_line(kind: &str, code: &str, message: &dyn std::fmt::Display, help: Option<&str>) -> bool {
+    // No error is written over a spinner.
+    crate::progress::clear();
+    if !JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    let line = serde_json::json!({
+        kind: { "code": code, "message": message.to_string(), "suggestion": help }
+    });
+    let _ = writeln!(io::stderr().lock(), "{line}");
+    true
+}
+
 /// Prints one coded error as every command prints one: `error[CODE]:
 /// message`, then `   = help: …` when there is something to suggest.
 pub(crate) fn error(code: &str, message: &dyn std::fmt::Display, help: Option<&str>) {
+    if json_line("error", code, message, help) {
+        return;
+    }
     let mut err = io::stderr().lock();
     let _ = writeln!(err, "error[{code}]: {message}");
     if let Some(help) = help {
@@ -320,9 +349,24 @@ pub(crate) fn error(code: &str, message: &dyn std::fmt::Display, help: Option<&s
     }
 }
 
+/// Prints an error that has no code (an IO failure no library named):
+/// `error: message`, or with `--json` a JSON line whose `code` is null.
+pub(crate) fn uncoded_error(message: &str) {
+    crate::progress::clear();
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        let line = serde_json::json!({ "error": { "code": null, "message": message } });
+        let _ = writeln!(io::stderr().lock(), "{line}");
+    } else {
+        let _ = writeln!(io::stderr().lock(), "error: {message}");
+    }
+}
+
 /// Prints one coded warning, shaped as [`error`]: `warning[CODE]:
 /// message`, then `   = help: …`.
 pub(crate) fn warning(code: &str, message: &dyn std::fmt::Display, help: Option<&str>) {
+    if json_line("warning", code, message, help) {
+        return;
+    }
     let mut err = io::stderr().lock();
     let _ = writeln!(err, "warning[{code}]: {message}");
     if let Some(help) = help {

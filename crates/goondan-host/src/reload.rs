@@ -428,6 +428,8 @@ impl Reloader {
             event = "swarm.reload_rejected",
             trigger = label,
             code,
+            // The notice above told the person.
+            reported = true,
             "the reloaded bundle is invalid; nothing was restarted"
         );
         if let Trigger::Request(request) = &trigger {

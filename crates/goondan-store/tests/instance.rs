@@ -401,6 +401,7 @@ fn runtime_events_are_appended_and_read_back_with_filters() {
                 tool_name: "bash__exec".to_string(),
                 step_id: "s".to_string(),
                 turn_id: "t".to_string(),
+                input_summary: None,
             })
             .unwrap();
         }

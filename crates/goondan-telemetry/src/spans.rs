@@ -557,6 +557,8 @@ mod tests {
             duration: 2_000,
             step_id: "step_1".into(),
             turn_id: "turn_1".into(),
+            error_code: None,
+            error_message: None,
         });
         spans.record(&RuntimeEvent::ToolCompleted {
             base: base("not-hex", None),
@@ -566,6 +568,8 @@ mod tests {
             duration: 1,
             step_id: "step_1".into(),
             turn_id: "turn_1".into(),
+            error_code: None,
+            error_message: None,
         });
         let done = keep.0.lock().unwrap().clone();
         assert_eq!(done.len(), 1);

@@ -173,6 +173,10 @@ pub enum RuntimeEvent {
         step_id: String,
         /// The Turn.
         turn_id: String,
+        /// Its arguments in one short line, secrets masked (what a
+        /// terminal shows beside the tool's name; a Goondan-rs extension).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_summary: Option<String>,
     },
     /// A tool call returned a result (ok or error).
     #[serde(rename = "tool.completed", rename_all = "camelCase")]
@@ -192,6 +196,14 @@ pub enum RuntimeEvent {
         step_id: String,
         /// The Turn.
         turn_id: String,
+        /// An error result's code, as in the conversation's tool result
+        /// (a Goondan-rs extension, like `errorMessage` here).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_code: Option<String>,
+        /// An error result's message, as in the conversation's tool
+        /// result.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_message: Option<String>,
     },
     /// A tool call failed outside its result (the runtime could not run it).
     #[serde(rename = "tool.failed", rename_all = "camelCase")]

@@ -459,7 +459,8 @@ fn first_line_of_output(child: &mut Child) -> String {
 }
 
 /// Presence of each provider key, in the process environment or in the
-/// project's env files, masked.
+/// project's env files, masked; a missing key warns only when a Model of
+/// the bundle needs it.
 fn key_checks(bundle: Option<&Bundle>) -> Vec<Check> {
     PROVIDER_KEYS
         .iter()
@@ -503,6 +504,14 @@ fn key_checks(bundle: Option<&Bundle>) -> Vec<Check> {
                     format!("set in {place} but empty{needed_by}"),
                 )
                 .with_fix(format!("give {variable} a value in .env, or unset it")),
+                // Only a key a Model of the bundle reads is worth a
+                // warning; the others are just not needed here.
+                None if users.is_empty() => Check::new(
+                    "keys",
+                    variable,
+                    Status::Pass,
+                    format!("not set; no Model here uses `provider: {provider}`"),
+                ),
                 None => Check::new(
                     "keys",
                     variable,

@@ -64,7 +64,14 @@ impl Drop for RawMode {
 
 /// Runs the screen until the user leaves it.
 pub(crate) fn run(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcome> {
-    let colored = !global.no_color && std::env::var_os("NO_COLOR").is_none();
+    let colored = crate::progress::colored(global);
+    let title = match &target.workspace {
+        Some(workspace) => format!(
+            "Instances of {}",
+            super::target::SwarmName::of(workspace).short()
+        ),
+        None => "Instances".to_string(),
+    };
     let _raw = RawMode::enter()?;
     let mut cursor = 0usize;
     let mut status = String::new();
@@ -72,7 +79,14 @@ pub(crate) fn run(global: &GlobalArgs, target: &Target) -> anyhow::Result<Outcom
     loop {
         let (rows, _) = instance_rows(target, None, Some(MAX_ROWS))?;
         cursor = cursor.min(rows.len());
-        draw(&rows, cursor, &status, confirming.as_deref(), colored)?;
+        draw(
+            &title,
+            &rows,
+            cursor,
+            &status,
+            confirming.as_deref(),
+            colored,
+        )?;
         let key = read_key()?;
         if let Some(doomed) = confirming.take() {
             status = if key == Key::Yes {
@@ -135,6 +149,7 @@ fn paint(text: &str, code: &str, colored: bool) -> String {
 
 /// Redraws the whole screen (raw mode: lines end with `\r\n`).
 fn draw(
+    title: &str,
     rows: &[JsonValue],
     cursor: usize,
     status: &str,
@@ -142,7 +157,7 @@ fn draw(
     colored: bool,
 ) -> std::io::Result<()> {
     let mut frame = String::from("\x1b[?25l\x1b[H\x1b[2J");
-    frame.push_str(&paint("Instances", "1", colored));
+    frame.push_str(&paint(title, "1", colored));
     frame.push_str(&paint(
         "  (↑↓ move, r restart, d delete, q quit)",
         "2",

@@ -3,6 +3,11 @@
 //! `swarm.reload_rejected`), or the raw log of one process, optionally
 //! followed.
 //!
+//! On a terminal, events are a readable, colored table (time,
+//! agent:instance, event, duration, tokens, and the tool, error code and
+//! message); with `--json` or on a pipe, the JSON lines as stored. `-f`
+//! follows either.
+//!
 //! Every log is read from its end (`goondan_store::tail`) and followed
 //! from there (`goondan_store::follow`), so `-l N` costs N lines whatever
 //! the log's size, and a line over the store's default cap (16 MiB) is
@@ -86,9 +91,26 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
     );
     records.sort_by(|a, b| a.0.cmp(&b.0));
     let skip = records.len().saturating_sub(args.lines);
+    let table = Table::new(global);
     let mut out = std::io::stdout().lock();
+    if let Some(table) = &table {
+        if !global.quiet {
+            let name = target::SwarmName::of(&workspace);
+            let folder = name
+                .folder
+                .as_ref()
+                .map(|folder| format!(" ({})", folder.display()))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "{}",
+                table.dim(&format!("Swarm {}{folder}", name.short()))
+            )?;
+        }
+        writeln!(out, "{}", table.header())?;
+    }
     for (_, line) in &records[skip..] {
-        writeln!(out, "{line}")?;
+        write_event(&mut out, table.as_ref(), line)?;
     }
     out.flush()?;
     if args.follow {
@@ -117,7 +139,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
                         false
                     };
                     if shown {
-                        writeln!(out, "{line}")?;
+                        write_event(&mut out, table.as_ref(), line)?;
                     }
                 }
             }
@@ -166,5 +188,255 @@ fn tail_files(paths: &[PathBuf], lines: usize, follow: bool) -> anyhow::Result<O
             }
         }
         out.flush()?;
+    }
+}
+
+/// One event: a row of `table`, or its JSON line as stored.
+fn write_event(out: &mut impl Write, table: Option<&Table>, line: &str) -> std::io::Result<()> {
+    match table {
+        Some(table) => writeln!(out, "{}", table.row(line)),
+        None => writeln!(out, "{line}"),
+    }
+}
+
+/// The cells of one row of [`Table`].
+struct Row<'a> {
+    timestamp: &'a str,
+    /// `agent:instance`, or `Swarm/<name>` for a reload.
+    who: &'a str,
+    kind: &'a str,
+    duration: Option<u64>,
+    tokens: Option<u64>,
+    detail: &'a str,
+    failed: bool,
+}
+
+/// The table `gdn logs` shows on a terminal.
+struct Table {
+    colored: bool,
+}
+
+impl Table {
+    /// A table when stdout is a terminal and `--json` is not given.
+    fn new(global: &GlobalArgs) -> Option<Table> {
+        use std::io::IsTerminal;
+        (!global.json && std::io::stdout().is_terminal()).then(|| Table {
+            colored: crate::progress::colored(global),
+        })
+    }
+
+    fn paint(&self, text: &str, ansi: &str) -> String {
+        if self.colored {
+            format!("\x1b[{ansi}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn dim(&self, text: &str) -> String {
+        self.paint(text, "2")
+    }
+
+    fn header(&self) -> String {
+        let header = format!(
+            "{:<12} {:<24} {:<22} {:>9} {:>8}  DETAIL",
+            "TIME", "AGENT:INSTANCE", "EVENT", "DURATION", "TOKENS"
+        );
+        self.paint(&header, "1")
+    }
+
+    /// `line` as a row; a line that is no event is shown as it is.
+    fn row(&self, line: &str) -> String {
+        if let Ok(event) = serde_json::from_str::<RuntimeEvent>(line) {
+            return self.runtime_row(&event);
+        }
+        if let Ok(event) = serde_json::from_str::<SwarmEvent>(line) {
+            return self.swarm_row(&event);
+        }
+        line.to_string()
+    }
+
+    fn runtime_row(&self, event: &RuntimeEvent) -> String {
+        let base = event.base();
+        let (duration, tokens, detail, failed) = match event {
+            RuntimeEvent::TurnStarted { source, .. } => (
+                None,
+                None,
+                source
+                    .as_ref()
+                    .map(|source| format!("from {}", source.name))
+                    .unwrap_or_default(),
+                false,
+            ),
+            RuntimeEvent::TurnCompleted {
+                duration,
+                token_usage,
+                step_count,
+                ..
+            } => (
+                Some(*duration),
+                token_usage.as_ref().map(|usage| usage.total_tokens),
+                format!("{step_count} step(s)"),
+                false,
+            ),
+            RuntimeEvent::TurnFailed {
+                duration,
+                error_message,
+                ..
+            } => (Some(*duration), None, error_message.clone(), true),
+            RuntimeEvent::StepStarted { step_index, .. } => {
+                (None, None, format!("step {step_index}"), false)
+            }
+            RuntimeEvent::StepCompleted {
+                duration,
+                token_usage,
+                tool_call_count,
+                model,
+                ..
+            } => (
+                Some(*duration),
+                token_usage.as_ref().map(|usage| usage.total_tokens),
+                format!(
+                    "{tool_call_count} tool call(s){}",
+                    model
+                        .as_ref()
+                        .map(|model| format!(", Model/{model}"))
+                        .unwrap_or_default()
+                ),
+                false,
+            ),
+            RuntimeEvent::StepFailed {
+                duration,
+                error_message,
+                ..
+            } => (Some(*duration), None, error_message.clone(), true),
+            RuntimeEvent::ToolCalled {
+                tool_name,
+                input_summary,
+                ..
+            } => (
+                None,
+                None,
+                match input_summary
+                    .as_deref()
+                    .filter(|summary| !summary.is_empty())
+                {
+                    Some(summary) => format!("{tool_name} {summary}"),
+                    None => tool_name.clone(),
+                },
+                false,
+            ),
+            RuntimeEvent::ToolCompleted {
+                tool_name,
+                status,
+                duration,
+                error_code,
+                error_message,
+                ..
+            } => {
+                let failed = *status == goondan_types::ToolCallStatus::Error;
+                let mut detail = tool_name.clone();
+                if let Some(code) = error_code {
+                    detail.push_str(&format!(" [{code}]"));
+                }
+                if let Some(message) = error_message {
+                    detail.push_str(&format!(" {message}"));
+                }
+                (Some(*duration), None, detail, failed)
+            }
+            RuntimeEvent::ToolFailed {
+                tool_name,
+                duration,
+                error_message,
+                ..
+            } => (
+                Some(*duration),
+                None,
+                format!("{tool_name} {error_message}"),
+                true,
+            ),
+            RuntimeEvent::BudgetExceeded { error_message, .. } => {
+                (None, None, error_message.clone(), true)
+            }
+        };
+        self.format_row(Row {
+            timestamp: &base.timestamp,
+            who: &format!("{}:{}", base.agent_name, base.instance_key),
+            kind: event.type_name(),
+            duration,
+            tokens,
+            detail: &detail,
+            failed,
+        })
+    }
+
+    fn swarm_row(&self, event: &SwarmEvent) -> String {
+        let base = event.base();
+        let (duration, detail, failed) = match event {
+            SwarmEvent::Reloaded {
+                changed,
+                restarted,
+                duration,
+                ..
+            } => (
+                Some(*duration),
+                format!(
+                    "changed {}; restarted {}",
+                    changed.join(", "),
+                    restarted.join(", ")
+                ),
+                false,
+            ),
+            SwarmEvent::ReloadRejected {
+                code,
+                error_message,
+                ..
+            } => (None, format!("[{code}] {error_message}"), true),
+        };
+        self.format_row(Row {
+            timestamp: &base.timestamp,
+            who: &format!("Swarm/{}", base.swarm_name),
+            kind: event.type_name(),
+            duration,
+            tokens: None,
+            detail: &detail,
+            failed,
+        })
+    }
+
+    fn format_row(&self, row: Row<'_>) -> String {
+        let Row {
+            timestamp,
+            who,
+            kind,
+            duration,
+            tokens,
+            detail,
+            failed,
+        } = row;
+        // `2026-01-01T12:34:56.789Z` → `12:34:56.789`: the day is in
+        // `--json`; a terminal reads the time of day.
+        let time = timestamp.get(11..23).unwrap_or(timestamp);
+        let duration = duration.map(|ms| format!("{ms} ms")).unwrap_or_default();
+        let tokens = tokens.map(|n| n.to_string()).unwrap_or_default();
+        let kind_cell = format!("{kind:<22}");
+        let kind_cell = if failed {
+            self.paint(&kind_cell, "31")
+        } else if kind.ends_with(".completed") || kind == "swarm.reloaded" {
+            self.paint(&kind_cell, "32")
+        } else {
+            kind_cell
+        };
+        let detail = if failed {
+            self.paint(detail, "31")
+        } else {
+            detail.to_string()
+        };
+        format!(
+            "{} {who:<24} {kind_cell} {duration:>9} {tokens:>8}  {detail}",
+            self.dim(&format!("{time:<12}"))
+        )
+        .trim_end()
+        .to_string()
     }
 }

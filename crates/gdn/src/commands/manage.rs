@@ -269,9 +269,13 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 let n_reset = for_matching(&target, key, |store, summary| {
                     store.reset_messages(&summary.agent_name, &summary.instance_key)
                 })?;
-                println!(
-                    "no orchestrator is running; cleared the history of {n_reset} instance(s)"
-                );
+                if global.json {
+                    println!("{}", serde_json::json!({ "cleared": n_reset, "key": key }));
+                } else {
+                    println!(
+                        "no orchestrator is running; cleared the history of {n_reset} instance(s)"
+                    );
+                }
                 return Ok(Outcome::Success);
             }
             Ok(not_running())
@@ -352,14 +356,21 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 );
                 return Ok(Outcome::Failure);
             }
-            println!(
-                "deleted {n_deleted} instance(s) matching {key}{}",
-                if stopped {
-                    " (its processes were stopped)"
-                } else {
-                    ""
-                }
-            );
+            if global.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "deleted": n_deleted, "key": key, "stopped": stopped })
+                );
+            } else if !global.quiet {
+                println!(
+                    "deleted {n_deleted} instance(s) matching {key}{}",
+                    if stopped {
+                        " (its processes were stopped)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             Ok(Outcome::Success)
         }
     }
@@ -377,6 +388,7 @@ fn list(
     limit: Option<usize>,
 ) -> anyhow::Result<Outcome> {
     let (rows, n_hidden) = instance_rows(target, agent, limit)?;
+    super::target::say_what_is_shown(global, target);
     let mut out = std::io::stdout().lock();
     if global.json {
         writeln!(
@@ -386,12 +398,30 @@ fn list(
         )?;
         return Ok(Outcome::Success);
     }
+    let names: Vec<super::target::SwarmName> = rows
+        .iter()
+        .map(|row| super::target::SwarmName {
+            package: row["package"].as_str().map(str::to_string),
+            swarm: row["swarmName"].as_str().map(str::to_string),
+            folder: row["bundleDir"].as_str().map(std::path::PathBuf::from),
+            workspace_id: row["workspace"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect();
+    let swarms = super::target::shown_names(&names);
+    let width = swarms.iter().map(String::len).max().unwrap_or(0).max(5);
     writeln!(
         out,
-        "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
-        "INSTANCE KEY", "AGENT", "STATUS", "PROCESS", "CREATED", "UPDATED", "BACKOFF UNTIL"
+        "{:<width$} {:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
+        "SWARM",
+        "INSTANCE KEY",
+        "AGENT",
+        "STATUS",
+        "PROCESS",
+        "CREATED",
+        "UPDATED",
+        "BACKOFF UNTIL"
     )?;
-    for row in &rows {
+    for (row, swarm) in rows.iter().zip(&swarms) {
         let text = |value: &JsonValue| match value {
             JsonValue::String(text) => text.clone(),
             JsonValue::Null => "-".to_string(),
@@ -399,7 +429,8 @@ fn list(
         };
         writeln!(
             out,
-            "{:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
+            "{:<width$} {:<24} {:<16} {:<11} {:<17} {:<25} {:<25} {:<25}",
+            swarm,
             text(&row["instanceKey"]),
             text(&row["agentName"]),
             text(&row["status"]),

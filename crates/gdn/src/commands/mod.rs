@@ -25,17 +25,14 @@ use crate::exit::Outcome;
 
 /// Runs the parsed command.
 pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    crate::render::set_json(cli.global.json);
     match &cli.command {
         Command::Validate(args) => validate::run(&cli.global, args),
         Command::Run(args) => {
             // It holds the keys from the first instruction on: its
             // environment, the bundle's `.env` files, the orchestrator.
             crate::secrets::make_non_dumpable();
-            crate::logging::init_json_stderr(if cli.global.verbose > 0 {
-                "info"
-            } else {
-                "warn"
-            });
+            crate::logging::init_console(crate::logging::console_level(&cli.global));
             run::run(&cli.global, args)
         }
         Command::Restart(args) => manage::restart(&cli.global, args),

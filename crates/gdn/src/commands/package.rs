@@ -23,7 +23,15 @@ pub(crate) fn run(global: &GlobalArgs, command: &PackageCommand) -> anyhow::Resu
         Ok(context) => context,
         Err(error) => return Ok(report(&error)),
     };
-    match runtime.block_on(context.run(command)) {
+    let long_work = match command {
+        PackageCommand::Install { .. } => Some("installing packages"),
+        _ => None,
+    };
+    let result = runtime.block_on(async {
+        let _progress = long_work.and_then(|label| crate::progress::Progress::start(global, label));
+        context.run(command).await
+    });
+    match result {
         Ok(()) => Ok(Outcome::Success),
         Err(error) => Ok(report(&error)),
     }
@@ -42,7 +50,10 @@ pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
         Outcome::Failure
     })?;
     runtime
-        .block_on(context.install_missing(global.quiet))
+        .block_on(async {
+            let _progress = crate::progress::Progress::start(global, "installing packages");
+            context.install_missing(global.quiet).await
+        })
         .map_err(|error| {
             let outcome = report(&error);
             eprintln!("nothing was started (`gdn run --no-install` skips installing)");
@@ -97,6 +108,7 @@ fn print_install(
     count_cached: bool,
     out: &mut dyn std::io::Write,
 ) {
+    crate::progress::clear();
     for warning in &report.deprecated {
         eprintln!("warning: deprecated: {warning}");
     }

@@ -87,6 +87,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
         return Ok(runtime.block_on(super::cluster::ask(mode, &info, ingress, global)));
     }
     let workspace = project.workspace();
+    // The file a detached orchestrator's stderr goes to, and `gdn logs
+    // --process orchestrator` reads.
+    crate::logging::log_to_file(&workspace.runtime_log_file("orchestrator", "stderr"));
     let format = project::format(global);
     let socket = match lock::control_socket(&workspace) {
         Ok(socket) => socket,
@@ -102,11 +105,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
                     let Some(text) = &input else {
                         return attach_chat(global, &socket, args.instance_key.clone()).await;
                     };
-                    eprintln!("attached to the orchestrator at {}", socket.display());
+                    if !global.quiet {
+                        eprintln!("attached to the orchestrator at {}", socket.display());
+                    }
                     let event = typed_event(text.clone(), args.instance_key.clone());
                     match ask_over_socket(&socket, None, event, false).await? {
                         Delivery::Answered(reply) => {
-                            return Ok(report(reply.map(|answer| *answer), None, false))
+                            return Ok(report(reply.map(|answer| *answer), None, global.json))
                         }
                         // It closed between `Status` and the request: claim
                         // again, and maybe start one ourselves.
@@ -186,7 +191,9 @@ async fn attach_chat(
     socket: &Path,
     instance_key: Option<String>,
 ) -> anyhow::Result<Outcome> {
-    eprintln!("attached to the orchestrator at {}", socket.display());
+    if !global.quiet {
+        eprintln!("attached to the orchestrator at {}", socket.display());
+    }
     let terminal = std::io::stdin().is_terminal();
     let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     let mut outcome = Outcome::Success;
@@ -220,6 +227,9 @@ async fn attach_chat(
         if terminal {
             prompt();
         }
+    }
+    if terminal {
+        end_line();
     }
     Ok(outcome)
 }
@@ -438,6 +448,10 @@ async fn detach(
         None => ATTACH_WAIT,
     };
     let deadline = tokio::time::Instant::now() + wait;
+    let starting = args
+        .cluster
+        .as_ref()
+        .and_then(|_| crate::progress::Progress::start(global, "joining the cluster"));
     while tokio::time::Instant::now() < deadline {
         // A child that exited will never answer: say why at once (a
         // refused cluster layout, a bundle broken since validation)
@@ -449,12 +463,25 @@ async fn detach(
             control::call(socket, &ControlRequest::Status).await
         {
             if identity.workspace_id.as_deref() == Some(workspace.workspace_id()) {
-                println!(
-                    "started orchestrator (pid {pid}) for Swarm/{} (instanceKey {}); logs: {}",
-                    project.swarm_name,
-                    project.instance_key,
-                    log_path.display()
-                );
+                drop(starting);
+                if global.json {
+                    let started = serde_json::json!({
+                        "started": {
+                            "pid": pid,
+                            "swarm": project.swarm_name,
+                            "instanceKey": project.instance_key,
+                            "log": log_path,
+                        }
+                    });
+                    println!("{started}");
+                } else if !global.quiet {
+                    println!(
+                        "started orchestrator (pid {pid}) for Swarm/{} (instanceKey {}); logs: {}",
+                        project.swarm_name,
+                        project.instance_key,
+                        log_path.display()
+                    );
+                }
                 warn_failed_connections(socket).await;
                 let Some(text) = input else {
                     return Ok(Outcome::Success);
@@ -462,7 +489,7 @@ async fn detach(
                 let event = typed_event(text, args.instance_key.clone());
                 return match ask_over_socket(socket, None, event, false).await? {
                     Delivery::Answered(reply) => {
-                        Ok(report(reply.map(|answer| *answer), None, false))
+                        Ok(report(reply.map(|answer| *answer), None, global.json))
                     }
                     Delivery::NotDelivered => Ok(not_delivered()),
                 };
@@ -554,7 +581,13 @@ async fn foreground(
         install_packages: super::package::installer(global),
         notices: crate::render::notices(format, global.quiet),
     };
-    let mut swarm = match goondan_host::start(project, settings, claim, socket).await {
+    // Joining a cluster may wait out a leader election.
+    let joining = matches!(settings.mode, HostMode::Cluster(_))
+        .then(|| crate::progress::Progress::start(global, "joining the cluster"))
+        .flatten();
+    let started = goondan_host::start(project, settings, claim, socket).await;
+    drop(joining);
+    let mut swarm = match started {
         Ok(swarm) => swarm,
         Err(error) => return Ok(crate::render::host_error(&error, format)),
     };
@@ -570,6 +603,7 @@ async fn foreground(
     }
     let instance_key = args.instance_key.clone();
     let handle = swarm.handle().clone();
+    let shown = Shown::new(global, swarm.project().workspace());
     let (outcome, signalled) = match (input, swarm.takes_console_input()) {
         // A cluster host serves its shards; its input comes through the
         // cluster.
@@ -579,7 +613,7 @@ async fn foreground(
             // rather than after.
             swarm.warm_entry(instance_key.as_deref()).await;
             (
-                ask(&handle, text, instance_key, &mut stop, None).await,
+                ask(&handle, text, instance_key, &mut stop, None, &shown).await,
                 false,
             )
         }
@@ -587,13 +621,18 @@ async fn foreground(
             Console::Terminal => {
                 swarm.warm_entry(instance_key.as_deref()).await;
                 let project = swarm.project();
+                // Named as its bundle names it: `package/swarm`.
+                let name = match project.bundle.package() {
+                    Some(package) => format!("{}/{}", package.name(), project.swarm_name),
+                    None => format!("Swarm/{}", project.swarm_name),
+                };
                 eprintln!(
-                    "Swarm/{} is running (instanceKey {}); type a message, Ctrl-D to quit",
-                    project.swarm_name, project.instance_key
+                    "{name} is running (instanceKey {}); type a message, Ctrl-D to quit",
+                    project.instance_key
                 );
                 let approvals = ChatApprovals::new(project.workspace());
                 (
-                    chat(&handle, instance_key, &mut stop, approvals).await,
+                    chat(&handle, instance_key, &mut stop, approvals, &shown).await,
                     false,
                 )
             }
@@ -611,20 +650,51 @@ async fn foreground(
     Ok(outcome)
 }
 
+/// How the console shows a Turn: one JSON object per answer (`--json`),
+/// or text with its activity on a terminal.
+struct Shown {
+    json: bool,
+    /// The workspace whose activity is shown, and whether in color;
+    /// `None` when nothing is shown ([`crate::activity::wanted`]).
+    activity: Option<(goondan_store::WorkspacePaths, bool)>,
+}
+
+impl Shown {
+    fn new(global: &GlobalArgs, workspace: goondan_store::WorkspacePaths) -> Shown {
+        Shown {
+            json: global.json,
+            activity: crate::activity::wanted(global)
+                .then(|| (workspace, crate::progress::colored(global))),
+        }
+    }
+}
+
 /// One input, one answer. Model text is printed as it streams (providers
-/// that stream), and the final answer completes it. In a chat, an
-/// approval the Turn waits on is shown and the next typed line decides it.
+/// that stream; not with `--json`, which prints one object per answer),
+/// and the final answer completes it; on a terminal the Turn's activity
+/// is shown meanwhile. In a chat, an approval the Turn waits on is shown
+/// and the next typed line decides it.
 async fn ask(
     handle: &OrchestratorHandle,
     text: String,
     instance_key: Option<String>,
     stop: &mut StopSignals,
     mut chat: Option<(&mut ChatApprovals, &mut tokio::sync::mpsc::Receiver<Line>)>,
+    shown: &Shown,
 ) -> Outcome {
+    let activity = shown
+        .activity
+        .clone()
+        .map(|(workspace, colored)| crate::activity::Activity::start(workspace, colored));
+    let gate = activity.as_ref().map(crate::activity::Activity::gate);
     let (deltas, mut streamed_deltas) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let deltas = (!shown.json).then_some(deltas);
     let printer = tokio::spawn(async move {
         let mut streamed = String::new();
         while let Some(delta) = streamed_deltas.recv().await {
+            if let Some(gate) = &gate {
+                gate.before_text(&delta).await;
+            }
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(delta.as_bytes());
             let _ = out.flush();
@@ -632,10 +702,14 @@ async fn ask(
         }
         streamed
     });
+    let sent_key = instance_key.clone();
     let ingress = Ingress::cli_event(typed_event(text, instance_key), None);
-    let pending = match handle.enqueue(ingress, Some(deltas)).await {
+    let pending = match handle.enqueue(ingress, deltas).await {
         Ok(pending) => pending,
-        Err(error) => return crate::answers::print_refusal(&error.to_body()),
+        Err(error) => {
+            drop(activity);
+            return report(Err(error.to_body()), sent_key.as_deref(), shown.json);
+        }
     };
     let event_id = pending.event_id().to_string();
     let answer = pending.answer();
@@ -645,7 +719,11 @@ async fn ask(
     let answer = loop {
         tokio::select! {
             answer = &mut answer => break answer,
-            stopped = stop.recv() => return stopped,
+            stopped = stop.recv() => {
+                drop(activity);
+                end_line();
+                return stopped;
+            }
             _ = look.tick(), if chat.is_some() && asking.is_none() => {
                 if let Some((approvals, _)) = chat.as_mut() {
                     asking = approvals.next(&event_id);
@@ -676,7 +754,15 @@ async fn ask(
             }
         }
     };
+    drop(activity);
     let streamed = printer.await.unwrap_or_default();
+    if shown.json {
+        return report(
+            answer.map_err(|error| error.to_body()),
+            sent_key.as_deref(),
+            true,
+        );
+    }
     match answer {
         Ok(answer) => print_answer(&answer, &streamed),
         Err(error) => {
@@ -693,16 +779,23 @@ async fn chat(
     instance_key: Option<String>,
     stop: &mut StopSignals,
     mut approvals: ChatApprovals,
+    shown: &Shown,
 ) -> Outcome {
     let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     prompt();
     loop {
         let line = tokio::select! {
             line = lines.recv() => line,
-            stopped = stop.recv() => return stopped,
+            stopped = stop.recv() => {
+                end_line();
+                return stopped;
+            }
         };
         match line {
-            None => return Outcome::Success,
+            None => {
+                end_line();
+                return Outcome::Success;
+            }
             Some(Line::Text(text)) if text.trim().is_empty() => {}
             Some(Line::Text(text)) => {
                 let outcome = ask(
@@ -711,6 +804,7 @@ async fn chat(
                     instance_key.clone(),
                     stop,
                     Some((&mut approvals, &mut lines)),
+                    shown,
                 )
                 .await;
                 if matches!(outcome, Outcome::Interrupted) || stop.requested {
@@ -905,6 +999,14 @@ impl StopSignals {
         };
         self.requested = true;
         outcome
+    }
+}
+
+/// Ends the prompt's line (after Ctrl-C or Ctrl-D), so what follows,
+/// the shell's prompt included, starts on a line of its own.
+fn end_line() {
+    if std::io::stderr().is_terminal() {
+        eprintln!();
     }
 }
 

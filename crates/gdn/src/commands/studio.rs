@@ -13,7 +13,7 @@ const TOKEN_VARIABLE: &str = "GOONDAN_STUDIO_TOKEN";
 
 /// Runs `gdn studio`.
 pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outcome> {
-    crate::logging::init_json_stderr(if global.verbose > 0 { "info" } else { "warn" });
+    crate::logging::init_console(crate::logging::console_level(global));
     let state_root = project::state_root(global)?;
     let token = std::env::var(TOKEN_VARIABLE)
         .ok()

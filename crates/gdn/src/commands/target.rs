@@ -21,6 +21,94 @@ pub(crate) struct Target {
     /// The Swarm's workspace, when known.
     pub(crate) workspace: Option<WorkspacePaths>,
     pub(crate) socket: Option<PathBuf>,
+    /// Whether a bundle here (`--config` or the current folder) named the
+    /// workspace; `false` when it was guessed from what runs, or is every
+    /// workspace of the System Root.
+    pub(crate) from_bundle: bool,
+}
+
+/// A Swarm as people named it, from the record its orchestrator leaves in
+/// its workspace at each start (`swarm.json`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct SwarmName {
+    /// The bundle's Package name, when it has a Package.
+    pub(crate) package: Option<String>,
+    /// The Swarm's name; `None` for a workspace an older `gdn` started.
+    pub(crate) swarm: Option<String>,
+    /// The bundle folder.
+    pub(crate) folder: Option<PathBuf>,
+    /// The workspace id (what a name falls back to).
+    pub(crate) workspace_id: String,
+}
+
+impl SwarmName {
+    /// Reads the names recorded in `workspace`.
+    pub(crate) fn of(workspace: &WorkspacePaths) -> SwarmName {
+        let record = goondan_store::WorkspaceIdentity::read(&workspace.identity_file());
+        SwarmName {
+            package: record.as_ref().and_then(|record| record.package.clone()),
+            swarm: record.as_ref().map(|record| record.swarm.clone()),
+            folder: record.map(|record| record.bundle_dir),
+            workspace_id: workspace.workspace_id().to_string(),
+        }
+    }
+
+    /// `package/swarm`, the Swarm alone without a Package, or the
+    /// workspace id when no names were recorded.
+    pub(crate) fn short(&self) -> String {
+        match (&self.package, &self.swarm) {
+            (Some(package), Some(swarm)) => format!("{package}/{swarm}"),
+            (None, Some(swarm)) => swarm.clone(),
+            _ => self.workspace_id.clone(),
+        }
+    }
+
+    /// The names as JSON fields (`package`, `swarmName`, `bundleDir`).
+    pub(crate) fn json_fields(&self, object: &mut serde_json::Map<String, JsonValue>) {
+        object.insert("package".into(), serde_json::json!(self.package));
+        object.insert("swarmName".into(), serde_json::json!(self.swarm));
+        object.insert("bundleDir".into(), serde_json::json!(self.folder));
+    }
+}
+
+/// What to call each of `names` so people can tell them apart: the short
+/// name, with the bundle folder when two workspaces share it.
+pub(crate) fn shown_names(names: &[SwarmName]) -> Vec<String> {
+    names
+        .iter()
+        .map(|name| {
+            let short = name.short();
+            let ambiguous = names
+                .iter()
+                .any(|other| other.short() == short && other.workspace_id != name.workspace_id);
+            match (&name.folder, ambiguous) {
+                (Some(folder), true) => format!("{short} ({})", folder.display()),
+                (None, true) => format!("{short} ({})", name.workspace_id),
+                _ => short,
+            }
+        })
+        .collect()
+}
+
+/// Says on stderr, outside any bundle, which Swarms a command shows
+/// instead (the running one, or all), so none is picked silently.
+pub(crate) fn say_what_is_shown(global: &GlobalArgs, target: &Target) {
+    if target.from_bundle || global.quiet {
+        return;
+    }
+    let here = match &global.config {
+        Some(config) => config.display().to_string(),
+        None => std::env::current_dir()
+            .map(|dir| dir.display().to_string())
+            .unwrap_or_else(|_| ".".into()),
+    };
+    let shown = match &target.workspace {
+        Some(workspace) => format!("the running Swarm {}", SwarmName::of(workspace).short()),
+        None => format!("every Swarm under {}", target.state_root.path().display()),
+    };
+    eprintln!(
+        "note: no bundle (goondan.yaml) in {here}; showing {shown}; pass --config to choose one"
+    );
 }
 
 /// Finds the orchestrator from the bundle, else from the only record under
@@ -39,6 +127,7 @@ pub(crate) fn target(global: &GlobalArgs) -> anyhow::Result<Target> {
                 state_root,
                 socket: Some(workspace.control_socket()),
                 workspace: Some(workspace),
+                from_bundle: true,
             });
         }
     }
@@ -68,6 +157,7 @@ pub(crate) fn target(global: &GlobalArgs) -> anyhow::Result<Target> {
         state_root,
         workspace,
         socket,
+        from_bundle: false,
     })
 }
 
@@ -200,6 +290,7 @@ pub(crate) fn instance_rows(
     };
     let mut rows = Vec::new();
     for store in stores(target)? {
+        let name = SwarmName::of(store.workspace());
         for summary in store.list()? {
             if agent.is_some_and(|agent| agent != summary.agent_name) {
                 continue;
@@ -217,7 +308,7 @@ pub(crate) fn instance_rows(
             let consecutive_crashes = process
                 .map(|p| p.consecutive_crashes)
                 .or_else(|| metadata.map(|m| m.consecutive_crashes));
-            rows.push(serde_json::json!({
+            let mut row = serde_json::json!({
                 "workspace": store.workspace().workspace_id(),
                 "instanceKey": summary.instance_key,
                 "agentName": summary.agent_name,
@@ -228,7 +319,11 @@ pub(crate) fn instance_rows(
                 "updatedAt": metadata.map(|m| m.updated_at.clone()),
                 "consecutiveCrashes": consecutive_crashes,
                 "backoffUntil": backoff_until,
-            }));
+            });
+            if let Some(object) = row.as_object_mut() {
+                name.json_fields(object);
+            }
+            rows.push(row);
         }
     }
     // RFC 3339 timestamps order as text; a row without one goes last.

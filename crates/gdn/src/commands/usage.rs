@@ -3,7 +3,9 @@
 //!
 //! The rows come from the `step.completed` runtime events of every
 //! instance (one per model call, with `tokenUsage`, `model` and
-//! `costUsd`), so a day's row counts the calls made that day. Instances
+//! `costUsd`; a scripted or replayed call has no usage and counts at zero
+//! cost), so a day's row counts the calls made that day. A Swarm is
+//! shown by its Package and Swarm names (`swarm.json` in its workspace). Instances
 //! deleted with `gdn instance delete` take their events with them.
 //! Nothing here writes.
 
@@ -20,6 +22,8 @@ use std::io::Write;
 struct UsageRow {
     /// The Swarm's workspace id.
     swarm: String,
+    /// What people call it ([`target::SwarmName`]).
+    name: target::SwarmName,
     /// The agent, when rows are per agent or instance.
     agent_name: Option<String>,
     /// The agent instance's key, when rows are per instance.
@@ -38,8 +42,8 @@ struct UsageRow {
 impl UsageRow {
     /// The `--json` object (camelCase, like every other JSON we print).
     fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "swarm": self.swarm,
+        let mut object = serde_json::json!({
+            "workspace": self.swarm,
             "agentName": self.agent_name,
             "instanceKey": self.instance_key,
             "day": self.day,
@@ -48,7 +52,11 @@ impl UsageRow {
             "costUsd": self.cost_usd,
             "modelCalls": self.model_calls,
             "unpricedCalls": self.unpriced_calls,
-        })
+        });
+        if let Some(fields) = object.as_object_mut() {
+            self.name.json_fields(fields);
+        }
+        object
     }
 
     fn add(&mut self, input_tokens: u64, output_tokens: u64, cost_usd: Option<f64>) {
@@ -73,17 +81,24 @@ pub(crate) fn run(global: &GlobalArgs, args: &UsageArgs) -> anyhow::Result<Outco
     let mut rows: BTreeMap<(String, String, String, String), UsageRow> = BTreeMap::new();
     for store in target::stores(&target)? {
         let swarm = store.workspace().workspace_id().to_string();
+        let name = target::SwarmName::of(store.workspace());
         for summary in store.list()? {
             let log = InstancePaths::from_dir(&summary.dir).runtime_events_log();
             for record in read_runtime_events(&log, &filter)?.records {
                 let RuntimeEvent::StepCompleted {
                     base,
-                    token_usage: Some(usage),
+                    token_usage,
                     cost_usd,
                     ..
                 } = record.event
                 else {
                     continue;
+                };
+                // A scripted or replayed call reports no usage: it is a
+                // call all the same, and it cost nothing.
+                let (input_tokens, output_tokens, cost_usd) = match token_usage {
+                    Some(usage) => (usage.prompt_tokens, usage.completion_tokens, cost_usd),
+                    None => (0, 0, Some(cost_usd.unwrap_or(0.0))),
                 };
                 let day = base.timestamp.get(..10).unwrap_or_default().to_string();
                 if args
@@ -112,16 +127,18 @@ pub(crate) fn run(global: &GlobalArgs, args: &UsageArgs) -> anyhow::Result<Outco
                 rows.entry(key)
                     .or_insert_with(|| UsageRow {
                         swarm: swarm.clone(),
+                        name: name.clone(),
                         agent_name,
                         instance_key,
                         day,
                         ..UsageRow::default()
                     })
-                    .add(usage.prompt_tokens, usage.completion_tokens, cost_usd);
+                    .add(input_tokens, output_tokens, cost_usd);
             }
         }
     }
     let rows: Vec<UsageRow> = rows.into_values().collect();
+    target::say_what_is_shown(global, &target);
     let mut out = std::io::stdout().lock();
     if global.json {
         let objects: Vec<serde_json::Value> = rows.iter().map(UsageRow::to_json).collect();
@@ -152,21 +169,21 @@ fn render_table(out: &mut impl Write, rows: &[UsageRow], by: UsageGroup) -> std:
         label, "CALLS", "INPUT", "OUTPUT", "COST USD"
     )?;
     let mut total = UsageRow::default();
-    for row in rows {
+    let names: Vec<target::SwarmName> = rows.iter().map(|row| row.name.clone()).collect();
+    let swarms = target::shown_names(&names);
+    for (row, swarm) in rows.iter().zip(&swarms) {
         let name = match by {
-            UsageGroup::Swarm => row.swarm.clone(),
-            UsageGroup::Agent => format!(
-                "{} / {}",
-                row.swarm,
-                row.agent_name.as_deref().unwrap_or("-")
-            ),
+            UsageGroup::Swarm => swarm.clone(),
+            UsageGroup::Agent => {
+                format!("{} / {}", swarm, row.agent_name.as_deref().unwrap_or("-"))
+            }
             UsageGroup::Instance => format!(
                 "{} / {}:{}",
-                row.swarm,
+                swarm,
                 row.agent_name.as_deref().unwrap_or("-"),
                 row.instance_key.as_deref().unwrap_or("-")
             ),
-            UsageGroup::Day => format!("{} / {}", row.swarm, row.day.as_deref().unwrap_or("-")),
+            UsageGroup::Day => format!("{} / {}", swarm, row.day.as_deref().unwrap_or("-")),
         };
         writeln!(
             out,

@@ -404,8 +404,12 @@ fn doctor_passes_a_writable_state_root_and_masks_keys() {
         )
     );
     let google = check(&report, "GOOGLE_GENERATIVE_AI_API_KEY");
-    assert_eq!(google["status"], "warn", "a missing key is not a failure");
-    assert!(google["fix"].as_str().unwrap().contains("provider: google"));
+    // No Model of the bundle uses it: nothing to warn about.
+    assert_eq!(google["status"], "pass", "{google}");
+    assert!(google["detail"]
+        .as_str()
+        .unwrap()
+        .contains("provider: google"));
     for runtime in ["node", "bun", "python3"] {
         let status = &check(&report, runtime)["status"];
         assert!(status == "pass" || status == "warn", "{runtime}: {status}");
@@ -463,7 +467,11 @@ fn doctor_names_the_models_that_need_a_missing_key() {
     let anthropic = check(&report, "ANTHROPIC_API_KEY");
     assert_eq!(anthropic["status"], "warn");
     assert_eq!(anthropic["detail"], "not set; needed by Model/main");
-    assert_eq!(check(&report, "OPENAI_API_KEY")["detail"], "not set");
+    assert_eq!(
+        check(&report, "OPENAI_API_KEY")["detail"],
+        "not set; no Model here uses `provider: openai`"
+    );
+    assert_eq!(check(&report, "OPENAI_API_KEY")["status"], "pass");
 
     std::fs::write(
         work.path().join("keys.env"),
@@ -489,7 +497,10 @@ fn doctor_names_the_models_that_need_a_missing_key() {
         !text.contains("ANTHROPIC_API_KEY"),
         "-q shows only what is wrong: {text}"
     );
-    assert!(text.contains("  warn  OPENAI_API_KEY: not set\n"), "{text}");
+    assert!(
+        !text.contains("OPENAI_API_KEY"),
+        "no Model needs it, so it is not wrong: {text}"
+    );
     assert!(!text.contains("from-a-file"), "{text}");
 }
 

@@ -120,7 +120,11 @@ fn an_orchestrator_holds_one_descriptor_per_agent_process() {
     let swarm = Swarm::pair(1, |_| crate::mock_llm::Reply::text("hello back"));
     let mut run = run_on_a_pipe(&swarm);
     let orchestrator = run.id();
-    let descriptors = || std::fs::read_dir(format!("/proc/{orchestrator}/fd")).unwrap().count();
+    let descriptors = || {
+        std::fs::read_dir(format!("/proc/{orchestrator}/fd"))
+            .unwrap()
+            .count()
+    };
     let mut stdin = run.stdin.take().unwrap();
     let mut answers = std::io::BufReader::new(run.stdout.take().unwrap());
     let mut answer = String::new();

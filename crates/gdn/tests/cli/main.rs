@@ -31,6 +31,7 @@ mod strip_types;
 mod studio;
 mod swarm;
 mod telegram;
+mod terminal;
 mod watch;
 
 use std::path::{Path, PathBuf};

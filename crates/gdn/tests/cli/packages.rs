@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 
 /// A token the registry accepts for publishing.
-const TOKEN: &str = "e2e-token-0123456789abcdef";
+pub(crate) const TOKEN: &str = "e2e-token-0123456789abcdef";
 
 const LIBRARY: &str = r#"apiVersion: goondan.ai/v1
 kind: Package
@@ -176,7 +176,7 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-fn publish_library(registry: &Registry, state: &Path) {
+pub(crate) fn publish_library(registry: &Registry, state: &Path) {
     let library = tempfile::tempdir().unwrap();
     std::fs::create_dir(library.path().join("tools")).unwrap();
     std::fs::write(library.path().join("goondan.yaml"), LIBRARY).unwrap();

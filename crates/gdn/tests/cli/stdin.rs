@@ -229,7 +229,7 @@ fn gdn_instance_on_a_terminal_lists_restarts_and_deletes_with_keys() {
     let piped = swarm.run(&["instance"]);
     assert_eq!(code(&piped), 0, "{}", stderr(&piped));
     assert!(
-        stdout(&piped).starts_with("INSTANCE KEY"),
+        stdout(&piped).starts_with("SWARM") && stdout(&piped).contains("INSTANCE KEY"),
         "{}",
         stdout(&piped)
     );
@@ -265,7 +265,7 @@ fn gdn_instance_on_a_terminal_lists_restarts_and_deletes_with_keys() {
 
 /// `gdn ARGS` of `swarm` on a pseudo-terminal: what it has shown so far,
 /// and a keyboard.
-struct Terminal {
+pub(crate) struct Terminal {
     child: std::process::Child,
     master: std::fs::File,
     screen: std::sync::Arc<std::sync::Mutex<String>>,
@@ -273,16 +273,23 @@ struct Terminal {
 }
 
 impl Terminal {
-    fn start(swarm: &Swarm, args: &[&str]) -> Terminal {
+    pub(crate) fn start(swarm: &Swarm, args: &[&str]) -> Terminal {
+        Terminal::start_command(gdn_command(swarm.bundle.path(), swarm.state.path(), args))
+    }
+
+    /// Runs `command` on a new pseudo-terminal.
+    pub(crate) fn start_command(mut command: std::process::Command) -> Terminal {
         use std::io::Read;
         let pty = nix::pty::openpty(None, None).unwrap();
         let slave = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
-        let child = gdn_command(swarm.bundle.path(), swarm.state.path(), args)
+        let child = command
             .stdin(slave(&pty.slave))
             .stdout(slave(&pty.slave))
             .stderr(slave(&pty.slave))
             .spawn()
             .unwrap();
+        // The command holds its copies of the terminal until dropped.
+        drop(command);
         drop(pty.slave);
         let master = std::fs::File::from(pty.master);
         let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
@@ -312,7 +319,7 @@ impl Terminal {
     }
 
     /// Waits until the screen has shown `text`.
-    fn shows(&self, text: &str) {
+    pub(crate) fn shows(&self, text: &str) {
         let screen = self.screen.clone();
         crate::swarm::wait_until(&format!("the terminal to show {text:?}"), move || {
             screen.lock().unwrap().contains(text).then_some(())
@@ -320,12 +327,12 @@ impl Terminal {
     }
 
     /// Types `keys`.
-    fn types(&mut self, keys: &[u8]) {
+    pub(crate) fn types(&mut self, keys: &[u8]) {
         self.master.write_all(keys).unwrap();
     }
 
     /// Waits for the program to exit: its output and all it showed.
-    fn finish(self, what: &str) -> (Output, String) {
+    pub(crate) fn finish(self, what: &str) -> (Output, String) {
         let output = crate::swarm::finish(self.child, what);
         drop(self.master);
         let _ = self.reader.join();

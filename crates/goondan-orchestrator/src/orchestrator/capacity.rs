@@ -129,7 +129,7 @@ impl Orchestrator {
                 Ok(())
             }
             Room::Refuse { live } => {
-                tracing::warn!(key = %key, code = "E_INSTANCE_LIMIT", live, max_live, "process cap reached and no instance is idle; event refused");
+                tracing::warn!(key = %key, code = "E_INSTANCE_LIMIT", live, max_live, reported = true, "process cap reached and no instance is idle; event refused");
                 Err(OrchestratorError::InstanceLimit {
                     key: key.to_string(),
                     limit: max_live,

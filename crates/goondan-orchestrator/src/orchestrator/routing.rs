@@ -168,7 +168,8 @@ impl Orchestrator {
         instance.status = ProcessStatus::CrashLoopBackOff;
         let until = goondan_types::iso_at(std::time::SystemTime::now() + remaining);
         let consecutive_crashes = instance.consecutive_crashes;
-        tracing::warn!(key = %key, code = "E_AGENT_BACKOFF", until = %until, consecutive_crashes, "input refused: the instance is backing off after crashes");
+        // `reported`: the refusal is the sender's answer.
+        tracing::warn!(key = %key, code = "E_AGENT_BACKOFF", until = %until, consecutive_crashes, reported = true, "input refused: the instance is backing off after crashes");
         Err(OrchestratorError::Backoff {
             key: key.to_string(),
             until,
@@ -599,7 +600,7 @@ impl Orchestrator {
         }
         let instance = self.instance_for(key);
         if instance.enqueue(queued, limit).is_err() {
-            tracing::warn!(key = %key, code = "E_QUEUE_FULL", limit, event_id = ?event_id, "queue full; event refused");
+            tracing::warn!(key = %key, code = "E_QUEUE_FULL", limit, event_id = ?event_id, reported = true, "queue full; event refused");
             return Err(OrchestratorError::QueueFull {
                 key: key.to_string(),
                 limit,

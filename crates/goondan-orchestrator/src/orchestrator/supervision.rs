@@ -191,7 +191,14 @@ impl Orchestrator {
             // An answer to a liveness ping: hearing anything from the
             // process already counted as a sign of life.
             RuntimeMessage::Pong(_) => {}
-            other => tracing::warn!(key = %key, "unexpected runtime message {other:?}"),
+            other => {
+                // Named by its wire type: a person may read this line.
+                let kind = serde_json::to_value(&other)
+                    .ok()
+                    .and_then(|value| value["type"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                tracing::warn!(key = %key, code = "E_IPC_UNEXPECTED", "a child sent `{kind}`, which the orchestrator does not take from a child; ignored");
+            }
         }
     }
 
@@ -203,7 +210,6 @@ impl Orchestrator {
         } else {
             "agent process"
         };
-        tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), "{process} failed to start: {}", error.message);
         // Kept for `gdn run --detach`, which reports a Connection that
         // refused to start instead of saying only "started".
         if let Some(instance) = self.instances.get_mut(key) {
@@ -217,6 +223,15 @@ impl Orchestrator {
             .get_mut(key)
             .map(Instance::drain_queued)
             .unwrap_or_default();
+        let failed: Vec<String> = self
+            .waiters
+            .iter()
+            .filter(|(_, waiter)| waiter.key == *key)
+            .map(|(id, _)| id.clone())
+            .collect();
+        // `reported`: someone waits for an answer and gets this error as
+        // one, so a console does not print it twice.
+        tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), reported = !queued.is_empty() || !failed.is_empty(), "{process} failed to start: {}", error.message);
         for queued in queued {
             let cause = OrchestratorError::AgentStart {
                 key: key.to_string(),
@@ -226,12 +241,6 @@ impl Orchestrator {
             };
             self.fail_queued(key, &queued, cause);
         }
-        let failed: Vec<String> = self
-            .waiters
-            .iter()
-            .filter(|(_, waiter)| waiter.key == *key)
-            .map(|(id, _)| id.clone())
-            .collect();
         for id in failed {
             if let Some(waiter) = self.waiters.remove(&id) {
                 let _ = waiter.reply.send(Err(OrchestratorError::AgentStart {
@@ -357,7 +366,10 @@ impl Orchestrator {
         if unresponsive {
             tracing::warn!(key = %key, code = "E_AGENT_UNRESPONSIVE", "unresponsive agent process killed; counted as a crash");
         } else {
-            tracing::warn!(key = %key, ?code, "agent process crashed");
+            // After a start failure the exit is its consequence; the
+            // failure already said why.
+            let reported = instance.last_start_error.is_some();
+            tracing::warn!(key = %key, ?code, reported, "agent process crashed");
         }
         self.record_crash(key, code);
     }

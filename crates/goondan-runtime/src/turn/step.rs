@@ -225,6 +225,7 @@ pub(super) async fn run_tool_calls(
             tool_name: call.name.clone(),
             step_id: ctx.step_id().to_string(),
             turn_id: ctx.turn_id().to_string(),
+            input_summary: Some(input_summary(&call.args, agent.executor.secrets())),
         });
         let started = Instant::now();
         let refusal = refusal_before_chain(
@@ -283,6 +284,8 @@ pub(super) async fn run_tool_calls(
                 duration: milliseconds(started),
                 step_id: ctx.step_id().to_string(),
                 turn_id: ctx.turn_id().to_string(),
+                error_code: result.error.as_ref().and_then(|error| error.code.clone()),
+                error_message: result.error.as_ref().map(|error| error.message.clone()),
             },
         });
         ctx.emit_message_event(MessageEvent::Append {
@@ -302,5 +305,59 @@ pub(super) async fn run_tool_calls(
 impl Core<StepContext> for StepCore<'_> {
     fn run<'a>(&'a self, ctx: &'a mut StepContext) -> BoxFuture<'a, LayerResult<StepContext>> {
         Box::pin(self.run_step(ctx))
+    }
+}
+
+/// The longest [`input_summary`], in characters.
+const INPUT_SUMMARY_CHARS: usize = 80;
+
+/// A tool call's arguments in one short line: the first string argument
+/// (a bash command, a path, an agent's name), else the arguments as JSON;
+/// whitespace folded, cut at [`INPUT_SUMMARY_CHARS`], secrets masked.
+fn input_summary(args: &JsonObject, secrets: &goondan_types::Secrets) -> String {
+    let first_text = args.values().find_map(|value| value.as_str());
+    let text = match first_text {
+        Some(text) => text.to_string(),
+        None if args.is_empty() => String::new(),
+        None => serde_json::Value::Object(args.clone()).to_string(),
+    };
+    let mut summary = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some((cut, _)) = summary.char_indices().nth(INPUT_SUMMARY_CHARS) {
+        summary.truncate(cut);
+        summary.push('…');
+    }
+    secrets.mask_string(&mut summary);
+    summary
+}
+
+#[cfg(test)]
+mod input_summary_tests {
+    use super::*;
+
+    fn args(value: serde_json::Value) -> JsonObject {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_first_text_argument_in_one_short_line_with_secrets_masked() {
+        let secrets: goondan_types::Secrets = [("TOKEN", "tok-91c2-secret")].into_iter().collect();
+        let summary = input_summary(
+            &args(serde_json::json!({"command": "curl -H 'x: tok-91c2-secret'\n  example"})),
+            &secrets,
+        );
+        assert!(!summary.contains("tok-91c2-secret"), "{summary}");
+        assert!(summary.starts_with("curl -H 'x: "), "{summary}");
+        assert!(!summary.contains('\n'), "{summary}");
+        let long = "a ".repeat(200);
+        let summary = input_summary(&args(serde_json::json!({"text": long})), &secrets);
+        assert_eq!(
+            summary.chars().count(),
+            INPUT_SUMMARY_CHARS + 1,
+            "{summary}"
+        );
+        assert!(summary.ends_with('…'));
+        let summary = input_summary(&args(serde_json::json!({"n": 3})), &secrets);
+        assert_eq!(summary, r#"{"n":3}"#);
+        assert_eq!(input_summary(&JsonObject::new(), &secrets), "");
     }
 }
