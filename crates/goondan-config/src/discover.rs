@@ -47,6 +47,17 @@ fn is_recognized(name: &str) -> bool {
     matches!(extension, "yaml" | "yml") && RECOGNIZED_STEMS.contains(&stem)
 }
 
+/// Every YAML file under the root's `evals/` folder holds Eval documents
+/// (issue 39), whatever its name.
+fn is_eval_file(root: &Path, dir: &Path, name: &str) -> bool {
+    let in_evals = dir
+        .strip_prefix(root)
+        .ok()
+        .and_then(|relative| relative.components().next())
+        .is_some_and(|first| first.as_os_str() == "evals");
+    in_evals && (name.ends_with(".yaml") || name.ends_with(".yml"))
+}
+
 /// The bundle's YAML files under `root` (canonical).
 pub(crate) fn discover(root: &Path) -> Result<Vec<BundleFile>, LoadError> {
     let mut found = Vec::new();
@@ -75,7 +86,7 @@ pub(crate) fn discover(root: &Path) -> Result<Vec<BundleFile>, LoadError> {
                 if !SKIPPED_DIRS.contains(&name) {
                     pending.push(entry.path());
                 }
-            } else if is_recognized(name) {
+            } else if is_recognized(name) || is_eval_file(root, &dir, name) {
                 found.push(entry.path());
             }
         }
@@ -124,6 +135,10 @@ mod tests {
             "dist/models.yaml",
             ".git/resources.yaml",
             "a/b/resources.yaml",
+            "evals/smoke.yaml",
+            "evals/deep/more.yml",
+            "evals/notes.txt",
+            "other/smoke.yaml",
         ] {
             let full = root.join(path);
             std::fs::create_dir_all(full.parent().unwrap()).unwrap();
@@ -140,6 +155,8 @@ mod tests {
                 "goondan.yaml",
                 "a/b/resources.yaml",
                 "agents.yaml",
+                "evals/deep/more.yml",
+                "evals/smoke.yaml",
                 "tools/tools.yml"
             ]
         );
