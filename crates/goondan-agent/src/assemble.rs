@@ -474,6 +474,8 @@ fn build_model(
     args: &AgentProcessArgs,
 ) -> Result<Arc<dyn Model>, StartError> {
     let api_key = match &model_resource.spec.api_key {
+        // A replay needs no key, whatever the provider recorded.
+        Some(_) if args.replay_from.is_some() => None,
         Some(_) if !goondan_model::needs_api_key(&model_resource.spec.provider) => None,
         Some(source) => Some(ApiKey::new(bundle.resolve(source).map_err(|error| {
             StartError::new(

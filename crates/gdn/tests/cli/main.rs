@@ -9,6 +9,7 @@ mod chat_approvals;
 mod cluster;
 mod compat;
 mod connectors;
+mod eval;
 mod hardening;
 mod inbox;
 mod init;
