@@ -165,7 +165,7 @@ impl RunStore {
             .filter(|entry| entry.path().join(REPORT_FILE).is_file())
             .filter_map(|entry| entry.file_name().to_str().map(str::to_string))
             .collect();
-        ids.sort_by(|a, b| run_order(a).cmp(&run_order(b)));
+        ids.sort_by_key(|id| run_order(id));
         Ok(ids)
     }
 
