@@ -70,6 +70,7 @@ pub async fn run_case(job: &CaseJob, env: &CaseEnv, state_dir: PathBuf) -> CaseR
         output_tokens: 0,
         cost_usd: 0.0,
         latency_ms: 0,
+        turn_ms: 0,
         wall_ms: 0,
         agent: job.agent.clone().unwrap_or_default(),
         instance_key: job.instance_key.clone(),
@@ -165,7 +166,7 @@ async fn drive(
     };
     result.latency_ms = millis(turns_started.elapsed());
     swarm.stop(true).await;
-    let observed = observe(&workspace)?;
+    let observed = observe(&workspace, (&result.agent, &job.instance_key))?;
     record_usage(result, &observed);
     let exchange = match turns {
         Turns::TimedOut => {
@@ -303,6 +304,7 @@ fn record_usage(result: &mut CaseResult, observed: &Observed) {
     result.input_tokens = observed.input_tokens;
     result.output_tokens = observed.output_tokens;
     result.cost_usd = observed.cost_usd;
+    result.turn_ms = observed.turn_ms;
 }
 
 fn host_error(error: goondan_host::HostError) -> EvalError {

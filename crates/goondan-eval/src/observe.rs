@@ -44,6 +44,9 @@ pub struct Observed {
     /// Every failure recorded: a failed Turn, Step or tool call, a tool
     /// result with an error, a budget refusal.
     pub errors: Vec<String>,
+    /// Milliseconds the Turns of the instance the case talked to took, as
+    /// they recorded it (a delegation's Turns run inside them).
+    pub turn_ms: u64,
 }
 
 impl Observed {
@@ -53,8 +56,9 @@ impl Observed {
     }
 }
 
-/// Reads what every instance of `workspace` recorded.
-pub fn observe(workspace: &WorkspacePaths) -> Result<Observed, EvalError> {
+/// Reads what every instance of `workspace` recorded; `target` is the
+/// `(agent, instance key)` the case talked to.
+pub fn observe(workspace: &WorkspacePaths, target: (&str, &str)) -> Result<Observed, EvalError> {
     let store = InstanceStore::new(workspace.clone());
     let summaries = store.list().map_err(|error| EvalError::Host {
         code: error.code().to_string(),
@@ -69,7 +73,12 @@ pub fn observe(workspace: &WorkspacePaths) -> Result<Observed, EvalError> {
                 code: error.code().to_string(),
                 message: format!("reading {}: {error}", paths.runtime_events_log().display()),
             })?;
+        let is_target = (summary.agent_name.as_str(), summary.instance_key.as_str()) == target;
         for record in page.records {
+            if let (true, RuntimeEvent::TurnCompleted { duration, .. }) = (is_target, &record.event)
+            {
+                observed.turn_ms += duration;
+            }
             tally(
                 &mut observed,
                 &mut agents,

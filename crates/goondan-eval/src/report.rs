@@ -77,6 +77,10 @@ pub struct CaseResult {
     pub cost_usd: f64,
     /// Milliseconds from the first input to the last answer.
     pub latency_ms: u64,
+    /// Milliseconds the Turns of the instance talked to took, as its log
+    /// recorded them (without the start of its process).
+    #[serde(default)]
+    pub turn_ms: u64,
     /// Milliseconds of the whole run: the swarm's start and stop, the
     /// Turns, reading the logs and the judge.
     pub wall_ms: u64,
@@ -458,6 +462,7 @@ mod tests {
             output_tokens: 2,
             cost_usd: 0.0,
             latency_ms: 5,
+            turn_ms: 4,
             wall_ms: 30,
             agent: "a".into(),
             instance_key: "eval".into(),

@@ -278,6 +278,12 @@ fn deterministic_assertions_each_pass_and_fail_on_purpose() {
     assert_eq!(holds["status"], "passed", "{holds:#}");
     assert!(holds["steps"].as_u64().unwrap() >= 3, "{holds:#}");
     assert!(holds["costUsd"].as_f64().unwrap() > 0.0, "{holds:#}");
+    // The Turn as its log recorded it lies within the time to the answer.
+    let turn_ms = holds["turnMs"].as_u64().unwrap();
+    assert!(
+        turn_ms > 0 && turn_ms <= holds["latencyMs"].as_u64().unwrap(),
+        "{holds:#}"
+    );
     let fails = case(&report, "all-fail");
     assert_eq!(fails["status"], "failed");
     assert_eq!(
