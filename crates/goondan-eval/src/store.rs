@@ -53,12 +53,13 @@ impl RunStore {
     pub fn create(&self, started_at: &str) -> Result<(String, PathBuf), EvalError> {
         goondan_store::owner_only::create_dir_all(&self.root)
             .map_err(EvalError::io(format!("creating {}", self.root.display())))?;
-        let stamp: String = started_at
+        // `2026-11-28T03:16:00.123Z` → `20261128T031600Z`.
+        let digits: String = started_at
             .chars()
             .take_while(|c| *c != '.')
-            .filter(|c| c.is_ascii_alphanumeric() && *c != '-' && *c != ':' || *c == 'T')
+            .filter(char::is_ascii_alphanumeric)
             .collect();
-        let stamp = format!("{stamp}Z");
+        let stamp = format!("{}Z", digits.trim_end_matches('Z'));
         for n in 1..1000 {
             let id = if n == 1 {
                 stamp.clone()
