@@ -125,6 +125,9 @@ pub(crate) enum Command {
     /// A swarm spread over several hosts (`gdn run --cluster`): its hosts,
     /// shards and backlog.
     Cluster(ClusterArgs),
+    /// Run the bundle's Eval cases as real swarms and report how well
+    /// they did (or compare two stored runs).
+    Eval(EvalArgs),
     /// Run one AgentProcess (spawned by the orchestrator; not for people).
     #[command(hide = true)]
     Agent(AgentArgs),
@@ -504,6 +507,67 @@ pub(crate) struct RunArgs {
     pub(crate) host_id: Option<String>,
 }
 
+/// `gdn eval`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct EvalArgs {
+    /// Compare or list stored runs instead of running.
+    #[command(subcommand)]
+    pub(crate) command: Option<EvalCommand>,
+    /// The Evals to run (default: every Eval of the bundle).
+    pub(crate) names: Vec<String>,
+    /// Run every case with each of these Models in turn (comma-separated
+    /// Model names of the bundle), instead of the agents' own.
+    #[arg(long, value_delimiter = ',', value_name = "MODELS")]
+    pub(crate) models: Vec<String>,
+    /// Run every case this many times (the report gives the mean score
+    /// and its spread).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) repeat: Option<u32>,
+    /// Case runs at once (default: the number of cores).
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) jobs: Option<u32>,
+    /// Every case's time limit in seconds (default: the Eval's
+    /// timeoutSeconds, else 120).
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) timeout: Option<f64>,
+    /// Record each case's model exchanges (and its judge's) as cassettes
+    /// in this folder.
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    pub(crate) record: Option<PathBuf>,
+    /// Answer each case from the cassettes in this folder: no network, no
+    /// key (tools still run).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) replay: Option<PathBuf>,
+    /// Also write the report as JUnit XML to this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Also write the report as Markdown to this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) markdown: Option<PathBuf>,
+    /// Compare with this stored run (an id, or `latest` for the one
+    /// before this run) after running.
+    #[arg(long, value_name = "RUN")]
+    pub(crate) baseline: Option<String>,
+    /// An extra env file, applied over .env.local and .env.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) env_file: Option<PathBuf>,
+}
+
+/// The subcommands of `gdn eval`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum EvalCommand {
+    /// Show what got better or worse from one stored run to another.
+    Compare {
+        /// The earlier run's id (`latest`: the newest).
+        before: String,
+        /// The later run's id (`latest`: the newest).
+        after: String,
+    },
+    /// List the stored runs.
+    Runs,
+}
+
 /// `gdn restart`.
 #[derive(Debug, Args)]
 pub(crate) struct RestartArgs {
@@ -794,6 +858,13 @@ pub(crate) struct AgentArgs {
     /// Record model exchanges to this cassette.
     #[arg(long)]
     pub(crate) record: Option<PathBuf>,
+    /// Run with this Model instead of the agent's (`gdn eval --models`).
+    #[arg(long)]
+    pub(crate) use_model: Option<String>,
+    /// Answer from this cassette instead of the provider (`gdn eval
+    /// --replay`).
+    #[arg(long)]
+    pub(crate) replay: Option<PathBuf>,
     /// The instance's working folder, relative to the bundle folder
     /// (`agents__spawn`'s `cwd`).
     #[arg(long)]

@@ -29,6 +29,7 @@ const FLOW: &[&str] = &[
     "goondan-orchestrator",
     "goondan-studio",
     "goondan-host",
+    "goondan-eval",
     "gdn",
 ];
 

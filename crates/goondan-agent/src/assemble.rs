@@ -43,6 +43,13 @@ pub struct AgentProcessArgs {
     pub env_file: Option<PathBuf>,
     /// Where the model records its exchanges (`gdn run --record`).
     pub record_to: Option<PathBuf>,
+    /// Run with this Model resource of the bundle instead of the agent's
+    /// own (`gdn eval --models`: the same cases across Models).
+    pub use_model: Option<String>,
+    /// Answer from this cassette instead of calling the Model's provider
+    /// (`gdn eval --replay`): the Model keeps its name and model id, so
+    /// its recorded requests match and its usage is priced as recorded.
+    pub replay_from: Option<PathBuf>,
     /// The instance's working folder relative to the bundle folder (the
     /// `cwd` of `agents__spawn`), created when missing; the bundle folder
     /// when `None`.
@@ -258,7 +265,16 @@ pub async fn assemble(
 ) -> Result<AssembledAgent, StartError> {
     let (state_root, bundle) = load_bundle(args)?;
     let (swarm, agent_view) = find_agent(&bundle, args)?;
-    let model_resource = agent_view.model();
+    let model_resource = match &args.use_model {
+        None => agent_view.model(),
+        Some(name) => bundle.model(name).ok_or_else(|| {
+            StartError::new(
+                "E_MODEL_NOT_FOUND",
+                format!("Model/{name} (asked for with --use-model) is not in the bundle"),
+                Some("name a Model the bundle defines".into()),
+            )
+        })?,
+    };
     let model = build_model(&bundle, model_resource, args)?;
     let model_params = model_params(&agent_view.resource().spec.model_config.params);
     let tools = tool_definitions(&agent_view)?;
@@ -461,6 +477,8 @@ fn build_model(
     args: &AgentProcessArgs,
 ) -> Result<Arc<dyn Model>, StartError> {
     let api_key = match &model_resource.spec.api_key {
+        // A replay needs no key, whatever the provider recorded.
+        Some(_) if args.replay_from.is_some() => None,
         Some(_) if !goondan_model::needs_api_key(&model_resource.spec.provider) => None,
         Some(source) => Some(ApiKey::new(bundle.resolve(source).map_err(|error| {
             StartError::new(
@@ -471,13 +489,28 @@ fn build_model(
         })?)),
         None => None,
     };
+    let (provider, options, api_key) = match &args.replay_from {
+        None => (
+            model_resource.spec.provider.clone(),
+            model_resource.spec.options.clone(),
+            api_key,
+        ),
+        Some(cassette) => {
+            let mut options = goondan_types::JsonObject::new();
+            options.insert(
+                "cassette".into(),
+                JsonValue::String(cassette.display().to_string()),
+            );
+            ("replay".to_string(), options, None)
+        }
+    };
     let model_config = ModelConfig {
         name: model_resource.metadata.name.clone(),
-        provider: model_resource.spec.provider.clone(),
+        provider,
         model: model_resource.spec.model.clone(),
         endpoint: model_resource.spec.endpoint.clone(),
         api_key,
-        options: model_resource.spec.options.clone(),
+        options,
         base_dir: bundle.root().to_path_buf(),
         record_to: args.record_to.clone(),
         agent: Some(args.agent_name.clone()),

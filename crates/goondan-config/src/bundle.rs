@@ -9,8 +9,8 @@ use crate::env::EnvMap;
 use crate::error::ResolveError;
 use crate::resource::Resource;
 use crate::spec::{
-    AgentSpec, ConnectionSpec, ConnectorSpec, ExtensionSpec, IngressRule, ModelSpec, PackageSpec,
-    SwarmSpec, ToolSpec,
+    AgentSpec, ConnectionSpec, ConnectorSpec, EvalSpec, ExtensionSpec, IngressRule, ModelSpec,
+    PackageSpec, SwarmSpec, ToolSpec,
 };
 use goondan_types::{JsonObject, JsonValue, Secrets, ValueSource};
 use std::collections::BTreeSet;
@@ -29,6 +29,7 @@ pub struct Bundle {
     pub(crate) extensions: Vec<Resource<ExtensionSpec>>,
     pub(crate) connectors: Vec<Resource<ConnectorSpec>>,
     pub(crate) connections: Vec<Resource<ConnectionSpec>>,
+    pub(crate) evals: Vec<Resource<EvalSpec>>,
     pub(crate) agent_links: Vec<AgentLinks>,
     pub(crate) swarm_links: Vec<SwarmLinks>,
     pub(crate) connection_links: Vec<ConnectionLinks>,
@@ -67,6 +68,11 @@ impl Bundle {
     /// `entry`, `systemRef` and other paths resolve.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The Eval resources (`gdn eval`), in file order.
+    pub fn evals(&self) -> &[Resource<EvalSpec>] {
+        &self.evals
     }
 
     /// The Package document, when `goondan.yaml` starts with one.

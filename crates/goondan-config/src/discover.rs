@@ -64,6 +64,17 @@ pub(crate) struct Discovered {
     pub(crate) nested_projects: Vec<String>,
 }
 
+/// Every YAML file under the root's `evals/` folder holds Eval documents
+/// (issue 39), whatever its name.
+fn is_eval_file(root: &Path, dir: &Path, name: &str) -> bool {
+    let in_evals = dir
+        .strip_prefix(root)
+        .ok()
+        .and_then(|relative| relative.components().next())
+        .is_some_and(|first| first.as_os_str() == "evals");
+    in_evals && (name.ends_with(".yaml") || name.ends_with(".yml"))
+}
+
 /// The bundle's YAML files under `root` (canonical).
 pub(crate) fn discover(root: &Path) -> Result<Discovered, LoadError> {
     let mut found = Vec::new();
@@ -97,7 +108,7 @@ pub(crate) fn discover(root: &Path) -> Result<Discovered, LoadError> {
                 if !SKIPPED_DIRS.contains(&name) {
                     pending.push(entry.path());
                 }
-            } else if is_recognized(name) {
+            } else if is_recognized(name) || is_eval_file(root, &dir, name) {
                 found.push(entry.path());
             }
         }
@@ -154,6 +165,10 @@ mod tests {
             "dist/models.yaml",
             ".git/resources.yaml",
             "a/b/resources.yaml",
+            "evals/smoke.yaml",
+            "evals/deep/more.yml",
+            "evals/notes.txt",
+            "other/smoke.yaml",
         ] {
             let full = root.join(path);
             std::fs::create_dir_all(full.parent().unwrap()).unwrap();
@@ -171,6 +186,8 @@ mod tests {
                 "goondan.yaml",
                 "a/b/resources.yaml",
                 "agents.yaml",
+                "evals/deep/more.yml",
+                "evals/smoke.yaml",
                 "tools/tools.yml"
             ]
         );

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// One of the eight resource kinds.
+/// One of the resource kinds: the original's eight, and `Eval` (issue 39).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     /// An LLM provider configuration.
@@ -24,11 +24,13 @@ pub enum Kind {
     Connection,
     /// The project manifest.
     Package,
+    /// Evaluation cases for `gdn eval`; ignored by `gdn run`.
+    Eval,
 }
 
 impl Kind {
     /// All kinds, in the order the spec lists them.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Model,
         Kind::Agent,
         Kind::Swarm,
@@ -37,6 +39,7 @@ impl Kind {
         Kind::Connector,
         Kind::Connection,
         Kind::Package,
+        Kind::Eval,
     ];
 
     /// The kind as written in YAML.
@@ -50,6 +53,7 @@ impl Kind {
             Kind::Connector => "Connector",
             Kind::Connection => "Connection",
             Kind::Package => "Package",
+            Kind::Eval => "Eval",
         }
     }
 

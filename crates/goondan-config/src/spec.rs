@@ -1,4 +1,4 @@
-//! Typed specs of the eight kinds (`resources.md` §7, `connector.md` §3,
+//! Typed specs of the eight kinds and `Eval` (`spec/eval.rs`) (`resources.md` §7, `connector.md` §3,
 //! `connection.md` §3, `bundle_package.md` §5), strict: a field not listed
 //! here is a schema error. Free-form maps (`Model.spec.options`,
 //! `Extension.spec.config`, extra model params) are the only exceptions, as
@@ -7,6 +7,10 @@
 //! Only shape lives here, plus defaults a consumer needs (`maxStepsPerTurn`
 //! 32, shutdown grace 300 s, `errorMessageLimit` 1000). Rules that span
 //! fields or resources are checked in `validate`.
+
+mod eval;
+
+pub use eval::{Assertion, EvalCase, EvalSpec, ToolCallAssertion};
 
 use goondan_types::{JsonObject, ObjectRefLike, RefItem, ValueSource};
 use serde::Deserialize;

@@ -47,6 +47,12 @@ pub struct HostSettings {
     pub env_file: Option<PathBuf>,
     /// `--record`, absolute: where agents record their model calls.
     pub record: Option<PathBuf>,
+    /// The Model every agent runs with instead of its own (`gdn eval
+    /// --models`); `None`: each agent's.
+    pub use_model: Option<String>,
+    /// A cassette, absolute, every agent answers from instead of its
+    /// provider (`gdn eval --replay`).
+    pub replay: Option<PathBuf>,
     /// `--watch`: reload on every edit of the bundle's files.
     pub watch: bool,
     /// Alone or as a cluster member.
@@ -287,6 +293,12 @@ fn spawner(
     agent_args.extend(["--swarm".into(), project.swarm_name.clone()]);
     if let Some(record) = &settings.record {
         agent_args.extend(["--record".into(), absolute(record)?]);
+    }
+    if let Some(model) = &settings.use_model {
+        agent_args.extend(["--use-model".into(), model.clone()]);
+    }
+    if let Some(cassette) = &settings.replay {
+        agent_args.extend(["--replay".into(), absolute(cassette)?]);
     }
     let log_workspace = project.workspace();
     let log_file: LogFileFor = Arc::new(move |request: &SpawnRequest| {

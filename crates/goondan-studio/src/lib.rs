@@ -1,7 +1,9 @@
 //! The Studio: a read-only web view of a System Root, served by `gdn
 //! studio` (docs/observability.md, "Studio").
 //!
-//! It shows the swarms (workspaces) and their agent instances, an
+//! It shows the swarms (workspaces) and their agent instances, the
+//! stored runs of `gdn eval` with their cases and scores (each case's
+//! trace opens from the System Root it ran in), an
 //! instance's conversation, its timeline of Turns, Steps and tool calls
 //! with tokens and cost, a trace's span tree with timings and the
 //! inter-agent call graph, and follows new runtime events live over
@@ -19,7 +21,7 @@
 //! writing.
 //!
 //! The pieces: [`access`] (who may ask: Host check, token and cookie),
-//! `data` (reading the state root), `live` (the event tail behind the
+//! `data` (reading the state root), `evals` (the stored runs of `gdn eval`), `live` (the event tail behind the
 //! SSE stream), `actions` (what the page may do), `server` (routes and the accept loop with its limits).
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
@@ -28,6 +30,7 @@ pub mod access;
 mod actions;
 mod data;
 pub mod error;
+mod evals;
 mod live;
 mod server;
 

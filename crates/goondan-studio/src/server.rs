@@ -181,6 +181,11 @@ pub fn router(studio: Studio) -> Router {
         .route("/api/swarms/{swarm}/traces/{trace}", get(trace))
         .route("/api/swarms/{swarm}/live", get(live))
         .route("/api/approvals", get(approvals))
+        .route("/api/evals", get(eval_runs))
+        .route(
+            "/api/evals/{run}/{case}/swarms/{swarm}/traces/{trace}",
+            get(eval_trace),
+        )
         .route("/api/actions/decide", post(decide))
         .route("/api/actions/send", post(send))
         .route("/api/actions/cancel", post(cancel))
@@ -470,6 +475,26 @@ async fn trace(
     let root = shared.studio.state_root.clone();
     read_heavy(&shared, move |limits| {
         let workspace = data::workspace(&root, &swarm)?;
+        data::trace_events(&workspace, &trace_id, limits)
+    })
+    .await
+}
+
+/// `GET /api/evals`: the stored runs of `gdn eval`.
+async fn eval_runs(State(shared): State<Arc<Shared>>) -> Response {
+    let root = shared.studio.state_root.clone();
+    read(move || crate::evals::eval_runs(&root)).await
+}
+
+/// A trace of an eval case, read from the System Root the case ran in.
+async fn eval_trace(
+    State(shared): State<Arc<Shared>>,
+    Path((run, case, swarm, trace_id)): Path<(String, String, String, String)>,
+) -> Response {
+    let root = shared.studio.state_root.clone();
+    read_heavy(&shared, move |limits| {
+        let case_root = crate::evals::case_root(&root, &run, &case)?;
+        let workspace = data::workspace(&case_root, &swarm)?;
         data::trace_events(&workspace, &trace_id, limits)
     })
     .await

@@ -469,3 +469,38 @@ fn issue_35_reads_of_logs_past_the_cap_are_answered_503_with_retry_after() {
     // The swarm list reads no logs and is not capped.
     assert_eq!(status(&get(studio.addr, "/api/swarms", "")), 200);
 }
+
+#[test]
+fn issue_39_eval_runs_are_listed_and_each_case_opens_its_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = state_root(dir.path());
+    // A stored `gdn eval` run whose one case ran in its own System Root.
+    let run = dir.path().join("evals/20261128T031600Z");
+    state_root(&run.join("0"));
+    std::fs::write(
+        run.join("run.json"),
+        r#"{"runId":"20261128T031600Z","startedAt":"2026-11-28T03:16:00Z","durationMs":900,"passed":false,"replay":true,"cases":[{"eval":"smoke","name":"judged","model":null,"repeat":1,"status":"failed","score":6.5,"threshold":7.0,"failures":[{"assertion":"threshold","message":"the judge scored 6.5"}],"latencyMs":400,"costUsd":0.5,"workspaceId":"main-1234","traceId":"0123456789abcdef0123456789abcdef"}]}"#,
+    )
+    .unwrap();
+    let studio = start(root, loopback, Limits::default());
+    let runs = body(&get(studio.addr, "/api/evals", ""));
+    let case = &runs["runs"][0]["cases"][0];
+    assert_eq!(runs["runs"][0]["runId"], "20261128T031600Z");
+    assert_eq!(case["name"], "judged");
+    assert_eq!(case["score"], 6.5);
+    assert_eq!(case["status"], "failed");
+    let trace = get(
+        studio.addr,
+        "/api/evals/20261128T031600Z/0/swarms/main-1234/traces/0123456789abcdef0123456789abcdef",
+        "",
+    );
+    assert_eq!(status(&trace), 200, "{trace}");
+    assert!(trace.contains("turn.completed"), "{trace}");
+    for escape in [
+        "/api/evals/..%2F..%2F/0/swarms/main-1234/traces/0123456789abcdef0123456789abcdef",
+        "/api/evals/20261128T031600Z/..%2F0/swarms/main-1234/traces/0123456789abcdef0123456789abcdef",
+        "/api/evals/20261128T031600Z/1/swarms/main-1234/traces/0123456789abcdef0123456789abcdef",
+    ] {
+        assert_eq!(status(&get(studio.addr, escape, "")), 404, "{escape}");
+    }
+}

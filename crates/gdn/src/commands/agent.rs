@@ -28,6 +28,8 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
         state_root,
         env_file: args.env_file.clone(),
         record_to: args.record.clone(),
+        use_model: args.use_model.clone(),
+        replay_from: args.replay.clone(),
         workdir: args.workdir.clone(),
         durability: std::env::var("GOONDAN_DURABILITY").ok(),
         // Filled from the spawn handshake, never from the environment.

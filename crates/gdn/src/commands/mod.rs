@@ -6,6 +6,7 @@ mod chat_approvals;
 mod cluster;
 mod connector;
 mod doctor;
+mod eval;
 mod init;
 pub(crate) mod instance_screen;
 mod logs;
@@ -44,6 +45,11 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Logs(args) => logs::run(&cli.global, args),
         Command::Usage(args) => usage::run(&cli.global, args),
         Command::Cluster(args) => cluster::command(&cli.global, args),
+        Command::Eval(args) => {
+            // It holds the keys the cases' Models and judge use.
+            crate::secrets::make_non_dumpable();
+            eval::run(&cli.global, args)
+        }
         Command::Studio(args) => studio::run(&cli.global, args),
         Command::Agent(args) => agent::run(args, cli.global.state_root.clone()),
         Command::Connector(args) => connector::run(args, cli.global.state_root.clone()),

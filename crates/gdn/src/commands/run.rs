@@ -575,6 +575,8 @@ async fn foreground(
             .as_deref()
             .map(std::path::absolute)
             .transpose()?,
+        use_model: None,
+        replay: None,
         watch: args.watch,
         mode,
         program: std::env::current_exe()?,

@@ -10,6 +10,7 @@ mod cluster;
 mod compat;
 mod connectors;
 mod deploy_image;
+mod eval;
 mod hardening;
 mod inbox;
 mod init;

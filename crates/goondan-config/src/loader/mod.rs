@@ -2,6 +2,7 @@
 //! references) run over the whole bundle, every problem is collected, and
 //! a [`Bundle`] is built only when none of them is an error.
 
+mod evals;
 mod packages;
 mod parse;
 mod resolve;
@@ -145,6 +146,7 @@ pub fn load_bundle(path: &Path, options: &LoadOptions) -> Result<LoadOutcome, Lo
         diagnostics: &mut diagnostics,
     }
     .check_all(&parsed);
+    evals::check_evals(&parsed, &mut diagnostics);
     let installed = packages::load_dependencies(
         &parsed,
         &packages::DependencySources {
@@ -268,6 +270,7 @@ fn build(
         extensions,
         connectors,
         connections: resources(parsed.connections),
+        evals: resources(parsed.evals),
         agent_links,
         swarm_links,
         connection_links,

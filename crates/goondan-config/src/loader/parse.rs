@@ -10,8 +10,8 @@ use crate::discover::BundleFile;
 use crate::error::LoadError;
 use crate::resource::{Kind, Metadata, Origin, Resource};
 use crate::spec::{
-    AgentSpec, ConnectionSpec, ConnectorSpec, ExtensionSpec, ModelSpec, PackageSpec, SwarmSpec,
-    ToolSpec,
+    AgentSpec, ConnectionSpec, ConnectorSpec, EvalSpec, ExtensionSpec, ModelSpec, PackageSpec,
+    SwarmSpec, ToolSpec,
 };
 use crate::suggest::closest;
 use crate::yaml::{self, Node, NodeValue, YamlProblem};
@@ -76,6 +76,7 @@ pub(crate) struct Parsed {
     pub(crate) extensions: Vec<Local<ExtensionSpec>>,
     pub(crate) connectors: Vec<Local<ConnectorSpec>>,
     pub(crate) connections: Vec<Local<ConnectionSpec>>,
+    pub(crate) evals: Vec<Local<EvalSpec>>,
     /// Resources whose document failed to load, by kind and name, so a
     /// reference to one is not reported a second time as missing. The
     /// kind is `None` when the document's own `kind` was not one: the
@@ -283,6 +284,7 @@ fn read_document(
         Kind::Extension => push(json, site, origin, &mut parsed.extensions, diagnostics),
         Kind::Connector => push(json, site, origin, &mut parsed.connectors, diagnostics),
         Kind::Connection => push(json, site, origin, &mut parsed.connections, diagnostics),
+        Kind::Eval => push(json, site, origin, &mut parsed.evals, diagnostics),
         Kind::Package => {
             let mut packages = Vec::new();
             push(json, site, origin, &mut packages, diagnostics);

@@ -132,6 +132,7 @@ function renderSidebar(keepFocus) {
   const waiting = state.approvals.length;
   nav.append(el("a", { class: "approvals-link" + (state.view && state.view.kind === "approvals" ? " active" : ""), href: "#/approvals" },
     "Approvals ", el("span", { class: "chip" + (waiting ? " waiting" : ""), id: "approvals-count", text: String(waiting) })));
+  nav.append(el("a", { class: "approvals-link" + (state.view && state.view.kind === "evals" ? " active" : ""), href: "#/evals", id: "evals-link" }, "Evals"));
   nav.append(renderFilterBar());
   nav.append(el("div", { id: "instance-list" }, instanceList()));
 }
@@ -169,6 +170,8 @@ function route() {
   if (parts[0] === "i" && parts.length === 3) return { kind: "instance", swarm: parts[1], instance: parts[2] };
   if (parts[0] === "t" && parts.length === 3) return { kind: "trace", swarm: parts[1], trace: parts[2] };
   if (parts[0] === "approvals") return { kind: "approvals" };
+  if (parts[0] === "evals") return { kind: "evals" };
+  if (parts[0] === "et" && parts.length === 5) return { kind: "trace", run: parts[1], case: parts[2], swarm: parts[3], trace: parts[4] };
   return null;
 }
 
@@ -183,6 +186,13 @@ async function show() {
   try {
     if (state.view.kind === "approvals") {
       state.approvals = (await getJson("/api/approvals")).approvals;
+    } else if (state.view.kind === "evals") {
+      state.evalRuns = (await getJson("/api/evals")).runs;
+    } else if (state.view.kind === "trace" && state.view.run !== undefined) {
+      const { run, case: index, swarm, trace } = state.view;
+      const answer = await getJson(`/api/evals/${enc(run)}/${enc(index)}/swarms/${enc(swarm)}/traces/${enc(trace)}`);
+      state.events = answer.events;
+      state.eventsCut = answer;
     } else if (state.view.kind === "instance") {
       const { swarm, instance } = state.view;
       const [conversation, events, history] = await Promise.all([
@@ -210,7 +220,7 @@ async function show() {
 function render() {
   const main = document.getElementById("main");
   if (!state.view) return;
-  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals };
+  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals, evals: renderEvals };
   main.replaceChildren(views[state.view.kind]());
 }
 
@@ -751,6 +761,40 @@ function rewindTo(ref, label) {
 /** Decisions made from this page, newest first: what the list no longer shows. */
 state.decided = [];
 
+// ---- evals ---------------------------------------------------------------
+
+/** The stored runs of `gdn eval`, newest first, each case linked to its trace. */
+function renderEvals() {
+  const view = el("div", { class: "evals-view" }, el("div", { class: "title" }, el("h1", { text: "Eval runs" })));
+  if (!state.evalRuns || state.evalRuns.length === 0) {
+    view.append(el("p", { class: "muted", text: "No eval runs under this state root yet (run `gdn eval`)." }));
+    return view;
+  }
+  for (const run of state.evalRuns) {
+    const failed = run.cases.filter((c) => c.status !== "passed").length;
+    const rows = run.cases.map((c) => {
+      const label = c.name + (c.model ? "@" + c.model : "") + (c.repeat > 1 ? "#" + c.repeat : "");
+      const trace = c.traceId && c.workspaceId
+        ? el("a", { href: `#/et/${enc(run.runId)}/${c.index}/${enc(c.workspaceId)}/${enc(c.traceId)}`, text: short(c.traceId) })
+        : el("span", { class: "muted", text: "–" });
+      const why = (c.failures || []).map((f) => `${f.assertion}: ${f.message}`).join("; ");
+      return el("tr", { class: "eval-case", "data-status": c.status },
+        el("td", { text: `${c.eval}/${label}` }),
+        el("td", { text: c.score === null || c.score === undefined ? "–" : c.score.toFixed(1) }),
+        el("td", { class: c.status === "passed" ? "status-ok" : "status-error", text: c.status, title: why }),
+        el("td", { text: fmtMs(c.latencyMs) }),
+        el("td", { text: fmtCost(c.costUsd) }),
+        el("td", {}, trace));
+    });
+    view.append(el("section", { class: "panel eval-run", "data-run": run.runId },
+      el("h2", { text: `${run.runId}${run.replay ? " (replay)" : ""}: ${run.cases.length - failed} of ${run.cases.length} passed` }),
+      el("table", {},
+        el("tr", {}, ...["case", "score", "result", "time", "cost", "trace"].map((h) => el("th", { text: h }))),
+        ...rows)));
+  }
+  return view;
+}
+
 function renderApprovals() {
   const list = el("div", { class: "approvals", id: "approvals" });
   if (!CSRF) list.append(el("p", { class: "muted", text: "Read-only: start `gdn studio --allow-actions` (and open the URL it prints) to decide here." }));
@@ -926,8 +970,11 @@ function renderGraph(spans) {
 
 // ---- live ------------------------------------------------------------------
 
+/** An eval case's trace is read from the case's own System Root, and is finished: nothing to follow. */
+const isEvalView = (view) => view && (view.kind === "evals" || view.run !== undefined);
+
 function connectLive() {
-  const swarm = state.view && state.view.swarm;
+  const swarm = state.view && !isEvalView(state.view) && state.view.swarm;
   if (state.source && state.source.swarm === swarm) return;
   if (state.source) state.source.close();
   state.source = null;
@@ -949,7 +996,7 @@ function connectLive() {
  */
 async function reloadEvents() {
   const view = state.view;
-  if (!view || view.kind === "approvals") return;
+  if (!view || view.kind === "approvals" || isEvalView(view)) return;
   try {
     if (view.kind === "instance") {
       const [conversation, events, history] = await Promise.all([
@@ -978,7 +1025,7 @@ let refreshTimer = null;
 function onLiveEvent(event) {
   const view = state.view;
   if (!view) return;
-  if (view.kind === "approvals") return;
+  if (view.kind === "approvals" || isEvalView(view)) return;
   const mine = view.kind === "instance" ? event.instance === view.instance : event.traceId === view.trace;
   if (mine) {
     state.events.push(event);
