@@ -99,12 +99,37 @@ fn report(error: &PackageError) -> Outcome {
     }
 }
 
+/// How a package command says what it did: a line for people, or with
+/// `--json` one JSON object per line (`{"event": …}`) for machines.
+#[derive(Clone, Copy)]
+struct Voice {
+    quiet: bool,
+    json: bool,
+}
+
+impl Voice {
+    /// Says `text` to people, or `event` (with its fields) to machines.
+    fn say(self, out: &mut dyn std::io::Write, text: &str, event: &str, fields: serde_json::Value) {
+        // A closed output is no reason to fail a command that succeeded.
+        if self.json {
+            let mut line = serde_json::json!({ "event": event });
+            if let (Some(line), serde_json::Value::Object(fields)) = (line.as_object_mut(), fields)
+            {
+                line.extend(fields);
+            }
+            let _ = writeln!(out, "{line}");
+        } else if !self.quiet {
+            let _ = writeln!(out, "{text}");
+        }
+    }
+}
+
 /// What an install prints. `gdn run` says only what it changed (each
 /// package it installed, a lockfile it wrote), so a run whose packages are
 /// all there prints nothing; `gdn package` also counts what was there.
 fn print_install(
     report: &InstallReport,
-    quiet: bool,
+    voice: Voice,
     count_cached: bool,
     out: &mut dyn std::io::Write,
 ) {
@@ -117,18 +142,29 @@ fn print_install(
     for relocked in &report.relocked {
         eprintln!("warning: re-locked with the registry's changed integrity: {relocked}");
     }
-    if quiet {
-        return;
-    }
-    // A closed output is no reason to fail an install that succeeded.
     for key in &report.installed {
-        let _ = writeln!(out, "installed {key}");
+        voice.say(
+            out,
+            &format!("installed {key}"),
+            "installed",
+            serde_json::json!({"package": key}),
+        );
     }
     if count_cached && !report.cached.is_empty() {
-        let _ = writeln!(out, "{} package(s) already installed", report.cached.len());
+        voice.say(
+            out,
+            &format!("{} package(s) already installed", report.cached.len()),
+            "alreadyInstalled",
+            serde_json::json!({"packages": report.cached}),
+        );
     }
     if report.lockfile_written {
-        let _ = writeln!(out, "wrote {LOCKFILE_NAME}");
+        voice.say(
+            out,
+            &format!("wrote {LOCKFILE_NAME}"),
+            "lockfileWritten",
+            serde_json::json!({"file": LOCKFILE_NAME}),
+        );
     }
 }
 
@@ -181,8 +217,22 @@ impl Session {
     async fn install_missing(&self, quiet: bool) -> Result<(), PackageError> {
         let options = self.install_options(None, false);
         let report = goondan_package::install::install(&self.bundle_root, &options).await?;
-        print_install(&report, quiet, false, &mut std::io::stderr());
+        let voice = Voice { quiet, json: false };
+        print_install(&report, voice, false, &mut std::io::stderr());
         Ok(())
+    }
+
+    fn voice(&self) -> Voice {
+        Voice {
+            quiet: self.quiet,
+            json: self.json,
+        }
+    }
+
+    /// Says what the command did on stdout (see [`Voice`]).
+    fn say(&self, text: &str, event: &str, fields: serde_json::Value) {
+        self.voice()
+            .say(&mut std::io::stdout(), text, event, fields);
     }
 
     fn install_options(&self, registry: Option<&RegistryFlag>, frozen: bool) -> InstallOptions {
@@ -220,7 +270,7 @@ impl Session {
             &self.install_options(Some(flag), frozen),
         )
         .await?;
-        print_install(&report, self.quiet, true, &mut std::io::stdout());
+        print_install(&report, self.voice(), true, &mut std::io::stdout());
         Ok(())
     }
 
@@ -305,7 +355,7 @@ impl Session {
             ..self.install_options(Some(registry), false)
         };
         let report = goondan_package::install::update(&self.bundle_root, &options, name).await?;
-        print_install(&report, self.quiet, true, &mut std::io::stdout());
+        print_install(&report, self.voice(), true, &mut std::io::stdout());
         Ok(())
     }
 
@@ -318,9 +368,11 @@ impl Session {
                 registry: "the Package's dependencies".into(),
             });
         }
-        if !self.quiet {
-            println!("removed {name} from the Package");
-        }
+        self.say(
+            &format!("removed {name} from the Package"),
+            "removed",
+            serde_json::json!({"package": name}),
+        );
         self.install(&RegistryFlag { registry: None }, false).await
     }
 
@@ -347,9 +399,11 @@ impl Session {
         for warning in warnings {
             eprintln!("warning: {warning}");
         }
-        if !self.quiet {
-            println!("unpublished {reference}");
-        }
+        self.say(
+            &format!("unpublished {reference}"),
+            "unpublished",
+            serde_json::json!({"reference": reference}),
+        );
         Ok(())
     }
 
@@ -371,9 +425,11 @@ impl Session {
         self.client(registry)?
             .deprecate(&parsed.name, &version, message)
             .await?;
-        if !self.quiet {
-            println!("deprecated {}@{version}", parsed.name);
-        }
+        self.say(
+            &format!("deprecated {}@{version}", parsed.name),
+            "deprecated",
+            serde_json::json!({"package": parsed.name, "version": version}),
+        );
         Ok(())
     }
 
@@ -394,12 +450,14 @@ impl Session {
             });
         }
         self.settings.login(&base, token)?;
-        if !self.quiet {
-            println!(
+        self.say(
+            &format!(
                 "stored the token for {base} in {}",
                 self.config_file.display()
-            );
-        }
+            ),
+            "loggedIn",
+            serde_json::json!({"registry": base.as_str(), "configFile": self.config_file}),
+        );
         Ok(())
     }
 
@@ -407,16 +465,16 @@ impl Session {
     fn logout(&mut self, registry: &RegistryFlag) -> Result<(), PackageError> {
         let base = self.client(registry)?.base().clone();
         let removed = self.settings.logout(&base)?;
-        if !self.quiet {
-            println!(
-                "{} {base}",
-                if removed {
-                    "forgot the token of"
-                } else {
-                    "no token stored for"
-                }
-            );
-        }
+        let text = if removed {
+            format!("forgot the token of {base}")
+        } else {
+            format!("no token stored for {base}")
+        };
+        self.say(
+            &text,
+            "loggedOut",
+            serde_json::json!({"registry": base.as_str(), "removed": removed}),
+        );
         Ok(())
     }
 
@@ -496,9 +554,11 @@ impl Session {
             Some(manifest) => manifest,
             None => {
                 let created = PackageManifest::create(&self.bundle_root)?;
-                if !self.quiet {
-                    println!("created the Package `{}` in goondan.yaml", created.name);
-                }
+                self.say(
+                    &format!("created the Package `{}` in goondan.yaml", created.name),
+                    "packageCreated",
+                    serde_json::json!({"name": created.name}),
+                );
                 created
             }
         };
@@ -545,9 +605,11 @@ impl Session {
             }
         };
         manifest.set_dependency(&parsed.name, &range)?;
-        if !self.quiet {
-            println!("added {}@{range} to the Package", parsed.name);
-        }
+        self.say(
+            &format!("added {}@{range} to the Package", parsed.name),
+            "added",
+            serde_json::json!({"package": parsed.name, "range": range}),
+        );
         self.install(registry, false).await
     }
 
@@ -562,28 +624,32 @@ impl Session {
         let packed = goondan_package::publish::pack(&self.bundle_root)?;
         let body = goondan_package::publish::publish_body(&packed, Some(tag), access);
         if dry_run {
-            if !self.quiet {
-                println!(
+            self.say(
+                &format!(
                     "{}@{} is ready to publish ({} bytes, {}); nothing was uploaded",
                     packed.name,
                     packed.version,
                     packed.tarball.len(),
                     packed.integrity
-                );
-            }
+                ),
+                "readyToPublish",
+                serde_json::json!({"package": packed.name, "version": packed.version, "size": packed.tarball.len(), "integrity": packed.integrity}),
+            );
             return Ok(());
         }
         let client = self.client(registry)?;
         client.publish(&body).await?;
-        if !self.quiet {
-            println!(
+        self.say(
+            &format!(
                 "published {}@{} to {} ({})",
                 packed.name,
                 packed.version,
                 client.base(),
                 packed.integrity
-            );
-        }
+            ),
+            "published",
+            serde_json::json!({"package": packed.name, "version": packed.version, "registry": client.base().as_str(), "integrity": packed.integrity}),
+        );
         Ok(())
     }
 
@@ -593,6 +659,17 @@ impl Session {
                 let mut installed = Vec::new();
                 installed_packages(&self.packages_root, &self.packages_root, &mut installed);
                 installed.sort();
+                if self.json {
+                    let packages: Vec<_> = installed
+                        .iter()
+                        .map(|(name, bytes)| serde_json::json!({"package": name, "bytes": bytes}))
+                        .collect();
+                    println!(
+                        "{}",
+                        serde_json::json!({"packagesRoot": self.packages_root, "packages": packages})
+                    );
+                    return Ok(());
+                }
                 for (name, bytes) in &installed {
                     println!("{name}  {bytes} bytes");
                 }
@@ -610,9 +687,11 @@ impl Session {
                     std::fs::remove_dir_all(&self.packages_root)
                         .map_err(goondan_package_io(&self.packages_root))?;
                 }
-                if !self.quiet {
-                    println!("removed {}", self.packages_root.display());
-                }
+                self.say(
+                    &format!("removed {}", self.packages_root.display()),
+                    "cacheCleaned",
+                    serde_json::json!({"packagesRoot": self.packages_root}),
+                );
                 Ok(())
             }
         }

@@ -565,6 +565,39 @@ fn add_creates_the_package_document_when_the_bundle_has_none() {
     );
     assert!(text.ends_with(model), "{text}");
     ok(&run(app.path(), state.path(), &["validate"]));
+
+    // With --json, what a package command did is JSON lines, one event
+    // each, and nothing else on stdout.
+    let events = |args: &[&str]| -> Vec<serde_json::Value> {
+        let args: Vec<&str> = std::iter::once("--json")
+            .chain(args.iter().copied())
+            .collect();
+        ok(&run(app.path(), state.path(), &args))
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+            .collect()
+    };
+    let removed = events(&["package", "remove", "@acme/calc"]);
+    assert_eq!(removed[0]["event"], "removed", "{removed:?}");
+    assert_eq!(removed[0]["package"], "@acme/calc", "{removed:?}");
+    let added = events(&[
+        "package",
+        "add",
+        "@acme/calc@1.0.0",
+        "--registry",
+        &registry.url,
+    ]);
+    assert_eq!(added[0]["event"], "added", "{added:?}");
+    assert_eq!(added[0]["range"], "^1.0.0", "{added:?}");
+    assert!(
+        added
+            .iter()
+            .any(|event| event["event"] == "lockfileWritten"),
+        "{added:?}"
+    );
+    let cache = events(&["package", "cache", "info"]);
+    assert_eq!(cache.len(), 1, "{cache:?}");
+    assert!(cache[0]["packages"].is_array(), "{cache:?}");
 }
 
 /// Issue 35: `gdn package update` refuses to re-lock a published version
