@@ -6,7 +6,7 @@
 use crate::mock_llm::{ChatRequest, MockLlm, Reply};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 const COORDINATOR: &str = "agent COORDINATOR";
@@ -136,8 +136,6 @@ fn decide(request: &ChatRequest) -> Reply {
 /// `gdn --config BUNDLE --state-root STATE ARGS…` with no provider key
 /// but `api_key`; killed if it outlives [`DEADLINE`].
 fn run_gdn(bundle: &Path, state: &Path, args: &[&str], api_key: Option<&str>) -> Output {
-    let out = bundle.join("stdout.txt");
-    let err = bundle.join("stderr.txt");
     let mut command = Command::new(env!("CARGO_BIN_EXE_gdn"));
     command
         .arg("--config")
@@ -145,10 +143,7 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str], api_key: Option<&str>) ->
         .arg("--state-root")
         .arg(state)
         .args(args)
-        .current_dir(bundle)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap());
+        .current_dir(bundle);
     for variable in [
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
@@ -160,27 +155,7 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str], api_key: Option<&str>) ->
     if let Some(key) = api_key {
         command.env("OPENAI_API_KEY", key);
     }
-    let mut child = command.spawn().unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "gdn {args:?} did not finish; stderr: {}",
-                std::fs::read_to_string(&err).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: std::fs::read(&out).unwrap(),
-        stderr: std::fs::read(&err).unwrap(),
-    }
+    crate::run_to_files(command, bundle, DEADLINE, &format!("gdn {args:?}"))
 }
 
 /// The `--json` report of a run.

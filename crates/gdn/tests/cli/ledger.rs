@@ -18,7 +18,7 @@ const OUTPUT_USD_PER_TOKEN: f64 = 10.0 / 1_000_000.0;
 
 /// Alpha relays an input starting with `relay` to beta and reports its
 /// answer; any other input it answers itself.
-fn relay_or_answer(request: &ChatRequest) -> Reply {
+pub(crate) fn relay_or_answer(request: &ChatRequest) -> Reply {
     if request.is_from(BETA) {
         return Reply::text(format!("pong({})", request.last_user_text()));
     }

@@ -36,7 +36,8 @@ mod terminal;
 mod watch;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -61,6 +62,39 @@ fn stdout(output: &Output) -> String {
 
 fn code(output: &Output) -> i32 {
     output.status.code().unwrap()
+}
+
+/// Runs `command` (stdin closed) with its stdout and stderr in files under
+/// `dir`, so a chatty child never blocks on a full pipe, and kills it if
+/// it outlives `deadline`; `what` names it in the panic.
+fn run_to_files(mut command: Command, dir: &Path, deadline: Duration, what: &str) -> Output {
+    let stdout_path = dir.join("stdout.txt");
+    let stderr_path = dir.join("stderr.txt");
+    command
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap());
+    let mut child = command.spawn().unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{what} did not finish within {deadline:?}; stderr: {}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: std::fs::read(&stdout_path).unwrap(),
+        stderr: std::fs::read(&stderr_path).unwrap(),
+    }
 }
 
 /// Every file under `dir`, recursively (folders themselves are left out).

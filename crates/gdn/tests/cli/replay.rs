@@ -14,8 +14,8 @@
 use crate::mock_llm::{ChatRequest, MockLlm, Reply};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 const COORDINATOR: &str = "agent COORDINATOR";
 const RESEARCHER: &str = "agent RESEARCHER";
@@ -105,8 +105,6 @@ fn delegate(request: &ChatRequest) -> Reply {
 /// [`DEADLINE`]. Output goes to files, so a chatty child never blocks on a
 /// full pipe. `api_key` is the only provider key the child sees.
 fn run_gdn(bundle: &Path, state: &Path, args: &[&str], api_key: Option<&str>) -> Output {
-    let stdout_path = bundle.join("stdout.txt");
-    let stderr_path = bundle.join("stderr.txt");
     let mut command = Command::new(env!("CARGO_BIN_EXE_gdn"));
     command
         .arg("--config")
@@ -114,10 +112,7 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str], api_key: Option<&str>) ->
         .arg("--state-root")
         .arg(state)
         .args(args)
-        .current_dir(bundle)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap());
+        .current_dir(bundle);
     for variable in [
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
@@ -130,27 +125,7 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str], api_key: Option<&str>) ->
     if let Some(api_key) = api_key {
         command.env("OPENAI_API_KEY", api_key);
     }
-    let mut child = command.spawn().unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "gdn {args:?} did not finish within {DEADLINE:?}; stderr: {}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: std::fs::read(&stdout_path).unwrap(),
-        stderr: std::fs::read(&stderr_path).unwrap(),
-    }
+    crate::run_to_files(command, bundle, DEADLINE, &format!("gdn {args:?}"))
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -12,8 +12,8 @@
 use crate::mock_llm::{ChatRequest, MockLlm, Reply};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 /// The key the Model reads through `valueFrom.env: MY_KEY`.
 const MY_KEY: &str = "sk-test-SECRET-9f3a7c2e1b";
@@ -108,8 +108,6 @@ fn snoop(request: &ChatRequest) -> Reply {
 /// so a chatty child never blocks on a full pipe.
 fn run_gdn(bundle: &Path, state: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
     let out_dir = tempfile::tempdir().unwrap();
-    let stdout_path = out_dir.path().join("stdout.txt");
-    let stderr_path = out_dir.path().join("stderr.txt");
     let mut command = Command::new(env!("CARGO_BIN_EXE_gdn"));
     command
         .arg("--config")
@@ -117,10 +115,7 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str], extra_env: &[(&str, &str)
         .arg("--state-root")
         .arg(state)
         .args(args)
-        .current_dir(bundle)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap());
+        .current_dir(bundle);
     for variable in [
         "ANTHROPIC_API_KEY",
         "GOOGLE_GENERATIVE_AI_API_KEY",
@@ -134,27 +129,7 @@ fn run_gdn(bundle: &Path, state: &Path, args: &[&str], extra_env: &[(&str, &str)
         .env("MY_KEY", MY_KEY)
         .env("OPENAI_API_KEY", OPENAI_KEY)
         .envs(extra_env.iter().copied());
-    let mut child = command.spawn().unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "gdn {args:?} did not finish within {DEADLINE:?}; stderr: {}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: std::fs::read(&stdout_path).unwrap(),
-        stderr: std::fs::read(&stderr_path).unwrap(),
-    }
+    crate::run_to_files(command, out_dir.path(), DEADLINE, &format!("gdn {args:?}"))
 }
 
 /// Fails if `secret` occurs in any file below any of `dirs`.

@@ -4,32 +4,13 @@
 //! command, Swarms shown by the names people chose, `gdn doctor` and
 //! `gdn usage` telling what matters. Terminals are real pseudo-terminals.
 
-use crate::mock_llm::{ChatRequest, Reply};
 use crate::stdin::Terminal;
 use crate::swarm::{code, gdn_command, run_with_deadline, stderr, stdout, Swarm};
-use serde_json::{json, Value};
-
-const BETA: &str = "You are agent BETA.";
-
-/// Alpha hands `relay …` to beta with a tool call; beta answers.
-fn relay_or_answer(request: &ChatRequest) -> Reply {
-    if request.is_from(BETA) {
-        return Reply::text(format!("pong({})", request.last_user_text()));
-    }
-    if let Some(result) = request.tool_result() {
-        return Reply::text(format!("alpha heard: {result}"));
-    }
-    let input = request.last_user_text();
-    if input.starts_with("relay") {
-        Reply::tool("agents__request", json!({"target": "beta", "input": input}))
-    } else {
-        Reply::text(format!("alpha says: {input}"))
-    }
-}
+use serde_json::Value;
 
 /// The `pair` fixture as the Package `term-demo`.
 fn named_swarm() -> Swarm {
-    let swarm = Swarm::pair(5, relay_or_answer);
+    let swarm = Swarm::pair(5, crate::ledger::relay_or_answer);
     let path = swarm.bundle.path().join("goondan.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let package = "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n  name: term-demo\nspec:\n  version: \"0.1.0\"\n---\n";
