@@ -12,6 +12,7 @@ const FLOW: &[&str] = &[
     "goondan-types",
     "goondan-sandbox",
     "goondan-http",
+    "goondan-a2a",
     "goondan-typescript",
     "goondan-telemetry",
     "goondan-config",
@@ -30,6 +31,7 @@ const FLOW: &[&str] = &[
     "goondan-studio",
     "goondan-host",
     "goondan-eval",
+    "goondan-serve",
     "gdn",
 ];
 

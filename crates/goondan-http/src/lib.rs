@@ -1,7 +1,8 @@
 //! The accept loop every port Goondan opens to the network shares: the
 //! connectors' webhook fronts, `gdn registry serve`, the Studio and `gdn
-//! mcp serve --http`; and the rule for the tokens that guard them
-//! ([`token`]).
+//! mcp serve --http` and `gdn serve`; the guards their routers apply
+//! before a body is read ([`access`]: token, `Origin`, `Host`); and the
+//! rule for the tokens that guard them ([`token`]).
 //!
 //! It is ours rather than `axum::serve`'s because those ports face the
 //! internet: a connection past [`AcceptLimits::max_connections`], or past
@@ -12,10 +13,11 @@
 //! pauses accepting instead of ending it. Every request carries its
 //! peer's address as axum's `ConnectInfo<SocketAddr>`, for a router that
 //! keeps something per client. What a request may do once its head is in
-//! (body limits, auth) is the router's business, not this crate's.
+//! (body limits, what it may touch) is the router's business.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod error;
 pub mod token;
 

@@ -23,14 +23,10 @@
 //! connection does not cancel anything (as the specification asks): the
 //! Turn finishes in the swarm and its answer is discarded.
 //!
-//! Guards, before any JSON is read: a bearer token when one is configured
-//! (compared in constant time), an `Origin` that, when present, must name
-//! a loopback host unless remote clients are allowed (the specification's
-//! defence against DNS rebinding of a local server), and a `Host` that
-//! names this server: a loopback name, or with remote clients allowed
-//! also an IP address or one of [`HttpAccess::allowed_hosts`]. The `Host`
-//! check is the one a rebinding page cannot dodge: its browser sends the
-//! attacker's own name there, and may send no `Origin` at all.
+//! Guards, before any JSON is read, are every port's
+//! (`goondan_http::access`): a bearer token when one is configured, and an
+//! `Origin` and a `Host` that name this server unless remote clients are
+//! allowed (the defence against DNS rebinding of a local server).
 //!
 //! Sessions are held per client (its address as the accept loop reports
 //! it, `goondan_http::client_of`): a client at
@@ -50,7 +46,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Router};
-use goondan_http::token::same_secret;
+pub use goondan_http::access::HttpAccess;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -85,22 +81,6 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
 /// The code of the answer refusing a session when [`MAX_SESSIONS`] are
 /// open and none is idle.
 pub const SESSION_LIMIT_CODE: &str = "E_MCP_SESSION_LIMIT";
-
-/// Who may call the endpoint.
-#[derive(Debug, Clone, Default)]
-pub struct HttpAccess {
-    /// Requests must carry `Authorization: Bearer <token>`.
-    pub bearer_token: Option<String>,
-    /// Whether clients beyond loopback are expected: an `Origin` other
-    /// than a loopback host is accepted, and so is a `Host` that is an IP
-    /// address or one of [`HttpAccess::allowed_hosts`]. Without it only
-    /// loopback names pass.
-    pub allow_remote_origins: bool,
-    /// Host names (without port) clients may reach the server by, beside
-    /// loopback names and IP addresses, when remote clients are allowed
-    /// (`--allowed-host`); compared without regard to case.
-    pub allowed_hosts: Vec<String>,
-}
 
 /// A running call: its session (empty without one) and request id.
 type CallKey = (String, String);
@@ -251,30 +231,7 @@ fn client_of(peer: &Peer) -> IpAddr {
 /// a foreign `Origin` or `Host` (403), a session the server does not know
 /// (404). Otherwise the session the request names, if any.
 fn admit(shared: &Shared, headers: &HeaderMap) -> Result<Option<String>, StatusCode> {
-    if let Some(token) = &shared.access.bearer_token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !same_secret(given.as_bytes(), token.as_bytes()) {
-            return Err(StatusCode::UNAUTHORIZED);
-        }
-    }
-    if !shared.access.allow_remote_origins {
-        let origin = headers
-            .get(header::ORIGIN)
-            .map(|value| value.to_str().unwrap_or(""));
-        if origin.is_some_and(|origin| !is_loopback_origin(origin)) {
-            return Err(StatusCode::FORBIDDEN);
-        }
-    }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok());
-    if !host.is_some_and(|host| is_own_host(host, &shared.access)) {
-        return Err(StatusCode::FORBIDDEN);
-    }
+    shared.access.admit(headers)?;
     let Some(session) = headers.get(SESSION_HEADER) else {
         return Ok(None);
     };
@@ -286,13 +243,7 @@ fn admit(shared: &Shared, headers: &HeaderMap) -> Result<Option<String>, StatusC
     }
 }
 
-/// The answer to a request [`admit`] refused; a 401 says which scheme.
-fn refusal(status: StatusCode) -> Response {
-    if status == StatusCode::UNAUTHORIZED {
-        return (status, [(header::WWW_AUTHENTICATE, "Bearer")]).into_response();
-    }
-    status.into_response()
-}
+use goondan_http::access::refusal;
 
 async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -497,96 +448,9 @@ fn json_response(message: Value) -> Response {
         .into_response()
 }
 
-/// Whether `origin` (`scheme://host[:port]`) names a loopback host.
-fn is_loopback_origin(origin: &str) -> bool {
-    let Some((_, rest)) = origin.split_once("://") else {
-        return false;
-    };
-    is_loopback_name(host_of(rest.split('/').next().unwrap_or("")))
-}
-
-/// The host of an authority (`host[:port]`, `[v6][:port]`), without port
-/// or brackets.
-fn host_of(authority: &str) -> &str {
-    if let Some(bracketed) = authority.strip_prefix('[') {
-        bracketed.split(']').next().unwrap_or("")
-    } else {
-        authority.split(':').next().unwrap_or("")
-    }
-}
-
-fn is_loopback_name(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<IpAddr>()
-            .is_ok_and(|address| address.is_loopback())
-}
-
-/// Whether a `Host` header names this server. A loopback name always
-/// does. With remote clients allowed, so does an IP address (a page
-/// cannot rebind an address, only a name) and a configured name; any
-/// other name is what a DNS-rebinding page would send.
-fn is_own_host(host_header: &str, access: &HttpAccess) -> bool {
-    let host = host_of(host_header);
-    if is_loopback_name(host) {
-        return true;
-    }
-    access.allow_remote_origins
-        && (host.parse::<IpAddr>().is_ok()
-            || access
-                .allowed_hosts
-                .iter()
-                .any(|allowed| allowed.eq_ignore_ascii_case(host)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_loopback_origins_pass() {
-        let cases = [
-            ("http://localhost:3000", true),
-            ("http://127.0.0.1", true),
-            ("https://[::1]:8080", true),
-            ("http://127.9.9.9:1", true),
-            ("https://evil.example", false),
-            ("http://localhost.evil.example", false),
-            ("null", false),
-        ];
-        for (origin, expected) in cases {
-            assert_eq!(is_loopback_origin(origin), expected, "{origin}");
-        }
-    }
-
-    #[test]
-    fn the_host_must_name_this_server() {
-        let local = HttpAccess::default();
-        let remote = HttpAccess {
-            bearer_token: Some("t".repeat(32)),
-            allow_remote_origins: true,
-            allowed_hosts: vec!["mcp.example.com".into()],
-        };
-        let cases = [
-            ("127.0.0.1:8765", true, true),
-            ("localhost:8765", true, true),
-            ("LOCALHOST", true, true),
-            ("[::1]:8765", true, true),
-            ("127.0.0.2", true, true),
-            ("evil.example:8765", false, false),
-            ("localhost.evil.example", false, false),
-            ("192.0.2.7:8765", false, true),
-            ("[2001:db8::1]:8765", false, true),
-            ("mcp.example.com:443", false, true),
-            ("MCP.example.com", false, true),
-            ("mcp.example.com.evil.example", false, false),
-            ("", false, false),
-        ];
-        for (host, on_loopback, with_remote) in cases {
-            assert_eq!(is_own_host(host, &local), on_loopback, "{host} (loopback)");
-            assert_eq!(is_own_host(host, &remote), with_remote, "{host} (remote)");
-        }
-    }
 
     #[test]
     fn a_client_over_its_cap_forgets_only_its_own_oldest_session() {
