@@ -1,0 +1,88 @@
+//! A Turn driven by a task of its own, so that the client that asked for
+//! it may go away without cancelling it: a dropped HTTP connection (a
+//! closed event stream, a client that timed out) leaves the Turn to
+//! finish and commit once, as if the client were still there. Only an
+//! explicit cancel ([`DetachedTurn::cancel`]) stops it.
+
+use crate::swarm::{RunningTurn, TurnFailure, TurnUpdate};
+use tokio::sync::{mpsc, oneshot};
+
+/// How many reports wait for a slow reader before the Turn's own reports
+/// wait too (text deltas are small; the bound keeps a stalled client from
+/// holding more than this per Turn).
+const BUFFERED_UPDATES: usize = 256;
+
+/// A Turn that runs whether or not anyone reads its reports.
+#[derive(Debug)]
+pub struct DetachedTurn {
+    /// The input event's id.
+    pub event_id: String,
+    /// The Turn's reports; dropping the receiver leaves the Turn running.
+    pub updates: mpsc::Receiver<TurnUpdate>,
+    cancel: oneshot::Sender<()>,
+}
+
+impl DetachedTurn {
+    /// Takes `running` into a task of its own.
+    pub fn spawn(running: RunningTurn) -> DetachedTurn {
+        let RunningTurn {
+            event_id,
+            updates: mut from_swarm,
+        } = running;
+        let (to_reader, updates) = mpsc::channel(BUFFERED_UPDATES);
+        let (cancel, mut cancelled) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let mut reader = Some(to_reader);
+            loop {
+                let update = tokio::select! {
+                    update = from_swarm.recv() => update,
+                    // Dropping `from_swarm` below cancels the Turn. A
+                    // dropped sender (the holder went away) is not a
+                    // cancel.
+                    Ok(()) = &mut cancelled => break,
+                };
+                let Some(update) = update else { break };
+                let finished = matches!(update, TurnUpdate::Finished(_));
+                if let Some(to) = &reader {
+                    if to.send(update).await.is_err() {
+                        reader = None;
+                    }
+                }
+                if finished {
+                    return;
+                }
+            }
+            if let Some(to) = reader {
+                let _ = to.send(TurnUpdate::Finished(Err(cancelled_body()))).await;
+            }
+        });
+        DetachedTurn {
+            event_id,
+            updates,
+            cancel,
+        }
+    }
+
+    /// Splits off what cancels the Turn, so a reader and a canceller can
+    /// live apart.
+    pub fn into_parts(self) -> (String, mpsc::Receiver<TurnUpdate>, Canceller) {
+        (self.event_id, self.updates, Canceller(self.cancel))
+    }
+}
+
+/// Cancels one detached Turn.
+#[derive(Debug)]
+pub struct Canceller(oneshot::Sender<()>);
+
+impl Canceller {
+    /// Cancels the Turn: it fails with `E_TURN_CANCELLED`, keeping what
+    /// it stored.
+    pub fn cancel(self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// The failure a cancelled Turn reports when the swarm had no chance to.
+fn cancelled_body() -> TurnFailure {
+    TurnFailure::new("E_TURN_CANCELLED", "the Turn was cancelled")
+}
