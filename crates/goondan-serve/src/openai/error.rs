@@ -109,7 +109,9 @@ impl ApiError {
             ApiError::PreviousResponseOfOtherAgent { .. } => "E_SERVE_PREVIOUS_RESPONSE_AGENT",
             ApiError::NoRoute(_) => "E_SERVE_NO_ROUTE",
             ApiError::MethodNotAllowed { .. } => "E_SERVE_METHOD_NOT_ALLOWED",
-            ApiError::Refused(status) if *status == StatusCode::UNAUTHORIZED => "E_SERVE_UNAUTHORIZED",
+            ApiError::Refused(status) if *status == StatusCode::UNAUTHORIZED => {
+                "E_SERVE_UNAUTHORIZED"
+            }
             ApiError::Refused(_) => "E_SERVE_FORBIDDEN",
             ApiError::Turn(failure) => &failure.code,
         }
@@ -182,9 +184,7 @@ pub fn status_and_type(code: &str) -> (StatusCode, &'static str) {
         | "E_SERVE_BAD_REQUEST"
         | "E_SERVE_UNSUPPORTED_INPUT"
         | "E_SERVE_BAD_INSTANCE_KEY"
-        | "E_SERVE_PREVIOUS_RESPONSE_AGENT" => {
-            (StatusCode::BAD_REQUEST, "invalid_request_error")
-        }
+        | "E_SERVE_PREVIOUS_RESPONSE_AGENT" => (StatusCode::BAD_REQUEST, "invalid_request_error"),
         "E_SERVE_UNAUTHORIZED" => (StatusCode::UNAUTHORIZED, "authentication_error"),
         "E_SERVE_FORBIDDEN" => (StatusCode::FORBIDDEN, "permission_error"),
         "E_SERVE_UNKNOWN_MODEL"
@@ -243,13 +243,29 @@ mod tests {
             (ApiError::Refused(StatusCode::UNAUTHORIZED), 401),
             (ApiError::Refused(StatusCode::FORBIDDEN), 403),
             (ApiError::NoRoute("/v1/x".into()), 404),
-            (ApiError::Turn(TurnFailure::new("E_QUEUE_FULL", "full")), 429),
-            (ApiError::Turn(TurnFailure::new("E_CONTROL_BUSY", "busy")), 429),
-            (ApiError::Turn(TurnFailure::new("E_ORCHESTRATOR_NOT_RUNNING", "gone")), 503),
-            (ApiError::Turn(TurnFailure::new("E_MODEL_HTTP", "boom")), 500),
+            (
+                ApiError::Turn(TurnFailure::new("E_QUEUE_FULL", "full")),
+                429,
+            ),
+            (
+                ApiError::Turn(TurnFailure::new("E_CONTROL_BUSY", "busy")),
+                429,
+            ),
+            (
+                ApiError::Turn(TurnFailure::new("E_ORCHESTRATOR_NOT_RUNNING", "gone")),
+                503,
+            ),
+            (
+                ApiError::Turn(TurnFailure::new("E_MODEL_HTTP", "boom")),
+                500,
+            ),
         ];
         for (error, status) in cases {
-            assert_eq!(status_and_type(error.code()).0.as_u16(), status, "{error:?}");
+            assert_eq!(
+                status_and_type(error.code()).0.as_u16(),
+                status,
+                "{error:?}"
+            );
         }
     }
 

@@ -92,25 +92,26 @@ pub(crate) fn said(message: &Value, param: &str) -> Result<Said, ApiError> {
         return Err(bad(param, "must be an object with `role` and `content`"));
     };
     let role_param = format!("{param}.role");
-    let role = match optional_str(message, "role").map_err(|_| bad(&role_param, "must be a string"))? {
-        Some("system" | "developer") => PriorRole::System,
-        Some("user") => PriorRole::User,
-        Some("assistant") => PriorRole::Assistant,
-        Some(kind @ ("tool" | "function")) => {
-            return Err(ApiError::Unsupported {
-                param: role_param,
-                kind: kind.to_string(),
-                what: "message",
-            })
-        }
-        Some(other) => {
-            return Err(bad(
-                role_param,
-                format!("is {other:?}; expected system, developer, user or assistant"),
-            ))
-        }
-        None => return Err(bad(role_param, "is required")),
-    };
+    let role =
+        match optional_str(message, "role").map_err(|_| bad(&role_param, "must be a string"))? {
+            Some("system" | "developer") => PriorRole::System,
+            Some("user") => PriorRole::User,
+            Some("assistant") => PriorRole::Assistant,
+            Some(kind @ ("tool" | "function")) => {
+                return Err(ApiError::Unsupported {
+                    param: role_param,
+                    kind: kind.to_string(),
+                    what: "message",
+                })
+            }
+            Some(other) => {
+                return Err(bad(
+                    role_param,
+                    format!("is {other:?}; expected system, developer, user or assistant"),
+                ))
+            }
+            None => return Err(bad(role_param, "is required")),
+        };
     for calls in ["tool_calls", "function_call"] {
         let asked = match message.get(calls) {
             None | Some(Value::Null) => false,
@@ -126,7 +127,10 @@ pub(crate) fn said(message: &Value, param: &str) -> Result<Said, ApiError> {
         }
     }
     let content_param = format!("{param}.content");
-    let text = text_of(message.get("content").unwrap_or(&Value::Null), &content_param)?;
+    let text = text_of(
+        message.get("content").unwrap_or(&Value::Null),
+        &content_param,
+    )?;
     Ok(Said {
         role,
         text,
