@@ -49,6 +49,11 @@ async fn complete(
         .map(|(index, message)| input::said(message, &format!("messages[{index}]")))
         .collect::<Result<Vec<_>, _>>()?;
     let conversation = Conversation::split(said, "messages")?;
+    match body.get("n") {
+        None | Some(Value::Null) => {}
+        Some(n) if n.as_u64() == Some(1) => {}
+        Some(_) => return Err(input::bad("n", "must be 1: a Turn gives one answer")),
+    }
     let stream = input::flag(&body, "stream")?;
     let include_usage = match body.get("stream_options") {
         None | Some(Value::Null) => false,

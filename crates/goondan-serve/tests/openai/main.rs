@@ -438,6 +438,13 @@ async fn bad_input_is_refused_on_every_route_in_openais_shape() {
             json!("stream"),
         ),
         (
+            json!({"model": "helper", "messages": user("x"), "n": 2}).to_string(),
+            400,
+            "invalid_request_error",
+            "E_SERVE_BAD_REQUEST",
+            json!("n"),
+        ),
+        (
             json!({"model": "helper", "messages": user("x"), "user": ""}).to_string(),
             400,
             "invalid_request_error",
