@@ -192,7 +192,7 @@ pub fn status_and_type(code: &str) -> (StatusCode, &'static str) {
         | "E_SERVE_NO_ROUTE"
         | "E_AGENT_NOT_FOUND" => (StatusCode::NOT_FOUND, "not_found_error"),
         "E_SERVE_METHOD_NOT_ALLOWED" => (StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error"),
-        "E_SERVE_INSTANCE_NOT_FRESH" | "E_EVENT_DUPLICATE" | "E_INSTANCE_DELETED" => {
+        "E_EVENT_DUPLICATE" | "E_INSTANCE_DELETED" => {
             (StatusCode::CONFLICT, "invalid_request_error")
         }
         "E_SERVE_BODY_TOO_LARGE" | "E_CONTROL_REQUEST_TOO_LARGE" | "E_IPC_TOO_LARGE" => {
