@@ -64,7 +64,9 @@ async fn complete(
     let instance = input::named_instance(headers, input::optional_str(&body, "user")?)?;
     let request = input::turn_request(&model, instance, conversation, None);
     let running = shared.swarm.start(request).await?;
-    let (_, updates, _canceller) = DetachedTurn::spawn(running).into_parts();
+    // OpenAI's API has no cancel, and a client that leaves does not
+    // cancel either: the canceller is dropped, the Turn runs to its end.
+    let (_, updates, _) = DetachedTurn::spawn(running).into_parts();
     let shape = Shape {
         id: new_id("chatcmpl-"),
         created: unix_now(),

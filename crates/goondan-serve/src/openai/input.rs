@@ -69,6 +69,7 @@ pub(crate) fn model<'a>(
     }
 }
 
+/// The field at `param` is missing or of the wrong shape.
 pub(crate) fn bad(param: impl Into<String>, problem: impl Into<String>) -> ApiError {
     ApiError::BadField {
         param: param.into(),

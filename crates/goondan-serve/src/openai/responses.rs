@@ -125,7 +125,9 @@ async fn respond(
     let request = input::turn_request(&model, instance, conversation, instructions);
     let instance_key = request.instance_key.clone();
     let running = shared.swarm.start(request).await?;
-    let (_, updates, _canceller) = DetachedTurn::spawn(running).into_parts();
+    // OpenAI's API has no cancel, and a client that leaves does not
+    // cancel either: the canceller is dropped, the Turn runs to its end.
+    let (_, updates, _) = DetachedTurn::spawn(running).into_parts();
     let shape = Shape {
         id: new_id("resp_"),
         item_id: new_id("msg_"),
