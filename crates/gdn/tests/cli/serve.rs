@@ -106,7 +106,10 @@ pub(crate) fn http(
         "{method} {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
-    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
         request.push_str("Host: 127.0.0.1\r\n");
     }
     for (name, value) in headers {
@@ -388,10 +391,19 @@ fn every_a2a_route_refuses_bad_input_and_a_dropped_stream_still_commits_once() {
             .then_some(events)
     });
     let answered = crate::swarm::conversation_of(&instance);
-    let users = answered.iter().filter(|message| message["role"] == "user").count();
-    let answers = answered.iter().filter(|message| message["role"] == "assistant").count();
+    let users = answered
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .count();
+    let answers = answered
+        .iter()
+        .filter(|message| message["role"] == "assistant")
+        .count();
     assert_eq!((users, answers), (1, 1), "{answered:?}");
-    let completed = events.iter().filter(|event| event["type"] == "turn.completed").count();
+    let completed = events
+        .iter()
+        .filter(|event| event["type"] == "turn.completed")
+        .count();
     assert_eq!(completed, 1, "{events:?}");
 }
 
