@@ -48,7 +48,11 @@ impl Served {
         decide: impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static,
         extra: &[&str],
     ) -> Served {
-        let swarm = Swarm::pair(2, decide);
+        Served::start_for(Swarm::pair(2, decide), extra)
+    }
+
+    /// `gdn serve` on a free loopback port for `swarm`.
+    pub(crate) fn start_for(swarm: Swarm, extra: &[&str]) -> Served {
         let mut args = vec!["--json", "serve", "--addr", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         let log = std::fs::File::create(swarm.bundle.path().join("serve.log")).unwrap();
@@ -427,4 +431,41 @@ fn gdn_serve_refuses_an_open_address_without_a_token() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn a_task_waiting_for_an_approval_is_input_required_until_a_person_decides() {
+    let served = Served::start_for(crate::approvals::gated_swarm(60), &[]);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m", "contextId": "gated", "role": "ROLE_USER", "parts": [{"text": "run it"}]}}}).to_string();
+    // A blocking SendMessage answers when the Task needs a person.
+    let (status, answer) = rpc(&served, "alpha", &body, &[]);
+    assert_eq!(status, 200, "{answer}");
+    let task = &answer["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{answer}"
+    );
+    let said = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(said.contains("gdn approve"), "{said}");
+    let task_id = task["id"].as_str().unwrap().to_string();
+    // A message to it is refused: a person decides, not the client.
+    let continued = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {"messageId": "m2", "taskId": task_id, "role": "ROLE_USER", "parts": [{"text": "yes"}]}}}).to_string();
+    let (_, answer) = rpc(&served, "alpha", &continued, &[]);
+    assert_eq!(answer["error"]["code"], -32004, "{answer}");
+    let pending = crate::approvals::approvals(&served.swarm);
+    let id = pending[0]["id"].as_str().unwrap();
+    let output = served.swarm.run(&["approve", id]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let get = json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task_id}})
+        .to_string();
+    let done = wait_until("the approved Task to complete", || {
+        let (_, answer) = rpc(&served, "alpha", &get, &[]);
+        (answer["result"]["status"]["state"] == "TASK_STATE_COMPLETED").then_some(answer)
+    });
+    let text = done["result"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.starts_with("done:"), "{done}");
 }
