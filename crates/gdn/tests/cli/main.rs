@@ -26,6 +26,7 @@ mod packages;
 mod plugins;
 mod replay;
 mod secrets;
+mod serve;
 mod serve_openai;
 mod stdin;
 mod store_damage;

@@ -5,13 +5,10 @@
 //! once.
 
 use crate::mock_llm::{ChatRequest, Reply};
-use crate::swarm::{conversation_of, find_instance, wait_until, Swarm};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Stdio};
+use crate::serve::{Served, TOKEN};
+use crate::swarm::{conversation_of, find_instance, wait_until};
+use std::io::{Read, Write};
 use std::time::Duration;
-
-/// The token `gdn serve` requires (`--token-env`), as a client sends it.
-const TOKEN: &str = "openai-test-token-0123456789abcdef";
 
 /// Every agent echoes its input; `FAIL` makes the model answer 500 (the
 /// fixture retries nothing) and `SLOW` answers after a second.
@@ -27,42 +24,9 @@ fn echo(request: &ChatRequest) -> Reply {
     answer
 }
 
-/// `gdn serve --addr 127.0.0.1:0` for `swarm` (starting its orchestrator
-/// in the background), and the base URL it printed.
-fn serve(swarm: &Swarm) -> (Child, String) {
-    let mut server = swarm
-        .command(&[
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--token-env",
-            "GOONDAN_SERVE_TOKEN",
-        ])
-        .env("GOONDAN_SERVE_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(server.stderr.take().unwrap());
-    let mut said = String::new();
-    let base = loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            panic!("gdn serve ended before serving: {said}");
-        }
-        said.push_str(&line);
-        if let Some(rest) = line.strip_prefix("serving ") {
-            let url = rest
-                .split_whitespace()
-                .find(|word| word.starts_with("http://"))
-                .unwrap_or_else(|| panic!("no URL in {line:?}"));
-            break url.trim_end_matches(':').to_string();
-        }
-    };
-    // Keep reading its stderr so it never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    (server, base)
+/// `gdn serve` with a token, starting the swarm in the background.
+fn serve() -> Served {
+    Served::start(echo, &["--token-env", "SERVE_TOKEN"])
 }
 
 /// Whether the `openai` package can be imported; skipped without it
@@ -84,15 +48,14 @@ fn the_official_openai_package_talks_to_gdn_serve() {
         eprintln!("skipped: the `openai` Python package is not installed");
         return;
     }
-    let swarm = Swarm::pair(2, echo);
-    let (mut server, base) = serve(&swarm);
+    let served = serve();
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../goondan-serve/tests/fixtures/openai_client.py");
     let mut client = std::process::Command::new("python3");
     client
         .arg(script)
         .args(["--model", "beta", "--fail-text", "FAIL on purpose"])
-        .env("OPENAI_BASE_URL", format!("{base}/v1"))
+        .env("OPENAI_BASE_URL", format!("{}/v1", served.base_url()))
         .env("OPENAI_API_KEY", TOKEN);
     let output = crate::swarm::run_with_deadline(client);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -103,7 +66,8 @@ fn the_official_openai_package_talks_to_gdn_serve() {
     );
     assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
     // The replayed conversation reached the model before the input.
-    let asked = swarm
+    let asked = served
+        .swarm
         .mock
         .requests()
         .into_iter()
@@ -124,23 +88,19 @@ fn the_official_openai_package_talks_to_gdn_serve() {
     for said in ["first question", "first answer", "Be brief.", "ping one"] {
         assert!(joined.contains(said), "{said:?} not in {joined}");
     }
-    let _ = server.kill();
-    let _ = server.wait();
-    assert_eq!(crate::swarm::code(&swarm.run(&["stop"])), 0);
 }
 
 #[test]
 fn a_client_leaving_a_stream_leaves_its_turn_to_commit_once() {
-    let swarm = Swarm::pair(2, echo);
-    let (mut server, base) = serve(&swarm);
-    let address = base.trim_start_matches("http://");
+    let served = serve();
+    let address = format!("127.0.0.1:{}", served.port);
     let body = serde_json::json!({
         "model": "beta",
         "messages": [{"role": "user", "content": "SLOW please"}],
         "stream": true,
     })
     .to_string();
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
@@ -162,7 +122,7 @@ fn a_client_leaving_a_stream_leaves_its_turn_to_commit_once() {
     assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
     drop(stream);
     let instance = wait_until("the instance on disk", || {
-        find_instance(swarm.state.path(), "beta", "left-early")
+        find_instance(served.swarm.state.path(), "beta", "left-early")
     });
     let answers = wait_until("the Turn's answer committed", || {
         let conversation = conversation_of(&instance);
@@ -184,7 +144,4 @@ fn a_client_leaving_a_stream_leaves_its_turn_to_commit_once() {
         .filter(|message| message["role"] == "assistant")
         .count();
     assert_eq!((inputs, replies), (1, 1), "{conversation:?}");
-    let _ = server.kill();
-    let _ = server.wait();
-    assert_eq!(crate::swarm::code(&swarm.run(&["stop"])), 0);
 }
