@@ -3,9 +3,10 @@
 //!
 //! * **First token**: a Turn's first streamed text, asked for through
 //!   `gdn serve` (A2A `SendStreamingMessage`, timed to its first
-//!   `artifactUpdate`) against the same Turn asked for directly over the
-//!   orchestrator's control socket (`DeliverStreaming`, what `gdn run`
-//!   does, timed to its first `delta` line), alternated on one warm
+//!   `artifactUpdate`; a streamed OpenAI chat completion, timed to its
+//!   first content delta) against the same Turn asked for directly over
+//!   the orchestrator's control socket (`DeliverStreaming`, what `gdn
+//!   run` does, timed to its first `delta` line), alternated on one warm
 //!   instance. Prints p50 and p90 of each and of the difference
 //!   (target: overhead p50 under 2 ms).
 //! * **Many streams**: N concurrent streamed requests (default 1,000)
@@ -280,6 +281,34 @@ async fn through_serve(port: u16, context: &str, text: &str) -> Option<Duration>
     completed.then_some(first?)
 }
 
+/// Time to the first content delta of a streamed OpenAI chat completion
+/// (`/v1/chat/completions`, the instance named by `X-Goondan-Instance`);
+/// reads the stream to its end. `None` when the request failed.
+async fn through_openai(port: u16, instance: &str, text: &str) -> Option<Duration> {
+    let body = serde_json::json!({"model": "echo", "stream": true, "messages": [{"role": "user", "content": text}]}).to_string();
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Goondan-Instance: {instance}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut lines = AsyncBufReader::new(stream).lines();
+    let mut first = None;
+    let mut completed = false;
+    while let Ok(Some(line)) = lines.next_line().await {
+        // The first chunk only names the role; the first text follows.
+        if first.is_none()
+            && line.contains("\"delta\":{\"content\":\"")
+            && !line.contains("\"role\"")
+        {
+            first = Some(started.elapsed());
+        }
+        completed |= line == "data: [DONE]";
+    }
+    completed.then_some(first?)
+}
+
 fn percentile(samples: &mut [f64], p: f64) -> f64 {
     samples.sort_by(f64::total_cmp);
     let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
@@ -304,7 +333,9 @@ fn main() {
         // Warm the instance, then alternate.
         direct(&served.socket, "lat", "warm").await;
         through_serve(served.port, "lat", "warm").await;
+        through_openai(served.port, "lat", "warm").await;
         let (mut direct_ms, mut serve_ms, mut overhead_ms) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut openai_ms, mut openai_overhead_ms) = (Vec::new(), Vec::new());
         for round in 0..options.runs {
             let text = format!("round {round}");
             let d = direct(&served.socket, "lat", &text).await.as_secs_f64() * 1e3;
@@ -313,9 +344,16 @@ fn main() {
                 .expect("the A2A stream completes")
                 .as_secs_f64()
                 * 1e3;
+            let o = through_openai(served.port, "lat", &text)
+                .await
+                .expect("the OpenAI stream completes")
+                .as_secs_f64()
+                * 1e3;
             direct_ms.push(d);
             serve_ms.push(s);
             overhead_ms.push(s - d);
+            openai_ms.push(o);
+            openai_overhead_ms.push(o - d);
         }
         println!(
             "first streamed token, {} rounds alternated on one warm instance:",
@@ -325,6 +363,8 @@ fn main() {
             ("control socket (direct)", &mut direct_ms),
             ("gdn serve (A2A stream)", &mut serve_ms),
             ("overhead (serve - direct)", &mut overhead_ms),
+            ("gdn serve (OpenAI stream)", &mut openai_ms),
+            ("overhead (OpenAI - direct)", &mut openai_overhead_ms),
         ] {
             println!(
                 "  {name:<28} p50 {:7.3} ms   p90 {:7.3} ms",
