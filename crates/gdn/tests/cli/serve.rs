@@ -13,7 +13,7 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 /// A token long enough for every port's rule.
-const TOKEN: &str = "serve-test-token-0123456789abcdef";
+pub(crate) const TOKEN: &str = "serve-test-token-0123456789abcdef";
 
 fn decide(request: &ChatRequest) -> Reply {
     let text = request.last_user_text();
