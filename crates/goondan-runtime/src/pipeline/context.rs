@@ -177,6 +177,9 @@ pub struct TurnInfo {
     pub runtime: RuntimeContext,
     /// The people a middleware can ask (see [`crate::operator`]).
     pub operators: Arc<dyn crate::Operators>,
+    /// Where the agent's runtime events go (a tool call's progress
+    /// reports among them).
+    pub events: crate::tool::RuntimeEvents,
 }
 
 /// The context of a `turn` middleware.
