@@ -145,6 +145,9 @@ pub(crate) enum Command {
     Doctor(DoctorArgs),
     /// Model Context Protocol: serve the running swarm to MCP clients.
     Mcp(McpArgs),
+    /// Serve the running swarm over A2A and an OpenAI-compatible API
+    /// (starting it in the background when none runs).
+    Serve(ServeArgs),
     /// Manage package dependencies and publish packages.
     Package(PackageArgs),
     /// Run a package registry.
@@ -384,6 +387,42 @@ pub(crate) struct McpServeArgs {
     /// (`Authorization: Bearer <token>`), at least 24 characters.
     #[arg(long, value_name = "NAME", requires = "http")]
     pub(crate) token_env: Option<String>,
+    /// Do not start an orchestrator when none runs for the bundle (by
+    /// default one is started in the background, as `gdn run --detach`
+    /// does); exit with E_ORCHESTRATOR_NOT_RUNNING instead.
+    #[arg(long)]
+    pub(crate) no_start: bool,
+}
+
+/// `gdn serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The Swarm to serve (default: `default`, else the only one).
+    #[arg(short, long)]
+    pub(crate) swarm: Option<String>,
+    /// An extra env file, applied over .env.local and .env, for loading
+    /// the bundle.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// Where to listen. Loopback by default; any other address needs
+    /// --token-env.
+    #[arg(long, value_name = "HOST:PORT", default_value = goondan_serve::DEFAULT_ADDR)]
+    pub(crate) addr: std::net::SocketAddr,
+    /// The variable holding the bearer token clients must send
+    /// (`Authorization: Bearer <token>`), at least 24 characters;
+    /// required beyond loopback.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) token_env: Option<String>,
+    /// A host name clients reach the server by (the `Host` they send,
+    /// without port), beside loopback names and IP addresses; repeat for
+    /// more. Only with --token-env.
+    #[arg(long, value_name = "NAME", requires = "token_env")]
+    pub(crate) allowed_host: Vec<String>,
+    /// The base URL clients reach the server by, as the Agent Cards name
+    /// it (default: `http://` and the address listened on); for a server
+    /// behind a proxy.
+    #[arg(long, value_name = "URL")]
+    pub(crate) public_url: Option<String>,
     /// Do not start an orchestrator when none runs for the bundle (by
     /// default one is started in the background, as `gdn run --detach`
     /// does); exit with E_ORCHESTRATOR_NOT_RUNNING instead.

@@ -29,8 +29,8 @@ use goondan_ipc::{
 };
 use goondan_runtime::turn::{Cancellation, PriorTurn};
 use goondan_runtime::Ledger;
-use goondan_store::{InstanceStatus, MetadataFile, OutboxMessage};
-use goondan_types::{AgentEvent, IpcMessage, TurnFinishReason, TurnResult};
+use goondan_store::{InstanceStatus, MetadataFile, OutboxMessage, UsageTotals};
+use goondan_types::{AgentEvent, IpcMessage, TokenUsage, TurnFinishReason, TurnResult};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -351,6 +351,7 @@ pub async fn serve(
                             text: Some(text),
                             finish_reason: Some("text_response".into()),
                             turn_id: None,
+                            usage: None,
                         },
                     };
                     outbound
@@ -389,6 +390,8 @@ pub async fn serve(
             Some(stream) => stream,
             None => &goondan_model::NoStream,
         };
+        // What this Turn spends is the ledger's growth while it runs.
+        let spent_before = ledger.as_deref().map(Ledger::instance_totals);
         // The caller gets its answer as soon as the turn chain returns;
         // the fold's disk flush happens after it.
         let answer = async |result: &TurnResult| {
@@ -402,7 +405,10 @@ pub async fn serve(
             let Some(reply_to) = &reply_to else {
                 return Vec::new();
             };
-            let answer = turn_answer(result, &reply_to.correlation_id);
+            let spent = spent_before
+                .zip(ledger.as_deref().map(Ledger::instance_totals))
+                .map(|(before, after)| spent_between(before, after));
+            let answer = turn_answer(result, &reply_to.correlation_id, spent);
             let event = outbound.answer(&reply_to.target, &answer, trace_id).await;
             vec![OutboxMessage {
                 to: reply_to.target.clone(),
@@ -607,8 +613,20 @@ async fn refuse(outbound: &Outbound, event: AgentEvent, failure: Failure) {
         .await;
 }
 
-/// The answer to a request: the Turn's response text, or its error.
-fn turn_answer(result: &TurnResult, correlation_id: &str) -> Answer {
+/// The tokens counted between two readings of an instance's ledger.
+fn spent_between(before: UsageTotals, after: UsageTotals) -> TokenUsage {
+    let prompt_tokens = after.input_tokens.saturating_sub(before.input_tokens);
+    let completion_tokens = after.output_tokens.saturating_sub(before.output_tokens);
+    TokenUsage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: prompt_tokens + completion_tokens,
+    }
+}
+
+/// The answer to a request: the Turn's response text, or its error, with
+/// what it `spent`.
+fn turn_answer(result: &TurnResult, correlation_id: &str, spent: Option<TokenUsage>) -> Answer {
     let outcome = match (&result.finish_reason, &result.error) {
         (TurnFinishReason::Error, error) => {
             let (code, message) =
@@ -634,6 +652,7 @@ fn turn_answer(result: &TurnResult, correlation_id: &str) -> Answer {
                 .ok()
                 .and_then(|value| value.as_str().map(str::to_string)),
             turn_id: Some(result.turn_id.clone()),
+            usage: spent,
         },
     };
     Answer {

@@ -58,6 +58,7 @@ fn answer_to(
                 text: Some(text.into()),
                 finish_reason: None,
                 turn_id: None,
+                usage: None,
             },
         },
     };

@@ -465,6 +465,10 @@ pub enum AnswerOutcome {
         finish_reason: Option<String>,
         /// The Turn that answered.
         turn_id: Option<String>,
+        /// The model tokens the Turn spent, from its instance's ledger
+        /// (`tokenUsage` in the answer's metadata; absent from answers
+        /// not made by a Turn that ran now).
+        usage: Option<goondan_types::TokenUsage>,
     },
     /// The request failed.
     Failed(Failure),
@@ -496,6 +500,7 @@ impl Answer {
                 text,
                 finish_reason,
                 turn_id,
+                usage,
             } => {
                 event.input = text.clone();
                 metadata.insert("status".into(), "ok".into());
@@ -504,6 +509,12 @@ impl Answer {
                 }
                 if let Some(finish_reason) = finish_reason {
                     metadata.insert("finishReason".into(), finish_reason.clone().into());
+                }
+                if let Some(usage) = usage {
+                    metadata.insert(
+                        "tokenUsage".into(),
+                        serde_json::to_value(usage).unwrap_or(JsonValue::Null),
+                    );
                 }
             }
             AnswerOutcome::Failed(failure) => {
@@ -535,6 +546,9 @@ impl Answer {
                 text: event.input.clone(),
                 finish_reason: text("finishReason"),
                 turn_id: text("turnId"),
+                usage: event
+                    .metadata_value("tokenUsage")
+                    .and_then(|usage| serde_json::from_value(usage.clone()).ok()),
             }
         };
         Some(Answer {
@@ -920,6 +934,11 @@ mod tests {
                 text: Some("hi".into()),
                 finish_reason: Some("text_response".into()),
                 turn_id: Some("t1".into()),
+                usage: Some(goondan_types::TokenUsage {
+                    prompt_tokens: 3,
+                    completion_tokens: 4,
+                    total_tokens: 7,
+                }),
             },
         };
         let event = ok.to_event("beta", None);

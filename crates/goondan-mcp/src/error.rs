@@ -43,18 +43,6 @@ pub enum McpError {
         /// The server's message.
         message: String,
     },
-    /// The bearer token `gdn mcp serve --http` was given is too short to
-    /// be safe from guessing (the rule every port shares,
-    /// `goondan_http::token`).
-    #[error("the token in `{variable}` is {length} characters long; a token that guards a port needs at least {minimum}")]
-    WeakToken {
-        /// The variable `--token-env` named.
-        variable: String,
-        /// Its length in characters.
-        length: usize,
-        /// The least accepted.
-        minimum: usize,
-    },
     /// The peer sent something that is not MCP.
     #[error("MCP peer `{peer}` broke the protocol: {message}")]
     Protocol {
@@ -74,7 +62,6 @@ impl McpError {
             McpError::Timeout { .. } => "E_MCP_TIMEOUT",
             McpError::Call { .. } => "E_MCP_CALL",
             McpError::Protocol { .. } => "E_MCP_PROTOCOL",
-            McpError::WeakToken { .. } => "E_MCP_TOKEN_WEAK",
         }
     }
 
@@ -92,9 +79,6 @@ impl McpError {
             ),
             McpError::Call { .. } => Some("check the arguments against the tool's description"),
             McpError::Protocol { .. } => Some("the server is not a conforming MCP server"),
-            McpError::WeakToken { .. } => Some(
-                "set it to a random value of at least 24 characters, for example `export SWARM_TOKEN=$(openssl rand -hex 32)`",
-            ),
         }
     }
 
@@ -152,14 +136,6 @@ mod tests {
                     message: "x".into(),
                 },
                 "E_MCP_PROTOCOL",
-            ),
-            (
-                McpError::WeakToken {
-                    variable: "T".into(),
-                    length: 1,
-                    minimum: 24,
-                },
-                "E_MCP_TOKEN_WEAK",
             ),
         ];
         for (error, code) in cases {

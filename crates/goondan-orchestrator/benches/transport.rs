@@ -218,6 +218,7 @@ fn child() {
                             text: Some("pong".into()),
                             finish_reason: None,
                             turn_id: None,
+                            usage: None,
                         },
                     };
                     out.write_all(&framing::encode(&protocol::event_message(

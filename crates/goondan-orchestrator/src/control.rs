@@ -102,6 +102,27 @@ pub enum ControlRequest {
         /// Who sent it.
         source: String,
     },
+    /// [`ControlRequest::Deliver`] answered as it goes, in several lines:
+    /// [`ControlResponse::Accepted`] once the event is durable in the
+    /// instance's inbox, a [`ControlResponse::Delta`] per piece of text
+    /// the model streams, then the [`ControlResponse::Answer`] (or one
+    /// [`ControlResponse::Failed`] line at any point). Closing the
+    /// connection before the answer cancels the Turn. Served beside the
+    /// other requests, up to [`MAX_STREAMING_TURNS`] at once, since each
+    /// holds its connection for a whole Turn (`gdn serve`).
+    #[serde(rename_all = "camelCase")]
+    DeliverStreaming {
+        /// `agent:instanceKey` of the instance.
+        key: String,
+        /// The input.
+        event: ConnectorEvent,
+        /// Who sent it.
+        source: String,
+        /// Model messages (AI SDK shape) the instance takes as its
+        /// history before the input when it has none yet.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        prior_messages: Vec<serde_json::Value>,
+    },
     /// Hands a person's decision to the instance holding the approval
     /// and answers once the instance recorded it.
     Decide {
@@ -207,6 +228,19 @@ pub enum ControlResponse {
         /// The agent's answer event.
         response: Box<AgentEvent>,
     },
+    /// The first line answering [`ControlRequest::DeliverStreaming`]: the
+    /// input is durable.
+    #[serde(rename_all = "camelCase")]
+    Accepted {
+        /// The id of the event the input became.
+        event_id: String,
+    },
+    /// Text the model streamed, answering
+    /// [`ControlRequest::DeliverStreaming`].
+    Delta {
+        /// The piece of text.
+        text: String,
+    },
     /// Answers [`ControlRequest::Restart`] once every old process has
     /// exited and its replacement is ready, or the wait ran out.
     Restarted {
@@ -279,6 +313,10 @@ pub const MAX_WAITING_CONNECTIONS: usize = 64;
 /// Requests being served at once; one more is refused with
 /// `E_CONTROL_BUSY`.
 pub const MAX_ACTIVE_REQUESTS: usize = 256;
+/// Streaming deliveries being served at once, beside
+/// [`MAX_ACTIVE_REQUESTS`]; one more is refused with `E_CONTROL_BUSY`.
+/// Each holds one descriptor in the orchestrator for a Turn.
+pub const MAX_STREAMING_TURNS: usize = 4096;
 /// How long a restart waits, past the grace period, for the new process
 /// to become ready.
 const RESTART_SETTLE: Duration = Duration::from_secs(5);
@@ -371,6 +409,7 @@ impl ControlServer {
         let mut admission = Admission {
             waiting: Arc::new(Mutex::new(VecDeque::new())),
             active: Arc::new(Semaphore::new(MAX_ACTIVE_REQUESTS)),
+            streaming: Arc::new(Semaphore::new(MAX_STREAMING_TURNS)),
             next_id: 0,
         };
         let mut connections = JoinSet::new();
@@ -430,6 +469,7 @@ type WaitingList = Arc<Mutex<VecDeque<(u64, oneshot::Sender<()>)>>>;
 struct Admission {
     waiting: WaitingList,
     active: Arc<Semaphore>,
+    streaming: Arc<Semaphore>,
     next_id: u64,
 }
 
@@ -452,6 +492,7 @@ impl Admission {
             evicted,
             waiting: self.waiting.clone(),
             active: self.active.clone(),
+            streaming: self.streaming.clone(),
         };
         let serving = serving.clone();
         connections.spawn(async move {
@@ -468,6 +509,7 @@ struct Connection {
     evicted: oneshot::Receiver<()>,
     waiting: WaitingList,
     active: Arc<Semaphore>,
+    streaming: Arc<Semaphore>,
 }
 
 impl Connection {
@@ -536,6 +578,33 @@ async fn answer(
         ),
         Some(Ok(Ok(RequestLine::Line(bytes)))) => match ControlRequest::from_line(&bytes) {
             Err(refusal) => *refusal,
+            Ok(ControlRequest::DeliverStreaming {
+                key,
+                event,
+                source,
+                prior_messages,
+            }) => match connection.streaming.clone().try_acquire_owned() {
+                Ok(_permit) => match exact_key(&key) {
+                    Ok(key) => {
+                        let mut event = crate::ingress::agent_event(&source, &event, &key.instance_key);
+                        if !prior_messages.is_empty() {
+                            event
+                                .metadata
+                                .get_or_insert_with(Default::default)
+                                .insert(
+                                    goondan_types::PRIOR_MESSAGES_KEY.into(),
+                                    serde_json::Value::Array(prior_messages),
+                                );
+                        }
+                        return stream_delivery(&serving.handle, key, event, &mut reader, write).await;
+                    }
+                    Err(refusal) => *refusal,
+                },
+                Err(_) => failure(
+                    "E_CONTROL_BUSY",
+                    &format!("{MAX_STREAMING_TURNS} streaming deliveries are already being served"),
+                ),
+            },
             Ok(request) => match connection.active.clone().try_acquire_owned() {
                 Ok(_permit) => match execute(request, &serving, &mut reader).await {
                     Some(response) => response,
@@ -610,6 +679,75 @@ async fn answer_unless_disconnected(
     }
 }
 
+/// Serves a [`ControlRequest::DeliverStreaming`] on its connection:
+/// `Accepted`, `Delta`s, then the answer, one line each; the client
+/// closing the connection first cancels the Turn.
+async fn stream_delivery(
+    handle: &OrchestratorHandle,
+    key: goondan_ipc::RoutingKey,
+    event: AgentEvent,
+    reader: &mut BufReader<OwnedReadHalf>,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let (deltas, mut streamed) = tokio::sync::mpsc::unbounded_channel();
+    let pending = match handle.deliver_stored(key, event, deltas).await {
+        Ok(pending) => pending,
+        Err(error) => return write_line(&mut write, &failed(&error)).await,
+    };
+    let event_id = pending.event_id().to_string();
+    write_line(
+        &mut write,
+        &ControlResponse::Accepted {
+            event_id: event_id.clone(),
+        },
+    )
+    .await?;
+    let answer = pending.answer();
+    tokio::pin!(answer);
+    let mut ignored = [0u8; 256];
+    let response = loop {
+        tokio::select! {
+            // Text before the answer that ends it.
+            biased;
+            Some(text) = streamed.recv() => {
+                write_line(&mut write, &ControlResponse::Delta { text }).await?;
+            }
+            answer = &mut answer => break match answer {
+                Ok(answer) => ControlResponse::Answer { response: Box::new(answer) },
+                Err(error) => failed(&error),
+            },
+            read = reader.read(&mut ignored) => {
+                // Only the end of the client's stream (or an error on it)
+                // means it left; anything it sends is ignored.
+                if !matches!(read, Ok(n) if n > 0) {
+                    let _ = handle.cancel(event_id).await;
+                    return Ok(());
+                }
+            }
+        }
+    };
+    // Text still queued behind the answer went out before it on the
+    // agent's side; keep that order here.
+    while let Ok(text) = streamed.try_recv() {
+        write_line(&mut write, &ControlResponse::Delta { text }).await?;
+    }
+    write_line(&mut write, &response).await?;
+    write.shutdown().await
+}
+
+/// Writes one response line, giving up after [`WRITE_TIMEOUT`] on a
+/// client that stopped reading.
+async fn write_line(
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+    response: &ControlResponse,
+) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec(response).unwrap_or_default();
+    bytes.push(b'\n');
+    tokio::time::timeout(WRITE_TIMEOUT, write.write_all(&bytes))
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
 fn failed(error: &OrchestratorError) -> ControlResponse {
     ControlResponse::Failed(error.to_body())
 }
@@ -676,6 +814,11 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             Ok(key) => deliver(handle, key, &event, &source).await,
             Err(refusal) => return *refusal,
         },
+        // Answered line by line by `stream_delivery` before it gets here.
+        ControlRequest::DeliverStreaming { .. } => Err(OrchestratorError::Control {
+            path: String::new(),
+            source: std::io::Error::other("a streaming delivery is served on its own connection"),
+        }),
         ControlRequest::Decide { key, decision } => match exact_key(&key) {
             Ok(key) => handle
                 .decide(key, decision)

@@ -245,6 +245,7 @@ fn run_child() {
                             text: Some(answer),
                             finish_reason: None,
                             turn_id: None,
+                            usage: None,
                         },
                     };
                     send(protocol::event_message(

@@ -75,7 +75,7 @@ pub(crate) struct Shared {
     pub(crate) public_url: String,
     /// Whether requests must carry a bearer token (the cards say so).
     pub(crate) token_required: bool,
-    pub(crate) tasks: a2a::Tasks,
+    pub(crate) tasks: Arc<a2a::Tasks>,
 }
 
 /// The whole server as an axum router; serve it with
@@ -92,7 +92,7 @@ pub fn router(
         limits,
         public_url: public_url.trim_end_matches('/').to_string(),
         token_required: access.bearer_token.is_some(),
-        tasks: a2a::Tasks::new(limits.max_remembered_tasks),
+        tasks: Arc::new(a2a::Tasks::new(limits.max_remembered_tasks)),
     });
     Router::new()
         .merge(a2a::routes())

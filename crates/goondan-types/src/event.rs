@@ -57,6 +57,12 @@ pub struct TurnAuth {
     pub extra: JsonObject,
 }
 
+/// The metadata key of an input's replayed conversation: model messages
+/// (AI SDK shape) a fresh instance takes as its history before the input
+/// (a Goondan-rs addition: how `gdn serve` hands an OpenAI client's
+/// earlier messages to the agent, which writes them as its own).
+pub const PRIOR_MESSAGES_KEY: &str = "priorMessages";
+
 /// The input of one Turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -41,7 +41,10 @@ pub use connector::{ConnectorEvent, ConnectorMessage};
 pub use diagnostic::{Diagnostic, Severity};
 pub use entry::{Entry, EntryParseError, ScriptRuntime};
 pub use error_body::ErrorBody;
-pub use event::{new_event_id, AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth};
+pub use event::{
+    new_event_id, AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth,
+    PRIOR_MESSAGES_KEY,
+};
 pub use ipc::{IpcMessage, IpcMessageType, ProcessStatus, ShutdownReason};
 pub use json::{JsonObject, JsonValue};
 pub use message::{

@@ -28,13 +28,13 @@
 //! stdout carries only protocol lines; every message for a person goes to
 //! stderr.
 
-use super::run;
+use super::{port, run};
 use crate::cli::{GlobalArgs, McpServeArgs};
 use crate::exit::Outcome;
 use crate::project;
 use anyhow::Context;
 use futures_util::future::BoxFuture;
-use goondan_host::lock::{self, Claim};
+use goondan_host::lock;
 use goondan_mcp::server::http::HttpAccess;
 use goondan_mcp::server::{AgentTool, SwarmTurns, TurnFailure};
 use std::path::PathBuf;
@@ -132,27 +132,16 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
         Err(outcome) => return Ok(outcome),
     };
     crate::runtime::current_thread()?.block_on(async {
-        match lock::claim(&workspace, &socket).await {
-            Ok(Claim::Running) => {}
-            Err(error) => return Ok(crate::render::host_error(&error, project::format(global))),
-            Ok(Claim::Won(_lock)) if args.no_start => {
-                crate::render::error(
-                    "E_ORCHESTRATOR_NOT_RUNNING",
-                    &format!(
-                        "no orchestrator is running Swarm/{} of this bundle",
-                        project.swarm_name
-                    ),
-                    Some("start it first with `gdn run --detach` in the project folder (the same --config and --state-root), or leave out --no-start"),
-                );
-                return Ok(Outcome::Failure);
-            }
-            Ok(Claim::Won(start_lock)) => {
-                // The detached orchestrator claims the lock itself.
-                drop(start_lock);
-                if let Err(outcome) = start_detached(global, args, &project) {
-                    return Ok(outcome);
-                }
-            }
+        if let Err(outcome) = port::ensure_running(
+            global,
+            &project,
+            &socket,
+            args.env_file.as_deref(),
+            args.no_start,
+        )
+        .await
+        {
+            return Ok(outcome);
         }
         let turns = Arc::new(SocketTurns {
             socket,
@@ -175,62 +164,11 @@ pub(crate) fn serve(global: &GlobalArgs, args: &McpServeArgs) -> anyhow::Result<
             goondan_mcp::server::http::ENDPOINT
         );
         let router = goondan_mcp::server::http::router(turns, access);
-        goondan_http::serve(listener, router, HTTP_LIMITS, stop_signal())
+        goondan_http::serve(listener, router, HTTP_LIMITS, port::stop_signal())
             .await
             .context("serving MCP over HTTP")?;
         Ok(Outcome::Success)
     })
-}
-
-/// Starts the bundle's orchestrator in the background with `gdn run
-/// --detach`, whose report goes to stderr (stdout carries only protocol
-/// lines); the outcome it failed with, after its own error lines.
-fn start_detached(
-    global: &GlobalArgs,
-    args: &McpServeArgs,
-    project: &goondan_host::Project,
-) -> Result<(), Outcome> {
-    eprintln!(
-        "no orchestrator runs Swarm/{} of this bundle: starting one in the background (`gdn run --detach`; `gdn stop` stops it)",
-        project.swarm_name
-    );
-    let started = std::env::current_exe().and_then(|program| {
-        let mut command = std::process::Command::new(program);
-        command
-            .arg("--config")
-            .arg(project.bundle.root())
-            .arg("--state-root")
-            .arg(project.state_root.path())
-            .args(["run", "--detach", "--swarm", &project.swarm_name]);
-        if let Some(env_file) = &args.env_file {
-            command
-                .arg("--env-file")
-                .arg(std::path::absolute(env_file)?);
-        }
-        if global.verbose > 0 {
-            command.arg("-v");
-        }
-        command
-            .stdin(std::process::Stdio::null())
-            .stdout(std::io::stderr())
-            .status()
-    });
-    match started {
-        Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(match status.code() {
-            Some(3) => Outcome::ConfigError,
-            Some(4) => Outcome::ValidationFailed,
-            _ => Outcome::Failure,
-        }),
-        Err(error) => {
-            crate::render::error(
-                "E_ORCHESTRATOR_START",
-                &format_args!("cannot start `gdn run --detach`: {error}"),
-                None,
-            );
-            Err(Outcome::Failure)
-        }
-    }
 }
 
 /// Who may call `--http`, or the refusal already printed.
@@ -238,38 +176,7 @@ fn http_access(
     args: &McpServeArgs,
     project: &goondan_host::Project,
 ) -> Result<HttpAccess, Outcome> {
-    let bearer_token = match &args.token_env {
-        Some(name) => {
-            let value = std::env::var(name)
-                .ok()
-                .or_else(|| project.bundle.env().get(name).map(str::to_string));
-            match value.filter(|value| !value.is_empty()) {
-                Some(value) => {
-                    if let Err(goondan_http::HttpError::WeakToken { length, minimum }) =
-                        goondan_http::token::check_strength(&value)
-                    {
-                        let weak = goondan_mcp::McpError::WeakToken {
-                            variable: name.clone(),
-                            length,
-                            minimum,
-                        };
-                        crate::render::error(weak.code(), &weak, weak.suggestion());
-                        return Err(Outcome::BadArguments);
-                    }
-                    Some(value)
-                }
-                None => {
-                    crate::render::error(
-                        "E_MCP_TOKEN_MISSING",
-                        &format_args!("--token-env names `{name}`, which is not set"),
-                        Some("set it in the environment or the bundle's .env"),
-                    );
-                    return Err(Outcome::BadArguments);
-                }
-            }
-        }
-        None => None,
-    };
+    let bearer_token = port::bearer_token(args.token_env.as_deref(), project, "MCP")?;
     if let Some(address) = args.http {
         let remote_allowed = args.allow_remote && bearer_token.is_some();
         if !(address.ip().is_loopback() || remote_allowed) {
@@ -286,17 +193,4 @@ fn http_access(
         allow_remote_origins: args.allow_remote,
         allowed_hosts: args.allowed_host.clone(),
     })
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub(crate) async fn stop_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
 }

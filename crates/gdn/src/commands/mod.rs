@@ -14,7 +14,9 @@ mod manage;
 mod mcp;
 mod operator;
 pub(crate) mod package;
+mod port;
 mod run;
+mod serve;
 mod strip_types;
 mod studio;
 mod target;
@@ -56,6 +58,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::StripTypes(args) => strip_types::run(args),
         Command::Init(args) => init::run(&cli.global, args),
         Command::Doctor(args) => doctor::run(&cli.global, args),
+        Command::Serve(args) => serve::serve(&cli.global, args),
         Command::Mcp(args) => match &args.command {
             crate::cli::McpCommand::Serve(serve) => mcp::serve(&cli.global, serve),
         },

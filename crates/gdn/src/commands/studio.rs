@@ -73,7 +73,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
             limits: Limits::default(),
             actions: args.allow_actions,
         };
-        goondan_studio::serve(listener, studio, super::mcp::stop_signal()).await?;
+        goondan_studio::serve(listener, studio, super::port::stop_signal()).await?;
         Ok(Outcome::Success)
     })
 }

@@ -73,27 +73,11 @@ pub(crate) fn start(swarm: &Swarm) -> Resident {
 /// One HTTP/1.1 POST on a fresh connection: the status and the body, or
 /// `None` while nothing listens.
 pub(crate) fn post(port: u16, body: &str, headers: &[(&str, String)]) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .ok()?;
-    let mut request = format!(
-        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    let status = answer.split(' ').nth(1)?.parse().ok()?;
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let (status, _, body) = crate::serve::http(port, "POST", "/", body.as_bytes(), &headers)?;
     Some((status, body))
 }
 

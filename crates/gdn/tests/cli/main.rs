@@ -27,6 +27,7 @@ mod packages;
 mod plugins;
 mod replay;
 mod secrets;
+mod serve;
 mod stdin;
 mod store_damage;
 mod strip_types;

@@ -187,6 +187,7 @@ pub(super) fn answer(correlation_id: &str, text: &str) -> AgentEvent {
             text: Some(text.to_string()),
             finish_reason: None,
             turn_id: None,
+            usage: None,
         },
     }
     .to_event("echo", None)

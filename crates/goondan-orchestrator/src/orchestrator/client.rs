@@ -197,9 +197,42 @@ impl OrchestratorHandle {
             event: Box::new(event),
             reply,
             deltas: None,
+            stored: None,
         })
         .await?;
         Ok(PendingAnswer { event_id, answer })
+    }
+
+    /// Queues the ready-made `event` for exactly the instance `key`, no
+    /// ingress rule consulted, sending the answering Turn's model text to
+    /// `deltas` as it streams. Resolves once the event is durable in the
+    /// instance's inbox (or was refused), with its answer still to come.
+    pub async fn deliver_stored(
+        &self,
+        key: RoutingKey,
+        event: AgentEvent,
+        deltas: mpsc::UnboundedSender<String>,
+    ) -> Result<PendingAnswer, OrchestratorError> {
+        let (reply, answer) = oneshot::channel();
+        let (stored, is_stored) = oneshot::channel();
+        let event_id = event.id.clone();
+        self.send(Input::Deliver {
+            key,
+            event: Box::new(event),
+            reply,
+            deltas: Some(deltas),
+            stored: Some(stored),
+        })
+        .await?;
+        let mut pending = PendingAnswer { event_id, answer };
+        match is_stored.await {
+            Ok(()) => Ok(pending),
+            // Refused before it was stored: the refusal is the answer.
+            Err(_) => match pending.answer.try_recv() {
+                Ok(Err(error)) => Err(error),
+                _ => Err(OrchestratorError::Stopped),
+            },
+        }
     }
 
     /// Hands this orchestrator's instance `to` an event an instance on

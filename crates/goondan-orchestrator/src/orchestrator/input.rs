@@ -117,6 +117,8 @@ pub enum Input {
         reply: Reply,
         /// Where streamed text goes.
         deltas: Option<DeltaSink>,
+        /// Told once the event is durable in the instance's inbox.
+        stored: Option<oneshot::Sender<()>>,
     },
     /// Gracefully restart the matching instances.
     Restart {

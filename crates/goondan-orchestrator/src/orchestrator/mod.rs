@@ -310,7 +310,8 @@ impl Orchestrator {
                 event,
                 reply,
                 deltas,
-            } => self.on_deliver(key, *event, reply, deltas),
+                stored,
+            } => self.on_deliver(key, *event, reply, deltas, stored),
             Input::FromRemote { to, message } => self.on_from_remote(to, message),
             Input::Cancel { event_id, done } => {
                 let _ = done.send(self.cancel(&event_id));

@@ -15,6 +15,7 @@ use goondan_types::agents::SpawnedAgentInfo;
 use goondan_types::{AgentEvent, IpcMessage, ProcessStatus, ReplyChannel};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use tokio::sync::oneshot;
 
 impl Orchestrator {
     /// An input from outside the swarm, routed by its Connection's rules,
@@ -36,7 +37,7 @@ impl Orchestrator {
                     id: event_id,
                     ..routed
                 };
-                self.request(key, event, reply, deltas);
+                self.request(key, event, reply, deltas, None);
             }
             Err(error) => {
                 let _ = reply.send(Err(error));
@@ -52,6 +53,7 @@ impl Orchestrator {
         event: AgentEvent,
         reply: Reply,
         deltas: Option<DeltaSink>,
+        stored: Option<oneshot::Sender<()>>,
     ) {
         if self.stopping.is_some() {
             let _ = reply.send(Err(OrchestratorError::Stopped));
@@ -63,17 +65,18 @@ impl Orchestrator {
             let _ = reply.send(Err(error));
             return;
         }
-        self.request(key, event, reply, deltas);
+        self.request(key, event, reply, deltas, stored);
     }
 
     /// Queues `event` for `key` as the orchestrator's own request, whose
-    /// answer goes to `reply`.
+    /// answer goes to `reply`; `stored` hears when it is durable.
     fn request(
         &mut self,
         key: RoutingKey,
         mut event: AgentEvent,
         reply: Reply,
         deltas: Option<DeltaSink>,
+        stored: Option<oneshot::Sender<()>>,
     ) {
         // An instance backing off after crashes would hold the input
         // silently until the backoff ends: say so at once instead.
@@ -93,6 +96,9 @@ impl Orchestrator {
         let event_id = event.id.clone();
         match self.deliver(&key, Queued::turn(ORCHESTRATOR, event)) {
             Ok(()) => {
+                if let Some(stored) = stored {
+                    let _ = stored.send(());
+                }
                 self.waiters
                     .insert(correlation_id, Waiter { key, reply, deltas });
             }

@@ -215,6 +215,7 @@ impl Harness {
                 text: Some(text.into()),
                 finish_reason: None,
                 turn_id: None,
+                usage: None,
             },
         };
         self.say(
@@ -768,6 +769,7 @@ async fn a_draining_process_still_gets_the_answer_its_last_turn_waits_for() {
             text: Some("helped".into()),
             finish_reason: None,
             turn_id: None,
+            usage: None,
         },
     };
     h.say(

@@ -598,6 +598,43 @@ impl TurnCore<'_> {
         message
     }
 
+    /// The conversation a client replayed before this input
+    /// (`priorMessages` in the input's metadata: model messages, as `gdn
+    /// serve` passes an OpenAI client's earlier messages), when the
+    /// instance holds none yet. An instance with a history of its own
+    /// keeps it: a replay there is left out with a warning, never mixed
+    /// in.
+    fn prior_messages(ctx: &TurnContext) -> Vec<Message> {
+        let event = ctx.input_event();
+        let Some(prior) = event.metadata_value(goondan_types::PRIOR_MESSAGES_KEY) else {
+            return Vec::new();
+        };
+        if !ctx.conversation().state().next_messages().is_empty() {
+            tracing::warn!(event_id = %event.id, "the input replays a conversation into an instance that has one; the replay is left out");
+            return Vec::new();
+        }
+        let Ok(prior) = serde_json::from_value::<Vec<ModelMessage>>(prior.clone()) else {
+            tracing::warn!(event_id = %event.id, "`priorMessages` of the input are not model messages; left out");
+            return Vec::new();
+        };
+        prior
+            .into_iter()
+            .map(|data| {
+                let source = if matches!(data, ModelMessage::User { .. }) {
+                    MessageSource::User
+                } else {
+                    MessageSource::System
+                };
+                let mut message = Message::new(data, source);
+                message.metadata.insert(
+                    "replayedBy".into(),
+                    JsonValue::String(event.source.name.clone()),
+                );
+                message
+            })
+            .collect()
+    }
+
     /// Appends every queued async answer as a user message.
     fn inject_async_answers(&self, ctx: &TurnContext) -> Result<(), PipelineError> {
         for answer in self.agent.inbox.drain() {
@@ -689,6 +726,9 @@ impl TurnCore<'_> {
                     &redelivery::Closing::Interrupted,
                 );
                 for message in closing {
+                    ctx.emit_message_event(MessageEvent::Append { message })?;
+                }
+                for message in Self::prior_messages(ctx) {
                     ctx.emit_message_event(MessageEvent::Append { message })?;
                 }
                 ctx.emit_message_event(MessageEvent::Append {

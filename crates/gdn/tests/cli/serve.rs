@@ -1,0 +1,471 @@
+//! `gdn serve` as other software meets it: the official A2A Python SDK
+//! (`a2a-sdk`) as a client of the running swarm's agents, and hostile
+//! input at every A2A route. The server is the real binary, started on
+//! a free loopback port; it starts the swarm itself (detached), which
+//! each test stops at the end.
+
+use crate::mock_llm::{ChatRequest, Reply};
+use crate::swarm::{code, read_jsonl, stderr, wait_until, Swarm};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+/// A token long enough for every port's rule.
+const TOKEN: &str = "serve-test-token-0123456789abcdef";
+
+fn decide(request: &ChatRequest) -> Reply {
+    let text = request.last_user_text();
+    let who = if request.is_from("agent BETA") {
+        "beta"
+    } else {
+        "alpha"
+    };
+    if text.starts_with("slow") {
+        return Reply::Delayed(
+            Duration::from_secs(2),
+            Box::new(Reply::text(format!("{who}: done"))),
+        );
+    }
+    if text == "hang" {
+        return Reply::Hang;
+    }
+    Reply::text(format!("{who}: {text}"))
+}
+
+/// A running `gdn serve` and the swarm it serves.
+pub(crate) struct Served {
+    pub(crate) swarm: Swarm,
+    child: Child,
+    pub(crate) port: u16,
+}
+
+impl Served {
+    /// `gdn serve` on a free loopback port for the `pair` fixture, with
+    /// `extra` arguments; waits until it listens.
+    pub(crate) fn start(
+        decide: impl Fn(&ChatRequest) -> Reply + Send + Sync + 'static,
+        extra: &[&str],
+    ) -> Served {
+        Served::start_for(Swarm::pair(2, decide), extra)
+    }
+
+    /// `gdn serve` on a free loopback port for `swarm`.
+    pub(crate) fn start_for(swarm: Swarm, extra: &[&str]) -> Served {
+        let mut args = vec!["--json", "serve", "--addr", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let log = std::fs::File::create(swarm.bundle.path().join("serve.log")).unwrap();
+        let mut child = swarm
+            .command(&args)
+            .env("SERVE_TOKEN", TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let serving: Value = serde_json::from_str(&line).unwrap_or_else(|error| {
+            panic!(
+                "no `serving` line ({error}): {line:?}\n{}",
+                std::fs::read_to_string(swarm.bundle.path().join("serve.log")).unwrap_or_default()
+            )
+        });
+        assert_eq!(serving["event"], "serving", "{serving}");
+        let address = serving["address"].as_str().unwrap();
+        let port = address.rsplit(':').next().unwrap().parse().unwrap();
+        Served { swarm, child, port }
+    }
+
+    pub(crate) fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = self.swarm.command(&["stop"]).output();
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection: the status, the head and
+/// the body, or `None` when nothing listens.
+pub(crate) fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    headers: &[(&str, &str)],
+) -> Option<(u16, String, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .ok()?;
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request.push_str("Host: 127.0.0.1\r\n");
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    // A server may refuse before reading the body; what it answered counts.
+    let _ = stream.write_all(body);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer.split(' ').nth(1)?.parse().ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    Some((status, head.to_string(), body.to_string()))
+}
+
+/// A JSON-RPC call to agent `agent`: the status and the answer.
+fn rpc(served: &Served, agent: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    let (status, _, body) = http(
+        served.port,
+        "POST",
+        &format!("/a2a/{agent}"),
+        body.as_bytes(),
+        headers,
+    )
+    .expect("gdn serve answers");
+    let value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    (status, value)
+}
+
+fn send_body(text: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}}}).to_string()
+}
+
+/// Whether the official A2A Python SDK can be imported. Without it the
+/// SDK test is skipped, unless `GOONDAN_REQUIRE_A2A_SDK` is set (CI
+/// installs the SDK and sets it, so there it can never be skipped).
+pub(crate) fn a2a_sdk_available() -> bool {
+    let importable = std::process::Command::new("python3")
+        .args(["-c", "import a2a.client"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !importable && std::env::var_os("GOONDAN_REQUIRE_A2A_SDK").is_some() {
+        panic!("GOONDAN_REQUIRE_A2A_SDK is set but `import a2a.client` fails: pip install a2a-sdk");
+    }
+    importable
+}
+
+/// Runs the fixture A2A client against `served`; its JSON answer.
+fn official_client(served: &Served, args: &[&str], token: Option<&str>) -> Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/a2a/official_client.py");
+    let mut command = std::process::Command::new("python3");
+    command.arg(script).arg(served.base_url()).args(args);
+    if let Some(token) = token {
+        command.env("A2A_TOKEN", token);
+    }
+    let output = crate::swarm::run_with_deadline(command);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "a2a client {args:?} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap()
+}
+
+#[test]
+fn the_official_a2a_sdk_reads_cards_sends_streams_gets_and_cancels_tasks() {
+    if !a2a_sdk_available() {
+        eprintln!("skipped: the A2A Python SDK is not installed (pip install a2a-sdk)");
+        return;
+    }
+    let served = Served::start(decide, &["--token-env", "SERVE_TOKEN"]);
+    let card = official_client(&served, &["card"], Some(TOKEN));
+    assert_eq!(card["name"], "alpha", "{card}");
+    assert_eq!(card["binding"], "JSONRPC");
+    assert_eq!(card["streaming"], true);
+    assert_eq!(card["url"], format!("{}/a2a/alpha", served.base_url()));
+    assert_eq!(card["schemes"], json!(["bearer"]));
+    let skills = card["skills"].to_string();
+    assert!(
+        skills.contains("tool:agents__request") && skills.contains("tool:wait__seconds"),
+        "{skills}"
+    );
+
+    let sent = official_client(&served, &["send", "beta", "hello"], Some(TOKEN));
+    assert_eq!(sent["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(sent["answer"], "beta: hello");
+    // The context is the instance: the next message continues it.
+    let context = sent["contextId"].as_str().unwrap();
+    let again = official_client(&served, &["send", "beta", "again", context], Some(TOKEN));
+    assert_eq!(again["contextId"], context);
+    let instance = crate::swarm::find_instance(served.swarm.state.path(), "beta", context)
+        .expect("the context is an instance of beta");
+    let conversation = crate::swarm::conversation_of(&instance);
+    let users: Vec<&Value> = conversation
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .collect();
+    assert_eq!(users.len(), 2, "{conversation:?}");
+
+    let streamed = official_client(&served, &["stream", "alpha", "slow one"], Some(TOKEN));
+    assert_eq!(streamed["state"], "TASK_STATE_COMPLETED", "{streamed}");
+    assert_eq!(streamed["answer"], "alpha: done");
+    let events: Vec<&str> = streamed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event.as_str().unwrap())
+        .collect();
+    assert_eq!(events.first(), Some(&"task"), "{events:?}");
+    assert!(events.contains(&"artifact_update"), "{events:?}");
+    assert_eq!(
+        events.last(),
+        Some(&"status:TASK_STATE_COMPLETED"),
+        "{events:?}"
+    );
+    let task_id = streamed["taskId"].as_str().unwrap();
+    let fetched = official_client(&served, &["get", "alpha", task_id], Some(TOKEN));
+    assert_eq!(fetched["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(fetched["answer"], "alpha: done");
+
+    let cancelled = official_client(&served, &["cancel", "alpha", "hang"], Some(TOKEN));
+    assert_eq!(
+        cancelled["submitted"], "TASK_STATE_SUBMITTED",
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["state"], "TASK_STATE_CANCELED", "{cancelled}");
+
+    // Without the token the SDK is refused at the card already.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/a2a/official_client.py");
+    let refused = std::process::Command::new("python3")
+        .arg(script)
+        .arg(served.base_url())
+        .arg("card")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("401"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
+#[test]
+fn every_a2a_route_refuses_bad_input_and_a_dropped_stream_still_commits_once() {
+    let served = Served::start(decide, &["--token-env", "SERVE_TOKEN"]);
+    let bearer = format!("Bearer {TOKEN}");
+    let auth: &[(&str, &str)] = &[("Authorization", &bearer)];
+
+    // The token guards every route, the cards too.
+    for (method, path) in [
+        ("GET", "/.well-known/agent-card.json"),
+        ("GET", "/a2a/alpha/.well-known/agent-card.json"),
+        ("POST", "/a2a/alpha"),
+    ] {
+        let body = send_body("x");
+        for headers in [
+            &[][..],
+            &[("Authorization", "Bearer wrong-token-wrong-token-xx")][..],
+        ] {
+            let (status, head, _) =
+                http(served.port, method, path, body.as_bytes(), headers).unwrap();
+            assert_eq!(status, 401, "{method} {path} {headers:?}");
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("www-authenticate: bearer"),
+                "{head}"
+            );
+        }
+    }
+    // A page elsewhere that rebinds its name to this port is refused.
+    let (status, _, _) = http(
+        served.port,
+        "GET",
+        "/.well-known/agent-card.json",
+        b"",
+        &[("Authorization", &bearer), ("Host", "evil.example")],
+    )
+    .unwrap();
+    assert_eq!(status, 403);
+
+    let (status, answer) = rpc(&served, "alpha", "{not json", auth);
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(-32700)),
+        "{answer}"
+    );
+    let (_, answer) = rpc(&served, "alpha", "[1, 2]", auth);
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    let (_, answer) = rpc(
+        &served,
+        "alpha",
+        r#"{"jsonrpc":"2.0","id":1,"method":"Teleport","params":{}}"#,
+        auth,
+    );
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert_eq!(answer["id"], 1);
+    let (_, answer) = rpc(
+        &served,
+        "alpha",
+        r#"{"jsonrpc":"2.0","id":2,"method":"message/send","params":{}}"#,
+        auth,
+    );
+    assert_eq!(answer["error"]["code"], -32009, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SendMessage"),
+        "{answer}"
+    );
+    let (_, answer) = rpc(
+        &served,
+        "alpha",
+        r#"{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":"hi"}}"#,
+        auth,
+    );
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let file_part = json!({"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"url": "file:///etc/passwd", "mediaType": "text/plain"}]}}}).to_string();
+    let (_, answer) = rpc(&served, "alpha", &file_part, auth);
+    assert_eq!(answer["error"]["code"], -32005, "{answer}");
+    let (_, answer) = rpc(
+        &served,
+        "alpha",
+        r#"{"jsonrpc":"2.0","id":5,"method":"GetTask","params":{"id":"evt_nope"}}"#,
+        auth,
+    );
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    let (_, answer) = rpc(
+        &served,
+        "alpha",
+        r#"{"jsonrpc":"2.0","id":6,"method":"CancelTask","params":{}}"#,
+        auth,
+    );
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let (status, answer) = rpc(&served, "nobody", &send_body("x"), auth);
+    assert_eq!(status, 404, "{answer}");
+    let bad_context = json!({"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": {"message": {"messageId": "m", "contextId": "a\u{0007}b", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}).to_string();
+    let (_, answer) = rpc(&served, "alpha", &bad_context, auth);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let (_, answer) = rpc(&served, "alpha", &json!({"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}).to_string(), &[("Authorization", &bearer), ("A2A-Version", "0.3")]);
+    assert_eq!(answer["error"]["code"], -32009, "{answer}");
+    // A body over the limit is refused without being read whole.
+    let huge = vec![b' '; 2 * 1024 * 1024];
+    let (status, _, _) = http(served.port, "POST", "/a2a/alpha", &huge, auth).unwrap();
+    assert_eq!(status, 413);
+
+    // A client that drops its stream midway: the Turn runs to its end and
+    // is stored once.
+    let body = json!({"jsonrpc": "2.0", "id": 10, "method": "SendStreamingMessage", "params": {"message": {"messageId": "m", "contextId": "dropped", "role": "ROLE_USER", "parts": [{"text": "slow and dropped"}]}}}).to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    write!(
+        stream,
+        "POST /a2a/alpha HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {bearer}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut first = [0u8; 512];
+    let read = stream.read(&mut first).unwrap();
+    let head = String::from_utf8_lossy(&first[..read]).into_owned();
+    assert!(
+        head.contains("text/event-stream") && head.contains("TASK_STATE_SUBMITTED"),
+        "{head}"
+    );
+    drop(stream);
+    let instance = wait_until("the dropped Turn's instance", || {
+        crate::swarm::find_instance(served.swarm.state.path(), "alpha", "dropped")
+    });
+    let events = wait_until("the dropped Turn to complete", || {
+        let events = read_jsonl(&instance.join("messages/runtime-events.jsonl"));
+        events
+            .iter()
+            .any(|event| event["type"] == "turn.completed")
+            .then_some(events)
+    });
+    let answered = crate::swarm::conversation_of(&instance);
+    let users = answered
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .count();
+    let answers = answered
+        .iter()
+        .filter(|message| message["role"] == "assistant")
+        .count();
+    assert_eq!((users, answers), (1, 1), "{answered:?}");
+    let completed = events
+        .iter()
+        .filter(|event| event["type"] == "turn.completed")
+        .count();
+    assert_eq!(completed, 1, "{events:?}");
+}
+
+#[test]
+fn gdn_serve_refuses_an_open_address_without_a_token() {
+    let swarm = Swarm::pair(2, decide);
+    let output = swarm.run(&["serve", "--addr", "0.0.0.0:0"]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("E_SERVE_REMOTE_REFUSED"),
+        "{}",
+        stderr(&output)
+    );
+    let output = swarm
+        .command(&["serve", "--token-env", "SHORT_TOKEN"])
+        .env("SHORT_TOKEN", "short")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&output).contains("E_SERVE_TOKEN_WEAK"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_task_waiting_for_an_approval_is_input_required_until_a_person_decides() {
+    let served = Served::start_for(crate::approvals::gated_swarm(60), &[]);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m", "contextId": "gated", "role": "ROLE_USER", "parts": [{"text": "run it"}]}}}).to_string();
+    // A blocking SendMessage answers when the Task needs a person.
+    let (status, answer) = rpc(&served, "alpha", &body, &[]);
+    assert_eq!(status, 200, "{answer}");
+    let task = &answer["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{answer}"
+    );
+    let said = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(said.contains("gdn approve"), "{said}");
+    let task_id = task["id"].as_str().unwrap().to_string();
+    // A message to it is refused: a person decides, not the client.
+    let continued = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {"messageId": "m2", "taskId": task_id, "role": "ROLE_USER", "parts": [{"text": "yes"}]}}}).to_string();
+    let (_, answer) = rpc(&served, "alpha", &continued, &[]);
+    assert_eq!(answer["error"]["code"], -32004, "{answer}");
+    let pending = crate::approvals::approvals(&served.swarm);
+    let id = pending[0]["id"].as_str().unwrap();
+    let output = served.swarm.run(&["approve", id]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let get = json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task_id}})
+        .to_string();
+    let done = wait_until("the approved Task to complete", || {
+        let (_, answer) = rpc(&served, "alpha", &get, &[]);
+        (answer["result"]["status"]["state"] == "TASK_STATE_COMPLETED").then_some(answer)
+    });
+    let text = done["result"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.starts_with("done:"), "{done}");
+}
