@@ -12,21 +12,6 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-/// Whether the official A2A Python SDK (with its HTTP server) can be
-/// imported. Without it the tests below are skipped, unless
-/// `GOONDAN_REQUIRE_A2A_SDK` is set (CI installs the SDK and sets it, so
-/// there they can never be skipped).
-fn sdk_available() -> bool {
-    let importable = Command::new("python3")
-        .args(["-c", "import a2a.server.routes, uvicorn, starlette"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !importable && std::env::var_os("GOONDAN_REQUIRE_A2A_SDK").is_some() {
-        panic!("GOONDAN_REQUIRE_A2A_SDK is set but `import a2a` fails: pip install 'a2a-sdk[http-server]'");
-    }
-    importable
-}
-
 /// The Python agent, killed when dropped.
 struct RemoteAgent {
     child: Child,
@@ -131,7 +116,7 @@ fn progress(swarm: &Swarm) -> Vec<Value> {
 
 #[test]
 fn a_turn_calls_an_agent_of_the_official_sdk_and_its_stream_lands_in_runtime_events() {
-    if !sdk_available() {
+    if !crate::serve::a2a_sdk_available() {
         eprintln!(
             "skipped: the A2A Python SDK is not installed (pip install 'a2a-sdk[http-server]')"
         );
@@ -215,7 +200,7 @@ fn a_turn_calls_an_agent_of_the_official_sdk_and_its_stream_lands_in_runtime_eve
 
 #[test]
 fn failures_questions_and_silence_are_tool_results_the_turn_answers_with() {
-    if !sdk_available() {
+    if !crate::serve::a2a_sdk_available() {
         eprintln!(
             "skipped: the A2A Python SDK is not installed (pip install 'a2a-sdk[http-server]')"
         );
