@@ -440,6 +440,11 @@ impl ToolCallContext {
 
     execution_accessors!();
 
+    /// The Turn's facts, shared (a call's progress reports carry them).
+    pub(crate) fn turn_handle(&self) -> Arc<TurnInfo> {
+        Arc::clone(&self.info)
+    }
+
     /// The index of the Step this call belongs to.
     pub fn step_index(&self) -> u32 {
         self.step_index

@@ -312,17 +312,11 @@ impl ToolExecutor {
                 ctx.tool_call_id(),
             ),
             progress: crate::tool::ToolProgress::for_call(
-                ctx.turn().events.clone(),
-                self.secrets.clone(),
-                crate::tool::progress::CallFacts {
-                    agent_name: ctx.agent_name(),
-                    instance_key: ctx.instance_key(),
-                    trace: ctx.trace(),
-                    tool_call_id: ctx.tool_call_id(),
-                    tool_name: name,
-                    step_id: ctx.step_id(),
-                    turn_id: ctx.turn_id(),
-                },
+                ctx.turn_handle(),
+                ctx.trace(),
+                ctx.tool_call_id(),
+                name,
+                ctx.step_id(),
             ),
         };
         let handler = Arc::clone(&registered.handler);

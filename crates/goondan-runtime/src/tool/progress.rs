@@ -9,16 +9,20 @@
 
 use crate::events::RuntimeEventSink;
 use crate::extension::EventBus;
+use crate::pipeline::TurnInfo;
 use goondan_types::{JsonValue, RuntimeEvent, RuntimeEventBase, Secrets, TraceContext};
 use std::fmt;
 use std::sync::Arc;
 
 /// Where an agent's runtime events go: its sink, and the extensions
-/// subscribed to an event's type. One per agent, shared by its Turns.
+/// subscribed to an event's type; with the secrets a tool's report is
+/// masked with. One per agent, shared by its Turns (cloning it clones
+/// three `Arc`s).
 #[derive(Clone)]
 pub struct RuntimeEvents {
     sink: Arc<dyn RuntimeEventSink>,
     bus: EventBus,
+    secrets: Arc<Secrets>,
 }
 
 impl fmt::Debug for RuntimeEvents {
@@ -28,8 +32,12 @@ impl fmt::Debug for RuntimeEvents {
 }
 
 impl RuntimeEvents {
-    pub(crate) fn new(sink: Arc<dyn RuntimeEventSink>, bus: EventBus) -> Self {
-        RuntimeEvents { sink, bus }
+    pub(crate) fn new(sink: Arc<dyn RuntimeEventSink>, bus: EventBus, secrets: Secrets) -> Self {
+        RuntimeEvents {
+            sink,
+            bus,
+            secrets: Arc::new(secrets),
+        }
     }
 
     /// The extensions' event bus.
@@ -65,16 +73,14 @@ pub struct ToolProgress {
     target: Option<Arc<Target>>,
 }
 
+/// The call a report is about; the agent, instance, Turn and where
+/// events go are its Turn's.
 struct Target {
-    events: RuntimeEvents,
-    secrets: Secrets,
-    agent_name: String,
-    instance_key: String,
+    turn: Arc<TurnInfo>,
     trace: TraceContext,
     tool_call_id: String,
     tool_name: String,
     step_id: String,
-    turn_id: String,
 }
 
 impl fmt::Debug for ToolProgress {
@@ -85,17 +91,6 @@ impl fmt::Debug for ToolProgress {
     }
 }
 
-/// What [`ToolProgress::for_call`] needs to know about the call.
-pub(crate) struct CallFacts<'a> {
-    pub(crate) agent_name: &'a str,
-    pub(crate) instance_key: &'a str,
-    pub(crate) trace: &'a TraceContext,
-    pub(crate) tool_call_id: &'a str,
-    pub(crate) tool_name: &'a str,
-    pub(crate) step_id: &'a str,
-    pub(crate) turn_id: &'a str,
-}
-
 impl ToolProgress {
     /// A reporter whose reports go nowhere (a call outside a Turn, a
     /// test).
@@ -103,18 +98,20 @@ impl ToolProgress {
         ToolProgress::default()
     }
 
-    pub(crate) fn for_call(events: RuntimeEvents, secrets: Secrets, call: CallFacts<'_>) -> Self {
+    pub(crate) fn for_call(
+        turn: Arc<TurnInfo>,
+        trace: &TraceContext,
+        tool_call_id: &str,
+        tool_name: &str,
+        step_id: &str,
+    ) -> Self {
         ToolProgress {
             target: Some(Arc::new(Target {
-                events,
-                secrets,
-                agent_name: call.agent_name.to_string(),
-                instance_key: call.instance_key.to_string(),
-                trace: call.trace.clone(),
-                tool_call_id: call.tool_call_id.to_string(),
-                tool_name: call.tool_name.to_string(),
-                step_id: call.step_id.to_string(),
-                turn_id: call.turn_id.to_string(),
+                turn,
+                trace: trace.clone(),
+                tool_call_id: tool_call_id.to_string(),
+                tool_name: tool_name.to_string(),
+                step_id: step_id.to_string(),
             })),
         }
     }
@@ -125,17 +122,19 @@ impl ToolProgress {
         let Some(target) = &self.target else {
             return;
         };
+        let turn = &target.turn;
+        let secrets = &turn.events.secrets;
         let mut message = message.into();
-        target.secrets.mask_string(&mut message);
+        secrets.mask_string(&mut message);
         let data = data.map(|mut data| {
-            target.secrets.mask_json(&mut data);
+            secrets.mask_json(&mut data);
             data
         });
-        target.events.emit(RuntimeEvent::ToolProgress {
+        turn.events.emit(RuntimeEvent::ToolProgress {
             base: RuntimeEventBase {
                 timestamp: goondan_types::now_iso(),
-                agent_name: target.agent_name.clone(),
-                instance_key: target.instance_key.clone(),
+                agent_name: turn.agent_name.clone(),
+                instance_key: turn.instance_key.clone(),
                 trace_id: target.trace.trace_id.clone(),
                 span_id: target.trace.span_id.clone(),
                 parent_span_id: target.trace.parent_span_id.clone(),
@@ -143,7 +142,7 @@ impl ToolProgress {
             tool_call_id: target.tool_call_id.clone(),
             tool_name: target.tool_name.clone(),
             step_id: target.step_id.clone(),
-            turn_id: target.turn_id.clone(),
+            turn_id: turn.turn_id.clone(),
             message,
             data,
         });

@@ -245,7 +245,8 @@ impl Agent {
             definition.workdir,
             Arc::clone(&agents),
         )
-        .with_secrets(definition.secrets);
+        .with_secrets(definition.secrets.clone());
+        let secrets = definition.secrets;
         Ok(Agent {
             core: AgentCore {
                 agent_name: definition.agent_name,
@@ -260,7 +261,7 @@ impl Agent {
                 executor,
                 agents,
                 inbox,
-                events: crate::tool::RuntimeEvents::new(runtime_events, event_bus),
+                events: crate::tool::RuntimeEvents::new(runtime_events, event_bus, secrets),
                 ledger,
                 operators,
             },
