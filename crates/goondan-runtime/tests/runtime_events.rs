@@ -224,6 +224,10 @@ async fn runtime_events_reach_extensions_on_the_event_bus() {
 #[tokio::test]
 async fn a_tool_reports_progress_in_its_own_span_while_it_runs() {
     let mut harness = Harness::new();
+    harness
+        .definition
+        .secrets
+        .insert("REMOTE_TOKEN", "tok-0123456789abcdef");
     harness.tool(
         "remote",
         vec![(
@@ -231,9 +235,11 @@ async fn a_tool_reports_progress_in_its_own_span_while_it_runs() {
             None,
             handler_fn(|ctx, _| {
                 Box::pin(async move {
-                    ctx.progress
-                        .report("working", Some(json!({"state": "working"})));
-                    ctx.progress.report("chunk: hel", None);
+                    ctx.progress.report(
+                        "working",
+                        Some(json!({"state": "working", "echo": "tok-0123456789abcdef"})),
+                    );
+                    ctx.progress.report("sent tok-0123456789abcdef", None);
                     Ok(json!("hello"))
                 })
             }),
@@ -271,6 +277,15 @@ async fn a_tool_reports_progress_in_its_own_span_while_it_runs() {
         (tool_call_id.as_str(), tool_name.as_str(), message.as_str()),
         ("c1", "remote__send", "working")
     );
-    assert_eq!(data, &Some(json!({"state": "working"})));
+    let data = data.as_ref().unwrap();
+    assert_eq!(data["state"], "working");
+    assert_ne!(data["echo"], "tok-0123456789abcdef", "masked: {data}");
+    let RuntimeEvent::ToolProgress { message, .. } = &events[4] else {
+        panic!("{:?}", events[4]);
+    };
+    assert!(
+        message.starts_with("sent ") && !message.contains("tok-0123456789abcdef"),
+        "masked: {message}"
+    );
     assert_eq!(events[3].base().span_id, events[2].base().span_id);
 }
