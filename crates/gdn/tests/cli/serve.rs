@@ -149,16 +149,21 @@ fn send_body(text: &str) -> String {
     json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}}}).to_string()
 }
 
-/// Whether the official A2A Python SDK can be imported. Without it the
-/// SDK test is skipped, unless `GOONDAN_REQUIRE_A2A_SDK` is set (CI
-/// installs the SDK and sets it, so there it can never be skipped).
+/// Whether the official A2A Python SDK can be imported, its client and
+/// its HTTP server (the `a2a` extension's test serves a remote agent with
+/// it). Without it the SDK tests are skipped, unless
+/// `GOONDAN_REQUIRE_A2A_SDK` is set (CI installs the SDK and sets it, so
+/// there they can never be skipped).
 pub(crate) fn a2a_sdk_available() -> bool {
     let importable = std::process::Command::new("python3")
-        .args(["-c", "import a2a.client"])
+        .args([
+            "-c",
+            "import a2a.client, a2a.server.routes, starlette, uvicorn",
+        ])
         .output()
         .is_ok_and(|output| output.status.success());
     if !importable && std::env::var_os("GOONDAN_REQUIRE_A2A_SDK").is_some() {
-        panic!("GOONDAN_REQUIRE_A2A_SDK is set but `import a2a.client` fails: pip install a2a-sdk");
+        panic!("GOONDAN_REQUIRE_A2A_SDK is set but `import a2a.client, a2a.server.routes` fails: pip install 'a2a-sdk[http-server]'");
     }
     importable
 }
