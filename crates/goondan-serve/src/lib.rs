@@ -49,6 +49,10 @@ pub struct Limits {
     /// How many A2A Tasks are remembered for `GetTask` after they ended;
     /// the oldest ended one is forgotten first (a running Task never is).
     pub max_remembered_tasks: usize,
+    /// How many responses of `/v1/responses` are remembered for a
+    /// follow-up naming one (`previous_response_id`); the oldest is
+    /// forgotten first.
+    pub max_remembered_responses: usize,
     /// How often a running Task looks for an approval a person must
     /// decide (its state is then `TASK_STATE_INPUT_REQUIRED`).
     pub approval_poll: Duration,
@@ -60,7 +64,8 @@ impl Default for Limits {
             // One input with a long conversation replayed before it,
             // well under the control socket's request line (1 MiB).
             max_body_bytes: 768 * 1024,
-            max_remembered_tasks: 10_000,
+            max_remembered_tasks: 2_000,
+            max_remembered_responses: 10_000,
             approval_poll: Duration::from_millis(500),
         }
     }
@@ -76,6 +81,7 @@ pub(crate) struct Shared {
     /// Whether requests must carry a bearer token (the cards say so).
     pub(crate) token_required: bool,
     pub(crate) tasks: Arc<a2a::Tasks>,
+    pub(crate) openai: openai::OpenAiState,
 }
 
 /// The whole server as an axum router; serve it with
@@ -93,6 +99,7 @@ pub fn router(
         public_url: public_url.trim_end_matches('/').to_string(),
         token_required: access.bearer_token.is_some(),
         tasks: Arc::new(a2a::Tasks::new(limits.max_remembered_tasks)),
+        openai: openai::OpenAiState::new(limits.max_remembered_responses),
     });
     Router::new()
         .merge(a2a::routes())
@@ -109,6 +116,7 @@ pub fn router(
 async fn guard(State(access): State<Arc<HttpAccess>>, request: Request, next: Next) -> Response {
     match access.admit(request.headers()) {
         Ok(()) => next.run(request).await,
+        Err(status) if openai::owns(request.uri().path()) => openai::refusal(status),
         Err(status) => refusal(status),
     }
 }

@@ -65,9 +65,9 @@ pub struct TurnRequest {
     pub instance_key: String,
     /// The input.
     pub text: String,
-    /// Messages to put before the input in an instance that has none;
-    /// refused (`E_SERVE_INSTANCE_NOT_FRESH`) when the instance already
-    /// holds messages.
+    /// Messages to put before the input in an instance that has none
+    /// but system prompts; left out, with a warning in the agent's log,
+    /// when the instance already holds a conversation.
     pub history: Vec<PriorMessage>,
     /// Which door it came through (`a2a`, `openai`), recorded as the
     /// event's source.

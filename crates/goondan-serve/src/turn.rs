@@ -33,13 +33,23 @@ impl DetachedTurn {
         let (cancel, mut cancelled) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let mut reader = Some(to_reader);
+            // A oneshot receiver panics when polled again after it
+            // resolved, so once the holder dropped its sender the select
+            // stops polling it.
+            let mut may_cancel = true;
             loop {
                 let update = tokio::select! {
                     update = from_swarm.recv() => update,
                     // Dropping `from_swarm` below cancels the Turn. A
                     // dropped sender (the holder went away) is not a
                     // cancel.
-                    Ok(()) = &mut cancelled => break,
+                    signal = &mut cancelled, if may_cancel => match signal {
+                        Ok(()) => break,
+                        Err(_) => {
+                            may_cancel = false;
+                            continue;
+                        }
+                    },
                 };
                 let Some(update) = update else { break };
                 let finished = matches!(update, TurnUpdate::Finished(_));
@@ -85,4 +95,45 @@ impl Canceller {
 /// The failure a cancelled Turn reports when the swarm had no chance to.
 fn cancelled_body() -> TurnFailure {
     TurnFailure::new("E_TURN_CANCELLED", "the Turn was cancelled")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A Turn whose holder (and so its canceller) went away before the
+    /// Turn reported anything still runs to its end.
+    #[tokio::test]
+    async fn a_dropped_holder_leaves_the_turn_running() {
+        let (to_server, updates) = mpsc::channel(4);
+        let detached = DetachedTurn::spawn(RunningTurn {
+            event_id: "e1".into(),
+            updates,
+        });
+        drop(detached);
+        for text in ["a", "b"] {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let sent = to_server.send(TurnUpdate::Text(text.into())).await;
+            assert!(sent.is_ok(), "the Turn was cancelled at {text:?}");
+        }
+        let finished = TurnUpdate::Finished(Ok(crate::TurnAnswer::default()));
+        assert!(to_server.send(finished).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn cancel_stops_the_turn_and_reports_it() {
+        let (to_server, updates) = mpsc::channel(4);
+        let (_, mut reader, canceller) = DetachedTurn::spawn(RunningTurn {
+            event_id: "e1".into(),
+            updates,
+        })
+        .into_parts();
+        canceller.cancel();
+        let Some(TurnUpdate::Finished(Err(failure))) = reader.recv().await else {
+            panic!("no cancel reported");
+        };
+        assert_eq!(failure.code, "E_TURN_CANCELLED");
+        to_server.closed().await;
+    }
 }

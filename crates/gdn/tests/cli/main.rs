@@ -28,6 +28,7 @@ mod plugins;
 mod replay;
 mod secrets;
 mod serve;
+mod serve_openai;
 mod stdin;
 mod store_damage;
 mod strip_types;

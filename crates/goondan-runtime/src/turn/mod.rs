@@ -610,7 +610,16 @@ impl TurnCore<'_> {
         let Some(prior) = event.metadata_value(goondan_types::PRIOR_MESSAGES_KEY) else {
             return Vec::new();
         };
-        if !ctx.conversation().state().next_messages().is_empty() {
+        // System messages are not a history: an extension such as
+        // `context-message` puts the agent's prompt in before this runs,
+        // in a fresh instance too.
+        let holds_history = ctx
+            .conversation()
+            .state()
+            .next_messages()
+            .iter()
+            .any(|message| !matches!(message.data, ModelMessage::System { .. }));
+        if holds_history {
             tracing::warn!(event_id = %event.id, "the input replays a conversation into an instance that has one; the replay is left out");
             return Vec::new();
         }
