@@ -21,7 +21,6 @@
 //! is in `GOONDAN_HTTP_FETCH_ALLOW`), and redirects outside the configured
 //! origin are not followed.
 
-use crate::extensions::parse_config;
 use crate::tools::http_fetch::{Destination, HttpFetchConfig, HttpFetchTool};
 use futures_util::future::BoxFuture;
 use goondan_a2a::error::state_name;
@@ -71,6 +70,18 @@ impl Default for A2aConfig {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
         }
+    }
+}
+
+impl A2aConfig {
+    /// Parses the extension's `config` (`null` is no agents).
+    pub fn parse(config: &JsonValue) -> Result<A2aConfig, A2aError> {
+        if config.is_null() {
+            return Ok(A2aConfig::default());
+        }
+        serde_json::from_value(config.clone()).map_err(|error| A2aError::Config {
+            message: error.to_string(),
+        })
     }
 }
 
@@ -197,8 +208,9 @@ impl Extension for A2a {
         api: &mut ExtensionApi<'_>,
         config: &JsonValue,
     ) -> Result<(), ExtensionInitError> {
-        let config: A2aConfig = parse_config("a2a", config)?;
-        let agents = self.resolve(&config).map_err(init_error)?;
+        let agents = A2aConfig::parse(config)
+            .and_then(|config| self.resolve(&config))
+            .map_err(init_error)?;
         if agents.is_empty() {
             return Ok(());
         }
@@ -356,12 +368,11 @@ mod tests {
     use super::*;
 
     fn resolve(config: JsonValue) -> Result<Vec<(RemoteConfig, String)>, String> {
-        let parsed: A2aConfig = parse_config("a2a", &config).map_err(|error| error.message)?;
         let mut secrets = Secrets::default();
         secrets.insert("A2A_TEST_TOKEN", "s3cret");
-        A2a::new(secrets)
-            .resolve(&parsed)
-            .map_err(|error| error.to_string())
+        A2aConfig::parse(&config)
+            .and_then(|parsed| A2a::new(secrets).resolve(&parsed))
+            .map_err(|error| format!("[{}] {error}", error.code()))
     }
 
     #[test]
@@ -417,6 +428,7 @@ mod tests {
             ),
         ] {
             let error = resolve(config.clone()).unwrap_err();
+            assert!(error.starts_with("[E_A2A_CONFIG] "), "{error}");
             assert!(error.contains(expected), "{config}: {error}");
         }
     }
