@@ -13,8 +13,10 @@
 #[allow(dead_code)]
 #[path = "../tests/cli/mock_llm.rs"]
 mod mock_llm;
+mod release_gdn;
 
 use mock_llm::{ChatRequest, MockLlm, Reply};
+use release_gdn::gdn_binary;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -212,24 +214,6 @@ impl Options {
         }
         options
     }
-}
-
-/// The release binary: `GDN`, else the workspace's `target/release/gdn`.
-fn gdn_binary() -> PathBuf {
-    let path = std::env::var_os("GDN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-            target.join("release/gdn")
-        });
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build --release -p gdn`, or set GDN",
-        path.display()
-    );
-    path
 }
 
 fn file_mb(path: &Path) -> f64 {

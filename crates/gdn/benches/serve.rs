@@ -21,6 +21,9 @@
 //! Run: `cargo build --release -p gdn && cargo bench -p gdn --bench
 //! serve -- [--runs N] [--streams N] [--instances M]`.
 
+mod release_gdn;
+
+use release_gdn::gdn_binary;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -111,24 +114,6 @@ fn options() -> Options {
         }
     }
     options
-}
-
-/// The release binary: `GDN`, else the workspace's `target/release/gdn`.
-fn gdn_binary() -> PathBuf {
-    let path = std::env::var_os("GDN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-            target.join("release/gdn")
-        });
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build --release -p gdn`, or set GDN",
-        path.display()
-    );
-    path
 }
 
 /// `gdn serve` and the swarm it started.

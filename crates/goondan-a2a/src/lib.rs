@@ -7,12 +7,19 @@
 //! protocol's messages in its JSON-RPC binding ([`types`]: the ProtoJSON
 //! mapping of the specification's `a2a.proto`, camelCase fields and
 //! `TASK_STATE_*` / `ROLE_*` enum names) and the JSON-RPC envelope with
-//! the protocol's error codes ([`jsonrpc`]).
+//! the protocol's error codes ([`jsonrpc`]), and the client the `a2a`
+//! extension calls remote agents with ([`client`], failing with
+//! [`A2aError`]).
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod client;
+pub mod error;
 pub mod jsonrpc;
 pub mod types;
+
+pub use client::{Answer, EndpointGuard, RemoteAgent, RemoteConfig, SendArgs, Url};
+pub use error::A2aError;
 
 /// The A2A specification version spoken, sent and checked as the
 /// `A2A-Version` header and named in every Agent Card's interfaces.

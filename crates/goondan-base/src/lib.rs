@@ -8,7 +8,8 @@
 //! * tools: `agents`, `bash`, `file-system`, `http-fetch`, `json-query`,
 //!   `self-restart`, `slack`, `telegram`, `text-transform`, `wait` (see
 //!   [`tools`]);
-//! * extensions: `context-message`, `inter-agent-response-format`,
+//! * extensions: `a2a` (over `goondan-a2a`'s client),
+//!   `context-message`, `inter-agent-response-format`,
 //!   `logging`, `mcp` (implemented in `goondan-mcp`),
 //!   `message-compaction`, `message-window`, `required-tools-guard`,
 //!   `tool-search` (see [`extensions`]).

@@ -47,6 +47,7 @@ fn context() -> ToolContext {
             "evt_1",
             "call_1",
         ),
+        progress: goondan_runtime::ToolProgress::discard(),
     }
 }
 

@@ -100,6 +100,7 @@ fn context_with(runtime: Arc<dyn AgentsApi>) -> ToolContext {
         logger: tracing::Span::none(),
         runtime,
         asks: AskScope::new(Arc::new(NoOperators), "turn_1", "evt_1", "call_1"),
+        progress: goondan_runtime::ToolProgress::discard(),
     }
 }
 

@@ -51,7 +51,8 @@ pub use pipeline::{
     StepNext, ToolCallContext, ToolCallNext, TurnContext, TurnNext,
 };
 pub use tool::{
-    handler_fn, ToolContext, ToolExportDefinition, ToolFailure, ToolHandler, ToolRegistry,
+    handler_fn, ToolContext, ToolExportDefinition, ToolFailure, ToolHandler, ToolProgress,
+    ToolRegistry,
 };
 pub use turn::{
     Agent, AgentDefinition, AgentError, AgentServices, ExtensionDefinition, ToolDefinition,

@@ -220,3 +220,72 @@ async fn runtime_events_reach_extensions_on_the_event_bus() {
     agent.run_turn(user_event("x"), &NoStream).await;
     assert_eq!(seen.lines(), ["1 steps"]);
 }
+
+#[tokio::test]
+async fn a_tool_reports_progress_in_its_own_span_while_it_runs() {
+    let mut harness = Harness::new();
+    harness
+        .definition
+        .secrets
+        .insert("REMOTE_TOKEN", "tok-0123456789abcdef");
+    harness.tool(
+        "remote",
+        vec![(
+            "send",
+            None,
+            handler_fn(|ctx, _| {
+                Box::pin(async move {
+                    ctx.progress.report(
+                        "working",
+                        Some(json!({"state": "working", "echo": "tok-0123456789abcdef"})),
+                    );
+                    ctx.progress.report("sent tok-0123456789abcdef", None);
+                    Ok(json!("hello"))
+                })
+            }),
+        )],
+        None,
+    );
+    harness
+        .model
+        .tool_calls(&[("c1", "remote__send", json!({"text": "hi"}))]);
+    harness.model.text("done");
+    let mut agent = harness.start().await;
+    agent.run_turn(user_event("go"), &NoStream).await;
+    let events = harness.events.take();
+    let types: Vec<&str> = events.iter().map(|event| event.type_name()).collect();
+    assert_eq!(
+        types[2..6],
+        [
+            "tool.called",
+            "tool.progress",
+            "tool.progress",
+            "tool.completed"
+        ]
+    );
+    let RuntimeEvent::ToolProgress {
+        tool_call_id,
+        tool_name,
+        message,
+        data,
+        ..
+    } = &events[3]
+    else {
+        panic!("{:?}", events[3]);
+    };
+    assert_eq!(
+        (tool_call_id.as_str(), tool_name.as_str(), message.as_str()),
+        ("c1", "remote__send", "working")
+    );
+    let data = data.as_ref().unwrap();
+    assert_eq!(data["state"], "working");
+    assert_ne!(data["echo"], "tok-0123456789abcdef", "masked: {data}");
+    let RuntimeEvent::ToolProgress { message, .. } = &events[4] else {
+        panic!("{:?}", events[4]);
+    };
+    assert!(
+        message.starts_with("sent ") && !message.contains("tok-0123456789abcdef"),
+        "masked: {message}"
+    );
+    assert_eq!(events[3].base().span_id, events[2].base().span_id);
+}

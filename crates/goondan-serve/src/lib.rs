@@ -64,7 +64,7 @@ impl Default for Limits {
             // One input with a long conversation replayed before it,
             // well under the control socket's request line (1 MiB).
             max_body_bytes: 768 * 1024,
-            max_remembered_tasks: 10_000,
+            max_remembered_tasks: 2_000,
             max_remembered_responses: 10_000,
             approval_poll: Duration::from_millis(500),
         }

@@ -184,6 +184,11 @@ impl AgentSpans {
                 tool_call_id,
                 tool_name,
                 ..
+            }
+            | RuntimeEvent::ToolProgress {
+                tool_call_id,
+                tool_name,
+                ..
             } => {
                 let mut attributes = self.common("execute_tool");
                 attributes.push(KeyValue::new("gen_ai.tool.name", tool_name.clone()));
@@ -217,6 +222,9 @@ impl AgentSpans {
                 }
                 return;
             }
+            // A call's progress neither opens nor ends its span; the
+            // reports stay in `runtime-events.jsonl`.
+            RuntimeEvent::ToolProgress { .. } => return,
             RuntimeEvent::TurnStarted { .. }
             | RuntimeEvent::StepStarted { .. }
             | RuntimeEvent::ToolCalled { .. } => {

@@ -30,6 +30,7 @@ pub mod refs;
 pub mod result;
 pub mod runtime_event;
 pub mod secret;
+pub mod sse;
 pub mod swarm_event;
 pub mod tool;
 pub mod trace;

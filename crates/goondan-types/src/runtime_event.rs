@@ -1,5 +1,6 @@
 //! The nine observability events (`shared-types.md` §9), plus
-//! `budget.exceeded` and the ledger's cost fields (Goondan-rs extensions). Appended to
+//! `tool.progress`, `budget.exceeded` and the ledger's cost fields
+//! (Goondan-rs extensions). Appended to
 //! `runtime-events.jsonl`; never read back to rebuild conversation state.
 
 use crate::result::TokenUsage;
@@ -224,6 +225,29 @@ pub enum RuntimeEvent {
         /// What went wrong.
         error_message: String,
     },
+    /// A running tool call reported how it goes (a Goondan-rs extension:
+    /// a remote A2A agent's status changes and answer chunks); any number
+    /// between `tool.called` and `tool.completed`, in the call's span.
+    #[serde(rename = "tool.progress", rename_all = "camelCase")]
+    ToolProgress {
+        /// Common fields; the span is the call's.
+        #[serde(flatten)]
+        base: RuntimeEventBase,
+        /// The call.
+        tool_call_id: String,
+        /// The tool.
+        tool_name: String,
+        /// The Step.
+        step_id: String,
+        /// The Turn.
+        turn_id: String,
+        /// What happened, in one line for people (secrets masked).
+        message: String,
+        /// The same for machines, as the tool reports it (secrets
+        /// masked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<crate::json::JsonValue>,
+    },
     /// A model call was refused because a `policy.budget` limit of the
     /// Swarm would be crossed (a Goondan-rs extension; code
     /// `E_BUDGET_EXCEEDED`). Nothing was sent to the model.
@@ -258,6 +282,7 @@ impl RuntimeEvent {
             | RuntimeEvent::ToolCalled { base, .. }
             | RuntimeEvent::ToolCompleted { base, .. }
             | RuntimeEvent::ToolFailed { base, .. }
+            | RuntimeEvent::ToolProgress { base, .. }
             | RuntimeEvent::BudgetExceeded { base, .. } => base,
         }
     }
@@ -274,6 +299,7 @@ impl RuntimeEvent {
             RuntimeEvent::ToolCalled { .. } => "tool.called",
             RuntimeEvent::ToolCompleted { .. } => "tool.completed",
             RuntimeEvent::ToolFailed { .. } => "tool.failed",
+            RuntimeEvent::ToolProgress { .. } => "tool.progress",
             RuntimeEvent::BudgetExceeded { .. } => "budget.exceeded",
         }
     }
@@ -339,6 +365,9 @@ mod tests {
             ),
             with(
                 json!({"type": "tool.failed", "toolCallId": "c", "toolName": "a__b", "duration": 1, "stepId": "s", "turnId": "t", "errorMessage": "x"}),
+            ),
+            with(
+                json!({"type": "tool.progress", "toolCallId": "c", "toolName": "a__b", "stepId": "s", "turnId": "t", "message": "working", "data": {"state": "working"}}),
             ),
         ];
         for case in cases {

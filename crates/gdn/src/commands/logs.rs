@@ -355,6 +355,9 @@ impl Table {
                 format!("{tool_name} {error_message}"),
                 true,
             ),
+            RuntimeEvent::ToolProgress {
+                tool_name, message, ..
+            } => (None, None, format!("{tool_name} {message}"), false),
             RuntimeEvent::BudgetExceeded { error_message, .. } => {
                 (None, None, error_message.clone(), true)
             }

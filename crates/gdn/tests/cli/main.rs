@@ -1,6 +1,7 @@
 //! Drives the real `gdn` binary: exit codes, text, JSON and GitHub output,
 //! and global flags on either side of the subcommand.
 
+mod a2a_client;
 mod approvals;
 mod bash_sandbox;
 mod bot_api;

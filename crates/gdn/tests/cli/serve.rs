@@ -149,16 +149,21 @@ fn send_body(text: &str) -> String {
     json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}}}).to_string()
 }
 
-/// Whether the official A2A Python SDK can be imported. Without it the
-/// SDK test is skipped, unless `GOONDAN_REQUIRE_A2A_SDK` is set (CI
-/// installs the SDK and sets it, so there it can never be skipped).
+/// Whether the official A2A Python SDK can be imported, its client and
+/// its HTTP server (the `a2a` extension's test serves a remote agent with
+/// it). Without it the SDK tests are skipped, unless
+/// `GOONDAN_REQUIRE_A2A_SDK` is set (CI installs the SDK and sets it, so
+/// there they can never be skipped).
 pub(crate) fn a2a_sdk_available() -> bool {
     let importable = std::process::Command::new("python3")
-        .args(["-c", "import a2a.client"])
+        .args([
+            "-c",
+            "import a2a.client, a2a.server.routes, starlette, uvicorn",
+        ])
         .output()
         .is_ok_and(|output| output.status.success());
     if !importable && std::env::var_os("GOONDAN_REQUIRE_A2A_SDK").is_some() {
-        panic!("GOONDAN_REQUIRE_A2A_SDK is set but `import a2a.client` fails: pip install a2a-sdk");
+        panic!("GOONDAN_REQUIRE_A2A_SDK is set but `import a2a.client, a2a.server.routes` fails: pip install 'a2a-sdk[http-server]'");
     }
     importable
 }
@@ -237,6 +242,18 @@ fn the_official_a2a_sdk_reads_cards_sends_streams_gets_and_cancels_tasks() {
     let fetched = official_client(&served, &["get", "alpha", task_id], Some(TOKEN));
     assert_eq!(fetched["state"], "TASK_STATE_COMPLETED");
     assert_eq!(fetched["answer"], "alpha: done");
+
+    // A client of A2A 0.3 (the SDK's own compatibility transport) is
+    // served on the same endpoint.
+    let legacy = official_client(&served, &["legacy", "beta", "old"], Some(TOKEN));
+    for way in ["send", "stream"] {
+        assert_eq!(
+            legacy[way]["transport"], "CompatJsonRpcTransport",
+            "{legacy}"
+        );
+        assert_eq!(legacy[way]["state"], "TASK_STATE_COMPLETED", "{legacy}");
+        assert_eq!(legacy[way]["answer"], "beta: old", "{legacy}");
+    }
 
     let cancelled = official_client(&served, &["cancel", "alpha", "hang"], Some(TOKEN));
     assert_eq!(
@@ -322,14 +339,7 @@ fn every_a2a_route_refuses_bad_input_and_a_dropped_stream_still_commits_once() {
         r#"{"jsonrpc":"2.0","id":2,"method":"message/send","params":{}}"#,
         auth,
     );
-    assert_eq!(answer["error"]["code"], -32009, "{answer}");
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("SendMessage"),
-        "{answer}"
-    );
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
     let (_, answer) = rpc(
         &served,
         "alpha",
@@ -359,7 +369,7 @@ fn every_a2a_route_refuses_bad_input_and_a_dropped_stream_still_commits_once() {
     let bad_context = json!({"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": {"message": {"messageId": "m", "contextId": "a\u{0007}b", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}).to_string();
     let (_, answer) = rpc(&served, "alpha", &bad_context, auth);
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
-    let (_, answer) = rpc(&served, "alpha", &json!({"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}).to_string(), &[("Authorization", &bearer), ("A2A-Version", "0.3")]);
+    let (_, answer) = rpc(&served, "alpha", &json!({"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}).to_string(), &[("Authorization", &bearer), ("A2A-Version", "2.0")]);
     assert_eq!(answer["error"]["code"], -32009, "{answer}");
     // A body over the limit is refused without being read whole.
     let huge = vec![b' '; 2 * 1024 * 1024];

@@ -4,6 +4,7 @@
 //! middlewares, and the middlewares themselves, which hold only config and
 //! shared handles: per-Turn state travels in the contexts.
 
+pub mod a2a;
 pub mod context_message;
 pub mod inter_agent_response_format;
 pub mod logging;
@@ -22,7 +23,8 @@ use std::sync::Arc;
 pub use message_compaction::Summarizer;
 
 /// The builtin names of the extensions this crate provides.
-pub const EXTENSION_NAMES: [&str; 9] = [
+pub const EXTENSION_NAMES: [&str; 10] = [
+    "a2a",
     "context-message",
     "inter-agent-response-format",
     "logging",
@@ -36,8 +38,8 @@ pub const EXTENSION_NAMES: [&str; 9] = [
 
 /// Builtin extension `name`; `summarizer` is the model
 /// `message-compaction` summarizes with, when the caller has one, and
-/// `secrets` what `mcp` resolves `valueFrom.env` in before the process
-/// environment. `mcp` lives in `goondan-mcp` (its client is a subsystem of
+/// `secrets` what `mcp` and `a2a` resolve `valueFrom.env` in before the
+/// process environment. `mcp` lives in `goondan-mcp` (its client is a subsystem of
 /// its own, shared with `gdn mcp serve`); it is part of the package here.
 pub fn extension(
     name: &str,
@@ -45,6 +47,7 @@ pub fn extension(
     secrets: &Secrets,
 ) -> Option<Arc<dyn Extension>> {
     Some(match name {
+        "a2a" => Arc::new(a2a::A2a::new(secrets.clone())),
         "context-message" => Arc::new(context_message::ContextMessage),
         "inter-agent-response-format" => {
             Arc::new(inter_agent_response_format::InterAgentResponseFormat)

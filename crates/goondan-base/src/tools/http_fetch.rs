@@ -171,8 +171,9 @@ fn blocked_v6(address: Ipv6Addr) -> Option<&'static str> {
     })
 }
 
-/// Where one hop connects.
-enum Destination {
+/// Where one hop connects (the `a2a` extension checks a remote agent's
+/// endpoint with the same [`HttpFetchTool::destination`]).
+pub(crate) enum Destination {
     /// The URL names an IP address; the connection goes there.
     Literal,
     /// The URL names a domain, resolved to these (checked) addresses.
@@ -413,7 +414,7 @@ impl HttpFetchTool {
 
     /// Checks where `url` leads: an allowed host passes as it is; anything
     /// else must resolve only to public addresses.
-    async fn destination(
+    pub(crate) async fn destination(
         &self,
         method: &'static str,
         url: &Url,

@@ -24,7 +24,8 @@ const TOOLS: [&str; 9] = [
     "text-transform",
     "wait",
 ];
-const EXTENSIONS: [&str; 8] = [
+const EXTENSIONS: [&str; 9] = [
+    "a2a",
     "context-message",
     "inter-agent-response-format",
     "logging",

@@ -62,6 +62,7 @@ pub(crate) const MANIFESTS: &[BaseManifest] = &[
     manifest!(Extension, "extensions", "tool-approval"),
     manifest!(Extension, "extensions", "inter-agent-response-format"),
     manifest!(Extension, "extensions", "mcp"),
+    manifest!(Extension, "extensions", "a2a"),
     manifest!(Connector, "connectors", "cli"),
     manifest!(Connector, "connectors", "webhook"),
     manifest!(Connector, "connectors", "cron"),

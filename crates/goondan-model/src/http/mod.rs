@@ -8,7 +8,6 @@
 //! business.
 
 pub(crate) mod retry;
-pub(crate) mod sse;
 
 use crate::config::ApiKey;
 use crate::error::ModelError;
@@ -267,7 +266,7 @@ impl<W: Wire> HttpModel<W> {
             return Ok(answer);
         }
         let mut assembler = self.wire.stream();
-        let mut decoder = sse::SseDecoder::default();
+        let mut decoder = goondan_types::sse::SseDecoder::default();
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk.map_err(|error| self.transport(&error))?;
             n_bytes += chunk.len() as u64;

@@ -13,9 +13,9 @@ use super::{
     StreamProgress, Wire,
 };
 use crate::error::ModelError;
-use crate::http::sse::SseEvent;
 use crate::request::{FinishReason, ModelRequest, ModelResponse};
 use crate::StreamObserver;
+use goondan_types::sse::SseEvent;
 use goondan_types::{ContentPart, JsonObject, JsonValue, ModelMessage, TokenUsage};
 use serde_json::json;
 

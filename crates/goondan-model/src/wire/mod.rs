@@ -12,9 +12,9 @@ pub(crate) mod openai;
 pub(crate) mod openai_responses;
 
 use crate::error::ModelError;
-use crate::http::sse::SseEvent;
 use crate::request::{InvalidToolArguments, ModelRequest, ModelResponse};
 use crate::StreamObserver;
+use goondan_types::sse::SseEvent;
 use goondan_types::{ContentPart, JsonObject, JsonValue, ToolResultOutput};
 
 /// One provider's wire format.

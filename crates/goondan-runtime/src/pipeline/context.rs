@@ -177,6 +177,9 @@ pub struct TurnInfo {
     pub runtime: RuntimeContext,
     /// The people a middleware can ask (see [`crate::operator`]).
     pub operators: Arc<dyn crate::Operators>,
+    /// Where the agent's runtime events go (a tool call's progress
+    /// reports among them).
+    pub events: crate::tool::RuntimeEvents,
 }
 
 /// The context of a `turn` middleware.
@@ -436,6 +439,11 @@ impl ToolCallContext {
     }
 
     execution_accessors!();
+
+    /// The Turn's facts, shared (a call's progress reports carry them).
+    pub(crate) fn turn_handle(&self) -> Arc<TurnInfo> {
+        Arc::clone(&self.info)
+    }
 
     /// The index of the Step this call belongs to.
     pub fn step_index(&self) -> u32 {

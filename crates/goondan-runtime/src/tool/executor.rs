@@ -311,6 +311,13 @@ impl ToolExecutor {
                 &ctx.turn().input_event.id,
                 ctx.tool_call_id(),
             ),
+            progress: crate::tool::ToolProgress::for_call(
+                ctx.turn_handle(),
+                ctx.trace(),
+                ctx.tool_call_id(),
+                name,
+                ctx.step_id(),
+            ),
         };
         let handler = Arc::clone(&registered.handler);
         let outcome = AssertUnwindSafe(async { handler.call(&tool_ctx, ctx.args.clone()).await })

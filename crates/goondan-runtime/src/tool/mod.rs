@@ -17,12 +17,14 @@
 
 pub mod environment;
 pub mod executor;
+pub mod progress;
 pub mod registry;
 
 pub use executor::{
     argument_problems, mask_tool_result, truncate_error_message, ToolCallPolicy, ToolExecutor,
     DEFAULT_ERROR_MESSAGE_LIMIT, DEFAULT_MAX_TOOL_CALLS_PER_STEP,
 };
+pub use progress::{RuntimeEvents, ToolProgress};
 pub use registry::{RegisteredTool, ToolRegistrationError, ToolRegistry};
 
 use crate::agents::AgentsApi;
@@ -174,6 +176,9 @@ pub struct ToolContext {
     /// Asking a person from inside this call (a `human-input` tool);
     /// its questions are settled when the call is over.
     pub asks: crate::AskScope,
+    /// Reports how the call goes while it runs (`tool.progress` runtime
+    /// events).
+    pub progress: ToolProgress,
 }
 
 impl ToolContext {

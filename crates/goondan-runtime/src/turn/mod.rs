@@ -20,7 +20,6 @@ pub use redelivery::{PriorTurn, TOOL_CANCELLED, TOOL_INTERRUPTED};
 use crate::agents::{AgentsApi, AsyncResponseInbox};
 use crate::conversation::{Conversation, ConversationState, StateGuard};
 use crate::error::PipelineError;
-use crate::events::RuntimeEventSink;
 use crate::extension::{EntryTarget, EventBus, ExtensionApi, ExtensionStates};
 use crate::pipeline::context::StepParts;
 use crate::pipeline::{
@@ -56,26 +55,15 @@ struct AgentCore {
     executor: ToolExecutor,
     agents: Arc<dyn AgentsApi>,
     inbox: AsyncResponseInbox,
-    runtime_events: Arc<dyn RuntimeEventSink>,
-    event_bus: EventBus,
+    /// Its runtime events' sink and the extensions' event bus.
+    events: crate::tool::RuntimeEvents,
     ledger: Option<Arc<crate::ledger::Ledger>>,
     operators: Arc<dyn crate::Operators>,
 }
 
 impl AgentCore {
     fn emit(&self, event: RuntimeEvent) {
-        let name = event.type_name();
-        if self.event_bus.has_subscribers(name) {
-            match serde_json::to_value(&event) {
-                Ok(payload) => {
-                    self.event_bus.emit(name, &payload);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, name, "could not encode a runtime event for extensions")
-                }
-            }
-        }
-        self.runtime_events.emit(event);
+        self.events.emit(event);
     }
 
     /// Asks the ledger whether a model call of `trace` may go out; a
@@ -257,7 +245,8 @@ impl Agent {
             definition.workdir,
             Arc::clone(&agents),
         )
-        .with_secrets(definition.secrets);
+        .with_secrets(definition.secrets.clone());
+        let secrets = definition.secrets;
         Ok(Agent {
             core: AgentCore {
                 agent_name: definition.agent_name,
@@ -272,8 +261,7 @@ impl Agent {
                 executor,
                 agents,
                 inbox,
-                runtime_events,
-                event_bus,
+                events: crate::tool::RuntimeEvents::new(runtime_events, event_bus, secrets),
                 ledger,
                 operators,
             },
@@ -305,7 +293,7 @@ impl Agent {
 
     /// The in-process event bus extensions share.
     pub fn event_bus(&self) -> &EventBus {
-        &self.core.event_bus
+        self.core.events.bus()
     }
 
     /// The inbox async answers are pushed to.
@@ -524,6 +512,7 @@ impl Agent {
             input_event: event,
             runtime,
             operators: Arc::clone(&self.core.operators),
+            events: self.core.events.clone(),
         });
         let mut ctx = TurnContext::new(
             info,
@@ -783,7 +772,7 @@ impl TurnCore<'_> {
                 step_id: step_id.clone(),
                 step_index,
                 turn_id: ctx.turn_id().to_string(),
-                llm_input_messages: agent.runtime_events.wants_llm_input().then(|| {
+                llm_input_messages: agent.events.sink().wants_llm_input().then(|| {
                     crate::events::llm_input_messages(&ctx.conversation_state().to_llm_messages())
                 }),
             });

@@ -10,9 +10,10 @@
 //!   `returnImmediately`), `SendStreamingMessage` (an event stream: the
 //!   Task, then its status and artifact updates until it ends),
 //!   `GetTask`, `CancelTask` (the Turn is cancelled, what it stored is
-//!   kept), `SubscribeToTask`. The earlier protocol's method names
-//!   (`message/send`, …) are refused with `VersionNotSupported`, saying
-//!   which names to use; so is an `A2A-Version` header other than 1.x.
+//!   kept), `SubscribeToTask`. The methods of A2A 0.3 (`message/send`,
+//!   `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`)
+//!   are served too, in 0.3's form ([`v0_3`]); an `A2A-Version` header
+//!   other than 1.x or 0.3 is refused with `VersionNotSupported`.
 //!
 //! A message's context id is the instance key of the conversation (a new
 //! instance `a2a-<hex>` when the client sends none), so a client that
@@ -21,6 +22,7 @@
 //! (`ContentTypeNotSupported`) rather than half-read.
 
 mod tasks;
+mod v0_3;
 
 pub(crate) use tasks::Tasks;
 
@@ -62,16 +64,29 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
 
 async fn entry_card(State(shared): State<Arc<Shared>>) -> Response {
     match shared.swarm.agents().iter().find(|agent| agent.entry) {
-        Some(agent) => Json(card(&shared, agent)).into_response(),
+        Some(agent) => card_response(&shared, agent),
         None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
 async fn agent_card(State(shared): State<Arc<Shared>>, Path(agent): Path<String>) -> Response {
     match shared.swarm.agent(&agent) {
-        Some(agent) => Json(card(&shared, agent)).into_response(),
+        Some(agent) => card_response(&shared, agent),
         None => unknown_agent(&agent),
     }
+}
+
+/// The card of `agent` as served: the 1.0 card with the fields a 0.3
+/// client reads beside it.
+fn card_response(shared: &Shared, agent: &AgentInfo) -> Response {
+    let card = card(shared, agent);
+    let mut value = serde_json::to_value(&card).unwrap_or_default();
+    if let (Some(fields), Some(url)) = (value.as_object_mut(), card.jsonrpc_url()) {
+        if let Value::Object(earlier) = v0_3::card_fields(url) {
+            fields.extend(earlier);
+        }
+    }
+    Json(value).into_response()
 }
 
 fn unknown_agent(agent: &str) -> Response {
@@ -134,11 +149,14 @@ fn card(shared: &Shared, agent: &AgentInfo) -> AgentCard {
     AgentCard {
         name: agent.name.clone(),
         description,
-        supported_interfaces: vec![AgentInterface {
-            url: format!("{}/a2a/{}", shared.public_url, agent.name),
-            protocol_binding: goondan_a2a::JSONRPC_BINDING.into(),
-            protocol_version: Some(goondan_a2a::PROTOCOL_VERSION.into()),
-        }],
+        supported_interfaces: [goondan_a2a::PROTOCOL_VERSION, "0.3"]
+            .into_iter()
+            .map(|version| AgentInterface {
+                url: format!("{}/a2a/{}", shared.public_url, agent.name),
+                protocol_binding: goondan_a2a::JSONRPC_BINDING.into(),
+                protocol_version: Some(version.into()),
+            })
+            .collect(),
         version: env!("CARGO_PKG_VERSION").into(),
         capabilities: AgentCapabilities {
             streaming: true,
@@ -162,12 +180,36 @@ fn refusal(
     Json(RpcResponse::error(id, code, message, goondan_code)).into_response()
 }
 
-fn result(id: Value, value: impl serde::Serialize) -> Response {
-    Json(RpcResponse::result(
-        id,
-        serde_json::to_value(value).unwrap_or_default(),
-    ))
-    .into_response()
+fn result(id: Value, value: Value) -> Response {
+    Json(RpcResponse::result(id, value)).into_response()
+}
+
+/// Which version of the protocol a request speaks, so its answer is
+/// written in the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Current,
+    Earlier,
+}
+
+impl Dialect {
+    /// A `oneof` answer (`SendMessageResponse`, `StreamResponse`).
+    fn wrapped(self, value: impl serde::Serialize) -> Value {
+        let value = serde_json::to_value(value).unwrap_or_default();
+        match self {
+            Dialect::Current => value,
+            Dialect::Earlier => v0_3::wrapped_to_earlier(value),
+        }
+    }
+
+    /// A Task.
+    fn task(self, task: Task) -> Value {
+        let value = serde_json::to_value(task).unwrap_or_default();
+        match self {
+            Dialect::Current => value,
+            Dialect::Earlier => v0_3::task_to_earlier(value),
+        }
+    }
 }
 
 /// A Turn that could not start, as a JSON-RPC error carrying its code.
@@ -179,16 +221,6 @@ fn turn_refusal(id: Value, failure: &TurnFailure) -> Response {
     }
     refusal(id, jsonrpc::INTERNAL_ERROR, message, Some(&failure.code))
 }
-
-/// The methods of the protocol's version 0.3, refused with the names
-/// that replaced them.
-const EARLIER_METHODS: [(&str, &str); 5] = [
-    ("message/send", jsonrpc::SEND_MESSAGE),
-    ("message/stream", jsonrpc::SEND_STREAMING_MESSAGE),
-    ("tasks/get", jsonrpc::GET_TASK),
-    ("tasks/cancel", jsonrpc::CANCEL_TASK),
-    ("tasks/resubscribe", jsonrpc::SUBSCRIBE_TO_TASK),
-];
 
 async fn rpc(
     State(shared): State<Arc<Shared>>,
@@ -222,48 +254,47 @@ async fn rpc(
     let version = headers
         .get(goondan_a2a::VERSION_HEADER)
         .and_then(|value| value.to_str().ok());
-    if let Some(version) = version.filter(|version| !version.trim().starts_with('1')) {
+    let spoken = |version: &str| {
+        let version = version.trim();
+        version.starts_with('1') || version.starts_with("0.3")
+    };
+    if let Some(version) = version.filter(|version| !spoken(version)) {
         return refusal(
             id,
             jsonrpc::VERSION_NOT_SUPPORTED,
             format!(
-                "A2A version {version} is not spoken here; this server speaks {}",
+                "A2A version {version} is not spoken here; this server speaks {} and 0.3",
                 goondan_a2a::PROTOCOL_VERSION
             ),
             Some("E_SERVE_A2A_VERSION"),
         );
     }
-    if let Some((_, current)) = EARLIER_METHODS
-        .iter()
-        .find(|(earlier, _)| *earlier == request.method)
-    {
-        return refusal(
-            id,
-            jsonrpc::VERSION_NOT_SUPPORTED,
-            format!(
-                "`{}` is a method of A2A 0.3; this server speaks A2A {} (use `{current}`)",
-                request.method,
-                goondan_a2a::PROTOCOL_VERSION
-            ),
-            Some("E_SERVE_A2A_VERSION"),
-        );
-    }
-    match request.method.as_str() {
-        jsonrpc::SEND_MESSAGE => send(shared, agent, id, request.params, false).await,
-        jsonrpc::SEND_STREAMING_MESSAGE => send(shared, agent, id, request.params, true).await,
-        jsonrpc::GET_TASK => match task_id_request(&request.params) {
+    let (method, dialect, params) = match v0_3::current_method(&request.method) {
+        Some(current) => (
+            current.to_string(),
+            Dialect::Earlier,
+            v0_3::params_to_current(request.params),
+        ),
+        None => (request.method, Dialect::Current, request.params),
+    };
+    match method.as_str() {
+        jsonrpc::SEND_MESSAGE => send(shared, agent, id, params, false, dialect).await,
+        jsonrpc::SEND_STREAMING_MESSAGE => send(shared, agent, id, params, true, dialect).await,
+        jsonrpc::GET_TASK => match task_id_request(&params) {
             Ok(asked) => match shared.tasks.get(&asked.id, asked.history_length) {
-                Some(task) if owned_by(&shared, &asked.id, &agent) => result(id, task),
+                Some(task) if owned_by(&shared, &asked.id, &agent) => result(id, dialect.task(task)),
                 _ => task_not_found(id, &asked.id),
             },
             Err(message) => refusal(id, jsonrpc::INVALID_PARAMS, message, None),
         },
-        jsonrpc::CANCEL_TASK => match task_id_request(&request.params) {
-            Ok(asked) if owned_by(&shared, &asked.id, &agent) => cancel(&shared, id, &asked.id).await,
+        jsonrpc::CANCEL_TASK => match task_id_request(&params) {
+            Ok(asked) if owned_by(&shared, &asked.id, &agent) => {
+                cancel(&shared, id, &asked.id, dialect).await
+            }
             Ok(asked) => task_not_found(id, &asked.id),
             Err(message) => refusal(id, jsonrpc::INVALID_PARAMS, message, None),
         },
-        jsonrpc::SUBSCRIBE_TO_TASK => match task_id_request(&request.params) {
+        jsonrpc::SUBSCRIBE_TO_TASK => match task_id_request(&params) {
             Ok(asked) if owned_by(&shared, &asked.id, &agent) => match shared.tasks.subscribe(&asked.id) {
                 Some(subscription) if subscription.task.status.state.is_terminal() => refusal(
                     id,
@@ -271,7 +302,7 @@ async fn rpc(
                     format!("Task {} has ended ({:?}); `GetTask` reads it", asked.id, subscription.task.status.state),
                     None,
                 ),
-                Some(subscription) => stream(id, shared.tasks.clone(), subscription),
+                Some(subscription) => stream(id, shared.tasks.clone(), subscription, dialect),
                 None => task_not_found(id, &asked.id),
             },
             Ok(asked) => task_not_found(id, &asked.id),
@@ -315,14 +346,14 @@ fn task_not_found(id: Value, task_id: &str) -> Response {
     )
 }
 
-async fn cancel(shared: &Shared, id: Value, task_id: &str) -> Response {
+async fn cancel(shared: &Shared, id: Value, task_id: &str, dialect: Dialect) -> Response {
     match shared.tasks.cancel(task_id) {
         Ok(mut state) => {
             let _ =
                 tokio::time::timeout(CANCEL_SETTLE, state.wait_for(|state| state.is_terminal()))
                     .await;
             match shared.tasks.get(task_id, None) {
-                Some(task) => result(id, task),
+                Some(task) => result(id, dialect.task(task)),
                 None => task_not_found(id, task_id),
             }
         }
@@ -343,6 +374,7 @@ async fn send(
     id: Value,
     params: Value,
     streams: bool,
+    dialect: Dialect,
 ) -> Response {
     let request = match serde_json::from_value::<SendMessageRequest>(params) {
         Ok(request) => request,
@@ -440,7 +472,7 @@ async fn send(
         shared.limits.approval_poll,
     ));
     if streams {
-        return stream(id, shared.tasks.clone(), subscription);
+        return stream(id, shared.tasks.clone(), subscription, dialect);
     }
     let return_immediately = request
         .configuration
@@ -457,7 +489,7 @@ async fn send(
         .configuration
         .and_then(|configuration| configuration.history_length);
     match shared.tasks.get(&task_id, history_length) {
-        Some(task) => result(id, SendMessageResponse::Task(task)),
+        Some(task) => result(id, dialect.wrapped(SendMessageResponse::Task(task))),
         None => task_not_found(id, &task_id),
     }
 }
@@ -465,7 +497,7 @@ async fn send(
 /// The Task and its updates as an event stream of JSON-RPC responses,
 /// ending with its final state. A client that goes away ends only the
 /// stream.
-fn stream(id: Value, tasks: Arc<Tasks>, subscription: Subscription) -> Response {
+fn stream(id: Value, tasks: Arc<Tasks>, subscription: Subscription, dialect: Dialect) -> Response {
     let Subscription { task, updates, .. } = subscription;
     let task_id = task.id.clone();
     let first = StreamResponse::Task(task);
@@ -487,11 +519,8 @@ fn stream(id: Value, tasks: Arc<Tasks>, subscription: Subscription) -> Response 
                     },
                 };
                 let last = is_final(&item);
-                let data = serde_json::to_string(&RpcResponse::result(
-                    id,
-                    serde_json::to_value(&item).unwrap_or_default(),
-                ))
-                .unwrap_or_default();
+                let data = serde_json::to_string(&RpcResponse::result(id, dialect.wrapped(&item)))
+                    .unwrap_or_default();
                 let event = Ok::<_, std::convert::Infallible>(Event::default().data(data));
                 Some((event, (None, (!last).then_some(updates))))
             }

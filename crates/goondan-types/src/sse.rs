@@ -1,20 +1,24 @@
 //! A server-sent events decoder: bytes in, complete events out.
 //!
 //! Owns only the text/event-stream framing (fields, blank-line dispatch,
-//! CR/LF handling); what an event means is each wire module's business.
+//! CR/LF handling); what an event means is each reader's business (the
+//! model providers' streams, an A2A agent's `SendStreamingMessage`).
+//! It keeps at most one unfinished line and one unfinished event: a
+//! reader of an untrusted stream bounds those by capping the bytes it
+//! feeds.
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SseEvent {
+pub struct SseEvent {
     /// The `event:` field, empty when absent.
-    pub(crate) event: String,
+    pub event: String,
     /// The `data:` lines joined with `\n`.
-    pub(crate) data: String,
+    pub data: String,
 }
 
 /// Accumulates bytes and yields events as their blank line arrives.
 #[derive(Debug, Default)]
-pub(crate) struct SseDecoder {
+pub struct SseDecoder {
     pending: Vec<u8>,
     event: String,
     data: Vec<String>,
@@ -23,7 +27,7 @@ pub(crate) struct SseDecoder {
 
 impl SseDecoder {
     /// Feeds a chunk; returns the events it completed, in order.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         self.pending.extend_from_slice(chunk);
         let mut events = Vec::new();
         // Lines end in LF, CRLF or a lone CR; a CR at the very end of the
@@ -55,7 +59,7 @@ impl SseDecoder {
     }
 
     /// Ends the stream; a final event without its blank line still counts.
-    pub(crate) fn finish(&mut self) -> Option<SseEvent> {
+    pub fn finish(&mut self) -> Option<SseEvent> {
         if !self.pending.is_empty() {
             let line = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
             if let Some(event) = self.line(&line) {

@@ -1,0 +1,150 @@
+//! How a running tool call tells the Turn how it goes: each
+//! [`ToolProgress::report`] is a `tool.progress` runtime event in the
+//! call's span (a remote A2A agent's status changes and answer chunks
+//! land in `runtime-events.jsonl` this way, while the call still runs).
+//!
+//! A report goes where every runtime event of the agent goes (its sink and
+//! the extensions subscribed to `tool.progress`), with the agent's secrets
+//! masked. It never fails the call: a tool reports and moves on.
+
+use crate::events::RuntimeEventSink;
+use crate::extension::EventBus;
+use crate::pipeline::TurnInfo;
+use goondan_types::{JsonValue, RuntimeEvent, RuntimeEventBase, Secrets, TraceContext};
+use std::fmt;
+use std::sync::Arc;
+
+/// Where an agent's runtime events go: its sink, and the extensions
+/// subscribed to an event's type; with the secrets a tool's report is
+/// masked with. One per agent, shared by its Turns (cloning it clones
+/// three `Arc`s).
+#[derive(Clone)]
+pub struct RuntimeEvents {
+    sink: Arc<dyn RuntimeEventSink>,
+    bus: EventBus,
+    secrets: Arc<Secrets>,
+}
+
+impl fmt::Debug for RuntimeEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeEvents").finish_non_exhaustive()
+    }
+}
+
+impl RuntimeEvents {
+    pub(crate) fn new(sink: Arc<dyn RuntimeEventSink>, bus: EventBus, secrets: Secrets) -> Self {
+        RuntimeEvents {
+            sink,
+            bus,
+            secrets: Arc::new(secrets),
+        }
+    }
+
+    /// The extensions' event bus.
+    pub(crate) fn bus(&self) -> &EventBus {
+        &self.bus
+    }
+
+    /// The sink itself.
+    pub(crate) fn sink(&self) -> &Arc<dyn RuntimeEventSink> {
+        &self.sink
+    }
+
+    /// Emits `event` to the subscribed extensions, then the sink.
+    pub(crate) fn emit(&self, event: RuntimeEvent) {
+        let name = event.type_name();
+        if self.bus.has_subscribers(name) {
+            match serde_json::to_value(&event) {
+                Ok(payload) => {
+                    self.bus.emit(name, &payload);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, name, "could not encode a runtime event for extensions")
+                }
+            }
+        }
+        self.sink.emit(event);
+    }
+}
+
+/// One call's progress reporter (`ToolContext::progress`).
+#[derive(Clone, Default)]
+pub struct ToolProgress {
+    target: Option<Arc<Target>>,
+}
+
+/// The call a report is about; the agent, instance, Turn and where
+/// events go are its Turn's.
+struct Target {
+    turn: Arc<TurnInfo>,
+    trace: TraceContext,
+    tool_call_id: String,
+    tool_name: String,
+    step_id: String,
+}
+
+impl fmt::Debug for ToolProgress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolProgress")
+            .field("reported", &self.target.is_some())
+            .finish()
+    }
+}
+
+impl ToolProgress {
+    /// A reporter whose reports go nowhere (a call outside a Turn, a
+    /// test).
+    pub fn discard() -> Self {
+        ToolProgress::default()
+    }
+
+    pub(crate) fn for_call(
+        turn: Arc<TurnInfo>,
+        trace: &TraceContext,
+        tool_call_id: &str,
+        tool_name: &str,
+        step_id: &str,
+    ) -> Self {
+        ToolProgress {
+            target: Some(Arc::new(Target {
+                turn,
+                trace: trace.clone(),
+                tool_call_id: tool_call_id.to_string(),
+                tool_name: tool_name.to_string(),
+                step_id: step_id.to_string(),
+            })),
+        }
+    }
+
+    /// Reports `message` (one line for people) and `data` (the same for
+    /// machines) as a `tool.progress` event.
+    pub fn report(&self, message: impl Into<String>, data: Option<JsonValue>) {
+        let Some(target) = &self.target else {
+            return;
+        };
+        let turn = &target.turn;
+        let secrets = &turn.events.secrets;
+        let mut message = message.into();
+        secrets.mask_string(&mut message);
+        let data = data.map(|mut data| {
+            secrets.mask_json(&mut data);
+            data
+        });
+        turn.events.emit(RuntimeEvent::ToolProgress {
+            base: RuntimeEventBase {
+                timestamp: goondan_types::now_iso(),
+                agent_name: turn.agent_name.clone(),
+                instance_key: turn.instance_key.clone(),
+                trace_id: target.trace.trace_id.clone(),
+                span_id: target.trace.span_id.clone(),
+                parent_span_id: target.trace.parent_span_id.clone(),
+            },
+            tool_call_id: target.tool_call_id.clone(),
+            tool_name: target.tool_name.clone(),
+            step_id: target.step_id.clone(),
+            turn_id: turn.turn_id.clone(),
+            message,
+            data,
+        });
+    }
+}
