@@ -44,6 +44,12 @@ const HTTP_LIMITS: goondan_http::AcceptLimits =
 /// text (a Turn's answer is bounded by the model's output limit).
 const MAX_CONTROL_LINE: u64 = 16 * 1024 * 1024;
 
+/// How many inputs are handed to the orchestrator at once; well under
+/// its control socket's listen queue and its bound on connections
+/// waiting for their line
+/// (`goondan_orchestrator::control::MAX_WAITING_CONNECTIONS`).
+const HANDING_OVER_AT_ONCE: usize = 16;
+
 /// How many reports of one Turn wait for the server to take them.
 const BUFFERED_UPDATES: usize = 64;
 
@@ -51,6 +57,11 @@ const BUFFERED_UPDATES: usize = 64;
 struct SocketSwarm {
     name: String,
     socket: PathBuf,
+    /// Inputs being handed over (connected, not yet `Accepted`): a burst
+    /// of requests is handed over a few at a time, since connections past
+    /// the control socket's listen queue (128) are refused, and past its
+    /// bound on connections waiting for their line are evicted.
+    handing_over: Arc<tokio::sync::Semaphore>,
     agents: Vec<AgentInfo>,
     workspace: goondan_store::WorkspacePaths,
 }
@@ -66,7 +77,11 @@ impl Swarm for SocketSwarm {
 
     fn start(&self, request: TurnRequest) -> BoxFuture<'static, Result<RunningTurn, TurnFailure>> {
         let socket = self.socket.clone();
-        Box::pin(async move { start_turn(&socket, request).await })
+        let handing_over = self.handing_over.clone();
+        Box::pin(async move {
+            let _permit = handing_over.acquire_owned().await;
+            start_turn(&socket, request).await
+        })
     }
 
     fn waiting_for(&self, agent: &str, instance_key: &str) -> Option<String> {
@@ -103,9 +118,21 @@ async fn start_turn(
             "start it with `gdn run --detach`; `gdn serve` started it if it did not run then",
         )
     };
-    let stream = UnixStream::connect(socket)
-        .await
-        .map_err(|_| not_running())?;
+    let stream = UnixStream::connect(socket).await.map_err(|error| {
+        if matches!(
+            error.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+        ) {
+            not_running()
+        } else {
+            // A full listen queue: the orchestrator runs but is behind.
+            TurnFailure::new(
+                "E_CONTROL_BUSY",
+                format!("the orchestrator's control socket takes no more connections now: {error}"),
+            )
+            .with_suggestion("try again in a moment")
+        }
+    })?;
     let (read, mut write) = stream.into_split();
     let prior_messages = request.history.iter().map(model_message).collect();
     let control = ControlRequest::DeliverStreaming {
@@ -302,6 +329,7 @@ pub(crate) fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<Out
         let swarm = Arc::new(SocketSwarm {
             name: project.swarm_name.clone(),
             socket,
+            handing_over: Arc::new(tokio::sync::Semaphore::new(HANDING_OVER_AT_ONCE)),
             agents,
             workspace,
         });
