@@ -253,20 +253,22 @@ async fn read_events<T>(
     mut handle: impl FnMut(Value) -> Option<T>,
 ) -> Result<Option<T>, String> {
     let mut stream = response.bytes_stream();
-    let mut buffer: Vec<u8> = Vec::new();
+    let mut decoder = goondan_types::sse::SseDecoder::default();
+    // Bytes fed since the last event ended: what the decoder may hold.
+    let mut unfinished = 0usize;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|error| format!("reading the stream: {error}"))?;
-        buffer.extend_from_slice(&chunk);
-        if buffer.len() > MAX_MESSAGE_BYTES {
+        let events = decoder.feed(&chunk);
+        unfinished = if events.is_empty() {
+            unfinished + chunk.len()
+        } else {
+            chunk.len()
+        };
+        if unfinished > MAX_MESSAGE_BYTES {
             return Err("an event exceeds the size limit".into());
         }
-        while let Some(end) = event_end(&buffer) {
-            let event: Vec<u8> = buffer.drain(..end.0).collect();
-            buffer.drain(..end.1);
-            let Some(data) = event_data(&event) else {
-                continue;
-            };
-            let Ok(message) = serde_json::from_str::<Value>(&data) else {
+        for event in events {
+            let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
                 continue;
             };
             if let Some(found) = handle(message) {
@@ -325,50 +327,5 @@ async fn listen(
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(LISTEN_MAX_BACKOFF);
-    }
-}
-
-/// Where the first complete SSE event in `buffer` ends, and the length of
-/// its terminating blank line.
-fn event_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = buffer
-        .windows(2)
-        .position(|w| w == b"\n\n")
-        .map(|at| (at, 2));
-    let crlf = buffer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| (at, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (one, other) => one.or(other),
-    }
-}
-
-/// The joined `data:` lines of one SSE event.
-fn event_data(event: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(event).ok()?;
-    let data: Vec<&str> = text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(|data| data.strip_prefix(' ').unwrap_or(data))
-        .collect();
-    (!data.is_empty()).then(|| data.join("\n"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sse_events_are_split_at_blank_lines_and_their_data_joined() {
-        assert_eq!(event_end(b"data: a\n\ndata: b"), Some((7, 2)));
-        assert_eq!(event_end(b"data: a\r\n\r\n"), Some((7, 4)));
-        assert_eq!(event_end(b"data: a\n"), None);
-        assert_eq!(
-            event_data(b"event: message\ndata: {\"a\":\ndata: 1}"),
-            Some("{\"a\":\n1}".into())
-        );
-        assert_eq!(event_data(b": comment"), None);
     }
 }
