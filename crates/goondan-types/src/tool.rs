@@ -168,6 +168,18 @@ impl ToolName {
         })
     }
 
+    /// Whether `name` may be the resource part of tool names a
+    /// configuration makes up (an MCP server's, a remote A2A agent's): a
+    /// plain identifier a model can echo (letters, digits, `-`, `_`),
+    /// without the separator.
+    pub fn is_plain_resource(name: &str) -> bool {
+        !name.is_empty()
+            && !name.contains(TOOL_NAME_SEPARATOR)
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    }
+
     /// Parses `resource__export`: exactly one separator, both sides non-empty.
     pub fn parse(text: &str) -> Option<Self> {
         let (resource, export) = text.split_once(TOOL_NAME_SEPARATOR)?;

@@ -144,11 +144,7 @@ impl A2a {
                 };
                 // The name prefixes `<name>__send`: one `__`, a plain
                 // identifier a model can echo.
-                let name_ok = !name.is_empty()
-                    && !name.contains("__")
-                    && name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                let name_ok = goondan_types::tool::ToolName::is_plain_resource(name);
                 if !name_ok {
                     return Err(invalid(
                         "an agent name uses letters, digits, `-` and `_`, without `__`".into(),

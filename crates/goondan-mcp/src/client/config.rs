@@ -235,11 +235,7 @@ impl ServerConfig {
         };
         // The name prefixes `<server>__<tool>`, which must keep exactly one
         // `__` and stay a plain identifier a model can echo.
-        let name_ok = !name.is_empty()
-            && !name.contains("__")
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let name_ok = goondan_types::tool::ToolName::is_plain_resource(name);
         if !name_ok {
             return Err(invalid(
                 "a server name uses letters, digits, `-` and `_`, without `__`".into(),
