@@ -300,6 +300,17 @@ pub(crate) fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<Out
         );
         return Ok(Outcome::BadArguments);
     }
+    if let Some(url) = &args.public_url {
+        let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+        if !scheme_ok || url.chars().any(char::is_whitespace) {
+            crate::render::error(
+                "E_SERVE_PUBLIC_URL",
+                &format_args!("--public-url `{url}` is not an http(s) URL"),
+                Some("give the base URL clients reach the server by, for example https://agents.example.com"),
+            );
+            return Ok(Outcome::BadArguments);
+        }
+    }
     let access = HttpAccess {
         allow_remote_origins: bearer_token.is_some(),
         bearer_token,

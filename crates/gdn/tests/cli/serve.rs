@@ -441,6 +441,13 @@ fn gdn_serve_refuses_an_open_address_without_a_token() {
         "{}",
         stderr(&output)
     );
+    let output = swarm.run(&["serve", "--public-url", "ftp://example.com"]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("E_SERVE_PUBLIC_URL"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
