@@ -583,27 +583,22 @@ async fn answer(
                 event,
                 source,
                 prior_messages,
-            }) => match connection.streaming.clone().try_acquire_owned() {
-                Ok(_permit) => match exact_key(&key) {
-                    Ok(key) => {
-                        let mut event = crate::ingress::agent_event(&source, &event, &key.instance_key);
-                        if !prior_messages.is_empty() {
-                            event
-                                .metadata
-                                .get_or_insert_with(Default::default)
-                                .insert(
-                                    goondan_types::PRIOR_MESSAGES_KEY.into(),
-                                    serde_json::Value::Array(prior_messages),
-                                );
-                        }
-                        return stream_delivery(&serving.handle, key, event, &mut reader, write).await;
+            }) => match (connection.streaming.clone().try_acquire_owned(), exact_key(&key)) {
+                (Ok(_permit), Ok(key)) => {
+                    let mut event = crate::ingress::agent_event(&source, &event, &key.instance_key);
+                    if !prior_messages.is_empty() {
+                        event.metadata.get_or_insert_with(Default::default).insert(
+                            goondan_types::PRIOR_MESSAGES_KEY.into(),
+                            serde_json::Value::Array(prior_messages),
+                        );
                     }
-                    Err(refusal) => *refusal,
-                },
-                Err(_) => failure(
+                    return stream_delivery(&serving.handle, key, event, &mut reader, write).await;
+                }
+                (Err(_), _) => failure(
                     "E_CONTROL_BUSY",
                     &format!("{MAX_STREAMING_TURNS} streaming deliveries are already being served"),
                 ),
+                (_, Err(refusal)) => *refusal,
             },
             Ok(request) => match connection.active.clone().try_acquire_owned() {
                 Ok(_permit) => match execute(request, &serving, &mut reader).await {
@@ -618,14 +613,7 @@ async fn answer(
             },
         },
     };
-    let mut bytes = serde_json::to_vec(&response).unwrap_or_default();
-    bytes.push(b'\n');
-    let written = tokio::time::timeout(WRITE_TIMEOUT, async {
-        write.write_all(&bytes).await?;
-        write.shutdown().await
-    })
-    .await;
-    written.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+    write_last_line(&mut write, &response).await
 }
 
 /// Serves `request`; `None` when its client went away and the request
@@ -661,12 +649,7 @@ async fn answer_unless_disconnected(
     let event_id = pending.event_id().to_string();
     let answer = pending.answer();
     tokio::pin!(answer);
-    // Anything the client sends after its request line is ignored; only
-    // the end of its stream (or an error on it) means it left.
-    let disconnected = async {
-        let mut ignored = [0u8; 256];
-        while matches!(reader.read(&mut ignored).await, Ok(n) if n > 0) {}
-    };
+    let disconnected = client_left(reader);
     tokio::select! {
         answer = &mut answer => Some(match answer {
             Ok(answer) => ControlResponse::Answer { response: Box::new(answer) },
@@ -704,7 +687,8 @@ async fn stream_delivery(
     .await?;
     let answer = pending.answer();
     tokio::pin!(answer);
-    let mut ignored = [0u8; 256];
+    let disconnected = client_left(reader);
+    tokio::pin!(disconnected);
     let response = loop {
         tokio::select! {
             // Text before the answer that ends it.
@@ -716,13 +700,9 @@ async fn stream_delivery(
                 Ok(answer) => ControlResponse::Answer { response: Box::new(answer) },
                 Err(error) => failed(&error),
             },
-            read = reader.read(&mut ignored) => {
-                // Only the end of the client's stream (or an error on it)
-                // means it left; anything it sends is ignored.
-                if !matches!(read, Ok(n) if n > 0) {
-                    let _ = handle.cancel(event_id).await;
-                    return Ok(());
-                }
+            () = &mut disconnected => {
+                let _ = handle.cancel(event_id).await;
+                return Ok(());
             }
         }
     };
@@ -731,7 +711,22 @@ async fn stream_delivery(
     while let Ok(text) = streamed.try_recv() {
         write_line(&mut write, &ControlResponse::Delta { text }).await?;
     }
-    write_line(&mut write, &response).await?;
+    write_last_line(&mut write, &response).await
+}
+
+/// Resolves when the client closed its side of the connection (or it
+/// broke). Anything it sends after its request line is ignored.
+async fn client_left(reader: &mut BufReader<OwnedReadHalf>) {
+    let mut ignored = [0u8; 256];
+    while matches!(reader.read(&mut ignored).await, Ok(n) if n > 0) {}
+}
+
+/// Writes the last response line and ends the connection.
+async fn write_last_line(
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+    response: &ControlResponse,
+) -> std::io::Result<()> {
+    write_line(write, response).await?;
     write.shutdown().await
 }
 
@@ -814,11 +809,13 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             Ok(key) => deliver(handle, key, &event, &source).await,
             Err(refusal) => return *refusal,
         },
-        // Answered line by line by `stream_delivery` before it gets here.
-        ControlRequest::DeliverStreaming { .. } => Err(OrchestratorError::Control {
-            path: String::new(),
-            source: std::io::Error::other("a streaming delivery is served on its own connection"),
-        }),
+        // Answered line by line by `stream_delivery`; never gets here.
+        ControlRequest::DeliverStreaming { .. } => {
+            return failure(
+                "E_CONTROL_BAD_REQUEST",
+                "a streaming delivery is served on its own connection",
+            )
+        }
         ControlRequest::Decide { key, decision } => match exact_key(&key) {
             Ok(key) => handle
                 .decide(key, decision)
