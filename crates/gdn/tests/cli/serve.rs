@@ -486,3 +486,44 @@ fn a_task_waiting_for_an_approval_is_input_required_until_a_person_decides() {
         .unwrap();
     assert!(text.starts_with("done:"), "{done}");
 }
+
+#[test]
+fn a_submitted_task_survives_a_kill_of_the_orchestrator_right_after_it_was_acknowledged() {
+    let served = Served::start(decide, &[]);
+    let log = std::fs::read_to_string(served.swarm.bundle.path().join("serve.log")).unwrap();
+    let orchestrator: i32 = log
+        .split("started orchestrator (pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no orchestrator pid in {log}"));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m", "contextId": "acked", "role": "ROLE_USER", "parts": [{"text": "slow but acknowledged"}]}, "configuration": {"returnImmediately": true}}}).to_string();
+    let (_, answer) = rpc(&served, "alpha", &body, &[]);
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{answer}"
+    );
+    // Acknowledged means durable: killed at once, the input is answered
+    // by the next orchestrator, once.
+    crate::swarm::sigkill(orchestrator);
+    wait_until("the orchestrator to die", || {
+        (!crate::swarm::alive(orchestrator)).then_some(())
+    });
+    let output = served.swarm.run(&["run", "--detach"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let instance = wait_until("the acknowledged input's instance", || {
+        crate::swarm::find_instance(served.swarm.state.path(), "alpha", "acked")
+    });
+    let conversation = wait_until("the acknowledged input to be answered", || {
+        let conversation = crate::swarm::conversation_of(&instance);
+        conversation
+            .iter()
+            .any(|message| message["role"] == "assistant")
+            .then_some(conversation)
+    });
+    let users = conversation
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .count();
+    assert_eq!(users, 1, "{conversation:?}");
+}
