@@ -218,14 +218,23 @@ impl Page {
 
     /// Sends one command and returns its `result`, skipping events.
     pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
+        self.try_call(method, params)
+            .unwrap_or_else(|message| panic!("{method}: {message}"))
+    }
+
+    /// Sends one command: its `result`, or the whole answer when it is an
+    /// error.
+    fn try_call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let id = self.next_id;
         self.next_id += 1;
         self.send_text(&json!({"id": id, "method": method, "params": params}).to_string());
         loop {
             let message: Value = serde_json::from_str(&self.read_message()).unwrap();
             if message["id"] == id {
-                assert!(message.get("error").is_none(), "{method}: {message}");
-                return message["result"].clone();
+                if message.get("error").is_some() {
+                    return Err(message);
+                }
+                return Ok(message["result"].clone());
             }
         }
     }
@@ -248,7 +257,13 @@ impl Page {
     pub(crate) fn wait_for(&mut self, what: &str, expression: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if self.evaluate(expression) == Value::Bool(true) {
+            // A page still loading (after a reload) refuses to evaluate
+            // ("Inspected target navigated or closed"): not yet, so poll on.
+            let value = self.try_call(
+                "Runtime.evaluate",
+                json!({"expression": expression, "returnByValue": true}),
+            );
+            if value.is_ok_and(|result| result["result"]["value"] == Value::Bool(true)) {
                 return;
             }
             if Instant::now() > deadline {
