@@ -264,6 +264,9 @@ pub async fn assemble(
     outbound: tokio::sync::mpsc::Sender<goondan_types::IpcMessage>,
 ) -> Result<AssembledAgent, StartError> {
     let (state_root, bundle) = load_bundle(args)?;
+    // Before any tool, plugin host or MCP server can start: none of them
+    // may see the control sockets or the conversations (issue 47 #1).
+    goondan_sandbox::hide_from_children(state_root.hidden_from_turns());
     let (swarm, agent_view) = find_agent(&bundle, args)?;
     let model_resource = match &args.use_model {
         None => agent_view.model(),

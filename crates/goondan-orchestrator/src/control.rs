@@ -20,6 +20,7 @@
 //! and how a history is cut: a fork or a rewind asked here ([`rewrite`])
 //! holds the instances and hands the rewriting to `goondan_store`.
 
+mod operator;
 mod rewrite;
 
 use crate::ingress::Ingress;
@@ -550,6 +551,7 @@ async fn answer(
     serving: Serving,
     mut connection: Connection,
 ) -> std::io::Result<()> {
+    let peer = stream.peer_cred();
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let line = tokio::select! {
@@ -576,7 +578,9 @@ async fn answer(
             "E_CONTROL_REQUEST_TOO_LARGE",
             &format!("the request line is longer than the {MAX_REQUEST_BYTES}-byte limit"),
         ),
-        Some(Ok(Ok(RequestLine::Line(bytes)))) => match ControlRequest::from_line(&bytes) {
+        Some(Ok(Ok(RequestLine::Line(bytes)))) => match ControlRequest::from_line(&bytes)
+            .and_then(|request| operator::admit(request, peer.as_ref().ok()))
+        {
             Err(refusal) => *refusal,
             Ok(ControlRequest::DeliverStreaming {
                 key,

@@ -80,6 +80,18 @@ use std::sync::OnceLock;
 pub mod environ;
 pub mod error;
 #[cfg(target_os = "linux")]
+mod hidden;
+pub mod peer;
+#[cfg(target_os = "linux")]
+pub use hidden::hide_from_children;
+
+/// Hides paths from sandboxed children; there are no namespaces off
+/// Linux, so nothing is hidden there.
+#[cfg(not(target_os = "linux"))]
+pub fn hide_from_children(_paths: impl IntoIterator<Item = std::path::PathBuf>) -> bool {
+    false
+}
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 pub mod shared;

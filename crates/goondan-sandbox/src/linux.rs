@@ -36,9 +36,10 @@ enum Step {
     NestedGidMap,
     ForkCommand,
     InitVanished,
+    HidePath,
 }
 
-const STEPS: [Step; 16] = [
+const STEPS: [Step; 17] = [
     Step::NoNewPrivs,
     Step::ParentDeathSignal,
     Step::Unshare,
@@ -55,6 +56,7 @@ const STEPS: [Step; 16] = [
     Step::NestedGidMap,
     Step::ForkCommand,
     Step::InitVanished,
+    Step::HidePath,
 ];
 
 impl Step {
@@ -76,6 +78,7 @@ impl Step {
             Step::NestedGidMap => "writing /proc/self/gid_map, nested",
             Step::ForkCommand => "forking the command",
             Step::InitVanished => "the namespace's init exited during set-up",
+            Step::HidePath => "mounting over a hidden path of the System Root",
         }
     }
 }
@@ -167,6 +170,8 @@ pub(super) struct Plan {
     ready_fd: RawFd,
     /// The agent, P's parent while the agent lives.
     agent_pid: libc::pid_t,
+    /// What P covers before the namespace's init locks the mounts.
+    hidden: &'static [crate::hidden::HiddenPath],
 }
 
 impl Plan {
@@ -186,6 +191,7 @@ impl Plan {
             status_fd,
             ready_fd,
             agent_pid,
+            hidden: crate::hidden::hidden(),
         }
     }
 }
@@ -370,6 +376,7 @@ fn enter_namespaces(plan: &Plan) -> Result<RawFd, i32> {
                 std::ptr::null(),
             ),
         )?;
+        hide_paths(plan)?;
         let mut report = [0 as RawFd; 2];
         check(
             Step::ReportPipe,
@@ -541,6 +548,39 @@ fn run_init(plan: &Plan, report_write: RawFd) -> Result<(), i32> {
         }
         libc::_exit(0)
     }
+}
+
+/// Covers every hidden path (see `crate::hidden`): an empty read-only
+/// tmpfs over a folder, `/dev/null` over a file. A path gone since the
+/// plan was made has nothing left to hide.
+fn hide_paths(plan: &Plan) -> Result<(), i32> {
+    for hidden in plan.hidden {
+        // SAFETY: mount with NUL-terminated strings prepared before the
+        // fork and constant ones.
+        let mounted = unsafe {
+            if hidden.directory {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    hidden.path.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"mode=0,size=4k".as_ptr().cast(),
+                )
+            } else {
+                libc::mount(
+                    c"/dev/null".as_ptr(),
+                    hidden.path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            }
+        };
+        if mounted == -1 && errno() != libc::ENOENT {
+            return Err(failure(Step::HidePath, errno()));
+        }
+    }
+    Ok(())
 }
 
 fn prepare_init(plan: &Plan) -> Result<(), i32> {

@@ -221,6 +221,22 @@ impl StateRoot {
         }
     }
 
+    /// What a Turn's sandboxed children must not see (issue 47 #1): every
+    /// entry of the System Root but `packages/`, whose script entries the
+    /// plugin hosts run. Read now; an entry made later is not listed.
+    pub fn hidden_from_turns(&self) -> Vec<PathBuf> {
+        let packages = self.packages_dir();
+        std::fs::read_dir(&self.root)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.path())
+                    .filter(|path| *path != packages)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Every workspace that has a folder, sorted by id.
     pub fn list_workspaces(&self) -> Result<Vec<WorkspacePaths>, StoreError> {
         let dir = self.workspaces_dir();

@@ -13,6 +13,11 @@ pub(crate) fn run(args: &AgentArgs, state_root: Option<std::path::PathBuf>) -> !
     crate::secrets::make_non_dumpable();
     exit_with_parent();
     crate::logging::init_json_stderr("info");
+    // Everything this process starts carries the mark the control socket
+    // refuses operator requests from (issue 47 #1).
+    if let Err(error) = goondan_sandbox::peer::mark_turn_process() {
+        tracing::warn!("could not set no_new_privs on the agent process: {error}");
+    }
     let runtime = match crate::runtime::current_thread() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -27,6 +27,7 @@ mod packages;
 mod plugins;
 mod replay;
 mod secrets;
+mod self_approval;
 mod serve;
 mod serve_openai;
 mod stdin;

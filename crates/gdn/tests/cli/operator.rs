@@ -204,18 +204,26 @@ pub(crate) fn assert_requester_told(run: Child) {
     );
 }
 
+/// Who the control socket records for a person's `gdn` (issue 47 #1):
+/// `cli:uid-<uid>:pid-<pid>:<path of gdn>`, whatever label the CLI sent.
+pub(crate) fn is_attested_cli(by: &Value) -> bool {
+    by.as_str().is_some_and(|by| {
+        by.starts_with("cli:uid-") && by.contains(":pid-") && by.ends_with("/gdn")
+    })
+}
+
 /// `turn.failed` of the instance's cancelled Turn names who cancelled it.
 fn assert_log_names_the_operator(swarm: &Swarm, key: &str) {
     let events = read_jsonl(&instance_dir(swarm, key).join("messages/runtime-events.jsonl"));
     assert!(
         events
             .iter()
-            .any(|event| event["type"] == "turn.failed" && event["cancelledBy"] == "cli"),
+            .any(|event| event["type"] == "turn.failed" && is_attested_cli(&event["cancelledBy"])),
         "{events:#?}"
     );
     let history = swarm.run(&["instance", "history", &format!("worker:{key}")]);
     assert!(
-        stdout(&history).contains("cancelled (cli)"),
+        stdout(&history).contains("cancelled (cli:uid-"),
         "{}",
         stdout(&history)
     );
@@ -270,7 +278,7 @@ fn issue_36_cancel_stops_a_long_bash_command_leaves_no_process_and_closes_its_ca
         .expect("a result closes the cancelled call");
     let text = closing.to_string();
     assert!(
-        text.contains("E_TOOL_CANCELLED") && text.contains("operator (cli)"),
+        text.contains("E_TOOL_CANCELLED") && text.contains("operator (cli:uid-"),
         "{text}"
     );
     // The next Turn passes a provider that refuses dangling calls.
@@ -432,9 +440,9 @@ fn issue_36_history_fork_and_rewind_move_the_conversation_and_extension_state_to
         .map(|turn| &turn["index"])
         .collect();
     assert_eq!(indices, [&json!(2), &json!(3)]);
-    assert_eq!(archived["manifest"]["by"], "cli");
+    assert!(is_attested_cli(&archived["manifest"]["by"]), "{archived}");
     let text = stdout(&swarm.run(&["instance", "history", "f", "--archived"]));
-    assert!(text.contains("archived by cli"), "{text}");
+    assert!(text.contains("archived by cli:uid-"), "{text}");
     assert_eq!(refused.load(Ordering::SeqCst), 0);
 
     // With no orchestrator the commands work on disk, under the lock.
