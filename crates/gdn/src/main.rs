@@ -22,6 +22,7 @@ use exit::Outcome;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    quiet_on_closed_output();
     // The shell that started us usually exports model keys; keep them out
     // of `/proc/<pid>/environ` for every process of ours (issue 35). Best
     // effort: a kernel that does not say where the block is leaves it.
@@ -37,8 +38,17 @@ fn main() -> ExitCode {
                     .downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             });
+            let coded = error
+                .chain()
+                .find_map(|cause| cause.downcast_ref::<goondan_orchestrator::OrchestratorError>());
             if broken_pipe {
                 Outcome::Success
+            } else if let Some(coded) = coded {
+                // A library's coded error that reached the edge keeps its
+                // code (`E_ORCHESTRATOR_STOPPED` when the orchestrator went
+                // away mid-request).
+                render::error(coded.code(), coded, coded.suggestion().as_deref());
+                Outcome::Failure
             } else {
                 render::uncoded_error(&chain_text(&error));
                 Outcome::Failure
@@ -46,6 +56,26 @@ fn main() -> ExitCode {
         }
     };
     exit::exit_code(outcome)
+}
+
+/// A reader that closed our stdout or stderr (`gdn instance list | head
+/// -1`) ends the command quietly, as a closed pipe reported as an error
+/// does: the standard library's print macros panic on it instead.
+fn quiet_on_closed_output() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        // std's text for a failed `print!`; errno 32 is EPIPE.
+        if message.starts_with("failed printing to std") && message.contains("(os error 32)") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 /// An error and its causes in one line, each cause once: an error whose

@@ -98,6 +98,11 @@ pub async fn start(
     // The System Root's own layout (workspace.md §2.3: `config.json`,
     // `packages/`, `workspaces/`, `runtime/`), as tools that read a
     // Goondan state root expect it; existing files are kept.
+    // Refused here, not by every agent process as it starts (which would
+    // crash-loop them all behind an orchestrator that said it started).
+    project
+        .state_root
+        .ensure_outside_project(project.bundle.root())?;
     project.state_root.initialize()?;
     let (project, placement) = settings.mode.join(project, &settings).await?;
     let info = placement.select(&project, swarm_info(&project)?);

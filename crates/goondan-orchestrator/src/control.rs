@@ -923,7 +923,9 @@ fn failure(code: &str, message: &str) -> ControlResponse {
 }
 
 /// Sends one request to the orchestrator listening at `path` and returns
-/// its response.
+/// its response. An orchestrator that took the connection and went away
+/// before answering (stopped, killed) is [`OrchestratorError::Stopped`];
+/// one that cannot be reached is [`OrchestratorError::Control`].
 pub async fn call(
     path: &Path,
     request: &ControlRequest,
@@ -936,15 +938,32 @@ pub async fn call(
     let (read, mut write) = stream.into_split();
     let mut bytes = serde_json::to_vec(request).unwrap_or_default();
     bytes.push(b'\n');
-    write.write_all(&bytes).await.map_err(control_error)?;
+    write
+        .write_all(&bytes)
+        .await
+        .map_err(stopped_or(&control_error))?;
     let mut lines = BufReader::new(read).lines();
     let line = lines
         .next_line()
         .await
-        .map_err(control_error)?
-        .ok_or_else(|| control_error(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)))?;
+        .map_err(stopped_or(&control_error))?
+        .ok_or(OrchestratorError::Stopped)?;
     serde_json::from_str(&line)
         .map_err(|error| control_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error)))
+}
+
+/// An error on a connection the orchestrator had accepted: it went away
+/// ([`OrchestratorError::Stopped`]) when the peer closed or reset it,
+/// else `other`.
+pub fn stopped_or(
+    other: &impl Fn(std::io::Error) -> OrchestratorError,
+) -> impl Fn(std::io::Error) -> OrchestratorError + '_ {
+    move |error| match error.kind() {
+        std::io::ErrorKind::UnexpectedEof
+        | std::io::ErrorKind::ConnectionReset
+        | std::io::ErrorKind::BrokenPipe => OrchestratorError::Stopped,
+        _ => other(error),
+    }
 }
 
 #[cfg(test)]

@@ -70,6 +70,16 @@ pub enum OrchestratorError {
         /// The event id.
         event_id: String,
     },
+    /// An input names an instance key that holds a character that changes
+    /// how the key is shown (a control or bidi character): refused at
+    /// the door, before anything is stored.
+    #[error("the instance key `{key}` holds {character}, which an instance key may not hold")]
+    InvalidInstanceKey {
+        /// The key, its forbidden characters escaped.
+        key: String,
+        /// The first forbidden character, escaped.
+        character: String,
+    },
     /// The instance's durable inbox could not store the input, so it was
     /// not acknowledged.
     #[error("the inbox of {key} could not store the input: {source}")]
@@ -196,6 +206,19 @@ pub enum OrchestratorError {
 }
 
 impl OrchestratorError {
+    /// `Err(InvalidInstanceKey)` when `key` holds a character no instance
+    /// key may hold ([`goondan_types::instance_key`]).
+    pub fn check_instance_key(key: &str) -> Result<(), OrchestratorError> {
+        use goondan_types::instance_key::{escaped, forbidden_character};
+        match forbidden_character(key) {
+            None => Ok(()),
+            Some(character) => Err(OrchestratorError::InvalidInstanceKey {
+                key: escaped(key),
+                character: character.escape_unicode().to_string(),
+            }),
+        }
+    }
+
     /// The stable code.
     pub fn code(&self) -> &str {
         match self {
@@ -209,6 +232,9 @@ impl OrchestratorError {
             OrchestratorError::Stopped => "E_ORCHESTRATOR_STOPPED",
             OrchestratorError::Duplicate { .. } => "E_EVENT_DUPLICATE",
             OrchestratorError::Inbox { .. } => "E_INBOX_WRITE",
+            OrchestratorError::InvalidInstanceKey { .. } => {
+                goondan_types::instance_key::INSTANCE_KEY_INVALID
+            }
             OrchestratorError::QueueFull { .. } => WireCode::QueueFull.as_str(),
             OrchestratorError::Forward { .. } => WireCode::ForwardFailed.as_str(),
             OrchestratorError::InstanceLimit { .. } => "E_INSTANCE_LIMIT",
@@ -279,6 +305,9 @@ impl OrchestratorError {
             OrchestratorError::Protocol { source, .. } => Some(source.suggestion().into()),
             OrchestratorError::Control { .. } => Some(
                 "is an orchestrator running for this state root? start one with `gdn run`".into(),
+            ),
+            OrchestratorError::InvalidInstanceKey { .. } => Some(
+                "use a key without control or bidirectional formatting characters (a platform's user or chat id, `user:123`)".into(),
             ),
             OrchestratorError::Duplicate { .. } => Some(
                 "give a new input a new event id; the first one's Turn and answer are in the instance's conversation".into(),

@@ -258,10 +258,15 @@ impl StateRoot {
 
     /// Fails when the System Root lies inside `project_root`: the runtime
     /// must never create state under the project (`workspace.md` §2.1).
+    /// Both paths are compared as the filesystem resolves them (`..`
+    /// and symlinks, issue 47), so `--state-root ../state` beside the
+    /// project is outside it and a symlink into the project is not.
     pub fn ensure_outside_project(&self, project_root: &Path) -> Result<(), StoreError> {
-        let project = std::path::absolute(project_root)
+        let project = resolved(project_root)
             .map_err(|source| StoreError::io("resolving", project_root, source))?;
-        if self.root.starts_with(&project) {
+        let root = resolved(&self.root)
+            .map_err(|source| StoreError::io("resolving", &self.root, source))?;
+        if root.starts_with(&project) {
             return Err(StoreError::StateRootInProject {
                 state_root: self.root.clone(),
                 project_root: project,
@@ -269,6 +274,41 @@ impl StateRoot {
         }
         Ok(())
     }
+}
+
+/// `path` as the filesystem resolves it: its deepest existing ancestor
+/// canonicalized (symlinks and `..` followed), the rest, which does not
+/// exist yet, appended with its own `.` and `..` applied.
+fn resolved(path: &Path) -> std::io::Result<PathBuf> {
+    let absolute = std::path::absolute(path)?;
+    let mut existing = absolute.as_path();
+    let mut missing = Vec::new();
+    let base = loop {
+        match std::fs::canonicalize(existing) {
+            Ok(base) => break base,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let Some(parent) = existing.parent() else {
+                    return Err(error);
+                };
+                if let Some(name) = existing.file_name() {
+                    missing.push(name.to_os_string());
+                } else if existing.ends_with("..") {
+                    missing.push("..".into());
+                }
+                existing = parent;
+            }
+            Err(error) => return Err(error),
+        }
+    };
+    let mut resolved = base;
+    for part in missing.iter().rev() {
+        if part == ".." {
+            resolved.pop();
+        } else if part != "." {
+            resolved.push(part);
+        }
+    }
+    Ok(resolved)
 }
 
 /// The workspace id of a Swarm instance key (`workspace.md` §3.2): trimmed,

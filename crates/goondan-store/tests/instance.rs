@@ -488,4 +488,30 @@ fn the_state_root_must_not_sit_inside_the_project() {
     StateRoot::new(dir.path().join("state"))
         .ensure_outside_project(&project)
         .unwrap();
+    // Issue 47: `..` and symlinks are followed, not compared as text.
+    std::fs::create_dir_all(&project).unwrap();
+    StateRoot::new(project.join("../state"))
+        .ensure_outside_project(&project)
+        .unwrap();
+    StateRoot::new(project.join("../state/./deeper/../st"))
+        .ensure_outside_project(&project)
+        .unwrap();
+    let link = dir.path().join("link-into-project");
+    std::os::unix::fs::symlink(&project, &link).unwrap();
+    assert_eq!(
+        StateRoot::new(link.join("state"))
+            .ensure_outside_project(&project)
+            .unwrap_err()
+            .code(),
+        "E_STORE_STATE_ROOT_IN_PROJECT"
+    );
+    let linked_project = dir.path().join("linked-project");
+    std::os::unix::fs::symlink(&project, &linked_project).unwrap();
+    assert_eq!(
+        StateRoot::new(project.join("state"))
+            .ensure_outside_project(&linked_project)
+            .unwrap_err()
+            .code(),
+        "E_STORE_STATE_ROOT_IN_PROJECT"
+    );
 }

@@ -22,6 +22,7 @@ pub mod diagnostic;
 pub mod entry;
 pub mod error_body;
 pub mod event;
+pub mod instance_key;
 pub mod ipc;
 pub mod json;
 pub mod message;

@@ -234,7 +234,7 @@ fn decide(
                     key: key.clone(),
                     decision,
                 },
-            )),
+            ))?,
             None => None,
         },
         Place::Cluster(urls) => match decide_in_cluster(global, urls, &request, decision)? {

@@ -36,11 +36,11 @@ pub(crate) fn stop(global: &GlobalArgs, args: &StopArgs) -> anyhow::Result<Outco
     };
     let runtime = crate::runtime::current_thread()?;
     let Some(ControlResponse::Status { pid, swarm, .. }) =
-        runtime.block_on(call(&socket, ControlRequest::Status))
+        runtime.block_on(call(&socket, ControlRequest::Status))?
     else {
         return Ok(not_running());
     };
-    match runtime.block_on(call(&socket, ControlRequest::Shutdown)) {
+    match runtime.block_on(call(&socket, ControlRequest::Shutdown))? {
         Some(ControlResponse::Stopping) => {}
         // It went away between the two requests.
         None => return Ok(not_running()),
@@ -110,7 +110,7 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
         Some(_) => (None, None),
         None => {
             let Some(ControlResponse::Status { swarm, .. }) =
-                runtime.block_on(call(&socket, ControlRequest::Status))
+                runtime.block_on(call(&socket, ControlRequest::Status))?
             else {
                 return Ok(not_running());
             };
@@ -131,7 +131,7 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
         fresh: args.fresh,
         swarm,
     };
-    let Some(response) = runtime.block_on(call(&socket, request)) else {
+    let Some(response) = runtime.block_on(call(&socket, request))? else {
         return Ok(not_running());
     };
     if let (

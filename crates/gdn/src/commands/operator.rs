@@ -43,7 +43,7 @@ pub(crate) fn cancel(global: &GlobalArgs, target: &Target, key: &str) -> anyhow:
         key: key.to_string(),
         by: BY.to_string(),
     };
-    let outcome = match crate::runtime::current_thread()?.block_on(call(socket, request)) {
+    let outcome = match crate::runtime::current_thread()?.block_on(call(socket, request))? {
         None => return Ok(no_orchestrator()),
         Some(ControlResponse::Cancelled(outcome)) => outcome,
         Some(ControlResponse::Failed(refused)) => {

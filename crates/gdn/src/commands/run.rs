@@ -274,14 +274,7 @@ async fn ask_over_socket(
         }
         // It took the request and went away before answering (stopped,
         // killed): a coded answer, not a bare IO error.
-        Err(OrchestratorError::Control { source, .. })
-            if matches!(
-                source.kind(),
-                std::io::ErrorKind::UnexpectedEof
-                    | std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::BrokenPipe
-            ) =>
-        {
+        Err(OrchestratorError::Stopped) => {
             return Ok(Delivery::Answered(Err(OrchestratorError::Stopped
                 .to_body()
                 .with_suggestion(

@@ -178,8 +178,18 @@ fn active_records(state_root: &StateRoot) -> Vec<(String, ActiveSwarm)> {
     records
 }
 
-pub(crate) async fn call(socket: &Path, request: ControlRequest) -> Option<ControlResponse> {
-    control::call(socket, &request).await.ok()
+/// One request to the orchestrator at `socket`: `None` when none listens
+/// there; an orchestrator that took it and went away before answering is
+/// `E_ORCHESTRATOR_STOPPED`, never taken for one that is not running.
+pub(crate) async fn call(
+    socket: &Path,
+    request: ControlRequest,
+) -> Result<Option<ControlResponse>, goondan_orchestrator::OrchestratorError> {
+    match control::call(socket, &request).await {
+        Ok(response) => Ok(Some(response)),
+        Err(error) if error.is_unreachable() => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// Asks the running orchestrator to restart the instances `key` names;
@@ -199,7 +209,7 @@ pub(crate) fn restart_live(
         fresh,
         swarm: None,
     };
-    Ok(crate::runtime::current_thread()?.block_on(call(socket, request)))
+    Ok(crate::runtime::current_thread()?.block_on(call(socket, request))?)
 }
 
 /// Stops the processes of the instances `key` names (when an orchestrator
@@ -213,7 +223,7 @@ pub(crate) fn delete_instances(target: &Target, key: &str) -> anyhow::Result<(us
             ControlRequest::Delete {
                 key: key.to_string(),
             },
-        )) {
+        ))? {
             stopped = matches!(response, ControlResponse::Deleted { stopped: true });
         }
     }
@@ -280,7 +290,7 @@ pub(crate) fn instance_rows(
 ) -> anyhow::Result<(Vec<JsonValue>, usize)> {
     let live = match &target.socket {
         Some(socket) => {
-            crate::runtime::current_thread()?.block_on(call(socket, ControlRequest::List))
+            crate::runtime::current_thread()?.block_on(call(socket, ControlRequest::List))?
         }
         None => None,
     };

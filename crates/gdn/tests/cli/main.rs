@@ -11,6 +11,7 @@ mod cluster;
 mod compat;
 mod connectors;
 mod deploy_image;
+mod edges;
 mod eval;
 mod hardening;
 mod inbox;

@@ -40,6 +40,7 @@ pub(super) async fn fork(
 ) -> Result<ControlResponse, OrchestratorError> {
     let key = asked.key.clone();
     let new_key = new_key.unwrap_or_else(|| goondan_store::fork_key(&key.instance_key));
+    OrchestratorError::check_instance_key(&new_key)?;
     let turn = TurnRef::parse(&asked.turn);
     let held = vec![
         key.to_string(),

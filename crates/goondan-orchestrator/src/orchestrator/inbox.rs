@@ -30,6 +30,9 @@ impl Orchestrator {
         from: &str,
         event: &AgentEvent,
     ) -> Result<(), OrchestratorError> {
+        // Every input passes here before it is acknowledged: the one
+        // door where a key that would forge what people read is refused.
+        OrchestratorError::check_instance_key(&key.instance_key)?;
         let Some(inbox) = &self.inbox else {
             return Ok(());
         };
