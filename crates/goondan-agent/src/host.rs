@@ -15,7 +15,9 @@
 //! whose Turn already finished is answered from the conversation, never run
 //! twice. When draining, it takes nothing new, lets the current Turn finish
 //! (its events are folded by the Turn itself), sends `shutdown_ack` and
-//! returns.
+//! returns; a Turn that waits for a person's decision is not waited for
+//! (its question is durable: the next process resumes the Turn there), so
+//! `gdn stop` does not sit out the grace period for a person.
 
 use crate::assemble::{assemble, AgentProcessArgs, AssembledAgent, BuiltinsFor};
 use crate::operators::OperatorDesk;
@@ -291,6 +293,9 @@ pub async fn serve(
         max_queued_events: max_queued,
         ..
     } = assembled;
+    // Watched while a Turn runs: a Turn that only waits for a person does
+    // not hold up a shutdown.
+    let parked = operators.parked();
     let (mut metadata, ledger, operators) = (Some(metadata), Some(ledger), Some(operators));
     let (queue_tx, mut queue) = mpsc::channel::<AgentEvent>(max_queued.max(1));
     let (control_tx, mut control) = watch::channel(Control::Running);
@@ -415,9 +420,20 @@ pub async fn serve(
                 event,
             }]
         };
-        let result = agent
-            .run_turn_answering_early(event, observer, cancelled, answer)
-            .await;
+        let turn = agent.run_turn_answering_early(event, observer, cancelled, answer);
+        let result = tokio::select! {
+            result = turn => result,
+            () = parked_while_stopping(control.clone(), parked.clone()) => {
+                // Dropping the Turn here is what a kill would do at this
+                // point, minus the kill: its question is recorded, nothing
+                // of it runs, and no `turn_finished` names its input, so the
+                // orchestrator keeps the input for the next process, whose
+                // Turn finds the question (and any decision) where it was.
+                tracing::info!(event_id = %event_id, "stopping while the Turn waits for a person's decision; the request stays pending and the Turn resumes in the next process");
+                cancellations.end();
+                break;
+            }
+        };
         cancellations.end();
         finish_turn(&mut metadata, ledger.as_deref());
         let ok = result.finish_reason != TurnFinishReason::Error;
@@ -440,6 +456,29 @@ pub async fn serve(
     // so the writer can drain and finish.
     sorter.abort();
     exit
+}
+
+/// Resolves once the process is to stop (a `shutdown`, or its parent gone)
+/// while a Turn waits for a person's decision and nothing else.
+async fn parked_while_stopping(
+    mut control: watch::Receiver<Control>,
+    mut parked: watch::Receiver<usize>,
+) {
+    loop {
+        let stopping = !matches!(*control.borrow_and_update(), Control::Running);
+        if stopping && *parked.borrow_and_update() > 0 {
+            return;
+        }
+        // A sender gone means the process is ending anyway; the Turn then
+        // ends as it would have.
+        let changed = tokio::select! {
+            changed = control.changed() => changed,
+            changed = parked.changed() => changed,
+        };
+        if changed.is_err() {
+            return std::future::pending().await;
+        }
+    }
 }
 
 /// Keeps `metadata.json` current; a failed write is logged, not fatal,

@@ -24,7 +24,7 @@ use goondan_types::{ApprovalDecision, ApprovalRequest, IpcMessage, Verdict};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Who may decide a request asked here: whoever reaches the swarm's
 /// control surfaces (the control socket, and what is built on it).
@@ -46,6 +46,9 @@ struct Inner {
     store: Box<dyn ApprovalLog>,
     /// Turns waiting, by request id.
     waiting: Mutex<HashMap<String, oneshot::Sender<ApprovalDecision>>>,
+    /// How many Turns wait now (the size of `waiting`), for the process
+    /// loop: a Turn that only waits for a person may stop at a shutdown.
+    parked: watch::Sender<usize>,
     /// The orchestrator, told of requests and decisions as they are
     /// recorded; `None` tells nobody.
     notices: Option<mpsc::Sender<IpcMessage>>,
@@ -66,9 +69,19 @@ impl OperatorDesk {
                 instance_key: instance_key.to_string(),
                 store,
                 waiting: Mutex::new(HashMap::new()),
+                parked: watch::Sender::new(0),
                 notices,
             }),
         }
+    }
+
+    /// How many Turns of this instance wait for a person's decision now,
+    /// and word of every change. Such a Turn holds nothing a process must
+    /// finish (its question is recorded, the model's answer that asked for
+    /// the call too), so the process may stop while it waits: the next one
+    /// resumes the Turn at the same question.
+    pub fn parked(&self) -> watch::Receiver<usize> {
+        self.inner.parked.subscribe()
     }
 
     /// Records `decision` and wakes the Turn waiting on it; a failure
@@ -79,7 +92,7 @@ impl OperatorDesk {
             Ok(true) => {
                 tracing::info!(approval = %decision.id, verdict = decision.verdict.as_str(), by = %decision.by, "approval decided");
                 self.inner.tell_decided(&decision);
-                if let Some(waiter) = self.inner.waiting().remove(&decision.id) {
+                if let Some(waiter) = self.inner.stop_waiting(&decision.id) {
                     let _ = waiter.send(decision);
                 }
                 Ok(())
@@ -138,6 +151,25 @@ impl Inner {
         self.waiting
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A Turn waits for the decision of `id`, woken through `wake`.
+    fn start_waiting(&self, id: &str, wake: oneshot::Sender<ApprovalDecision>) {
+        let mut waiting = self.waiting();
+        waiting.insert(id.to_string(), wake);
+        // Told under the lock, so the count never lags a change of the
+        // map a decider made since.
+        self.parked.send_replace(waiting.len());
+    }
+
+    /// The Turn waiting for `id` waits no more; its waker, if it was
+    /// still there. The count drops before the decision is sent through
+    /// the waker, so a Turn the loop sees parked has not been woken.
+    fn stop_waiting(&self, id: &str) -> Option<oneshot::Sender<ApprovalDecision>> {
+        let mut waiting = self.waiting();
+        let waker = waiting.remove(id);
+        self.parked.send_replace(waiting.len());
+        waker
     }
 
     /// The open request about `question.key`, asked now if there is none.
@@ -219,6 +251,18 @@ fn remaining(deadline: Option<&str>) -> Option<Duration> {
     Some(left.to_std().unwrap_or(Duration::ZERO))
 }
 
+/// A Turn waiting for the decision of `id`, until dropped.
+struct Waiting {
+    inner: Arc<Inner>,
+    id: String,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.inner.stop_waiting(&self.id);
+    }
+}
+
 impl Operators for OperatorDesk {
     fn ask(
         &self,
@@ -234,7 +278,13 @@ impl Operators for OperatorDesk {
                 return Ok(decision);
             }
             let (wake, decided) = oneshot::channel();
-            inner.waiting().insert(open.request.id.clone(), wake);
+            inner.start_waiting(&open.request.id, wake);
+            // However this future ends (answered, or dropped with its Turn
+            // by a cancel), the Turn waits no more.
+            let _waiting = Waiting {
+                inner: Arc::clone(&inner),
+                id: open.request.id.clone(),
+            };
             // Decided between the read above and the insert: the reader
             // found no waiter, so look again.
             let meanwhile = inner
@@ -242,14 +292,8 @@ impl Operators for OperatorDesk {
                 .map(|open| open.and_then(|open| open.decision));
             match meanwhile {
                 Ok(None) => {}
-                Ok(Some(decision)) => {
-                    inner.waiting().remove(&open.request.id);
-                    return Ok(decision);
-                }
-                Err(error) => {
-                    inner.waiting().remove(&open.request.id);
-                    return Err(error);
-                }
+                Ok(Some(decision)) => return Ok(decision),
+                Err(error) => return Err(error),
             }
             let outcome = match remaining(open.request.deadline.as_deref()) {
                 Some(left) => match tokio::time::timeout(left, decided).await {
@@ -261,7 +305,6 @@ impl Operators for OperatorDesk {
                     .await
                     .map_err(|_| AskError::Store("the decision was lost".into())),
             };
-            inner.waiting().remove(&open.request.id);
             outcome
         })
     }
@@ -423,6 +466,33 @@ mod tests {
         assert_eq!(again.verdict, Verdict::Approve);
         first.settle("call_1").unwrap();
         assert!(!desk(dir.path()).holds("call_1"));
+    }
+
+    #[tokio::test]
+    async fn the_parked_count_follows_waiting_turns_however_they_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let desk = desk(dir.path());
+        let mut parked = desk.parked();
+        assert_eq!(*parked.borrow_and_update(), 0);
+        // Decided: parked while it waits, not once woken.
+        let waiting = tokio::spawn(desk.ask("turn_1", "evt_1", question("call_1", None)));
+        parked.wait_for(|count| *count == 1).await.unwrap();
+        let id = desk
+            .inner
+            .store
+            .by_key("call_1")
+            .unwrap()
+            .unwrap()
+            .request
+            .id;
+        desk.decide(approve(&id)).unwrap();
+        assert_eq!(*parked.borrow(), 0);
+        waiting.await.unwrap().unwrap();
+        // Dropped with its Turn (a cancel): not parked any more either.
+        let waiting = tokio::spawn(desk.ask("turn_2", "evt_2", question("call_2", None)));
+        parked.wait_for(|count| *count == 1).await.unwrap();
+        waiting.abort();
+        parked.wait_for(|count| *count == 0).await.unwrap();
     }
 
     #[tokio::test]

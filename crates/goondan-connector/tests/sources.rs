@@ -430,7 +430,7 @@ async fn telegram_polling_hands_an_approval_press_to_the_desk_once_past_a_full_q
     assert_eq!(presses.len(), 1, "{presses:?}");
     assert_eq!(presses[0].verdict, goondan_types::Verdict::Deny);
     assert_eq!(presses[0].user_id, "42");
-    assert_eq!(presses[0].chat, "-100123");
+    assert_eq!(presses[0].chat.as_deref(), Some("-100123"));
     trigger.fire();
     running.await.unwrap();
     let _ = mock;

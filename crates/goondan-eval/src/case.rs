@@ -6,9 +6,14 @@
 //! stopped, what it recorded read back, the checks made and the judge
 //! asked.
 //!
-//! A case that outlives its time limit has its running Turns cancelled
-//! and its swarm stopped, so none of its processes outlives it; it is
-//! reported as timed out.
+//! The time limit is one deadline on the monotonic clock, from the first
+//! message sent to the judge's verdict: every model call of the case (its
+//! Turns' and the judge's) runs within it, so a Model that never answers
+//! holds the case no longer than its limit, whatever the Model's own
+//! request timeout. A case whose Turns outlive it has its running Turns
+//! cancelled and its swarm stopped, so none of its processes outlives
+//! it; a judge that outlives it is dropped with its request. Either way
+//! the case is reported as timed out, saying which part ran out.
 
 use crate::assertions::{check, Evidence, Failure};
 use crate::judge;
@@ -33,6 +38,8 @@ use std::time::{Duration, Instant};
 const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 /// Who cancels a timed-out case's Turns, as their logs record it.
 const CANCELLED_BY: &str = "eval";
+/// The failure of a case that outlived its time limit.
+const TIMEOUT: &str = "timeout";
 
 /// What every case of a run shares.
 #[derive(Clone)]
@@ -157,7 +164,8 @@ async fn drive(
         .map_err(host_error)?;
     let handle = swarm.handle().clone();
     let turns_started = Instant::now();
-    let turns = match tokio::time::timeout(job.timeout, converse(&handle, job, result)).await {
+    let deadline = tokio::time::Instant::from_std(turns_started) + job.timeout;
+    let turns = match tokio::time::timeout_at(deadline, converse(&handle, job, result)).await {
         Ok(turns) => turns,
         Err(_) => {
             cancel_everything(&handle).await;
@@ -172,9 +180,9 @@ async fn drive(
         Turns::TimedOut => {
             result.status = CaseStatus::TimedOut;
             result.failures.push(Failure::new(
-                "timeout",
+                TIMEOUT,
                 format!(
-                    "the case outlived its time limit of {} s and was stopped",
+                    "the Turns outlived the case's time limit of {} s and were stopped",
                     job.timeout.as_secs_f64()
                 ),
             ));
@@ -203,7 +211,20 @@ async fn drive(
             .filter_map(|assertion| check(assertion, &evidence)),
     );
     if job.judged() {
-        let verdict = judge::judge(&env.bundle, job, &exchange).await?;
+        let judged = tokio::time::timeout_at(deadline, judge::judge(&env.bundle, job, &exchange));
+        let Ok(verdict) = judged.await else {
+            result.status = CaseStatus::TimedOut;
+            result.failures.push(Failure::new(
+                TIMEOUT,
+                format!(
+                    "the judge (Model/{}) did not answer within the case's time limit of {} s",
+                    job.judge.as_deref().unwrap_or_default(),
+                    job.timeout.as_secs_f64()
+                ),
+            ));
+            return Ok(());
+        };
+        let verdict = verdict?;
         if verdict.score < job.threshold {
             result.failures.push(Failure::new(
                 "threshold",

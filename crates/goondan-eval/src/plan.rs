@@ -65,7 +65,8 @@ pub struct CaseJob {
     pub repeat: u32,
     /// The lowest passing judged score.
     pub threshold: f64,
-    /// The time limit of its Turns together.
+    /// The time limit of its Turns and its judge together: one deadline
+    /// from the first message sent.
     pub timeout: Duration,
     /// The judge Model's name, for a case with a rubric.
     pub judge: Option<String>,

@@ -3,7 +3,9 @@
 //! survives a kill -9 of the agent and of the orchestrator; `gdn approve`
 //! runs the command exactly once and the Turn goes on where it stopped
 //! (no second model call for the same step); `gdn deny` gives the model
-//! the reason; a timeout applies the default.
+//! the reason; a timeout applies the default. `gdn stop` does not wait out
+//! the grace period for a Turn waiting for a person (issue 47): the
+//! request is durable, and the next `gdn run` resumes it.
 
 use crate::mock_llm::{ChatRequest, MockLlm, Reply};
 use crate::swarm::{code, fixture, sigkill, stderr, stdout, wait_until, Swarm};
@@ -13,6 +15,11 @@ use std::path::Path;
 /// The mock: run the command that appends a line to `runs.txt` (or what
 /// the test passes), then answer with the tool's result.
 pub(crate) fn gated_swarm(timeout_seconds: u32) -> Swarm {
+    gated_swarm_with_grace(timeout_seconds, 1)
+}
+
+/// [`gated_swarm`] with a shutdown grace period of `grace_seconds`.
+fn gated_swarm_with_grace(timeout_seconds: u32, grace_seconds: u32) -> Swarm {
     let mock = MockLlm::start(|request: &ChatRequest| match request.tool_result() {
         None => Reply::tool("bash__exec", json!({"command": "echo ran >> runs.txt"})),
         Some(result) => Reply::text(format!("done: {result}")),
@@ -21,7 +28,7 @@ pub(crate) fn gated_swarm(timeout_seconds: u32) -> Swarm {
         "gated",
         &[
             ("@ENDPOINT@", mock.endpoint()),
-            ("@GRACE@", "1".to_string()),
+            ("@GRACE@", grace_seconds.to_string()),
             ("@TIMEOUT@", timeout_seconds.to_string()),
         ],
     );
@@ -286,4 +293,58 @@ fn a_script_tool_asks_a_person_and_after_a_kill_9_asks_the_same_question_again()
     assert_eq!(ran(&swarm), 2);
     assert!(approvals(&swarm).is_empty());
     assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn gdn_stop_does_not_wait_for_a_person_and_the_request_survives_to_run_once() {
+    // A grace period far past the harness's deadline for `gdn stop`: a
+    // drain that waited for the suspended Turn would be killed there.
+    let swarm = gated_swarm_with_grace(3600, 300);
+    let mut resident = swarm.start_resident();
+    let asker = swarm.spawn_input("run it");
+    let id = wait_until("the approval request", || {
+        approvals(&swarm)
+            .first()
+            .and_then(|request| request["id"].as_str().map(str::to_string))
+    });
+
+    let stopped = swarm.run(&["stop"]);
+    assert_eq!(code(&stopped), 0, "{}", stderr(&stopped));
+    // `gdn stop` returns once the orchestrator is gone.
+    let status = resident.child.as_mut().unwrap().try_wait().unwrap();
+    assert_eq!(status.and_then(|status| status.code()), Some(0));
+    resident.child = None;
+    assert_ne!(
+        code(&crate::swarm::finish(
+            asker,
+            "the input of the stopped swarm"
+        )),
+        0
+    );
+    assert_eq!(runs(swarm.bundle.path()), 0, "the gated call ran at a stop");
+    let after_stop = approvals(&swarm);
+    assert_eq!(after_stop.len(), 1, "{after_stop:?}");
+    assert_eq!(after_stop[0]["id"], id.as_str());
+
+    let resident = swarm.start_resident();
+    assert_eq!(approvals(&swarm)[0]["id"], id.as_str());
+    let approve = swarm.run(&["approve", &id]);
+    assert_eq!(code(&approve), 0, "{}", stderr(&approve));
+    wait_until("the resumed Turn's answer", || {
+        swarm
+            .conversation("alpha")
+            .iter()
+            .any(|message| message["role"] == "assistant" && message.to_string().contains("done:"))
+            .then_some(())
+    });
+    assert_eq!(
+        runs(swarm.bundle.path()),
+        1,
+        "the approved call ran other than once"
+    );
+    assert!(approvals(&swarm).is_empty());
+    // Once for the gated step, once after its result.
+    assert_eq!(swarm.mock.requests().len(), 2);
+    assert_eq!(resident.terminate(), 0);
+    assert_eq!(runs(swarm.bundle.path()), 1);
 }

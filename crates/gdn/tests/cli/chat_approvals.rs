@@ -4,7 +4,10 @@
 //! a mock Bot API and a mock Slack Web API on 127.0.0.1), and a button
 //! press decides it. The command runs exactly once and the Turn's answer
 //! arrives; a press by someone not among the deciders, a forged callback
-//! and a badly signed Slack post decide nothing; a request decided
+//! and a badly signed Slack post decide nothing, nor does a press carrying
+//! the request's id on another message, a message nobody posted, no
+//! message or another chat (issue 47), while the press on the posted
+//! message still decides after a kill -9 of the connector; a request decided
 //! elsewhere (its deadline) loses its buttons; a request asked while no
 //! chat connector ran is posted once when one starts, and not again after
 //! it restarts. A press is never an agent's input: every Connection here
@@ -140,19 +143,37 @@ fn button(message: &Value, index: usize) -> String {
         .to_string()
 }
 
-/// A press of the button `data` by the Telegram user `from`.
+/// A press of the button `data` by the Telegram user `from`, on the
+/// first message the mock posted (id 900, in [`CHAT`]).
 fn callback(update_id: i64, from: i64, data: &str) -> Value {
-    json!({
+    callback_on(
+        update_id,
+        from,
+        data,
+        Some(json!({"message_id": 900, "chat": {"id": CHAT}})),
+    )
+}
+
+/// [`callback`] on `message` (a Bot API `Message`, or none at all).
+fn callback_on(update_id: i64, from: i64, data: &str, message: Option<Value>) -> Value {
+    let mut update = json!({
         "update_id": update_id,
         "callback_query": {
             "id": format!("cbq-{update_id}"),
             "from": {"id": from, "is_bot": false, "first_name": "Ann"},
-            "message": {"message_id": 900, "chat": {"id": CHAT}},
             "chat_instance": "4242",
             "data": data,
         }
-    })
+    });
+    if let Some(message) = message {
+        update["callback_query"]["message"] = message;
+    }
+    update
 }
+
+/// What a press on another message than its request's is told.
+const NOT_THE_MESSAGE: &str =
+    "This button is not on the message this request was posted as; nothing was decided.";
 
 /// The `n`th answer to a press (from 1), once there is one.
 fn press_answer(api: &Shared, n: usize) -> Value {
@@ -494,5 +515,159 @@ fn a_request_asked_while_no_chat_connector_ran_is_posted_once_and_not_after_a_re
     });
     assert_eq!(runs(swarm.bundle.path()), 1);
     assert!(approvals(&swarm).is_empty());
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn a_telegram_press_off_the_requests_message_decides_nothing_and_the_posted_one_does_after_a_kill_9(
+) {
+    let (base, api) = start_bot_api(Vec::new());
+    let swarm = gated_swarm(3600);
+    add_to_bundle(&swarm, &telegram_connection(""));
+    let resident = start(&swarm, &base);
+    let asker = swarm.spawn_input("run it");
+    let message = posted_message(&api);
+    let id = waiting_id(&swarm);
+    let approve = button(&message, 0);
+
+    // The request's own callback data, carried by presses that are not
+    // on its message: another message of the chat, a message id nobody
+    // posted, no message at all (an inline message's callback), a
+    // message without its chat, and its message id in another chat.
+    let hostile = [
+        Some(json!({"message_id": 901, "chat": {"id": CHAT}})),
+        Some(json!({"message_id": 77_777, "chat": {"id": CHAT}})),
+        None,
+        Some(json!({"message_id": 900})),
+        Some(json!({"message_id": 900, "chat": {"id": -100_999}})),
+    ];
+    for (n, message) in hostile.into_iter().enumerate() {
+        let update_id = n as i64 + 1;
+        push_updates(
+            &api,
+            vec![callback_on(update_id, DECIDER, &approve, message.clone())],
+        );
+        let refused = press_answer(&api, n + 1);
+        assert_eq!(refused["callback_query_id"], format!("cbq-{update_id}"));
+        assert_eq!(refused["text"], NOT_THE_MESSAGE, "{message:?}");
+        assert_eq!(refused["show_alert"], true);
+        assert_eq!(approvals(&swarm).len(), 1, "{message:?} decided");
+        assert_eq!(runs(swarm.bundle.path()), 0);
+    }
+    assert!(calls_of(&api, "editMessageText").is_empty());
+
+    // What was posted is on disk: a connector killed between the post and
+    // the press still knows the message.
+    let first = wait_until("the connector process", || {
+        connector_pids(resident.pid()).into_iter().next()
+    });
+    sigkill(first);
+    wait_until("a new connector process", || {
+        connector_pids(resident.pid())
+            .into_iter()
+            .find(|pid| *pid != first)
+    });
+    let polls = calls_of(&api, "getUpdates").len();
+    wait_until("the new connector to poll", || {
+        (calls_of(&api, "getUpdates").len() > polls + 2).then_some(())
+    });
+    push_updates(&api, vec![callback(10, DECIDER, &approve)]);
+    let answer = finish(asker, "the input approved on its message");
+    assert!(stdout(&answer).starts_with("done:"), "{}", stdout(&answer));
+    assert_eq!(press_answer(&api, 6)["text"], "Approved");
+    assert_eq!(runs(swarm.bundle.path()), 1);
+    assert!(decided_by(&swarm, "telegram:7"));
+    assert!(approvals(&swarm).is_empty(), "{id} still waits");
+    assert_eq!(calls_of(&api, "sendMessage").len(), 1);
+    assert_eq!(resident.terminate(), 0);
+}
+
+#[test]
+fn a_slack_press_off_the_requests_message_decides_nothing() {
+    let (base, api) = start_bot_api(Vec::new());
+    let port = free_port();
+    let swarm = gated_swarm(3600);
+    add_to_bundle(&swarm, &slack_connection(port));
+    let resident = start(&swarm, &base);
+    let asker = swarm.spawn_input("run it");
+    wait_until("the request in the Slack channel", || {
+        calls_of(&api, "chat.postMessage").into_iter().next()
+    });
+    let id = waiting_id(&swarm);
+    let press = |channel: Option<&str>, container: Value, message: Option<&str>| {
+        let mut payload = json!({
+            "type": "block_actions",
+            "user": {"id": "U042", "username": "ann"},
+            "container": container,
+            "actions": [{"action_id": "goondan_approve", "block_id": "goondan_approval", "value": id, "type": "button"}],
+            "trigger_id": "t-1",
+        });
+        if let Some(channel) = channel {
+            payload["channel"] = json!({"id": channel});
+        }
+        if let Some(ts) = message {
+            payload["message"] = json!({"ts": ts});
+        }
+        interactivity(&payload)
+    };
+    let posted_ts = "1700000000.000900";
+    let on_message = |ts: &str, channel: &str| json!({"type": "message", "message_ts": ts, "channel_id": channel});
+    let hostile = [
+        // Another message of the channel.
+        press(
+            Some("C0123"),
+            on_message("1700000000.000901", "C0123"),
+            None,
+        ),
+        // A ts nobody posted.
+        press(Some("C0123"), on_message("42.000001", "C0123"), None),
+        // No message at all.
+        press(
+            Some("C0123"),
+            json!({"type": "view", "view_id": "V1"}),
+            None,
+        ),
+        // The request's message named in another channel.
+        press(Some("C0999"), on_message(posted_ts, "C0999"), None),
+        // No channel.
+        press(
+            None,
+            json!({"type": "message", "message_ts": posted_ts}),
+            None,
+        ),
+        // Two messages that disagree.
+        press(
+            Some("C0123"),
+            on_message(posted_ts, "C0123"),
+            Some("1700000000.000901"),
+        ),
+    ];
+    for (n, body) in hostile.iter().enumerate() {
+        let signed = slack_signed(body, SLACK_SECRET, Duration::ZERO);
+        let (status, _) = wait_until("the Slack connector to answer", || {
+            post(port, body, &signed)
+        });
+        assert_eq!(status, 200);
+        let refused = wait_until("the press to be refused", || {
+            calls_of(&api, "chat.postEphemeral").into_iter().nth(n)
+        });
+        assert_eq!(refused["text"], NOT_THE_MESSAGE, "{body}");
+        assert_eq!(refused["user"], "U042");
+        assert_eq!(approvals(&swarm).len(), 1, "{body} decided");
+        assert_eq!(runs(swarm.bundle.path()), 0);
+    }
+    assert!(calls_of(&api, "chat.update").is_empty());
+
+    let genuine = press(
+        Some("C0123"),
+        on_message(posted_ts, "C0123"),
+        Some(posted_ts),
+    );
+    let signed = slack_signed(&genuine, SLACK_SECRET, Duration::ZERO);
+    assert_eq!(post(port, &genuine, &signed).unwrap().0, 200);
+    let answer = finish(asker, "the input approved on its Slack message");
+    assert!(stdout(&answer).starts_with("done:"), "{}", stdout(&answer));
+    assert_eq!(runs(swarm.bundle.path()), 1);
+    assert!(decided_by(&swarm, "slack:U042"));
     assert_eq!(resident.terminate(), 0);
 }

@@ -681,6 +681,11 @@ spec:
     let hangs = case(&report, "hangs");
     assert_eq!(hangs["status"], "timedOut", "{hangs:#}");
     assert_eq!(failed_checks(hangs), ["timeout"]);
+    let message = hangs["failures"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the Turns outlived the case's time limit of 2 s"),
+        "{message}"
+    );
     assert_eq!(case(&report, "quick")["status"], "passed");
     assert!(
         started.elapsed() < Duration::from_secs(60),
@@ -691,6 +696,68 @@ spec:
     // their arguments).
     let root = hangs["stateRoot"].as_str().unwrap();
     assert_eq!(processes_mentioning(root), Vec::<u32>::new());
+}
+
+#[test]
+fn a_judge_that_never_answers_times_its_case_out_at_the_cases_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(decide);
+    // The judge's endpoint accepts the request and never answers: without
+    // the case's deadline, the judge would hold it for the Model's own
+    // request timeout (300 s), past this test's harness deadline.
+    let (silent, held) = crate::silent_server();
+    let evals = format!(
+        "apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: silent-judge
+spec:
+  provider: openai
+  model: judge-silent
+  endpoint: \"http://{silent}/v1\"
+  options:
+    maxRetries: 0
+---
+apiVersion: goondan.ai/v1
+kind: Eval
+metadata:
+  name: judged-slowly
+spec:
+  judge: Model/silent-judge
+  timeoutSeconds: 3
+  cases:
+    - name: judge-hangs
+      input: explain turns
+      rubric: [mentions steps]
+"
+    );
+    bundle(dir.path(), &mock.endpoint(), &evals);
+    let output = run_gdn(
+        dir.path(),
+        state.path(),
+        &["eval", "--json"],
+        Some("sk-test"),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let report = report(&output);
+    let hangs = case(&report, "judge-hangs");
+    assert_eq!(hangs["status"], "timedOut", "{hangs:#}");
+    assert_eq!(failed_checks(hangs), ["timeout"]);
+    let message = hangs["failures"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "the judge (Model/silent-judge) did not answer within the case's time limit of 3 s"
+        ),
+        "{message}"
+    );
+    // The Turn answered; it was the judge that ran out.
+    assert_eq!(hangs["answer"], "echo: explain turns");
+    assert_eq!(hangs["score"], Value::Null);
+    assert!(
+        !held.lock().unwrap().is_empty(),
+        "the judge was never asked"
+    );
 }
 
 #[test]

@@ -102,6 +102,25 @@ fn run_to_files(mut command: Command, dir: &Path, deadline: Duration, what: &str
     }
 }
 
+/// A server on 127.0.0.1 that accepts every connection and never reads
+/// from or answers it (a peer that hangs): its address, and the
+/// connections it holds so far.
+fn silent_server() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let held: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>> = Default::default();
+    let held_by_thread = held.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            held_by_thread.lock().unwrap().push(stream);
+        }
+    });
+    (address, held)
+}
+
 /// Every file under `dir`, recursively (folders themselves are left out).
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();

@@ -450,15 +450,7 @@ fn a_collector_that_is_down_or_never_answers_changes_nothing_in_the_turn() {
     assert_eq!(texts(&conversation), texts(&baseline));
 
     // A collector that accepts connections and never reads or answers.
-    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_address = silent.local_addr().unwrap();
-    let held: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
-    let held_by_thread = held.clone();
-    std::thread::spawn(move || {
-        for stream in silent.incoming().flatten() {
-            held_by_thread.lock().unwrap().push(stream);
-        }
-    });
+    let (silent_address, held) = crate::silent_server();
     let (out, conversation) = turn_with_collector_at(&format!("http://{silent_address}"));
     assert_eq!(out, baseline_out);
     assert_eq!(texts(&conversation), texts(&baseline));

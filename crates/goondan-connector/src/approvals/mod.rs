@@ -14,7 +14,11 @@
 //! A press arrives from the platform's own verified path (the Telegram
 //! long poll or webhook, the signed Slack interactivity post) as a
 //! [`Press`], never as an event for an agent. The desk checks the presser
-//! against `deciders`, hands the decision to the orchestrator
+//! against `deciders` and the press against the message it posted for
+//! the request (the same chat and message id, both named by the
+//! platform, as recorded under the System Root: a press carrying the
+//! request's id on any other message, or on none, decides nothing and is
+//! logged with its [`PressMismatch`] code), hands the decision to the orchestrator
 //! ([`Query::Decide`], the control socket's path) addressed to the
 //! instance that holds the request, and answers the press: the message
 //! then says who decided and loses its buttons. A press the desk refuses,
@@ -74,12 +78,79 @@ pub struct Press {
     pub user_id: String,
     /// How the presser is shown (`@ann`, `Ann`), when the platform says.
     pub user_name: Option<String>,
-    /// The chat or channel the message is in.
-    pub chat: String,
-    /// The message pressed under (Telegram `message_id`, Slack `ts`).
+    /// The chat or channel the pressed message is in, as the platform
+    /// says; `None` when it did not say, or said two different things.
+    pub chat: Option<String>,
+    /// The message pressed under (Telegram `message_id`, Slack `ts`);
+    /// `None` like [`Press::chat`].
     pub message: Option<String>,
     /// Telegram's callback query id, which must be answered once.
     pub callback_id: Option<String>,
+}
+
+impl Press {
+    /// Whether this press is on the message the desk posted for its
+    /// request: the same chat and the same message, both named by the
+    /// platform. A button's request id alone proves nothing (anyone who
+    /// saw it can put it under another message, or in a callback of no
+    /// message at all), so a press decides only where the desk put its
+    /// buttons.
+    pub fn check_posted(&self, posted: &PostedApproval) -> Result<(), PressMismatch> {
+        let (Some(chat), Some(message)) = (&self.chat, &self.message) else {
+            return Err(PressMismatch::NoMessage);
+        };
+        if *chat != posted.chat {
+            return Err(PressMismatch::OtherChat {
+                chat: chat.clone(),
+                posted: posted.chat.clone(),
+            });
+        }
+        if *message != posted.message {
+            return Err(PressMismatch::OtherMessage {
+                message: message.clone(),
+                posted: posted.message.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why a press is not on its request's message; such a press decides
+/// nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PressMismatch {
+    /// The platform named no chat or no message for the press (a Telegram
+    /// callback of an inline message, a Slack payload without its
+    /// container), or named two that disagree.
+    #[error("E_APPROVAL_PRESS_NO_MESSAGE: the press names no message it was made on")]
+    NoMessage,
+    /// The press was made in another chat or channel.
+    #[error("E_APPROVAL_PRESS_OTHER_CHAT: the press was made in {chat}, the request was posted in {posted}")]
+    OtherChat {
+        /// Where the press was made.
+        chat: String,
+        /// Where the request's message is.
+        posted: String,
+    },
+    /// The press was made on another message than the request's.
+    #[error("E_APPROVAL_PRESS_OTHER_MESSAGE: the press was made on message {message}, the request was posted as {posted}")]
+    OtherMessage {
+        /// The message pressed under.
+        message: String,
+        /// The request's message.
+        posted: String,
+    },
+}
+
+impl PressMismatch {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PressMismatch::NoMessage => "E_APPROVAL_PRESS_NO_MESSAGE",
+            PressMismatch::OtherChat { .. } => "E_APPROVAL_PRESS_OTHER_CHAT",
+            PressMismatch::OtherMessage { .. } => "E_APPROVAL_PRESS_OTHER_MESSAGE",
+        }
+    }
 }
 
 /// Where a Connection posts requests and who may decide them
@@ -305,11 +376,15 @@ impl ChatClient {
         }
     }
 
-    /// Answers `press`.
-    async fn reply(&self, press: &Press, reply: &Reply) -> Result<(), ChatError> {
+    /// Answers `press`; `chat` is where a platform that answers in the
+    /// chat (Slack) does so when the press named none.
+    async fn reply(&self, press: &Press, reply: &Reply, chat: &str) -> Result<(), ChatError> {
         match self {
             ChatClient::Telegram(api) => telegram::reply(api, press, reply).await,
-            ChatClient::Slack(api) => slack::reply(api, press, reply).await,
+            ChatClient::Slack(api) => {
+                let channel = press.chat.as_deref().unwrap_or(chat);
+                slack::reply(api, channel, press, reply).await
+            }
         }
     }
 }
@@ -396,7 +471,7 @@ impl Shared {
     }
 
     async fn reply(&self, press: &Press, reply: Reply) {
-        if let Err(error) = self.client.reply(press, &reply).await {
+        if let Err(error) = self.client.reply(press, &reply, &self.settings.chat).await {
             tracing::warn!(approval = %press.approval_id, code = error.code(), "could not answer the press: {error}");
         }
     }
@@ -416,8 +491,8 @@ impl Shared {
             (messages.waiting(&id).cloned(), messages.is_settled(&id))
         };
         let posted = match posted {
-            Some(posted) if posted.chat == press.chat => posted,
-            Some(_) | None => {
+            Some(posted) => posted,
+            None => {
                 let refusal = if settled {
                     "This request was already decided."
                 } else {
@@ -426,6 +501,11 @@ impl Shared {
                 return self.reply(&press, Reply::Refused(refusal.into())).await;
             }
         };
+        if let Err(mismatch) = press.check_posted(&posted) {
+            tracing::warn!(approval = %id, by = %by, code = mismatch.code(), chat = ?press.chat, message = ?press.message, "a press not on the request's message; nothing decided: {mismatch}");
+            let refusal = "This button is not on the message this request was posted as; nothing was decided.";
+            return self.reply(&press, Reply::Refused(refusal.into())).await;
+        }
         if !self.deciding().insert(id.clone()) {
             let refusal = "Someone is deciding this request right now.";
             return self.reply(&press, Reply::Refused(refusal.into())).await;
@@ -699,6 +779,44 @@ mod tests {
             Some(("2026-11-27T00:10:00.000Z".into(), Verdict::Deny))
         );
         assert_eq!(cut("héllo", 10), "héllo");
+    }
+
+    #[test]
+    fn a_press_decides_only_on_the_message_posted_for_its_request() {
+        let posted = PostedApproval {
+            id: "apv_1".into(),
+            agent: "coder".into(),
+            instance_key: "default".into(),
+            chat: "-100".into(),
+            message: "900".into(),
+            text: "Approval needed".into(),
+            posted_at: "2026-11-27T00:00:00.000Z".into(),
+        };
+        let press = |chat: Option<&str>, message: Option<&str>| Press {
+            approval_id: "apv_1".into(),
+            verdict: Verdict::Approve,
+            user_id: "7".into(),
+            user_name: None,
+            chat: chat.map(str::to_string),
+            message: message.map(str::to_string),
+            callback_id: None,
+        };
+        assert_eq!(
+            press(Some("-100"), Some("900")).check_posted(&posted),
+            Ok(())
+        );
+        for (chat, message, code) in [
+            (Some("-100"), Some("901"), "E_APPROVAL_PRESS_OTHER_MESSAGE"),
+            (Some("-100"), Some(""), "E_APPROVAL_PRESS_OTHER_MESSAGE"),
+            (Some("-200"), Some("900"), "E_APPROVAL_PRESS_OTHER_CHAT"),
+            (Some("-100"), None, "E_APPROVAL_PRESS_NO_MESSAGE"),
+            (None, Some("900"), "E_APPROVAL_PRESS_NO_MESSAGE"),
+            (None, None, "E_APPROVAL_PRESS_NO_MESSAGE"),
+        ] {
+            let mismatch = press(chat, message).check_posted(&posted).unwrap_err();
+            assert_eq!(mismatch.code(), code, "{chat:?} {message:?}");
+            assert!(mismatch.to_string().starts_with(code), "{mismatch}");
+        }
     }
 
     #[test]

@@ -219,12 +219,20 @@ pub fn press_from_payload(payload: &Value) -> Option<Press> {
         verdict,
         user_id: text_at("/user/id")?,
         user_name: text_at("/user/username").or_else(|| text_at("/user/name")),
-        chat: text_at("/channel/id")
-            .or_else(|| text_at("/container/channel_id"))
-            .unwrap_or_default(),
-        message: text_at("/container/message_ts").or_else(|| text_at("/message/ts")),
+        chat: one_of(text_at("/channel/id"), text_at("/container/channel_id")),
+        message: one_of(text_at("/container/message_ts"), text_at("/message/ts")),
         callback_id: None,
     })
+}
+
+/// What two places of a payload that name the same thing say: the one
+/// that is given, `None` when neither is or when they disagree (a payload
+/// naming two channels or two messages is not trusted for either).
+fn one_of(first: Option<String>, second: Option<String>) -> Option<String> {
+    match (first, second) {
+        (Some(first), Some(second)) => (first == second).then_some(first),
+        (first, second) => first.or(second),
+    }
 }
 
 /// The mrkdwn of a request (its section block).
@@ -375,11 +383,16 @@ pub(super) async fn settle(
 
 /// Tells the presser, and only them, why nothing was decided; a recorded
 /// decision needs no word (the message says it).
-pub(super) async fn reply(api: &SlackApi, press: &Press, reply: &Reply) -> Result<(), ChatError> {
+pub(super) async fn reply(
+    api: &SlackApi,
+    channel: &str,
+    press: &Press,
+    reply: &Reply,
+) -> Result<(), ChatError> {
     let Reply::Refused(why) = reply else {
         return Ok(());
     };
-    let body = json!({"channel": press.chat, "user": press.user_id, "text": why});
+    let body = json!({"channel": channel, "user": press.user_id, "text": why});
     api.call("chat.postEphemeral", &body).await?;
     Ok(())
 }
@@ -404,11 +417,25 @@ mod tests {
                 verdict: Verdict::Deny,
                 user_id: "U042".into(),
                 user_name: Some("ann".into()),
-                chat: "C0123".into(),
+                chat: Some("C0123".into()),
                 message: Some("1700000000.000100".into()),
                 callback_id: None,
             })
         );
+        // A payload naming two messages or two channels names neither.
+        let mut two_messages = payload.clone();
+        two_messages["message"] = json!({"ts": "1700000000.000200"});
+        let press = press_from_payload(&two_messages).unwrap();
+        assert_eq!(press.message, None);
+        assert_eq!(press.chat.as_deref(), Some("C0123"));
+        let mut two_channels = payload.clone();
+        two_channels["channel"] = json!({"id": "C0999"});
+        assert_eq!(press_from_payload(&two_channels).unwrap().chat, None);
+        let mut only_message = payload.clone();
+        only_message["container"] = json!({"type": "message"});
+        only_message["message"] = json!({"ts": "1700000000.000100"});
+        let press = press_from_payload(&only_message).unwrap();
+        assert_eq!(press.message.as_deref(), Some("1700000000.000100"));
         for other in [
             json!({"type": "block_actions", "user": {"id": "U1"}, "actions": [{"action_id": "approve", "value": "yes"}]}),
             json!({"type": "view_submission", "user": {"id": "U1"}, "actions": [{"action_id": "goondan_approve", "value": "apv_1"}]}),

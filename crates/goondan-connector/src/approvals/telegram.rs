@@ -58,9 +58,7 @@ pub fn press_from_update(update: &Value) -> Option<Press> {
         verdict,
         user_id: identifier(from.get("id")?)?,
         user_name,
-        chat: message
-            .and_then(|message| identifier(message.pointer("/chat/id")?))
-            .unwrap_or_default(),
+        chat: message.and_then(|message| identifier(message.pointer("/chat/id")?)),
         message: message.and_then(|message| identifier(message.get("message_id")?)),
         callback_id: text_at(query, "id"),
     })
@@ -237,7 +235,7 @@ mod tests {
                 verdict: Verdict::Approve,
                 user_id: "42".into(),
                 user_name: Some("@ann".into()),
-                chat: "-100123".into(),
+                chat: Some("-100123".into()),
                 message: Some("900".into()),
                 callback_id: Some("cbq-1".into()),
             }
