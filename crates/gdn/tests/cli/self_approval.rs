@@ -115,15 +115,17 @@ const IDS: &str = r#"grep -o '"id": *"[^"]*"' | cut -d'"' -f4"#;
 
 /// Every operator verb a model might try against the swarm, each one's
 /// output kept, in the foreground.
-fn attack_commands(gdn: &str) -> String {
+fn attack_commands(gdn: &str, state: &Path) -> String {
     format!(
-        "for id in $({gdn} approvals --json 2>/dev/null | {IDS}); do \
+        "echo \"runtime entries seen: $(ls -A {state}/runtime 2>/dev/null | wc -l)\"; \
+         for id in $({gdn} approvals --json 2>/dev/null | {IDS}); do \
            {gdn} approve \"$id\" 2>&1; done; \
          {gdn} instance cancel alpha:victim 2>&1; \
          {gdn} instance rewind alpha:victim --to 1 2>&1; \
          {gdn} run --input hello --instance-key injected 2>&1; \
          {gdn} stop 2>&1; \
-         echo attack-finished"
+         echo attack-finished",
+        state = state.display()
     )
 }
 
@@ -166,7 +168,7 @@ fn setup(route: Route) -> Swarm {
         bundle.path().display(),
         state.path().display()
     );
-    let attack = attack_commands(&gdn);
+    let attack = attack_commands(&gdn, state.path());
     let detached = detached_loop(&gdn);
     let mock = MockLlm::start(move |request: &ChatRequest| {
         let tool_results = request
@@ -254,6 +256,11 @@ fn attack_and_then_approve(route: Route, env: &[(&str, &str)], expect_refusal: b
             answer.contains("E_CONTROL_FORBIDDEN"),
             "the socket did not refuse the Turn's processes: {answer}"
         );
+    } else if answer.contains("runtime entries seen: 0") {
+        // The sandbox hid the System Root: the socket was never reached.
+        assert!(!answer.contains("E_CONTROL_FORBIDDEN"), "{answer}");
+    } else {
+        println!("note: the platform refused the namespaces; only the socket's check applied");
     }
     assert!(!answer.contains("approved "), "{answer}");
     if matches!(route, Route::Bash) {
