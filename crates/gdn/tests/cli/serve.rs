@@ -729,6 +729,16 @@ fn issue_47_a_chat_is_one_instance_and_hostile_requests_at_gdn_serve_are_refused
     assert_eq!(answer["error"]["code"], -32001, "{answer}");
     assert!(!answer.to_string().contains("ctx-a"), "{answer}");
 
+    // A context the orchestrator refuses as an instance key (a bidi
+    // override) is the client's fault: invalid params, not a server error.
+    let bidi = json!({"jsonrpc": "2.0", "id": 6, "method": "SendMessage", "params": {"message": {"messageId": "m3", "contextId": "evil\u{202e}txt", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}).to_string();
+    let (_, answer) = rpc(&served, "alpha", &bidi, auth);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["code"], "E_INSTANCE_KEY_INVALID",
+        "{answer}"
+    );
+
     // With the swarm stopped, the refusal at either door names no path of
     // this machine (the control socket's does).
     let output = served.swarm.run(&["stop"]);

@@ -19,7 +19,11 @@
 //! instance `a2a-<hex>` when the client sends none), so a client that
 //! keeps its context id keeps talking to the same instance. Only text
 //! parts are read; a message with another kind of part is refused
-//! (`ContentTypeNotSupported`) rather than half-read.
+//! (`ContentTypeNotSupported`) rather than half-read, and one that is not
+//! the user's (`ROLE_AGENT`) is refused as invalid params. A Task is
+//! reached only at its agent's endpoint and, when the request names a
+//! context, from its own context; any other is `TaskNotFound`, as if it
+//! did not exist.
 
 mod tasks;
 mod v0_3;
