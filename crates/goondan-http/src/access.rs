@@ -35,31 +35,51 @@ impl HttpAccess {
     /// `Origin` or `Host` (403).
     pub fn admit(&self, headers: &HeaderMap) -> Result<(), StatusCode> {
         if let Some(token) = &self.bearer_token {
-            let given = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "))
-                .unwrap_or("");
+            let given = bearer_token(headers).unwrap_or("");
             if !same_secret(given.as_bytes(), token.as_bytes()) {
                 return Err(StatusCode::UNAUTHORIZED);
             }
         }
-        if !self.allow_remote_origins {
-            let origin = headers
-                .get(header::ORIGIN)
-                .map(|value| value.to_str().unwrap_or(""));
-            if origin.is_some_and(|origin| !is_loopback_origin(origin)) {
-                return Err(StatusCode::FORBIDDEN);
-            }
+        // Two `Origin` (or `Host`) headers are refused rather than one of
+        // them read: a proxy and this server could read different ones.
+        let origin = single(headers, header::ORIGIN)?;
+        if !self.allow_remote_origins
+            && origin.is_some_and(|origin| !is_loopback_origin(origin.to_str().unwrap_or("")))
+        {
+            return Err(StatusCode::FORBIDDEN);
         }
-        let host = headers
-            .get(header::HOST)
-            .and_then(|value| value.to_str().ok());
+        let host = single(headers, header::HOST)?.and_then(|value| value.to_str().ok());
         if !host.is_some_and(|host| is_own_host(host, self)) {
             return Err(StatusCode::FORBIDDEN);
         }
         Ok(())
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header, the scheme's
+/// name read without regard to case (RFC 7235 §2.1: `bearer`, `BEARER`
+/// and `Bearer` are one scheme); `None` without such a header. Every port
+/// that takes a bearer token reads it here.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_matches(' '))
+}
+
+/// The one value of header `name`, `None` without it; 403 when the
+/// request repeats it.
+pub fn single(
+    headers: &HeaderMap,
+    name: header::HeaderName,
+) -> Result<Option<&header::HeaderValue>, StatusCode> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(StatusCode::FORBIDDEN);
+    }
+    Ok(first)
 }
 
 /// The bare answer to a request [`HttpAccess::admit`] refused; a 401 says
@@ -116,6 +136,42 @@ fn is_own_host(host_header: &str, access: &HttpAccess) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_read_without_regard_to_case() {
+        let cases = [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER  abc", Some("abc")),
+            ("Basic abc", None),
+            ("Bearerabc", None),
+            ("abc", None),
+        ];
+        for (value, expected) in cases {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            assert_eq!(bearer_token(&headers), expected, "{value}");
+        }
+        assert_eq!(bearer_token(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_repeated_origin_or_host_is_refused() {
+        let access = HttpAccess::default();
+        for name in [header::ORIGIN, header::HOST] {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, "127.0.0.1:1".parse().unwrap());
+            headers.insert(header::ORIGIN, "http://127.0.0.1:1".parse().unwrap());
+            assert_eq!(access.admit(&headers), Ok(()));
+            let again = if name == header::HOST {
+                "127.0.0.1:1"
+            } else {
+                "http://127.0.0.1:1"
+            };
+            headers.append(name.clone(), again.parse().unwrap());
+            assert_eq!(access.admit(&headers), Err(StatusCode::FORBIDDEN), "{name}");
+        }
+    }
 
     #[test]
     fn only_loopback_origins_pass() {

@@ -22,6 +22,7 @@
 pub mod a2a;
 mod instance;
 pub mod openai;
+mod recent;
 pub mod swarm;
 pub mod turn;
 
@@ -53,6 +54,10 @@ pub struct Limits {
     /// follow-up naming one (`previous_response_id`); the oldest is
     /// forgotten first.
     pub max_remembered_responses: usize,
+    /// How many conversations of `/v1` clients are remembered, so the
+    /// next request of one goes on in its instance
+    /// (`openai::conversations`); the oldest is forgotten first.
+    pub max_remembered_conversations: usize,
     /// How often a running Task looks for an approval a person must
     /// decide (its state is then `TASK_STATE_INPUT_REQUIRED`).
     pub approval_poll: Duration,
@@ -66,6 +71,7 @@ impl Default for Limits {
             max_body_bytes: 768 * 1024,
             max_remembered_tasks: 2_000,
             max_remembered_responses: 10_000,
+            max_remembered_conversations: 10_000,
             approval_poll: Duration::from_millis(500),
         }
     }
@@ -99,7 +105,10 @@ pub fn router(
         public_url: public_url.trim_end_matches('/').to_string(),
         token_required: access.bearer_token.is_some(),
         tasks: Arc::new(a2a::Tasks::new(limits.max_remembered_tasks)),
-        openai: openai::OpenAiState::new(limits.max_remembered_responses),
+        openai: openai::OpenAiState::new(
+            limits.max_remembered_responses,
+            limits.max_remembered_conversations,
+        ),
     });
     Router::new()
         .merge(a2a::routes())

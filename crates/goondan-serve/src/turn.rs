@@ -4,7 +4,7 @@
 //! finish and commit once, as if the client were still there. Only an
 //! explicit cancel ([`DetachedTurn::cancel`]) stops it.
 
-use crate::swarm::{RunningTurn, TurnFailure, TurnUpdate};
+use crate::swarm::{RunningTurn, TurnAnswer, TurnFailure, TurnUpdate};
 use tokio::sync::{mpsc, oneshot};
 
 /// How many reports wait for a slow reader before the Turn's own reports
@@ -25,6 +25,18 @@ pub struct DetachedTurn {
 impl DetachedTurn {
     /// Takes `running` into a task of its own.
     pub fn spawn(running: RunningTurn) -> DetachedTurn {
+        DetachedTurn::spawn_then(running, |_| {})
+    }
+
+    /// Takes `running` into a task of its own, which calls `on_end` with
+    /// the Turn's end when the swarm reports it, whether or not anyone
+    /// still reads (not for a Turn cancelled here, nor one whose swarm
+    /// went away).
+    pub fn spawn_then(
+        running: RunningTurn,
+        on_end: impl FnOnce(&Result<TurnAnswer, TurnFailure>) + Send + 'static,
+    ) -> DetachedTurn {
+        let mut on_end = Some(on_end);
         let RunningTurn {
             event_id,
             updates: mut from_swarm,
@@ -53,6 +65,11 @@ impl DetachedTurn {
                 };
                 let Some(update) = update else { break };
                 let finished = matches!(update, TurnUpdate::Finished(_));
+                if let TurnUpdate::Finished(result) = &update {
+                    if let Some(on_end) = on_end.take() {
+                        on_end(result);
+                    }
+                }
                 if let Some(to) = &reader {
                     if to.send(update).await.is_err() {
                         reader = None;
@@ -117,7 +134,7 @@ mod tests {
             let sent = to_server.send(TurnUpdate::Text(text.into())).await;
             assert!(sent.is_ok(), "the Turn was cancelled at {text:?}");
         }
-        let finished = TurnUpdate::Finished(Ok(crate::TurnAnswer::default()));
+        let finished = TurnUpdate::Finished(Ok(TurnAnswer::default()));
         assert!(to_server.send(finished).await.is_ok());
     }
 

@@ -290,9 +290,17 @@ fn action_refusal(shared: &Shared, request: &Request) -> Option<Response> {
     }
     // A browser names the page that sent a POST; it must be this Studio,
     // as the `Host` the browser used names it.
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    let same_origin = matches!((host, origin), (Some(host), Some(origin)) if origin == format!("http://{host}") || origin == format!("https://{host}"));
+    // Two `Origin` headers are refused rather than one of them read.
+    let host = goondan_http::access::single(headers, header::HOST)
+        .ok()
+        .flatten()
+        .and_then(|v| v.to_str().ok());
+    let origin = goondan_http::access::single(headers, header::ORIGIN)
+        .ok()
+        .flatten()
+        .and_then(|v| v.to_str().ok());
+    let same_origin =
+        matches!((host, origin), (Some(host), Some(origin)) if is_own_origin(origin, host));
     if !same_origin {
         return Some(error(
             StatusCode::FORBIDDEN,
@@ -313,6 +321,35 @@ fn action_refusal(shared: &Shared, request: &Request) -> Option<Response> {
         ));
     }
     None
+}
+
+/// Whether `origin` is this Studio as the browser reached it by `host`
+/// (the `Host` header): the scheme is `http` (the Studio has no TLS), and
+/// host and port are the same (the host without regard to case, a
+/// missing port being 80).
+fn is_own_origin(origin: &str, host: &str) -> bool {
+    let Some(authority) = origin.strip_prefix("http://") else {
+        return false;
+    };
+    let with_port = |authority: &str| -> Option<(String, u16)> {
+        if authority.is_empty() || authority.contains(['/', '@', '?', '#']) {
+            return None;
+        }
+        // The port follows the last colon after a bracketed IPv6 address
+        // or a name.
+        let port_at = match authority.rfind(']') {
+            Some(end) => authority[end..].find(':').map(|at| end + at),
+            None => authority.rfind(':'),
+        };
+        match port_at {
+            Some(at) => Some((
+                authority[..at].to_ascii_lowercase(),
+                authority[at + 1..].parse().ok()?,
+            )),
+            None => Some((authority.to_ascii_lowercase(), 80)),
+        }
+    };
+    matches!((with_port(authority), with_port(host)), (Some(a), Some(b)) if a == b)
 }
 
 /// The headers every answer carries, refusals included.
@@ -601,7 +638,11 @@ fn action_answer(outcome: Result<Value, ActionError>) -> Response {
             "E_ORCHESTRATOR_NOT_RUNNING",
             &message,
         ),
-        Err(ActionError::Refused(body)) => (StatusCode::CONFLICT, axum::Json(body)).into_response(),
+        // The orchestrator's refusal names paths of this machine (an
+        // instance's folder); the page gets it without them.
+        Err(ActionError::Refused(body)) => {
+            (StatusCode::CONFLICT, axum::Json(body.for_port())).into_response()
+        }
         Err(ActionError::Internal(message)) => {
             tracing::warn!("studio action failed: {message}");
             error(
@@ -731,4 +772,29 @@ async fn steer(shared: &Shared, client: SocketAddr, request: Request, steer: Ste
     let outcome = actions::steer(steer, target, asked, client).await;
     drop(permit);
     action_answer(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_origin_is_the_studio_only_with_its_scheme_host_and_port() {
+        let cases = [
+            ("http://127.0.0.1:7317", "127.0.0.1:7317", true),
+            ("http://LOCALHOST:7317", "localhost:7317", true),
+            ("http://[::1]:7317", "[::1]:7317", true),
+            ("http://studio.example", "studio.example:80", true),
+            ("https://127.0.0.1:7317", "127.0.0.1:7317", false),
+            ("http://127.0.0.1:7318", "127.0.0.1:7317", false),
+            ("http://127.0.0.1", "127.0.0.1:7317", false),
+            ("http://evil.example:7317", "127.0.0.1:7317", false),
+            ("http://127.0.0.1:7317/", "127.0.0.1:7317", false),
+            ("http://u@127.0.0.1:7317", "127.0.0.1:7317", false),
+            ("null", "127.0.0.1:7317", false),
+        ];
+        for (origin, host, expected) in cases {
+            assert_eq!(is_own_origin(origin, host), expected, "{origin} at {host}");
+        }
+    }
 }

@@ -373,7 +373,7 @@ fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origi
     let cookie = format!("Cookie: gdn_studio={token}\r\n");
     let csrf_header = format!("X-Goondan-Csrf: {csrf}\r\n");
     let wrong_csrf = format!("X-Goondan-Csrf: {}\r\n", "0".repeat(64));
-    let cases: [(&str, String, u16, &str); 7] = [
+    let cases: [(&str, String, u16, &str); 10] = [
         (
             "no token",
             format!("{origin}{csrf_header}"),
@@ -410,6 +410,29 @@ fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origi
         (
             "a foreign Origin",
             format!("Origin: http://evil.example\r\n{cookie}{csrf_header}"),
+            403,
+            "E_STUDIO_ORIGIN",
+        ),
+        // Issue 47: the scheme and the port are the Studio's too, and an
+        // Origin is said once.
+        (
+            "the Studio's host with another scheme",
+            format!("Origin: https://127.0.0.1:{port}\r\n{cookie}{csrf_header}"),
+            403,
+            "E_STUDIO_ORIGIN",
+        ),
+        (
+            "the Studio's host with another port",
+            format!(
+                "Origin: http://127.0.0.1:{}\r\n{cookie}{csrf_header}",
+                port.wrapping_add(1)
+            ),
+            403,
+            "E_STUDIO_ORIGIN",
+        ),
+        (
+            "two Origins",
+            format!("{origin}Origin: http://evil.example\r\n{cookie}{csrf_header}"),
             403,
             "E_STUDIO_ORIGIN",
         ),
@@ -757,6 +780,19 @@ fn issue_36_cancel_fork_and_rewind_from_the_studio_act_through_the_orchestrator_
         .map(|turn| &turn["input"])
         .collect();
     assert_eq!(inputs, [&json!("one")]);
+    // Issue 47: forking onto a key that is taken is refused, and the
+    // refusal names no path of this machine (the store's message does).
+    let (status, answer) = exchange(port, "POST", "/api/actions/fork", &all, &fork_body);
+    assert_eq!(status, 409, "{answer}");
+    let taken: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(taken["code"], "E_INSTANCE_EXISTS", "{answer}");
+    let state_root = swarm.state.path().display().to_string();
+    assert!(!answer.contains(&state_root), "{answer}");
+    assert!(!answer.contains("/instances/"), "{answer}");
+    assert!(
+        taken["message"].as_str().unwrap().contains("…/"),
+        "{answer}"
+    );
     let fork_dir = find_instance(swarm.state.path(), "worker", "s1").unwrap();
     let metadata: serde_json::Value =
         serde_json::from_slice(&std::fs::read(fork_dir.join("metadata.json")).unwrap()).unwrap();

@@ -153,11 +153,16 @@ async fn call(turns: Arc<dyn SwarmTurns>, id: Value, params: Value) -> Value {
     );
     let content = match turn.await {
         Ok(text) => json!({"content": [{"type": "text", "text": text}], "isError": false}),
-        Err(failure) => error_content(
-            &failure.code,
-            &failure.message,
-            failure.suggestion.as_deref(),
-        ),
+        Err(failure) => {
+            // A store or orchestrator failure may name paths of this
+            // machine; the client gets it without them.
+            let failure = failure.for_port();
+            error_content(
+                &failure.code,
+                &failure.message,
+                failure.suggestion.as_deref(),
+            )
+        }
     };
     jsonrpc::result(id, content)
 }

@@ -323,11 +323,7 @@ fn not_found(what: &str) -> Refusal {
 
 /// Whether the request carries one of `tokens`.
 fn authorized(tokens: &[String], headers: &HeaderMap) -> bool {
-    let Some(sent) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-    else {
+    let Some(sent) = goondan_http::access::bearer_token(headers) else {
         return false;
     };
     // Every token is compared (no short circuit), so timing does not tell

@@ -19,7 +19,11 @@
 //! instance `a2a-<hex>` when the client sends none), so a client that
 //! keeps its context id keeps talking to the same instance. Only text
 //! parts are read; a message with another kind of part is refused
-//! (`ContentTypeNotSupported`) rather than half-read.
+//! (`ContentTypeNotSupported`) rather than half-read, and one that is not
+//! the user's (`ROLE_AGENT`) is refused as invalid params. A Task is
+//! reached only at its agent's endpoint and, when the request names a
+//! context, from its own context; any other is `TaskNotFound`, as if it
+//! did not exist.
 
 mod tasks;
 mod v0_3;
@@ -213,13 +217,20 @@ impl Dialect {
 }
 
 /// A Turn that could not start, as a JSON-RPC error carrying its code.
-fn turn_refusal(id: Value, failure: &TurnFailure) -> Response {
+fn turn_refusal(id: Value, failure: TurnFailure) -> Response {
+    let failure = failure.for_port();
     let mut message = format!("error[{}]: {}", failure.code, failure.message);
     if let Some(suggestion) = &failure.suggestion {
         message.push_str("; ");
         message.push_str(suggestion);
     }
-    refusal(id, jsonrpc::INTERNAL_ERROR, message, Some(&failure.code))
+    // An instance key the orchestrator refuses is the client's fault (its
+    // contextId), not the server's.
+    let code = match failure.code.as_str() {
+        "E_INSTANCE_KEY_INVALID" => jsonrpc::INVALID_PARAMS,
+        _ => jsonrpc::INTERNAL_ERROR,
+    };
+    refusal(id, code, message, Some(&failure.code))
 }
 
 async fn rpc(
@@ -277,25 +288,31 @@ async fn rpc(
         ),
         None => (request.method, Dialect::Current, request.params),
     };
+    // The context a Task request names (`contextId` beside `id`, which
+    // A2A's GetTask does not define and a client may add): a Task of
+    // another context is not found from it.
+    let context = params
+        .get("contextId")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let reachable = |task_id: &str| reachable(&shared, task_id, &agent, context.as_deref());
     match method.as_str() {
         jsonrpc::SEND_MESSAGE => send(shared, agent, id, params, false, dialect).await,
         jsonrpc::SEND_STREAMING_MESSAGE => send(shared, agent, id, params, true, dialect).await,
         jsonrpc::GET_TASK => match task_id_request(&params) {
             Ok(asked) => match shared.tasks.get(&asked.id, asked.history_length) {
-                Some(task) if owned_by(&shared, &asked.id, &agent) => result(id, dialect.task(task)),
+                Some(task) if reachable(&asked.id) => result(id, dialect.task(task)),
                 _ => task_not_found(id, &asked.id),
             },
             Err(message) => refusal(id, jsonrpc::INVALID_PARAMS, message, None),
         },
         jsonrpc::CANCEL_TASK => match task_id_request(&params) {
-            Ok(asked) if owned_by(&shared, &asked.id, &agent) => {
-                cancel(&shared, id, &asked.id, dialect).await
-            }
+            Ok(asked) if reachable(&asked.id) => cancel(&shared, id, &asked.id, dialect).await,
             Ok(asked) => task_not_found(id, &asked.id),
             Err(message) => refusal(id, jsonrpc::INVALID_PARAMS, message, None),
         },
         jsonrpc::SUBSCRIBE_TO_TASK => match task_id_request(&params) {
-            Ok(asked) if owned_by(&shared, &asked.id, &agent) => match shared.tasks.subscribe(&asked.id) {
+            Ok(asked) if reachable(&asked.id) => match shared.tasks.subscribe(&asked.id) {
                 Some(subscription) if subscription.task.status.state.is_terminal() => refusal(
                     id,
                     jsonrpc::UNSUPPORTED_OPERATION,
@@ -326,10 +343,18 @@ async fn rpc(
     }
 }
 
-/// Whether Task `task_id` was sent to `agent` (a Task is reached at its
-/// own agent's endpoint only).
-fn owned_by(shared: &Shared, task_id: &str, agent: &AgentInfo) -> bool {
-    shared.tasks.agent_of(task_id).as_deref() == Some(agent.name.as_str())
+/// Whether Task `task_id` may be reached by a request at `agent`'s
+/// endpoint naming `context`: the Task was sent to that agent, and, when
+/// the request names a context, in that context. Anything else is
+/// answered as a Task that does not exist, so a request learns nothing
+/// about other agents' or contexts' Tasks.
+fn reachable(shared: &Shared, task_id: &str, agent: &AgentInfo, context: Option<&str>) -> bool {
+    match shared.tasks.scope_of(task_id) {
+        Some((owner, task_context)) => {
+            owner == agent.name && context.is_none_or(|context| context == task_context)
+        }
+        None => false,
+    }
 }
 
 fn task_id_request(params: &Value) -> Result<TaskIdRequest, String> {
@@ -388,6 +413,20 @@ async fn send(
         }
     };
     let message = request.message;
+    // Only the client's own words are input: a message that says it is
+    // the agent's (`ROLE_AGENT`, 0.3's `"agent"`) or names no role would
+    // put words in the agent's mouth as the user's.
+    if message.role != Role::User {
+        return refusal(
+            id,
+            jsonrpc::INVALID_PARAMS,
+            format!(
+                "the message's role is {}; a message sent to an agent is the user's (`ROLE_USER`, in A2A 0.3 `\"user\"`)",
+                serde_json::to_string(&message.role).unwrap_or_default()
+            ),
+            Some("E_SERVE_A2A_ROLE"),
+        );
+    }
     if let Some(part) = message.parts.iter().find(|part| part.text.is_none()) {
         let kind = part
             .media_type
@@ -408,7 +447,11 @@ async fn send(
         // A Goondan Task is one Turn; what follows it is a new Task in the
         // same context. A Task waiting for a person waits for a decision
         // (`gdn approve`), not for a message.
+        let context = message.context_id.as_deref();
         let said = match shared.tasks.get(task_id, Some(0)) {
+            Some(_) if !reachable(&shared, task_id, &agent, context) => {
+                return task_not_found(id, task_id)
+            }
             None => return task_not_found(id, task_id),
             Some(task) if task.status.state == TaskState::InputRequired => format!(
                 "Task {task_id} waits for a person to decide an approval (`gdn approve` / `gdn deny`), not for a message"
@@ -444,7 +487,7 @@ async fn send(
         .await;
     let running = match running {
         Ok(running) => running,
-        Err(failure) => return turn_refusal(id, &failure),
+        Err(failure) => return turn_refusal(id, failure),
     };
     let (event_id, updates, canceller) = DetachedTurn::spawn(running).into_parts();
     let user_message = Message {

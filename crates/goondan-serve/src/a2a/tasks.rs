@@ -120,12 +120,12 @@ impl Tasks {
         Some(task)
     }
 
-    /// The agent Task `id` was sent to.
-    pub(crate) fn agent_of(&self, id: &str) -> Option<String> {
+    /// The agent Task `id` was sent to, and its context (instance key).
+    pub(crate) fn scope_of(&self, id: &str) -> Option<(String, String)> {
         self.table()
             .entries
             .get(id)
-            .map(|entry| entry.agent.clone())
+            .map(|entry| (entry.agent.clone(), entry.task.context_id.clone()))
     }
 
     /// The Task `id` and its updates from now on.
@@ -303,6 +303,7 @@ pub(crate) async fn drive(
             } else {
                 TaskState::Failed
             };
+            let failure = failure.for_port();
             let said = format!("error[{}]: {}", failure.code, failure.message);
             tasks.set_status(&id, status(state, &task, Some(said)));
         }

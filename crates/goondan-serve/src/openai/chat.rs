@@ -7,7 +7,6 @@ use super::input::{self, Conversation};
 use super::stream::{self, Frames};
 use super::{new_id, unix_now};
 use crate::swarm::{TurnAnswer, TurnFailure};
-use crate::turn::DetachedTurn;
 use crate::Shared;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -61,12 +60,11 @@ async fn complete(
             .map_err(|_| input::bad("stream_options.include_usage", "must be true or false"))?,
         Some(_) => return Err(input::bad("stream_options", "must be an object")),
     };
-    let instance = input::named_instance(headers, input::optional_str(&body, "user")?)?;
-    let request = input::turn_request(&model, instance, conversation, None);
-    let running = shared.swarm.start(request).await?;
-    // OpenAI's API has no cancel, and a client that leaves does not
-    // cancel either: the canceller is dropped, the Turn runs to its end.
-    let (_, updates, _) = DetachedTurn::spawn(running).into_parts();
+    let named = input::header_instance(headers)?;
+    let user = input::end_user(input::optional_str(&body, "user")?)?;
+    let conversations = &shared.openai.conversations;
+    let addressed = conversations.address(&model, named, user, conversation, None);
+    let updates = super::start(shared, addressed).await?;
     let shape = Shape {
         id: new_id("chatcmpl-"),
         created: unix_now(),
@@ -171,7 +169,7 @@ impl Frames for ChunkFrames {
                 events.push(Event::default().data("[DONE]"));
                 events
             }
-            Err(failure) => vec![Event::default().data(ApiError::Turn(failure).body().to_string())],
+            Err(failure) => vec![Event::default().data(ApiError::from(failure).body().to_string())],
         }
     }
 }

@@ -40,11 +40,11 @@ pub enum ApiError {
         /// `content part`, `message`, `input item`.
         what: &'static str,
     },
-    /// The instance key named by the header or the `user` field is empty,
-    /// too long or holds a control character.
+    /// The instance key named by the header, or the end user named by
+    /// the `user` field, is empty, too long or holds a control character.
     #[error(
-        "{} does not name an instance: 1 to {max} characters, no control characters",
-        if *from_header { "the X-Goondan-Instance header" } else { "`user`" }
+        "{}: 1 to {max} characters, no control characters",
+        if *from_header { "the X-Goondan-Instance header does not name an instance" } else { "`user` does not name an end user" }
     )]
     BadInstanceKey {
         /// Whether the key came from the header rather than `user`.
@@ -121,10 +121,10 @@ impl ApiError {
     pub fn suggestion(&self) -> Option<&str> {
         Some(match self {
             ApiError::BadJson(_) => "send one JSON object as the body, with `Content-Type: application/json`",
-            ApiError::BodyTooLarge { .. } => "send a shorter conversation, or name an instance (`X-Goondan-Instance` or `user`) and send only the new message",
+            ApiError::BodyTooLarge { .. } => "send a shorter conversation, or name an instance (`X-Goondan-Instance`) and send only the new message",
             ApiError::BadField { .. } => "see docs/protocols.md, \"The OpenAI-compatible API\", for the fields each route reads",
             ApiError::Unsupported { .. } => "send text only: a string, or parts of type `text`, `input_text` or `output_text`",
-            ApiError::BadInstanceKey { .. } => "name the instance with 1 to 128 printable characters",
+            ApiError::BadInstanceKey { .. } => "use 1 to 128 printable characters",
             ApiError::UnknownModel(_) => "list the models with GET /v1/models and use one of their ids",
             ApiError::PreviousResponseNotFound(_) => "start a new conversation without `previous_response_id`, or name its instance with `X-Goondan-Instance`",
             ApiError::PreviousResponseOfOtherAgent { .. } => "send the follow-up to the model that answered the previous response",
@@ -184,6 +184,7 @@ pub fn status_and_type(code: &str) -> (StatusCode, &'static str) {
         | "E_SERVE_BAD_REQUEST"
         | "E_SERVE_UNSUPPORTED_INPUT"
         | "E_SERVE_BAD_INSTANCE_KEY"
+        | "E_INSTANCE_KEY_INVALID"
         | "E_SERVE_PREVIOUS_RESPONSE_AGENT" => (StatusCode::BAD_REQUEST, "invalid_request_error"),
         "E_SERVE_UNAUTHORIZED" => (StatusCode::UNAUTHORIZED, "authentication_error"),
         "E_SERVE_FORBIDDEN" => (StatusCode::FORBIDDEN, "permission_error"),
@@ -224,8 +225,10 @@ impl IntoResponse for ApiError {
 }
 
 impl From<TurnFailure> for ApiError {
+    /// The swarm's failure without the paths of this machine it may name
+    /// (`ErrorBody::for_port`).
     fn from(failure: TurnFailure) -> ApiError {
-        ApiError::Turn(failure)
+        ApiError::Turn(failure.for_port())
     }
 }
 
@@ -258,6 +261,10 @@ mod tests {
             (
                 ApiError::Turn(TurnFailure::new("E_MODEL_HTTP", "boom")),
                 500,
+            ),
+            (
+                ApiError::Turn(TurnFailure::new("E_INSTANCE_KEY_INVALID", "bidi")),
+                400,
             ),
         ];
         for (error, status) in cases {

@@ -3,8 +3,8 @@
 //! the input, and the instance it goes to.
 
 use super::error::ApiError;
-use crate::instance::{fresh_key, is_valid_key, MAX_KEY_CHARS};
-use crate::swarm::{PriorMessage, PriorRole, TurnRequest};
+use crate::instance::{is_valid_key, MAX_KEY_CHARS};
+use crate::swarm::{PriorMessage, PriorRole};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
@@ -12,9 +12,6 @@ use serde_json::{Map, Value};
 
 /// The header that names the instance a request goes to.
 pub const INSTANCE_HEADER: &str = "x-goondan-instance";
-
-/// The source recorded on every input that came through this API.
-const SOURCE: &str = "openai";
 
 /// The body as one JSON object; a body past the limit is 413, anything
 /// but an object 400.
@@ -207,18 +204,6 @@ impl Conversation {
     }
 }
 
-/// The instance a request names: the header first, then the body's `user`
-/// field; `None` when neither is there (a fresh instance).
-pub(crate) fn named_instance(
-    headers: &HeaderMap,
-    user: Option<&str>,
-) -> Result<Option<String>, ApiError> {
-    match header_instance(headers)? {
-        Some(key) => Ok(Some(key)),
-        None => user_instance(user),
-    }
-}
-
 /// The instance the `X-Goondan-Instance` header names.
 pub(crate) fn header_instance(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get(INSTANCE_HEADER) else {
@@ -233,46 +218,15 @@ pub(crate) fn header_instance(headers: &HeaderMap) -> Result<Option<String>, Api
     }
 }
 
-/// The instance the body's `user` field names.
-pub(crate) fn user_instance(user: Option<&str>) -> Result<Option<String>, ApiError> {
+/// The end user the body's `user` field names: the namespace of their
+/// conversations (`conversations`), never an instance key itself.
+pub(crate) fn end_user(user: Option<&str>) -> Result<Option<&str>, ApiError> {
     match user {
-        Some(key) if !is_valid_key(key) => Err(ApiError::BadInstanceKey {
+        Some(user) if !is_valid_key(user) => Err(ApiError::BadInstanceKey {
             from_header: false,
             max: MAX_KEY_CHARS,
         }),
-        key => Ok(key.map(str::to_string)),
-    }
-}
-
-/// The input for `agent`: to a named instance only the last message goes
-/// (the instance remembers the rest); a fresh one gets the conversation
-/// before it, after `instructions` when there are some.
-pub(crate) fn turn_request(
-    agent: &str,
-    instance: Option<String>,
-    conversation: Conversation,
-    instructions: Option<&str>,
-) -> TurnRequest {
-    let (instance_key, history) = match instance {
-        Some(key) => (key, Vec::new()),
-        None => {
-            let mut history = Vec::with_capacity(conversation.history.len() + 1);
-            if let Some(instructions) = instructions {
-                history.push(PriorMessage {
-                    role: PriorRole::System,
-                    text: instructions.to_string(),
-                });
-            }
-            history.extend(conversation.history);
-            (fresh_key(SOURCE), history)
-        }
-    };
-    TurnRequest {
-        agent: agent.to_string(),
-        instance_key,
-        text: conversation.input,
-        history,
-        source: SOURCE.to_string(),
+        user => Ok(user),
     }
 }
 
@@ -345,23 +299,18 @@ mod tests {
     }
 
     #[test]
-    fn the_header_wins_over_user_and_bad_keys_are_refused() {
+    fn bad_keys_and_bad_users_are_refused() {
         let mut headers = HeaderMap::new();
-        assert_eq!(named_instance(&headers, None).unwrap(), None);
-        assert_eq!(
-            named_instance(&headers, Some("u1")).unwrap().as_deref(),
-            Some("u1")
-        );
-        assert!(named_instance(&headers, Some("")).is_err());
+        assert_eq!(header_instance(&headers).unwrap(), None);
         headers.insert(INSTANCE_HEADER, "h1".parse().unwrap());
-        assert_eq!(
-            named_instance(&headers, Some("u1")).unwrap().as_deref(),
-            Some("h1")
-        );
+        assert_eq!(header_instance(&headers).unwrap().as_deref(), Some("h1"));
         headers.insert(INSTANCE_HEADER, "x".repeat(200).parse().unwrap());
         assert_eq!(
-            named_instance(&headers, None).unwrap_err().code(),
+            header_instance(&headers).unwrap_err().code(),
             "E_SERVE_BAD_INSTANCE_KEY"
         );
+        assert_eq!(end_user(Some("u1")).unwrap(), Some("u1"));
+        assert!(end_user(Some("")).is_err());
+        assert!(end_user(Some("a\u{7}b")).is_err());
     }
 }

@@ -9,15 +9,18 @@
 //!
 //! A request goes to the instance named by the `X-Goondan-Instance`
 //! header, else (for `/v1/responses`) the instance of its
-//! `previous_response_id`, else the one its `user` field names; then only
-//! its last message is sent (the instance remembers the rest). Without
-//! any of them the request gets a fresh instance into which its earlier
-//! messages are replayed first, since an OpenAI client sends the whole
-//! conversation every time. Every failure is OpenAI's error body
+//! `previous_response_id`; then only its last message is sent (the
+//! instance remembers the rest). Without either, it goes on in the
+//! instance of the same agent and end user (`user`) whose conversation
+//! is the request's before its last message ([`conversations`]), or
+//! starts a fresh one into which those messages are replayed first, since
+//! an OpenAI client sends the whole conversation every time. Every
+//! failure is OpenAI's error body
 //! ([`error`]); a refusal of the port guard on these paths too
 //! ([`refusal`]).
 
 mod chat;
+mod conversations;
 mod error;
 mod input;
 mod responses;
@@ -42,15 +45,18 @@ pub(crate) struct OpenAiState {
     /// model.
     started: u64,
     responses: responses::Remembered,
+    conversations: Arc<conversations::Tips>,
 }
 
 impl OpenAiState {
     /// Remembers the instance of at most `max_responses` responses for
-    /// `previous_response_id`.
-    pub(crate) fn new(max_responses: usize) -> OpenAiState {
+    /// `previous_response_id`, and of at most `max_conversations`
+    /// conversations.
+    pub(crate) fn new(max_responses: usize, max_conversations: usize) -> OpenAiState {
         OpenAiState {
             started: unix_now(),
             responses: responses::Remembered::new(max_responses),
+            conversations: Arc::new(conversations::Tips::new(max_conversations)),
         }
     }
 }
@@ -111,6 +117,36 @@ async fn wrong_method(method: Method) -> ApiError {
 
 async fn no_route(uri: Uri) -> ApiError {
     ApiError::NoRoute(uri.path().to_string())
+}
+
+/// Hands `addressed` to the swarm, its Turn in a task of its own; the
+/// Turn's reports. A refused input gives its conversation's instance
+/// back; an answer moves the conversation on.
+async fn start(
+    shared: &Shared,
+    addressed: conversations::Addressed,
+) -> Result<tokio::sync::mpsc::Receiver<crate::TurnUpdate>, ApiError> {
+    let conversations::Addressed { request, follow } = addressed;
+    let tips = shared.openai.conversations.clone();
+    let running = match shared.swarm.start(request).await {
+        Ok(running) => running,
+        Err(failure) => {
+            if let Some(follow) = follow {
+                tips.refused(follow);
+            }
+            return Err(failure.into());
+        }
+    };
+    // OpenAI's API has no cancel, and a client that leaves does not
+    // cancel either: the canceller is dropped, the Turn runs to its end
+    // (and its answer still moves the conversation on).
+    let turn = crate::turn::DetachedTurn::spawn_then(running, move |end| {
+        if let (Some(follow), Ok(answer)) = (follow, end) {
+            tips.answered(follow, &answer.text);
+        }
+    });
+    let (_, updates, _) = turn.into_parts();
+    Ok(updates)
 }
 
 /// A fresh object id: `prefix` and 24 hex digits.

@@ -9,8 +9,8 @@ use super::error::ApiError;
 use super::input::{self, Conversation};
 use super::stream::{self, Frames};
 use super::{new_id, unix_now};
+use crate::recent::Recent;
 use crate::swarm::{TurnAnswer, TurnFailure};
-use crate::turn::DetachedTurn;
 use crate::Shared;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -20,60 +20,12 @@ use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use goondan_types::TokenUsage;
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Which agent and instance gave each recent response, so a follow-up
-/// naming it (`previous_response_id`) goes on in the same instance. The
-/// oldest is forgotten first once [`Remembered::limit`] are held.
-pub(crate) struct Remembered {
-    limit: usize,
-    inner: Mutex<Held>,
-}
-
-#[derive(Default)]
-struct Held {
-    order: VecDeque<String>,
-    by_id: HashMap<String, (String, String)>,
-}
-
-impl Remembered {
-    pub(crate) fn new(limit: usize) -> Remembered {
-        Remembered {
-            limit,
-            inner: Mutex::new(Held::default()),
-        }
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn remember(&self, response_id: &str, agent: &str, instance_key: &str) {
-        if self.limit == 0 {
-            return;
-        }
-        let mut held = self.held();
-        while held.order.len() >= self.limit {
-            let Some(oldest) = held.order.pop_front() else {
-                break;
-            };
-            held.by_id.remove(&oldest);
-        }
-        held.order.push_back(response_id.to_string());
-        held.by_id.insert(
-            response_id.to_string(),
-            (agent.to_string(), instance_key.to_string()),
-        );
-    }
-
-    /// The agent and instance key of `response_id`.
-    fn recall(&self, response_id: &str) -> Option<(String, String)> {
-        self.held().by_id.get(response_id).cloned()
-    }
-}
+/// naming it (`previous_response_id`) goes on in the same instance; the
+/// oldest is forgotten first.
+pub(crate) type Remembered = Recent<String, (String, String)>;
 
 /// Runs the Turn a Responses request asks for.
 pub(crate) async fn create(
@@ -103,7 +55,7 @@ async fn respond(
         None => None,
         Some(id) => {
             let (agent, key) = remembered
-                .recall(id)
+                .recall(&id.to_string())
                 .ok_or_else(|| ApiError::PreviousResponseNotFound(id.to_string()))?;
             if agent != model {
                 return Err(ApiError::PreviousResponseOfOtherAgent {
@@ -115,19 +67,15 @@ async fn respond(
             Some(key)
         }
     };
-    let instance = match input::header_instance(headers)? {
+    let named = match input::header_instance(headers)? {
         Some(key) => Some(key),
-        None => match continued {
-            Some(key) => Some(key),
-            None => input::user_instance(input::optional_str(&body, "user")?)?,
-        },
+        None => continued,
     };
-    let request = input::turn_request(&model, instance, conversation, instructions);
-    let instance_key = request.instance_key.clone();
-    let running = shared.swarm.start(request).await?;
-    // OpenAI's API has no cancel, and a client that leaves does not
-    // cancel either: the canceller is dropped, the Turn runs to its end.
-    let (_, updates, _) = DetachedTurn::spawn(running).into_parts();
+    let user = input::end_user(input::optional_str(&body, "user")?)?;
+    let conversations = &shared.openai.conversations;
+    let addressed = conversations.address(&model, named, user, conversation, instructions);
+    let instance_key = addressed.request.instance_key.clone();
+    let updates = super::start(shared, addressed).await?;
     let shape = Shape {
         id: new_id("resp_"),
         item_id: new_id("msg_"),
@@ -136,7 +84,7 @@ async fn respond(
         instructions: instructions.map(str::to_string),
         previous_response_id: previous.map(str::to_string),
     };
-    remembered.remember(&shape.id, &shape.model, &instance_key);
+    remembered.remember(shape.id.clone(), (shape.model.clone(), instance_key));
     if stream {
         return Ok(stream::respond(
             updates,
@@ -309,7 +257,7 @@ impl Frames for EventFrames {
         let answer = match result {
             Ok(answer) => answer,
             Err(failure) => {
-                let error = ApiError::Turn(failure);
+                let error = ApiError::from(failure);
                 let (status, _) = super::error::status_and_type(error.code());
                 let code = if status.as_u16() == 429 {
                     "rate_limit_exceeded"
@@ -345,21 +293,5 @@ impl Frames for EventFrames {
             ),
             self.event("response.completed", json!({"response": response})),
         ]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_oldest_response_is_forgotten_first() {
-        let remembered = Remembered::new(2);
-        remembered.remember("r1", "a", "k1");
-        remembered.remember("r2", "a", "k2");
-        remembered.remember("r3", "b", "k3");
-        assert_eq!(remembered.recall("r1"), None);
-        assert_eq!(remembered.recall("r2"), Some(("a".into(), "k2".into())));
-        assert_eq!(remembered.recall("r3"), Some(("b".into(), "k3".into())));
     }
 }

@@ -166,7 +166,6 @@ async fn a_named_instance_gets_only_the_last_message() {
             chat("helper", messages.clone()),
             "support-7",
         ),
-        (None, with_user.clone(), "alice"),
         (Some("support-8"), with_user, "support-8"),
     ];
     for (nth, (header, body, key)) in cases.into_iter().enumerate() {
@@ -682,10 +681,87 @@ async fn a_response_continues_its_instance_by_its_id() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(server.requests()[2].instance_key, "elsewhere");
+    // `user` is not an instance key (issue 47): Bob gets a fresh instance
+    // of his own.
     let user = json!({"model": "writer", "input": "x", "user": "bob"});
     let (status, _) = answer(server.post("/v1/responses", user.to_string())).await;
     assert_eq!(status, 200);
-    assert_eq!(server.requests()[3].instance_key, "bob");
+    let key = &server.requests()[3].instance_key;
+    assert!(key.starts_with("openai-") && !key.contains("bob"), "{key}");
+}
+
+/// Issue 47: a chat front end resends the whole conversation with each
+/// message; each chat stays one instance, to which only the new message
+/// goes, and `user` keeps one person's chats apart from each other and
+/// from everyone else's.
+#[tokio::test]
+async fn issue_47_a_resent_conversation_goes_on_in_its_instance_per_chat_and_per_user() {
+    let server = Server::start().await;
+    let send = |messages: Value, user: Option<&str>| {
+        let mut body = json!({"model": "helper", "messages": messages});
+        if let Some(user) = user {
+            body["user"] = user.into();
+        }
+        server.post("/v1/chat/completions", body.to_string())
+    };
+    let said = |texts: &[&str]| {
+        let messages: Vec<Value> = texts
+            .iter()
+            .enumerate()
+            .map(|(at, text)| {
+                let role = if at % 2 == 0 { "user" } else { "assistant" };
+                json!({"role": role, "content": text})
+            })
+            .collect();
+        Value::Array(messages)
+    };
+    for (user, one) in [(None, "one"), (Some("alice"), "uno")] {
+        let before = server.requests().len();
+        let (status, body) = answer(send(said(&[one]), user)).await;
+        assert_eq!(status, 200, "{body}");
+        let first = server.requests()[before].clone();
+        let answered = body["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(answered, format!("echo: {one}"));
+        let (status, body) = answer(send(said(&[one, &answered, "two"]), user)).await;
+        assert_eq!(status, 200, "{body}");
+        let second = server.requests()[before + 1].clone();
+        assert_eq!(second.instance_key, first.instance_key, "{user:?}");
+        assert!(second.history.is_empty(), "{second:?}");
+        assert_eq!(second.text, "two");
+        // Another chat opening the same way is another instance.
+        let (status, _) = answer(send(said(&[one]), user)).await;
+        assert_eq!(status, 200);
+        assert_ne!(
+            server.requests()[before + 2].instance_key,
+            first.instance_key
+        );
+    }
+    // Alice's conversation sent by Bob, or without `user`, does not reach
+    // her instance: it is replayed into a fresh one.
+    let alices = server.requests()[3].instance_key.clone();
+    for user in [Some("bob"), None] {
+        let (status, _) = answer(send(
+            said(&["uno", "echo: uno", "two", "echo: two", "three"]),
+            user,
+        ))
+        .await;
+        assert_eq!(status, 200);
+        let sent = server.requests().last().unwrap().clone();
+        assert_ne!(sent.instance_key, alices);
+        assert_eq!(sent.history.len(), 4, "{sent:?}");
+    }
+    let (status, _) = answer(send(
+        said(&["uno", "echo: uno", "two", "echo: two", "three"]),
+        Some("alice"),
+    ))
+    .await;
+    assert_eq!(status, 200);
+    let sent = server.requests().last().unwrap().clone();
+    assert_eq!(sent.instance_key, alices);
+    assert!(sent.history.is_empty());
 }
 
 #[tokio::test]
