@@ -24,7 +24,7 @@ fn issue_47_a_state_root_beside_the_project_through_dotdot_runs_and_one_inside_i
         "../{}",
         beside.path().file_name().unwrap().to_string_lossy()
     );
-    let mut command = gdn_command(bundle, beside.path(), &["run", "--input", "hello"]);
+    let command = gdn_command(bundle, beside.path(), &["run", "--input", "hello"]);
     // `gdn_command` passed the absolute path; a person passes it relative.
     let args: Vec<std::ffi::OsString> = command
         .get_args()
