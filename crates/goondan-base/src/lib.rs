@@ -81,5 +81,15 @@ pub fn builtins_with(options: BuiltinOptions) -> MapBuiltinCatalog {
             catalog = catalog.with_extension(name, extension);
         }
     }
+    // The Swarm's `policy.approvals` gate: resolvable, but no resource of
+    // the package, so only the agent process can list it.
+    let swarm_gate = goondan_config::approvals::SWARM_GATE_ENTRY;
+    if let Some(extension) = extensions::extension(
+        swarm_gate,
+        options.summarizer.clone(),
+        &options.tools.secrets,
+    ) {
+        catalog = catalog.with_extension(swarm_gate, extension);
+    }
     catalog
 }
