@@ -29,6 +29,7 @@ mod replay;
 mod secrets;
 mod serve;
 mod serve_openai;
+mod shell_gates;
 mod stdin;
 mod store_damage;
 mod strip_types;
