@@ -12,7 +12,9 @@
 //!   `context-message`, `inter-agent-response-format`,
 //!   `logging`, `mcp` (implemented in `goondan-mcp`),
 //!   `message-compaction`, `message-window`, `required-tools-guard`,
-//!   `tool-search` (see [`extensions`]).
+//!   `tool-approval`, `tool-search` (see [`extensions`]), and the
+//!   Swarm's `policy.approvals` gate (`swarm-approvals`, which no bundle
+//!   can list: the agent process adds it).
 //!
 //! The resource manifests of the package (names, exports, parameter
 //! schemas, default configs) live with the config loader; this crate is
