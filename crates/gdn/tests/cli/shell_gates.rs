@@ -207,7 +207,15 @@ fn a_swarm_gate_holds_a_delegated_agent_without_a_gate_of_its_own() {
     // The gate is every agent's: alpha's own commands pass it too.
     runs_without_approval(&swarm, "echo ok > free.txt");
     assert_eq!(approvals(&swarm).len(), 1);
-    stop(&swarm, resident, vec![input], 1);
+    // Approved, the delegated command runs, once, and alpha hears back.
+    let id = request["id"].as_str().unwrap();
+    let approve = swarm.run(&["approve", id]);
+    assert_eq!(code(&approve), 0, "{}", stderr(&approve));
+    let answer = finish(input, "the delegating input");
+    assert!(stdout(&answer).starts_with("done:"), "{}", stdout(&answer));
+    assert!(!swarm.bundle.path().join("victim-0").exists());
+    assert!(approvals(&swarm).is_empty());
+    stop(&swarm, resident, Vec::new(), 0);
 }
 
 #[test]
