@@ -281,7 +281,8 @@ pub async fn assemble(
     let model = build_model(&bundle, model_resource, args)?;
     let model_params = model_params(&agent_view.resource().spec.model_config.params);
     let tools = tool_definitions(&agent_view)?;
-    let extensions = extension_definitions(&agent_view)?;
+    let mut extensions = extension_definitions(&agent_view)?;
+    extensions.extend(swarm_gate(&swarm, &args.agent_name)?);
     let swarm_context = swarm_context(&swarm, &args.agent_name);
 
     let (store, parts, local_approvals) = open_instance(&state_root, &bundle, &swarm, args)?;
@@ -584,6 +585,49 @@ fn extension_definitions(
             })
         })
         .collect()
+}
+
+/// The Swarm's `policy.approvals` gate, when it applies to `agent_name`:
+/// registered after the agent's own extensions and innermost, so nothing
+/// the agent lists can skip it or change a call's arguments behind it.
+fn swarm_gate(
+    swarm: &goondan_config::SwarmView<'_>,
+    agent_name: &str,
+) -> Result<Option<ExtensionDefinition>, StartError> {
+    let Some(gate) = &swarm.resource().spec.policy.approvals else {
+        return Ok(None);
+    };
+    if gate
+        .agents
+        .as_ref()
+        .is_some_and(|agents| !agents.iter().any(|agent| agent == agent_name))
+    {
+        return Ok(None);
+    }
+    let mut config = serde_json::Map::new();
+    config.insert("tools".into(), serde_json::json!(gate.tools));
+    config.insert("when".into(), serde_json::json!(gate.when));
+    config.insert("unless".into(), serde_json::json!(gate.unless));
+    if let Some(seconds) = gate.timeout_seconds {
+        config.insert("timeoutSeconds".into(), serde_json::json!(seconds));
+    }
+    if let Some(verdict) = gate.on_timeout {
+        config.insert("onTimeout".into(), serde_json::json!(verdict.as_str()));
+    }
+    Ok(Some(ExtensionDefinition {
+        entry: parse_entry(
+            &format!("Swarm/{} spec.policy.approvals", swarm.name()),
+            &format!(
+                "{}{}",
+                goondan_config::BUILTIN_PREFIX,
+                goondan_config::approvals::SWARM_GATE_ENTRY
+            ),
+        )?,
+        // Also its state's key (a file name): the gate keeps no state, and
+        // no name with a `/` may reach the store.
+        name: "policy.approvals".into(),
+        config: JsonValue::Object(config),
+    }))
 }
 
 /// What the agent knows of its swarm: every agent (sorted) and the ones it

@@ -12,7 +12,9 @@
 //!   `context-message`, `inter-agent-response-format`,
 //!   `logging`, `mcp` (implemented in `goondan-mcp`),
 //!   `message-compaction`, `message-window`, `required-tools-guard`,
-//!   `tool-search` (see [`extensions`]).
+//!   `tool-approval`, `tool-search` (see [`extensions`]), and the
+//!   Swarm's `policy.approvals` gate (`swarm-approvals`, which no bundle
+//!   can list: the agent process adds it).
 //!
 //! The resource manifests of the package (names, exports, parameter
 //! schemas, default configs) live with the config loader; this crate is
@@ -80,6 +82,16 @@ pub fn builtins_with(options: BuiltinOptions) -> MapBuiltinCatalog {
         {
             catalog = catalog.with_extension(name, extension);
         }
+    }
+    // The Swarm's `policy.approvals` gate: resolvable, but no resource of
+    // the package, so only the agent process can list it.
+    let swarm_gate = goondan_config::approvals::SWARM_GATE_ENTRY;
+    if let Some(extension) = extensions::extension(
+        swarm_gate,
+        options.summarizer.clone(),
+        &options.tools.secrets,
+    ) {
+        catalog = catalog.with_extension(swarm_gate, extension);
     }
     catalog
 }

@@ -86,6 +86,9 @@ pub enum Code {
     /// way its platform does (`chat` for Telegram, `channel` for Slack),
     /// or names an empty decider.
     ApprovalsTarget,
+    /// `Swarm.spec.policy.approvals` holds a pattern that does not
+    /// compile, names no tool, or has `unless` without `bash__exec`.
+    ApprovalsGate,
     /// An env file (`.env`, `.env.local`, `--env-file`) does not parse.
     EnvFile,
     /// A bundle file exists but cannot be read.
@@ -114,7 +117,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 39] = [
+    pub const ALL: [Code; 40] = [
         Code::Schema,
         Code::ApiVersion,
         Code::UnknownKind,
@@ -145,6 +148,7 @@ impl Code {
         Code::InvalidUrl,
         Code::ApprovalsUnsupported,
         Code::ApprovalsTarget,
+        Code::ApprovalsGate,
         Code::EnvFile,
         Code::Unreadable,
         Code::BundleEmpty,
@@ -189,6 +193,7 @@ impl Code {
             Code::InvalidUrl => "E_CONFIG_INVALID_URL",
             Code::ApprovalsUnsupported => "E_CONFIG_APPROVALS_UNSUPPORTED",
             Code::ApprovalsTarget => "E_CONFIG_APPROVALS_TARGET",
+            Code::ApprovalsGate => "E_CONFIG_APPROVALS_GATE",
             Code::EnvFile => "E_CONFIG_ENV_FILE",
             Code::Unreadable => "E_CONFIG_UNREADABLE",
             Code::BundleEmpty => "E_CONFIG_BUNDLE_EMPTY",
@@ -259,6 +264,9 @@ impl Code {
             }
             Code::ApprovalsTarget => {
                 "write `approvals: { chat: <chat id> }` for Telegram or `approvals: { channel: <channel id> }` for Slack"
+            }
+            Code::ApprovalsGate => {
+                "write each pattern as a glob (`rm *`) or a regex (`re:^rm `), and list `bash__exec` in `tools` to use `unless`"
             }
             Code::EnvFile => "write one KEY=value per line",
             Code::Unreadable => "check the file's permissions",

@@ -28,6 +28,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 mod base_package;
 mod bundle;
 mod codes;

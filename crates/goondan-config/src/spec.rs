@@ -277,6 +277,38 @@ pub struct SwarmPolicy {
     /// Token and cost limits (a Goondan-rs extension).
     #[serde(default)]
     pub budget: Option<SwarmBudget>,
+    /// One approval gate for every agent of the Swarm, or those it names
+    /// (a Goondan-rs extension).
+    #[serde(default)]
+    pub approvals: Option<SwarmApprovals>,
+}
+
+/// `Swarm.spec.policy.approvals`: the base `tool-approval` extension's
+/// config, applied by every agent process of the Swarm (or of `agents`)
+/// innermost around each tool call, whatever the agent itself lists.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SwarmApprovals {
+    /// Export names (`bash__exec`) whose calls wait for a person.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Argument name → pattern; a call is gated only when every one
+    /// matches (for `bash__exec`'s `command`: any simple command in it).
+    #[serde(default)]
+    pub when: BTreeMap<String, String>,
+    /// Patterns a `bash__exec` command's simple commands are allowed by:
+    /// the call is gated unless every one matches one of them.
+    #[serde(default)]
+    pub unless: Vec<String>,
+    /// Seconds before `onTimeout` decides; none waits for ever.
+    #[serde(default)]
+    pub timeout_seconds: Option<i64>,
+    /// What the timeout decides: `deny` (the default) or `approve`.
+    #[serde(default)]
+    pub on_timeout: Option<goondan_types::Verdict>,
+    /// The agents the gate applies to; absent, every agent of the Swarm.
+    #[serde(default)]
+    pub agents: Option<Vec<String>>,
 }
 
 /// `Swarm.spec.policy.budget`: limits past which the next model call is

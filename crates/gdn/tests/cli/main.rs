@@ -31,6 +31,7 @@ mod secrets;
 mod self_approval;
 mod serve;
 mod serve_openai;
+mod shell_gates;
 mod stdin;
 mod store_damage;
 mod strip_types;

@@ -59,6 +59,7 @@ pub fn extension(
         "required-tools-guard" => Arc::new(required_tools_guard::RequiredToolsGuard),
         "tool-approval" => Arc::new(tool_approval::ToolApproval),
         "tool-search" => Arc::new(tool_search::ToolSearch),
+        goondan_config::approvals::SWARM_GATE_ENTRY => Arc::new(tool_approval::SwarmApproval),
         _ => return None,
     })
 }

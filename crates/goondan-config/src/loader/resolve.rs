@@ -336,7 +336,7 @@ pub(crate) fn resolve(
     let swarms = parsed
         .swarms
         .iter()
-        .map(|swarm| resolver.swarm(swarm))
+        .map(|swarm| resolver.swarm(swarm, &parsed.agents))
         .collect();
     let connections = parsed
         .connections
@@ -858,7 +858,11 @@ impl Resolver<'_> {
         }
     }
 
-    fn swarm(&mut self, swarm: &Local<crate::spec::SwarmSpec>) -> Option<PendingSwarm> {
+    fn swarm(
+        &mut self,
+        swarm: &Local<crate::spec::SwarmSpec>,
+        all_agents: &[Local<crate::spec::AgentSpec>],
+    ) -> Option<PendingSwarm> {
         let spec = &swarm.resource.spec;
         let site = &swarm.site;
         let entry = Self::local_target(self.reference(
@@ -892,6 +896,13 @@ impl Resolver<'_> {
                 );
             }
         }
+        if complete {
+            let members: Vec<&str> = agents
+                .iter()
+                .map(|index| all_agents[*index].resource.name())
+                .collect();
+            self.check_gate_agents(site, &spec.policy, &members);
+        }
         if !complete {
             return None;
         }
@@ -899,6 +910,41 @@ impl Resolver<'_> {
             entry_agent: entry?,
             agents,
         })
+    }
+
+    /// Every agent `spec.policy.approvals.agents` names is a member of
+    /// the Swarm: a gate for an agent that is not there gates nothing.
+    fn check_gate_agents(
+        &mut self,
+        site: &Site,
+        policy: &crate::spec::SwarmPolicy,
+        members: &[&str],
+    ) {
+        let Some(named) = policy
+            .approvals
+            .as_ref()
+            .and_then(|gate| gate.agents.as_ref())
+        else {
+            return;
+        };
+        for (position, name) in named.iter().enumerate() {
+            if members.contains(&name.as_str()) {
+                continue;
+            }
+            let field = format!("spec.policy.approvals.agents[{position}]");
+            let suggestion = match closest(name, members.iter().copied()) {
+                Some(candidate) => format!("did you mean `{candidate}`?"),
+                None => format!("name one of the Swarm's agents: {}", members.join(", ")),
+            };
+            self.diagnostics.push(
+                site.at(
+                    Code::NotSwarmMember,
+                    format!("spec.policy.approvals names agent `{name}`, which is not one of {}'s agents", site.label),
+                    &field,
+                )
+                .with_suggestion(suggestion),
+            );
+        }
     }
 
     /// `Connection.spec.approvals` needs a connector that can post to a

@@ -3,12 +3,13 @@
 //! export schemas). Rules that follow references are in `resolve`.
 
 use super::parse::{Local, Parsed, Site};
+use crate::approvals::{compile_pattern, SHELL_TOOL};
 use crate::base_package;
 use crate::codes::Code;
 use crate::env::EnvMap;
 use crate::paths::{resolve_in_root, PathProblem};
 use crate::resource::Kind;
-use crate::spec::{AgentSpec, ConnectionSpec, ModelSpec, SwarmSpec, ToolSpec};
+use crate::spec::{AgentSpec, ConnectionSpec, ModelSpec, SwarmApprovals, SwarmSpec, ToolSpec};
 use crate::suggest::closest;
 use goondan_types::{Diagnostic, Entry, EntryParseError, ObjectRef, ScriptRuntime, ValueSource};
 use serde_json::Value;
@@ -412,6 +413,71 @@ impl Rules<'_> {
                 }
                 _ => {}
             }
+        }
+        if let Some(approvals) = &policy.approvals {
+            self.check_swarm_approvals(site, approvals);
+        }
+    }
+
+    /// `spec.policy.approvals`: its patterns compile, it gates some tool,
+    /// `unless` has the shell tool to read. Its `agents` are checked
+    /// where the Swarm's members are resolved.
+    fn check_swarm_approvals(&mut self, site: &Site, approvals: &SwarmApprovals) {
+        if approvals.tools.iter().all(|tool| tool.trim().is_empty()) {
+            self.push(
+                site.at(
+                    Code::ApprovalsGate,
+                    "spec.policy.approvals gates no tool",
+                    "spec.policy.approvals.tools",
+                )
+                .with_suggestion("list the export names to gate, e.g. `tools: [bash__exec]`"),
+            );
+        }
+        if !approvals.unless.is_empty()
+            && !approvals.tools.iter().any(|tool| tool.trim() == SHELL_TOOL)
+        {
+            self.push(
+                site.at(
+                    Code::ApprovalsGate,
+                    format!("spec.policy.approvals.unless allows {SHELL_TOOL} commands, but tools does not list {SHELL_TOOL}"),
+                    "spec.policy.approvals.unless",
+                )
+                .with_suggestion(format!("add {SHELL_TOOL} to spec.policy.approvals.tools, or remove unless")),
+            );
+        }
+        let patterns = approvals
+            .when
+            .iter()
+            .map(|(argument, pattern)| (format!("spec.policy.approvals.when.{argument}"), pattern))
+            .chain(approvals.unless.iter().enumerate().map(|(index, pattern)| {
+                (format!("spec.policy.approvals.unless[{index}]"), pattern)
+            }));
+        for (field, pattern) in patterns {
+            if let Err(error) = compile_pattern(pattern) {
+                self.push(
+                    site.at(
+                        Code::ApprovalsGate,
+                        format!("{field} `{pattern}` is not a valid pattern: {error}"),
+                        &field,
+                    )
+                    .with_suggestion(
+                        "write a glob (`rm *`) or a regex that compiles (`re:^rm( |$)`)",
+                    ),
+                );
+            }
+        }
+        if let Some(value) = approvals
+            .timeout_seconds
+            .filter(|value| *value <= 0 || *value > i64::from(u32::MAX))
+        {
+            self.push(
+                site.at(
+                    Code::OutOfRange,
+                    format!("spec.policy.approvals.timeoutSeconds is {value}; it must be a positive integer"),
+                    "spec.policy.approvals.timeoutSeconds",
+                )
+                .with_suggestion("remove it to wait for ever"),
+            );
         }
     }
 
