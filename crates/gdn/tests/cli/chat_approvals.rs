@@ -483,19 +483,7 @@ fn a_request_asked_while_no_chat_connector_ran_is_posted_once_and_not_after_a_re
             .any(|file| std::fs::read_to_string(file).is_ok_and(|text| text.contains(&id)))
             .then_some(())
     });
-    let first = wait_until("the connector process", || {
-        connector_pids(resident.pid()).into_iter().next()
-    });
-    sigkill(first);
-    wait_until("a new connector process", || {
-        connector_pids(resident.pid())
-            .into_iter()
-            .find(|pid| *pid != first)
-    });
-    let polls = calls_of(&api, "getUpdates").len();
-    wait_until("the new connector to poll", || {
-        (calls_of(&api, "getUpdates").len() > polls + 2).then_some(())
-    });
+    kill_connector_and_wait_for_its_polls(&resident, &api);
     // Time enough to post what it was given when it became ready.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
@@ -558,19 +546,7 @@ fn a_telegram_press_off_the_requests_message_decides_nothing_and_the_posted_one_
 
     // What was posted is on disk: a connector killed between the post and
     // the press still knows the message.
-    let first = wait_until("the connector process", || {
-        connector_pids(resident.pid()).into_iter().next()
-    });
-    sigkill(first);
-    wait_until("a new connector process", || {
-        connector_pids(resident.pid())
-            .into_iter()
-            .find(|pid| *pid != first)
-    });
-    let polls = calls_of(&api, "getUpdates").len();
-    wait_until("the new connector to poll", || {
-        (calls_of(&api, "getUpdates").len() > polls + 2).then_some(())
-    });
+    kill_connector_and_wait_for_its_polls(&resident, &api);
     push_updates(&api, vec![callback(10, DECIDER, &approve)]);
     let answer = finish(asker, "the input approved on its message");
     assert!(stdout(&answer).starts_with("done:"), "{}", stdout(&answer));
@@ -670,4 +646,25 @@ fn a_slack_press_off_the_requests_message_decides_nothing() {
     assert_eq!(runs(swarm.bundle.path()), 1);
     assert!(decided_by(&swarm, "slack:U042"));
     assert_eq!(resident.terminate(), 0);
+}
+
+/// kill -9 of the Telegram connector process, then waits until its
+/// successor polls the Bot API again.
+fn kill_connector_and_wait_for_its_polls(
+    resident: &crate::swarm::Resident,
+    api: &crate::bot_api::Shared,
+) {
+    let first = wait_until("the connector process", || {
+        connector_pids(resident.pid()).into_iter().next()
+    });
+    sigkill(first);
+    wait_until("a new connector process", || {
+        connector_pids(resident.pid())
+            .into_iter()
+            .find(|pid| *pid != first)
+    });
+    let polls = calls_of(api, "getUpdates").len();
+    wait_until("the new connector to poll", || {
+        (calls_of(api, "getUpdates").len() > polls + 2).then_some(())
+    });
 }

@@ -28,6 +28,7 @@ mod packages;
 mod plugins;
 mod replay;
 mod secrets;
+mod seed_rules;
 mod self_approval;
 mod serve;
 mod serve_openai;

@@ -1,5 +1,5 @@
 //! Issue 47 #1: nothing a Turn runs can act as an operator. A gated
-//! `rm` of `alpha:victim` waits for a person while the model of another
+//! removal of `victim.txt` by `alpha:victim` waits for a person while the model of another
 //! instance tries every route it has to approve it (and to cancel, rewind
 //! or stop the swarm): a bash command in the foreground, a detached loop
 //! that outlives its command (double-forked out of the agent's tree), a
@@ -42,12 +42,12 @@ spec:
     - ref: Tool/bash
     - ref: Tool/agents
     - ref: Tool/attack
+    - ref: Tool/victim
   extensions:
+    - ref: Extension/context-message
     - ref: Extension/tool-approval
       config:
-        tools: [bash__exec]
-        when:
-          command: "rm *"
+        tools: [victim__remove]
 ---
 apiVersion: goondan.ai/v1
 kind: Agent
@@ -78,6 +78,17 @@ spec:
           command: {{ type: string }}
 ---
 apiVersion: goondan.ai/v1
+kind: Tool
+metadata:
+  name: victim
+spec:
+  entry: ./victim.mjs
+  exports:
+    - name: remove
+      description: Removes victim.txt.
+      parameters: {{ type: object }}
+---
+apiVersion: goondan.ai/v1
 kind: Swarm
 metadata:
   name: default
@@ -93,6 +104,20 @@ spec:
 "#
     )
 }
+
+/// The gated call: it removes `victim.txt` from the project. (Gating the
+/// model's own `bash` would hold the attack itself: a gate reads shell
+/// commands it cannot analyse, such as `sh loop.sh`, as gated.)
+const VICTIM_TOOL: &str = r#"import { unlinkSync } from "node:fs";
+import { join } from "node:path";
+
+export const handlers = {
+  remove: async (ctx) => {
+    unlinkSync(join(ctx.workdir, "victim.txt"));
+    return { removed: true };
+  },
+};
+"#;
 
 const ATTACK_TOOL: &str = r#"import subprocess
 
@@ -184,8 +209,8 @@ fn setup(route: Route) -> Swarm {
         }
         if request.last_user_text().contains(VICTIM) {
             return match tool_results {
-                0 => Reply::tool("bash__exec", json!({"command": "rm victim.txt"})),
-                _ => Reply::text("victim done"),
+                0 => Reply::tool("victim__remove", json!({})),
+                _ => Reply::text(format!("victim done: {}", tool_outputs(request))),
             };
         }
         match (route, tool_results) {
@@ -205,6 +230,7 @@ fn setup(route: Route) -> Swarm {
     )
     .unwrap();
     std::fs::write(bundle.path().join("attack.py"), ATTACK_TOOL).unwrap();
+    std::fs::write(bundle.path().join("victim.mjs"), VICTIM_TOOL).unwrap();
     std::fs::write(bundle.path().join("victim.txt"), "precious").unwrap();
     Swarm {
         bundle,
@@ -240,7 +266,18 @@ fn attack_and_then_approve(route: Route, env: &[(&str, &str)], expect_refusal: b
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let mut victim = victim;
     let waiting = wait_until("the victim's gated call", || {
+        if let Ok(Some(status)) = victim.try_wait() {
+            let mut said = String::new();
+            if let Some(mut pipe) = victim.stdout.take() {
+                let _ = std::io::Read::read_to_string(&mut pipe, &mut said);
+            }
+            if let Some(mut pipe) = victim.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut pipe, &mut said);
+            }
+            panic!("the victim's Turn ended ({status}) before it asked: {said}");
+        }
         let waiting = pending(&swarm);
         (!waiting.is_empty()).then_some(waiting)
     });
