@@ -102,8 +102,8 @@ impl HostServices {
             RpcError::new(
                 error_codes::INVALID_PARAMS,
                 format!(
-                    "extension `{name}` has no state yet: state and events are available \
-                     from the first middleware or tool call on, not during register"
+                    "`{name}` is not an extension of this plugin's agent (state and \
+                     events belong to the extension that registered)"
                 ),
             )
         })
@@ -129,8 +129,19 @@ impl HostServices {
                     .ok_or_else(|| {
                         RpcError::new(error_codes::INVALID_PARAMS, "`event` is missing")
                     })?;
-                let payload = params.get("payload").cloned().unwrap_or(JsonValue::Null);
-                let delivered = extension.events.emit(event, &payload);
+                // `args` holds every argument of `emit(event, ...args)`;
+                // `payload` alone is the one-argument form.
+                let args = match params.get("args") {
+                    Some(JsonValue::Array(args)) => args.clone(),
+                    Some(_) => {
+                        return Err(RpcError::new(
+                            error_codes::INVALID_PARAMS,
+                            "`args` must be an array of the emitted arguments",
+                        ))
+                    }
+                    None => vec![params.get("payload").cloned().unwrap_or(JsonValue::Null)],
+                };
+                let delivered = extension.events.emit_all(event, &args);
                 Ok(serde_json::json!({ "delivered": delivered }))
             }
             methods::LOG => {
