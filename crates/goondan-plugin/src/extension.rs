@@ -552,20 +552,18 @@ impl<C: WireContext> InvocationServer for NextServer<'_, C> {
                     )),
                 },
                 methods::MESSAGE_EMIT => {
-                    let event: MessageEvent = params
-                        .get("event")
-                        .cloned()
-                        .map(serde_json::from_value)
-                        .transpose()
-                        .ok()
-                        .flatten()
-                        .ok_or_else(|| {
-                            RpcError::new(
-                                error_codes::INVALID_PARAMS,
+                    let event: MessageEvent = serde_json::from_value(
+                        params.get("event").cloned().unwrap_or(JsonValue::Null),
+                    )
+                    .map_err(|error| {
+                        RpcError::new(
+                            error_codes::INVALID_PARAMS,
+                            format!(
                                 "`event` is not a message event (append, replace, remove, \
-                                 truncate)",
-                            )
-                        })?;
+                                 truncate): {error}"
+                            ),
+                        )
+                    })?;
                     let (_, before) = self.ctx.events_since(self.seen_events);
                     self.ctx.emit(event).map_err(|error| {
                         RpcError::new(error_codes::USER_ERROR, error.to_string())

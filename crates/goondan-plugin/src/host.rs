@@ -569,13 +569,11 @@ impl PluginHost {
                 }
             };
             tokio::select! {
-                answered = &mut answer => {
-                    break answered.unwrap_or_else(|_| Err(PluginError::Crashed {
-                        entry: self.label.clone(),
-                        method: method.to_string(),
-                        detail: "the host stopped reading it".into(),
-                    }));
-                }
+                // Callbacks first: the reader queues them in the order the
+                // plugin wrote them, so one written before the answer (an
+                // `emitMessageEvent` right before `return`) is served
+                // before the answer ends the call, never dropped.
+                biased;
                 Some(request) = next_incoming => {
                     if let Some((_, server)) = invocation.as_mut() {
                         let reply = server.serve(&request.method, request.params).await;
@@ -585,6 +583,13 @@ impl PluginHost {
                     }
                     // The plugin waited on the host meanwhile.
                     deadline = tokio::time::Instant::now() + timeout.unwrap_or(far_future);
+                }
+                answered = &mut answer => {
+                    break answered.unwrap_or_else(|_| Err(PluginError::Crashed {
+                        entry: self.label.clone(),
+                        method: method.to_string(),
+                        detail: "the host stopped reading it".into(),
+                    }));
                 }
                 () = tokio::time::sleep_until(deadline), if timeout.is_some() => {
                     lock(&wire.pending).remove(&id);

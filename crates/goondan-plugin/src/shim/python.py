@@ -211,6 +211,18 @@ def _ask_person(invocation):
     return ask_person
 
 
+def _sent(future, what):
+    """A request already written, whose caller may not await it: a failure
+    goes to the log instead of being lost."""
+
+    def report(done):
+        if done.exception() is not None:
+            sys.stderr.write("%s failed: %s\n" % (what, done.exception()))
+
+    future.add_done_callback(report)
+    return future
+
+
 async def _maybe_await(value):
     if inspect.isawaitable(value):
         return await value
@@ -305,10 +317,13 @@ class _Plugin:
                 registrations["subscriptions"].append({"id": subscription, "event": event})
                 return lambda: plugin.subscriptions.pop(subscription, None)
 
-            async def emit(self, event, *args):
+            def emit(self, event, *args):
+                # Sync, as the original's `emit(event, ...args): void`: the
+                # request is written now; await the future for the host's
+                # answer (how many handlers it reached).
                 payload = args[0] if args else None
-                await HOST.call("events.emit", {"extension": extension, "event": event, "payload": payload,
-                                                "args": list(args)})
+                return _sent(HOST.call("events.emit", {"extension": extension, "event": event, "payload": payload,
+                                                       "args": list(args)}), "events.emit")
 
         api = Context(pipeline=Pipeline(), tools=Tools(), state=State(), events=Events(), logger=_Logger({"extension": extension}))
         await _maybe_await(self.register(api, params.get("config")))
@@ -349,14 +364,7 @@ class _Plugin:
             # the returned future waits for the host's answer.
             if state is not None:
                 state.apply(event)
-            future = HOST.call("message.emit", {"invocation": invocation, "event": event})
-
-            def report(done):
-                if done.exception() is not None:
-                    sys.stderr.write("emit_message_event failed: %s\n" % done.exception())
-
-            future.add_done_callback(report)
-            return future
+            return _sent(HOST.call("message.emit", {"invocation": invocation, "event": event}), "emit_message_event")
 
         ctx["next"] = next_
         ctx["emitMessageEvent"] = emit_message_event
