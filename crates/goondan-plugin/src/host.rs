@@ -297,6 +297,16 @@ impl Drop for AbandonOnDrop<'_> {
             methods::CANCEL,
             &serde_json::json!({ "id": self.id }),
         ));
+        // Marked failed now, not when the kill lands: the next call (the
+        // next Turn's) must start a fresh process, not reach this one
+        // while it dies.
+        wire.fail(PluginError::Crashed {
+            entry: wire.label.clone(),
+            method: String::new(),
+            detail: "stopped because a call it was running was given up (its Turn was \
+                     cancelled or its agent stops)"
+                .into(),
+        });
         self.connection.kill();
     }
 }
