@@ -32,7 +32,9 @@ use crate::protocol::{
 };
 use crate::tool::{tool_failure, PluginTool, PluginToolHandler};
 use futures_util::future::BoxFuture;
-use goondan_runtime::pipeline::{LayerResult, Middleware, Next, PipelineContext, TurnInfo};
+use goondan_runtime::pipeline::{
+    LayerResult, Middleware, MiddlewareKind, Next, PipelineContext, TurnInfo,
+};
 use goondan_runtime::tool::{ToolFailure, DEFAULT_ERROR_MESSAGE_LIMIT};
 use goondan_runtime::{AgentsApi, ConversationState};
 use goondan_runtime::{
@@ -216,12 +218,18 @@ fn ask_scope(info: &TurnInfo, anchor: &str) -> AskScope {
 /// and its events so far. The plugin folds `nextMessages` from them (and
 /// keeps folding the events that come later), so the messages travel
 /// once, not twice.
-fn conversation_json(state: &ConversationState) -> JsonValue {
+fn conversation_json(state: &ConversationState, turn_id: &str) -> JsonValue {
     serde_json::json!({
+        "baseOf": turn_id,
         "baseMessages": state.base_messages(),
         "events": state.events(),
     })
 }
+
+/// Where the base messages sit in `middleware.invoke`'s params: sent once
+/// per Turn to a process ([`PluginHost::call_with_once`]), as they do not
+/// change within a Turn.
+const BASE_MESSAGES: &str = "/context/conversationState/baseMessages";
 
 /// The events of `state` from `seen` on, and their total.
 fn events_after(state: &ConversationState, seen: usize) -> (Vec<MessageEvent>, usize) {
@@ -238,7 +246,7 @@ impl WireContext for TurnContext {
     }
 
     fn to_wire(&self) -> JsonValue {
-        let conversation = conversation_json(&self.conversation_state());
+        let conversation = conversation_json(&self.conversation_state(), self.turn_id());
         serde_json::json!({
             "agentName": self.agent_name(),
             "instanceKey": self.instance_key(),
@@ -287,7 +295,7 @@ impl WireContext for StepContext {
     }
 
     fn to_wire(&self) -> JsonValue {
-        let conversation = conversation_json(&self.conversation_state());
+        let conversation = conversation_json(&self.conversation_state(), self.turn_id());
         serde_json::json!({
             "agentName": self.agent_name(),
             "instanceKey": self.instance_key(),
@@ -604,14 +612,31 @@ impl<C: WireContext> Middleware<C> for PluginMiddleware {
                 inner: None,
                 seen_events,
             };
-            let answer = self
-                .host
-                .call_with(
-                    methods::MIDDLEWARE_INVOKE,
-                    params,
-                    Some((&invocation, &mut server)),
-                )
-                .await;
+            let turn_id = params["context"]["turnId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let answer = match C::KIND {
+                MiddlewareKind::ToolCall => {
+                    self.host
+                        .call_with(
+                            methods::MIDDLEWARE_INVOKE,
+                            params,
+                            Some((&invocation, &mut server)),
+                        )
+                        .await
+                }
+                MiddlewareKind::Turn | MiddlewareKind::Step => {
+                    self.host
+                        .call_with_once(
+                            methods::MIDDLEWARE_INVOKE,
+                            params,
+                            (&invocation, &mut server),
+                            (BASE_MESSAGES, &turn_id),
+                        )
+                        .await
+                }
+            };
             let inner = server.inner.take();
             if let Err(error) = asks.settle_asked() {
                 tracing::warn!(middleware = %self.id, code = error.code(), %error, "the middleware's questions stay open");

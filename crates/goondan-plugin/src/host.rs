@@ -256,6 +256,9 @@ struct Connection {
     /// every call in flight fails with it, but it is one failure.
     counted: AtomicBool,
     kill_now: Mutex<Option<oneshot::Sender<()>>>,
+    /// The key of the last once-per-key part this process got
+    /// ([`PluginHost::call_with_once`]).
+    shipped_once: Mutex<Option<String>>,
 }
 
 impl Connection {
@@ -477,6 +480,39 @@ impl PluginHost {
     ) -> Result<JsonValue, PluginError> {
         let connection = self.connection().await?;
         let outcome = self.request(&connection, method, params, invocation).await;
+        self.settle(&connection, &outcome);
+        outcome
+    }
+
+    /// [`PluginHost::call_with`] for params holding a large part that
+    /// stays the same for many calls (a Turn's base messages): the part
+    /// at JSON pointer `pointer` goes to this process only when `key`
+    /// differs from the key of the last one it got, and is left out
+    /// otherwise; the plugin keeps the last one. A restarted process has
+    /// none, so it gets the part again.
+    pub(crate) async fn call_with_once(
+        &self,
+        method: &str,
+        mut params: JsonValue,
+        invocation: (&str, &mut (dyn InvocationServer + Send)),
+        (pointer, key): (&str, &str),
+    ) -> Result<JsonValue, PluginError> {
+        let connection = self.connection().await?;
+        {
+            let mut shipped = lock(&connection.shipped_once);
+            if shipped.as_deref() == Some(key) {
+                if let Some((parent, field)) = pointer.rsplit_once('/') {
+                    if let Some(JsonValue::Object(parent)) = params.pointer_mut(parent) {
+                        parent.remove(field);
+                    }
+                }
+            } else {
+                *shipped = Some(key.to_string());
+            }
+        }
+        let outcome = self
+            .request(&connection, method, params, Some(invocation))
+            .await;
         self.settle(&connection, &outcome);
         outcome
     }
@@ -771,6 +807,7 @@ impl PluginHost {
             pid,
             counted: AtomicBool::new(false),
             kill_now: Mutex::new(Some(kill_now)),
+            shipped_once: Mutex::new(None),
         };
         let params = serde_json::to_value(InitializeParams {
             protocol_version: PROTOCOL_VERSION,

@@ -159,8 +159,18 @@ async function registerExtension({ extension, config }) {
 // `next`, and the middleware's own are applied as it emits them, so
 // `nextMessages` is always `baseMessages + SUM(events)`, folded the way
 // the runtime folds (a replace or remove of a missing id changes nothing).
+// The host sends a Turn's `baseMessages` once per process (they do not
+// change within a Turn); later invocations name the Turn in `baseOf` only.
+let lastBase = { turn: undefined, messages: [] };
+
 function conversation(wire) {
-  const baseMessages = wire?.baseMessages ?? [];
+  if (Array.isArray(wire?.baseMessages)) lastBase = { turn: wire.baseOf, messages: wire.baseMessages };
+  else if (wire?.baseOf !== lastBase.turn) {
+    throw Object.assign(new Error(`no base messages for Turn ${wire?.baseOf}`), { code: 'E_PLUGIN_PROTOCOL' });
+  }
+  // A copy per invocation, so a middleware that edits its array leaves the
+  // kept base alone.
+  const baseMessages = [...lastBase.messages];
   const events = [];
   let next = [...baseMessages];
   const apply = (event) => {

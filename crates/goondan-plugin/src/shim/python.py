@@ -151,9 +151,19 @@ class ConversationState:
     `next`, the middleware's own are applied as it emits them, so
     `next_messages` is always `base_messages + SUM(events)`."""
 
+    # The host sends a Turn's `baseMessages` once per process (they do not
+    # change within a Turn); later invocations name the Turn in `baseOf`.
+    _last_base = (None, [])
+
     def __init__(self, wire):
         wire = wire or {}
-        self._base = list(wire.get("baseMessages") or [])
+        if isinstance(wire.get("baseMessages"), list):
+            ConversationState._last_base = (wire.get("baseOf"), wire["baseMessages"])
+        elif wire.get("baseOf") != ConversationState._last_base[0]:
+            raise PluginError("no base messages for Turn %s" % wire.get("baseOf"), "E_PLUGIN_PROTOCOL")
+        # A copy per invocation, so a middleware that edits its list leaves
+        # the kept base alone.
+        self._base = list(ConversationState._last_base[1])
         self._events = []
         self._next = list(self._base)
         for event in wire.get("events") or []:
