@@ -710,3 +710,56 @@ impl<C: WireContext> Middleware<C> for PluginMiddleware {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn step(should_continue: bool) -> StepResult {
+        serde_json::from_value(json!({
+            "status": "completed", "shouldContinue": should_continue,
+            "toolCalls": [], "toolResults": [], "metadata": {}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_step_result_shows_has_tool_calls_beside_its_alias() {
+        let wire = step_result_to_wire(&step(true)).unwrap();
+        assert_eq!(wire["hasToolCalls"], true);
+        assert_eq!(wire["shouldContinue"], true);
+    }
+
+    #[test]
+    fn the_field_a_script_changed_decides_whether_the_turn_goes_on() {
+        // (hasToolCalls, shouldContinue, what next answered) -> decided
+        let cases = [
+            (Some(false), Some(true), Some(true), false),
+            (Some(true), Some(false), Some(true), false),
+            (Some(true), Some(true), Some(false), true),
+            (Some(false), None, Some(true), false),
+            (None, Some(false), Some(true), false),
+            (None, None, Some(true), true),
+            (Some(true), Some(false), None, true),
+            (None, None, None, false),
+        ];
+        for (has_tool_calls, should_continue, inner, decided) in cases {
+            let mut wire = json!({
+                "status": "completed", "toolCalls": [], "toolResults": [], "metadata": {}
+            });
+            if let Some(value) = has_tool_calls {
+                wire["hasToolCalls"] = json!(value);
+            }
+            if let Some(value) = should_continue {
+                wire["shouldContinue"] = json!(value);
+            }
+            let inner = inner.map(step);
+            let result = step_result_from_wire(wire, inner.as_ref()).unwrap();
+            assert_eq!(
+                result.should_continue, decided,
+                "{has_tool_calls:?} {should_continue:?} {inner:?}"
+            );
+        }
+    }
+}
