@@ -363,6 +363,55 @@ async fn a_middleware_agents_request_in_flight_ends_with_its_cancelled_turn() {
     }
 }
 
+#[tokio::test]
+async fn a_turns_base_messages_cross_to_a_plugin_once_per_turn() {
+    // The base does not change within a Turn: the turn middleware's
+    // invocation carries it, the step middleware's inside it only names
+    // the Turn, and the next Turn carries its own base again.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wire.jsonl");
+    let model = ScriptedModel::new();
+    model.text("first").text("second");
+    let mut definition = AgentDefinition::new("alpha", "main", Arc::new(model.clone()), "m");
+    definition.extensions.push(ExtensionDefinition {
+        name: "wire".into(),
+        entry: Entry::script("wire-exec"),
+        config: json!({"log": log}),
+    });
+    let entries =
+        EntryResolvers::new(Arc::new(MapBuiltinCatalog::new())).with_scripts(Arc::new(resolver()));
+    let services = AgentServices::new(
+        RecordingJournal::new().boxed(),
+        Box::new(MemoryExtensionState::default()),
+        Arc::new(entries),
+    );
+    let mut agent = match Agent::start(definition, services).await {
+        Ok(agent) => agent,
+        Err(error) => panic!("the agent did not start: [{}] {error}", error.code()),
+    };
+    let first = agent.run_turn(user_event("one"), &NoStream).await;
+    let second = agent.run_turn(user_event("two"), &NoStream).await;
+    assert!(
+        first.error.is_none() && second.error.is_none(),
+        "{first:?} {second:?}"
+    );
+    let seen: Vec<JsonValue> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let (one, two) = (first.turn_id.as_str(), second.turn_id.as_str());
+    assert_eq!(
+        seen,
+        vec![
+            json!({"kind": "turn", "baseOf": one, "base": 0}),
+            json!({"kind": "step", "baseOf": one, "base": null}),
+            json!({"kind": "turn", "baseOf": two, "base": 2}),
+            json!({"kind": "step", "baseOf": two, "base": null}),
+        ]
+    );
+}
+
 /// A person who approves everything, remembering what was asked and
 /// which questions were settled.
 #[derive(Debug, Default)]
