@@ -184,7 +184,7 @@ export async function register(api: any, config: any): Promise<void> {
 
   api.pipeline.register('toolCall', async (ctx: any) => {
     const result = await ctx.next();
-    return { ...result, output: { ...result.output, agentsInToolCall: 'agents' in ctx } };
+    return { ...result, output: { ...result.output, agentsInToolCall: ctx.agents !== undefined } };
   });
 
   api.tools.register(
@@ -277,7 +277,7 @@ async def register(api, config):
 
     async def tool_call(ctx):
         result = await ctx.next()
-        return dict(result, output=dict(result["output"], agentsInToolCall="agents" in ctx))
+        return dict(result, output=dict(result["output"], agentsInToolCall=ctx.agents is not None))
 
     api.pipeline.register("turn", turn)
     api.pipeline.register("step", step)

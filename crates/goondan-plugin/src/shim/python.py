@@ -351,6 +351,10 @@ class _Plugin:
             state = ConversationState(ctx.get("conversationState"))
             ctx["conversationState"] = state
             ctx["agents"] = _MiddlewareAgents(invocation)
+        else:
+            # Seed 000 §4.4: a toolCall middleware has no agents API; it
+            # reads as None rather than raising.
+            ctx["agents"] = None
 
         async def next_():
             changes = {"metadata": ctx.get("metadata")}
