@@ -364,6 +364,31 @@ async fn a_middleware_agents_request_in_flight_ends_with_its_cancelled_turn() {
 }
 
 #[tokio::test]
+async fn a_script_register_that_throws_stops_the_start_naming_the_extension_and_its_code() {
+    let model = ScriptedModel::new();
+    let mut definition = AgentDefinition::new("alpha", "main", Arc::new(model), "m");
+    definition.extensions.push(ExtensionDefinition {
+        name: "picky".into(),
+        entry: Entry::script("refuses.mjs"),
+        config: json!({"mode": "x"}),
+    });
+    let entries =
+        EntryResolvers::new(Arc::new(MapBuiltinCatalog::new())).with_scripts(Arc::new(resolver()));
+    let services = AgentServices::new(
+        RecordingJournal::new().boxed(),
+        Box::new(MemoryExtensionState::default()),
+        Arc::new(entries),
+    );
+    let Err(error) = Agent::start(definition, services).await else {
+        panic!("an extension whose register throws must stop the start");
+    };
+    assert_eq!(error.code(), "E_EXTENSION_INIT");
+    let message = error.to_string();
+    assert!(message.contains("picky"), "{message}");
+    assert!(message.contains("E_REFUSES_CONFIG"), "{message}");
+}
+
+#[tokio::test]
 async fn a_turns_base_messages_cross_to_a_plugin_once_per_turn() {
     // The base does not change within a Turn: the turn middleware's
     // invocation carries it, the step middleware's inside it only names
