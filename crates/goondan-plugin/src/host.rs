@@ -102,8 +102,8 @@ impl HostServices {
             RpcError::new(
                 error_codes::INVALID_PARAMS,
                 format!(
-                    "extension `{name}` has no state yet: state and events are available \
-                     from the first middleware or tool call on, not during register"
+                    "`{name}` is not an extension of this plugin's agent (state and \
+                     events belong to the extension that registered)"
                 ),
             )
         })
@@ -129,8 +129,19 @@ impl HostServices {
                     .ok_or_else(|| {
                         RpcError::new(error_codes::INVALID_PARAMS, "`event` is missing")
                     })?;
-                let payload = params.get("payload").cloned().unwrap_or(JsonValue::Null);
-                let delivered = extension.events.emit(event, &payload);
+                // `args` holds every argument of `emit(event, ...args)`;
+                // `payload` alone is the one-argument form.
+                let args = match params.get("args") {
+                    Some(JsonValue::Array(args)) => args.clone(),
+                    Some(_) => {
+                        return Err(RpcError::new(
+                            error_codes::INVALID_PARAMS,
+                            "`args` must be an array of the emitted arguments",
+                        ))
+                    }
+                    None => vec![params.get("payload").cloned().unwrap_or(JsonValue::Null)],
+                };
+                let delivered = extension.events.emit_all(event, &args);
                 Ok(serde_json::json!({ "delivered": delivered }))
             }
             methods::LOG => {
@@ -245,6 +256,9 @@ struct Connection {
     /// every call in flight fails with it, but it is one failure.
     counted: AtomicBool,
     kill_now: Mutex<Option<oneshot::Sender<()>>>,
+    /// The key of the last once-per-key part this process got
+    /// ([`PluginHost::call_with_once`]).
+    shipped_once: Mutex<Option<String>>,
 }
 
 impl Connection {
@@ -286,6 +300,16 @@ impl Drop for AbandonOnDrop<'_> {
             methods::CANCEL,
             &serde_json::json!({ "id": self.id }),
         ));
+        // Marked failed now, not when the kill lands: the next call (the
+        // next Turn's) must start a fresh process, not reach this one
+        // while it dies.
+        wire.fail(PluginError::Crashed {
+            entry: wire.label.clone(),
+            method: String::new(),
+            detail: "stopped because a call it was running was given up (its Turn was \
+                     cancelled or its agent stops)"
+                .into(),
+        });
         self.connection.kill();
     }
 }
@@ -460,6 +484,39 @@ impl PluginHost {
         outcome
     }
 
+    /// [`PluginHost::call_with`] for params holding a large part that
+    /// stays the same for many calls (a Turn's base messages): the part
+    /// at JSON pointer `pointer` goes to this process only when `key`
+    /// differs from the key of the last one it got, and is left out
+    /// otherwise; the plugin keeps the last one. A restarted process has
+    /// none, so it gets the part again.
+    pub(crate) async fn call_with_once(
+        &self,
+        method: &str,
+        mut params: JsonValue,
+        invocation: (&str, &mut (dyn InvocationServer + Send)),
+        (pointer, key): (&str, &str),
+    ) -> Result<JsonValue, PluginError> {
+        let connection = self.connection().await?;
+        {
+            let mut shipped = lock(&connection.shipped_once);
+            if shipped.as_deref() == Some(key) {
+                if let Some((parent, field)) = pointer.rsplit_once('/') {
+                    if let Some(JsonValue::Object(parent)) = params.pointer_mut(parent) {
+                        parent.remove(field);
+                    }
+                }
+            } else {
+                *shipped = Some(key.to_string());
+            }
+        }
+        let outcome = self
+            .request(&connection, method, params, Some(invocation))
+            .await;
+        self.settle(&connection, &outcome);
+        outcome
+    }
+
     /// Calls `method` with no timeout (a connector runs until it returns
     /// or the process ends), serving `invocation`'s callbacks.
     pub(crate) async fn call_unbounded(
@@ -558,13 +615,11 @@ impl PluginHost {
                 }
             };
             tokio::select! {
-                answered = &mut answer => {
-                    break answered.unwrap_or_else(|_| Err(PluginError::Crashed {
-                        entry: self.label.clone(),
-                        method: method.to_string(),
-                        detail: "the host stopped reading it".into(),
-                    }));
-                }
+                // Callbacks first: the reader queues them in the order the
+                // plugin wrote them, so one written before the answer (an
+                // `emitMessageEvent` right before `return`) is served
+                // before the answer ends the call, never dropped.
+                biased;
                 Some(request) = next_incoming => {
                     if let Some((_, server)) = invocation.as_mut() {
                         let reply = server.serve(&request.method, request.params).await;
@@ -574,6 +629,13 @@ impl PluginHost {
                     }
                     // The plugin waited on the host meanwhile.
                     deadline = tokio::time::Instant::now() + timeout.unwrap_or(far_future);
+                }
+                answered = &mut answer => {
+                    break answered.unwrap_or_else(|_| Err(PluginError::Crashed {
+                        entry: self.label.clone(),
+                        method: method.to_string(),
+                        detail: "the host stopped reading it".into(),
+                    }));
                 }
                 () = tokio::time::sleep_until(deadline), if timeout.is_some() => {
                     lock(&wire.pending).remove(&id);
@@ -745,6 +807,7 @@ impl PluginHost {
             pid,
             counted: AtomicBool::new(false),
             kill_now: Mutex::new(Some(kill_now)),
+            shipped_once: Mutex::new(None),
         };
         let params = serde_json::to_value(InitializeParams {
             protocol_version: PROTOCOL_VERSION,

@@ -253,6 +253,190 @@ async fn a_plugin_tool_asks_another_agent_through_ctx_agents() {
     }
 }
 
+/// Never answers a request: it says when one starts, and notes when the
+/// wait for it is dropped (as a cancelled Turn drops it).
+#[derive(Default)]
+struct NeverAnswers {
+    started: tokio::sync::Notify,
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sets its flag when the wait it lives in is dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl AgentsApi for NeverAnswers {
+    fn request<'a>(
+        &'a self,
+        _target: &'a str,
+        _event: goondan_types::AgentEvent,
+        _options: goondan_types::agents::AgentRuntimeRequestOptions,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeRequestResult> {
+        let flag = DropFlag(Arc::clone(&self.dropped));
+        self.started.notify_one();
+        Box::pin(async move {
+            let _flag = flag;
+            std::future::pending().await
+        })
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a str,
+        event: goondan_types::AgentEvent,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeSendResult> {
+        DetachedAgents.send(target, event)
+    }
+
+    fn spawn<'a>(
+        &'a self,
+        target: &'a str,
+        options: goondan_types::agents::AgentRuntimeSpawnOptions,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeSpawnResult> {
+        DetachedAgents.spawn(target, options)
+    }
+
+    fn list(
+        &self,
+        options: goondan_types::agents::AgentRuntimeListOptions,
+    ) -> AgentsFuture<'_, goondan_types::agents::AgentRuntimeListResult> {
+        DetachedAgents.list(options)
+    }
+
+    fn catalog(&self) -> AgentsFuture<'_, goondan_types::agents::AgentRuntimeCatalogResult> {
+        DetachedAgents.catalog()
+    }
+
+    fn restart_swarm(&self, reason: String) -> AgentsFuture<'_, ()> {
+        DetachedAgents.restart_swarm(reason)
+    }
+}
+
+#[tokio::test]
+async fn a_middleware_agents_request_in_flight_ends_with_its_cancelled_turn() {
+    // Seed 000 §4.4 through a script: the request is the agents API's, so
+    // dropping the Turn drops its wait (the real API then cancels the
+    // callee's Turn), and the next Turn runs on a fresh plugin.
+    for file in ["waiting.mjs", "waiting.py"] {
+        let never = Arc::new(NeverAnswers::default());
+        let model = ScriptedModel::new();
+        model.text("done");
+        let mut definition = AgentDefinition::new("alpha", "main", Arc::new(model.clone()), "m");
+        definition.extensions.push(ExtensionDefinition {
+            name: "waiting".into(),
+            entry: Entry::script(file),
+            config: JsonValue::Null,
+        });
+        let entries = EntryResolvers::new(Arc::new(MapBuiltinCatalog::new()))
+            .with_scripts(Arc::new(resolver()));
+        let mut services = AgentServices::new(
+            RecordingJournal::new().boxed(),
+            Box::new(MemoryExtensionState::default()),
+            Arc::new(entries),
+        );
+        services.agents = never.clone();
+        let mut agent = match Agent::start(definition, services).await {
+            Ok(agent) => agent,
+            Err(error) => panic!(
+                "{file}: the agent did not start: [{}] {error}",
+                error.code()
+            ),
+        };
+        {
+            let turn = agent.run_turn(user_event("wait for slow"), &NoStream);
+            tokio::select! {
+                result = turn => panic!("{file}: the Turn ended without its answer: {result:?}"),
+                () = never.started.notified() => {}
+            }
+        }
+        assert!(
+            never.dropped.load(std::sync::atomic::Ordering::SeqCst),
+            "{file}: the request still waits after its Turn was dropped"
+        );
+        let result = agent.run_turn(user_event("plain"), &NoStream).await;
+        assert!(result.error.is_none(), "{file}: {result:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_script_register_that_throws_stops_the_start_naming_the_extension_and_its_code() {
+    let model = ScriptedModel::new();
+    let mut definition = AgentDefinition::new("alpha", "main", Arc::new(model), "m");
+    definition.extensions.push(ExtensionDefinition {
+        name: "picky".into(),
+        entry: Entry::script("refuses.mjs"),
+        config: json!({"mode": "x"}),
+    });
+    let entries =
+        EntryResolvers::new(Arc::new(MapBuiltinCatalog::new())).with_scripts(Arc::new(resolver()));
+    let services = AgentServices::new(
+        RecordingJournal::new().boxed(),
+        Box::new(MemoryExtensionState::default()),
+        Arc::new(entries),
+    );
+    let Err(error) = Agent::start(definition, services).await else {
+        panic!("an extension whose register throws must stop the start");
+    };
+    assert_eq!(error.code(), "E_EXTENSION_INIT");
+    let message = error.to_string();
+    assert!(message.contains("picky"), "{message}");
+    assert!(message.contains("E_REFUSES_CONFIG"), "{message}");
+}
+
+#[tokio::test]
+async fn a_turns_base_messages_cross_to_a_plugin_once_per_turn() {
+    // The base does not change within a Turn: the turn middleware's
+    // invocation carries it, the step middleware's inside it only names
+    // the Turn, and the next Turn carries its own base again.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wire.jsonl");
+    let model = ScriptedModel::new();
+    model.text("first").text("second");
+    let mut definition = AgentDefinition::new("alpha", "main", Arc::new(model.clone()), "m");
+    definition.extensions.push(ExtensionDefinition {
+        name: "wire".into(),
+        entry: Entry::script("wire-exec"),
+        config: json!({"log": log}),
+    });
+    let entries =
+        EntryResolvers::new(Arc::new(MapBuiltinCatalog::new())).with_scripts(Arc::new(resolver()));
+    let services = AgentServices::new(
+        RecordingJournal::new().boxed(),
+        Box::new(MemoryExtensionState::default()),
+        Arc::new(entries),
+    );
+    let mut agent = match Agent::start(definition, services).await {
+        Ok(agent) => agent,
+        Err(error) => panic!("the agent did not start: [{}] {error}", error.code()),
+    };
+    let first = agent.run_turn(user_event("one"), &NoStream).await;
+    let second = agent.run_turn(user_event("two"), &NoStream).await;
+    assert!(
+        first.error.is_none() && second.error.is_none(),
+        "{first:?} {second:?}"
+    );
+    let seen: Vec<JsonValue> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let (one, two) = (first.turn_id.as_str(), second.turn_id.as_str());
+    assert_eq!(
+        seen,
+        vec![
+            json!({"kind": "turn", "baseOf": one, "base": 0}),
+            json!({"kind": "step", "baseOf": one, "base": null}),
+            json!({"kind": "turn", "baseOf": two, "base": 2}),
+            json!({"kind": "step", "baseOf": two, "base": null}),
+        ]
+    );
+}
+
 /// A person who approves everything, remembering what was asked and
 /// which questions were settled.
 #[derive(Debug, Default)]
