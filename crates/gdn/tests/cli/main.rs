@@ -27,6 +27,7 @@ mod otel;
 mod packages;
 mod plugins;
 mod replay;
+mod samples;
 mod secrets;
 mod self_approval;
 mod serve;
