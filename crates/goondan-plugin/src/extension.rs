@@ -12,10 +12,19 @@
 //!   `middleware.next` in one invocation is answered with an error
 //!   (`NEXT_TWICE`), as the Rust `Next` refuses it at compile time.
 //! * `message.emit` emits a message event into the Turn's conversation.
+//! * `agents.request` and `agents.send` (`turn` and `step` only) call
+//!   other agents through the context's agents API ([`crate::agents`]).
+//!
+//! The conversation crosses the boundary once per invocation
+//! (`conversationState.baseMessages` and `events` in `middleware.invoke`);
+//! after that only what is new travels: the events the inner chain added
+//! come back with `next`'s answer, and the plugin applies the events it
+//! emits itself, so its `conversationState` reads as the Rust one does.
 //!
 //! Tools the plugin registered call back into it with `tool.invoke`;
 //! event subscriptions are forwarded as `events.dispatch` notifications.
 
+use crate::agents::AgentCalls;
 use crate::ask::Asking;
 use crate::host::{InvocationServer, PluginHost};
 use crate::protocol::{
@@ -25,48 +34,42 @@ use crate::tool::{tool_failure, PluginTool, PluginToolHandler};
 use futures_util::future::BoxFuture;
 use goondan_runtime::pipeline::{LayerResult, Middleware, Next, PipelineContext, TurnInfo};
 use goondan_runtime::tool::{ToolFailure, DEFAULT_ERROR_MESSAGE_LIMIT};
+use goondan_runtime::{AgentsApi, ConversationState};
 use goondan_runtime::{
     AskScope, Extension, ExtensionApi, ExtensionInitError, MiddlewareOptions, PipelineError,
     StepContext, ToolCallContext, TurnContext,
 };
-use goondan_types::{JsonValue, MessageEvent, ToolCallResult, ToolCallStatus};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use goondan_types::{
+    JsonValue, MessageEvent, StepResult, ToolCallResult, ToolCallStatus, TraceContext, TurnResult,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The code of a middleware error the plugin's code threw without one.
 const MIDDLEWARE_ERROR: &str = "E_PLUGIN_MIDDLEWARE";
 
-/// An Extension whose `register` already ran in a plugin.
+/// An Extension whose module runs in a plugin; its `register` runs there
+/// when the agent registers its extensions.
 #[derive(Debug)]
 pub struct PluginExtension {
     host: Arc<PluginHost>,
-    registrations: Registrations,
 }
 
 impl PluginExtension {
-    /// The extension `host`'s plugin registered as `registrations`.
-    pub fn new(host: Arc<PluginHost>, registrations: Registrations) -> Self {
-        PluginExtension {
-            host,
-            registrations,
-        }
+    /// The extension whose module `host` runs.
+    pub fn new(host: Arc<PluginHost>) -> Self {
+        PluginExtension { host }
     }
 }
 
-impl Extension for PluginExtension {
-    fn register(
+impl PluginExtension {
+    /// Replays what the plugin's `register` did into `api`.
+    fn install(
         &self,
         api: &mut ExtensionApi<'_>,
-        _config: &JsonValue,
+        registrations: &Registrations,
     ) -> Result<(), ExtensionInitError> {
-        // The config already went to the plugin's `register` while the
-        // entry was resolved (`EntryTarget::config`).
-        let extension = api.name().to_string();
-        self.host
-            .bind_extension(&extension, api.state().clone(), api.events().clone());
-        for registered in &self.registrations.middlewares {
+        for registered in &registrations.middlewares {
             let layer = PluginMiddleware {
                 host: Arc::clone(&self.host),
                 id: registered.id.clone(),
@@ -85,14 +88,14 @@ impl Extension for PluginExtension {
                 }
             }
         }
-        for tool in &self.registrations.tools {
+        for tool in &registrations.tools {
             let handler = PluginToolHandler::new(
                 Arc::clone(&self.host),
                 PluginTool::Registered(tool.item.name.clone()),
             );
             api.tools().register(tool.item.clone(), Arc::new(handler))?;
         }
-        for subscription in &self.registrations.subscriptions {
+        for subscription in &registrations.subscriptions {
             // Weak: the bus lives in the agent, and the agent's hold on
             // the host must stay the only one, so dropping the agent
             // stops the plugin.
@@ -101,16 +104,17 @@ impl Extension for PluginExtension {
             let event = subscription.event.clone();
             // The subscription lasts as long as the agent; dropping the
             // handle does not end it.
-            let _subscription = api.events().on(
+            let _subscription = api.events().on_all(
                 &subscription.event,
-                Arc::new(move |payload: &JsonValue| {
+                Arc::new(move |args: &[JsonValue]| {
                     if let Some(host) = host.upgrade() {
                         host.notify(
                             methods::EVENTS_DISPATCH,
                             &serde_json::json!({
                                 "subscription": id,
                                 "event": event,
-                                "payload": payload,
+                                "payload": args.first().unwrap_or(&JsonValue::Null),
+                                "args": args,
                             }),
                         );
                     }
@@ -118,6 +122,45 @@ impl Extension for PluginExtension {
             );
         }
         Ok(())
+    }
+}
+
+impl Extension for PluginExtension {
+    /// Only [`Extension::register_async`] can run a script's `register`
+    /// (it waits for the plugin); the agent always calls that one.
+    fn register(
+        &self,
+        api: &mut ExtensionApi<'_>,
+        _config: &JsonValue,
+    ) -> Result<(), ExtensionInitError> {
+        Err(ExtensionInitError::new(format!(
+            "[E_PLUGIN_REGISTER_SYNC] the script extension {} of {} registers \
+             asynchronously; call Extension::register_async",
+            api.name(),
+            self.host.label()
+        )))
+    }
+
+    /// Runs the module's `register(api, config)` in the plugin now, in
+    /// the agent's `extensions` order, with the extension's state and the
+    /// agent's event bus bound first, so `api.state` and `api.events`
+    /// work inside `register` as they do later.
+    fn register_async<'a, 'r: 'a>(
+        &'a self,
+        api: &'a mut ExtensionApi<'r>,
+        config: &'a JsonValue,
+    ) -> BoxFuture<'a, Result<(), ExtensionInitError>> {
+        Box::pin(async move {
+            let extension = api.name().to_string();
+            self.host
+                .bind_extension(&extension, api.state().clone(), api.events().clone());
+            let registrations = self
+                .host
+                .register_extension(&extension, config)
+                .await
+                .map_err(|error| ExtensionInitError::new(error.describe()))?;
+            self.install(api, &registrations)
+        })
     }
 }
 
@@ -130,6 +173,21 @@ pub trait WireContext: PipelineContext {
     fn apply(&mut self, changes: ContextChanges);
     /// `ctx.emitMessageEvent(event)`.
     fn emit(&self, event: MessageEvent) -> Result<(), PipelineError>;
+    /// The Turn's message events from index `seen` on, and how many there
+    /// are in all: what the plugin's `conversationState` lacks.
+    fn events_since(&self, seen: usize) -> (Vec<MessageEvent>, usize);
+    /// `ctx.agents`, where this kind has it (not in a `toolCall`
+    /// middleware, seed 000 §4.4): the agents API, the calling agent and
+    /// the span a call's event hangs under.
+    fn agents_api(&self) -> Option<(&dyn AgentsApi, &str, &TraceContext)>;
+    /// The layer's result as the plugin sees it.
+    fn output_to_wire(output: &Self::Output) -> Result<JsonValue, serde_json::Error>;
+    /// The result the plugin returned; `inner` is what `next` answered,
+    /// if it ran.
+    fn output_from_wire(
+        value: JsonValue,
+        inner: Option<&Self::Output>,
+    ) -> Result<Self::Output, serde_json::Error>;
     /// Where the middleware's questions to a person are keyed: under the
     /// tool call inside a `toolCall` layer (so a Turn cut short while one
     /// waits runs the call again), under the input event elsewhere (so a
@@ -154,8 +212,24 @@ fn ask_scope(info: &TurnInfo, anchor: &str) -> AskScope {
     )
 }
 
-fn conversation_json(messages: Vec<goondan_types::Message>) -> JsonValue {
-    serde_json::json!({ "nextMessages": messages })
+/// `conversationState` as it crosses into the plugin: the Turn's base
+/// and its events so far. The plugin folds `nextMessages` from them (and
+/// keeps folding the events that come later), so the messages travel
+/// once, not twice.
+fn conversation_json(state: &ConversationState) -> JsonValue {
+    serde_json::json!({
+        "baseMessages": state.base_messages(),
+        "events": state.events(),
+    })
+}
+
+/// The events of `state` from `seen` on, and their total.
+fn events_after(state: &ConversationState, seen: usize) -> (Vec<MessageEvent>, usize) {
+    let events = state.events();
+    (
+        events.get(seen..).unwrap_or_default().to_vec(),
+        events.len(),
+    )
 }
 
 impl WireContext for TurnContext {
@@ -164,7 +238,7 @@ impl WireContext for TurnContext {
     }
 
     fn to_wire(&self) -> JsonValue {
-        let messages = self.conversation_state().next_messages().to_vec();
+        let conversation = conversation_json(&self.conversation_state());
         serde_json::json!({
             "agentName": self.agent_name(),
             "instanceKey": self.instance_key(),
@@ -172,9 +246,28 @@ impl WireContext for TurnContext {
             "traceId": self.trace_id(),
             "inputEvent": self.input_event(),
             "runtime": self.runtime(),
-            "conversationState": conversation_json(messages),
+            "conversationState": conversation,
             "metadata": self.metadata,
         })
+    }
+
+    fn events_since(&self, seen: usize) -> (Vec<MessageEvent>, usize) {
+        events_after(&self.conversation_state(), seen)
+    }
+
+    fn agents_api(&self) -> Option<(&dyn AgentsApi, &str, &TraceContext)> {
+        Some((self.agents(), self.agent_name(), self.trace()))
+    }
+
+    fn output_to_wire(output: &TurnResult) -> Result<JsonValue, serde_json::Error> {
+        serde_json::to_value(output)
+    }
+
+    fn output_from_wire(
+        value: JsonValue,
+        _inner: Option<&TurnResult>,
+    ) -> Result<TurnResult, serde_json::Error> {
+        serde_json::from_value(value)
     }
 
     fn apply(&mut self, changes: ContextChanges) {
@@ -194,7 +287,7 @@ impl WireContext for StepContext {
     }
 
     fn to_wire(&self) -> JsonValue {
-        let messages = self.conversation_state().next_messages().to_vec();
+        let conversation = conversation_json(&self.conversation_state());
         serde_json::json!({
             "agentName": self.agent_name(),
             "instanceKey": self.instance_key(),
@@ -204,9 +297,28 @@ impl WireContext for StepContext {
             "stepId": self.step_id(),
             "runtime": self.runtime(),
             "toolCatalog": self.tool_catalog,
-            "conversationState": conversation_json(messages),
+            "conversationState": conversation,
             "metadata": self.metadata,
         })
+    }
+
+    fn events_since(&self, seen: usize) -> (Vec<MessageEvent>, usize) {
+        events_after(&self.conversation_state(), seen)
+    }
+
+    fn agents_api(&self) -> Option<(&dyn AgentsApi, &str, &TraceContext)> {
+        Some((self.agents(), self.agent_name(), self.trace()))
+    }
+
+    fn output_to_wire(output: &StepResult) -> Result<JsonValue, serde_json::Error> {
+        step_result_to_wire(output)
+    }
+
+    fn output_from_wire(
+        value: JsonValue,
+        inner: Option<&StepResult>,
+    ) -> Result<StepResult, serde_json::Error> {
+        step_result_from_wire(value, inner)
     }
 
     fn apply(&mut self, changes: ContextChanges) {
@@ -251,6 +363,25 @@ impl WireContext for ToolCallContext {
         }
     }
 
+    fn events_since(&self, _seen: usize) -> (Vec<MessageEvent>, usize) {
+        (Vec::new(), 0)
+    }
+
+    fn agents_api(&self) -> Option<(&dyn AgentsApi, &str, &TraceContext)> {
+        None
+    }
+
+    fn output_to_wire(output: &ToolCallResult) -> Result<JsonValue, serde_json::Error> {
+        serde_json::to_value(output)
+    }
+
+    fn output_from_wire(
+        value: JsonValue,
+        _inner: Option<&ToolCallResult>,
+    ) -> Result<ToolCallResult, serde_json::Error> {
+        serde_json::from_value(value)
+    }
+
     fn emit(&self, _event: MessageEvent) -> Result<(), PipelineError> {
         Err(PipelineError::middleware(
             MIDDLEWARE_ERROR,
@@ -268,6 +399,50 @@ impl WireContext for ToolCallContext {
             error: Some(failure.into_tool_error(DEFAULT_ERROR_MESSAGE_LIMIT)),
         })
     }
+}
+
+/// `StepResult.hasToolCalls` (seed 000 §4.7): the model asked for tools,
+/// so the Turn runs another Step. The runtime's field for it is
+/// `shouldContinue`, which the wire keeps as an alias.
+const HAS_TOOL_CALLS: &str = "hasToolCalls";
+const SHOULD_CONTINUE: &str = "shouldContinue";
+
+/// A StepResult with both `hasToolCalls` and its alias `shouldContinue`.
+fn step_result_to_wire(result: &StepResult) -> Result<JsonValue, serde_json::Error> {
+    let mut value = serde_json::to_value(result)?;
+    if let JsonValue::Object(fields) = &mut value {
+        fields.insert(
+            HAS_TOOL_CALLS.into(),
+            JsonValue::Bool(result.should_continue),
+        );
+    }
+    Ok(value)
+}
+
+/// A StepResult a plugin returned. Of `hasToolCalls` and
+/// `shouldContinue`, the one the script changed from what `next`
+/// answered wins (either may be set alone); with no inner result,
+/// `hasToolCalls` wins.
+fn step_result_from_wire(
+    mut value: JsonValue,
+    inner: Option<&StepResult>,
+) -> Result<StepResult, serde_json::Error> {
+    if let JsonValue::Object(fields) = &mut value {
+        let has_tool_calls = fields.remove(HAS_TOOL_CALLS).and_then(|v| v.as_bool());
+        let should_continue = fields.get(SHOULD_CONTINUE).and_then(JsonValue::as_bool);
+        let original = inner.map(|result| result.should_continue);
+        let decided = match (has_tool_calls, should_continue) {
+            (Some(has), Some(cont)) if has != cont => match original {
+                Some(original) if cont != original => cont,
+                _ => has,
+            },
+            (Some(has), _) => has,
+            (None, Some(cont)) => cont,
+            (None, None) => original.unwrap_or(false),
+        };
+        fields.insert(SHOULD_CONTINUE.into(), JsonValue::Bool(decided));
+    }
+    serde_json::from_value(value)
 }
 
 /// One plugin middleware as a Rust onion layer.
@@ -288,13 +463,20 @@ struct NextServer<'n, C: PipelineContext> {
     asking: Asking,
     /// What the inner chain returned, once `next` ran.
     inner: Option<LayerResult<C>>,
+    /// How many of the Turn's message events the plugin already has.
+    seen_events: usize,
 }
 
-impl<C> InvocationServer for NextServer<'_, C>
-where
-    C: WireContext,
-    C::Output: Serialize,
-{
+impl<C: WireContext> NextServer<'_, C> {
+    /// The events the plugin has not seen yet, which it then has.
+    fn new_events(&mut self) -> Vec<MessageEvent> {
+        let (events, total) = self.ctx.events_since(self.seen_events);
+        self.seen_events = total;
+        events
+    }
+}
+
+impl<C: WireContext> InvocationServer for NextServer<'_, C> {
     fn serve<'a>(
         &'a mut self,
         method: &'a str,
@@ -327,36 +509,71 @@ where
                         .unwrap_or_default();
                     self.ctx.apply(changes);
                     let result = next.run(self.ctx).await;
+                    let events = self.new_events();
                     let reply = match &result {
-                        Ok(output) => Ok(serde_json::json!({ "result": output })),
+                        Ok(output) => C::output_to_wire(output)
+                            .map(|output| {
+                                serde_json::json!({
+                                    "result": output,
+                                    "conversationState": { "events": events },
+                                })
+                            })
+                            .map_err(|error| {
+                                RpcError::new(error_codes::USER_ERROR, error.to_string())
+                            }),
                         Err(error) => Err(RpcError {
                             code: error_codes::USER_ERROR,
                             message: error.to_string(),
-                            data: Some(serde_json::json!({ "code": error.code() })),
+                            data: Some(serde_json::json!({
+                                "code": error.code(),
+                                "conversationState": { "events": events },
+                            })),
                         }),
                     };
                     self.inner = Some(result);
                     reply
                 }
+                methods::AGENTS_REQUEST | methods::AGENTS_SEND => match self.ctx.agents_api() {
+                    Some((agents, caller, trace)) => {
+                        let calls = AgentCalls {
+                            agents,
+                            caller,
+                            trace,
+                        };
+                        calls.serve(method, params).await
+                    }
+                    None => Err(RpcError::new(
+                        error_codes::METHOD_NOT_FOUND,
+                        format!(
+                            "`{method}`: a {} middleware has no ctx.agents (only turn and step \
+                             middlewares do)",
+                            C::KIND
+                        ),
+                    )),
+                },
                 methods::MESSAGE_EMIT => {
-                    let event: MessageEvent = params
-                        .get("event")
-                        .cloned()
-                        .map(serde_json::from_value)
-                        .transpose()
-                        .ok()
-                        .flatten()
-                        .ok_or_else(|| {
-                            RpcError::new(
-                                error_codes::INVALID_PARAMS,
+                    let event: MessageEvent = serde_json::from_value(
+                        params.get("event").cloned().unwrap_or(JsonValue::Null),
+                    )
+                    .map_err(|error| {
+                        RpcError::new(
+                            error_codes::INVALID_PARAMS,
+                            format!(
                                 "`event` is not a message event (append, replace, remove, \
-                                 truncate)",
-                            )
-                        })?;
-                    self.ctx
-                        .emit(event)
-                        .map(|()| JsonValue::Null)
-                        .map_err(|error| RpcError::new(error_codes::USER_ERROR, error.to_string()))
+                                 truncate): {error}"
+                            ),
+                        )
+                    })?;
+                    let (_, before) = self.ctx.events_since(self.seen_events);
+                    self.ctx.emit(event).map_err(|error| {
+                        RpcError::new(error_codes::USER_ERROR, error.to_string())
+                    })?;
+                    // The plugin applied its own event already; if nothing
+                    // else came in between, it is up to date.
+                    if before == self.seen_events {
+                        self.seen_events = self.ctx.events_since(before).1;
+                    }
+                    Ok(JsonValue::Null)
                 }
                 methods::OPERATOR_ASK => self.asking.serve(params).await,
                 other => Err(RpcError::new(
@@ -368,11 +585,7 @@ where
     }
 }
 
-impl<C> Middleware<C> for PluginMiddleware
-where
-    C: WireContext,
-    C::Output: Serialize + DeserializeOwned,
-{
+impl<C: WireContext> Middleware<C> for PluginMiddleware {
     fn handle<'a>(&'a self, ctx: &'a mut C, next: Next<'a, C>) -> BoxFuture<'a, LayerResult<C>> {
         Box::pin(async move {
             let invocation = format!("i{}", INVOCATIONS.fetch_add(1, Ordering::Relaxed));
@@ -383,11 +596,13 @@ where
                 "context": ctx.to_wire(),
             });
             let asks = ctx.ask_scope();
+            let seen_events = ctx.events_since(usize::MAX).1;
             let mut server = NextServer {
                 ctx,
                 next: Some(next),
                 asking: Asking::of_middleware(asks.clone(), &self.id),
                 inner: None,
+                seen_events,
             };
             let answer = self
                 .host
@@ -417,7 +632,11 @@ where
                             ),
                         )
                         .with_suggestion("return ctx.next(), or return a result")),
-                        (result, _) => serde_json::from_value(result).map_err(|error| {
+                        (result, inner) => C::output_from_wire(
+                            result,
+                            inner.as_ref().and_then(|inner| inner.as_ref().ok()),
+                        )
+                        .map_err(|error| {
                             PipelineError::middleware(
                                 "E_PLUGIN_PROTOCOL",
                                 format!(

@@ -102,8 +102,8 @@ impl HostServices {
             RpcError::new(
                 error_codes::INVALID_PARAMS,
                 format!(
-                    "extension `{name}` has no state yet: state and events are available \
-                     from the first middleware or tool call on, not during register"
+                    "`{name}` is not an extension of this plugin's agent (state and \
+                     events belong to the extension that registered)"
                 ),
             )
         })
@@ -129,8 +129,19 @@ impl HostServices {
                     .ok_or_else(|| {
                         RpcError::new(error_codes::INVALID_PARAMS, "`event` is missing")
                     })?;
-                let payload = params.get("payload").cloned().unwrap_or(JsonValue::Null);
-                let delivered = extension.events.emit(event, &payload);
+                // `args` holds every argument of `emit(event, ...args)`;
+                // `payload` alone is the one-argument form.
+                let args = match params.get("args") {
+                    Some(JsonValue::Array(args)) => args.clone(),
+                    Some(_) => {
+                        return Err(RpcError::new(
+                            error_codes::INVALID_PARAMS,
+                            "`args` must be an array of the emitted arguments",
+                        ))
+                    }
+                    None => vec![params.get("payload").cloned().unwrap_or(JsonValue::Null)],
+                };
+                let delivered = extension.events.emit_all(event, &args);
                 Ok(serde_json::json!({ "delivered": delivered }))
             }
             methods::LOG => {
@@ -286,6 +297,16 @@ impl Drop for AbandonOnDrop<'_> {
             methods::CANCEL,
             &serde_json::json!({ "id": self.id }),
         ));
+        // Marked failed now, not when the kill lands: the next call (the
+        // next Turn's) must start a fresh process, not reach this one
+        // while it dies.
+        wire.fail(PluginError::Crashed {
+            entry: wire.label.clone(),
+            method: String::new(),
+            detail: "stopped because a call it was running was given up (its Turn was \
+                     cancelled or its agent stops)"
+                .into(),
+        });
         self.connection.kill();
     }
 }
@@ -558,13 +579,11 @@ impl PluginHost {
                 }
             };
             tokio::select! {
-                answered = &mut answer => {
-                    break answered.unwrap_or_else(|_| Err(PluginError::Crashed {
-                        entry: self.label.clone(),
-                        method: method.to_string(),
-                        detail: "the host stopped reading it".into(),
-                    }));
-                }
+                // Callbacks first: the reader queues them in the order the
+                // plugin wrote them, so one written before the answer (an
+                // `emitMessageEvent` right before `return`) is served
+                // before the answer ends the call, never dropped.
+                biased;
                 Some(request) = next_incoming => {
                     if let Some((_, server)) = invocation.as_mut() {
                         let reply = server.serve(&request.method, request.params).await;
@@ -574,6 +593,13 @@ impl PluginHost {
                     }
                     // The plugin waited on the host meanwhile.
                     deadline = tokio::time::Instant::now() + timeout.unwrap_or(far_future);
+                }
+                answered = &mut answer => {
+                    break answered.unwrap_or_else(|_| Err(PluginError::Crashed {
+                        entry: self.label.clone(),
+                        method: method.to_string(),
+                        detail: "the host stopped reading it".into(),
+                    }));
                 }
                 () = tokio::time::sleep_until(deadline), if timeout.is_some() => {
                     lock(&wire.pending).remove(&id);

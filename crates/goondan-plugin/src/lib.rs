@@ -30,6 +30,7 @@
 // Only `launch` sets the parent-death signal between fork and exec.
 #![deny(unsafe_code)]
 
+mod agents;
 mod ask;
 pub mod connector;
 pub mod error;

@@ -149,11 +149,20 @@ impl EntryResolver for PluginResolver {
         Box::pin(async move {
             let kind = ResourceKind::Extension;
             let host = self.host(kind, target)?;
-            let registrations = host
-                .register_extension(target.resource, target.config)
+            // The module must load and have a `register` now, so a broken
+            // file stops the start naming it; `register` itself runs when
+            // the agent registers its extensions, in their declared order.
+            let exports = host
+                .exports()
                 .await
                 .map_err(|error| failed(kind, target, &error))?;
-            let extension: Arc<dyn Extension> = Arc::new(PluginExtension::new(host, registrations));
+            if !exports.register {
+                let error = PluginError::NoRegister {
+                    entry: host.label().to_string(),
+                };
+                return Err(failed(kind, target, &error));
+            }
+            let extension: Arc<dyn Extension> = Arc::new(PluginExtension::new(host));
             Ok(extension)
         })
     }

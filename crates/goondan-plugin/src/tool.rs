@@ -7,19 +7,17 @@
 //! While a call runs, the plugin may call other agents through the
 //! handler's agents API (`ctx.agents.request/send/catalog` in the shims):
 //! `agents.request`, `agents.send` and `agents.catalog` carry the call's
-//! `invocation` and are served here, as is `operator.ask` (a question
-//! to a person, [`crate::ask`]).
+//! `invocation` and are served by [`crate::agents`], as is
+//! `operator.ask` by [`crate::ask`] (a question to a person).
 
+use crate::agents::AgentCalls;
 use crate::ask::Asking;
 use crate::error::PluginError;
 use crate::host::{InvocationServer, PluginHost};
 use crate::protocol::{error_codes, methods, RpcError, WireToolContext};
 use futures_util::future::BoxFuture;
 use goondan_runtime::tool::{ToolContext, ToolFailure, ToolHandler, ToolOutcome};
-use goondan_runtime::AgentsError;
-use goondan_types::agents::AgentRuntimeRequestOptions;
-use goondan_types::{AgentEvent, EventSource, EventSourceKind, JsonObject, JsonValue};
-use serde::Deserialize;
+use goondan_types::{JsonObject, JsonValue};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -107,60 +105,11 @@ impl ToolHandler for PluginToolHandler {
     }
 }
 
-/// `ctx.agents.request(target, input, options)` and `send` parameters.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AgentCall {
-    target: String,
-    #[serde(default)]
-    input: String,
-    event_type: Option<String>,
-    instance_key: Option<String>,
-    metadata: Option<JsonObject>,
-    timeout_ms: Option<u64>,
-    r#async: Option<bool>,
-}
-
-/// Serves the agents API to the plugin while one tool call runs.
+/// Serves the agents API and questions to a person while one tool call
+/// runs.
 struct AgentsServer<'c> {
     ctx: &'c ToolContext,
     asking: Asking,
-}
-
-impl AgentsServer<'_> {
-    /// The event a request or send carries: the caller's trace, the tool
-    /// call's span as parent, the target instance.
-    fn event(&self, call: &AgentCall, default_type: &str) -> AgentEvent {
-        let mut event = AgentEvent::new(
-            call.event_type
-                .clone()
-                .unwrap_or_else(|| default_type.to_string()),
-            EventSource::new(EventSourceKind::Agent, self.ctx.agent_name.as_str()),
-        );
-        event.input = Some(call.input.clone());
-        event.trace_id = Some(self.ctx.trace.trace_id.clone());
-        event.parent_span_id = Some(self.ctx.trace.span_id.clone());
-        event.instance_key = call.instance_key.clone();
-        event.metadata = call.metadata.clone();
-        event
-    }
-}
-
-fn agents_error(error: AgentsError) -> RpcError {
-    RpcError {
-        code: error_codes::USER_ERROR,
-        message: error.to_string(),
-        data: Some(serde_json::json!({
-            "code": error.code(),
-            "name": "AgentsError",
-            "suggestion": error.suggestion(),
-        })),
-    }
-}
-
-fn encoded<T: serde::Serialize>(value: T) -> Result<JsonValue, RpcError> {
-    serde_json::to_value(value)
-        .map_err(|error| RpcError::new(error_codes::USER_ERROR, error.to_string()))
 }
 
 impl InvocationServer for AgentsServer<'_> {
@@ -170,47 +119,14 @@ impl InvocationServer for AgentsServer<'_> {
         params: JsonValue,
     ) -> BoxFuture<'a, Result<JsonValue, RpcError>> {
         Box::pin(async move {
-            let call = || -> Result<AgentCall, RpcError> {
-                serde_json::from_value(params.clone()).map_err(|error| {
-                    RpcError::new(
-                        error_codes::INVALID_PARAMS,
-                        format!("`{method}` needs `target` and `input`: {error}"),
-                    )
-                })
-            };
-            let address = |call: &AgentCall| match &call.instance_key {
-                Some(instance) => format!("{}:{instance}", call.target),
-                None => call.target.clone(),
-            };
             match method {
-                methods::AGENTS_REQUEST => {
-                    let call = call()?;
-                    let event = self.event(&call, "agent.request");
-                    let options = AgentRuntimeRequestOptions {
-                        timeout_ms: call.timeout_ms,
-                        r#async: call.r#async,
+                methods::AGENTS_REQUEST | methods::AGENTS_SEND | methods::AGENTS_CATALOG => {
+                    let calls = AgentCalls {
+                        agents: &*self.ctx.runtime,
+                        caller: &self.ctx.agent_name,
+                        trace: &self.ctx.trace,
                     };
-                    let result = self
-                        .ctx
-                        .runtime
-                        .request(&address(&call), event, options)
-                        .await
-                        .map_err(agents_error)?;
-                    encoded(result)
-                }
-                methods::AGENTS_SEND => {
-                    let call = call()?;
-                    let event = self.event(&call, "agent.send");
-                    let result = self
-                        .ctx
-                        .runtime
-                        .send(&address(&call), event)
-                        .await
-                        .map_err(agents_error)?;
-                    encoded(result)
-                }
-                methods::AGENTS_CATALOG => {
-                    encoded(self.ctx.runtime.catalog().await.map_err(agents_error)?)
+                    calls.serve(method, params).await
                 }
                 methods::OPERATOR_ASK => self.asking.serve(params).await,
                 other => Err(RpcError::new(

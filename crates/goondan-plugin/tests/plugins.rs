@@ -253,6 +253,116 @@ async fn a_plugin_tool_asks_another_agent_through_ctx_agents() {
     }
 }
 
+/// Never answers a request: it says when one starts, and notes when the
+/// wait for it is dropped (as a cancelled Turn drops it).
+#[derive(Default)]
+struct NeverAnswers {
+    started: tokio::sync::Notify,
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sets its flag when the wait it lives in is dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl AgentsApi for NeverAnswers {
+    fn request<'a>(
+        &'a self,
+        _target: &'a str,
+        _event: goondan_types::AgentEvent,
+        _options: goondan_types::agents::AgentRuntimeRequestOptions,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeRequestResult> {
+        let flag = DropFlag(Arc::clone(&self.dropped));
+        self.started.notify_one();
+        Box::pin(async move {
+            let _flag = flag;
+            std::future::pending().await
+        })
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a str,
+        event: goondan_types::AgentEvent,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeSendResult> {
+        DetachedAgents.send(target, event)
+    }
+
+    fn spawn<'a>(
+        &'a self,
+        target: &'a str,
+        options: goondan_types::agents::AgentRuntimeSpawnOptions,
+    ) -> AgentsFuture<'a, goondan_types::agents::AgentRuntimeSpawnResult> {
+        DetachedAgents.spawn(target, options)
+    }
+
+    fn list(
+        &self,
+        options: goondan_types::agents::AgentRuntimeListOptions,
+    ) -> AgentsFuture<'_, goondan_types::agents::AgentRuntimeListResult> {
+        DetachedAgents.list(options)
+    }
+
+    fn catalog(&self) -> AgentsFuture<'_, goondan_types::agents::AgentRuntimeCatalogResult> {
+        DetachedAgents.catalog()
+    }
+
+    fn restart_swarm(&self, reason: String) -> AgentsFuture<'_, ()> {
+        DetachedAgents.restart_swarm(reason)
+    }
+}
+
+#[tokio::test]
+async fn a_middleware_agents_request_in_flight_ends_with_its_cancelled_turn() {
+    // Seed 000 §4.4 through a script: the request is the agents API's, so
+    // dropping the Turn drops its wait (the real API then cancels the
+    // callee's Turn), and the next Turn runs on a fresh plugin.
+    for file in ["waiting.mjs", "waiting.py"] {
+        let never = Arc::new(NeverAnswers::default());
+        let model = ScriptedModel::new();
+        model.text("done");
+        let mut definition = AgentDefinition::new("alpha", "main", Arc::new(model.clone()), "m");
+        definition.extensions.push(ExtensionDefinition {
+            name: "waiting".into(),
+            entry: Entry::script(file),
+            config: JsonValue::Null,
+        });
+        let entries = EntryResolvers::new(Arc::new(MapBuiltinCatalog::new()))
+            .with_scripts(Arc::new(resolver()));
+        let mut services = AgentServices::new(
+            RecordingJournal::new().boxed(),
+            Box::new(MemoryExtensionState::default()),
+            Arc::new(entries),
+        );
+        services.agents = never.clone();
+        let mut agent = match Agent::start(definition, services).await {
+            Ok(agent) => agent,
+            Err(error) => panic!(
+                "{file}: the agent did not start: [{}] {error}",
+                error.code()
+            ),
+        };
+        {
+            let turn = agent.run_turn(user_event("wait for slow"), &NoStream);
+            tokio::select! {
+                result = turn => panic!("{file}: the Turn ended without its answer: {result:?}"),
+                () = never.started.notified() => {}
+            }
+        }
+        assert!(
+            never.dropped.load(std::sync::atomic::Ordering::SeqCst),
+            "{file}: the request still waits after its Turn was dropped"
+        );
+        let result = agent.run_turn(user_event("plain"), &NoStream).await;
+        assert!(result.error.is_none(), "{file}: {result:?}");
+    }
+}
+
 /// A person who approves everything, remembering what was asked and
 /// which questions were settled.
 #[derive(Debug, Default)]

@@ -28,6 +28,7 @@ mod packages;
 mod plugins;
 mod replay;
 mod samples;
+mod script_api;
 mod secrets;
 mod self_approval;
 mod serve;

@@ -146,7 +146,7 @@ async function registerExtension({ extension, config }) {
         registrations.subscriptions.push({ id, event });
         return () => subscriptions.delete(id);
       },
-      emit: (event, payload) => call('events.emit', { extension, event, payload: payload ?? null }),
+      emit: (event, ...args) => call('events.emit', { extension, event, payload: args[0] ?? null, args: args.map((arg) => arg ?? null) }),
     },
     logger: makeLogger({ extension }),
   };
@@ -154,20 +154,81 @@ async function registerExtension({ extension, config }) {
   return registrations;
 }
 
+// A live `conversationState`: the Turn's base and events arrive once with
+// `middleware.invoke`; the events the inner chain adds come back with
+// `next`, and the middleware's own are applied as it emits them, so
+// `nextMessages` is always `baseMessages + SUM(events)`, folded the way
+// the runtime folds (a replace or remove of a missing id changes nothing).
+function conversation(wire) {
+  const baseMessages = wire?.baseMessages ?? [];
+  const events = [];
+  let next = [...baseMessages];
+  const apply = (event) => {
+    events.push(event);
+    const at = () => next.findIndex((message) => message?.id === event.targetId);
+    switch (event?.type) {
+      case 'append': next.push(event.message); break;
+      case 'replace': { const index = at(); if (index >= 0) next[index] = event.message; break; }
+      case 'remove': { const index = at(); if (index >= 0) next.splice(index, 1); break; }
+      case 'truncate': next = []; break;
+      default: break;
+    }
+  };
+  for (const event of wire?.events ?? []) apply(event);
+  const state = {
+    get baseMessages() { return baseMessages; },
+    get events() { return events; },
+    get nextMessages() { return next; },
+    toLlmMessages: () => next.map((message) => message.data),
+  };
+  const catchUp = (delta) => { for (const event of delta?.events ?? []) apply(event); };
+  return { state, apply, catchUp };
+}
+
+// `ctx.agents` of a turn or step middleware (seed 000 §4.4): the same
+// calls as a tool's, with the seed's one-object parameters.
+function middlewareAgents(invocation) {
+  const params = (method, request) => {
+    if (!request || typeof request !== 'object' || typeof request.target !== 'string') {
+      throw Object.assign(new TypeError(`ctx.agents.${method} takes { target, input?, instanceKey?, ... }`), { code: 'E_AGENT_BAD_REQUEST' });
+    }
+    return { ...request, invocation };
+  };
+  return {
+    request: async (request) => call('agents.request', params('request', request)),
+    send: async (request) => call('agents.send', params('send', request)),
+  };
+}
+
 async function invokeMiddleware({ middleware, invocation, kind, context }) {
   const fn = middlewares.get(middleware);
   if (typeof fn !== 'function') throw new Error(`no middleware ${middleware}`);
   const ctx = { ...context };
+  const hasConversation = kind === 'turn' || kind === 'step';
+  const state = hasConversation ? conversation(context.conversationState) : undefined;
+  if (hasConversation) {
+    ctx.conversationState = state.state;
+    ctx.agents = middlewareAgents(invocation);
+  }
   ctx.next = async () => {
     const changes = { metadata: ctx.metadata };
     if (kind === 'step') changes.toolCatalog = ctx.toolCatalog;
     if (kind === 'toolCall') changes.args = ctx.args;
-    const answer = await call('middleware.next', { invocation, changes });
+    let answer;
+    try {
+      answer = await call('middleware.next', { invocation, changes });
+    } catch (error) {
+      state?.catchUp(error.conversationState);
+      delete error.conversationState;
+      throw error;
+    }
+    state?.catchUp(answer.conversationState);
     return answer.result;
   };
   ctx.emitMessageEvent = (event) => {
     // Sync in the original API: the host serves it before the next call
     // of this invocation, so ordering holds without awaiting.
+    state?.apply(event);
     call('message.emit', { invocation, event }).catch((error) =>
       process.stderr.write(`emitMessageEvent failed: ${error.message}\n`));
   };
@@ -210,9 +271,9 @@ const methods = {
 };
 
 const notifications = {
-  'events.dispatch'({ subscription, payload }) {
+  'events.dispatch'({ subscription, payload, args }) {
     const handler = subscriptions.get(subscription);
-    if (handler) Promise.resolve().then(() => handler(payload)).catch((error) =>
+    if (handler) Promise.resolve().then(() => handler(...(Array.isArray(args) ? args : [payload]))).catch((error) =>
       process.stderr.write(`event handler failed: ${error?.message ?? error}\n`));
   },
   // Promises cannot be cancelled; the host has already given up on the

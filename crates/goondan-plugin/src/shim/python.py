@@ -50,10 +50,11 @@ class Context(dict):
 class PluginError(Exception):
     """Raise to give a tool error a code and a suggestion."""
 
-    def __init__(self, message, code=None, suggestion=None):
+    def __init__(self, message, code=None, suggestion=None, data=None):
         super().__init__(message)
         self.code = code
         self.suggestion = suggestion
+        self.data = data or {}
 
 
 class _Host:
@@ -116,6 +117,88 @@ class _Agents:
         return await HOST.call("agents.catalog", {"invocation": self.invocation})
 
 
+def _camel(key):
+    parts = key.split("_")
+    return parts[0] + "".join(part.title() for part in parts[1:])
+
+
+class _MiddlewareAgents:
+    """`ctx.agents` of a turn or step middleware (seed 000 §4.4):
+    `await ctx.agents.request(target=..., input=...)`, or one dict."""
+
+    def __init__(self, invocation):
+        self.invocation = invocation
+
+    def _params(self, method, request, options):
+        params = dict(request or {}, **options)
+        if not isinstance(params.get("target"), str):
+            raise PluginError("ctx.agents.%s takes target=..., input=..., instance_key=..., ..." % method,
+                              "E_AGENT_BAD_REQUEST")
+        params = {_camel(key): value for key, value in params.items() if value is not None}
+        params["invocation"] = self.invocation
+        return params
+
+    async def request(self, request=None, **options):
+        return await HOST.call("agents.request", self._params("request", request, options))
+
+    async def send(self, request=None, **options):
+        return await HOST.call("agents.send", self._params("send", request, options))
+
+
+class ConversationState:
+    """A live `conversationState`: the Turn's base and events arrive with
+    `middleware.invoke`; the events the inner chain adds come back with
+    `next`, the middleware's own are applied as it emits them, so
+    `next_messages` is always `base_messages + SUM(events)`."""
+
+    def __init__(self, wire):
+        wire = wire or {}
+        self._base = list(wire.get("baseMessages") or [])
+        self._events = []
+        self._next = list(self._base)
+        for event in wire.get("events") or []:
+            self.apply(event)
+
+    def apply(self, event):
+        self._events.append(event)
+        kind = (event or {}).get("type")
+        if kind == "append":
+            self._next.append(event.get("message"))
+        elif kind in ("replace", "remove"):
+            for index, message in enumerate(self._next):
+                if (message or {}).get("id") == event.get("targetId"):
+                    if kind == "replace":
+                        self._next[index] = event.get("message")
+                    else:
+                        del self._next[index]
+                    break
+        elif kind == "truncate":
+            self._next = []
+
+    def catch_up(self, delta):
+        for event in (delta or {}).get("events") or []:
+            self.apply(event)
+
+    @property
+    def base_messages(self):
+        return self._base
+
+    @property
+    def events(self):
+        return self._events
+
+    @property
+    def next_messages(self):
+        return self._next
+
+    def to_llm_messages(self):
+        return [message.get("data") for message in self._next]
+
+    baseMessages = base_messages
+    nextMessages = next_messages
+    toLlmMessages = to_llm_messages
+
+
 def _ask_person(invocation):
     """`await ctx.ask_person(question, name=, details=, timeout_seconds=,
     on_timeout=)`: the decision once a person (or the timeout) decides."""
@@ -126,6 +209,18 @@ def _ask_person(invocation):
         return await HOST.call("operator.ask", {k: v for k, v in params.items() if v is not None})
 
     return ask_person
+
+
+def _sent(future, what):
+    """A request already written, whose caller may not await it: a failure
+    goes to the log instead of being lost."""
+
+    def report(done):
+        if done.exception() is not None:
+            sys.stderr.write("%s failed: %s\n" % (what, done.exception()))
+
+    future.add_done_callback(report)
+    return future
 
 
 async def _maybe_await(value):
@@ -222,8 +317,13 @@ class _Plugin:
                 registrations["subscriptions"].append({"id": subscription, "event": event})
                 return lambda: plugin.subscriptions.pop(subscription, None)
 
-            async def emit(self, event, payload=None):
-                await HOST.call("events.emit", {"extension": extension, "event": event, "payload": payload})
+            def emit(self, event, *args):
+                # Sync, as the original's `emit(event, ...args): void`: the
+                # request is written now; await the future for the host's
+                # answer (how many handlers it reached).
+                payload = args[0] if args else None
+                return _sent(HOST.call("events.emit", {"extension": extension, "event": event, "payload": payload,
+                                                       "args": list(args)}), "events.emit")
 
         api = Context(pipeline=Pipeline(), tools=Tools(), state=State(), events=Events(), logger=_Logger({"extension": extension}))
         await _maybe_await(self.register(api, params.get("config")))
@@ -236,6 +336,11 @@ class _Plugin:
         invocation = params["invocation"]
         kind = params["kind"]
         ctx = Context(params.get("context") or {})
+        state = None
+        if kind in ("turn", "step"):
+            state = ConversationState(ctx.get("conversationState"))
+            ctx["conversationState"] = state
+            ctx["agents"] = _MiddlewareAgents(invocation)
 
         async def next_():
             changes = {"metadata": ctx.get("metadata")}
@@ -243,11 +348,23 @@ class _Plugin:
                 changes["toolCatalog"] = ctx.get("toolCatalog")
             if kind == "toolCall":
                 changes["args"] = ctx.get("args")
-            answer = await HOST.call("middleware.next", {"invocation": invocation, "changes": changes})
+            try:
+                answer = await HOST.call("middleware.next", {"invocation": invocation, "changes": changes})
+            except PluginError as error:
+                if state is not None:
+                    state.catch_up(error.data.get("conversationState"))
+                raise
+            if state is not None:
+                state.catch_up(answer.get("conversationState"))
             return answer.get("result")
 
-        async def emit_message_event(event):
-            await HOST.call("message.emit", {"invocation": invocation, "event": event})
+        def emit_message_event(event):
+            # Sync, as in the original: the request is written now, and the
+            # host serves it before this invocation's next call. Awaiting
+            # the returned future waits for the host's answer.
+            if state is not None:
+                state.apply(event)
+            return _sent(HOST.call("message.emit", {"invocation": invocation, "event": event}), "emit_message_event")
 
         ctx["next"] = next_
         ctx["emitMessageEvent"] = emit_message_event
@@ -308,7 +425,8 @@ def _dispatch(line):
             return
         if "error" in message:
             error = message["error"]
-            future.set_exception(PluginError(error.get("message", ""), (error.get("data") or {}).get("code")))
+            data = error.get("data") or {}
+            future.set_exception(PluginError(error.get("message", ""), data.get("code"), data.get("suggestion"), data))
         else:
             future.set_result(message.get("result"))
     elif message.get("id") is None:
@@ -316,7 +434,10 @@ def _dispatch(line):
             params = message.get("params") or {}
             handler = PLUGIN.subscriptions.get(params.get("subscription"))
             if handler is not None:
-                asyncio.ensure_future(_maybe_await(handler(params.get("payload"))))
+                args = params.get("args")
+                if not isinstance(args, list):
+                    args = [params.get("payload")]
+                asyncio.ensure_future(_maybe_await(handler(*args)))
         # "$/cancel": the answer is dropped by the host; nothing to stop.
     else:
         asyncio.ensure_future(_serve(message))

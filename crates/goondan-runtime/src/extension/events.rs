@@ -3,19 +3,34 @@
 //! Besides what extensions emit, the runtime publishes each of its nine
 //! runtime events here under its dot-notation name (`turn.completed`, ...)
 //! with the event's JSON as payload.
+//!
+//! `emit(event, ...args)` in the original passes any number of arguments.
+//! A Rust handler ([`EventBus::on`]) receives the first one (the runtime's
+//! own events have exactly one); a handler that wants them all (a script
+//! extension's, [`EventBus::on_all`]) receives every one.
 
 use goondan_types::JsonValue;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-/// A subscriber.
+/// A subscriber: the emission's first argument (`null` when none).
 pub type EventHandler = Arc<dyn Fn(&JsonValue) + Send + Sync>;
+
+/// A subscriber that receives every argument of an emission.
+pub type ArgsHandler = Arc<dyn Fn(&[JsonValue]) + Send + Sync>;
+
+/// One subscription's handler, by how many arguments it takes.
+#[derive(Clone)]
+enum Listener {
+    First(EventHandler),
+    All(ArgsHandler),
+}
 
 #[derive(Default)]
 struct BusInner {
     next_id: u64,
-    handlers: HashMap<String, Vec<(u64, EventHandler)>>,
+    handlers: HashMap<String, Vec<(u64, Listener)>>,
 }
 
 /// The bus; cloning shares it.
@@ -75,8 +90,17 @@ impl EventBus {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Subscribes `handler` to `event`.
+    /// Subscribes `handler` to `event`; it receives the first argument.
     pub fn on(&self, event: &str, handler: EventHandler) -> Subscription {
+        self.subscribe(event, Listener::First(handler))
+    }
+
+    /// Subscribes `handler` to `event`; it receives every argument.
+    pub fn on_all(&self, event: &str, handler: ArgsHandler) -> Subscription {
+        self.subscribe(event, Listener::All(handler))
+    }
+
+    fn subscribe(&self, event: &str, handler: Listener) -> Subscription {
         let mut inner = self.lock();
         inner.next_id += 1;
         let id = inner.next_id;
@@ -97,19 +121,30 @@ impl EventBus {
     /// copied before any runs. A handler that panics is logged and does not
     /// stop the others.
     pub fn emit(&self, event: &str, payload: &JsonValue) -> usize {
-        let handlers: Vec<EventHandler> = self
+        self.emit_all(event, std::slice::from_ref(payload))
+    }
+
+    /// [`EventBus::emit`] with any number of arguments: a handler from
+    /// [`EventBus::on`] receives the first (`null` when there is none),
+    /// one from [`EventBus::on_all`] all of them.
+    pub fn emit_all(&self, event: &str, args: &[JsonValue]) -> usize {
+        let handlers: Vec<Listener> = self
             .lock()
             .handlers
             .get(event)
             .map(|handlers| {
                 handlers
                     .iter()
-                    .map(|(_, handler)| Arc::clone(handler))
+                    .map(|(_, handler)| handler.clone())
                     .collect()
             })
             .unwrap_or_default();
+        let first = args.first().unwrap_or(&JsonValue::Null);
         for handler in &handlers {
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler(payload)));
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| match handler {
+                Listener::First(handler) => handler(first),
+                Listener::All(handler) => handler(args),
+            }));
             if outcome.is_err() {
                 tracing::warn!(
                     event,
@@ -152,6 +187,35 @@ mod tests {
         assert_eq!(bus.emit("ping", &JsonValue::from(2)), 0);
         assert_eq!(seen.load(Ordering::SeqCst), 2);
         assert!(!bus.has_subscribers("ping"));
+    }
+
+    #[test]
+    fn every_argument_reaches_an_all_arguments_handler_and_the_first_a_plain_one() {
+        let bus = EventBus::new();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let all = Arc::clone(&seen);
+        let _all = bus.on_all(
+            "idle",
+            Arc::new(move |args| all.lock().unwrap().push(JsonValue::from(args.to_vec()))),
+        );
+        let first = Arc::clone(&seen);
+        let _first = bus.on(
+            "idle",
+            Arc::new(move |payload| first.lock().unwrap().push(payload.clone())),
+        );
+        let args = [JsonValue::from("a"), JsonValue::from(2)];
+        assert_eq!(bus.emit_all("idle", &args), 2);
+        assert_eq!(bus.emit_all("idle", &[]), 2);
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![
+                serde_json::json!(["a", 2]),
+                serde_json::json!("a"),
+                serde_json::json!([]),
+                JsonValue::Null
+            ]
+        );
     }
 
     #[test]

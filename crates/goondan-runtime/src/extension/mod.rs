@@ -15,7 +15,7 @@ pub mod resolver;
 pub mod state;
 
 pub use builtin::{BuiltinCatalog, MapBuiltinCatalog, ToolHandlers};
-pub use events::{EventBus, EventHandler, Subscription};
+pub use events::{ArgsHandler, EventBus, EventHandler, Subscription};
 pub use resolver::{
     BuiltinResolver, EntryError, EntryResolver, EntryResolvers, EntryTarget, ResourceKind,
 };
@@ -23,6 +23,7 @@ pub use state::{ExtensionState, ExtensionStates};
 
 use crate::pipeline::PipelineRegistry;
 use crate::tool::{ToolHandler, ToolRegistrationError, ToolRegistry};
+use futures_util::future::BoxFuture;
 use goondan_types::{JsonValue, ToolCatalogItem, ToolSource, ToolSourceType};
 use std::fmt;
 use std::sync::Arc;
@@ -61,6 +62,19 @@ pub trait Extension: Send + Sync {
         api: &mut ExtensionApi<'_>,
         config: &JsonValue,
     ) -> Result<(), ExtensionInitError>;
+
+    /// What the agent calls, in `spec.extensions` order: registration
+    /// that may wait, for an implementation whose `register` runs
+    /// elsewhere (a script extension's runs in its plugin process, and
+    /// its `api.state` and `api.events` calls must reach this agent
+    /// while it runs). The default runs [`Extension::register`].
+    fn register_async<'a, 'r: 'a>(
+        &'a self,
+        api: &'a mut ExtensionApi<'r>,
+        config: &'a JsonValue,
+    ) -> BoxFuture<'a, Result<(), ExtensionInitError>> {
+        Box::pin(std::future::ready(self.register(api, config)))
+    }
 }
 
 impl<F> Extension for F

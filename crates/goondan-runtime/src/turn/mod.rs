@@ -232,7 +232,8 @@ impl Agent {
                 event_bus.clone(),
             );
             implementation
-                .register(&mut api, &extension.config)
+                .register_async(&mut api, &extension.config)
+                .await
                 .map_err(|error| AgentError::ExtensionInit {
                     extension: extension.name.clone(),
                     message: error.message,
