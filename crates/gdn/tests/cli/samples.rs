@@ -347,6 +347,19 @@ fn a_connection_its_config_refuses_is_reported_once_and_stays_down_until_the_bun
             .env("SLACK_API_BASE_URL", format!("{base}/api"));
     };
 
+    // A one-shot input on a terminal answers; its Connections, stopped
+    // with it, maybe before they were ready, are no warning.
+    let mut command = gdn_command(
+        swarm.bundle.path(),
+        swarm.state.path(),
+        &["run", "--input", "hi"],
+    );
+    environment(&mut command);
+    let (output, screen) = Terminal::start_command(command).finish("gdn run --input");
+    assert_eq!(code(&output), 0, "{screen}");
+    assert!(screen.contains("hello"), "{screen}");
+    assert!(!screen.contains("grace period over"), "{screen}");
+
     // A chat on a terminal: one readable report with the fix, and the
     // swarm answers beside it.
     let mut command = gdn_command(swarm.bundle.path(), swarm.state.path(), &["run"]);

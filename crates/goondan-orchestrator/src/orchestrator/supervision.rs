@@ -532,7 +532,15 @@ impl Orchestrator {
             if let Some(intent) = instance.shutdown.as_mut() {
                 if now >= intent.kill_at && !intent.killed {
                     if let Some(control) = instance.control.as_mut() {
-                        tracing::warn!(key = %key, "grace period over; killing agent process");
+                        if key.connection_name().is_some() && instance.ready_at.is_none() {
+                            // Nothing to lose: it has accepted no event
+                            // (`request_shutdown` gave it no grace), so a
+                            // swarm stopped while it starts is not a
+                            // warning on the terminal.
+                            tracing::info!(key = %key, "connector stopped before it was ready");
+                        } else {
+                            tracing::warn!(key = %key, "grace period over; killing agent process");
+                        }
                         control.kill();
                         intent.killed = true;
                     }
