@@ -440,6 +440,17 @@ fn a_connection_its_config_refuses_is_reported_once_and_stays_down_until_the_bun
         stdout(&restarted),
         stderr(&restarted)
     );
+    // Both Connections are reported as they stand: the one that ran was
+    // replaced, the one that was down is up.
+    let report = stdout(&restarted);
+    assert!(
+        report.contains("restarted @connection:telegram-to-brain (pid "),
+        "{report}"
+    );
+    assert!(
+        report.contains("started @connection:slack-to-brain (pid "),
+        "{report}"
+    );
     let check = json!({"type": "url_verification", "challenge": "back-up"}).to_string();
     let headers = crate::chat_approvals::slack_signed(&check, SLACK_SECRET, Duration::ZERO);
     let (status, answer) = wait_until("the Slack connector to answer", || {
