@@ -9,8 +9,12 @@
 //! whose port is bound now, or a [`Source`] task (cron, Telegram long
 //! polling, a script connector run by a plugin host). Only then does it
 //! say `runtime.ready`, so a port already
-//! taken or a missing secret is a `runtime.start_error` with a code, and
-//! the orchestrator's crash backoff applies. Each event is sent as a
+//! taken or a missing secret is a `runtime.start_error` with a code. Its
+//! exit status says whether trying again can help: a refusal by the
+//! bundle (a missing secret, a bad config value, an entry this build
+//! cannot run) exits with `EXIT_REFUSED_BY_CONFIG` and stays down until
+//! the bundle changes; a port still taken exits with `EXIT_START_FAILED`
+//! and the orchestrator's crash backoff applies. Each event is sent as a
 //! `runtime.query` [`Query::Ingest`] and its answer decides what the
 //! sender is told (or, for a source, whether to wait and try again). A
 //! Connection with `approvals` also gets its approval desk
@@ -65,6 +69,39 @@ pub struct ConnectorProcessArgs {
     pub state_root: Option<StateRoot>,
 }
 
+/// Why the connector did not start, and whether starting it again could
+/// help before the bundle changes.
+struct Refusal {
+    /// What is sent as `runtime.start_error`.
+    error: StartError,
+    /// True when the bundle as it stands refuses it (its Connection's
+    /// config or secrets, its entry, the bundle itself): the process exits
+    /// with [`protocol::EXIT_REFUSED_BY_CONFIG`] and the orchestrator keeps
+    /// it down until a reload or a restart. False for what may pass by
+    /// itself (a port still taken, a handshake that failed).
+    lasting: bool,
+}
+
+impl From<StartError> for Refusal {
+    /// Most refusals come from the bundle, so that is the default.
+    fn from(error: StartError) -> Refusal {
+        Refusal {
+            error,
+            lasting: true,
+        }
+    }
+}
+
+impl Refusal {
+    /// A refusal that may pass by itself, retried with the crash backoff.
+    fn passing(error: StartError) -> Refusal {
+        Refusal {
+            error,
+            lasting: false,
+        }
+    }
+}
+
 /// Why the connector cannot start (sent as `runtime.start_error`), with
 /// its fix.
 fn refusal(code: &str, message: impl Into<String>, suggestion: impl Into<String>) -> StartError {
@@ -117,8 +154,10 @@ enum Run {
 }
 
 /// Runs the ConnectorProcess to its exit code: 0 after a shutdown or the
-/// orchestrator's end, 1 when a source ended by itself, 2 when it could
-/// not start.
+/// orchestrator's end, 1 when a source ended by itself,
+/// [`protocol::EXIT_START_FAILED`] when it could not start for a reason
+/// that may pass, [`protocol::EXIT_REFUSED_BY_CONFIG`] when the bundle
+/// refused it.
 pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
     let me = RoutingKey::connection(args.connection.clone());
     let (
@@ -132,12 +171,19 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
     let link = OrchestratorLink::new(me.to_string(), sender.clone());
     let started = match handshake {
         Ok(handshake) => start(&args, handshake.secrets, &link).await,
-        Err(error) => Err(refusal(error.code(), error.to_string(), error.suggestion())),
+        Err(error) => Err(Refusal::passing(refusal(
+            error.code(),
+            error.to_string(),
+            error.suggestion(),
+        ))),
     };
     let code = match started {
-        Err(start_error) => {
-            tracing::error!(code = %start_error.code, connection = %args.connection, "connector failed to start: {}", start_error.message);
-            let message = RuntimeMessage::StartError(start_error);
+        Err(Refusal { error, lasting }) => {
+            // Logged at debug: the orchestrator reports the refusal it is
+            // sent, once, with its fix; this process's line would say it
+            // twice in the same log.
+            tracing::debug!(code = %error.code, connection = %args.connection, lasting, "connector failed to start: {}", error.message);
+            let message = RuntimeMessage::StartError(error);
             let _ = sender
                 .send(message.to_message(&me.to_string(), ORCHESTRATOR))
                 .await;
@@ -147,7 +193,11 @@ pub async fn run_connector_process(args: ConnectorProcessArgs) -> i32 {
             // by a graceful shutdown.
             drop(link);
             drop(sender);
-            2
+            if lasting {
+                protocol::EXIT_REFUSED_BY_CONFIG
+            } else {
+                protocol::EXIT_START_FAILED
+            }
         }
         Ok(started) => serve(&me, started, link, sender, receiver).await,
     };
@@ -163,7 +213,7 @@ async fn start(
     args: &ConnectorProcessArgs,
     secrets: Secrets,
     link: &OrchestratorLink,
-) -> Result<Started, StartError> {
+) -> Result<Started, Refusal> {
     let options = LoadOptions {
         env_file: args.env_file.clone(),
         process_env_overlay: secrets,
@@ -189,7 +239,8 @@ async fn start(
                 ToString::to_string,
             ),
             "run `gdn validate` on the bundle",
-        ));
+        )
+        .into());
     };
     let connection = bundle
         .connections()
@@ -214,7 +265,7 @@ fn approval_desk(
     connection: ConnectionView<'_>,
     config: &ConnectorConfig,
     link: &OrchestratorLink,
-) -> Result<Option<(ApprovalDesk, DeskHandle)>, StartError> {
+) -> Result<Option<(ApprovalDesk, DeskHandle)>, Refusal> {
     let Some(approvals) = &connection.resource().spec.approvals else {
         return Ok(None);
     };
@@ -247,12 +298,13 @@ fn approval_desk(
     let dir = state_root
         .workspace(connection.swarm().instance_key())
         .connection_dir(name);
+    // A folder that cannot be opened now may be openable later.
     let messages = ApprovalMessages::open(&dir, SyncPolicy::default()).map_err(|error| {
-        refusal(
+        Refusal::passing(refusal(
             error.code(),
             error.to_string(),
             error.suggestion().unwrap_or_default(),
-        )
+        ))
     })?;
     let settings = ChatApprovals {
         platform,
@@ -274,7 +326,7 @@ async fn run_for(
     bundle: &Bundle,
     entry: Entry,
     config: ConnectorConfig,
-) -> Result<Run, StartError> {
+) -> Result<Run, Refusal> {
     let entry = match entry {
         Entry::Native { name } => name,
         Entry::Script { path, runtime } => {
@@ -302,24 +354,29 @@ async fn run_for(
             tracing::info!(connection = %args.connection, connector = source.name(), "connector started");
             return Ok(Run::Source(source));
         }
-        Ok(None) => return Err(unsupported(&args.connection, &entry)),
+        Ok(None) => return Err(unsupported(&args.connection, &entry).into()),
         Err(error) => {
             return Err(refusal(
                 error.code(),
-                format!("Connection/{}: {error}", args.connection),
-                "fix the Connection's config or secrets in goondan.yaml",
-            ))
+                format!(
+                    "Connection/{}: {}: {}",
+                    args.connection, error.key, error.problem
+                ),
+                error.help,
+            )
+            .into())
         }
     };
+    // The port may be free on the next try.
     let listener = front.bind().await.map_err(|error| {
-        refusal(
+        Refusal::passing(refusal(
             "E_CONNECTOR_BIND",
             format!(
                 "Connection/{}: cannot listen on {}: {error}",
                 args.connection, front.addr
             ),
             "choose a free PORT in the Connection's config, or stop what holds this one",
-        )
+        ))
     })?;
     tracing::info!(connection = %args.connection, connector = platform.name(), addr = %listener.local_addr().map_or(front.addr, |a| a), path = %front.path, "connector listening");
     Ok(Run::Http {

@@ -10,6 +10,7 @@ use crate::project::{swarm_info, BundleSource};
 use crate::{reload, HostError, HostMode, Notices, Project};
 use goondan_ipc::RoutingKey;
 use goondan_orchestrator::control::{ControlIdentity, ControlServer};
+use goondan_orchestrator::ingress::{self, Ingress};
 use goondan_orchestrator::orchestrator::{Liveness, PendingApprovals, ResetInstance};
 use goondan_orchestrator::{
     LocalSpawner, LogFileFor, Orchestrator, OrchestratorConfig, OrchestratorHandle, SpawnRequest,
@@ -18,6 +19,7 @@ use goondan_store::paths::BUNDLE_SCOPE_ENV;
 use goondan_store::{
     ActiveSwarm, InboxStore, InstanceStore, SyncPolicy, WorkspaceIdentity, WorkspacePaths,
 };
+use goondan_types::ConnectorEvent;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -189,18 +191,29 @@ pub async fn start(
 }
 
 impl RunningSwarm {
-    /// Starts the entry agent's process of the instance a console talks
-    /// to (`instance_key`, else the swarm's own) ahead of its first line,
-    /// when the Swarm's `policy.processes.warmEntry` allows (the default),
-    /// so that line does not wait for a process to start. A console of a
-    /// single host only: a cluster host's input comes through the cluster.
+    /// Starts the process a console's first line will go to ahead of that
+    /// line, when the Swarm's `policy.processes.warmEntry` allows (the
+    /// default), so the line does not wait for a process to start. The
+    /// process is picked as the line will be routed: by the cli
+    /// Connection's ingress rules (a rule's `agentRef` and fixed
+    /// `instanceKey` win over `instance_key`, the console's
+    /// `--instance-key`), else the entry agent of `instance_key` or the
+    /// swarm's own instance. A console of a single host only: a cluster
+    /// host's input comes through the cluster.
     pub async fn warm_entry(&self, instance_key: Option<&str>) {
         let Some(swarm) = self.project.bundle.swarm(&self.project.swarm_name) else {
             return;
         };
-        if swarm.warm_entry() && self.takes_console_input() {
-            let instance = instance_key.unwrap_or(&self.project.instance_key);
-            let key = RoutingKey::new(swarm.entry_agent().name(), instance);
+        if !swarm.warm_entry() || !self.takes_console_input() {
+            return;
+        }
+        // Rules match on the event's name and properties, never on its
+        // text, so an empty line routes as the first real one will.
+        let mut line = ConnectorEvent::text(ingress::CLI_EVENT, "");
+        line.instance_key = instance_key.map(str::to_string);
+        let routed = ingress::route(&self.handle.swarm(), &Ingress::cli_event(line, None));
+        // A line no rule takes is refused when it is typed; nothing to warm.
+        if let Ok((key, _)) = routed {
             // Only fails when the orchestrator already stopped.
             let _ = self.handle.warm(key).await;
         }

@@ -213,6 +213,20 @@ pub struct Ready {
 /// body.
 pub type StartError = goondan_types::ErrorBody;
 
+/// The exit status of a child that sent a [`RuntimeMessage::StartError`]
+/// because its configuration says no (a Connection's missing secret, an
+/// entry this build cannot run, a bundle that does not load): starting it
+/// again cannot help until the bundle changes, so the orchestrator keeps
+/// it down until a reload or a restart asks for it, instead of respawning
+/// it with the crash backoff. A start failure that may pass by itself (a
+/// port still taken) exits with [`EXIT_START_FAILED`].
+pub const EXIT_REFUSED_BY_CONFIG: i32 = 3;
+
+/// The exit status of a child that could not start for a reason that may
+/// pass (a port still taken, a handshake that failed): it is respawned
+/// with the crash backoff.
+pub const EXIT_START_FAILED: i32 = 2;
+
 /// The outcome of one Turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

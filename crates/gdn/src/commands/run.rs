@@ -326,10 +326,11 @@ const CONNECTIONS_SETTLE: Duration = Duration::from_secs(5);
 
 /// Prints a warning per Connection whose ConnectorProcess refused to start,
 /// so a detached swarm with a Connection down is not reported as simply
-/// "started" (the exit code stays 0: the agents run, and the orchestrator
-/// keeps retrying the Connection with its crash backoff). Waits at most
-/// [`CONNECTIONS_SETTLE`]; an orchestrator that cannot say is not reported
-/// on.
+/// "started" (the exit code stays 0: the agents run). A Connection its
+/// bundle refused stays down until the bundle changes or `gdn restart`;
+/// any other is retried with the crash backoff, and the warning says
+/// which. Waits at most [`CONNECTIONS_SETTLE`]; an orchestrator that
+/// cannot say is not reported on.
 async fn warn_failed_connections(socket: &Path) {
     let deadline = tokio::time::Instant::now() + CONNECTIONS_SETTLE;
     loop {
@@ -341,17 +342,26 @@ async fn warn_failed_connections(socket: &Path) {
         let ready = |status: ProcessStatus| {
             matches!(status, ProcessStatus::Idle | ProcessStatus::Processing)
         };
-        let settled = connections
-            .iter()
-            .all(|connection| ready(connection.status) || connection.last_error.is_some());
+        // A refusal is settled once its process's end was seen: then it
+        // is either kept down or counted as a crash to retry.
+        let settled = connections.iter().all(|connection| {
+            ready(connection.status)
+                || (connection.last_error.is_some()
+                    && (connection.refused_by_config || connection.consecutive_crashes > 0))
+        });
         if settled || tokio::time::Instant::now() >= deadline {
             for connection in connections {
                 let Some(error) = connection.last_error.filter(|_| !ready(connection.status))
                 else {
                     continue;
                 };
+                let meanwhile = if connection.refused_by_config {
+                    "it stays down until then"
+                } else {
+                    "meanwhile it is retried with a backoff"
+                };
                 let help = format!(
-                    "{}, then `gdn restart`; meanwhile it is retried with a backoff",
+                    "{}, then `gdn restart`; {meanwhile}",
                     error
                         .suggestion
                         .as_deref()

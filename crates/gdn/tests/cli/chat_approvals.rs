@@ -379,7 +379,7 @@ fn interactivity(payload: &Value) -> String {
 
 /// Slack's signature headers for `body`, under `secret`, stamped `age`
 /// ago.
-fn slack_signed(body: &str, secret: &str, age: Duration) -> Vec<(&'static str, String)> {
+pub(crate) fn slack_signed(body: &str, secret: &str, age: Duration) -> Vec<(&'static str, String)> {
     let stamp = (SystemTime::now() - age)
         .duration_since(UNIX_EPOCH)
         .unwrap()

@@ -399,11 +399,12 @@ fn connectors_of_state(state: &std::path::Path) -> Vec<i32> {
 
 /// Issue 35: a webhook Connection that refuses to start (an open host and
 /// no secret) is reported by `gdn run --detach` with its code and fix; its
-/// ConnectorProcess exits and is retried with the crash backoff instead of
-/// staying alive; and `gdn stop` finishes long before the default 300 s
-/// grace period, leaving no `gdn connector` behind.
+/// ConnectorProcess exits instead of staying alive (and, its bundle being
+/// what refused it, is not started again: issue 48); and `gdn stop`
+/// finishes long before the default 300 s grace period, leaving no
+/// `gdn connector` behind.
 #[test]
-fn a_connection_that_refuses_to_start_is_reported_retried_and_stopped() {
+fn a_connection_that_refuses_to_start_is_reported_kept_down_and_stopped() {
     let (swarm, port) = hooks();
     let path = swarm.bundle.path().join("goondan.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -436,8 +437,7 @@ fn a_connection_that_refuses_to_start_is_reported_retried_and_stopped() {
     assert!(warning.contains("SIGNING_SECRET"), "{warning}");
     assert!(warning.contains("gdn restart"), "{warning}");
 
-    // The refused process exits (it is respawned, then backs off), so at
-    // some point none runs.
+    // The refused process exits, and none is started in its place.
     wait_until("the refused connector to exit", || {
         connector_pids(pid).is_empty().then_some(())
     });

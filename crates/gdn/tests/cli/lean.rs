@@ -110,6 +110,75 @@ fn gdn_run_on_a_pipe_starts_the_entry_agent_before_the_first_line_unless_told_no
     assert!(run.wait().unwrap().success());
 }
 
+/// Issue 48: with a cli Connection whose rule routes console lines to a
+/// fixed instance (the original's brain-persona sends them to
+/// `coordinator:cli-test`), `gdn run` warms that instance, not the
+/// swarm's own, and the first line is answered there.
+#[test]
+fn gdn_run_warms_the_instance_the_cli_connections_rules_route_to() {
+    use std::io::{BufRead, Write};
+    let swarm = Swarm::pair(1, relay);
+    let yaml = swarm.bundle.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    let cli = "---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: cli-to-default
+spec:
+  connectorRef: Connector/cli
+  swarmRef: Swarm/default
+  ingress:
+    rules:
+      - match:
+          event: stdin_message
+        route:
+          agentRef: Agent/alpha
+          instanceKey: cli-test
+";
+    std::fs::write(&yaml, format!("{text}{cli}")).unwrap();
+    let live = |swarm: &Swarm| -> Vec<String> {
+        swarm
+            .instances()
+            .into_iter()
+            .filter(|row| row["pid"].as_i64().is_some())
+            .map(|row| {
+                format!(
+                    "{}:{}",
+                    row["agentName"].as_str().unwrap_or_default(),
+                    row["instanceKey"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    let mut run = run_on_a_pipe(&swarm);
+    // No line yet: the instance the rule names is up, and only it.
+    let warmed = wait_until("the warm cli instance", || {
+        let live = live(&swarm);
+        (!live.is_empty()).then_some(live)
+    });
+    assert_eq!(warmed, ["alpha:cli-test"]);
+    let warm_pid = swarm.pid_of("alpha").unwrap();
+    let mut stdin = run.stdin.take().unwrap();
+    writeln!(stdin, "ping").unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(run.stdout.take().unwrap())
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.contains("alpha heard: pong(ping)"), "{answer}");
+    // The line was answered by the process that was warmed.
+    let rows = swarm.instances();
+    let alpha: Vec<_> = rows
+        .iter()
+        .filter(|row| row["agentName"] == "alpha")
+        .collect();
+    assert_eq!(alpha.len(), 1, "{rows:?}");
+    assert_eq!(alpha[0]["instanceKey"], "cli-test");
+    assert_eq!(alpha[0]["pid"].as_i64(), Some(i64::from(warm_pid)));
+    drop(stdin);
+    assert!(run.wait().unwrap().success());
+}
+
 #[test]
 fn an_orchestrator_holds_one_descriptor_per_agent_process() {
     // Its hard limit on open descriptors (20,000 on the reference

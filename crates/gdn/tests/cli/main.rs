@@ -27,6 +27,7 @@ mod otel;
 mod packages;
 mod plugins;
 mod replay;
+mod samples;
 mod script_api;
 mod secrets;
 mod seed_rules;

@@ -181,21 +181,30 @@ pub(crate) fn conversation_of(instance_dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Copies `crates/gdn/tests/fixtures/swarm/NAME` into a temporary folder,
-/// replacing each placeholder.
+/// Copies `crates/gdn/tests/fixtures/swarm/NAME` (with its subfolders)
+/// into a temporary folder, replacing each placeholder.
 pub(crate) fn fixture(name: &str, replacements: &[(&str, String)]) -> TempDir {
+    fn copy(from: &Path, to: &Path, replacements: &[(&str, String)]) {
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                std::fs::create_dir_all(&target).unwrap();
+                copy(&path, &target, replacements);
+                continue;
+            }
+            let mut text = std::fs::read_to_string(&path).unwrap();
+            for (placeholder, value) in replacements {
+                text = text.replace(placeholder, value);
+            }
+            std::fs::write(target, text).unwrap();
+        }
+    }
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/swarm")
         .join(name);
     let target = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let path = entry.unwrap().path();
-        let mut text = std::fs::read_to_string(&path).unwrap();
-        for (placeholder, value) in replacements {
-            text = text.replace(placeholder, value);
-        }
-        std::fs::write(target.path().join(path.file_name().unwrap()), text).unwrap();
-    }
+    copy(&source, target.path(), replacements);
     target
 }
 
@@ -389,8 +398,8 @@ impl Drop for Resident {
 
 /// A detached orchestrator (not our child); SIGKILLed if the test ends
 /// early. Its agents die with it (parent-death signal).
-struct Daemon {
-    pid: i32,
+pub(crate) struct Daemon {
+    pub(crate) pid: i32,
 }
 
 impl Drop for Daemon {

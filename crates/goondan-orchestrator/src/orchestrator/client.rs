@@ -381,35 +381,59 @@ impl OrchestratorHandle {
         fresh: bool,
         wait: Duration,
     ) -> Result<Vec<RestartOutcome>, OrchestratorError> {
-        let before: HashMap<String, InstanceStatus> = self
-            .list()
-            .await?
-            .into_iter()
-            .map(|status| (status.key.clone(), status))
-            .collect();
+        let before = self.processes().await?;
         let keys = self.restart(agent, instance_key, fresh).await?;
         let deadline = tokio::time::Instant::now() + wait.min(MAX_RESTART_WAIT);
         loop {
-            let now: HashMap<String, InstanceStatus> = self
-                .list()
-                .await?
-                .into_iter()
-                .map(|status| (status.key.clone(), status))
-                .collect();
+            let now = self.processes().await?;
             let outcomes: Vec<RestartOutcome> = keys
                 .iter()
                 .map(|key| restart_outcome(key, before.get(key), now.get(key)))
                 .collect();
             // Backing off is settled too: nothing changes before it ends.
+            // So is a crashed one with no process: a Connection its bundle
+            // refused again stays down.
             let settled = outcomes.iter().all(|outcome| {
                 outcome.state == RestartState::Restarted
                     || outcome.status == ProcessStatus::CrashLoopBackOff
+                    || (outcome.status == ProcessStatus::Crashed
+                        && outcome.state == RestartState::NotRunning)
             });
             if settled || tokio::time::Instant::now() >= deadline {
                 return Ok(outcomes);
             }
             tokio::time::sleep(RESTART_POLL).await;
         }
+    }
+
+    /// Every process a restart may concern, by routing key: the
+    /// instances and the Connections' ConnectorProcesses.
+    async fn processes(&self) -> Result<HashMap<String, InstanceStatus>, OrchestratorError> {
+        let mut processes: HashMap<String, InstanceStatus> = self
+            .list()
+            .await?
+            .into_iter()
+            .map(|status| (status.key.clone(), status))
+            .collect();
+        for connection in self.connections().await? {
+            let key = RoutingKey::connection(connection.connection);
+            processes.insert(
+                key.to_string(),
+                InstanceStatus {
+                    key: key.to_string(),
+                    agent_name: key.agent_name,
+                    instance_key: key.instance_key,
+                    status: connection.status,
+                    pid: connection.pid,
+                    consecutive_crashes: connection.consecutive_crashes,
+                    pending_events: 0,
+                    in_flight_events: 0,
+                    backoff_until: None,
+                    generation: connection.generation,
+                },
+            );
+        }
+        Ok(processes)
     }
 
     /// Every instance the orchestrator knows.

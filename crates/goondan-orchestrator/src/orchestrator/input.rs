@@ -60,6 +60,15 @@ pub struct ConnectionStatus {
     /// Why its last process refused to start, until one becomes ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<ErrorBody>,
+    /// True when the bundle refused it (`last_error` says why): it stays
+    /// down until the bundle changes or the swarm is restarted, rather
+    /// than being retried with the crash backoff.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused_by_config: bool,
+    /// Which process serves it (increases with every process started),
+    /// while one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
 }
 
 /// Where the streamed model text of an awaited answer goes.

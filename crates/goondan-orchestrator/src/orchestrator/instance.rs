@@ -162,6 +162,10 @@ pub(crate) struct Instance {
     /// Why the last process refused to start (`runtime.start_error`),
     /// until a process becomes ready.
     pub(crate) last_start_error: Option<goondan_types::ErrorBody>,
+    /// A ConnectorProcess whose bundle refused it
+    /// ([`EXIT_REFUSED_BY_CONFIG`](goondan_ipc::protocol::EXIT_REFUSED_BY_CONFIG)):
+    /// no process is started for it until a reload or a restart asks.
+    pub(crate) refused_by_config: bool,
     /// Operators holding the instance while they rewrite its history
     /// (`gdn instance fork|rewind`): above 0, it gets no process and its
     /// events wait.
@@ -191,6 +195,7 @@ impl Instance {
             last_active: Instant::now(),
             liveness: Default::default(),
             last_start_error: None,
+            refused_by_config: false,
             holds: 0,
             held_placeholder: false,
         }

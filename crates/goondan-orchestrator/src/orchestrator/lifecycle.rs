@@ -155,6 +155,9 @@ impl Orchestrator {
                     let backed_off = instance.consecutive_crashes > 0;
                     instance.consecutive_crashes = 0;
                     instance.next_spawn_at = None;
+                    // A Connection its bundle refused is asked for again:
+                    // the bundle may have changed.
+                    instance.refused_by_config = false;
                     backed_off
                 });
                 // A restart clears the backoff on disk too, so the next

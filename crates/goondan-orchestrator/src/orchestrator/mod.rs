@@ -425,6 +425,8 @@ impl Orchestrator {
                     pid: instance.control.as_ref().and_then(|control| control.id()),
                     consecutive_crashes: instance.consecutive_crashes,
                     last_error: instance.last_start_error.clone(),
+                    refused_by_config: instance.refused_by_config,
+                    generation: instance.link.as_ref().map(|link| link.generation),
                 })
             })
             .collect()

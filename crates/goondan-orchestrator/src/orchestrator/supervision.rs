@@ -68,7 +68,7 @@ impl Orchestrator {
         let Some(instance) = self.instances.get_mut(key) else {
             return;
         };
-        if instance.is_running() || stopping || instance.holds > 0 {
+        if instance.is_running() || stopping || instance.holds > 0 || instance.refused_by_config {
             return;
         }
         if let Some(at) = instance.next_spawn_at {
@@ -230,8 +230,12 @@ impl Orchestrator {
             .map(|(id, _)| id.clone())
             .collect();
         // `reported`: someone waits for an answer and gets this error as
-        // one, so a console does not print it twice.
-        tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), reported = !queued.is_empty() || !failed.is_empty(), "{process} failed to start: {}", error.message);
+        // one, so a console does not print it twice. A connector's refusal
+        // is reported once its exit says whether it lasts
+        // ([`Orchestrator::connector_refused`]).
+        if process != "connector" {
+            tracing::error!(key = %key, code = %error.code, suggestion = error.suggestion.as_deref().unwrap_or(""), reported = !queued.is_empty() || !failed.is_empty(), "{process} failed to start: {}", error.message);
+        }
         for queued in queued {
             let cause = OrchestratorError::AgentStart {
                 key: key.to_string(),
@@ -363,6 +367,12 @@ impl Orchestrator {
             }
             return;
         }
+        if let (Some(_), Some(error)) = (key.connection_name(), instance.last_start_error.clone()) {
+            if !unresponsive {
+                self.connector_refused(key, &error, code);
+                return;
+            }
+        }
         if unresponsive {
             tracing::warn!(key = %key, code = "E_AGENT_UNRESPONSIVE", "unresponsive agent process killed; counted as a crash");
         } else {
@@ -372,6 +382,31 @@ impl Orchestrator {
             tracing::warn!(key = %key, ?code, reported, "agent process crashed");
         }
         self.record_crash(key, code);
+    }
+
+    /// A ConnectorProcess that refused to start (`error`) exited with
+    /// `code`. Said once: a refusal by the bundle
+    /// ([`protocol::EXIT_REFUSED_BY_CONFIG`]) keeps the Connection down
+    /// until a reload or a restart, since starting the same bundle again
+    /// would only refuse again and flood the log; any other is a crash,
+    /// retried with the backoff.
+    fn connector_refused(&mut self, key: &RoutingKey, error: &StartError, code: Option<i32>) {
+        let suggestion = error.suggestion.as_deref().unwrap_or("");
+        if code != Some(protocol::EXIT_REFUSED_BY_CONFIG) {
+            tracing::error!(key = %key, code = %error.code, suggestion, "connector failed to start: {}", error.message);
+            self.record_crash(key, code);
+            return;
+        }
+        tracing::error!(key = %key, code = %error.code, suggestion, "connector refused to start: {}; it stays down until the bundle changes or `gdn restart`", error.message);
+        let Some(instance) = self.instances.get_mut(key) else {
+            return;
+        };
+        instance.link = None;
+        instance.control = None;
+        instance.ready_at = None;
+        instance.next_spawn_at = None;
+        instance.status = ProcessStatus::Crashed;
+        instance.refused_by_config = true;
     }
 
     /// An event every process died on: its requester is told, and it is
@@ -497,19 +532,28 @@ impl Orchestrator {
             if let Some(intent) = instance.shutdown.as_mut() {
                 if now >= intent.kill_at && !intent.killed {
                     if let Some(control) = instance.control.as_mut() {
-                        tracing::warn!(key = %key, "grace period over; killing agent process");
+                        if key.connection_name().is_some() && instance.ready_at.is_none() {
+                            // Nothing to lose: it has accepted no event
+                            // (`request_shutdown` gave it no grace), so a
+                            // swarm stopped while it starts is not a
+                            // warning on the terminal.
+                            tracing::info!(key = %key, "connector stopped before it was ready");
+                        } else {
+                            tracing::warn!(key = %key, "grace period over; killing agent process");
+                        }
                         control.kill();
                         intent.killed = true;
                     }
                 }
                 continue;
             }
-            let wants_process = instance.waiting() > 0
-                || instance.resident
-                || matches!(
-                    instance.status,
-                    ProcessStatus::Crashed | ProcessStatus::CrashLoopBackOff
-                );
+            let wants_process = !instance.refused_by_config
+                && (instance.waiting() > 0
+                    || instance.resident
+                    || matches!(
+                        instance.status,
+                        ProcessStatus::Crashed | ProcessStatus::CrashLoopBackOff
+                    ));
             let backoff_over = instance.next_spawn_at.is_none_or(|at| now >= at);
             if !instance.is_running() && wants_process && backoff_over {
                 to_spawn.push(key.clone());

@@ -9,7 +9,7 @@ use crate::ingress::Ingress;
 use crate::spawner::{ProcessControl, SpawnRequest, SpawnedProcess};
 use goondan_ipc::protocol::{
     self, Answer, AnswerOutcome, Query, QueryAnswer, QueryAnswerMessage, QueryRequest, Ready,
-    TurnFinished, PROTOCOL_VERSION,
+    StartError, TurnFinished, PROTOCOL_VERSION,
 };
 use goondan_ipc::{
     Endpoint, Inbound, Link, RuntimeMessage, SendError, TransportEvent, ORCHESTRATOR,
@@ -730,6 +730,68 @@ async fn reconfigure_starts_new_connections_and_stops_removed_ones() {
     h.next_shutdown_to(&replaced).await;
     h.end_process(1, &replaced, Some(0)).await;
     assert!(h.handle.swarm().connections.is_empty());
+}
+
+impl Harness {
+    /// The next process started, which refuses to start with `code` and
+    /// exits with `exit` (it is the `n`th spawn).
+    async fn next_refused_process(&mut self, n: usize, code: &str, exit: i32) -> Link {
+        let link = self.opened.recv().await.unwrap();
+        let refusal = StartError::new(code, "no signing secret").with_suggestion("set it");
+        self.say(
+            &link,
+            RuntimeMessage::StartError(refusal).to_message(&link.key.to_string(), ORCHESTRATOR),
+        )
+        .await;
+        self.end_process(n, &link, Some(exit)).await;
+        link
+    }
+}
+
+/// Issue 48: a connector its bundle refused (a start error, then
+/// `EXIT_REFUSED_BY_CONFIG`) is kept down with its refusal in its status,
+/// not respawned in a loop, until a restart asks for it again; one that
+/// failed for a reason that may pass is respawned.
+#[tokio::test]
+async fn a_connector_its_bundle_refused_stays_down_until_a_restart() {
+    let mut h = harness(8);
+    let mut swarm = (*h.handle.swarm()).clone();
+    swarm.connections = vec!["slack".into()];
+    h.handle.reconfigure(swarm).await.unwrap();
+    let refused = h
+        .next_refused_process(0, "E_CONNECTOR_CONFIG", protocol::EXIT_REFUSED_BY_CONFIG)
+        .await;
+    assert_eq!(refused.key, RoutingKey::connection("slack"));
+    let status = loop {
+        let connections = h.handle.connections().await.unwrap();
+        if connections[0].refused_by_config {
+            break connections[0].clone();
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(status.status, ProcessStatus::Crashed);
+    assert_eq!(status.pid, None);
+    assert_eq!(status.last_error.unwrap().code, "E_CONNECTOR_CONFIG");
+    // A respawn after a crash is started while the exit is handled, before
+    // the status above was answered: none was.
+    assert!(
+        h.opened.try_recv().is_err(),
+        "a refused connector was respawned"
+    );
+
+    // A restart (after the bundle changed) tries again; this time the
+    // port is taken, which may pass: it is respawned at once.
+    assert_eq!(
+        h.handle.restart(None, None, false).await.unwrap(),
+        ["@connection:slack"]
+    );
+    h.next_refused_process(1, "E_CONNECTOR_BIND", protocol::EXIT_START_FAILED)
+        .await;
+    let replaced = h.next_ready_process().await;
+    assert_eq!(replaced.key, refused.key);
+    let connections = h.handle.connections().await.unwrap();
+    assert!(!connections[0].refused_by_config);
+    assert_eq!(connections[0].status, ProcessStatus::Idle);
 }
 
 #[tokio::test]
