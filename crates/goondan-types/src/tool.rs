@@ -254,14 +254,12 @@ impl ToolName {
         }
         let mut collapsed = String::with_capacity(out.len());
         for c in out.chars() {
-            let last = collapsed.chars().last();
-            let is_separator = c == '-' || c == '_';
-            if is_separator && last.is_some_and(|l| l == '-' || l == '_') {
+            if matches!(c, '-' | '_') && collapsed.ends_with(['-', '_']) {
                 continue;
             }
             collapsed.push(c);
         }
-        collapsed.trim_matches(|c| c == '-' || c == '_').to_string()
+        collapsed.trim_matches(['-', '_']).to_string()
     }
 
     /// Parses `resource__export`: exactly one separator, both sides non-empty.
