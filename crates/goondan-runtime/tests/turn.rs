@@ -385,28 +385,31 @@ async fn must_run_turn_middleware_post_processing_when_an_operator_cancels_the_t
     let mut harness = Harness::new();
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let seen_by_layer = seen.clone();
-    harness.extension("after-cancel", move |api: &mut ExtensionApi<'_>, _: &JsonValue| {
-        let seen = seen_by_layer.clone();
-        api.pipeline().turn(
-            move |ctx, next| {
-                let seen = seen.clone();
-                Box::pin(async move {
-                    let result = next.run(ctx).await;
-                    let code = match &result {
-                        Ok(_) => "ok".to_string(),
-                        Err(error) => error.code().to_string(),
-                    };
-                    seen.lock().unwrap().push(code);
-                    ctx.emit_message_event(MessageEvent::Append {
-                        message: system_message("post", "noted the cancel"),
-                    })?;
-                    result
-                })
-            },
-            MiddlewareOptions::default(),
-        );
-        Ok(())
-    });
+    harness.extension(
+        "after-cancel",
+        move |api: &mut ExtensionApi<'_>, _: &JsonValue| {
+            let seen = seen_by_layer.clone();
+            api.pipeline().turn(
+                move |ctx, next| {
+                    let seen = seen.clone();
+                    Box::pin(async move {
+                        let result = next.run(ctx).await;
+                        let code = match &result {
+                            Ok(_) => "ok".to_string(),
+                            Err(error) => error.code().to_string(),
+                        };
+                        seen.lock().unwrap().push(code);
+                        ctx.emit_message_event(MessageEvent::Append {
+                            message: system_message("post", "noted the cancel"),
+                        })?;
+                        result
+                    })
+                },
+                MiddlewareOptions::default(),
+            );
+            Ok(())
+        },
+    );
     let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
     let started_tx = Mutex::new(Some(started_tx));
     harness.tool(

@@ -294,10 +294,23 @@ mod tests {
 
     #[test]
     fn must_allow_only_lowercase_letters_digits_underscore_and_dash_in_export_names() {
-        for good in ["exec", "list-channels", "post_message", "v2", "set-chat-action"] {
+        for good in [
+            "exec",
+            "list-channels",
+            "post_message",
+            "v2",
+            "set-chat-action",
+        ] {
             assert!(ToolName::is_export_name(good), "{good}");
         }
-        for bad in ["", "setChatAction", "download.file", "a__b", "naïve", "has space"] {
+        for bad in [
+            "",
+            "setChatAction",
+            "download.file",
+            "a__b",
+            "naïve",
+            "has space",
+        ] {
             assert!(!ToolName::is_export_name(bad), "{bad}");
         }
     }
