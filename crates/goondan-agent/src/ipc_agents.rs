@@ -45,7 +45,7 @@ pub struct SwarmView {
 pub const DEFAULT_MAX_PENDING_REQUESTS: usize = 256;
 
 enum Pending {
-    /// A fire-and-forget event waiting to reach its target's process.
+    /// A fire-and-forget event waiting for the orchestrator to accept it.
     Delivery(oneshot::Sender<Result<(), Failure>>),
     Blocking(oneshot::Sender<Answer>),
     Query(oneshot::Sender<QueryAnswer>),
@@ -492,8 +492,9 @@ impl AgentsApi for IpcAgents {
             event.reply_to = None;
             event.call_chain = Vec::new();
             event.instance_key = Some(key.instance_key.clone());
-            // The send returns once the event reached the target's process
-            // (or was refused, for example because it cannot start).
+            // The send returns once the orchestrator durably accepted the
+            // event (stored it in the target's inbox, tool.md §11.1), or
+            // refused it (an unknown agent, a full queue).
             let correlation_id = protocol::correlation_id_for(&event);
             let (waiter, delivered) = oneshot::channel();
             self.register(&correlation_id, Pending::Delivery(waiter))?;

@@ -356,7 +356,7 @@ async fn a_request_over_the_frame_bound_fails_at_once_and_sends_nothing() {
 }
 
 #[tokio::test]
-async fn a_send_returns_once_its_event_reached_the_target_or_was_refused() {
+async fn must_return_a_send_once_the_orchestrator_accepted_or_refused_it() {
     let (agents, mut orchestrator, _) = alpha();
     let sender = agents.clone();
     let sending = tokio::spawn(async move { sender.send("beta", event("fyi")).await });
@@ -378,12 +378,12 @@ async fn a_send_returns_once_its_event_reached_the_target_or_was_refused() {
     assert!(agents.reject(
         &sent.id,
         Failure {
-            code: "E_EXTENSION_INIT".into(),
-            message: "beta:main failed to start".into(),
+            code: "E_QUEUE_FULL".into(),
+            message: "beta:main has 8 events queued".into(),
         }
     ));
     let error = refused.await.unwrap().unwrap_err();
-    assert!(error.to_string().contains("E_EXTENSION_INIT"), "{error}");
+    assert!(error.to_string().contains("E_QUEUE_FULL"), "{error}");
 }
 
 #[tokio::test]

@@ -57,7 +57,9 @@ pub enum Code {
     EntrySyntax,
     /// A `builtin:<name>` entry names no built-in of that kind.
     BuiltinNotFound,
-    /// A Tool or export name contains `__`, the separator of LLM tool names.
+    /// A Tool or export name contains `__`, the separator of LLM tool
+    /// names, or an export name holds a character other than lowercase
+    /// letters, digits, `_` and `-` (`tool.md` §6.2).
     ToolName,
     /// A Tool export's `parameters` is not a valid JSON Schema object.
     JsonSchema,

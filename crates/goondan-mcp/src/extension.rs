@@ -2,7 +2,8 @@
 //!
 //! For each server of `config.servers` a task connects, lists the tools
 //! and registers each exposed one as `<server>__<tool>` (its input schema
-//! as parameters, `source: {type: mcp, name: <server>}`); it then follows
+//! as parameters, `source: {type: mcp, name: <server>, mcp:
+//! {extensionName, serverName}}`); it then follows
 //! `notifications/tools/list_changed`, registering tools that appear. A
 //! call goes to the server through its [`Session`] with the server's
 //! deadline (a call past it is cancelled); every failure becomes a tool
@@ -39,7 +40,9 @@ use goondan_runtime::{
     Extension, ExtensionApi, ExtensionInitError, Middleware, ToolContext, ToolFailure, ToolHandler,
     TurnContext, TurnNext,
 };
-use goondan_types::{JsonObject, JsonValue, Secrets, ToolCatalogItem, ToolSource, ToolSourceType};
+use goondan_types::{
+    JsonObject, JsonValue, McpToolSource, Secrets, ToolCatalogItem, ToolSource, ToolSourceType,
+};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -264,6 +267,10 @@ impl ServerLink {
         ToolSource {
             source_type: ToolSourceType::Mcp,
             name: self.server.name.clone(),
+            mcp: Some(McpToolSource {
+                extension_name: self.tools.extension_name().to_string(),
+                server_name: Some(self.server.name.clone()),
+            }),
         }
     }
 

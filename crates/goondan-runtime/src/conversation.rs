@@ -13,6 +13,7 @@
 
 use goondan_store::{CommitContext, StoreError, TurnJournal};
 use goondan_types::{Message, MessageEvent, ModelMessage};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
@@ -307,38 +308,22 @@ impl ConversationState {
     }
 }
 
-struct ConversationInner {
-    state: ConversationState,
-    // A Mutex only to make the journal `Sync` for the read-write lock; it
-    // is only ever used under the write lock, so it is never contended.
-    journal: Mutex<Box<dyn TurnJournal>>,
+/// The journal and the Turn its events belong to. Beside the state, not
+/// inside its lock, so an event is recorded the moment it is emitted, even
+/// while a reader holds the state.
+struct JournalSlot {
+    journal: Box<dyn TurnJournal>,
     turn_id: String,
 }
 
-impl ConversationInner {
-    fn record_and_apply(&mut self, event: MessageEvent) -> Result<(), StoreError> {
-        let journal = self
-            .journal
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        journal.record_event(&self.turn_id, &event)?;
-        self.state.apply(event);
-        Ok(())
-    }
-}
-
-/// Events emitted while the same task held a [`StateGuard`].
-#[derive(Default)]
-struct Deferred {
-    events: Vec<MessageEvent>,
-    /// The first recording failure while flushing them; reported by the
-    /// next `emit` or `commit`, which fails the Turn.
-    error: Option<StoreError>,
-}
-
 struct Shared {
-    inner: RwLock<ConversationInner>,
-    deferred: Mutex<Deferred>,
+    state: RwLock<ConversationState>,
+    /// Lock order: `journal`, then `state`, then `deferred`; `state` is only
+    /// ever *tried* for writing while `journal` is held.
+    journal: Mutex<JournalSlot>,
+    /// Events already recorded but not yet applied, because a
+    /// [`StateGuard`] was alive when they were emitted; in emission order.
+    deferred: Mutex<Vec<MessageEvent>>,
 }
 
 /// The conversation of one instance with its journal, shared by every
@@ -349,9 +334,10 @@ struct Shared {
 /// conversation.
 ///
 /// Reading and emitting may interleave freely in one task: an event
-/// emitted while a [`StateGuard`] is alive is queued and recorded and
-/// applied, in order, as soon as the last guard drops (so a loop over
-/// `next_messages()` may emit `remove` events for what it reads).
+/// emitted while a [`StateGuard`] is alive is recorded at once, listed by
+/// that guard's [`StateGuard::events`] (seed 000 §4.5 rule 3), and applied
+/// to `next_messages`, in order, as soon as the last guard drops (so a loop
+/// over `next_messages()` may emit `remove` events for what it reads).
 #[derive(Clone)]
 pub struct Conversation {
     shared: Arc<Shared>,
@@ -363,7 +349,7 @@ pub type ConversationGuard<'a> = StateGuard<'a>;
 
 /// A read lock on the conversation that reads as a [`ConversationState`].
 pub struct StateGuard<'a> {
-    guard: Option<RwLockReadGuard<'a, ConversationInner>>,
+    guard: Option<RwLockReadGuard<'a, ConversationState>>,
     conversation: &'a Conversation,
 }
 
@@ -371,10 +357,25 @@ impl std::ops::Deref for StateGuard<'_> {
     type Target = ConversationState;
     fn deref(&self) -> &ConversationState {
         match &self.guard {
-            Some(guard) => &guard.state,
+            Some(guard) => guard,
             // The guard is only taken out in `drop`.
             None => unreachable!("StateGuard used after drop"),
         }
+    }
+}
+
+impl StateGuard<'_> {
+    /// The Turn's events in emission order, including those emitted while
+    /// this or another guard was alive (recorded already; they reach
+    /// `next_messages` once the last guard drops). Shadows
+    /// [`ConversationState::events`], which lists applied events only.
+    pub fn events(&self) -> Cow<'_, [MessageEvent]> {
+        let deferred = self.conversation.deferred();
+        let applied = (**self).events();
+        if deferred.is_empty() {
+            return Cow::Borrowed(applied);
+        }
+        Cow::Owned(applied.iter().chain(deferred.iter()).cloned().collect())
     }
 }
 
@@ -387,11 +388,12 @@ impl Drop for StateGuard<'_> {
 
 impl std::fmt::Debug for Conversation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let inner = self.read();
+        let turn_id = self.journal().turn_id.clone();
+        let state = self.read();
         f.debug_struct("Conversation")
-            .field("turn_id", &inner.turn_id)
-            .field("base", &inner.state.base.len())
-            .field("events", &inner.state.events.len())
+            .field("turn_id", &turn_id)
+            .field("base", &state.base.len())
+            .field("events", &state.events.len())
             .finish()
     }
 }
@@ -401,12 +403,12 @@ impl Conversation {
     pub fn new(state: ConversationState, journal: Box<dyn TurnJournal>) -> Self {
         Conversation {
             shared: Arc::new(Shared {
-                inner: RwLock::new(ConversationInner {
-                    state,
-                    journal: Mutex::new(journal),
+                state: RwLock::new(state),
+                journal: Mutex::new(JournalSlot {
+                    journal,
                     turn_id: String::new(),
                 }),
-                deferred: Mutex::new(Deferred::default()),
+                deferred: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -414,55 +416,56 @@ impl Conversation {
     // A panic while holding a lock cannot leave the state half applied:
     // `apply` has no await points and runs after recording, so poisoned
     // locks are taken over as they are.
-    fn read(&self) -> RwLockReadGuard<'_, ConversationInner> {
+    fn read(&self) -> RwLockReadGuard<'_, ConversationState> {
         self.shared
-            .inner
+            .state
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, ConversationInner> {
+    fn write(&self) -> RwLockWriteGuard<'_, ConversationState> {
         self.shared
-            .inner
+            .state
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn try_write(&self) -> Option<RwLockWriteGuard<'_, ConversationInner>> {
-        match self.shared.inner.try_write() {
+    fn try_write(&self) -> Option<RwLockWriteGuard<'_, ConversationState>> {
+        match self.shared.state.try_write() {
             Ok(guard) => Some(guard),
             Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
             Err(TryLockError::WouldBlock) => None,
         }
     }
 
-    fn deferred(&self) -> MutexGuard<'_, Deferred> {
+    fn journal(&self) -> MutexGuard<'_, JournalSlot> {
+        self.shared
+            .journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn deferred(&self) -> MutexGuard<'_, Vec<MessageEvent>> {
         self.shared
             .deferred
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records and applies queued events, in order, once no guard is alive.
+    /// Applies queued events, in order, once no guard is alive.
     fn flush_deferred(&self) {
-        if self.deferred().events.is_empty() {
+        if self.deferred().is_empty() {
             return;
         }
-        let Some(mut inner) = self.try_write() else {
+        let Some(mut state) = self.try_write() else {
             return;
         };
-        Self::flush_into(&mut inner, &mut self.deferred());
+        Self::apply_deferred(&mut state, &mut self.deferred());
     }
 
-    fn flush_into(inner: &mut ConversationInner, deferred: &mut Deferred) {
-        for event in std::mem::take(&mut deferred.events) {
-            if deferred.error.is_some() {
-                break;
-            }
-            if let Err(error) = inner.record_and_apply(event) {
-                tracing::error!(code = error.code(), %error, "a deferred message event could not be recorded");
-                deferred.error = Some(error);
-            }
+    fn apply_deferred(state: &mut ConversationState, deferred: &mut Vec<MessageEvent>) {
+        for event in deferred.drain(..) {
+            state.apply(event);
         }
     }
 
@@ -476,53 +479,39 @@ impl Conversation {
 
     /// Sets the Turn that recorded events belong to.
     pub(crate) fn begin_turn(&self, turn_id: &str) {
-        self.write().turn_id = turn_id.to_string();
+        self.journal().turn_id = turn_id.to_string();
     }
 
-    /// Records `event` in the journal, then applies it; queued behind a
+    /// Records `event` in the journal, then applies it; applied behind a
     /// live [`StateGuard`] (see the type docs).
     pub fn emit(&self, event: MessageEvent) -> Result<(), StoreError> {
-        let Some(mut inner) = self.try_write() else {
-            self.deferred().events.push(event);
-            return Ok(());
-        };
-        let mut deferred = self.deferred();
-        Self::flush_into(&mut inner, &mut deferred);
-        if let Some(error) = deferred.error.take() {
-            return Err(error);
+        let mut slot = self.journal();
+        let JournalSlot { journal, turn_id } = &mut *slot;
+        journal.record_event(turn_id, &event)?;
+        match self.try_write() {
+            Some(mut state) => {
+                Self::apply_deferred(&mut state, &mut self.deferred());
+                state.apply(event);
+            }
+            None => self.deferred().push(event),
         }
-        inner.record_and_apply(event)
+        Ok(())
     }
 
     /// Asks the journal whether this process is still the instance's only
     /// writer (see `TurnJournal::confirm_writer`).
     pub(crate) fn confirm_writer(&self) -> Result<(), StoreError> {
-        let inner = self.read();
-        let mut journal = inner
-            .journal
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        journal.confirm_writer()
+        self.journal().journal.confirm_writer()
     }
 
     /// Commits the Turn's events in the journal with `context` (what the
     /// Turn consumed and answered), then folds them into the base. A failed
     /// commit leaves state and journal as they were.
     pub(crate) fn commit(&self, context: &CommitContext) -> Result<(), StoreError> {
-        let mut inner = self.write();
-        let mut deferred = self.deferred();
-        Self::flush_into(&mut inner, &mut deferred);
-        if let Some(error) = deferred.error.take() {
-            return Err(error);
-        }
-        let ConversationInner {
-            state,
-            journal,
-            turn_id,
-        } = &mut *inner;
-        let journal = journal
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut slot = self.journal();
+        let mut state = self.write();
+        Self::apply_deferred(&mut state, &mut self.deferred());
+        let JournalSlot { journal, turn_id } = &mut *slot;
         state.commit_with(|events, next_messages| {
             journal.commit_turn(turn_id, events, next_messages, context)
         })
@@ -531,10 +520,11 @@ impl Conversation {
     /// Applies events recovered from an interrupted Turn without recording
     /// them again (they are already in the journal).
     pub(crate) fn replay(&self, turn_id: &str, events: Vec<MessageEvent>) {
-        let mut inner = self.write();
-        inner.turn_id = turn_id.to_string();
+        let mut slot = self.journal();
+        slot.turn_id = turn_id.to_string();
+        let mut state = self.write();
         for event in events {
-            inner.state.apply(event);
+            state.apply(event);
         }
     }
 }
@@ -721,8 +711,10 @@ mod tests {
             assert_eq!(
                 inner.next_messages().len(),
                 2,
-                "not visible while guards live"
+                "not applied while guards live"
             );
+            // Seed 000 §4.5 rule 3: listed (and recorded) at once.
+            assert_eq!(inner.events().len(), 2, "listed while guards live");
             drop(inner);
             assert_eq!(outer.next_messages().len(), 2, "still one guard alive");
         }
@@ -734,6 +726,35 @@ mod tests {
         let state = conversation.state();
         assert_eq!(texts(&state), vec!["C"]);
         assert_eq!(state.events().len(), 3);
+    }
+
+    #[test]
+    fn must_list_an_event_emitted_through_a_live_guard_in_events_at_once() {
+        let journal = crate::test_support::RecordingJournal::new();
+        let conversation =
+            Conversation::new(ConversationState::default(), Box::new(journal.clone()));
+        conversation.begin_turn("t1");
+        let guard = conversation.state();
+        assert!(guard.events().is_empty());
+        conversation
+            .emit(MessageEvent::Append {
+                message: message("a", "A"),
+            })
+            .unwrap();
+        let listed: Vec<String> = guard
+            .events()
+            .iter()
+            .map(|event| match event {
+                MessageEvent::Append { message } => message.id.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(listed, ["a"], "the guard sees what was just emitted");
+        assert_eq!(journal.pending().len(), 1, "and it is durable already");
+        drop(guard);
+        let state = conversation.state();
+        assert_eq!(state.events().len(), 1, "listed once, not twice");
+        assert_eq!(texts(&state), vec!["A"]);
     }
 
     #[test]

@@ -377,6 +377,85 @@ async fn a_cancelled_turn_stops_mid_tool_closes_its_call_saying_who_and_commits(
     assert_eq!(texts(&agent).last().unwrap(), "second answer");
 }
 
+/// Seed 001 §11.4 (rules 3 and 4): a cancelled Turn still runs every turn
+/// middleware's code after `next()`, with the cancelled result, and what
+/// it emits there is committed after the closed call.
+#[tokio::test]
+async fn must_run_turn_middleware_post_processing_when_an_operator_cancels_the_turn() {
+    let mut harness = Harness::new();
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen_by_layer = seen.clone();
+    harness.extension(
+        "after-cancel",
+        move |api: &mut ExtensionApi<'_>, _: &JsonValue| {
+            let seen = seen_by_layer.clone();
+            api.pipeline().turn(
+                move |ctx, next| {
+                    let seen = seen.clone();
+                    Box::pin(async move {
+                        let result = next.run(ctx).await;
+                        let code = match &result {
+                            Ok(_) => "ok".to_string(),
+                            Err(error) => error.code().to_string(),
+                        };
+                        seen.lock().unwrap().push(code);
+                        ctx.emit_message_event(MessageEvent::Append {
+                            message: system_message("post", "noted the cancel"),
+                        })?;
+                        result
+                    })
+                },
+                MiddlewareOptions::default(),
+            );
+            Ok(())
+        },
+    );
+    let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = Mutex::new(Some(started_tx));
+    harness.tool(
+        "forever",
+        vec![(
+            "run",
+            None,
+            handler_fn(move |_, _| {
+                if let Some(started) = started_tx.lock().unwrap().take() {
+                    let _ = started.send(());
+                }
+                Box::pin(std::future::pending())
+            }),
+        )],
+        None,
+    );
+    harness
+        .model
+        .tool_calls(&[("c1", "forever__run", json!({}))]);
+    let mut agent = harness.start().await;
+    let cancelled = async {
+        let _ = started.await;
+        goondan_runtime::turn::Cancellation {
+            by: Some("cli".into()),
+        }
+    };
+    let result = agent
+        .run_turn_answering_early(
+            user_event("first"),
+            &NoStream,
+            cancelled,
+            async |_: &goondan_types::TurnResult| Vec::new(),
+        )
+        .await;
+    assert_eq!(
+        result.error.as_ref().and_then(|e| e.code.as_deref()),
+        Some("E_TURN_CANCELLED")
+    );
+    assert_eq!(*seen.lock().unwrap(), ["E_TURN_CANCELLED"]);
+    assert!(harness.journal.pending().is_empty(), "committed");
+    let base = harness.journal.base();
+    assert_eq!(base.len(), 4, "input, call, its closing result, then post");
+    assert!(matches!(base[2].data, ModelMessage::Tool { .. }));
+    assert_eq!(base[3].data.text(), "noted the cancel");
+}
+
 #[tokio::test]
 async fn must_recovery_folds_pending_events_of_an_interrupted_turn_at_start() {
     let journal = RecordingJournal::new();

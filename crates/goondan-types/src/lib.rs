@@ -58,8 +58,8 @@ pub use runtime_event::{RuntimeEvent, RuntimeEventBase};
 pub use secret::Secrets;
 pub use swarm_event::{ReloadTrigger, SwarmEvent, SwarmEventBase};
 pub use tool::{
-    ExecutionContext, ToolCall, ToolCallResult, ToolCallStatus, ToolCatalogItem, ToolError,
-    ToolName, ToolSource, ToolSourceType,
+    ExecutionContext, McpToolSource, ToolCall, ToolCallResult, ToolCallStatus, ToolCatalogItem,
+    ToolError, ToolName, ToolSource, ToolSourceType,
 };
 pub use trace::{SpanId, TraceContext, TraceId};
 pub use value_source::{SecretRef, ValueFrom, ValueSource};

@@ -120,7 +120,7 @@ pub enum ToolSourceType {
     Mcp,
 }
 
-/// The origin of a catalog item.
+/// The origin of a catalog item (`tool.md` §13.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolSource {
     /// Config, extension or MCP.
@@ -128,6 +128,32 @@ pub struct ToolSource {
     pub source_type: ToolSourceType,
     /// The resource, extension or server name.
     pub name: String,
+    /// For an MCP tool: the extension that connected the server, and the
+    /// server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpToolSource>,
+}
+
+impl ToolSource {
+    /// A source without MCP details (`config` or `extension`).
+    pub fn new(source_type: ToolSourceType, name: impl Into<String>) -> Self {
+        ToolSource {
+            source_type,
+            name: name.into(),
+            mcp: None,
+        }
+    }
+}
+
+/// Where an MCP tool came from: `source.mcp` of its catalog item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolSource {
+    /// The Extension resource (the `mcp` extension) that registered it.
+    pub extension_name: String,
+    /// The server of that extension's `config.servers` that lists it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
 }
 
 /// One tool as the model sees it in a step.
@@ -180,6 +206,62 @@ impl ToolName {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     }
 
+    /// Whether `name` follows the export name rule (`tool.md` §6.2):
+    /// lowercase ASCII letters, digits, `_` and `-` only, without the
+    /// separator `__`.
+    pub fn is_export_name(name: &str) -> bool {
+        !name.is_empty()
+            && !name.contains(TOOL_NAME_SEPARATOR)
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    }
+
+    /// The export name `name` becomes under the rule of
+    /// [`ToolName::is_export_name`]: camelCase words split by `-`
+    /// (`setChatAction` → `set-chat-action`, `getURL` → `get-url`), any
+    /// other character outside the set a `-`, and runs of separators
+    /// cut to one. A name that follows the rule is returned as it is.
+    /// The loader suggests it, and the runtime answers a call by the old
+    /// spelling with the tool of this name (see the runtime's Step).
+    pub fn conforming_export(name: &str) -> String {
+        if ToolName::is_export_name(name) {
+            return name.to_string();
+        }
+        let chars: Vec<char> = name.chars().collect();
+        let mut out = String::with_capacity(name.len() + 4);
+        for (index, &c) in chars.iter().enumerate() {
+            let previous = index.checked_sub(1).map(|i| chars[i]);
+            let next = chars.get(index + 1).copied();
+            if c.is_ascii_uppercase() {
+                // A new word starts at an uppercase letter after a
+                // lowercase one or a digit, or at the last capital of a run
+                // followed by lowercase (`URLFetch` → `url-fetch`).
+                let starts_word = previous.is_some_and(|p| {
+                    p.is_ascii_lowercase()
+                        || p.is_ascii_digit()
+                        || (p.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase()))
+                });
+                if starts_word {
+                    out.push('-');
+                }
+                out.push(c.to_ascii_lowercase());
+            } else if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_' {
+                out.push(c);
+            } else {
+                out.push('-');
+            }
+        }
+        let mut collapsed = String::with_capacity(out.len());
+        for c in out.chars() {
+            if matches!(c, '-' | '_') && collapsed.ends_with(['-', '_']) {
+                continue;
+            }
+            collapsed.push(c);
+        }
+        collapsed.trim_matches(['-', '_']).to_string()
+    }
+
     /// Parses `resource__export`: exactly one separator, both sides non-empty.
     pub fn parse(text: &str) -> Option<Self> {
         let (resource, export) = text.split_once(TOOL_NAME_SEPARATOR)?;
@@ -211,6 +293,47 @@ mod tests {
     }
 
     #[test]
+    fn must_allow_only_lowercase_letters_digits_underscore_and_dash_in_export_names() {
+        for good in [
+            "exec",
+            "list-channels",
+            "post_message",
+            "v2",
+            "set-chat-action",
+        ] {
+            assert!(ToolName::is_export_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            "setChatAction",
+            "download.file",
+            "a__b",
+            "naïve",
+            "has space",
+        ] {
+            assert!(!ToolName::is_export_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn conforming_export_names_split_camel_case_words() {
+        for (old, new) in [
+            ("setChatAction", "set-chat-action"),
+            ("downloadFile", "download-file"),
+            ("getURL", "get-url"),
+            ("URLFetch", "url-fetch"),
+            ("fetch2Pages", "fetch2-pages"),
+            ("read.all", "read-all"),
+            ("Read__All", "read_all"),
+            ("exec", "exec"),
+        ] {
+            let conforming = ToolName::conforming_export(old);
+            assert_eq!(conforming, new, "{old}");
+            assert!(ToolName::is_export_name(&conforming), "{conforming}");
+        }
+    }
+
+    #[test]
     fn results_round_trip() {
         let value = json!({
             "toolCallId": "c1",
@@ -222,6 +345,25 @@ mod tests {
         assert_eq!(serde_json::to_value(&parsed).unwrap(), value);
         let item = json!({"name": "bash__exec", "description": "run", "parameters": {"type": "object"}, "source": {"type": "config", "name": "bash"}});
         let parsed: ToolCatalogItem = serde_json::from_value(item.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), item);
+    }
+
+    #[test]
+    fn must_name_an_mcp_tools_extension_and_server_in_its_source() {
+        let item = json!({
+            "name": "github__search",
+            "source": {"type": "mcp", "name": "github", "mcp": {"extensionName": "mcp", "serverName": "github"}}
+        });
+        let parsed: ToolCatalogItem = serde_json::from_value(item.clone()).unwrap();
+        let source = parsed.source.as_ref().unwrap();
+        assert_eq!(source.source_type, ToolSourceType::Mcp);
+        assert_eq!(
+            source.mcp,
+            Some(McpToolSource {
+                extension_name: "mcp".into(),
+                server_name: Some("github".into()),
+            })
+        );
         assert_eq!(serde_json::to_value(&parsed).unwrap(), item);
     }
 }

@@ -108,7 +108,12 @@ async fn bot_method(
                 json!({"ok": true, "channel": argument["channel"], "ts": format!("1700000000.000{posted}")}),
             ),
         ),
-        (_, _) if slack || method.starts_with("answer") || method.starts_with("edit") => {
+        (_, _)
+            if slack
+                || method.starts_with("answer")
+                || method.starts_with("edit")
+                || method == "sendChatAction" =>
+        {
             (status(200), Json(json!({"ok": true, "result": true})))
         }
         _ => (status(404), Json(json!({"ok": false, "error_code": 404}))),

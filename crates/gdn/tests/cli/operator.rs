@@ -545,3 +545,54 @@ fn issue_36_bad_fork_and_rewind_requests_are_coded_errors_that_change_nothing() 
     assert_eq!(history["turns"].as_array().unwrap().len(), 1);
     assert_eq!(ask(&swarm, "b", "again"), "answer again");
 }
+
+/// A turn middleware (Python) that records, in its extension state, what
+/// its `next()` returned when that was an error.
+const AFTER_CANCEL: &str = r#"def register(api, config):
+    async def record(ctx):
+        try:
+            return await ctx.next()
+        except Exception as error:
+            await api.state.set({"code": getattr(error, "code", None), "message": str(error)})
+            raise
+
+    api.pipeline.register("turn", record)
+"#;
+
+/// Seed 001 §11.4: when an operator cancels a Turn, every turn
+/// middleware's code after `next()` still runs, with the cancelled result;
+/// here a Python extension records it in its state, which is written.
+#[test]
+fn must_run_turn_middleware_post_processing_when_an_operator_cancels() {
+    let (swarm, _refused) = swarm();
+    let bundle = swarm.bundle.path();
+    let text = bundle_text(&swarm.mock.endpoint()).replace(
+        "    - ref: Extension/tool-search\n",
+        "    - ref: Extension/tool-search\n    - ref: Extension/after-cancel\n",
+    ) + "---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata:
+  name: after-cancel
+spec:
+  entry: ./extensions/after_cancel.py
+";
+    std::fs::write(bundle.join("goondan.yaml"), text).unwrap();
+    std::fs::create_dir(bundle.join("extensions")).unwrap();
+    std::fs::write(bundle.join("extensions/after_cancel.py"), AFTER_CANCEL).unwrap();
+    let _resident = swarm.start_resident();
+    let run = spawn_input(&swarm, "c9", "slow");
+    swarm
+        .mock
+        .wait_for("the slow call", |r| r.last_user_text() == "slow");
+    let (report, _) = cancel(&swarm, "c9");
+    assert_eq!(report["cancelled"].as_array().unwrap().len(), 1, "{report}");
+    assert_requester_told(run);
+    let state_file = instance_dir(&swarm, "c9").join("extensions/after-cancel.json");
+    let state: Value = wait_until("the middleware's state after the cancel", || {
+        let text = std::fs::read_to_string(&state_file).ok()?;
+        serde_json::from_str(&text).ok()
+    });
+    let recorded = state.to_string().to_lowercase();
+    assert!(recorded.contains("cancel"), "{state}");
+}

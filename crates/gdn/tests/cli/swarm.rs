@@ -593,6 +593,60 @@ fn an_agent_killed_mid_turn_is_respawned_and_finishes_the_turn_once() {
     assert_eq!(last["content"][0]["text"], "second done");
 }
 
+/// tool.md §11.1: `agents__send` answers `{sent: true}` once the
+/// orchestrator stored the event; a kill -9 of the target in the middle of
+/// its Turn still delivers the event, exactly once, to the next process.
+#[test]
+fn must_answer_agents_send_once_stored_and_deliver_it_once_across_a_kill_of_the_target() {
+    let hung = std::sync::atomic::AtomicBool::new(false);
+    let swarm = Swarm::pair(2, move |request| {
+        if request.is_from(BETA) {
+            // Beta's first Turn on the note hangs until it is killed.
+            if !hung.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Reply::Hang;
+            }
+            return Reply::text("beta noted");
+        }
+        match request.tool_result() {
+            None => Reply::tool("agents__send", json!({"target": "beta", "input": "note"})),
+            Some(result) => {
+                let result: Value = serde_json::from_str(result).unwrap_or(Value::Null);
+                Reply::text(format!(
+                    "sent={} accepted={}",
+                    result["sent"], result["accepted"]
+                ))
+            }
+        }
+    });
+    let resident = swarm.start_resident();
+    let output = finish(swarm.spawn_input("go"), "alpha's send");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(stdout(&output), "sent=true accepted=true\n");
+
+    swarm
+        .mock
+        .wait_for("beta's Turn on the note", |r| r.is_from(BETA));
+    let killed = wait_until("beta's pid", || swarm.pid_of("beta"));
+    sigkill(killed);
+    wait_until("beta to answer the note in a new process", || {
+        let events = swarm.runtime_events("beta");
+        events
+            .iter()
+            .any(|e| e["type"] == "turn.completed")
+            .then_some(())
+    });
+    assert_ne!(swarm.pid_of("beta"), Some(killed));
+    assert_eq!(resident.terminate(), 0);
+    let conversation = swarm.conversation("beta");
+    assert_eq!(
+        count_user_messages(&conversation, "note"),
+        1,
+        "{conversation:#?}"
+    );
+    let last = conversation.last().unwrap();
+    assert_eq!(last["content"][0]["text"], "beta noted");
+}
+
 /// Alpha waits `seconds` with the wait tool, then says so.
 fn wait_then_answer(seconds: f64) -> impl Fn(&ChatRequest) -> Reply + Send + Sync {
     move |request| {

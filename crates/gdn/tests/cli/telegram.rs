@@ -225,3 +225,50 @@ fn dotenv_reaches_the_telegram_tool_not_only_the_connector() {
     assert_eq!(sent[0]["text"], "echo: hi");
     drop(mock);
 }
+
+/// tool.md §6.2: the catalog offers the export by its conforming name
+/// (`telegram__set-chat-action`), and a model that calls it by the old
+/// `telegram__setChatAction` still reaches the Bot API.
+#[test]
+fn must_offer_seed_export_names_and_still_run_a_call_by_the_old_name() {
+    let (base_url, api) = start_bot_api(Vec::new());
+    let mock = MockLlm::start(|request: &ChatRequest| match request.tool_result() {
+        None => Reply::tool("telegram__setChatAction", json!({"chatId": "42"})),
+        Some(_) => Reply::text("typing shown"),
+    });
+    let bundle = fixture("telegram", &[("@ENDPOINT@", mock.endpoint())]);
+    let state = tempfile::tempdir().unwrap();
+    let mut command = gdn_command(bundle.path(), state.path(), &["run", "--input", "hi"]);
+    command
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_API_BASE_URL", &base_url)
+        .stdin(Stdio::null());
+    let output = crate::swarm::run_with_deadline(command);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "typing shown\n");
+    let actions = crate::bot_api::calls_of(&api, "sendChatAction");
+    assert_eq!(actions.len(), 1, "{stderr}");
+    assert_eq!(actions[0]["chat_id"], "42");
+    assert_eq!(actions[0]["action"], "typing");
+    let requests = mock.requests();
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert!(
+        offered.contains(&"telegram__set-chat-action"),
+        "{offered:?}"
+    );
+    assert!(offered.contains(&"telegram__download-file"), "{offered:?}");
+    assert!(
+        !offered.iter().any(|name| name.contains("setChatAction")),
+        "{offered:?}"
+    );
+    // The tool result answers the call by the name the model used.
+    let second = &requests[1];
+    let result: Value = serde_json::from_str(second.tool_result().unwrap()).unwrap();
+    assert_eq!(result["ok"], true, "{result}");
+}

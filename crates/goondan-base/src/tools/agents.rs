@@ -148,7 +148,9 @@ pub async fn send(ctx: &ToolContext, raw: JsonObject) -> Result<JsonValue, ToolF
         args.metadata,
     );
     let result = ctx.runtime.send(&target, event).await.map_err(failure)?;
+    // `sent` is the seed's answer (tool.md §11.1); the rest is ours.
     Ok(json!({
+        "sent": true,
         "target": result.target,
         "eventId": result.event_id,
         "accepted": result.accepted,

@@ -1,7 +1,7 @@
 //! What the chat tools ([`telegram`](super::telegram) and
 //! [`slack`](super::slack)) share: where their calls go and with which
 //! token, one HTTP client, bounded reads, and the file results of their
-//! `downloadFile` exports. The API methods and their payloads are each
+//! `download-file` exports. The API methods and their payloads are each
 //! tool's own.
 //!
 //! # Where the token goes

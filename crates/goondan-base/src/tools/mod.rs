@@ -219,8 +219,8 @@ pub fn handlers(name: &str, options: &ToolOptions) -> Option<ToolHandlers> {
                     ("edit", args_only!(TelegramTool, edit)),
                     ("delete", args_only!(TelegramTool, remove)),
                     ("react", args_only!(TelegramTool, react)),
-                    ("setChatAction", args_only!(TelegramTool, set_chat_action)),
-                    ("downloadFile", in_workdir!(TelegramTool, download_file)),
+                    ("set-chat-action", args_only!(TelegramTool, set_chat_action)),
+                    ("download-file", in_workdir!(TelegramTool, download_file)),
                 ],
             )
         }
@@ -234,7 +234,7 @@ pub fn handlers(name: &str, options: &ToolOptions) -> Option<ToolHandlers> {
                     ("edit", args_only!(SlackTool, edit)),
                     ("delete", args_only!(SlackTool, remove)),
                     ("react", args_only!(SlackTool, react)),
-                    ("downloadFile", in_workdir!(SlackTool, download_file)),
+                    ("download-file", in_workdir!(SlackTool, download_file)),
                 ],
             )
         }

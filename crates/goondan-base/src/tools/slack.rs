@@ -2,14 +2,14 @@
 //! API. Exports, as the original's: `send` (`chat.postMessage`), `read`
 //! (`conversations.history`, or `conversations.replies` with `threadTs`),
 //! `edit` (`chat.update`), `delete` (`chat.delete`), `react`
-//! (`reactions.add`, once per emoji) and `downloadFile` (a file URL
+//! (`reactions.add`, once per emoji) and `download-file` (a file URL
 //! fetched with the bot's token).
 //!
 //! The token and API address come from the call (`token`, `apiBaseUrl`)
 //! or the operator (`SLACK_BOT_TOKEN`, `SLACK_TOKEN`,
 //! `BRAIN_SLACK_BOT_TOKEN`; `SLACK_API_BASE_URL`), with the rules of
 //! [`bot_api`](super::bot_api). Write methods send JSON; the read methods,
-//! which Slack does not take as JSON, send a form. `downloadFile` sends the
+//! which Slack does not take as JSON, send a form. `download-file` sends the
 //! token only to Slack's own hosts (`slack.com`, `*.slack.com`,
 //! `*.slack-edge.com`) or the operator's API host.
 
@@ -498,14 +498,14 @@ impl SlackTool {
         }))
     }
 
-    /// `downloadFile`: fetches a Slack file URL (`url_private`) with the
+    /// `download-file`: fetches a Slack file URL (`url_private`) with the
     /// bot's token.
     pub async fn download_file(
         &self,
         workdir: &Path,
         raw: &JsonObject,
     ) -> Result<JsonValue, BuiltinToolError> {
-        const TOOL: &str = "slack__downloadFile";
+        const TOOL: &str = "slack__download-file";
         let args: DownloadArgs = parse(TOOL, raw)?;
         require_non_empty(TOOL, "url", &args.url)?;
         let url = Url::parse(args.url.trim()).map_err(|error| BuiltinToolError::InvalidUrl {

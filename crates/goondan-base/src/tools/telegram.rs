@@ -1,8 +1,8 @@
 //! The `telegram` tool: a bot's side of a Telegram chat through the Bot
 //! API. Exports, as the original's: `send` (`sendMessage`), `edit`
 //! (`editMessageText`), `delete` (`deleteMessage`), `react`
-//! (`setMessageReaction`), `setChatAction` (`sendChatAction`) and
-//! `downloadFile` (`getFile`, then the file itself).
+//! (`setMessageReaction`), `set-chat-action` (`sendChatAction`) and
+//! `download-file` (`getFile`, then the file itself).
 //!
 //! The token and API address come from the call (`token`, `apiBaseUrl`)
 //! or the operator (`TELEGRAM_BOT_TOKEN`, `BOT_TOKEN`, `TELEGRAM_TOKEN`,
@@ -390,9 +390,9 @@ impl TelegramTool {
         }))
     }
 
-    /// `setChatAction`: shows "typing…" or another action in the chat.
+    /// `set-chat-action`: shows "typing…" or another action in the chat.
     pub async fn set_chat_action(&self, raw: &JsonObject) -> Result<JsonValue, BuiltinToolError> {
-        const TOOL: &str = "telegram__setChatAction";
+        const TOOL: &str = "telegram__set-chat-action";
         let args: ChatActionArgs = parse(TOOL, raw)?;
         let chat = chat_id(TOOL, "chatId", &args.chat_id)?;
         let requested = args
@@ -419,7 +419,7 @@ impl TelegramTool {
         Ok(json!({"ok": true, "chatId": chat, "status": action, "action": action}))
     }
 
-    /// `downloadFile`: resolves a file id and fetches the file, returned as
+    /// `download-file`: resolves a file id and fetches the file, returned as
     /// base64 and a data URL and, with `savePath`, written under the
     /// workdir.
     pub async fn download_file(
@@ -427,7 +427,7 @@ impl TelegramTool {
         workdir: &Path,
         raw: &JsonObject,
     ) -> Result<JsonValue, BuiltinToolError> {
-        const TOOL: &str = "telegram__downloadFile";
+        const TOOL: &str = "telegram__download-file";
         let args: DownloadArgs = parse(TOOL, raw)?;
         let file_id = args
             .file_id

@@ -146,8 +146,8 @@ const TELEGRAM_EXPORTS: [&str; 6] = [
     "edit",
     "delete",
     "react",
-    "setChatAction",
-    "downloadFile",
+    "set-chat-action",
+    "download-file",
 ];
 
 #[tokio::test]
@@ -199,12 +199,13 @@ async fn telegram_tool_calls_reach_the_bot_api_with_the_right_json_and_token() {
                 "telegram__react",
                 json!({"chatId": 42, "messageId": 5, "emoji": "👍", "emojis": ["👍", "🎉"]}),
             ),
+            // The old spelling (before tool.md §6.2's names) still works.
             (
                 "telegram__setChatAction",
                 json!({"chatId": 42, "action": "Upload Photo"}),
             ),
             (
-                "telegram__downloadFile",
+                "telegram__download-file",
                 json!({"fileId": "F1", "savePath": "inbox/p.jpg"}),
             ),
         ],
@@ -307,7 +308,7 @@ async fn telegram_failures_are_coded_and_never_show_the_token() {
         vec![
             ("telegram__send", json!({"chatId": 1, "text": "x"})),
             ("telegram__delete", json!({"chatId": 1, "messageId": 2})),
-            ("telegram__downloadFile", json!({"fileId": "F", "maxBytes": 1000})),
+            ("telegram__download-file", json!({"fileId": "F", "maxBytes": 1000})),
             (
                 "telegram__send",
                 json!({"chatId": 1, "text": "x", "apiBaseUrl": "https://api.example.org"}),
@@ -351,7 +352,7 @@ async fn telegram_failures_are_coded_and_never_show_the_token() {
     assert!(!transport.contains(TELEGRAM_TOKEN), "{transport}");
 }
 
-const SLACK_EXPORTS: [&str; 6] = ["send", "read", "edit", "delete", "react", "downloadFile"];
+const SLACK_EXPORTS: [&str; 6] = ["send", "read", "edit", "delete", "react", "download-file"];
 
 #[tokio::test]
 async fn slack_tool_calls_reach_the_web_api_with_the_bearer_token() {
@@ -407,7 +408,7 @@ async fn slack_tool_calls_reach_the_web_api_with_the_bearer_token() {
                 json!({"url": format!("{base}/files/F1/report.txt"), "includeDataUrl": false}),
             ),
             (
-                "slack__downloadFile",
+                "slack__download-file",
                 json!({"url": "https://files.example.net/F1/report.txt"}),
             ),
         ],

@@ -11,7 +11,9 @@ use crate::paths::{resolve_in_root, PathProblem};
 use crate::resource::Kind;
 use crate::spec::{AgentSpec, ConnectionSpec, ModelSpec, SwarmApprovals, SwarmSpec, ToolSpec};
 use crate::suggest::closest;
-use goondan_types::{Diagnostic, Entry, EntryParseError, ObjectRef, ScriptRuntime, ValueSource};
+use goondan_types::{
+    Diagnostic, Entry, EntryParseError, ObjectRef, ScriptRuntime, ToolName, ValueSource,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -538,6 +540,22 @@ impl Rules<'_> {
                     .with_suggestion(format!(
                         "rename it, for example `{}`",
                         export.name.replace("__", "_")
+                    )),
+                );
+            } else if !export.name.is_empty() && !ToolName::is_export_name(&export.name) {
+                // tool.md §6.2: lowercase letters, digits, `_` and `-`.
+                self.push(
+                    site.at(
+                        Code::ToolName,
+                        format!(
+                            "export name `{}` may hold only lowercase letters, digits, `_` and `-`",
+                            export.name
+                        ),
+                        &name_field,
+                    )
+                    .with_suggestion(format!(
+                        "rename it `{}` (and its handler); a model that calls the old name still reaches it",
+                        ToolName::conforming_export(&export.name)
                     )),
                 );
             }

@@ -57,3 +57,25 @@ fn every_fixture_reports_exactly_its_expected_diagnostics() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// tool.md §6.2: an export name holds only lowercase letters, digits, `_`
+/// and `-`; the diagnostic names the conforming spelling.
+#[test]
+fn must_refuse_an_export_name_outside_the_seed_character_set() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/invalid/tool-export-charset");
+    let outcome = load(&fixture);
+    let diagnostic = outcome
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "E_CONFIG_TOOL_NAME")
+        .expect("the export name is refused");
+    assert!(diagnostic.message.contains("`runNow`"), "{diagnostic:?}");
+    assert!(
+        diagnostic
+            .suggestion
+            .as_deref()
+            .is_some_and(|s| s.contains("`run-now`")),
+        "{diagnostic:?}"
+    );
+}

@@ -4,7 +4,7 @@
 use crate::harness::{eventually, fixture, stdio_server, tool_outputs, Harness};
 use goondan_model::NoStream;
 use goondan_runtime::test_support::user_event;
-use goondan_types::{JsonValue, ToolSourceType};
+use goondan_types::{JsonValue, McpToolSource, ToolSourceType};
 use serde_json::json;
 use std::time::Duration;
 
@@ -38,7 +38,16 @@ async fn mcp_tools_are_registered_with_the_server_prefix_and_called_in_a_turn() 
         "exclude is applied: {offered:?}"
     );
     let echo = agent.tools().get("fx__echo").unwrap().item;
-    assert_eq!(echo.source.unwrap().source_type, ToolSourceType::Mcp);
+    // tool.md §13.1: an MCP tool's source names its extension and server.
+    let source = echo.source.unwrap();
+    assert_eq!(source.source_type, ToolSourceType::Mcp);
+    assert_eq!(
+        source.mcp,
+        Some(McpToolSource {
+            extension_name: "mcp".into(),
+            server_name: Some("fx".into()),
+        })
+    );
     assert_eq!(echo.parameters.unwrap()["required"], json!(["text"]));
 
     let outputs = tool_outputs(&agent);

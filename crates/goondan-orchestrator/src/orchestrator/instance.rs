@@ -46,9 +46,6 @@ pub(crate) struct Queued {
     pub(crate) content: Content,
     /// Processes this event was handed to so far.
     pub(crate) attempts: u32,
-    /// The instance to tell once the event is handed over (the sender of
-    /// a fire-and-forget event, which waits for that).
-    pub(crate) ack_to: Option<goondan_ipc::RoutingKey>,
     /// Its Turn was cancelled while a process had it: if that process
     /// dies, the event is not handed to the next one.
     pub(crate) cancelled: bool,
@@ -60,7 +57,6 @@ impl Queued {
             from: from.into(),
             content,
             attempts: 0,
-            ack_to: None,
             cancelled: false,
         }
     }
@@ -352,21 +348,12 @@ impl Instance {
         }
     }
 
-    /// Records that `queued` was handed to the current process; returns
-    /// whom to tell (once: a redelivery is not acknowledged again).
-    pub(crate) fn handed_over(
-        &mut self,
-        mut queued: Queued,
-    ) -> Option<(goondan_ipc::RoutingKey, String)> {
-        let ack = queued
-            .ack_to
-            .take()
-            .zip(queued.event_id().map(str::to_string));
+    /// Records that `queued` was handed to the current process.
+    pub(crate) fn handed_over(&mut self, mut queued: Queued) {
         if queued.event_id().is_some() {
             queued.attempts += 1;
             self.in_flight.push_back(queued);
         }
-        ack
     }
 
     /// Drops every queued event (not those in flight), for a process that

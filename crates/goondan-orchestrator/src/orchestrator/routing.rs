@@ -294,18 +294,20 @@ impl Orchestrator {
         }
         // Kept to answer for the event if its target refuses it.
         let refusable = event.clone();
-        let queued = match (protocol::in_reply_to(&event), &event.reply_to) {
-            (Some(_), _) => Queued::answer(sender, event),
-            (None, Some(_)) => Queued::turn(sender, event),
-            // Its sender waits to learn the event reached a process.
-            (None, None) => Queued {
-                ack_to: Some(from.clone()),
-                ..Queued::turn(sender, event)
-            },
+        let is_send = protocol::in_reply_to(&event).is_none() && event.reply_to.is_none();
+        let queued = match protocol::in_reply_to(&event) {
+            Some(_) => Queued::answer(sender, event),
+            None => Queued::turn(sender, event),
         };
         if let Err(error) = self.deliver(&target, queued) {
             self.input_withdrawn(&target, &refusable.id);
             self.fail_event(from, &refusable, error.code(), &error.to_string());
+        } else if is_send {
+            // tool.md §11.1: a send is answered once the event is durably
+            // accepted (stored in the target's inbox above and queued),
+            // not once it reached a process: from the inbox it reaches
+            // the target whatever becomes of either process.
+            self.acknowledge(from, refusable.id);
         }
     }
 
@@ -318,8 +320,8 @@ impl Orchestrator {
         self.remote.clone().filter(|remote| !remote.serves(key))
     }
 
-    /// Tells `sender` that its event `event_id` was accepted (reached a
-    /// process, or the cluster).
+    /// Tells `sender` that its event `event_id` was accepted (stored in
+    /// its target's inbox, here or on the host that owns it).
     pub(super) fn acknowledge(&mut self, sender: &RoutingKey, event_id: String) {
         let accepted = RuntimeMessage::Accepted(protocol::Accepted { event_id });
         let _ = self.deliver(sender, Queued::runtime(accepted));
@@ -644,7 +646,6 @@ impl Orchestrator {
 
     fn flush_one(&mut self, key: &RoutingKey) {
         let mut oversized = Vec::new();
-        let mut acks = Vec::new();
         let Some(instance) = self.instances.get_mut_unmarked(key) else {
             return;
         };
@@ -683,7 +684,7 @@ impl Orchestrator {
                                 instance.status = ProcessStatus::Processing;
                             }
                         }
-                        acks.extend(instance.handed_over(queued));
+                        instance.handed_over(queued);
                     }
                     Err(SendError::TooLarge { bytes, .. }) => {
                         oversized.push((key.clone(), queued, bytes));
@@ -697,9 +698,6 @@ impl Orchestrator {
                     }
                 }
             }
-        }
-        for (sender, event_id) in acks {
-            self.acknowledge(&sender, event_id);
         }
         // A message no process can take is refused to its sender at once
         // instead of waiting forever.

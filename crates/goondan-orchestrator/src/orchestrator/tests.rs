@@ -524,8 +524,11 @@ async fn an_event_over_the_frame_bound_fails_at_once_and_the_instance_serves_on(
     assert!(next.await.unwrap().is_ok());
 }
 
+/// tool.md §11.1: `agents__send` is answered once the orchestrator
+/// accepted the event, before any process of its target took it (here
+/// the target's process has not even finished its handshake).
 #[tokio::test]
-async fn a_fire_and_forget_sender_is_told_once_its_event_reached_a_process() {
+async fn must_answer_a_send_once_accepted_not_once_its_target_took_it() {
     let mut h = harness(8);
     let _asking = h.ask("start alpha");
     let alpha = h.next_ready_process().await;
@@ -540,17 +543,26 @@ async fn a_fire_and_forget_sender_is_told_once_its_event_reached_a_process() {
         protocol::event_message("alpha:main", "beta:main", &note),
     )
     .await;
+    let accepted = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (to, message) = h.sent.recv().await.unwrap();
+            if let Ok(Inbound::Runtime(RuntimeMessage::Accepted(accepted))) =
+                protocol::decode(&message)
+            {
+                return (to, accepted);
+            }
+        }
+    })
+    .await
+    .expect("the sender was not told while its target had no process");
+    assert_eq!(accepted.0, alpha);
+    assert_eq!(accepted.1.event_id, note.id);
+    // Only now does beta's process come up, and it still gets the event.
     let beta = h.next_ready_process().await;
     assert_eq!(beta.key.to_string(), "beta:main");
-    loop {
-        let (to, message) = h.sent.recv().await.unwrap();
-        if let Ok(Inbound::Runtime(RuntimeMessage::Accepted(accepted))) = protocol::decode(&message)
-        {
-            assert_eq!(to, alpha);
-            assert_eq!(accepted.event_id, note.id);
-            break;
-        }
-    }
+    let (to, event) = h.next_event().await;
+    assert_eq!(to, beta);
+    assert_eq!(event.id, note.id);
 }
 
 /// Issue 16 #14: at the cap, the least recently used idle instance is

@@ -114,12 +114,17 @@ impl ExtensionTools {
         handler: Arc<dyn ToolHandler>,
     ) -> Result<(), ToolRegistrationError> {
         if item.source.is_none() {
-            item.source = Some(ToolSource {
-                source_type: ToolSourceType::Extension,
-                name: self.extension_name.clone(),
-            });
+            item.source = Some(ToolSource::new(
+                ToolSourceType::Extension,
+                &self.extension_name,
+            ));
         }
         self.registry.register(item, handler)
+    }
+
+    /// The Extension resource these tools belong to.
+    pub fn extension_name(&self) -> &str {
+        &self.extension_name
     }
 
     /// Removes a tool registered through extensions with this `source`

@@ -37,6 +37,7 @@ use goondan_types::{
     RuntimeEvent, RuntimeEventBase, StepResult, TokenUsage, ToolCatalogItem, ToolSource,
     ToolSourceType, TraceContext, TurnError, TurnFinishReason, TurnResult,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use step::{StepCore, StepOutcome};
@@ -186,10 +187,7 @@ impl Agent {
                     ),
                     description: export.description.clone(),
                     parameters: export.parameters.clone(),
-                    source: Some(ToolSource {
-                        source_type: ToolSourceType::Config,
-                        name: tool.name.clone(),
-                    }),
+                    source: Some(ToolSource::new(ToolSourceType::Config, &tool.name)),
                 };
                 tools.register_with_limit(
                     item,
@@ -350,15 +348,20 @@ impl Agent {
     /// If the commit itself fails afterwards, the returned result (not the
     /// one answered) reports the failure and the events stay pending.
     ///
-    /// When `cancelled` resolves before the `turn` chain returns, the chain
-    /// is dropped where it stands (a running model call or tool call with
-    /// it: a bash command's process group is killed, a plugin call given
-    /// up) and the Turn fails with `E_TURN_CANCELLED`. Nothing it stored
-    /// is undone; every tool call it left without a result gets one saying
-    /// the Turn was cancelled and by whom (`E_TOOL_CANCELLED`), and the
-    /// Turn is committed as it stands, so the conversation is whole for
-    /// every provider at once. `turn.failed` names who cancelled it
-    /// (`cancelledBy`).
+    /// When `cancelled` resolves while the Steps run, they are dropped
+    /// where they stand (a running model call or tool call with them: a
+    /// bash command's process group is killed, a plugin call given up),
+    /// every tool call left without a result gets one saying the Turn was
+    /// cancelled and by whom (`E_TOOL_CANCELLED`), and the `turn` chain's
+    /// `next()` returns `E_TURN_CANCELLED`: each turn middleware's code
+    /// after `next()` still runs, with that result, and may emit events
+    /// (`001` §11.4; it runs to its end). When it resolves before the
+    /// chain reached the Steps (a middleware still before its `next()`),
+    /// the chain is dropped where it stands. Either way the Turn fails
+    /// with `E_TURN_CANCELLED` unless a middleware answered otherwise,
+    /// nothing it stored is undone, and it is committed as it stands, so
+    /// the conversation is whole for every provider at once.
+    /// `turn.failed` names who cancelled it (`cancelledBy`).
     pub async fn run_turn_answering_early(
         &mut self,
         event: AgentEvent,
@@ -385,15 +388,24 @@ impl Agent {
         });
         let mut answer = Some(answer);
         let mut cancelled_by = None;
+        let cancel = TurnCancel::default();
         let mut outcome = {
-            let inner = std::pin::pin!(self.run_turn_inner(&turn_id, &trace, event, observer));
+            let inner =
+                std::pin::pin!(self.run_turn_inner(&turn_id, &trace, event, observer, &cancel));
             match futures_util::future::select(inner, std::pin::pin!(cancelled)).await {
                 futures_util::future::Either::Left((outcome, _)) => outcome,
-                futures_util::future::Either::Right((cancellation, _)) => {
+                futures_util::future::Either::Right((cancellation, inner)) => {
                     cancelled_by = cancellation.by.clone();
-                    Err(PipelineError::Cancelled {
-                        by: cancellation.by,
-                    })
+                    if cancel.steps_began.load(Ordering::Acquire) {
+                        // The Steps stop; the turn middlewares' code after
+                        // `next()` runs on (001 §11.4).
+                        cancel.fire(cancellation);
+                        inner.await
+                    } else {
+                        Err(PipelineError::Cancelled {
+                            by: cancellation.by,
+                        })
+                    }
                 }
             }
         };
@@ -490,6 +502,7 @@ impl Agent {
         trace: &TraceContext,
         event: AgentEvent,
         observer: &dyn StreamObserver,
+        cancel: &TurnCancel,
     ) -> Result<(TurnResult, TurnStats), PipelineError> {
         // Events a failed Turn left pending are folded first, exactly as
         // recovery after a crash does.
@@ -524,6 +537,7 @@ impl Agent {
             agent: &self.core,
             observer,
             stats: Mutex::new(TurnStats::default()),
+            cancel,
         };
         let result = self.core.pipeline.run(&mut ctx, &turn_core).await?;
         let stats = turn_core
@@ -552,11 +566,53 @@ struct TurnStats {
     cost_usd: Option<f64>,
 }
 
+/// How a cancel reaches the core of a running `turn` chain. Only the
+/// core waits for it, so one waker is enough.
+#[derive(Default)]
+struct TurnCancel {
+    /// Set once, when the Turn is cancelled while its Steps run.
+    cancellation: Mutex<Option<Cancellation>>,
+    waker: futures_util::task::AtomicWaker,
+    /// Raised when the chain reaches its core: from then on a cancel stops
+    /// the Steps and lets the chain return instead of dropping it.
+    steps_began: AtomicBool,
+}
+
+impl TurnCancel {
+    /// Cancels the Steps.
+    fn fire(&self, cancellation: Cancellation) {
+        *self
+            .cancellation
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(cancellation);
+        self.waker.wake();
+    }
+
+    /// Resolves when the Turn is cancelled; never when it is not.
+    fn cancelled(&self) -> impl std::future::Future<Output = Cancellation> + Send + '_ {
+        futures_util::future::poll_fn(move |cx| {
+            // Registered before the check, so a cancel between the two
+            // still wakes this task.
+            self.waker.register(cx.waker());
+            match self
+                .cancellation
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone()
+            {
+                Some(cancellation) => std::task::Poll::Ready(cancellation),
+                None => std::task::Poll::Pending,
+            }
+        })
+    }
+}
+
 /// The core of the `turn` chain: the user message, then the Step loop.
 struct TurnCore<'a> {
     agent: &'a AgentCore,
     observer: &'a dyn StreamObserver,
     stats: Mutex<TurnStats>,
+    cancel: &'a TurnCancel,
 }
 
 impl TurnCore<'_> {
@@ -837,8 +893,39 @@ impl TurnCore<'_> {
     }
 }
 
+impl TurnCore<'_> {
+    /// The Step loop until it ends or the Turn is cancelled. A cancel
+    /// drops the loop where it stands and closes every tool call it left
+    /// without a result before the turn middlewares see `E_TURN_CANCELLED`,
+    /// so what they emit after `next()` follows a whole conversation.
+    async fn steps_until_cancelled(&self, ctx: &mut TurnContext) -> LayerResult<TurnContext> {
+        self.cancel.steps_began.store(true, Ordering::Release);
+        let steps = Box::pin(self.step_loop(ctx));
+        let cancelled = Box::pin(self.cancel.cancelled());
+        let cancellation = match futures_util::future::select(steps, cancelled).await {
+            futures_util::future::Either::Left((result, _)) => return result,
+            futures_util::future::Either::Right((cancellation, steps)) => {
+                drop(steps);
+                cancellation
+            }
+        };
+        let closing = redelivery::close_last_turn(
+            &ctx.conversation().state().next_messages(),
+            &redelivery::Closing::Cancelled {
+                by: cancellation.by.clone(),
+            },
+        );
+        for message in closing {
+            ctx.emit_message_event(MessageEvent::Append { message })?;
+        }
+        Err(PipelineError::Cancelled {
+            by: cancellation.by,
+        })
+    }
+}
+
 impl Core<TurnContext> for TurnCore<'_> {
     fn run<'a>(&'a self, ctx: &'a mut TurnContext) -> BoxFuture<'a, LayerResult<TurnContext>> {
-        Box::pin(self.step_loop(ctx))
+        Box::pin(self.steps_until_cancelled(ctx))
     }
 }

@@ -22,8 +22,9 @@ use goondan_model::{InvalidToolArguments, ModelRequest, StreamObserver, ToolSpec
 use goondan_types::{
     ContentPart, JsonObject, JsonValue, Message, MessageEvent, MessageSource, ModelMessage,
     RuntimeEvent, StepResult, StepStatus, TokenUsage, ToolCall, ToolCallResult, ToolCallStatus,
-    ToolCatalogItem, ToolResultOutput,
+    ToolCatalogItem, ToolName, ToolResultOutput,
 };
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -106,6 +107,36 @@ fn refusal_before_chain(
         .with_name("ToolInputError")
         .with_suggestion("Call the tool again with its arguments as one valid JSON object."),
     )
+}
+
+/// The catalog name a call stands for: its own, or, when the model calls
+/// an export by a spelling from before the export name rule (`tool.md`
+/// §6.2; `telegram__setChatAction`) and only its conforming name
+/// (`telegram__set-chat-action`) is in the Step's catalog, that name. The
+/// `toolCall` chain then sees the catalog name, so a gate or a filter on
+/// it cannot be passed by the old spelling.
+fn catalog_name<'a>(catalog: &[ToolCatalogItem], called: &'a str) -> Cow<'a, str> {
+    let listed = |name: &str| catalog.iter().any(|item| item.name == name);
+    if listed(called) {
+        return Cow::Borrowed(called);
+    }
+    let Some(name) = ToolName::parse(called) else {
+        return Cow::Borrowed(called);
+    };
+    let conforming = ToolName::conforming_export(&name.export);
+    if conforming == name.export {
+        return Cow::Borrowed(called);
+    }
+    let renamed = ToolName {
+        resource: name.resource,
+        export: conforming,
+    }
+    .to_string();
+    if listed(&renamed) {
+        Cow::Owned(renamed)
+    } else {
+        Cow::Borrowed(called)
+    }
 }
 
 /// The tool-result part the model reads back.
@@ -240,11 +271,19 @@ pub(super) async fn run_tool_calls(
                 tool_failure.into_tool_error(DEFAULT_ERROR_MESSAGE_LIMIT),
             ),
             None => {
+                let tool_name = catalog_name(&ctx.tool_catalog, &call.name);
+                if tool_name != call.name {
+                    tracing::info!(
+                        called = call.name,
+                        tool_name = %tool_name,
+                        "a tool called by its old export name runs as its catalog name"
+                    );
+                }
                 let mut call_ctx = ToolCallContext::new(ToolCallParts {
                     info: Arc::clone(ctx.turn_info_handle()),
                     step_index: ctx.step_index(),
                     step_id: ctx.step_id().to_string(),
-                    tool_name: call.name.clone(),
+                    tool_name: tool_name.into_owned(),
                     tool_call_id: call.id.clone(),
                     trace: trace.clone(),
                     message: Arc::clone(message),
@@ -257,6 +296,9 @@ pub(super) async fn run_tool_calls(
         // executor masked.
         let mut result = result;
         mask_tool_result(agent.executor.secrets(), &mut result);
+        // The answer names the call as the model made it (Gemini matches a
+        // function response to its call by name).
+        result.tool_name.clone_from(&call.name);
         let refused = result
             .error
             .as_ref()
@@ -359,5 +401,32 @@ mod input_summary_tests {
         let summary = input_summary(&args(serde_json::json!({"n": 3})), &secrets);
         assert_eq!(summary, r#"{"n":3}"#);
         assert_eq!(input_summary(&JsonObject::new(), &secrets), "");
+    }
+}
+
+#[cfg(test)]
+mod catalog_name_tests {
+    use super::*;
+
+    #[test]
+    fn must_answer_an_old_export_spelling_with_its_conforming_catalog_name() {
+        let item = |name: &str| ToolCatalogItem {
+            name: name.into(),
+            description: None,
+            parameters: None,
+            source: None,
+        };
+        let catalog = [item("telegram__set-chat-action"), item("bash__exec")];
+        assert_eq!(
+            catalog_name(&catalog, "telegram__setChatAction"),
+            "telegram__set-chat-action"
+        );
+        assert_eq!(catalog_name(&catalog, "bash__exec"), "bash__exec");
+        // Not in the catalog under any spelling: refused later as it is.
+        assert_eq!(
+            catalog_name(&catalog, "telegram__downloadFile"),
+            "telegram__downloadFile"
+        );
+        assert_eq!(catalog_name(&catalog, "nonsense"), "nonsense");
     }
 }
