@@ -22,6 +22,7 @@ mod ledger;
 mod liveness;
 mod mcp;
 mod mock_llm;
+mod onion;
 mod operator;
 mod otel;
 mod packages;
