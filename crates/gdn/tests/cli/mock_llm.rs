@@ -191,6 +191,16 @@ impl MockLlm {
         format!("http://{}/v1", self.address)
     }
 
+    /// A `Model` document named `mock-gpt` on this mock (OpenAI's wire,
+    /// no retries: a failed call fails its Turn at once), ending with
+    /// the `---` that starts the next document.
+    pub(crate) fn model_yaml(&self) -> String {
+        format!(
+            "apiVersion: goondan.ai/v1\nkind: Model\nmetadata:\n  name: mock-gpt\nspec:\n  provider: openai\n  model: gpt-mock\n  endpoint: \"{}\"\n  options:\n    maxRetries: 0\n---\n",
+            self.endpoint()
+        )
+    }
+
     /// Every request so far, oldest first.
     pub(crate) fn requests(&self) -> Vec<ChatRequest> {
         self.requests.lock().unwrap().clone()

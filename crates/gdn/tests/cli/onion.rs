@@ -101,18 +101,7 @@ fn swarm(layers: &[Layer], decide: fn(&ChatRequest) -> Reply) -> Swarm {
         }
     }
     let yaml = format!(
-        r#"apiVersion: goondan.ai/v1
-kind: Model
-metadata:
-  name: mock-gpt
-spec:
-  provider: openai
-  model: gpt-mock
-  endpoint: "{endpoint}"
-  options:
-    maxRetries: 0
----
-apiVersion: goondan.ai/v1
+        r#"{model}apiVersion: goondan.ai/v1
 kind: Agent
 metadata:
   name: alpha
@@ -149,7 +138,7 @@ spec:
     shutdown:
       gracePeriodSeconds: 1
 {resources}"#,
-        endpoint = mock.endpoint()
+        model = mock.model_yaml()
     );
     std::fs::write(bundle.path().join("goondan.yaml"), yaml).unwrap();
     std::fs::write(bundle.path().join("tracer.py"), TRACER_PY).unwrap();

@@ -12,18 +12,7 @@ use std::path::Path;
 fn bundle(mock: &MockLlm, alpha_tools: &str, extra: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let yaml = format!(
-        r#"apiVersion: goondan.ai/v1
-kind: Model
-metadata:
-  name: mock-gpt
-spec:
-  provider: openai
-  model: gpt-mock
-  endpoint: "{endpoint}"
-  options:
-    maxRetries: 0
----
-apiVersion: goondan.ai/v1
+        r#"{model}apiVersion: goondan.ai/v1
 kind: Agent
 metadata:
   name: alpha
@@ -64,7 +53,7 @@ spec:
     shutdown:
       gracePeriodSeconds: 1
 {extra}"#,
-        endpoint = mock.endpoint()
+        model = mock.model_yaml()
     );
     std::fs::write(dir.path().join("goondan.yaml"), yaml).unwrap();
     dir

@@ -16,20 +16,9 @@ use std::path::Path;
 /// The victim's Turn: remove `victim.txt` (gated), then answer.
 const VICTIM: &str = "delete the victim file";
 
-fn bundle_yaml(endpoint: &str) -> String {
+fn bundle_yaml(model: &str) -> String {
     format!(
-        r#"apiVersion: goondan.ai/v1
-kind: Model
-metadata:
-  name: mock-gpt
-spec:
-  provider: openai
-  model: gpt-mock
-  endpoint: "{endpoint}"
-  options:
-    maxRetries: 0
----
-apiVersion: goondan.ai/v1
+        r#"{model}apiVersion: goondan.ai/v1
 kind: Agent
 metadata:
   name: alpha
@@ -226,7 +215,7 @@ fn setup(route: Route) -> Swarm {
     });
     std::fs::write(
         bundle.path().join("goondan.yaml"),
-        bundle_yaml(&mock.endpoint()),
+        bundle_yaml(&mock.model_yaml()),
     )
     .unwrap();
     std::fs::write(bundle.path().join("attack.py"), ATTACK_TOOL).unwrap();
