@@ -302,9 +302,10 @@ async fn must_a_failed_turn_keeps_its_events_and_they_are_folded_before_the_next
     assert_eq!(committed, ["first", "", "", "second", "second answer"]);
 }
 
-#[tokio::test]
-async fn a_cancelled_turn_stops_mid_tool_closes_its_call_saying_who_and_commits() {
-    let mut harness = Harness::new();
+/// Runs one Turn of `harness` whose model calls a tool that never ends,
+/// and cancels it (as `cli`) once the tool started: the agent, for what
+/// comes next, and the cancelled Turn's result.
+async fn cancelled_mid_tool(harness: &mut Harness) -> (Agent, goondan_types::TurnResult) {
     let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
     let started_tx = Mutex::new(Some(started_tx));
     harness.tool(
@@ -339,6 +340,13 @@ async fn a_cancelled_turn_stops_mid_tool_closes_its_call_saying_who_and_commits(
             async |_: &goondan_types::TurnResult| Vec::new(),
         )
         .await;
+    (agent, result)
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_stops_mid_tool_closes_its_call_saying_who_and_commits() {
+    let mut harness = Harness::new();
+    let (mut agent, result) = cancelled_mid_tool(&mut harness).await;
     assert_eq!(result.finish_reason, TurnFinishReason::Error);
     let error = result.error.as_ref().unwrap();
     assert_eq!(error.code.as_deref(), Some("E_TURN_CANCELLED"));
@@ -410,40 +418,7 @@ async fn must_run_turn_middleware_post_processing_when_an_operator_cancels_the_t
             Ok(())
         },
     );
-    let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
-    let started_tx = Mutex::new(Some(started_tx));
-    harness.tool(
-        "forever",
-        vec![(
-            "run",
-            None,
-            handler_fn(move |_, _| {
-                if let Some(started) = started_tx.lock().unwrap().take() {
-                    let _ = started.send(());
-                }
-                Box::pin(std::future::pending())
-            }),
-        )],
-        None,
-    );
-    harness
-        .model
-        .tool_calls(&[("c1", "forever__run", json!({}))]);
-    let mut agent = harness.start().await;
-    let cancelled = async {
-        let _ = started.await;
-        goondan_runtime::turn::Cancellation {
-            by: Some("cli".into()),
-        }
-    };
-    let result = agent
-        .run_turn_answering_early(
-            user_event("first"),
-            &NoStream,
-            cancelled,
-            async |_: &goondan_types::TurnResult| Vec::new(),
-        )
-        .await;
+    let (_agent, result) = cancelled_mid_tool(&mut harness).await;
     assert_eq!(
         result.error.as_ref().and_then(|e| e.code.as_deref()),
         Some("E_TURN_CANCELLED")

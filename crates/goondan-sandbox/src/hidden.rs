@@ -40,11 +40,10 @@ pub fn hide_from_children(paths: impl IntoIterator<Item = PathBuf>) -> bool {
 }
 
 fn prepare(path: &Path) -> Option<HiddenPath> {
-    let metadata = std::fs::symlink_metadata(path).ok()?;
-    // A symlink would be followed by `mount` to wherever it points.
+    // `mount` follows a symlink, so what is covered is where it leads.
     let path = std::fs::canonicalize(path).ok()?;
     Some(HiddenPath {
+        directory: std::fs::metadata(&path).ok()?.is_dir(),
         path: CString::new(path.as_os_str().as_bytes()).ok()?,
-        directory: metadata.is_dir() || std::fs::metadata(&path).ok()?.is_dir(),
     })
 }

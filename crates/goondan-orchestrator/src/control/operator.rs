@@ -14,7 +14,7 @@
 //! sent it, `cli:uid-<uid>:pid-<pid>:<exe>`, never with the label the
 //! client wrote.
 
-use super::{failure, ControlRequest, ControlResponse};
+use super::{ControlRequest, ControlResponse};
 use goondan_sandbox::peer::{self, PeerIdentity, PeerOrigin};
 use tokio::net::unix::UCred;
 
@@ -91,17 +91,16 @@ fn attested(by: &str, identity: &PeerIdentity) -> String {
 
 fn forbidden(pid: Option<i32>, reason: &str) -> Box<ControlResponse> {
     let who = pid.map_or_else(|| "the peer".to_string(), |pid| format!("process {pid}"));
-    let ControlResponse::Failed(body) = failure(
+    let body = goondan_types::ErrorBody::new(
         CONTROL_FORBIDDEN,
-        &format!(
+        format!(
             "only a person may decide, cancel, fork, rewind, restart, stop or send input; {who} is refused because {reason}"
         ),
-    ) else {
-        unreachable!("failure() makes a Failed response")
-    };
-    Box::new(ControlResponse::Failed(body.with_suggestion(
+    )
+    .with_suggestion(
         "run the command from a shell outside the swarm (not from a tool, a script or an agent); SECURITY.md says what tells them apart",
-    )))
+    );
+    Box::new(ControlResponse::Failed(body))
 }
 
 #[cfg(test)]
