@@ -175,8 +175,16 @@ function route() {
   return null;
 }
 
+/** Counts calls of `show`: a call that a newer one overtook drops what it read. */
+let shows = 0;
+
 async function show() {
+  const call = ++shows;
   state.view = route();
+  // What was done on another page is not this one's. Cleared now, not when
+  // the reads come back: the first load and a hash change can both call
+  // `show`, and the later answer must not undo a click made in between.
+  Object.assign(state.steer, { confirm: null, status: null, link: null });
   renderSidebar();
   connectLive();
   const main = document.getElementById("main");
@@ -184,13 +192,19 @@ async function show() {
   main.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
   state.detail = null;
   try {
+    // Each branch reads first and stores only when no newer call started.
     if (state.view.kind === "approvals") {
-      state.approvals = (await getJson("/api/approvals")).approvals;
+      const answer = await getJson("/api/approvals");
+      if (call !== shows) return;
+      state.approvals = answer.approvals;
     } else if (state.view.kind === "evals") {
-      state.evalRuns = (await getJson("/api/evals")).runs;
+      const answer = await getJson("/api/evals");
+      if (call !== shows) return;
+      state.evalRuns = answer.runs;
     } else if (state.view.kind === "trace" && state.view.run !== undefined) {
       const { run, case: index, swarm, trace } = state.view;
       const answer = await getJson(`/api/evals/${enc(run)}/${enc(index)}/swarms/${enc(swarm)}/traces/${enc(trace)}`);
+      if (call !== shows) return;
       state.events = answer.events;
       state.eventsCut = answer;
     } else if (state.view.kind === "instance") {
@@ -200,28 +214,22 @@ async function show() {
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/events`),
         getHistory(state.view),
       ]);
+      if (call !== shows) return;
       state.conversation = conversation;
       state.events = events.events;
       state.eventsCut = events;
       state.history = history;
-      // What was done on another page is not this one's.
-      Object.assign(state.steer, { confirm: null, status: null, link: null });
     } else {
       const trace = await getJson(`/api/swarms/${enc(state.view.swarm)}/traces/${enc(state.view.trace)}`);
+      if (call !== shows) return;
       state.events = trace.events;
       state.eventsCut = trace;
     }
     render();
   } catch (error) {
+    if (call !== shows) return;
     main.replaceChildren(el("p", { class: "status-error", text: "Could not load: " + error.message }));
   }
-}
-
-function render() {
-  const main = document.getElementById("main");
-  if (!state.view) return;
-  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals, evals: renderEvals };
-  main.replaceChildren(views[state.view.kind]());
 }
 
 // ---- instance view -------------------------------------------------------
