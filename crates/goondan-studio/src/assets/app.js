@@ -232,6 +232,13 @@ async function show() {
   }
 }
 
+function render() {
+  const main = document.getElementById("main");
+  if (!state.view) return;
+  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals, evals: renderEvals };
+  main.replaceChildren(views[state.view.kind]());
+}
+
 // ---- instance view -------------------------------------------------------
 
 function currentInstance() {
