@@ -180,17 +180,23 @@ let shows = 0;
 
 async function show() {
   const call = ++shows;
+  const before = state.view;
   state.view = route();
-  // What was done on another page is not this one's. Cleared now, not when
-  // the reads come back: the first load and a hash change can both call
-  // `show`, and the later answer must not undo a click made in between.
-  Object.assign(state.steer, { confirm: null, status: null, link: null });
+  // What was done on another page is not this one's. The first load and a
+  // hash change can both call `show` for the same page, and the later one
+  // must not undo a click made in between: only a new page clears it.
+  const samePage = JSON.stringify(before) === JSON.stringify(state.view);
+  if (!samePage) Object.assign(state.steer, { confirm: null, status: null, link: null });
   renderSidebar();
   connectLive();
   const main = document.getElementById("main");
   if (!state.view) return;
-  main.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
-  state.detail = null;
+  // The same page shown again keeps its content (and its buttons) until the
+  // new reads replace it.
+  if (!samePage) {
+    main.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+    state.detail = null;
+  }
   try {
     // Each branch reads first and stores only when no newer call started.
     if (state.view.kind === "approvals") {
