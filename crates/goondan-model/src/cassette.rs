@@ -5,9 +5,9 @@
 //! Matching compares a normalized request (see [`normalize`]): the model,
 //! the messages, the tools and the params, with tool-call ids and every id
 //! the runtime generates (event, correlation, message, trace ids, UUIDs)
-//! renumbered in order of appearance, timestamps blanked and
-//! `providerOptions` left out, so what a provider or the runtime made up at
-//! random never breaks a replay. A replayed response is the recorded one,
+//! renumbered in order of appearance, timestamps and measured durations
+//! blanked and `providerOptions` left out, so what a provider, the runtime
+//! or the clock made up never breaks a replay. A replayed response is the recorded one,
 //! tool-call ids included, so the conversation that follows carries the
 //! same ids the recording did.
 
@@ -247,6 +247,13 @@ impl Model for ReplayModel {
 ///   event id and the correlation id built from it still agree. The price:
 ///   two requests that differ only in such a value (say, which commit hash
 ///   a user quoted) look the same to replay.
+/// - Measured durations are blanked to `"<duration>"`: the number under a
+///   key of [`MEASURED_DURATION_KEYS`] in a structured value, and the same
+///   `"key": number` pair inside a string (a tool result given as JSON
+///   text). A tool's timing (`bash`'s `durationMs`, `wait`'s `waitedMs`) is
+///   the clock's, not the model's input in substance; a limit the model or
+///   a user chose (`timeoutMs`) is not in the list and still matches
+///   exactly.
 pub fn normalize(request: &ModelRequest) -> JsonValue {
     let mut value = serde_json::to_value(request).unwrap_or(JsonValue::Null);
     let mut ids = Renumbering::default();
@@ -264,6 +271,19 @@ pub fn normalize(request: &ModelRequest) -> JsonValue {
     }
     value
 }
+
+/// Keys whose number is a measured duration, blanked by [`normalize`].
+pub const MEASURED_DURATION_KEYS: &[&str] = &[
+    "durationMs",
+    "elapsedMs",
+    "latencyMs",
+    "waitedMs",
+    "turnMs",
+    "wallMs",
+];
+
+/// What a measured duration reads as after [`normalize`].
+const BLANK_DURATION: &str = "<duration>";
 
 /// The canonical names given so far, per kind of id.
 #[derive(Default)]
@@ -293,6 +313,11 @@ impl Renumbering {
     fn text(&mut self, text: &str) -> String {
         let patterns = generated_patterns();
         let text = patterns.timestamp.replace_all(text, "<time>");
+        let text = patterns
+            .measured_duration
+            .replace_all(&text, |found: &regex::Captures<'_>| {
+                format!("\"{}\":\"{BLANK_DURATION}\"", &found[1])
+            });
         let text = patterns
             .uuid
             .replace_all(&text, |found: &regex::Captures<'_>| {
@@ -326,6 +351,7 @@ fn looks_generated(run: &str) -> bool {
 
 struct GeneratedPatterns {
     timestamp: Regex,
+    measured_duration: Regex,
     uuid: Regex,
     alphanumeric_run: Regex,
 }
@@ -337,6 +363,11 @@ fn generated_patterns() -> &'static GeneratedPatterns {
             r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:?\d{2})?",
         )
         .expect("the timestamp pattern is valid"),
+        measured_duration: Regex::new(&format!(
+            r#""({})"\s*:\s*-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"#,
+            MEASURED_DURATION_KEYS.join("|")
+        ))
+        .expect("the duration pattern is valid"),
         uuid: Regex::new(
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
         )
@@ -353,6 +384,11 @@ fn strip_and_renumber(value: &mut JsonValue, ids: &mut Renumbering) {
             if let Some(JsonValue::String(id)) = object.get("toolCallId") {
                 let canonical = ids.tool_call(id);
                 object.insert("toolCallId".into(), JsonValue::String(canonical));
+            }
+            for key in MEASURED_DURATION_KEYS {
+                if let Some(value @ JsonValue::Number(_)) = object.get_mut(*key) {
+                    *value = JsonValue::String(BLANK_DURATION.into());
+                }
             }
             for (_, child) in object.iter_mut() {
                 strip_and_renumber(child, ids);
@@ -592,6 +628,48 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(Renumbering::default().text(text), expected, "{text}");
         }
+    }
+
+    #[test]
+    fn measured_durations_do_not_matter_but_chosen_limits_do() {
+        let with_output = |output: ToolResultOutput| {
+            let mut request = request("c", "run it");
+            let ModelMessage::Tool { content, .. } = &mut request.messages[2] else {
+                unreachable!("message 2 is the tool result");
+            };
+            let ContentPart::ToolResult { output: slot, .. } = &mut content[0] else {
+                unreachable!("the tool result part");
+            };
+            *slot = output;
+            normalize(&request)
+        };
+        let structured = |duration: u64, timeout: u64| {
+            with_output(ToolResultOutput::Json(json!({
+                "exitCode": 0, "stdout": "hi\n", "durationMs": duration,
+                "nested": {"waitedMs": duration * 2}, "timeoutMs": timeout,
+            })))
+        };
+        assert_eq!(structured(3, 5000), structured(7, 5000));
+        assert_eq!(
+            structured(3, 5000)["messages"][2]["content"][0]["output"]["value"]["durationMs"],
+            "<duration>"
+        );
+        assert_ne!(structured(3, 5000), structured(3, 6000));
+        let text = |duration: &str| {
+            with_output(ToolResultOutput::Text(format!(
+                r#"{{"exitCode":0,"durationMs": {duration},"timeoutMs":5000}}"#
+            )))
+        };
+        assert_eq!(text("3"), text("12.5"));
+        assert_eq!(
+            text("3")["messages"][2]["content"][0]["output"]["value"],
+            r#"{"exitCode":0,"durationMs":"<duration>","timeoutMs":5000}"#
+        );
+        // A word that merely contains a key's name is left alone.
+        assert_eq!(
+            Renumbering::default().text("durationMs: 3 in prose"),
+            "durationMs: 3 in prose"
+        );
     }
 
     #[test]

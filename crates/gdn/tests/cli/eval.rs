@@ -501,6 +501,86 @@ fn recorded_cases_replay_offline_with_the_mock_stopped_and_no_key() {
     assert_eq!(failed_checks(&echo), ["E_EVAL_CASSETTE_MISSING"]);
 }
 
+/// Issue 49 #4: a recorded case whose tools report measured times (`bash`'s
+/// `durationMs`, `wait`'s `waitedMs`) replays every time, because the
+/// cassette's matching blanks them at record and at replay alike.
+#[test]
+fn a_recorded_tool_case_replays_twenty_times_in_a_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let cassettes = dir.path().join("cassettes");
+    let mock = MockLlm::start(|request: &ChatRequest| {
+        let n_results = request
+            .messages()
+            .iter()
+            .filter(|message| message["role"] == "tool")
+            .count();
+        match n_results {
+            0 => Reply::tool(
+                "bash__exec",
+                json!({"command": "sleep 0.0$((RANDOM % 9)); echo measured"}),
+            ),
+            1 => Reply::tool("wait__seconds", json!({"seconds": 0.01})),
+            _ => Reply::text("done with both tools"),
+        }
+    });
+    bundle(
+        dir.path(),
+        &mock.endpoint(),
+        "apiVersion: goondan.ai/v1
+kind: Eval
+metadata:
+  name: timed
+spec:
+  cases:
+    - name: tools
+      input: use the tools
+      assert:
+        - toolCalled: { name: bash__exec }
+        - toolCalled: { name: wait__seconds }
+        - regex: \"^done with both tools$\"
+",
+    );
+    let path = dir.path().join("goondan.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "  tools:\n    - ref: Tool/agents\n",
+        "  tools:\n    - ref: Tool/agents\n    - ref: Tool/bash\n    - ref: Tool/wait\n",
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let recording_state = tempfile::tempdir().unwrap();
+    let recorded = run_gdn(
+        dir.path(),
+        recording_state.path(),
+        &["eval", "--json", "--record", cassettes.to_str().unwrap()],
+        Some("sk-record"),
+    );
+    assert_eq!(
+        recorded.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&recorded.stdout)
+    );
+    drop(mock);
+    let cassette = std::fs::read_to_string(cassettes.join("timed/tools.jsonl")).unwrap();
+    assert!(cassette.contains("durationMs"), "{cassette}");
+    for attempt in 1..=20 {
+        let state = tempfile::tempdir().unwrap();
+        let replayed = run_gdn(
+            dir.path(),
+            state.path(),
+            &["eval", "--json", "--replay", cassettes.to_str().unwrap()],
+            None,
+        );
+        assert_eq!(
+            replayed.status.code(),
+            Some(0),
+            "replay {attempt}: {}",
+            String::from_utf8_lossy(&replayed.stdout)
+        );
+        assert_eq!(case(&report(&replayed), "tools")["status"], "passed");
+    }
+}
+
 /// Python's `junitparser` (a real JUnit consumer), installed when missing.
 fn junitparser() -> bool {
     let found = |python: &str| {
