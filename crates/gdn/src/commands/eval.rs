@@ -117,22 +117,29 @@ pub(crate) fn run(global: &GlobalArgs, args: &EvalArgs) -> anyhow::Result<Outcom
     if let Some(path) = &args.markdown {
         write_file(path, &report.to_markdown())?;
     }
+    let comparison = baseline.as_ref().map(|baseline| compare(baseline, &report));
     let mut out = std::io::stdout().lock();
     if global.json {
         writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else {
         print_table(&mut out, &report)?;
-        if let Some(baseline) = &baseline {
+        if let Some(comparison) = &comparison {
             writeln!(out)?;
-            print_comparison(&mut out, &compare(baseline, &report))?;
+            print_comparison(&mut out, comparison)?;
         }
     }
     out.flush()?;
-    Ok(if report.passed {
+    let regressed = comparison.as_ref().is_some_and(regressed);
+    Ok(if report.passed && !regressed {
         Outcome::Success
     } else {
         Outcome::Failure
     })
+}
+
+/// True when some case run got worse: a CI step comparing runs fails on it.
+fn regressed(comparison: &Comparison) -> bool {
+    comparison.count(Change::Worse) > 0
 }
 
 fn compare_runs(
@@ -152,7 +159,12 @@ fn compare_runs(
     } else {
         print_comparison(&mut out, &comparison)?;
     }
-    Ok(Outcome::Success)
+    out.flush()?;
+    Ok(if regressed(&comparison) {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    })
 }
 
 fn list_runs(global: &GlobalArgs, store: &RunStore) -> anyhow::Result<Outcome> {

@@ -912,6 +912,7 @@ fn compare_shows_what_got_better_and_worse() {
     let table = String::from_utf8_lossy(&second.stdout);
     assert!(table.contains("better drift/a: FAIL -> pass"), "{table}");
     assert!(table.contains("WORSE  drift/b: pass -> FAIL"), "{table}");
+    assert_eq!(second.status.code(), Some(1), "a regression fails the run");
     let compared = run_gdn(
         dir.path(),
         state.path(),
@@ -924,6 +925,8 @@ fn compare_shows_what_got_better_and_worse() {
         ],
         Some("k"),
     );
+    // A regression is a failure for the CI step that compares (issue 49 #5).
+    assert_eq!(compared.status.code(), Some(1));
     let compared: Value = serde_json::from_slice(&compared.stdout).unwrap();
     let changes: Vec<&str> = compared["cases"]
         .as_array()
@@ -932,6 +935,19 @@ fn compare_shows_what_got_better_and_worse() {
         .map(|case| case["change"].as_str().unwrap())
         .collect();
     assert_eq!(changes, ["better", "worse"]);
+    // The same run against itself moved nowhere: success.
+    let same = run_gdn(
+        dir.path(),
+        state.path(),
+        &["eval", "compare", "latest", "latest"],
+        None,
+    );
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
     let unknown = run_gdn(
         dir.path(),
         state.path(),
