@@ -19,7 +19,8 @@
 use super::init::shell_word;
 use crate::cli::{DoctorArgs, GlobalArgs};
 use crate::exit::Outcome;
-use goondan_config::{load_bundle, Bundle, LoadError, LoadOptions};
+use goondan_config::spec::ModelSpec;
+use goondan_config::{load_bundle, Bundle, LoadError, LoadOptions, Resource};
 use goondan_store::StateRootSources;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -458,72 +459,137 @@ fn first_line_of_output(child: &mut Child) -> String {
     }
 }
 
-/// Presence of each provider key, in the process environment or in the
-/// project's env files, masked; a missing key warns only when a Model of
-/// the bundle needs it.
+/// Presence of each key a Model reads, in the process environment or in
+/// the project's env files, masked: each provider's default variable, and
+/// every variable a Model names in `apiKey.valueFrom.env`. A missing key
+/// warns only when a Model of the bundle reads it.
 fn key_checks(bundle: Option<&Bundle>) -> Vec<Check> {
-    PROVIDER_KEYS
+    type Model = Resource<ModelSpec>;
+    let models = bundle.map(Bundle::models).unwrap_or_default();
+    let reads_from = |model: &&Model| {
+        model
+            .spec
+            .api_key
+            .as_ref()
+            .and_then(|key| key.value_from.as_ref())
+            .and_then(|from| from.env.clone())
+    };
+    let mut checks: Vec<Check> = PROVIDER_KEYS
         .iter()
         .map(|&(variable, provider)| {
-            let users: Vec<String> = bundle
-                .map(|bundle| {
-                    bundle
-                        .models()
-                        .iter()
-                        .filter(|model| model.spec.provider == provider && model.spec.api_key.is_none())
-                        .map(|model| format!("Model/{}", model.name()))
-                        .collect()
+            let of_provider: Vec<&Model> = models
+                .iter()
+                .filter(|model| model.spec.provider == provider)
+                .collect();
+            let users: Vec<String> = of_provider
+                .iter()
+                .filter(|model| {
+                    model.spec.api_key.is_none() || reads_from(model).as_deref() == Some(variable)
                 })
-                .unwrap_or_default();
-            let from_process = std::env::var(variable).ok();
-            let (value, place) = match from_process {
-                Some(value) => (Some(value), "the environment"),
-                None => (
-                    bundle
-                        .and_then(|bundle| bundle.env().get(variable))
-                        .map(str::to_string),
-                    "the env files",
-                ),
-            };
-            let needed_by = if users.is_empty() {
-                String::new()
+                .map(|model| format!("Model/{}", model.name()))
+                .collect();
+            // Models of this provider that read their key elsewhere make
+            // the default variable unneeded; say where they read it.
+            let elsewhere: Vec<String> = of_provider
+                .iter()
+                .filter(|model| {
+                    model.spec.api_key.is_some() && reads_from(model).as_deref() != Some(variable)
+                })
+                .map(|model| match reads_from(model) {
+                    Some(other) => format!("Model/{} reads {other}", model.name()),
+                    None => format!("Model/{} has its own apiKey", model.name()),
+                })
+                .collect();
+            let unneeded = if elsewhere.is_empty() {
+                format!("no Model here uses `provider: {provider}`")
             } else {
-                format!("; needed by {}", users.join(", "))
+                format!("not needed: {}", elsewhere.join(", "))
             };
-            match value {
-                Some(value) if !value.trim().is_empty() => Check::new(
-                    "keys",
-                    variable,
-                    Status::Pass,
-                    format!("set in {place} ({}){needed_by}", mask(&value)),
-                ),
-                Some(_) => Check::new(
-                    "keys",
-                    variable,
-                    Status::Warn,
-                    format!("set in {place} but empty{needed_by}"),
-                )
-                .with_fix(format!("give {variable} a value in .env, or unset it")),
-                // Only a key a Model of the bundle reads is worth a
-                // warning; the others are just not needed here.
-                None if users.is_empty() => Check::new(
-                    "keys",
-                    variable,
-                    Status::Pass,
-                    format!("not set; no Model here uses `provider: {provider}`"),
-                ),
-                None => Check::new(
-                    "keys",
-                    variable,
-                    Status::Warn,
-                    format!("not set{needed_by}"),
-                )
-                .with_fix(format!(
-                    "only needed for `provider: {provider}`: add {variable}=... to .env, or export it"
-                )),
-            }
+            key_check(
+                bundle,
+                variable,
+                &users,
+                &unneeded,
+                &format!("`provider: {provider}`"),
+            )
         })
-        .collect()
+        .collect();
+    let mut named: Vec<String> = models
+        .iter()
+        .filter_map(|model| reads_from(&model))
+        .filter(|variable| !PROVIDER_KEYS.iter().any(|(default, _)| default == variable))
+        .collect();
+    named.sort();
+    named.dedup();
+    for variable in named {
+        let users: Vec<String> = models
+            .iter()
+            .filter(|model| reads_from(model).as_deref() == Some(variable.as_str()))
+            .map(|model| format!("Model/{}", model.name()))
+            .collect();
+        let needed_for = users.join(", ");
+        checks.push(key_check(bundle, &variable, &users, "", &needed_for));
+    }
+    checks
+}
+
+/// One key's check: `users` are the Models that read it; `unneeded` says
+/// why a missing key does not matter when none does; `needed_for` names
+/// what it is for in the fix.
+fn key_check(
+    bundle: Option<&Bundle>,
+    variable: &str,
+    users: &[String],
+    unneeded: &str,
+    needed_for: &str,
+) -> Check {
+    let from_process = std::env::var(variable).ok();
+    let (value, place) = match from_process {
+        Some(value) => (Some(value), "the environment"),
+        None => (
+            bundle
+                .and_then(|bundle| bundle.env().get(variable))
+                .map(str::to_string),
+            "the env files",
+        ),
+    };
+    let needed_by = if users.is_empty() {
+        String::new()
+    } else {
+        format!("; needed by {}", users.join(", "))
+    };
+    match value {
+        Some(value) if !value.trim().is_empty() => Check::new(
+            "keys",
+            variable,
+            Status::Pass,
+            format!("set in {place} ({}){needed_by}", mask(&value)),
+        ),
+        Some(_) => Check::new(
+            "keys",
+            variable,
+            Status::Warn,
+            format!("set in {place} but empty{needed_by}"),
+        )
+        .with_fix(format!("give {variable} a value in .env, or unset it")),
+        // Only a key a Model of the bundle reads is worth a warning; the
+        // others are just not needed here.
+        None if users.is_empty() => Check::new(
+            "keys",
+            variable,
+            Status::Pass,
+            format!("not set; {unneeded}"),
+        ),
+        None => Check::new(
+            "keys",
+            variable,
+            Status::Warn,
+            format!("not set{needed_by}"),
+        )
+        .with_fix(format!(
+            "only needed for {needed_for}: add {variable}=... to .env, or export it"
+        )),
+    }
 }
 
 /// At most a 4-character prefix and the length: enough to tell two keys

@@ -504,6 +504,60 @@ fn doctor_names_the_models_that_need_a_missing_key() {
     assert!(!text.contains("from-a-file"), "{text}");
 }
 
+/// Issue 49 #5: a Model that reads its key from its own variable makes
+/// doctor check that variable, not claim no Model uses the provider.
+#[test]
+fn doctor_checks_the_variable_a_model_reads_its_key_from() {
+    let work = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    assert_eq!(
+        code(&run(gdn(
+            work.path(),
+            &["init", "proj", "-t", "minimal", "--no-git", "-q"]
+        ))),
+        0
+    );
+    let manifest = work.path().join("proj/goondan.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.trim() == "provider: scripted")
+        .expect("the template's Model");
+    let indent = &line[..line.len() - line.trim_start().len()];
+    std::fs::write(
+        &manifest,
+        text.replace(
+            line,
+            &format!("{indent}provider: openai\n{indent}apiKey:\n{indent}  valueFrom:\n{indent}    env: MY_KEY"),
+        ),
+    )
+    .unwrap();
+    let args = [
+        "-c",
+        "proj",
+        "--state-root",
+        state.path().to_str().unwrap(),
+        "doctor",
+        "--json",
+    ];
+    let (exit, report, output) = doctor_json(gdn(work.path(), &args));
+    assert_eq!(exit, 0, "a missing key is a warning: {output}");
+    let mine = check(&report, "MY_KEY");
+    assert_eq!(mine["status"], "warn", "{output}");
+    assert_eq!(mine["detail"], "not set; needed by Model/main");
+    let openai = check(&report, "OPENAI_API_KEY");
+    assert_eq!(openai["status"], "pass");
+    assert_eq!(
+        openai["detail"],
+        "not set; not needed: Model/main reads MY_KEY"
+    );
+
+    let (_, report, output) = doctor_json(gdn(work.path(), &args).env("MY_KEY", "sk-mine-123456"));
+    let mine = check(&report, "MY_KEY");
+    assert_eq!(mine["status"], "pass", "{output}");
+    assert!(!output.contains("sk-mine-123456"), "{output}");
+}
+
 #[test]
 fn doctor_fails_when_the_state_root_cannot_be_written() {
     let work = tempfile::tempdir().unwrap();
