@@ -12,6 +12,16 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Dollars for a table: four decimals, or two significant digits for a
+/// cost too small for four (`$0.000012`, not a misleading `$0.0000`).
+pub(crate) fn usd(cost: f64) -> String {
+    if cost == 0.0 || cost.abs() >= 0.0001 || !cost.is_finite() {
+        return format!("${cost:.4}");
+    }
+    let decimals = ((-cost.abs().log10()).ceil() as usize + 1).min(12);
+    format!("${cost:.decimals$}")
+}
+
 /// Whether to color text output.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Style {
@@ -472,6 +482,15 @@ pub(crate) fn notices(format: Format, quiet: bool) -> Notices {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn small_costs_keep_two_significant_digits() {
+        assert_eq!(super::usd(0.000012), "$0.000012");
+        assert_eq!(super::usd(0.00001), "$0.000010");
+        assert_eq!(super::usd(0.0), "$0.0000");
+        assert_eq!(super::usd(0.0123), "$0.0123");
+        assert_eq!(super::usd(12.5), "$12.5000");
+    }
+
     use super::*;
 
     fn render(format: Format, diagnostics: &[Diagnostic], colored: bool) -> String {

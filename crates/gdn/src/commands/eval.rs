@@ -247,7 +247,7 @@ fn print_table(out: &mut impl Write, report: &RunReport) -> std::io::Result<()> 
             case.score.map_or("-".into(), |score| format!("{score:.1}")),
             case.status.as_str(),
             case.input_tokens + case.output_tokens,
-            format!("{:.4}", case.cost_usd),
+            crate::render::usd(case.cost_usd),
             format!("{:.2}s", case.latency_ms as f64 / 1000.0),
         )?;
         for failure in &case.failures {

@@ -11,6 +11,7 @@
 use super::target::{call, stores, Target};
 use crate::cli::GlobalArgs;
 use crate::exit::Outcome;
+use crate::render::usd;
 use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::{CancelOutcome, CancelledTurn};
 use goondan_store::{
@@ -177,33 +178,46 @@ pub(crate) fn history(
 }
 
 fn write_turn_table(out: &mut impl Write, turns: &[TurnRecord]) -> std::io::Result<()> {
+    let rows: Vec<[String; 4]> = turns
+        .iter()
+        .map(|turn| {
+            let index = turn
+                .index
+                .map_or_else(|| "?".to_string(), |index| index.to_string());
+            let cost = turn.cost_usd.map_or_else(|| "-".to_string(), usd);
+            let status = match &turn.outcome {
+                TurnOutcome::Completed => "completed".to_string(),
+                TurnOutcome::Failed { .. } => "failed".to_string(),
+                TurnOutcome::Cancelled {
+                    cancelled_by: Some(by),
+                } => format!("cancelled ({by})"),
+                TurnOutcome::Cancelled { cancelled_by: None } => "cancelled".to_string(),
+                TurnOutcome::Unknown => "-".to_string(),
+            };
+            [index, cost, status, shorten(&turn.input, INPUT_COLUMN)]
+        })
+        .collect();
+    // Columns as wide as their widest cell, so a long status (who
+    // cancelled) or a large cost never pushes the next column out of line.
+    let width = |column: usize, heading: &str| {
+        rows.iter()
+            .map(|row| row[column].chars().count())
+            .chain([heading.len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (cost_width, status_width) = (width(1, "COST"), width(2, "STATUS"));
     writeln!(
         out,
-        "{:>4}  {:<29} {:<24} {:>9}  {:<16} INPUT",
+        "{:>4}  {:<29} {:<24} {:>cost_width$}  {:<status_width$}  INPUT",
         "#", "TURN ID", "TIME", "COST", "STATUS"
     )?;
-    for turn in turns {
-        let index = turn
-            .index
-            .map_or_else(|| "?".to_string(), |index| index.to_string());
-        let cost = turn
-            .cost_usd
-            .map_or_else(|| "-".to_string(), |cost| format!("${cost:.4}"));
-        let status = match &turn.outcome {
-            TurnOutcome::Completed => "completed".to_string(),
-            TurnOutcome::Failed { .. } => "failed".to_string(),
-            TurnOutcome::Cancelled {
-                cancelled_by: Some(by),
-            } => format!("cancelled ({by})"),
-            TurnOutcome::Cancelled { cancelled_by: None } => "cancelled".to_string(),
-            TurnOutcome::Unknown => "-".to_string(),
-        };
+    for (turn, [index, cost, status, input]) in turns.iter().zip(&rows) {
         writeln!(
             out,
-            "{index:>4}  {:<29} {:<24} {cost:>9}  {status:<16} {}",
+            "{index:>4}  {:<29} {:<24} {cost:>cost_width$}  {status:<status_width$}  {input}",
             turn.turn_id.as_deref().unwrap_or("-"),
             turn.created_at.as_deref().unwrap_or("-"),
-            shorten(&turn.input, INPUT_COLUMN),
         )?;
     }
     Ok(())

@@ -227,6 +227,22 @@ fn assert_log_names_the_operator(swarm: &Swarm, key: &str) {
         "{}",
         stdout(&history)
     );
+    assert_input_column_lines_up(&stdout(&history));
+}
+
+/// Every row's input starts where the heading's INPUT does, however long
+/// the status before it (issue 49 #5: `cancelled (cli:uid-…)` broke it).
+fn assert_input_column_lines_up(table: &str) {
+    let mut lines = table.lines().skip_while(|line| !line.contains("TURN ID"));
+    let heading = lines.next().expect("the table's heading");
+    let column = heading.find("INPUT").expect("an INPUT column");
+    for row in lines.take_while(|line| !line.trim().is_empty()) {
+        let (before, input) = row.split_at(column);
+        assert!(
+            before.ends_with("  ") && !input.starts_with(' '),
+            "the input is out of its column:\n{table}"
+        );
+    }
 }
 
 #[test]
