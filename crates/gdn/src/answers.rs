@@ -68,7 +68,7 @@ pub(crate) fn answer_text(answer: &AgentEvent) -> Result<String, Refused> {
         Some(AnswerOutcome::Failed(failure)) => Err(Refused {
             code: failure.code,
             message: failure.message,
-            suggestion: None,
+            suggestion: failure.suggestion,
         }),
         Some(AnswerOutcome::Ok { text, .. }) => Ok(text.unwrap_or_default()),
         None => Ok(answer.input.clone().unwrap_or_default()),

@@ -377,6 +377,7 @@ pub async fn serve(
             let failure = Failure {
                 code: "E_TURN_CANCELLED".into(),
                 message: format!("event {event_id} was cancelled before its turn started"),
+                suggestion: None,
             };
             refuse(&outbound, event, failure).await;
             continue;
@@ -563,6 +564,7 @@ async fn sort_inbound(
                     None => Some(Failure {
                         code: crate::operators::APPROVAL_NOT_FOUND.into(),
                         message: "this process holds no approvals".into(),
+                        suggestion: None,
                     }),
                 };
                 outbound
@@ -580,6 +582,7 @@ async fn sort_inbound(
                         Failure {
                             code: rejected.code.clone(),
                             message: rejected.message.clone(),
+                            suggestion: None,
                         },
                     );
                 }
@@ -615,6 +618,7 @@ async fn enqueue(queue: &mpsc::Sender<AgentEvent>, outbound: &Outbound, event: A
             "{} has {limit} events waiting; event {} refused",
             outbound.me, event.id
         ),
+        suggestion: None,
     };
     refuse(outbound, event, failure).await;
 }
@@ -667,21 +671,18 @@ fn spent_between(before: UsageTotals, after: UsageTotals) -> TokenUsage {
 /// what it `spent`.
 fn turn_answer(result: &TurnResult, correlation_id: &str, spent: Option<TokenUsage>) -> Answer {
     let outcome = match (&result.finish_reason, &result.error) {
-        (TurnFinishReason::Error, error) => {
-            let (code, message) =
-                error
-                    .as_ref()
-                    .map_or(("E_TURN_FAILED", "the turn failed"), |e| {
-                        (
-                            e.code.as_deref().unwrap_or("E_TURN_FAILED"),
-                            e.message.as_str(),
-                        )
-                    });
-            AnswerOutcome::Failed(Failure {
-                code: code.to_string(),
-                message: message.to_string(),
-            })
-        }
+        (TurnFinishReason::Error, error) => AnswerOutcome::Failed(match error {
+            Some(error) => Failure {
+                code: error.code.as_deref().unwrap_or("E_TURN_FAILED").to_string(),
+                message: error.message.clone(),
+                suggestion: error.suggestion.clone(),
+            },
+            None => Failure {
+                code: "E_TURN_FAILED".into(),
+                message: "the turn failed".into(),
+                suggestion: None,
+            },
+        }),
         (reason, _) => AnswerOutcome::Ok {
             text: result
                 .response_message

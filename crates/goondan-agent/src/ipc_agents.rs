@@ -454,7 +454,7 @@ impl AgentsApi for IpcAgents {
             };
             let text = match answer.outcome {
                 protocol::AnswerOutcome::Ok { text, .. } => text,
-                protocol::AnswerOutcome::Failed(Failure { code, message }) => {
+                protocol::AnswerOutcome::Failed(Failure { code, message, .. }) => {
                     return Err(match code.as_str() {
                         "E_AGENT_NOT_FOUND" => AgentsError::UnknownTarget {
                             target: key.to_string(),

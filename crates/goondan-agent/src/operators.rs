@@ -103,10 +103,12 @@ impl OperatorDesk {
                     "{}:{} holds no undecided approval {}",
                     self.inner.agent, self.inner.instance_key, decision.id
                 ),
+                suggestion: None,
             }),
             Err(error) => Err(Failure {
                 code: error.code().into(),
                 message: error.to_string(),
+                suggestion: None,
             }),
         }
     }

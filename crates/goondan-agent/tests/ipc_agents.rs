@@ -337,6 +337,7 @@ async fn a_refusal_naming_the_request_fails_it_at_once() {
         Failure {
             code: "E_QUEUE_FULL".into(),
             message: "beta:main has 1024 events waiting".into(),
+            suggestion: None,
         }
     ));
     let error = call.await.unwrap().unwrap_err();
@@ -380,6 +381,7 @@ async fn must_return_a_send_once_the_orchestrator_accepted_or_refused_it() {
         Failure {
             code: "E_QUEUE_FULL".into(),
             message: "beta:main has 8 events queued".into(),
+            suggestion: None,
         }
     ));
     let error = refused.await.unwrap().unwrap_err();

@@ -436,6 +436,7 @@ impl Reloader {
             let answer = QueryAnswer::Failed(Failure {
                 code: code.to_string(),
                 message: format!("the bundle is invalid, so nothing restarts: {message}"),
+                suggestion: None,
             });
             let _ = self
                 .handle

@@ -356,6 +356,10 @@ pub struct Failure {
     pub code: String,
     /// What happened.
     pub message: String,
+    /// How to fix it, when the failing side knows (a Model's error names
+    /// the setting to check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
 }
 
 impl Failure {
@@ -496,6 +500,7 @@ impl Answer {
             outcome: AnswerOutcome::Failed(Failure {
                 code: code.to_string(),
                 message: message.to_string(),
+                suggestion: None,
             }),
         }
     }
@@ -535,6 +540,9 @@ impl Answer {
                 metadata.insert("status".into(), "error".into());
                 metadata.insert("errorCode".into(), failure.code.clone().into());
                 metadata.insert("errorMessage".into(), failure.message.clone().into());
+                if let Some(suggestion) = &failure.suggestion {
+                    metadata.insert("errorSuggestion".into(), suggestion.clone().into());
+                }
             }
         }
         event.metadata = Some(metadata);
@@ -554,6 +562,7 @@ impl Answer {
             AnswerOutcome::Failed(Failure {
                 code: text("errorCode").unwrap_or_else(|| "E_AGENT_FAILED".into()),
                 message: text("errorMessage").unwrap_or_default(),
+                suggestion: text("errorSuggestion"),
             })
         } else {
             AnswerOutcome::Ok {
@@ -887,6 +896,7 @@ mod tests {
             answer: QueryAnswer::Failed(Failure {
                 code: "E_AGENT_NOT_FOUND".into(),
                 message: "no".into(),
+                suggestion: None,
             }),
         }));
         round_trip(RuntimeMessage::Accepted(Accepted {

@@ -173,7 +173,12 @@ impl ModelError {
                 400 | 422 => Some("the provider rejected the request body; check spec.options and the tool schemas"),
                 _ => None,
             },
-            ModelError::RetriesExhausted { .. } => Some(
+            // No answer at all (connection refused, reset, timed out) is
+            // most often a wrong address, not a busy provider.
+            ModelError::RetriesExhausted { status: None, .. } => Some(
+                "nothing answered at the Model's address: check spec.endpoint (and that its server is running), the network, and spec.options.connectTimeoutMs",
+            ),
+            ModelError::RetriesExhausted { status: Some(_), .. } => Some(
                 "the provider is overloaded or unreachable; raise spec.options.maxRetries or try again later",
             ),
             ModelError::Transport { .. } => {

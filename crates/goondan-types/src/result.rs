@@ -74,6 +74,9 @@ pub struct TurnError {
     /// A stable code, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// How to fix it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
 }
 
 /// The outcome of one Turn.

@@ -1255,6 +1255,13 @@ fn a_refused_key_exits_6_and_an_unreachable_provider_exits_5() {
     .unwrap();
     let output = swarm.run(&["run", "--input", "hello"]);
     assert_eq!(code(&output), 5, "{}", stderr(&output));
+    // What failed and where to look (issue 49 #5): the Model's address.
+    let text = stderr(&output);
+    let help = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("= help:"))
+        .unwrap_or_else(|| panic!("no help line:\n{text}"));
+    assert!(help.contains("spec.endpoint"), "{text}");
 }
 
 /// `gdn instance list` filters as cli.md has it: `-a` by agent, `-n` a

@@ -98,6 +98,7 @@ impl Orchestrator {
                 message: format!(
                     "{from} may not decide approvals: only the connector of a Connection with `approvals` may"
                 ),
+                suggestion: None,
             }));
         }
         let key = match RoutingKey::parse(target, &self.swarm.instance_key) {
@@ -106,6 +107,7 @@ impl Orchestrator {
                 return Some(QueryAnswer::Failed(Failure {
                     code: "E_APPROVAL_NOT_FOUND".into(),
                     message: format!("`{target}` is not an agent instance"),
+                    suggestion: None,
                 }))
             }
         };

@@ -66,6 +66,7 @@ impl Orchestrator {
             return Some(QueryAnswer::Failed(Failure {
                 code: "E_IPC_NOT_A_CONNECTOR".into(),
                 message: format!("{from} is an agent; only a ConnectorProcess may ingest events"),
+                suggestion: None,
             }));
         };
         if self.stopping.is_some() {

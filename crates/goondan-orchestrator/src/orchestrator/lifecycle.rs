@@ -50,6 +50,7 @@ impl Orchestrator {
             Some(QueryAnswer::Failed(Failure {
                 code: code.into(),
                 message,
+                suggestion: None,
             }))
         };
         if from.connection_name().is_some() {

@@ -460,6 +460,7 @@ impl Orchestrator {
                     message: format!(
                         "cwd `{cwd}` is not a folder inside the bundle: give a relative path without `..`, such as `work/feature-a`"
                     ),
+                    suggestion: None,
                 })
             }
             Query::Spawn { target, cwd } => match RoutingKey::parse(&target, &from.instance_key) {
@@ -487,6 +488,7 @@ impl Orchestrator {
                         "agent `{target}` is not part of swarm `{}`",
                         self.swarm.swarm_name
                     ),
+                    suggestion: None,
                 }),
             },
             Query::Ingest { event } => match self.ingest(from, &request.correlation_id, event) {
@@ -718,6 +720,7 @@ pub(super) fn failed(error: OrchestratorError) -> QueryAnswer {
     QueryAnswer::Failed(Failure {
         code: error.code().to_string(),
         message: error.to_string(),
+        suggestion: None,
     })
 }
 

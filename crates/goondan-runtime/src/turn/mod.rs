@@ -463,6 +463,7 @@ impl Agent {
                     error: Some(TurnError {
                         message: error.to_string(),
                         code: Some(error.code().to_string()),
+                        suggestion: error.suggestion().map(str::to_string),
                     }),
                 };
                 // A failed Turn commits nothing, so its answer is in no
