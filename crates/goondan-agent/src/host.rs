@@ -221,6 +221,8 @@ struct CancelState {
     /// The event whose Turn runs now, and how to stop it (saying who
     /// asked).
     running: Option<(String, tokio::sync::oneshot::Sender<Cancellation>)>,
+    /// The running Turn was cancelled: what stopped it.
+    stopped: Option<Cancellation>,
     /// Events cancelled before their Turn started, oldest first.
     waiting: std::collections::VecDeque<String>,
 }
@@ -237,6 +239,7 @@ impl Cancellations {
         }
         let (stop, stopped) = tokio::sync::oneshot::channel();
         state.running = Some((event_id.to_string(), stop));
+        state.stopped = None;
         Some(async move {
             match stopped.await {
                 Ok(cancellation) => cancellation,
@@ -247,9 +250,11 @@ impl Cancellations {
         })
     }
 
-    /// The running Turn ended.
-    fn end(&self) {
-        lock(&self.0).running = None;
+    /// The running Turn ended; what cancelled it, if something did.
+    fn end(&self) -> Option<Cancellation> {
+        let mut state = lock(&self.0);
+        state.running = None;
+        state.stopped.take()
     }
 
     /// Stops `event_id`'s Turn if it runs, else keeps it from starting;
@@ -262,7 +267,9 @@ impl Cancellations {
             .is_some_and(|(running, _)| running == event_id)
         {
             if let Some((_, stop)) = state.running.take() {
-                let _ = stop.send(Cancellation { by });
+                let cancellation = Cancellation { by };
+                state.stopped = Some(cancellation.clone());
+                let _ = stop.send(cancellation);
             }
             return;
         }
@@ -296,6 +303,8 @@ pub async fn serve(
     // Watched while a Turn runs: a Turn that only waits for a person does
     // not hold up a shutdown.
     let parked = operators.parked();
+    // The loop closes what a cancelled Turn left waiting for a person.
+    let desk = operators.clone();
     let (mut metadata, ledger, operators) = (Some(metadata), Some(ledger), Some(operators));
     let (queue_tx, mut queue) = mpsc::channel::<AgentEvent>(max_queued.max(1));
     let (control_tx, mut control) = watch::channel(Control::Running);
@@ -374,6 +383,8 @@ pub async fn serve(
         }
         let Some(cancelled) = cancellations.begin(&event_id) else {
             tracing::info!(event_id = %event_id, "event cancelled before its turn started; not run");
+            // A Turn that waited for a person in an earlier process.
+            desk.cancel_event(&event_id, None);
             let failure = Failure {
                 code: "E_TURN_CANCELLED".into(),
                 message: format!("event {event_id} was cancelled before its turn started"),
@@ -435,7 +446,9 @@ pub async fn serve(
                 break;
             }
         };
-        cancellations.end();
+        if let Some(cancellation) = cancellations.end() {
+            desk.cancel_event(&event_id, cancellation.by.as_deref());
+        }
         finish_turn(&mut metadata, ledger.as_deref());
         let ok = result.finish_reason != TurnFinishReason::Error;
         outbound

@@ -18,7 +18,7 @@ use futures_util::future::BoxFuture;
 use goondan_ipc::protocol::{ApprovalAsked, ApprovalDecided, Failure};
 use goondan_ipc::{RuntimeMessage, ORCHESTRATOR};
 use goondan_runtime::{AskError, Operators, Question};
-use goondan_store::{ApprovalLog, OpenApproval};
+use goondan_store::{ApprovalLog, Decided, OpenApproval, CANCELLED_BY};
 use goondan_types::trace::random_hex;
 use goondan_types::{ApprovalDecision, ApprovalRequest, IpcMessage, Verdict};
 use std::collections::HashMap;
@@ -89,7 +89,7 @@ impl OperatorDesk {
     /// store failed) is what the decider is told.
     pub fn decide(&self, decision: ApprovalDecision) -> Result<(), Failure> {
         match self.inner.store.decide(&decision) {
-            Ok(true) => {
+            Ok(Decided::Recorded) => {
                 tracing::info!(approval = %decision.id, verdict = decision.verdict.as_str(), by = %decision.by, "approval decided");
                 self.inner.tell_decided(&decision);
                 if let Some(waiter) = self.inner.stop_waiting(&decision.id) {
@@ -97,7 +97,7 @@ impl OperatorDesk {
                 }
                 Ok(())
             }
-            Ok(false) => Err(Failure {
+            Ok(Decided::NotWaiting) => Err(Failure {
                 code: APPROVAL_NOT_FOUND.into(),
                 message: format!(
                     "{}:{} holds no undecided approval {}",
@@ -105,12 +105,77 @@ impl OperatorDesk {
                 ),
                 suggestion: None,
             }),
+            Ok(Decided::Cancelled) => Err(closed_by_cancel(&decision.id)),
             Err(error) => Err(Failure {
                 code: error.code().into(),
                 message: error.to_string(),
                 suggestion: None,
             }),
         }
+    }
+
+    /// Closes every open request asked while consuming `event_id`, whose
+    /// Turn was cancelled (by `by`, when a person did): each is refused by
+    /// [`CANCELLED_BY`] and closed, durably, and told as decided, so no
+    /// list shows it and a decision on it is `E_APPROVAL_CLOSED`. A store
+    /// that fails is logged: the request then stays listed, and deciding
+    /// it wakes nothing.
+    pub fn cancel_event(&self, event_id: &str, by: Option<&str>) {
+        let open = match self.inner.store.of_event(event_id) {
+            Ok(open) => open,
+            Err(error) => {
+                tracing::warn!(
+                    code = error.code(),
+                    event_id,
+                    "the approvals of a cancelled Turn were not closed: {error}"
+                );
+                return;
+            }
+        };
+        for open in open {
+            let id = open.request.id;
+            if open.decision.is_none() {
+                let decision = ApprovalDecision {
+                    id: id.clone(),
+                    verdict: Verdict::Deny,
+                    arguments: None,
+                    reason: Some(match by {
+                        Some(by) => format!("its Turn was cancelled by {by}"),
+                        None => "its Turn was cancelled".into(),
+                    }),
+                    by: CANCELLED_BY.into(),
+                    decided_at: goondan_types::now_iso(),
+                };
+                match self.inner.store.decide(&decision) {
+                    Ok(Decided::Recorded) => self.inner.tell_decided(&decision),
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(code = error.code(), approval = %id, "a cancelled Turn's approval was not closed: {error}");
+                        continue;
+                    }
+                }
+            }
+            match self.inner.store.close(&id) {
+                Ok(()) => {
+                    tracing::info!(approval = %id, event_id, "approval closed: its Turn was cancelled")
+                }
+                Err(error) => {
+                    tracing::warn!(code = error.code(), approval = %id, "a cancelled Turn's approval was not closed: {error}")
+                }
+            }
+            self.inner.stop_waiting(&id);
+        }
+    }
+}
+
+/// The refusal of a decision on `id`, closed when its Turn was
+/// cancelled.
+fn closed_by_cancel(id: &str) -> Failure {
+    let body = goondan_store::closed_by_cancel(id);
+    Failure {
+        code: body.code,
+        message: body.message,
+        suggestion: body.suggestion,
     }
 }
 
@@ -232,11 +297,11 @@ impl Inner {
             decided_at: goondan_types::now_iso(),
         };
         match self.store.decide(&decision) {
-            Ok(true) => {
+            Ok(Decided::Recorded) => {
                 self.tell_decided(&decision);
                 Ok(decision)
             }
-            Ok(false) => self
+            Ok(Decided::NotWaiting | Decided::Cancelled) => self
                 .by_key(&request.key)?
                 .and_then(|open| open.decision)
                 .ok_or_else(|| AskError::Store(format!("approval {} vanished", request.id))),
@@ -468,6 +533,57 @@ mod tests {
         assert_eq!(again.verdict, Verdict::Approve);
         first.settle("call_1").unwrap();
         assert!(!desk(dir.path()).holds("call_1"));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_turns_requests_are_refused_closed_and_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sender, mut notices) = mpsc::channel(16);
+        let store = ApprovalStore::open(
+            &InstancePaths::from_dir(dir.path()),
+            SyncPolicy::ProcessCrash,
+        )
+        .unwrap();
+        let desk = OperatorDesk::new("coder", "default", Box::new(store), Some(sender));
+        let cancelled = tokio::spawn(desk.ask("turn_1", "evt_1", question("call_1", None)));
+        let other = tokio::spawn(desk.ask("turn_2", "evt_2", question("call_2", None)));
+        let mut parked = desk.parked();
+        parked.wait_for(|count| *count == 2).await.unwrap();
+        let id = |key| desk.inner.store.by_key(key).unwrap().unwrap().request.id;
+        let (first, second) = (id("call_1"), id("call_2"));
+        cancelled.abort();
+        notices_of(&mut notices);
+
+        desk.cancel_event("evt_1", Some("cli:ana"));
+        let told = notices_of(&mut notices);
+        let [RuntimeMessage::ApprovalDecided(decided)] = told.as_slice() else {
+            panic!("told {told:?}");
+        };
+        assert_eq!(decided.decision.by, CANCELLED_BY);
+        assert_eq!(decided.decision.verdict, Verdict::Deny);
+        assert_eq!(
+            decided.decision.reason.as_deref(),
+            Some("its Turn was cancelled by cli:ana")
+        );
+        assert!(!desk.holds("call_1"), "the request stayed open");
+        let late = desk.decide(approve(&first)).unwrap_err();
+        assert_eq!(late.code, "E_APPROVAL_CLOSED");
+        assert!(late.suggestion.is_some());
+        // So does a process started afterwards.
+        assert_eq!(
+            self::desk(dir.path())
+                .decide(approve(&first))
+                .unwrap_err()
+                .code,
+            "E_APPROVAL_CLOSED"
+        );
+        // Another input's request still waits, and its decision wakes it.
+        desk.decide(approve(&second)).unwrap();
+        assert_eq!(other.await.unwrap().unwrap().verdict, Verdict::Approve);
+        notices_of(&mut notices);
+        // Nothing open: a cancel closes nothing and tells nothing.
+        desk.cancel_event("evt_9", None);
+        assert!(notices_of(&mut notices).is_empty());
     }
 
     #[tokio::test]

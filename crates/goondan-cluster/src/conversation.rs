@@ -682,10 +682,12 @@ pub(crate) struct Replay {
 impl Replay {
     /// Where one request stands now, as its latest record says.
     fn approval(&mut self, body: ApprovalBody) {
-        let id = body.request.id.clone();
-        match body.open() {
-            Some(open) => self.approvals.set(open),
-            None => self.approvals.closed(&id),
+        let (id, closed) = (body.request.id.clone(), body.closed);
+        // Set first even when closed, so the fold sees who decided it
+        // (a request closed by a cancel is remembered as such).
+        self.approvals.set(body.state());
+        if closed {
+            self.approvals.closed(&id);
         }
     }
 

@@ -44,7 +44,7 @@ use crate::record::{
 use crate::subject::InstanceAddress;
 use crate::{Cluster, ClusterOptions, ClusterUrls};
 use goondan_store::{
-    ApprovalLog, CommitContext, ExtensionStateStore, LoadedConversation, OpenApproval,
+    ApprovalLog, CommitContext, Decided, ExtensionStateStore, LoadedConversation, OpenApproval,
     OpenApprovals, StoreError, TurnJournal,
 };
 use goondan_types::{ApprovalDecision, ApprovalRequest, JsonValue, Message, MessageEvent};
@@ -100,7 +100,11 @@ enum Command {
     },
     Decide {
         decision: Box<ApprovalDecision>,
-        reply: Reply<bool>,
+        reply: Reply<Decided>,
+    },
+    ApprovalsOfEvent {
+        event_id: String,
+        reply: Reply<Vec<OpenApproval>>,
     },
     CloseApproval {
         id: String,
@@ -339,9 +343,16 @@ impl ApprovalLog for ClusterApprovals {
         })
     }
 
-    fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError> {
+    fn decide(&self, decision: &ApprovalDecision) -> Result<Decided, StoreError> {
         self.worker.call(|reply| Command::Decide {
             decision: Box::new(decision.clone()),
+            reply,
+        })
+    }
+
+    fn of_event(&self, event_id: &str) -> Result<Vec<OpenApproval>, StoreError> {
+        self.worker.call(|reply| Command::ApprovalsOfEvent {
+            event_id: event_id.to_string(),
             reply,
         })
     }
@@ -562,6 +573,10 @@ impl Writer {
                 Command::ApprovalAboutCall { call_id, reply } => {
                     let _ = reply.send(Ok(self.approvals.about_call(&call_id)));
                 }
+                Command::ApprovalsOfEvent { event_id, reply } => {
+                    let open = self.approvals.of_event(&event_id).cloned().collect();
+                    let _ = reply.send(Ok(open));
+                }
                 Command::Ask { request, reply } => {
                     let asked = self.ask(*request).await;
                     let _ = reply.send(asked.map_err(Into::into));
@@ -712,12 +727,12 @@ impl Writer {
         Ok(())
     }
 
-    /// Records `decision` on the open request it names; false when no
-    /// open request waits for one.
-    async fn decide(&mut self, decision: ApprovalDecision) -> Result<bool, ClusterError> {
+    /// Records `decision` on the open request it names, when one waits
+    /// for it.
+    async fn decide(&mut self, decision: ApprovalDecision) -> Result<Decided, ClusterError> {
         self.log.check_not_fenced()?;
         let Some(open) = self.approvals.undecided(&decision.id) else {
-            return Ok(false);
+            return Ok(self.approvals.would_decide(&decision.id));
         };
         let decided = OpenApproval {
             request: open.request.clone(),
@@ -725,7 +740,7 @@ impl Writer {
         };
         self.publish_approval(&decided, false).await?;
         self.approvals.set(decided);
-        Ok(true)
+        Ok(Decided::Recorded)
     }
 
     /// Closes the open request `id`.

@@ -170,12 +170,12 @@ impl ApprovalBody {
         }
     }
 
-    /// What the record says of an open request; `None` once closed.
-    pub(crate) fn open(self) -> Option<goondan_store::OpenApproval> {
-        (!self.closed).then_some(goondan_store::OpenApproval {
+    /// Where the request stands, closed or not.
+    pub(crate) fn state(self) -> goondan_store::OpenApproval {
+        goondan_store::OpenApproval {
             request: self.request,
             decision: self.decision,
-        })
+        }
     }
 }
 

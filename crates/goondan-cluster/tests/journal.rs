@@ -15,8 +15,8 @@ use goondan_cluster::{
     export, layout, subject::InstanceAddress, Cluster, ClusterJournal, ClusterOptions, ClusterUrls,
 };
 use goondan_store::{
-    ApprovalLog, CommitContext, ExtensionStateStore, InstanceStore, OutboxMessage, StateRoot,
-    StoreError, TurnJournal,
+    ApprovalLog, CommitContext, Decided, ExtensionStateStore, InstanceStore, OutboxMessage,
+    StateRoot, StoreError, TurnJournal,
 };
 use goondan_types::{
     AgentEvent, ApprovalDecision, ApprovalRequest, ContentPart, EventSource, EventSourceKind,
@@ -832,9 +832,10 @@ async fn issue_36_an_approval_asked_on_one_owner_is_decided_by_the_next_and_list
     // The previous owner records nothing on it any more.
     let error = first.approvals().decide(&approve("apv_1")).unwrap_err();
     assert_eq!(error.code(), "E_STORE_FENCED", "{error}");
-    assert!(second.approvals().decide(&approve("apv_1")).unwrap());
-    assert!(!second.approvals().decide(&approve("apv_1")).unwrap());
-    assert!(!second.approvals().decide(&approve("apv_404")).unwrap());
+    let decided = |id| second.approvals().decide(&approve(id)).unwrap();
+    assert_eq!(decided("apv_1"), Decided::Recorded);
+    assert_eq!(decided("apv_1"), Decided::NotWaiting);
+    assert_eq!(decided("apv_404"), Decided::NotWaiting);
     assert_eq!(listed(&harness, "ws-1").await, ["apv_0"]);
 
     // Decided, not yet acted on: a third owner finds the decision, and
@@ -848,6 +849,27 @@ async fn issue_36_an_approval_asked_on_one_owner_is_decided_by_the_next_and_list
     assert_eq!(fourth.approvals().by_key("call-apv_1").unwrap(), None);
     assert_eq!(listed(&harness, "ws-1").await, ["apv_0"]);
     assert_eq!(listed(&harness, "ws-2").await, ["apv_9"]);
+
+    // Closed by a cancel of its Turn: the next owner says so to a late
+    // decision.
+    let cancelled = approval_request("apv_2", &address, "2026-11-27T00:00:03.000Z");
+    fourth.approvals().request(&cancelled).unwrap();
+    let of_event = fourth.approvals().of_event(&cancelled.event_id).unwrap();
+    assert_eq!(of_event.len(), 1);
+    let mut cancel = approve("apv_2");
+    cancel.verdict = Verdict::Deny;
+    cancel.by = goondan_store::CANCELLED_BY.into();
+    assert_eq!(
+        fourth.approvals().decide(&cancel).unwrap(),
+        Decided::Recorded
+    );
+    fourth.approvals().close("apv_2").unwrap();
+    let fifth = harness.open(&address, "host-e");
+    assert_eq!(
+        fifth.approvals().decide(&approve("apv_2")).unwrap(),
+        Decided::Cancelled
+    );
+    assert_eq!(listed(&harness, "ws-1").await, ["apv_0"]);
 }
 
 /// A snapshot's purge keeps the open approvals of the instance: they are

@@ -18,6 +18,12 @@
 //!   refusal was recorded as the call's result), so a resumed Turn never
 //!   asks or acts twice.
 //!
+//! A request whose Turn was cancelled is decided by [`CANCELLED_BY`] (a
+//! refusal saying so) and closed at once: it is listed no more, and a
+//! decision on it is told [`Decided::Closed`] for as long as the fold
+//! remembers it ([`MAX_REMEMBERED_CANCELS`] per instance, and until the
+//! file is emptied).
+//!
 //! Readers other than the writer ([`undecided_approvals`], or
 //! [`workspace_approvals`] for every instance of a workspace) read at most
 //! [`MAX_READ_BYTES`] and skip a torn last line. Once nothing is open and
@@ -39,6 +45,39 @@ use std::sync::Mutex;
 const MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
 /// A file past this size with nothing open is emptied.
 const COMPACT_AFTER_BYTES: u64 = 64 * 1024;
+/// How many requests closed by a cancel an instance's fold remembers, so
+/// a late decision on one is told so rather than "not found".
+pub const MAX_REMEMBERED_CANCELS: usize = 256;
+
+/// Who decided a request whose Turn was cancelled (as `timeout` decides
+/// one whose deadline passed): the decision is a refusal, recorded and
+/// closed at once.
+pub const CANCELLED_BY: &str = "cancel";
+
+/// What a decision on the request `id`, closed when its Turn was
+/// cancelled, is told (`E_APPROVAL_CLOSED`), wherever it was made.
+pub fn closed_by_cancel(id: &str) -> goondan_types::ErrorBody {
+    goondan_types::ErrorBody {
+        code: "E_APPROVAL_CLOSED".into(),
+        message: format!("approval {id} was closed: its Turn was cancelled"),
+        suggestion: Some(
+            "nothing waits for this decision; send the input again to start a new Turn".into(),
+        ),
+    }
+}
+
+/// What recording a decision did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// It is the request's decision now.
+    Recorded,
+    /// No open request has its id, or it was decided already (the first
+    /// decision stands).
+    NotWaiting,
+    /// The request was closed when its Turn was cancelled: nothing waits
+    /// for a decision on it.
+    Cancelled,
+}
 
 /// One line of an approvals file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,10 +116,13 @@ pub trait ApprovalLog: Send + Sync + std::fmt::Debug {
     /// Records `request` as asked.
     fn request(&self, request: &ApprovalRequest) -> Result<(), StoreError>;
 
-    /// Records `decision` on the open request with its id. `Ok(false)`
-    /// when no open request has that id, or it was decided already (the
-    /// first decision stands).
-    fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError>;
+    /// Records `decision` on the open request with its id, and says
+    /// whether it did ([`Decided`]).
+    fn decide(&self, decision: &ApprovalDecision) -> Result<Decided, StoreError>;
+
+    /// The open requests asked while consuming the input `event_id`, in
+    /// the order asked.
+    fn of_event(&self, event_id: &str) -> Result<Vec<OpenApproval>, StoreError>;
 
     /// Closes the request `id`: its Turn acts on the decision now, and a
     /// crash from here on must not make it act again. Closing a request
@@ -93,6 +135,8 @@ pub trait ApprovalLog: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpenApprovals {
     open: Vec<OpenApproval>,
+    /// The ids of the latest requests closed by a cancel, oldest first.
+    cancelled: std::collections::VecDeque<String>,
 }
 
 impl OpenApprovals {
@@ -130,6 +174,24 @@ impl OpenApprovals {
         });
     }
 
+    /// What a decision on `id` would do now.
+    pub fn would_decide(&self, id: &str) -> Decided {
+        if self.undecided(id).is_some() {
+            Decided::Recorded
+        } else if self.cancelled.iter().any(|cancelled| cancelled == id) {
+            Decided::Cancelled
+        } else {
+            Decided::NotWaiting
+        }
+    }
+
+    /// The open requests asked while consuming the input `event_id`.
+    pub fn of_event<'a>(&'a self, event_id: &'a str) -> impl Iterator<Item = &'a OpenApproval> {
+        self.open
+            .iter()
+            .filter(move |open| open.request.event_id == event_id)
+    }
+
     /// `decision` was recorded; false when it decided nothing (see
     /// [`OpenApprovals::undecided`]).
     pub fn decided(&mut self, decision: ApprovalDecision) -> bool {
@@ -159,9 +221,27 @@ impl OpenApprovals {
         }
     }
 
-    /// The request `id` was closed.
+    /// The request `id` was closed; one [`CANCELLED_BY`] decided is
+    /// remembered as cancelled.
     pub fn closed(&mut self, id: &str) {
-        self.open.retain(|open| open.request.id != id);
+        let Some(at) = self.open.iter().position(|open| open.request.id == id) else {
+            return;
+        };
+        let closed = self.open.remove(at);
+        if closed
+            .decision
+            .is_some_and(|decision| decision.by == CANCELLED_BY)
+        {
+            if self.cancelled.len() == MAX_REMEMBERED_CANCELS {
+                self.cancelled.pop_front();
+            }
+            self.cancelled.push_back(closed.request.id);
+        }
+    }
+
+    /// The ids of the latest requests closed by a cancel, oldest first.
+    pub fn cancelled(&self) -> impl Iterator<Item = &str> {
+        self.cancelled.iter().map(String::as_str)
     }
 
     /// Every open request, in the order asked.
@@ -263,13 +343,18 @@ impl ApprovalLog for ApprovalStore {
         Ok(())
     }
 
-    fn decide(&self, decision: &ApprovalDecision) -> Result<bool, StoreError> {
+    fn decide(&self, decision: &ApprovalDecision) -> Result<Decided, StoreError> {
         let mut state = self.lock();
-        if state.open.undecided(&decision.id).is_none() {
-            return Ok(false);
+        let outcome = state.open.would_decide(&decision.id);
+        if outcome == Decided::Recorded {
+            self.append(&mut state, &Record::Decided(Box::new(decision.clone())))?;
+            state.open.decided(decision.clone());
         }
-        self.append(&mut state, &Record::Decided(Box::new(decision.clone())))?;
-        Ok(state.open.decided(decision.clone()))
+        Ok(outcome)
+    }
+
+    fn of_event(&self, event_id: &str) -> Result<Vec<OpenApproval>, StoreError> {
+        Ok(self.lock().open.of_event(event_id).cloned().collect())
     }
 
     fn close(&self, id: &str) -> Result<(), StoreError> {
@@ -294,11 +379,14 @@ impl ApprovalLog for ApprovalStore {
 /// torn last line skipped.
 pub fn undecided_approvals(paths: &InstancePaths) -> Result<Vec<ApprovalRequest>, StoreError> {
     let (open, _) = read_open(&paths.approvals_file())?;
-    Ok(open
-        .iter()
+    Ok(undecided(&open))
+}
+
+fn undecided(open: &OpenApprovals) -> Vec<ApprovalRequest> {
+    open.iter()
         .filter(|open| open.decision.is_none())
         .map(|open| open.request.clone())
-        .collect())
+        .collect()
 }
 
 /// The requests that wait for a decision across one workspace, and the
@@ -307,6 +395,10 @@ pub fn undecided_approvals(paths: &InstancePaths) -> Result<Vec<ApprovalRequest>
 pub struct WorkspaceApprovals {
     /// Every undecided request, oldest first.
     pub requests: Vec<ApprovalRequest>,
+    /// The ids of the requests closed by a cancel that the files still
+    /// remember (see [`MAX_REMEMBERED_CANCELS`]), so a decision on one is
+    /// told why nothing waits for it.
+    pub cancelled: Vec<String>,
     /// One error per instance whose file could not be read: a reader
     /// decides whether one bad file fails it (`gdn approvals`) or is only
     /// reported (a chat connector posting what waits).
@@ -331,8 +423,11 @@ pub fn workspace_approvals(workspace: &WorkspacePaths) -> Result<WorkspaceApprov
         if !paths.approvals_file().exists() {
             continue;
         }
-        match undecided_approvals(&paths) {
-            Ok(requests) => found.requests.extend(requests),
+        match read_open(&paths.approvals_file()) {
+            Ok((open, _)) => {
+                found.requests.extend(undecided(&open));
+                found.cancelled.extend(open.cancelled().map(str::to_string));
+            }
             Err(error) => found.unreadable.push(error),
         }
     }
@@ -422,10 +517,11 @@ mod tests {
         let store = ApprovalStore::open(&paths, SyncPolicy::TurnCommit).unwrap();
         store.request(&request("apv_1", "call_1")).unwrap();
         store.request(&request("apv_2", "call_2")).unwrap();
-        assert!(store.decide(&decision("apv_1", Verdict::Approve)).unwrap());
+        let decided = |id, verdict| store.decide(&decision(id, verdict)).unwrap();
+        assert_eq!(decided("apv_1", Verdict::Approve), Decided::Recorded);
         // The first decision stands; an unknown id decides nothing.
-        assert!(!store.decide(&decision("apv_1", Verdict::Deny)).unwrap());
-        assert!(!store.decide(&decision("apv_9", Verdict::Deny)).unwrap());
+        assert_eq!(decided("apv_1", Verdict::Deny), Decided::NotWaiting);
+        assert_eq!(decided("apv_9", Verdict::Deny), Decided::NotWaiting);
         drop(store);
 
         let store = ApprovalStore::open(&paths, SyncPolicy::TurnCommit).unwrap();
@@ -499,7 +595,10 @@ mod tests {
         let store = ApprovalStore::open(&earlier, SyncPolicy::ProcessCrash).unwrap();
         store.request(&request("apv_1", "call_1")).unwrap();
         store.request(&request("apv_3", "call_3")).unwrap();
-        assert!(store.decide(&decision("apv_3", Verdict::Deny)).unwrap());
+        assert_eq!(
+            store.decide(&decision("apv_3", Verdict::Deny)).unwrap(),
+            Decided::Recorded
+        );
         let broken = workspace.instance("coder", "c");
         std::fs::create_dir_all(broken.dir()).unwrap();
         std::fs::write(broken.approvals_file(), b"not json\n").unwrap();
@@ -509,5 +608,56 @@ mod tests {
         assert_eq!(ids, ["apv_1", "apv_2"]);
         assert_eq!(found.unreadable.len(), 1);
         assert_eq!(found.unreadable[0].code(), "E_STORE_CORRUPT_LOG");
+    }
+
+    #[test]
+    fn a_request_closed_by_a_cancel_is_remembered_as_cancelled() {
+        let root = tempfile::tempdir().unwrap();
+        let workspace = crate::StateRoot::new(root.path()).workspace("default");
+        let paths = workspace.instance("coder", "a");
+        let store = ApprovalStore::open(&paths, SyncPolicy::ProcessCrash).unwrap();
+        store.request(&request("apv_1", "call_1")).unwrap();
+        let mut other = request("apv_2", "call_2");
+        other.event_id = "evt_2".into();
+        store.request(&other).unwrap();
+        let of_event: Vec<String> = store
+            .of_event("evt_1")
+            .unwrap()
+            .into_iter()
+            .map(|open| open.request.id)
+            .collect();
+        assert_eq!(of_event, ["apv_1"]);
+        let mut cancel = decision("apv_1", Verdict::Deny);
+        cancel.by = CANCELLED_BY.into();
+        assert_eq!(store.decide(&cancel).unwrap(), Decided::Recorded);
+        store.close("apv_1").unwrap();
+        // A closed request decided by anyone else is simply gone.
+        store.decide(&decision("apv_2", Verdict::Approve)).unwrap();
+        store.close("apv_2").unwrap();
+        drop(store);
+
+        let store = ApprovalStore::open(&paths, SyncPolicy::ProcessCrash).unwrap();
+        let decided = |id| store.decide(&decision(id, Verdict::Approve)).unwrap();
+        assert_eq!(decided("apv_1"), Decided::Cancelled);
+        assert_eq!(decided("apv_2"), Decided::NotWaiting);
+        let found = workspace_approvals(&workspace).unwrap();
+        assert!(found.requests.is_empty());
+        assert_eq!(found.cancelled, ["apv_1"]);
+    }
+
+    #[test]
+    fn only_the_latest_cancels_are_remembered() {
+        let mut open = OpenApprovals::default();
+        for n in 0..=MAX_REMEMBERED_CANCELS {
+            let id = format!("apv_{n}");
+            open.asked(request(&id, &format!("call_{n}")));
+            let mut cancel = decision(&id, Verdict::Deny);
+            cancel.by = CANCELLED_BY.into();
+            assert!(open.decided(cancel));
+            open.closed(&id);
+        }
+        assert_eq!(open.cancelled().count(), MAX_REMEMBERED_CANCELS);
+        assert_eq!(open.would_decide("apv_0"), Decided::NotWaiting);
+        assert_eq!(open.would_decide("apv_1"), Decided::Cancelled);
     }
 }

@@ -59,8 +59,8 @@ mod usage;
 pub use active::{ActiveSwarm, WorkspaceIdentity};
 pub use approval_messages::{ApprovalMessages, PostedApproval};
 pub use approvals::{
-    undecided_approvals, workspace_approvals, ApprovalLog, ApprovalStore, OpenApproval,
-    OpenApprovals, WorkspaceApprovals,
+    closed_by_cancel, undecided_approvals, workspace_approvals, ApprovalLog, ApprovalStore,
+    Decided, OpenApproval, OpenApprovals, WorkspaceApprovals, CANCELLED_BY, MAX_REMEMBERED_CANCELS,
 };
 pub use durability::SyncPolicy;
 pub use error::StoreError;

@@ -246,6 +246,10 @@ pub(crate) fn find_approval(
             });
         }
     }
+    let found = goondan_store::workspace_approvals(&workspace)?;
+    if found.cancelled.iter().any(|cancelled| cancelled == id) {
+        return Err(ActionError::Refused(goondan_store::closed_by_cancel(id)));
+    }
     Err(ActionError::NotFound(
         "E_APPROVAL_NOT_FOUND",
         format!("no approval {id} waits for a decision in swarm `{swarm}`"),

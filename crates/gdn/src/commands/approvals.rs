@@ -67,6 +67,18 @@ fn waiting(target: &Target) -> anyhow::Result<Vec<ApprovalRequest>> {
     Ok(waiting)
 }
 
+/// True when `id` names a request of the target's workspaces closed when
+/// its Turn was cancelled (as far as their files remember).
+fn closed_by_cancel(target: &Target, id: &str) -> anyhow::Result<bool> {
+    for store in stores(target)? {
+        let found = goondan_store::workspace_approvals(store.workspace())?;
+        if found.cancelled.iter().any(|cancelled| cancelled == id) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// The requests not decided yet of every instance of `workspace` (only
 /// instances holding an approvals file are read); one unreadable file
 /// fails the list rather than hiding its requests.
@@ -191,6 +203,13 @@ fn decide(
         Err(outcome) => return Ok(outcome),
     };
     let Some(request) = waiting.into_iter().find(|request| request.id == id) else {
+        if let Place::Host(target) = place {
+            if closed_by_cancel(target, id)? {
+                let body = goondan_store::closed_by_cancel(id);
+                crate::render::error(&body.code, &body.message, body.suggestion.as_deref());
+                return Ok(Outcome::Failure);
+            }
+        }
         crate::render::error(
             "E_APPROVAL_NOT_FOUND",
             &format_args!("no approval {id} waits for a decision"),

@@ -141,6 +141,43 @@ fn an_approval_survives_kill_9_of_the_agent_and_the_orchestrator_and_runs_once()
 }
 
 #[test]
+fn a_cancelled_turn_closes_its_request_and_a_late_approval_is_refused() {
+    let swarm = gated_swarm(3600);
+    let resident = swarm.start_resident();
+    let asker = swarm.spawn_input("run it");
+    let request = wait_until("the approval request", || approvals(&swarm).pop());
+    let id = request["id"].as_str().unwrap().to_string();
+    let key = format!("alpha:{}", request["instanceKey"].as_str().unwrap());
+    let cancel = swarm.run(&["instance", "cancel", &key]);
+    assert_eq!(code(&cancel), 0, "{}", stderr(&cancel));
+    crate::operator::assert_requester_told(asker);
+    wait_until("the request closed", || {
+        approvals(&swarm).is_empty().then_some(())
+    });
+
+    for verb in ["approve", "deny"] {
+        let late = swarm.run(&[verb, &id]);
+        assert_eq!(code(&late), 1, "{}", stderr(&late));
+        let text = stderr(&late);
+        assert!(text.contains("error[E_APPROVAL_CLOSED]"), "{text}");
+        assert!(text.contains("its Turn was cancelled"), "{text}");
+        assert!(text.contains("help:"), "{text}");
+    }
+    // The conversation's input is not run again by the next process.
+    assert_eq!(resident.terminate(), 0);
+    let resident = swarm.start_resident();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(approvals(&swarm).is_empty());
+    assert_eq!(resident.terminate(), 0);
+    assert_eq!(runs(swarm.bundle.path()), 0);
+    assert_eq!(
+        swarm.mock.requests().len(),
+        1,
+        "the cancelled Turn ran again"
+    );
+}
+
+#[test]
 fn a_denial_tells_the_model_why_and_runs_nothing() {
     let swarm = gated_swarm(3600);
     let resident = swarm.start_resident();
