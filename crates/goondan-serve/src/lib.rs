@@ -14,8 +14,11 @@
 //! bearer token when configured, `Origin` and `Host`), and a body over
 //! [`Limits::max_body_bytes`] is refused with 413 before it is read
 //! whole. The swarm is reached only through [`Swarm`]; a Turn runs in a
-//! task of its own ([`turn`]), so a client that drops its connection
-//! leaves the Turn to finish and commit once.
+//! task of its own ([`turn`]), so a client that drops a stream (A2A or
+//! `/v1`) leaves the Turn to finish and commit once. A plain `/v1`
+//! request whose client leaves cancels its Turn, unless it named an
+//! `Idempotency-Key`, whose retries then get that Turn
+//! ([`openai::IDEMPOTENCY_HEADER`]).
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
@@ -58,6 +61,9 @@ pub struct Limits {
     /// next request of one goes on in its instance
     /// (`openai::conversations`); the oldest is forgotten first.
     pub max_remembered_conversations: usize,
+    /// How long a `/v1` request's `Idempotency-Key` finds its Turn for a
+    /// retry; as many keys are remembered as responses.
+    pub idempotency_window: Duration,
     /// How often a running Task looks for an approval a person must
     /// decide (its state is then `TASK_STATE_INPUT_REQUIRED`).
     pub approval_poll: Duration,
@@ -72,6 +78,7 @@ impl Default for Limits {
             max_remembered_tasks: 2_000,
             max_remembered_responses: 10_000,
             max_remembered_conversations: 10_000,
+            idempotency_window: Duration::from_secs(60 * 60),
             approval_poll: Duration::from_millis(500),
         }
     }
@@ -108,6 +115,7 @@ pub fn router(
         openai: openai::OpenAiState::new(
             limits.max_remembered_responses,
             limits.max_remembered_conversations,
+            limits.idempotency_window,
         ),
     });
     Router::new()

@@ -43,11 +43,14 @@ impl<K: Hash + Eq + Clone, V: Clone> Recent<K, V> {
 
     /// Remembers `value` under `key`, in place of what was there.
     pub(crate) fn remember(&self, key: K, value: V) {
+        let mut held = self.held();
+        self.remember_held(&mut held, key, value);
+    }
+
+    fn remember_held(&self, held: &mut Held<K, V>, key: K, value: V) {
         if self.limit == 0 {
             return;
         }
-        let mut held = self.held();
-        let held = &mut *held;
         held.by_key.remove(&key);
         while held.by_key.len() >= self.limit {
             let Some((oldest, number)) = held.order.pop_front() else {
@@ -72,6 +75,26 @@ impl<K: Hash + Eq + Clone, V: Clone> Recent<K, V> {
         held.next += 1;
         held.order.push_back((key.clone(), number));
         held.by_key.insert(key, (value, number));
+    }
+
+    /// What is remembered under `key` while `still_good` holds for it,
+    /// else `make()` remembered in its place; true when it was made.
+    /// One lock for both, so two callers never both make one.
+    pub(crate) fn recall_or_remember(
+        &self,
+        key: K,
+        make: impl FnOnce() -> V,
+        still_good: impl FnOnce(&V) -> bool,
+    ) -> (V, bool) {
+        let mut held = self.held();
+        if let Some((value, _)) = held.by_key.get(&key) {
+            if still_good(value) {
+                return (value.clone(), false);
+            }
+        }
+        let value = make();
+        self.remember_held(&mut held, key, value.clone());
+        (value, true)
     }
 
     /// What is remembered under `key`.

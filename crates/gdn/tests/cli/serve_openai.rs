@@ -145,3 +145,82 @@ fn a_client_leaving_a_stream_leaves_its_turn_to_commit_once() {
         .count();
     assert_eq!((inputs, replies), (1, 1), "{conversation:?}");
 }
+
+/// Runs the official `openai` package once against `served`: a chat
+/// completion of `alpha` with `timeout` seconds per attempt, `retries`
+/// retries and, when given, an `Idempotency-Key`; what it printed
+/// (`answer: …` or `timeout`).
+fn sdk_call(served: &Served, timeout: f64, retries: u32, key: Option<&str>) -> String {
+    let script = r#"
+import json, os, sys
+import openai
+timeout, retries, key = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+client = openai.OpenAI(timeout=timeout, max_retries=retries)
+headers = {"Idempotency-Key": key} if key else {}
+try:
+    done = client.chat.completions.create(
+        model="alpha",
+        messages=[{"role": "user", "content": "run it"}],
+        extra_headers=headers,
+    )
+    print("answer: " + done.choices[0].message.content)
+except openai.APITimeoutError:
+    print("timeout")
+"#;
+    let mut client = std::process::Command::new("python3");
+    client
+        .args(["-c", script])
+        .arg(timeout.to_string())
+        .arg(retries.to_string())
+        .arg(key.unwrap_or(""))
+        .env("OPENAI_BASE_URL", format!("{}/v1", served.base_url()))
+        .env("OPENAI_API_KEY", TOKEN);
+    let output = crate::swarm::run_with_deadline(client);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// Issue 49 #2: the `openai` package's timeout and retries against a
+/// gated tool. Without a key, each attempt's Turn is cancelled when the
+/// attempt gives up (its request closed with it), so nothing is left
+/// waiting; with `Idempotency-Key`, the retries join the first Turn:
+/// one request, and approving it runs the command once, whose answer the
+/// next call with the key gets.
+#[test]
+fn an_sdk_retry_after_a_timeout_is_the_same_turn_and_runs_the_command_once() {
+    if !sdk_available() {
+        eprintln!("skipped: the `openai` Python package is not installed");
+        return;
+    }
+    let served = Served::start_for(
+        crate::approvals::gated_swarm(3600),
+        &["--token-env", "SERVE_TOKEN"],
+    );
+    let swarm = &served.swarm;
+    let bundle = swarm.bundle.path();
+
+    assert_eq!(sdk_call(&served, 1.5, 1, None), "timeout");
+    wait_until("every attempt's request closed", || {
+        crate::approvals::approvals(swarm).is_empty().then_some(())
+    });
+    assert_eq!(crate::approvals::runs(bundle), 0);
+
+    assert_eq!(sdk_call(&served, 1.5, 2, Some("run-it-once")), "timeout");
+    let waiting = crate::approvals::approvals(swarm);
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    let id = waiting[0]["id"].as_str().unwrap();
+    let approve = swarm.run(&["approve", id]);
+    assert_eq!(crate::swarm::code(&approve), 0);
+    let answer = sdk_call(&served, 30.0, 0, Some("run-it-once"));
+    assert!(answer.starts_with("answer: done:"), "{answer}");
+    assert_eq!(
+        crate::approvals::runs(bundle),
+        1,
+        "the command ran other than once"
+    );
+    assert!(crate::approvals::approvals(swarm).is_empty());
+}

@@ -35,6 +35,7 @@ async fn complete(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let raw = body.as_ref().ok().cloned().unwrap_or_default();
     let body = input::body_object(body, shared.limits.max_body_bytes)?;
     let model = input::model(&body, shared.swarm.as_ref())?.to_string();
     let messages = match body.get("messages") {
@@ -62,24 +63,34 @@ async fn complete(
     };
     let named = input::header_instance(headers)?;
     let user = input::end_user(input::optional_str(&body, "user")?)?;
-    let conversations = &shared.openai.conversations;
-    let addressed = conversations.address(&model, named, user, conversation, None);
-    let updates = super::start(shared, addressed).await?;
+    let id = new_id("chatcmpl-");
+    let started = match super::begin(shared, "chat", headers, &raw, id.clone())? {
+        super::Begin::Follow(started) => started,
+        super::Begin::Start(claim) => {
+            let conversations = &shared.openai.conversations;
+            let addressed = conversations.address(&model, named, user, conversation, None);
+            super::start(shared, addressed, claim, id).await?
+        }
+    };
     let shape = Shape {
-        id: new_id("chatcmpl-"),
+        id: started.id,
         created: unix_now(),
         model,
     };
     if stream {
+        // A stream's client that leaves leaves its Turn to finish.
+        started.leave.stay();
         return Ok(stream::respond(
-            updates,
+            started.updates,
             ChunkFrames {
                 shape,
                 include_usage,
             },
         ));
     }
-    let answer = stream::gather(updates).await?;
+    // Held until the answer: a client gone before it cancels the Turn.
+    let _leave = started.leave;
+    let answer = stream::gather(started.updates).await?;
     Ok(axum::Json(shape.completion(&answer)).into_response())
 }
 

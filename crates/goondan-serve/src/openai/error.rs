@@ -69,6 +69,16 @@ pub enum ApiError {
         /// The model the request names.
         model: String,
     },
+    /// The `Idempotency-Key` header is empty, too long or not visible
+    /// ASCII.
+    #[error("the Idempotency-Key header must be 1 to {max} visible ASCII characters")]
+    BadIdempotencyKey {
+        /// The longest key.
+        max: usize,
+    },
+    /// An earlier request with this `Idempotency-Key` had another body.
+    #[error("the Idempotency-Key {0:?} was used for another request body")]
+    IdempotencyKeyReused(String),
     /// No route has this path.
     #[error("no route {0}")]
     NoRoute(String),
@@ -107,6 +117,8 @@ impl ApiError {
             ApiError::UnknownModel(_) => "E_SERVE_UNKNOWN_MODEL",
             ApiError::PreviousResponseNotFound(_) => "E_SERVE_PREVIOUS_RESPONSE_NOT_FOUND",
             ApiError::PreviousResponseOfOtherAgent { .. } => "E_SERVE_PREVIOUS_RESPONSE_AGENT",
+            ApiError::BadIdempotencyKey { .. } => "E_SERVE_BAD_IDEMPOTENCY_KEY",
+            ApiError::IdempotencyKeyReused(_) => "E_SERVE_IDEMPOTENCY_KEY_REUSED",
             ApiError::NoRoute(_) => "E_SERVE_NO_ROUTE",
             ApiError::MethodNotAllowed { .. } => "E_SERVE_METHOD_NOT_ALLOWED",
             ApiError::Refused(status) if *status == StatusCode::UNAUTHORIZED => {
@@ -128,6 +140,8 @@ impl ApiError {
             ApiError::UnknownModel(_) => "list the models with GET /v1/models and use one of their ids",
             ApiError::PreviousResponseNotFound(_) => "start a new conversation without `previous_response_id`, or name its instance with `X-Goondan-Instance`",
             ApiError::PreviousResponseOfOtherAgent { .. } => "send the follow-up to the model that answered the previous response",
+            ApiError::BadIdempotencyKey { .. } => "use a random id per logical request, such as a UUID, and send it again with each retry",
+            ApiError::IdempotencyKeyReused(_) => "use a new key for a new request; a retry sends the same body with the same key",
             ApiError::NoRoute(_) => "the routes are /v1/models, /v1/models/{id}, /v1/chat/completions and /v1/responses",
             ApiError::MethodNotAllowed { .. } => "GET the models; POST to /v1/chat/completions and /v1/responses",
             ApiError::Refused(status) if *status == StatusCode::UNAUTHORIZED => "send the token of `gdn serve --token-env` as the API key (`Authorization: Bearer <token>`)",
@@ -184,6 +198,7 @@ pub fn status_and_type(code: &str) -> (StatusCode, &'static str) {
         | "E_SERVE_BAD_REQUEST"
         | "E_SERVE_UNSUPPORTED_INPUT"
         | "E_SERVE_BAD_INSTANCE_KEY"
+        | "E_SERVE_BAD_IDEMPOTENCY_KEY"
         | "E_INSTANCE_KEY_INVALID"
         | "E_SERVE_PREVIOUS_RESPONSE_AGENT" => (StatusCode::BAD_REQUEST, "invalid_request_error"),
         "E_SERVE_UNAUTHORIZED" => (StatusCode::UNAUTHORIZED, "authentication_error"),
@@ -193,6 +208,9 @@ pub fn status_and_type(code: &str) -> (StatusCode, &'static str) {
         | "E_SERVE_NO_ROUTE"
         | "E_AGENT_NOT_FOUND" => (StatusCode::NOT_FOUND, "not_found_error"),
         "E_SERVE_METHOD_NOT_ALLOWED" => (StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error"),
+        "E_SERVE_IDEMPOTENCY_KEY_REUSED" => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request_error")
+        }
         "E_EVENT_DUPLICATE" | "E_INSTANCE_DELETED" => {
             (StatusCode::CONFLICT, "invalid_request_error")
         }

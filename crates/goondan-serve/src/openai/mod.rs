@@ -24,10 +24,12 @@ mod conversations;
 mod error;
 mod input;
 mod responses;
+mod retries;
 mod stream;
 
 pub use error::{status_and_type, ApiError};
 pub use input::INSTANCE_HEADER;
+pub use retries::IDEMPOTENCY_HEADER;
 
 use crate::Shared;
 use axum::extract::{Path, State};
@@ -46,17 +48,24 @@ pub(crate) struct OpenAiState {
     started: u64,
     responses: responses::Remembered,
     conversations: Arc<conversations::Tips>,
+    retries: retries::Retries,
 }
 
 impl OpenAiState {
     /// Remembers the instance of at most `max_responses` responses for
     /// `previous_response_id`, and of at most `max_conversations`
-    /// conversations.
-    pub(crate) fn new(max_responses: usize, max_conversations: usize) -> OpenAiState {
+    /// conversations, and of at most `max_responses` idempotency keys for
+    /// `idempotency_window` each.
+    pub(crate) fn new(
+        max_responses: usize,
+        max_conversations: usize,
+        idempotency_window: std::time::Duration,
+    ) -> OpenAiState {
         OpenAiState {
             started: unix_now(),
             responses: responses::Remembered::new(max_responses),
             conversations: Arc::new(conversations::Tips::new(max_conversations)),
+            retries: retries::Retries::new(max_responses, idempotency_window),
         }
     }
 }
@@ -119,13 +128,57 @@ async fn no_route(uri: Uri) -> ApiError {
     ApiError::NoRoute(uri.path().to_string())
 }
 
+/// A request's Turn: its reports, the object id its answer carries, and
+/// what cancels the Turn if the client leaves before the answer.
+pub(crate) struct Started {
+    updates: tokio::sync::mpsc::Receiver<crate::TurnUpdate>,
+    id: String,
+    leave: retries::CancelOnLeave,
+}
+
+/// Where a request's Turn comes from.
+enum Begin {
+    /// An earlier request with its `Idempotency-Key` and body runs it, or
+    /// ran it: follow that.
+    Follow(Started),
+    /// Start one; with the claim of its key when the request named one.
+    Start(Option<Arc<retries::SharedTurn>>),
+}
+
+/// Whether the request is a retry of an earlier one on `route` (by its
+/// `Idempotency-Key` and its body `raw`); a first request's answer will
+/// carry the object id `id`.
+fn begin(
+    shared: &Shared,
+    route: &'static str,
+    headers: &axum::http::HeaderMap,
+    raw: &[u8],
+    id: String,
+) -> Result<Begin, ApiError> {
+    let Some(key) = retries::key_of(headers)? else {
+        return Ok(Begin::Start(None));
+    };
+    Ok(match shared.openai.retries.claim(route, key, raw, id)? {
+        retries::Claim::Retry(turn) => Begin::Follow(Started {
+            updates: turn.follow(),
+            id: turn.id.clone(),
+            leave: retries::CancelOnLeave(None),
+        }),
+        retries::Claim::First(turn) => Begin::Start(Some(turn)),
+    })
+}
+
 /// Hands `addressed` to the swarm, its Turn in a task of its own; the
 /// Turn's reports. A refused input gives its conversation's instance
-/// back; an answer moves the conversation on.
+/// back; an answer moves the conversation on. With the claim of an
+/// `Idempotency-Key`, the Turn is kept for the key's retries and a client
+/// that leaves does not cancel it; without, leaving cancels it.
 async fn start(
     shared: &Shared,
     addressed: conversations::Addressed,
-) -> Result<tokio::sync::mpsc::Receiver<crate::TurnUpdate>, ApiError> {
+    claim: Option<Arc<retries::SharedTurn>>,
+    id: String,
+) -> Result<Started, ApiError> {
     let conversations::Addressed { request, follow } = addressed;
     let tips = shared.openai.conversations.clone();
     let running = match shared.swarm.start(request).await {
@@ -134,19 +187,34 @@ async fn start(
             if let Some(follow) = follow {
                 tips.refused(follow);
             }
+            if let Some(claim) = &claim {
+                claim.refused(&shared.openai.retries, failure.clone());
+            }
             return Err(failure.into());
         }
     };
-    // OpenAI's API has no cancel, and a client that leaves does not
-    // cancel either: the canceller is dropped, the Turn runs to its end
-    // (and its answer still moves the conversation on).
+    // Its answer moves the conversation on, whoever still reads it.
     let turn = crate::turn::DetachedTurn::spawn_then(running, move |end| {
         if let (Some(follow), Ok(answer)) = (follow, end) {
             tips.answered(follow, &answer.text);
         }
     });
-    let (_, updates, _) = turn.into_parts();
-    Ok(updates)
+    let (_, updates, canceller) = turn.into_parts();
+    Ok(match claim {
+        Some(claim) => {
+            claim.pump(updates);
+            Started {
+                updates: claim.follow(),
+                id: claim.id.clone(),
+                leave: retries::CancelOnLeave(None),
+            }
+        }
+        None => Started {
+            updates,
+            id,
+            leave: retries::CancelOnLeave(Some(canceller)),
+        },
+    })
 }
 
 /// A fresh object id: `prefix` and 24 hex digits.

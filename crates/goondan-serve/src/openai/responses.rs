@@ -44,6 +44,7 @@ async fn respond(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let raw = body.as_ref().ok().cloned().unwrap_or_default();
     let body = input::body_object(body, shared.limits.max_body_bytes)?;
     let model = input::model(&body, shared.swarm.as_ref())?.to_string();
     let conversation = conversation(&body)?;
@@ -72,22 +73,31 @@ async fn respond(
         None => continued,
     };
     let user = input::end_user(input::optional_str(&body, "user")?)?;
-    let conversations = &shared.openai.conversations;
-    let addressed = conversations.address(&model, named, user, conversation, instructions);
-    let instance_key = addressed.request.instance_key.clone();
-    let updates = super::start(shared, addressed).await?;
+    let id = new_id("resp_");
+    let started = match super::begin(shared, "responses", headers, &raw, id.clone())? {
+        super::Begin::Follow(started) => started,
+        super::Begin::Start(claim) => {
+            let conversations = &shared.openai.conversations;
+            let addressed = conversations.address(&model, named, user, conversation, instructions);
+            let instance_key = addressed.request.instance_key.clone();
+            let started = super::start(shared, addressed, claim, id.clone()).await?;
+            remembered.remember(id, (model.clone(), instance_key));
+            started
+        }
+    };
     let shape = Shape {
-        id: new_id("resp_"),
+        id: started.id,
         item_id: new_id("msg_"),
         created_at: unix_now(),
         model,
         instructions: instructions.map(str::to_string),
         previous_response_id: previous.map(str::to_string),
     };
-    remembered.remember(shape.id.clone(), (shape.model.clone(), instance_key));
     if stream {
+        // A stream's client that leaves leaves its Turn to finish.
+        started.leave.stay();
         return Ok(stream::respond(
-            updates,
+            started.updates,
             EventFrames {
                 shape,
                 sequence: 0,
@@ -95,7 +105,9 @@ async fn respond(
             },
         ));
     }
-    let answer = stream::gather(updates).await?;
+    // Held until the answer: a client gone before it cancels the Turn.
+    let _leave = started.leave;
+    let answer = stream::gather(started.updates).await?;
     let output = vec![shape.message(&answer.text, "completed")];
     Ok(axum::Json(shape.object("completed", output, answer.usage.as_ref(), None)).into_response())
 }

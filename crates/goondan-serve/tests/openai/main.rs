@@ -868,7 +868,7 @@ async fn read_until_then_drop(response: reqwest::Response, needle: &str) {
 }
 
 #[tokio::test]
-async fn a_client_that_goes_away_leaves_the_turn_to_commit_once() {
+async fn a_stream_client_that_goes_away_leaves_the_turn_to_commit_once() {
     let server = Server::start().await;
     let streams = [
         (
@@ -886,15 +886,83 @@ async fn a_client_that_goes_away_leaves_the_turn_to_commit_once() {
         read_until_then_drop(response, "part0").await;
         assert_eq!(server.ending(nth + 1).await, Ending::Committed, "{path}");
     }
-    // A plain request whose client gives up before the answer.
-    let body = json!({"model": "helper", "input": "SLOW three"});
-    let gave_up = server
-        .post("/v1/responses", body.to_string())
-        .timeout(Duration::from_millis(250))
-        .send()
-        .await;
-    assert!(gave_up.is_err_and(|error| error.is_timeout()));
-    assert_eq!(server.ending(3).await, Ending::Committed);
-    assert_eq!(server.requests().len(), 3, "each Turn was asked for once");
-    assert_eq!(server.endings().len(), 3, "and ended once");
+    assert_eq!(server.requests().len(), 2, "each Turn was asked for once");
+    assert_eq!(server.endings().len(), 2, "and ended once");
+}
+
+/// A plain request whose client gives up before the answer cancels its
+/// Turn, unless it named an `Idempotency-Key`: then the Turn goes on, and
+/// the retry (same key, same body) gets its answer, never a second Turn.
+#[tokio::test]
+async fn a_plain_client_that_gives_up_cancels_its_turn_unless_a_retry_may_come() {
+    let server = Server::start().await;
+    for path in ["/v1/chat/completions", "/v1/responses"] {
+        let nth = server.endings().len() + 1;
+        let body = plain(path, "SLOW gone");
+        let gave_up = server
+            .post(path, body.clone())
+            .timeout(Duration::from_millis(250))
+            .send()
+            .await;
+        assert!(gave_up.is_err_and(|error| error.is_timeout()));
+        assert_eq!(server.ending(nth).await, Ending::Cancelled, "{path}");
+
+        let key = format!("retry-{nth}");
+        let gave_up = server
+            .post(path, body.clone())
+            .header("Idempotency-Key", &key)
+            .timeout(Duration::from_millis(250))
+            .send()
+            .await;
+        assert!(gave_up.is_err_and(|error| error.is_timeout()));
+        // Two retries, one while the Turn runs and one after it ended.
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let retried = server
+                .post(path, body.clone())
+                .header("Idempotency-Key", &key)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(retried.status(), 200, "{path}");
+            let answer: Value = retried.json().await.unwrap();
+            assert!(answer.to_string().contains("part9"), "{answer}");
+            ids.push(answer["id"].clone());
+        }
+        assert_eq!(ids[0], ids[1], "one answer object for every retry");
+        assert_eq!(server.ending(nth + 1).await, Ending::Committed, "{path}");
+        assert_eq!(
+            server.endings().len(),
+            nth + 1,
+            "{path}: one Turn for the key"
+        );
+
+        // The key with another body is refused, and starts nothing.
+        let reused = server
+            .post(path, plain(path, "SLOW other"))
+            .header("Idempotency-Key", &key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reused.status(), 422);
+        let error: Value = reused.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "E_SERVE_IDEMPOTENCY_KEY_REUSED");
+        let bad = server
+            .post(path, body)
+            .header("Idempotency-Key", "two words")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400);
+        assert_eq!(server.endings().len(), nth + 1);
+    }
+}
+
+/// A body for `path` asking `text`, not streamed.
+fn plain(path: &str, text: &str) -> String {
+    if path.ends_with("responses") {
+        json!({"model": "helper", "input": text}).to_string()
+    } else {
+        json!({"model": "helper", "messages": [{"role": "user", "content": text}]}).to_string()
+    }
 }
