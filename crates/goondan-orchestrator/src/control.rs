@@ -60,8 +60,9 @@ pub enum ControlRequest {
         event: ConnectorEvent,
         /// Cancel the Turn (`E_TURN_CANCELLED`) when the client closes the
         /// connection before its answer; otherwise the Turn finishes
-        /// whether or not anyone still waits (as `gdn run` wants when
-        /// interrupted). The client must not half-close its side.
+        /// whether or not anyone still waits. `gdn run` attached to a
+        /// running swarm asks for the cancel, so its Ctrl-C cancels the
+        /// Turn. The client must not half-close its side.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cancel_on_disconnect: bool,
     },

@@ -336,7 +336,8 @@ impl OrchestratorError {
     }
 }
 
-fn exit_text(code: Option<i32>) -> String {
+/// How a process ended, as people read it.
+pub(crate) fn exit_text(code: Option<i32>) -> String {
     match code {
         Some(code) => format!("exit code {code}"),
         None => "killed by a signal".to_string(),

@@ -47,6 +47,11 @@ const MAX_INPUT_BYTES: usize = 1024 * 1024;
 const MAX_LINES_IN_FLIGHT: usize = 256;
 /// How often a chat looks for an approval its Turn waits on.
 const APPROVAL_POLL: Duration = Duration::from_millis(250);
+/// A second Ctrl-C within this long of the first quits the chat.
+const AGAIN_TO_QUIT: Duration = Duration::from_secs(1);
+/// How long an interrupted `gdn run --input` waits for its cancelled Turn
+/// to be over before it exits.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs `gdn run`.
 pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome> {
@@ -109,7 +114,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
                         eprintln!("attached to the orchestrator at {}", socket.display());
                     }
                     let event = typed_event(text.clone(), args.instance_key.clone());
-                    match ask_over_socket(&socket, None, event, false).await? {
+                    let mut stop = StopSignals::new()?;
+                    // Interrupted, the request is dropped, which cancels
+                    // its Turn (recorded so, never run again).
+                    let delivery = tokio::select! {
+                        delivery = ask_over_socket(&socket, None, event, true) => delivery?,
+                        stopped = stop.recv() => {
+                            end_line();
+                            return Ok(stopped);
+                        }
+                    };
+                    match delivery {
                         Delivery::Answered(reply) => {
                             return Ok(report(reply.map(|answer| *answer), None, global.json))
                         }
@@ -195,12 +210,30 @@ async fn attach_chat(
         eprintln!("attached to the orchestrator at {}", socket.display());
     }
     let terminal = std::io::stdin().is_terminal();
+    let mut stop = StopSignals::new()?;
     let mut lines = stdin_lines::spawn(MAX_INPUT_BYTES);
     let mut outcome = Outcome::Success;
     if terminal {
         prompt();
     }
-    while let Some(line) = lines.recv().await {
+    loop {
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            stopped = stop.recv() => {
+                if stopped != Outcome::Interrupted || stop.twice_in_a_row() {
+                    end_line();
+                    return Ok(stopped);
+                }
+                stop.resume();
+                eprintln!();
+                eprintln!("(Ctrl-C again within a second, or Ctrl-D, quits the chat)");
+                if terminal {
+                    prompt();
+                }
+                continue;
+            }
+        };
+        let Some(line) = line else { break };
         let event = match line_event(line, instance_key.as_deref()) {
             Ok(Some(event)) => event,
             Ok(None) => continue,
@@ -210,7 +243,25 @@ async fn attach_chat(
             }
         };
         let sent_key = event.instance_key.clone();
-        let answer = match ask_over_socket(socket, None, event, false).await? {
+        // Ctrl-C drops the request, which cancels its Turn; the chat stays
+        // (a second Ctrl-C within a second quits).
+        let delivery = tokio::select! {
+            delivery = ask_over_socket(socket, None, event, true) => delivery?,
+            stopped = stop.recv() => {
+                if stopped != Outcome::Interrupted || stop.twice_in_a_row() {
+                    end_line();
+                    return Ok(stopped);
+                }
+                stop.resume();
+                eprintln!();
+                eprintln!("cancelled the Turn (Ctrl-C again within a second quits the chat)");
+                if terminal {
+                    prompt();
+                }
+                continue;
+            }
+        };
+        let answer = match delivery {
             Delivery::Answered(answer) => answer.map(|answer| *answer),
             Delivery::NotDelivered => {
                 crate::render::error(
@@ -721,13 +772,36 @@ async fn ask(
     tokio::pin!(answer);
     let mut look = tokio::time::interval(APPROVAL_POLL);
     let mut asking: Option<goondan_types::ApprovalRequest> = None;
+    // Ctrl-C cancelled this Turn.
+    let mut cancelled = false;
     let answer = loop {
         tokio::select! {
             answer = &mut answer => break answer,
             stopped = stop.recv() => {
-                drop(activity);
-                end_line();
-                return stopped;
+                if stopped != Outcome::Interrupted || stop.twice_in_a_row() {
+                    drop(activity);
+                    end_line();
+                    return stopped;
+                }
+                // Ctrl-C stops this Turn, recorded as cancelled, so the
+                // next start does not run it again. A chat stays open; a
+                // one-shot `--input` leaves once the Turn is over.
+                if !cancelled {
+                    cancelled = true;
+                    if let Err(error) = handle.cancel(event_id.clone()).await {
+                        crate::answers::print_refusal(&error.to_body());
+                    }
+                }
+                if chat.is_some() {
+                    stop.resume();
+                    eprintln!();
+                    eprintln!("cancelling the Turn (Ctrl-C again within a second quits the chat)");
+                } else {
+                    let _ = tokio::time::timeout(CANCEL_WAIT, &mut answer).await;
+                    drop(activity);
+                    end_line();
+                    return Outcome::Interrupted;
+                }
             }
             _ = look.tick(), if chat.is_some() && asking.is_none() => {
                 if let Some((approvals, _)) = chat.as_mut() {
@@ -792,8 +866,15 @@ async fn chat(
         let line = tokio::select! {
             line = lines.recv() => line,
             stopped = stop.recv() => {
-                end_line();
-                return stopped;
+                if stopped != Outcome::Interrupted || stop.twice_in_a_row() {
+                    end_line();
+                    return stopped;
+                }
+                stop.resume();
+                eprintln!();
+                eprintln!("(Ctrl-C again within a second, or Ctrl-D, quits the chat)");
+                prompt();
+                continue;
             }
         };
         match line {
@@ -981,8 +1062,10 @@ async fn resident(swarm: &mut RunningSwarm, stop: &mut StopSignals) -> Outcome {
 struct StopSignals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
-    /// Set once either came.
+    /// Set once either came (and not taken back by [`StopSignals::resume`]).
     requested: bool,
+    /// When the Ctrl-C before the last came, and the last.
+    interrupts: (Option<std::time::Instant>, Option<std::time::Instant>),
 }
 
 impl StopSignals {
@@ -992,6 +1075,7 @@ impl StopSignals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
             requested: false,
+            interrupts: (None, None),
         })
     }
 
@@ -999,11 +1083,28 @@ impl StopSignals {
     /// SIGTERM (a service manager stopping the swarm is no failure).
     async fn recv(&mut self) -> Outcome {
         let outcome = tokio::select! {
-            _ = self.interrupt.recv() => Outcome::Interrupted,
+            _ = self.interrupt.recv() => {
+                self.interrupts = (self.interrupts.1, Some(std::time::Instant::now()));
+                Outcome::Interrupted
+            }
             _ = self.terminate.recv() => Outcome::Success,
         };
         self.requested = true;
         outcome
+    }
+
+    /// The Ctrl-C just received stopped a Turn, not the chat.
+    fn resume(&mut self) {
+        self.requested = false;
+    }
+
+    /// Whether the last Ctrl-C came within [`AGAIN_TO_QUIT`] of the one
+    /// before: a person who means to quit.
+    fn twice_in_a_row(&self) -> bool {
+        match self.interrupts {
+            (Some(previous), Some(last)) => last.duration_since(previous) < AGAIN_TO_QUIT,
+            _ => false,
+        }
     }
 }
 

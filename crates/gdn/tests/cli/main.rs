@@ -16,6 +16,7 @@ mod eval;
 mod hardening;
 mod inbox;
 mod init;
+mod interrupt;
 mod ipc;
 mod lean;
 mod ledger;

@@ -277,6 +277,25 @@ impl Terminal {
         Terminal::start_command(gdn_command(swarm.bundle.path(), swarm.state.path(), args))
     }
 
+    /// Runs `command` on a new pseudo-terminal that is its controlling
+    /// terminal, in a session of its own: a Ctrl-C typed there is SIGINT
+    /// to its foreground process group, as at a person's terminal.
+    pub(crate) fn start_controlling(mut command: std::process::Command) -> Terminal {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if nix::libc::setsid() == -1
+                    || nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) == -1
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Terminal::start_command(command)
+    }
+
     /// Runs `command` on a new pseudo-terminal.
     pub(crate) fn start_command(mut command: std::process::Command) -> Terminal {
         use std::io::Read;

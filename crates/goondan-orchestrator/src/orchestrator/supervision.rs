@@ -333,7 +333,7 @@ impl Orchestrator {
         };
         if let Some(intent) = instance.shutdown.take() {
             instance.status = ProcessStatus::Terminated;
-            tracing::info!(key = %key, ?code, "agent process stopped");
+            tracing::info!(key = %key, exit = %crate::error::exit_text(code), "agent process stopped");
             if unresponsive {
                 // Killed for its silence while draining: still a crash,
                 // so a process that keeps wedging backs off.
@@ -379,7 +379,7 @@ impl Orchestrator {
             // After a start failure the exit is its consequence; the
             // failure already said why.
             let reported = instance.last_start_error.is_some();
-            tracing::warn!(key = %key, ?code, reported, "agent process crashed");
+            tracing::warn!(key = %key, exit = %crate::error::exit_text(code), reported, "agent process crashed");
         }
         self.record_crash(key, code);
     }
@@ -493,7 +493,7 @@ impl Orchestrator {
                 tracing::warn!(
                     key = %key,
                     status = "crashLoopBackOff",
-                    ?code,
+                    exit = %crate::error::exit_text(code),
                     consecutive_crashes,
                     backoff_ms = delay.as_millis() as u64,
                     "agent process is crash-looping; next respawn after the backoff"

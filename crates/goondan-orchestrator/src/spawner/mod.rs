@@ -26,6 +26,7 @@ use reaper::Reaper;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -144,6 +145,11 @@ impl Spawner for LocalSpawner {
             source,
         };
         let mut command = std::process::Command::new(&self.program);
+        // A group of its own: the Ctrl-C typed at a foreground `gdn run`
+        // reaches the whole foreground group, and is the orchestrator's to
+        // handle (it cancels the Turn); a child it reached would die
+        // mid-Turn and be restarted as crashed.
+        command.process_group(0);
         if let Some(dir) = &self.current_dir {
             command.current_dir(dir);
         }
