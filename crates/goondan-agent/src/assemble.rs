@@ -157,6 +157,9 @@ struct StoreEventSink {
     log: RuntimeEventLog,
     /// On a cluster host, the cluster's copy (`gdn logs --cluster`).
     cluster: Option<goondan_cluster::ClusterObserver>,
+    /// Whether `step.started` keeps what its model is sent
+    /// (`policy.llmInputMessages`).
+    llm_input: bool,
 }
 
 impl RuntimeEventSink for StoreEventSink {
@@ -171,6 +174,10 @@ impl RuntimeEventSink for StoreEventSink {
             tracing::warn!(code = error.code(), "runtime event not recorded: {error}");
         }
     }
+
+    fn wants_llm_input(&self) -> bool {
+        self.llm_input
+    }
 }
 
 /// Writes runtime events to `runtime-events.jsonl` and exports them as
@@ -183,19 +190,22 @@ struct ExportingEventSink {
 impl RuntimeEventSink for ExportingEventSink {
     fn emit(&self, mut event: RuntimeEvent) {
         self.spans.record(&event);
-        // Message content goes where the operator asked for it (the
-        // spans), not into `runtime-events.jsonl` as well.
-        if let RuntimeEvent::StepStarted {
-            llm_input_messages, ..
-        } = &mut event
-        {
-            *llm_input_messages = None;
+        // Message content goes where the operator asked for it: the spans
+        // take it only when they capture content, the file only when the
+        // Swarm records it.
+        if !self.store.llm_input {
+            if let RuntimeEvent::StepStarted {
+                llm_input_messages, ..
+            } = &mut event
+            {
+                *llm_input_messages = None;
+            }
         }
         self.store.emit(event);
     }
 
     fn wants_llm_input(&self) -> bool {
-        self.spans.captures_message_content()
+        self.store.llm_input || self.spans.captures_message_content()
     }
 }
 
@@ -361,6 +371,7 @@ pub async fn assemble(
     let store_events = StoreEventSink {
         log: parts.runtime_events,
         cluster: stores.observer,
+        llm_input: swarm.resource().spec.policy.records_llm_input(),
     };
     let runtime_events = event_sink(store_events, telemetry.as_ref(), || {
         goondan_telemetry::AgentIdentity {

@@ -281,6 +281,19 @@ pub struct SwarmPolicy {
     /// (a Goondan-rs extension).
     #[serde(default)]
     pub approvals: Option<SwarmApprovals>,
+    /// Whether every Step's `step.started` runtime event records the
+    /// messages the Step sends its model (`llmInputMessages`, bounded per
+    /// event), so the Studio shows what the model was sent; default true
+    /// (a Goondan-rs extension).
+    #[serde(default)]
+    pub llm_input_messages: Option<bool>,
+}
+
+impl SwarmPolicy {
+    /// `policy.llmInputMessages`, default true.
+    pub fn records_llm_input(&self) -> bool {
+        self.llm_input_messages.unwrap_or(true)
+    }
 }
 
 /// `Swarm.spec.policy.approvals`: the base `tool-approval` extension's

@@ -22,9 +22,77 @@ pub trait RuntimeEventSink: Send + Sync {
     }
 }
 
+/// The most of a Step's messages one `step.started` records, in bytes of
+/// their JSON: a long conversation's event holds its system prompts and
+/// its newest messages, and one marker for what was left out (the store
+/// holds all of it), so the log does not grow with the square of a
+/// conversation's length.
+pub const MAX_LLM_INPUT_BYTES: usize = 128 * 1024;
+
+/// The `contentSource` of the marker standing for messages left out.
+pub const OMITTED: &str = "omitted";
+
 /// The `llmInputMessages` of a `step.started`: each message's role, its
-/// text, and its structured parts when it has more than one string.
-pub(crate) fn llm_input_messages(messages: &[ModelMessage]) -> Vec<StepStartedLlmInputMessage> {
+/// text, and its structured parts when it has more than one string;
+/// every secret value masked as tool results are (`[REDACTED:NAME]`),
+/// bounded by [`MAX_LLM_INPUT_BYTES`].
+pub(crate) fn llm_input_messages(
+    messages: &[ModelMessage],
+    secrets: &goondan_types::secret::Secrets,
+) -> Vec<StepStartedLlmInputMessage> {
+    let mut summary = summarized(messages);
+    for message in &mut summary {
+        if let std::borrow::Cow::Owned(masked) = secrets.mask(&message.content) {
+            message.content = masked;
+        }
+        for part in message.parts.iter_mut().flatten() {
+            secrets.mask_json(part);
+        }
+    }
+    bounded(summary, MAX_LLM_INPUT_BYTES)
+}
+
+/// `messages` within `limit` bytes: the leading system messages, then as
+/// many of the newest as fit, with one [`OMITTED`] marker (a hundred bytes
+/// beyond the limit) between when any were left out.
+fn bounded(
+    messages: Vec<StepStartedLlmInputMessage>,
+    limit: usize,
+) -> Vec<StepStartedLlmInputMessage> {
+    let size = |message: &StepStartedLlmInputMessage| {
+        serde_json::to_vec(message).map_or(0, |bytes| bytes.len())
+    };
+    let sizes: Vec<usize> = messages.iter().map(size).collect();
+    if sizes.iter().sum::<usize>() <= limit {
+        return messages;
+    }
+    let leading = messages.iter().take_while(|m| m.role == "system").count();
+    let mut left = limit.saturating_sub(sizes[..leading].iter().sum());
+    let mut newest = messages.len();
+    while newest > leading && sizes[newest - 1] <= left {
+        newest -= 1;
+        left -= sizes[newest];
+    }
+    let (omitted, omitted_bytes) = (
+        newest - leading,
+        sizes[leading..newest].iter().sum::<usize>(),
+    );
+    let mut kept = messages;
+    let tail = kept.split_off(newest);
+    kept.truncate(leading);
+    kept.push(StepStartedLlmInputMessage {
+        role: OMITTED.into(),
+        content: format!(
+            "{omitted} earlier message(s), {omitted_bytes} bytes, not recorded here; the conversation holds them"
+        ),
+        content_source: Some(OMITTED.into()),
+        parts: None,
+    });
+    kept.extend(tail);
+    kept
+}
+
+fn summarized(messages: &[ModelMessage]) -> Vec<StepStartedLlmInputMessage> {
     messages
         .iter()
         .filter_map(|message| serde_json::to_value(message).ok())
@@ -100,13 +168,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn llm_input_past_its_bound_keeps_system_prompts_and_the_newest() {
+        let message = |role: &str, text: &str| StepStartedLlmInputMessage {
+            role: role.into(),
+            content: text.into(),
+            content_source: Some("verbatim".into()),
+            parts: None,
+        };
+        let mut messages = vec![message("system", "be brief")];
+        for n in 0..50 {
+            messages.push(message("user", &format!("{n}:{}", "x".repeat(100))));
+        }
+        assert_eq!(bounded(messages.clone(), usize::MAX), messages);
+        let kept = bounded(messages.clone(), 1_000);
+        assert_eq!(kept[0], messages[0]);
+        assert_eq!(kept[1].role, OMITTED);
+        assert!(
+            kept[1].content.starts_with("45 earlier message(s)"),
+            "{}",
+            kept[1].content
+        );
+        assert_eq!(kept.last(), messages.last());
+        assert_eq!(kept.len(), 2 + 5);
+        let bytes: usize = kept[2..]
+            .iter()
+            .map(|m| serde_json::to_vec(m).unwrap().len())
+            .sum();
+        assert!(bytes <= 1_000);
+        // Nothing but the marker fits: still a valid, bounded summary.
+        let tiny = bounded(messages, 5);
+        assert_eq!(tiny.len(), 2);
+        assert_eq!(tiny[1].role, OMITTED);
+    }
+
+    #[test]
     fn llm_input_keeps_roles_text_and_structured_parts() {
         let messages: Vec<ModelMessage> = serde_json::from_value(serde_json::json!([
             {"role": "system", "content": "be brief"},
             {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
         ]))
         .unwrap();
-        let summary = llm_input_messages(&messages);
+        let summary = llm_input_messages(&messages, &Default::default());
         assert_eq!(summary.len(), 2);
         assert_eq!(summary[0].role, "system");
         assert_eq!(summary[0].content, "be brief");

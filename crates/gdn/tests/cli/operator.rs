@@ -612,3 +612,44 @@ spec:
     let recorded = state.to_string().to_lowercase();
     assert!(recorded.contains("cancel"), "{state}");
 }
+
+/// Issue 49 #6: every Step's `step.started` records what its model is
+/// sent (`llmInputMessages`: the system prompt, the input, secrets
+/// masked) unless the Swarm turns it off with `policy.llmInputMessages`.
+#[test]
+fn each_step_records_what_its_model_was_sent_unless_the_swarm_says_not_to() {
+    let sent = |record: Option<bool>| {
+        let swarm = Swarm::pair(1, |request: &ChatRequest| {
+            Reply::text(format!("heard {}", request.last_user_text()))
+        });
+        if let Some(record) = record {
+            let path = swarm.bundle.path().join("goondan.yaml");
+            let text = std::fs::read_to_string(&path).unwrap().replace(
+                "    maxStepsPerTurn: 6",
+                &format!("    maxStepsPerTurn: 6\n    llmInputMessages: {record}"),
+            );
+            std::fs::write(&path, text).unwrap();
+        }
+        let key = crate::swarm::API_KEY;
+        let output = swarm.run(&["run", "--input", &format!("hello {key}")]);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        swarm
+            .runtime_events("alpha")
+            .into_iter()
+            .filter(|event| event["type"] == "step.started")
+            .map(|event| event["llmInputMessages"].clone())
+            .collect::<Vec<Value>>()
+    };
+    let recorded = sent(None);
+    assert!(!recorded.is_empty());
+    let first = recorded[0].to_string();
+    assert!(first.contains("\"role\":\"system\""), "{first}");
+    assert!(
+        first.contains("hello [REDACTED:"),
+        "the key was not masked: {first}"
+    );
+    assert!(!first.contains(crate::swarm::API_KEY), "{first}");
+    assert_eq!(sent(Some(true)), recorded);
+    let off = sent(Some(false));
+    assert!(!off.is_empty() && off.iter().all(Value::is_null), "{off:?}");
+}

@@ -50,6 +50,11 @@ impl RuntimeEvents {
         &self.sink
     }
 
+    /// The values masked in what events carry of a conversation.
+    pub(crate) fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
     /// Emits `event` to the subscribed extensions, then the sink.
     pub(crate) fn emit(&self, event: RuntimeEvent) {
         let name = event.type_name();

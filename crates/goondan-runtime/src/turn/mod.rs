@@ -831,7 +831,10 @@ impl TurnCore<'_> {
                 step_index,
                 turn_id: ctx.turn_id().to_string(),
                 llm_input_messages: agent.events.sink().wants_llm_input().then(|| {
-                    crate::events::llm_input_messages(&ctx.conversation_state().to_llm_messages())
+                    crate::events::llm_input_messages(
+                        &ctx.conversation_state().to_llm_messages(),
+                        agent.events.secrets(),
+                    )
                 }),
             });
             let started = Instant::now();
