@@ -8,8 +8,8 @@
 //! flags the real `gdn` accepts, with the bearer token they require from a
 //! Secret.
 //!
-//! The chart is rendered by Helm's own engine (the Go SDK of Helm 4,
-//! through PyPI's `helm-python-sdk`), since Debian has no `helm`. Without
+//! The chart is rendered, and linted, by Helm's own engine (the Go SDK of
+//! Helm 4, through PyPI's `helm-python-sdk`), since Debian has no `helm`. Without
 //! those packages these tests pass without checking anything unless
 //! `GOONDAN_REQUIRE_K8S_VALIDATE` is set (`.ci/run` sets it and installs
 //! them). It does not cover the image itself (`deploy_image`).
@@ -30,7 +30,8 @@ const KUBERNETES_VERSIONS: [&str; 2] = ["1.29.0", "1.37.0"];
 /// What the tests ask of Python: `render CHART VALUES|- OUT` renders the
 /// chart as release `goondan` in namespace `goondan`, writes each
 /// rendered manifest into OUT and prints `{"values", "objects"}` (the
-/// merged values, every object); `load FILE...` prints the objects of the
+/// merged values, every object, and what `helm lint` says of the chart
+/// with those values); `load FILE...` prints the objects of the
 /// files. A render error goes to stderr, exit 1.
 const PYTHON_HELPER: &str = r#"
 import json, pathlib, sys
@@ -59,7 +60,8 @@ for name, text in sorted(manifests.items()):
     path = pathlib.Path(out) / name.replace("/", "_")
     path.write_text(text)
     found += objects(text)
-print(json.dumps({"values": merged, "objects": found}))
+lint = helm.lint(chart_dir, values)
+print(json.dumps({"values": merged, "objects": found, "lint": lint}))
 "#;
 
 /// Whether `kubernetes-validate`, `helm-python-sdk` and PyYAML are there;
@@ -130,6 +132,20 @@ fn render(values: Option<&Path>, out: &Path) -> Result<(Value, Vec<Value>), Stri
         return Err(String::from_utf8_lossy(&output.stderr).into_owned());
     }
     let mut rendered: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // `helm lint`: no error, and nothing above INFO (severity 1, such as
+    // "icon is recommended").
+    let lint = &rendered["lint"];
+    assert_eq!(
+        lint["errors"],
+        Value::Array(Vec::new()),
+        "helm lint: {lint}"
+    );
+    for message in lint["messages"].as_array().unwrap() {
+        assert!(
+            message["severity"].as_u64() <= Some(1),
+            "helm lint: {message}"
+        );
+    }
     let objects = rendered["objects"].as_array().unwrap().clone();
     Ok((rendered["values"].take(), objects))
 }
