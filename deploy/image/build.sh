@@ -213,6 +213,8 @@ if $bases; then
   cp "$stand_ins/apt-get" "$debian_root/usr/bin/apt-get"
   cp "$stand_ins/install" "$debian_root/usr/bin/install"
   cp "$stand_ins/groupadd" "$stand_ins/useradd" "$debian_root/usr/sbin/"
+  chmod 755 "$rust_root/usr/local/bin/cargo" "$debian_root/usr/bin/apt-get" "$debian_root/usr/bin/install" \
+    "$debian_root/usr/sbin/groupadd" "$debian_root/usr/sbin/useradd"
   cp "$tini" "$work/tini/usr/bin/tini"
   tar --create --file "$packages/tini.tar" --directory "$work/tini" --owner=0 --group=0 --numeric-owner .
   cp -L "$ca_bundle" "$work/ca/etc/ssl/certs/ca-certificates.crt"
