@@ -11,14 +11,24 @@
 # equivalent without Docker and without pulling any image; the user,
 # paths, environment and entrypoint here are the same as there (the CLI
 # test deploy_image compares them).
+#
+# The base images are arguments, their defaults from Docker Hub. A builder
+# that pulls nothing (CI) names stand-ins instead: deploy/image/build.sh
+# --dockerfile-bases makes them from scratch, and the CLI test
+# deploy_image builds the default target on them with
+# `buildah build --pull=never` (deploy/README.md, "Recipe 2").
+
+ARG RUST_IMAGE=rust:1.95-bookworm
+ARG DEBIAN_IMAGE=debian:bookworm-slim
+ARG NODE_IMAGE=node:22-bookworm-slim
 
 # rustls's crypto (aws-lc-sys, ring) compiles C: the rust image has gcc.
-FROM rust:1.95-bookworm AS build
+FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p gdn
 
-FROM debian:bookworm-slim AS runtime
+FROM ${DEBIAN_IMAGE} AS runtime
 RUN apt-get update \
     && apt-get install --yes --no-install-recommends ca-certificates tini \
     && rm -rf /var/lib/apt/lists/* \
@@ -35,12 +45,14 @@ USER 10001:10001
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/gdn"]
 CMD ["--help"]
 
+FROM ${NODE_IMAGE} AS node
+
 # Plugin hosts need `node` 20.6 or later (Debian 12 has 18) and `python3`
 # (docs/plugin-protocol.md). The node binary needs only libraries the
 # slim image has.
 FROM runtime AS scripts
 USER root
-COPY --from=node:22-bookworm-slim /usr/local/bin/node /usr/local/bin/node
+COPY --from=node /usr/local/bin/node /usr/local/bin/node
 RUN apt-get update \
     && apt-get install --yes --no-install-recommends python3 \
     && rm -rf /var/lib/apt/lists/*

@@ -11,6 +11,10 @@
 # With --check it runs, inside a container of the new image, `gdn
 # --version`, an offline scripted Turn of examples/two-agents, and one of
 # deploy/image/shell-check, whose bash tool call runs the image's /bin/sh.
+# --check-only runs those checks on an image built elsewhere (the
+# Dockerfile's), and --dockerfile-bases builds, instead of the image,
+# stand-ins for the Dockerfile's base images (deploy/image/stand-ins), so
+# that the Dockerfile builds with no registry either.
 set -euo pipefail
 
 # What the image is. The Dockerfile says the same; the CLI test
@@ -41,6 +45,14 @@ Options:
   --storage DIR     a buildah store of its own under DIR, instead of
                     buildah's default one (/var/lib/containers/storage
                     for root)
+  --dockerfile-bases
+                    instead of the image, build stand-ins for the
+                    Dockerfile's base images (rust, debian) from scratch,
+                    and print their names as RUST_IMAGE=... and
+                    DEBIAN_IMAGE=..., the Dockerfile's build arguments
+  --check-only      run the check of --check on the image --tag names,
+                    built elsewhere (by buildah build from the
+                    Dockerfile), around GDN_BINARY; build nothing
   --check           run \`gdn --version\` and an offline scripted Turn
                     (examples/two-agents) inside the new image
   -h, --help        print this help
@@ -59,6 +71,8 @@ tag=""
 archive=""
 storage=""
 check=false
+bases=false
+check_only=false
 gdn=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -66,11 +80,19 @@ while [ $# -gt 0 ]; do
     --archive) [ $# -ge 2 ] || fail "--archive needs a value" "--archive gdn.tar"; archive="$2"; shift 2 ;;
     --storage) [ $# -ge 2 ] || fail "--storage needs a value" "--storage /tmp/gdn-image"; storage="$2"; shift 2 ;;
     --check) check=true; shift ;;
+    --dockerfile-bases) bases=true; shift ;;
+    --check-only) check=true; check_only=true; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) fail "unknown option $1" "run $program --help" ;;
     *) [ -z "$gdn" ] || fail "more than one binary given ($gdn, $1)" "give one GDN_BINARY"; gdn="$1"; shift ;;
   esac
 done
+if $bases && { $check || [ -n "$archive" ]; }; then
+  fail "--dockerfile-bases builds no gdn image to check or archive" "leave out --check and --archive"
+fi
+if $check_only && { [ -z "$tag" ] || [ -n "$archive" ] || $bases; }; then
+  fail "--check-only checks the image --tag names and builds nothing" "--check-only --tag localhost/goondan/gdn:dockerfile GDN_BINARY"
+fi
 [ -n "$gdn" ] || fail "no gdn binary given" "$program target/release/gdn (build it with: cargo build --release --locked -p gdn)"
 if [ ! -f "$gdn" ] || [ ! -x "$gdn" ]; then
   fail "$gdn is not an executable file" "build it first: cargo build --release --locked -p gdn"
@@ -120,33 +142,106 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# What every image made here holds: the loader and every library ldd
+# resolves for gdn, at the paths the binary asks for (a static gdn has
+# none: ldd fails on it), the static busybox with a link per command where
+# DIR has no file yet, /tmp and /root.
+stage_system() {
+  local dir="$1"
+  mkdir -p "$dir/bin" "$dir/tmp" "$dir/root" "$dir/etc"
+  chmod 1777 "$dir/tmp"
+  chmod 700 "$dir/root"
+  if ldd "$gdn" >"$work/ldd" 2>/dev/null; then
+    if grep -q "not found" "$work/ldd"; then
+      fail "$gdn links a library this machine lacks: $(grep "not found" "$work/ldd" | head -n 1)" "install it, or build gdn on this machine"
+    fi
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' "$work/ldd" | while read -r library; do
+      mkdir -p "$dir$(dirname "$library")"
+      cp -L "$library" "$dir$library"
+    done
+  fi
+  cp "$busybox" "$dir/bin/busybox"
+  "$busybox" --list-full | while read -r applet; do
+    if [ ! -e "$dir/$applet" ] && [ ! -L "$dir/$applet" ]; then
+      mkdir -p "$dir/$(dirname "$applet")"
+      ln -s /bin/busybox "$dir/$applet"
+    fi
+  done
+  printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$dir/etc/nsswitch.conf"
+}
+
+# One image from the folder DIR, as root:root, named NAME.
+commit_folder() {
+  local dir="$1" name="$2"
+  tar --create --file "$work/folder.tar" --directory "$dir" --sort=name \
+    --owner=0 --group=0 --numeric-owner .
+  container="$("${buildah[@]}" from scratch)" ||
+    fail "buildah could not start a container" "run as root, or give this user subordinate ids for rootless buildah (/etc/subuid, /etc/subgid)"
+  "${buildah[@]}" add "$container" "$work/folder.tar" / >/dev/null
+  "${buildah[@]}" config --env "PATH=$image_path" --workingdir / "$container"
+  "${buildah[@]}" commit --quiet "$container" "$name" >/dev/null
+  "${buildah[@]}" rm "$container" >/dev/null
+  container=""
+  rm -f "$work/folder.tar"
+}
+
+# --dockerfile-bases: stand-ins for the Dockerfile's base images, so that
+# its `build` and `runtime` stages run offline (deploy/README.md, "Recipe
+# 2"). Each is this machine's busybox and gdn's libraries with the
+# commands of deploy/image/stand-ins: a `cargo` that compiles nothing and
+# puts the given binary where `cargo build --release` would, and an
+# `apt-get` that installs only the packages it carries (tini and the CA
+# certificates, from this machine), beside `groupadd`, `useradd` and
+# `install` for what the runtime stage's RUN asks of them.
+if $bases; then
+  stand_ins="$repo/deploy/image/stand-ins"
+  rust_image="localhost/goondan/stand-in-rust:$version"
+  debian_image="localhost/goondan/stand-in-debian:$version"
+
+  rust_root="$work/rust"
+  mkdir -p "$rust_root/usr/local/bin" "$rust_root/usr/share/goondan-stand-in"
+  cp "$stand_ins/cargo" "$rust_root/usr/local/bin/cargo"
+  cp "$gdn" "$rust_root/usr/share/goondan-stand-in/gdn"
+  stage_system "$rust_root"
+  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$rust_root/etc/passwd"
+  printf 'root:x:0:\n' >"$rust_root/etc/group"
+  commit_folder "$rust_root" "$rust_image"
+
+  debian_root="$work/debian"
+  packages="$debian_root/usr/share/goondan-stand-in"
+  mkdir -p "$debian_root/usr/bin" "$debian_root/usr/sbin" "$packages" "$work/tini/usr/bin" "$work/ca/etc/ssl/certs"
+  cp "$stand_ins/apt-get" "$debian_root/usr/bin/apt-get"
+  cp "$stand_ins/install" "$debian_root/usr/bin/install"
+  cp "$stand_ins/groupadd" "$stand_ins/useradd" "$debian_root/usr/sbin/"
+  chmod 755 "$rust_root/usr/local/bin/cargo" "$debian_root/usr/bin/apt-get" "$debian_root/usr/bin/install" \
+    "$debian_root/usr/sbin/groupadd" "$debian_root/usr/sbin/useradd"
+  cp "$tini" "$work/tini/usr/bin/tini"
+  tar --create --file "$packages/tini.tar" --directory "$work/tini" --owner=0 --group=0 --numeric-owner .
+  cp -L "$ca_bundle" "$work/ca/etc/ssl/certs/ca-certificates.crt"
+  tar --create --file "$packages/ca-certificates.tar" --directory "$work/ca" --owner=0 --group=0 --numeric-owner .
+  stage_system "$debian_root"
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$debian_root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$debian_root/etc/group"
+  commit_folder "$debian_root" "$debian_image"
+
+  echo "built the Dockerfile's stand-in bases from scratch around $gdn ($version_line)" >&2
+  # The build arguments, one a line, for `buildah build --build-arg`.
+  echo "RUST_IMAGE=$rust_image"
+  echo "DEBIAN_IMAGE=$debian_image"
+  exit 0
+fi
+
+# --check-only checks an image built elsewhere (the Dockerfile's): nothing
+# is built.
+if ! $check_only; then
 # The root file system, staged in a folder, then packed in one tar whose
 # entries carry their owners: root for everything but the two folders the
 # user writes.
 rootfs="$work/rootfs"
-mkdir -p "$rootfs/usr/local/bin" "$rootfs/usr/bin" "$rootfs/bin" "$rootfs/etc/ssl/certs" \
-  "$rootfs/tmp" "$rootfs$state_root" "$rootfs$image_home" "$rootfs$workdir" "$rootfs/root"
-chmod 1777 "$rootfs/tmp"
-chmod 700 "$rootfs/root"
+mkdir -p "$rootfs/usr/local/bin" "$rootfs/usr/bin" "$rootfs/etc/ssl/certs" \
+  "$rootfs$state_root" "$rootfs$image_home" "$rootfs$workdir"
 cp "$gdn" "$rootfs/usr/local/bin/gdn"
-# The loader and every library ldd resolves, at the paths the binary asks
-# for. A static gdn has none (ldd fails on it).
-if ldd "$gdn" >"$work/ldd" 2>/dev/null; then
-  if grep -q "not found" "$work/ldd"; then
-    fail "$gdn links a library this machine lacks: $(grep "not found" "$work/ldd" | head -n 1)" "install it, or build gdn on this machine"
-  fi
-  awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' "$work/ldd" | while read -r library; do
-    mkdir -p "$rootfs$(dirname "$library")"
-    cp -L "$library" "$rootfs$library"
-  done
-fi
-cp "$busybox" "$rootfs/bin/busybox"
-"$busybox" --list-full | while read -r applet; do
-  if [ ! -e "$rootfs/$applet" ] && [ ! -L "$rootfs/$applet" ]; then
-    mkdir -p "$rootfs/$(dirname "$applet")"
-    ln -s /bin/busybox "$rootfs/$applet"
-  fi
-done
+stage_system "$rootfs"
 cp "$tini" "$rootfs/usr/bin/tini"
 cp -L "$ca_bundle" "$rootfs/etc/ssl/certs/ca-certificates.crt"
 cat >"$rootfs/etc/passwd" <<EOF
@@ -159,7 +254,6 @@ root:x:0:
 goondan:x:${image_user##*:}:
 nogroup:x:65534:
 EOF
-printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$rootfs/etc/nsswitch.conf"
 
 tar --create --file "$work/rootfs.tar" --directory "$rootfs" --sort=name \
   --owner=0 --group=0 --numeric-owner \
@@ -190,6 +284,7 @@ container="$("${buildah[@]}" from scratch)" ||
 container=""
 size="$("${buildah[@]}" images --format '{{.Size}}' "$tag" | head -n 1)"
 echo "built $tag ($size)" >&2
+fi
 
 if [ -n "$archive" ]; then
   rm -f "$archive"

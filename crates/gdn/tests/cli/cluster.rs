@@ -272,6 +272,7 @@ mod crashes;
 mod deliveries;
 mod operator;
 mod rollout;
+mod sidecars;
 
 /// `answer to <the last user text>`, for every request.
 fn answer(request: &ChatRequest) -> Reply {

@@ -4,9 +4,12 @@
 //! input clearly; and, where buildah is installed, the script builds the
 //! image from this test's `gdn`, runs `gdn --version` and offline scripted
 //! Turns inside it (one a `bash` tool call), and loads its OCI archive into
-//! another store as the same image. Without buildah that last test passes
-//! without building unless `GOONDAN_REQUIRE_BUILDAH` is set (`.ci/run`
-//! sets it).
+//! another store as the same image; and the Dockerfile itself builds with
+//! `buildah build --pull=never` on stand-ins for its base images that the
+//! script makes from scratch (`--dockerfile-bases`), into an image with
+//! the same configuration that passes the same checks (`--check-only`).
+//! Without buildah those two tests pass without building unless
+//! `GOONDAN_REQUIRE_BUILDAH` is set (`.ci/run` sets it).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -126,6 +129,32 @@ fn the_dockerfile_the_script_and_the_manifests_describe_one_image() {
     assert_eq!(scripts.user, runtime.user);
     assert!(dockerfile.contains("COPY --from=build /src/target/release/gdn /usr/local/bin/gdn"));
     assert_eq!(runtime.entrypoint.last().unwrap(), "/usr/local/bin/gdn");
+    // Every base image is an argument whose default is the Docker Hub
+    // image, so that a builder that pulls nothing can name stand-ins.
+    for (argument, default) in [
+        ("RUST_IMAGE", "rust:1.95-bookworm"),
+        ("DEBIAN_IMAGE", "debian:bookworm-slim"),
+        ("NODE_IMAGE", "node:22-bookworm-slim"),
+    ] {
+        assert!(
+            dockerfile.contains(&format!("\nARG {argument}={default}\n")),
+            "the Dockerfile has no ARG {argument}={default}"
+        );
+    }
+    let stages: Vec<&str> = dockerfile
+        .lines()
+        .filter_map(|line| line.strip_prefix("FROM "))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "${RUST_IMAGE} AS build",
+            "${DEBIAN_IMAGE} AS runtime",
+            "${NODE_IMAGE} AS node",
+            "runtime AS scripts",
+            "runtime"
+        ]
+    );
     // The default target is the last stage; it must be the runtime.
     let last_from = dockerfile
         .lines()
@@ -209,20 +238,75 @@ fn the_build_script_refuses_what_is_not_a_binary_with_a_suggestion() {
 }
 
 fn buildah_installed() -> bool {
-    Command::new("buildah")
+    let installed = Command::new("buildah")
         .arg("--version")
         .output()
-        .is_ok_and(|output| output.status.success())
-}
-
-#[test]
-fn the_image_builds_from_scratch_and_runs_scripted_turns() {
-    if !buildah_installed() {
+        .is_ok_and(|output| output.status.success());
+    if !installed {
         assert!(
             std::env::var_os("GOONDAN_REQUIRE_BUILDAH").is_none(),
             "GOONDAN_REQUIRE_BUILDAH is set but buildah is not installed (apt-get install buildah busybox-static tini)"
         );
         eprintln!("skipped: buildah is not installed");
+    }
+    installed
+}
+
+/// What an image's OCI configuration says, as the Dockerfile would say it
+/// (`PATH` left out: the Dockerfile inherits it from its base).
+fn built_config(config: &Value) -> ImageConfig {
+    let strings = |value: &Value| -> Vec<String> {
+        value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let env = strings(&config["Env"])
+        .into_iter()
+        .filter_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            (key != "PATH").then(|| (key.to_owned(), value.to_owned()))
+        })
+        .collect();
+    ImageConfig {
+        entrypoint: strings(&config["Entrypoint"]),
+        cmd: strings(&config["Cmd"]),
+        user: config["User"].as_str().unwrap().to_owned(),
+        working_dir: config["WorkingDir"].as_str().unwrap().to_owned(),
+        env,
+        volumes: config["Volumes"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect(),
+    }
+}
+
+/// The lines build.sh --check prints for this test's `gdn`.
+fn assert_checked(stderr: &str) {
+    let version = workspace_version();
+    assert!(
+        stderr.contains(&format!(
+            "check: gdn {version} inside the image, as uid 10001\n"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("The researcher says: Notes: Goondan runs one process per agent instance"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("check: a bash tool call inside the image answered: Running it.\nexit 0: shell as 10001\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_image_builds_from_scratch_and_runs_scripted_turns() {
+    if !buildah_installed() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -239,52 +323,11 @@ fn the_image_builds_from_scratch_and_runs_scripted_turns() {
         .unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(output.status.success(), "build.sh failed:\n{stderr}");
-    let version = workspace_version();
-    assert!(
-        stderr.contains(&format!(
-            "check: gdn {version} inside the image, as uid 10001\n"
-        )),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("The researcher says: Notes: Goondan runs one process per agent instance"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("check: a bash tool call inside the image answered: Running it.\nexit 0: shell as 10001\n"),
-        "{stderr}"
-    );
+    assert_checked(&stderr);
 
     // What buildah recorded is what the Dockerfile's default target says.
     let config = image_config(&storage, tag);
-    let strings = |value: &Value| -> Vec<String> {
-        value
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|item| item.as_str().unwrap().to_owned())
-            .collect()
-    };
-    let env = strings(&config["Env"])
-        .into_iter()
-        .filter_map(|pair| {
-            let (key, value) = pair.split_once('=')?;
-            (key != "PATH").then(|| (key.to_owned(), value.to_owned()))
-        })
-        .collect();
-    let built = ImageConfig {
-        entrypoint: strings(&config["Entrypoint"]),
-        cmd: strings(&config["Cmd"]),
-        user: config["User"].as_str().unwrap().to_owned(),
-        working_dir: config["WorkingDir"].as_str().unwrap().to_owned(),
-        env,
-        volumes: config["Volumes"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect(),
-    };
+    let built = built_config(&config);
     assert_eq!(built, dockerfile_stage(&read("Dockerfile"), "runtime"));
 
     // The OCI archive is the same image: another store loads it by name.
@@ -301,6 +344,96 @@ fn the_image_builds_from_scratch_and_runs_scripted_turns() {
         String::from_utf8_lossy(&pull.stderr)
     );
     assert_eq!(image_config(&other_storage, tag), config);
+}
+
+/// Issue 49, item 7: the Dockerfile's own steps run in CI, which pulls no
+/// image. build.sh --dockerfile-bases makes stand-ins for its base images
+/// from scratch (a `cargo` that puts this test's `gdn` where the release
+/// build would, an `apt-get` carrying tini and the CA certificates);
+/// `buildah build --pull=never` runs every step of the `build` and
+/// `runtime` stages on them; the image has the configuration the
+/// Dockerfile declares and passes build.sh's checks (scripted Turns, a
+/// bash tool call) as uid 10001.
+#[test]
+fn the_dockerfile_builds_offline_on_stand_in_bases_and_runs_scripted_turns() {
+    if !buildah_installed() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let storage = work.path().join("storage");
+    let output = build_script()
+        .arg("--dockerfile-bases")
+        .arg("--storage")
+        .arg(&storage)
+        .arg(env!("CARGO_BIN_EXE_gdn"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        output.status.success(),
+        "build.sh --dockerfile-bases failed:\n{stderr}"
+    );
+    let build_args: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let version = workspace_version();
+    assert_eq!(
+        build_args,
+        [
+            format!("RUST_IMAGE=localhost/goondan/stand-in-rust:{version}"),
+            format!("DEBIAN_IMAGE=localhost/goondan/stand-in-debian:{version}"),
+        ]
+    );
+
+    let tag = "localhost/goondan/gdn:dockerfile-test";
+    let isolation = std::env::var("BUILDAH_ISOLATION").unwrap_or_else(|_| "chroot".to_owned());
+    let mut build = buildah(&storage);
+    build.args(["build", "--pull=never", "--isolation", &isolation]);
+    for build_arg in &build_args {
+        build.args(["--build-arg", build_arg]);
+    }
+    let build = build
+        .args(["--tag", tag, "--file"])
+        .arg(workspace_root().join("Dockerfile"))
+        .arg(workspace_root())
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&build.stdout),
+        String::from_utf8_lossy(&build.stderr)
+    );
+    assert!(
+        build.status.success(),
+        "buildah build of the Dockerfile failed:\n{log}"
+    );
+    // The `build` stage ran, on the sources without target/ (the stand-in
+    // cargo refuses otherwise); the `scripts` stage, unused, did not.
+    assert!(
+        log.contains("stand-in cargo: put the prebuilt gdn at /src/target/release/gdn"),
+        "{log}"
+    );
+    assert!(!log.contains("AS scripts"), "{log}");
+
+    let config = image_config(&storage, tag);
+    assert_eq!(
+        built_config(&config),
+        dockerfile_stage(&read("Dockerfile"), "runtime")
+    );
+    let output = build_script()
+        .args(["--check-only", "--tag", tag, "--storage"])
+        .arg(&storage)
+        .arg(env!("CARGO_BIN_EXE_gdn"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        output.status.success(),
+        "build.sh --check-only failed:\n{stderr}"
+    );
+    assert_checked(&stderr);
 }
 
 /// buildah on the store of build.sh --storage `storage`, with its driver.

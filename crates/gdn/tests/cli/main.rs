@@ -11,6 +11,7 @@ mod cluster;
 mod compat;
 mod connectors;
 mod deploy_image;
+mod deploy_manifests;
 mod edges;
 mod eval;
 mod hardening;
