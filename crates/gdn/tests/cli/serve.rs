@@ -145,8 +145,11 @@ fn rpc(served: &Served, agent: &str, body: &str, headers: &[(&str, &str)]) -> (u
     (status, value)
 }
 
+/// A `SendMessage` of `text`, a message of its own (a fresh `messageId`).
 fn send_body(text: &str) -> String {
-    json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}}}).to_string()
+    static SENT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {"messageId": format!("m{n}"), "role": "ROLE_USER", "parts": [{"text": text}]}}}).to_string()
 }
 
 /// Whether the official A2A Python SDK can be imported, its client and
@@ -467,6 +470,11 @@ fn a_task_waiting_for_an_approval_is_input_required_until_a_person_decides() {
         .unwrap();
     assert!(said.contains("gdn approve"), "{said}");
     let task_id = task["id"].as_str().unwrap().to_string();
+    // The same message again (a client's retry: same messageId) is the
+    // same Task, not a second Turn asking a second time.
+    let (_, again) = rpc(&served, "alpha", &body, &[]);
+    assert_eq!(again["result"]["task"]["id"], task_id.as_str(), "{again}");
+    assert_eq!(crate::approvals::approvals(&served.swarm).len(), 1);
     // A message to it is refused: a person decides, not the client.
     let continued = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {"messageId": "m2", "taskId": task_id, "role": "ROLE_USER", "parts": [{"text": "yes"}]}}}).to_string();
     let (_, answer) = rpc(&served, "alpha", &continued, &[]);
@@ -485,6 +493,7 @@ fn a_task_waiting_for_an_approval_is_input_required_until_a_person_decides() {
         .as_str()
         .unwrap();
     assert!(text.starts_with("done:"), "{done}");
+    assert_eq!(crate::approvals::runs(served.swarm.bundle.path()), 1);
 }
 
 #[test]

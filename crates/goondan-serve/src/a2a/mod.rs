@@ -44,8 +44,8 @@ use axum::{Json, Router};
 use goondan_a2a::jsonrpc::{self, Response as RpcResponse};
 use goondan_a2a::types::{
     AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme, Message,
-    Role, SecurityRequirement, SecurityScheme, SendMessageRequest, SendMessageResponse,
-    StreamResponse, Task, TaskIdRequest, TaskState,
+    Role, SecurityRequirement, SecurityScheme, SendMessageConfiguration, SendMessageRequest,
+    SendMessageResponse, StreamResponse, Task, TaskIdRequest, TaskState,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -475,6 +475,41 @@ async fn send(
         }
         None => fresh_key("a2a"),
     };
+    // A message sent again (a client's retry: same agent, same context
+    // as the client named it, same `messageId`) gets the Task the first
+    // one became, never a second Turn.
+    let message_key = format!(
+        "{}\u{0}{}",
+        message.context_id.as_deref().unwrap_or_default(),
+        message.message_id
+    );
+    let claim = (!message.message_id.is_empty())
+        .then(|| shared.tasks.claim_message(&agent.name, &message_key));
+    let slot = match claim {
+        Some(tasks::MessageClaim::Again(mut sent)) => {
+            let became = sent
+                .wait_for(Option::is_some)
+                .await
+                .map(|sent| sent.clone());
+            return match became {
+                Ok(Some(Ok(task_id))) => {
+                    answer_task(
+                        &shared,
+                        id,
+                        &task_id,
+                        request.configuration.as_ref(),
+                        streams,
+                        dialect,
+                    )
+                    .await
+                }
+                Ok(Some(Err(failure))) => turn_refusal(id, failure),
+                _ => task_not_found(id, &message.message_id),
+            };
+        }
+        Some(tasks::MessageClaim::First(slot)) => Some(slot),
+        None => None,
+    };
     let running = shared
         .swarm
         .start(TurnRequest {
@@ -487,7 +522,14 @@ async fn send(
         .await;
     let running = match running {
         Ok(running) => running,
-        Err(failure) => return turn_refusal(id, failure),
+        Err(failure) => {
+            if let Some(slot) = &slot {
+                shared
+                    .tasks
+                    .message_refused(&agent.name, &message_key, slot, failure.clone());
+            }
+            return turn_refusal(id, failure);
+        }
     };
     let (event_id, updates, canceller) = DetachedTurn::spawn(running).into_parts();
     let user_message = Message {
@@ -506,6 +548,9 @@ async fn send(
     let subscription = shared
         .tasks
         .insert(task.clone(), agent.name.clone(), canceller);
+    if let Some(slot) = &slot {
+        slot.send_replace(Some(Ok(task.id.clone())));
+    }
     tokio::spawn(tasks::drive(
         shared.tasks.clone(),
         shared.swarm.clone(),
@@ -514,13 +559,50 @@ async fn send(
         updates,
         shared.limits.approval_poll,
     ));
+    respond(
+        &shared,
+        id,
+        subscription,
+        request.configuration.as_ref(),
+        streams,
+        dialect,
+    )
+    .await
+}
+
+/// The answer to a `SendMessage` (or its stream) whose message became the
+/// Task `task_id` before.
+async fn answer_task(
+    shared: &Arc<Shared>,
+    id: Value,
+    task_id: &str,
+    configuration: Option<&SendMessageConfiguration>,
+    streams: bool,
+    dialect: Dialect,
+) -> Response {
+    match shared.tasks.subscribe(task_id) {
+        Some(subscription) => {
+            respond(shared, id, subscription, configuration, streams, dialect).await
+        }
+        None => task_not_found(id, task_id),
+    }
+}
+
+/// The Task of `subscription` as the request asks: its stream, or the Task
+/// once it ended or needs a person (at once with `returnImmediately`).
+async fn respond(
+    shared: &Arc<Shared>,
+    id: Value,
+    subscription: Subscription,
+    configuration: Option<&SendMessageConfiguration>,
+    streams: bool,
+    dialect: Dialect,
+) -> Response {
     if streams {
         return stream(id, shared.tasks.clone(), subscription, dialect);
     }
-    let return_immediately = request
-        .configuration
-        .as_ref()
-        .is_some_and(|configuration| configuration.return_immediately);
+    let return_immediately =
+        configuration.is_some_and(|configuration| configuration.return_immediately);
     let task_id = subscription.task.id.clone();
     if !return_immediately {
         let mut state = subscription.state;
@@ -528,9 +610,7 @@ async fn send(
             .wait_for(|state| state.is_terminal() || *state == TaskState::InputRequired)
             .await;
     }
-    let history_length = request
-        .configuration
-        .and_then(|configuration| configuration.history_length);
+    let history_length = configuration.and_then(|configuration| configuration.history_length);
     match shared.tasks.get(&task_id, history_length) {
         Some(task) => result(id, dialect.wrapped(SendMessageResponse::Task(task))),
         None => task_not_found(id, &task_id),

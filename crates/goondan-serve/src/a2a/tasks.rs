@@ -52,6 +52,22 @@ struct Table {
 pub(crate) struct Tasks {
     limit: usize,
     table: Mutex<Table>,
+    /// The Task each recent message (by agent, and context and
+    /// `messageId`) became,
+    /// once it did, so a client's retry of a message gets its Task.
+    messages: crate::recent::Recent<(String, String), Arc<watch::Sender<Sent>>>,
+}
+
+/// What a message became: nothing yet (its Task is being started), its
+/// Task's id, or the swarm's refusal.
+pub(crate) type Sent = Option<Result<String, TurnFailure>>;
+
+/// What a claim of a message id found.
+pub(crate) enum MessageClaim {
+    /// The first time: start its Task and say so through the sender.
+    First(Arc<watch::Sender<Sent>>),
+    /// Sent before: what it became, once it did.
+    Again(watch::Receiver<Sent>),
 }
 
 /// What a subscriber to a Task gets: the Task as it is now, its updates
@@ -76,7 +92,42 @@ impl Tasks {
                 entries: HashMap::new(),
                 ended: VecDeque::new(),
             }),
+            messages: crate::recent::Recent::new(limit),
         }
+    }
+
+    /// Claims the message `message_id` (its context and id) sent to
+    /// `agent`: the first claim
+    /// starts its Task, any later one (a retry) follows it.
+    pub(crate) fn claim_message(&self, agent: &str, message_id: &str) -> MessageClaim {
+        let key = (agent.to_string(), message_id.to_string());
+        let (slot, first) =
+            self.messages
+                .recall_or_remember(key, || Arc::new(watch::Sender::new(None)), |_| true);
+        if first {
+            MessageClaim::First(slot)
+        } else {
+            MessageClaim::Again(slot.subscribe())
+        }
+    }
+
+    /// The message `message_id` to `agent` was refused with `failure`:
+    /// whoever follows it is told, and the id is forgotten, so a retry
+    /// sends it again.
+    pub(crate) fn message_refused(
+        &self,
+        agent: &str,
+        message_id: &str,
+        slot: &watch::Sender<Sent>,
+        failure: TurnFailure,
+    ) {
+        let key = (agent.to_string(), message_id.to_string());
+        if let Some(held) = self.messages.take(&key) {
+            if !std::ptr::eq(Arc::as_ptr(&held), slot) {
+                self.messages.remember(key, held);
+            }
+        }
+        slot.send_replace(Some(Err(failure)));
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
