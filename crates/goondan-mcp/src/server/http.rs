@@ -52,7 +52,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// The path of the endpoint.
 pub const ENDPOINT: &str = "/mcp";
@@ -116,6 +116,9 @@ struct Sessions {
     open: VecDeque<OpenSession>,
     /// Calls running, to cancel.
     calls: HashMap<CallKey, tokio::task::AbortHandle>,
+    /// Their answers once given, for a request sent again with the same
+    /// id in the same session (a client that lost the first connection).
+    answers: HashMap<CallKey, watch::Receiver<Option<Value>>>,
 }
 
 impl Sessions {
@@ -124,6 +127,7 @@ impl Sessions {
             limits,
             open: VecDeque::new(),
             calls: HashMap::new(),
+            answers: HashMap::new(),
         }
     }
 
@@ -291,7 +295,12 @@ async fn handle(
             if method == "notifications/cancelled" {
                 if let Some(request_id) = params.get("requestId") {
                     let key = (session.unwrap_or_default(), request_id.to_string());
-                    if let Some(call) = shared.sessions().calls.remove(&key) {
+                    let call = {
+                        let mut sessions = shared.sessions();
+                        sessions.answers.remove(&key);
+                        sessions.calls.remove(&key)
+                    };
+                    if let Some(call) = call {
                         call.abort();
                     }
                 }
@@ -350,32 +359,50 @@ async fn call(
     let task_key = key.clone();
     let cancelled_answer =
         jsonrpc::error(id.clone(), REQUEST_CANCELLED, "the request was cancelled");
-    {
+    let running = {
         // Locked before the task exists, so it cannot remove its entry
         // before the entry is made.
         let mut sessions = shared.sessions();
-        let task = tokio::spawn(async move {
-            let agent = params
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let waiting = {
-                let (turns, agent) = (task_shared.turns.clone(), agent.clone());
-                move || turns.waiting_for(&agent)
-            };
-            let turn = answer(task_shared.turns.clone(), id, "tools/call", params);
-            let response = match progress_token {
-                None => turn.await,
-                Some(token) => {
-                    let interval = task_shared.progress_interval;
-                    with_progress(turn, &messages, token, &agent, interval, waiting).await
-                }
-            };
-            task_shared.sessions().calls.remove(&task_key);
-            let _ = messages.send(response).await;
-        });
-        sessions.calls.insert(key, task.abort_handle());
+        // The same request again (same id, same session) while it runs:
+        // its one answer, not a second Turn.
+        match sessions.answers.get(&key).cloned() {
+            Some(answer) => Some(answer),
+            None => {
+                let (answered, answer_of_call) = watch::channel(None);
+                sessions.answers.insert(key.clone(), answer_of_call);
+                let task = tokio::spawn(async move {
+                    let agent = params
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    let waiting = {
+                        let (turns, agent) = (task_shared.turns.clone(), agent.clone());
+                        move || turns.waiting_for(&agent)
+                    };
+                    let turn = answer(task_shared.turns.clone(), id, "tools/call", params);
+                    let response = match progress_token {
+                        None => turn.await,
+                        Some(token) => {
+                            let interval = task_shared.progress_interval;
+                            with_progress(turn, &messages, token, &agent, interval, waiting).await
+                        }
+                    };
+                    {
+                        let mut sessions = task_shared.sessions();
+                        sessions.calls.remove(&task_key);
+                        sessions.answers.remove(&task_key);
+                    }
+                    answered.send_replace(Some(response.clone()));
+                    let _ = messages.send(response).await;
+                });
+                sessions.calls.insert(key, task.abort_handle());
+                None
+            }
+        }
+    };
+    if let Some(answer) = running {
+        return joined(answer, cancelled_answer).await;
     }
     if !streamed {
         let response = received.recv().await.unwrap_or(cancelled_answer);
@@ -405,6 +432,16 @@ async fn call(
     Sse::new(events).into_response()
 }
 
+/// The answer of a call already running for the same request, as one
+/// JSON response; `cancelled` when it was cancelled before it answered.
+async fn joined(mut answer: watch::Receiver<Option<Value>>, cancelled: Value) -> Response {
+    let response = match answer.wait_for(Option::is_some).await {
+        Ok(response) => response.clone().unwrap_or(cancelled),
+        Err(_) => cancelled,
+    };
+    json_response(response)
+}
+
 /// `DELETE`: ends the session named by the request, cancelling its calls.
 async fn end_session(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let session = match admit(&shared, &headers) {
@@ -421,6 +458,7 @@ async fn end_session(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
         .cloned()
         .collect();
     for key in ended {
+        sessions.answers.remove(&key);
         if let Some(call) = sessions.calls.remove(&key) {
             call.abort();
         }

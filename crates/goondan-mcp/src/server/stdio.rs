@@ -147,6 +147,12 @@ fn start_call(
     let mut calls = in_flight
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if calls.contains_key(&key) {
+        // The same request again while it runs: the one answer its id
+        // gets answers it, never a second Turn.
+        tracing::debug!(id = %key, "tools/call sent again while it runs; not started twice");
+        return;
+    }
     let task = tokio::spawn(async move {
         let agent = params
             .get("name")

@@ -16,6 +16,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 struct Swarm {
     slow_started: Arc<AtomicBool>,
     slow_dropped: Arc<AtomicBool>,
+    /// How many Turns were asked for.
+    asks: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 struct SetOnDrop(Arc<AtomicBool>);
@@ -43,6 +45,7 @@ impl SwarmTurns for Swarm {
         text: String,
         instance_key: Option<String>,
     ) -> BoxFuture<'static, Result<String, TurnFailure>> {
+        self.asks.fetch_add(1, Ordering::SeqCst);
         if agent == "slow" {
             self.slow_started.store(true, Ordering::SeqCst);
         }
@@ -113,6 +116,7 @@ fn start_with_progress(interval: Duration) -> Started {
     let swarm = Arc::new(Swarm {
         slow_started: slow_started.clone(),
         slow_dropped: slow_dropped.clone(),
+        asks: Default::default(),
     });
     let (to_server, server_input) = tokio::io::duplex(64 * 1024);
     let (server_output, from_server) = tokio::io::duplex(64 * 1024);
@@ -268,6 +272,7 @@ async fn the_http_endpoint_answers_posts_and_guards_token_and_origin() {
     let swarm = Arc::new(Swarm {
         slow_started: Arc::default(),
         slow_dropped: Arc::default(),
+        asks: Arc::default(),
     });
     let access = HttpAccess {
         bearer_token: Some("t0ken-for-tests".into()),
@@ -348,9 +353,11 @@ async fn http_sessions_scope_cancellation_and_progress_arrives_on_an_event_strea
     };
     let slow_started = Arc::new(AtomicBool::new(false));
     let slow_dropped = Arc::new(AtomicBool::new(false));
+    let asks: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let swarm = Arc::new(Swarm {
         slow_started: slow_started.clone(),
         slow_dropped: slow_dropped.clone(),
+        asks: asks.clone(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}{ENDPOINT}", listener.local_addr().unwrap());
@@ -469,6 +476,30 @@ async fn http_sessions_scope_cancellation_and_progress_arrives_on_an_event_strea
     let rest = progressing.text().await.unwrap();
     assert!(rest.contains(&REQUEST_CANCELLED.to_string()), "{rest}");
 
+    // The same call sent again while it runs (a client that lost its
+    // connection): one Turn, and its one answer for both requests.
+    slow_started.store(false, Ordering::SeqCst);
+    let before = asks.load(Ordering::SeqCst);
+    let call = json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}}});
+    let first = tokio::spawn(post(call.clone()).header("Mcp-Session-Id", &session).send());
+    while !slow_started.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let again = tokio::spawn(post(call).header("Mcp-Session-Id", &session).send());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(asks.load(Ordering::SeqCst) - before, 1, "a second Turn");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 12}});
+    post(cancel)
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    for answered in [first, again] {
+        let answered: Value = answered.await.unwrap().unwrap().json().await.unwrap();
+        assert_eq!(answered["error"]["code"], REQUEST_CANCELLED, "{answered}");
+    }
+
     // A dropped connection cancels nothing; ending the session does.
     slow_started.store(false, Ordering::SeqCst);
     slow_dropped.store(false, Ordering::SeqCst);
@@ -518,6 +549,7 @@ async fn serve_shared(access: goondan_mcp::server::http::HttpAccess) -> String {
     let swarm = Arc::new(Swarm {
         slow_started: Arc::default(),
         slow_dropped: Arc::default(),
+        asks: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}{ENDPOINT}", listener.local_addr().unwrap());
