@@ -869,7 +869,7 @@ fn issue_36_cancel_fork_and_rewind_from_the_studio_act_through_the_orchestrator_
 #[test]
 fn issue_36_a_message_sent_from_the_studio_is_recorded_as_the_studios() {
     let (swarm, _) = crate::operator::swarm();
-    let _resident = swarm.start_resident();
+    let resident = swarm.start_resident();
     crate::operator::ask(&swarm, "m", "first");
     let swarm_id = swarm_id_of(&crate::operator::instance_dir(&swarm, "m"));
     let (_studio, url) =
@@ -919,6 +919,21 @@ fn issue_36_a_message_sent_from_the_studio_is_recorded_as_the_studios() {
     assert_eq!(sources.len(), 2, "{started:#?}");
     assert_eq!(sources[0]["name"], "cli", "{started:#?}");
     assert_eq!(sources[1], &studio_source, "{started:#?}");
+
+    // Issue 49 #5: with the orchestrator gone, the send says how to start
+    // one that outlives the command (a plain `gdn run` would be a chat or
+    // a single answer, and gone again).
+    assert_eq!(resident.terminate(), 0);
+    let (status, answer) = exchange(
+        port,
+        "POST",
+        "/api/actions/send",
+        &headers,
+        &body.to_string(),
+    );
+    assert_eq!(status, 503, "{answer}");
+    assert!(answer.contains("E_ORCHESTRATOR_NOT_RUNNING"), "{answer}");
+    assert!(answer.contains("`gdn run --detach`"), "{answer}");
 }
 
 #[test]
