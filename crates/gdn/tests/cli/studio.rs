@@ -336,6 +336,28 @@ fn port_and_token(url: &str) -> (u16, Option<String>) {
     (port.parse().unwrap(), token)
 }
 
+/// Issue 49 #5: `--help` names every action `--allow-actions` allows.
+#[test]
+fn studio_help_lists_every_action() {
+    let here = tempfile::tempdir().unwrap();
+    let output = crate::swarm::run_with_deadline(crate::swarm::gdn_command(
+        here.path(),
+        here.path(),
+        &["studio", "--help"],
+    ));
+    let help = crate::swarm::stdout(&output).replace('\n', " ");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for action in [
+        "send a message",
+        "approve or deny",
+        "cancel an instance's running Turn",
+        "fork an instance",
+        "rewind an instance",
+    ] {
+        assert!(help.contains(action), "{action}: {help}");
+    }
+}
+
 #[test]
 fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origin_or_the_csrf_token(
 ) {
@@ -616,6 +638,16 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "the step's detail with the hostile answer as text",
         "!!document.querySelector('#detail .answer') && document.querySelector('#detail .answer').innerText.includes('<script>window.__pwned = 1</script>') && document.querySelector('#detail .sent').innerText.includes('run it')",
     );
+    // Issue 49 #5: it says what it shows, the stored conversation, and
+    // names no setting that does not exist.
+    let said = page.evaluate("document.querySelector('#detail').textContent");
+    let said = said.as_str().unwrap_or_default();
+    assert!(said.contains("The conversation it answered"), "{said}");
+    assert!(
+        said.contains("The stored conversation before this step's answer"),
+        "{said}"
+    );
+    assert!(!said.contains("llmInputMessages"), "{said}");
     let safe = page.evaluate(
         "window.__pwned === undefined && document.querySelectorAll('main script, main img').length === 0",
     );

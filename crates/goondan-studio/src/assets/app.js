@@ -370,7 +370,7 @@ function openDetail(detail) {
 }
 
 function renderStep(step) {
-  const head = el("div", { class: "step-head clickable", role: "button", tabindex: "0", title: "what the model was sent and what came back" },
+  const head = el("div", { class: "step-head clickable", role: "button", tabindex: "0", title: "the stored conversation this step answered, and its answer" },
     el("b", { text: `Step ${step.index ?? "?"}` }), " ",
     el("span", { class: "muted" }, step.model ? step.model + " · " : "", usageText(step.usage, step.cost), " · ", fmtMs(step.duration)));
   onActivate(head, () => openDetail({ kind: "step", id: step.id }));
@@ -555,13 +555,15 @@ function renderStepDetail(id) {
       longText(message.content, "text"),
       message.parts ? jsonView(message.parts) : null));
   } else if (answerAt >= 0) {
-    // Without the recorded input, what preceded the answer in the
-    // conversation is what the model was sent (before any step
-    // middleware changed it).
+    // runtime-events.jsonl does not hold what a step sent (a copy of the
+    // conversation in every step would grow the file with the square of
+    // its length), so this is the stored conversation before the answer:
+    // what the model was sent, short of what step middleware changed in
+    // the request only.
     const before = messages.slice(Math.max(0, answerAt - 50), answerAt);
-    sent = [el("p", { class: "muted", text: "The runtime did not record this step's input (llmInputMessages is off); the conversation before its answer:" }), before.map(detailMessage)];
+    sent = [el("p", { class: "muted", text: "The stored conversation before this step's answer (the request itself is not stored; a step middleware may have changed it):" }), before.map(detailMessage)];
   } else {
-    sent = [el("p", { class: "muted", text: "Not recorded, and not in the messages read." })];
+    sent = [el("p", { class: "muted", text: "Not in the messages read." })];
   }
   return el("div", { class: "step-detail" },
     el("h2", { text: `Step ${step.index ?? "?"}` }),
@@ -573,7 +575,7 @@ function renderStepDetail(id) {
       el("span", { class: "chip", text: "cost " + fmtCost(step.cost) }),
       el("span", { class: "chip muted", text: "request id: " + ((step.completed && step.completed.requestId) || "not recorded") })),
     step.error ? el("div", { class: "status-error", text: step.error }) : null,
-    el("h3", { text: "Sent to the model" }), el("div", { class: "messages sent" }, sent),
+    el("h3", { text: recorded ? "Sent to the model" : "The conversation it answered" }), el("div", { class: "messages sent" }, sent),
     el("h3", { text: "What came back" }),
     el("div", { class: "messages answer" }, answers.length ? answers.map(detailMessage) : el("p", { class: "muted", text: "No answer stored (yet)." })));
 }
