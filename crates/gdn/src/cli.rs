@@ -810,10 +810,11 @@ pub(crate) struct StudioArgs {
     /// printed in the URL.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7317")]
     pub(crate) addr: std::net::SocketAddr,
-    /// Let the page act through the running orchestrator: send messages
-    /// to instances, approve or deny pending approvals. Actions need the
-    /// token (printed in the URL) even on loopback, and the page's CSRF
-    /// token.
+    /// Let the page act through the running orchestrator: send a message
+    /// to an instance, approve or deny a pending approval, cancel an
+    /// instance's running Turn, fork an instance from one of its Turns,
+    /// rewind an instance to one of its Turns. Actions need the token
+    /// (printed in the URL) even on loopback, and the page's CSRF token.
     #[arg(long)]
     pub(crate) allow_actions: bool,
 }

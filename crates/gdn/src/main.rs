@@ -103,9 +103,22 @@ fn run() -> anyhow::Result<Outcome> {
             } else {
                 Outcome::Success
             };
-            error.print()?;
+            if error.use_stderr() {
+                render::argument_error(&error, json_requested())?;
+            } else {
+                error.print()?;
+            }
             return Ok(outcome);
         }
     };
     commands::run(cli)
+}
+
+/// Whether `--json` is on a command line clap refused: its error is then
+/// one JSON line as every other error is. Words after `--` are operands.
+fn json_requested() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|word| word != "--")
+        .any(|word| word == "--json")
 }

@@ -51,7 +51,7 @@ pub(crate) fn load(
         Err(not_loaded) => {
             crate::render::not_loaded(&not_loaded, format, global.quiet);
             if not_loaded.invalid {
-                eprintln!("nothing was started");
+                crate::render::after_error("nothing was started");
                 return Ok(Err(Outcome::ValidationFailed));
             }
             return Ok(Err(Outcome::ConfigError));

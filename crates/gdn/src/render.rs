@@ -331,19 +331,77 @@ pub(crate) fn set_json(json: bool) {
     JSON.store(json, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether `--json` was given (see [`set_json`]).
+pub(crate) fn json_mode() -> bool {
+    JSON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Prints `kind` (`error` or `warning`) as one JSON line on stderr when
 /// `--json` was given; `false` otherwise.
 fn json_line(kind: &str, code: &str, message: &dyn std::fmt::Display, help: Option<&str>) -> bool {
+    json_line_with(kind, code, message, help, None)
+}
+
+/// [`json_line`], with the diagnostics behind it (a bundle that did not
+/// load) as `diagnostics`, so one line says everything.
+fn json_line_with(
+    kind: &str,
+    code: &str,
+    message: &dyn std::fmt::Display,
+    help: Option<&str>,
+    diagnostics: Option<&[Diagnostic]>,
+) -> bool {
     // No error is written over a spinner.
     crate::progress::clear();
-    if !JSON.load(std::sync::atomic::Ordering::Relaxed) {
+    if !json_mode() {
         return false;
     }
-    let line = serde_json::json!({
-        kind: { "code": code, "message": message.to_string(), "suggestion": help }
+    let mut body = serde_json::json!({
+        "code": code, "message": message.to_string(), "suggestion": help
     });
+    if let Some(diagnostics) = diagnostics {
+        body["diagnostics"] = serde_json::json!(diagnostics);
+    }
+    let line = serde_json::json!({ kind: body });
     let _ = writeln!(io::stderr().lock(), "{line}");
     true
+}
+
+/// A plain line that follows an error for a person (`nothing was
+/// started`). With `--json` it is left out: the error's one JSON line is
+/// all a machine reads on stderr.
+pub(crate) fn after_error(text: &str) {
+    if !json_mode() {
+        eprintln!("{text}");
+    }
+}
+
+/// Prints a command line clap refused: its own text for a person, or with
+/// `--json` one line `{"error": {"code": "E_CLI_ARGS", …}}`, the usage
+/// as its suggestion.
+pub(crate) fn argument_error(error: &clap::Error, json: bool) -> io::Result<()> {
+    if !json {
+        return error.print();
+    }
+    let text = error.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
+    let message = lines
+        .next()
+        .map(|line| line.strip_prefix("error: ").unwrap_or(line).to_string())
+        .unwrap_or_default();
+    let mut help: Vec<String> = Vec::new();
+    for line in lines {
+        if let Some(tip) = line.strip_prefix("tip: ") {
+            help.push(tip.to_string());
+        } else if let Some(usage) = line.strip_prefix("Usage: ") {
+            help.push(format!("usage: {usage}"));
+        }
+    }
+    help.push("`--help` lists the flags".to_string());
+    let line = serde_json::json!({
+        "error": { "code": "E_CLI_ARGS", "message": message, "suggestion": help.join("; ") }
+    });
+    writeln!(io::stderr().lock(), "{line}")
 }
 
 /// Prints one coded error as every command prints one: `error[CODE]:
@@ -363,7 +421,7 @@ pub(crate) fn error(code: &str, message: &dyn std::fmt::Display, help: Option<&s
 /// `error: message`, or with `--json` a JSON line whose `code` is null.
 pub(crate) fn uncoded_error(message: &str) {
     crate::progress::clear();
-    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+    if json_mode() {
         let line = serde_json::json!({ "error": { "code": null, "message": message } });
         let _ = writeln!(io::stderr().lock(), "{line}");
     } else {
@@ -385,8 +443,29 @@ pub(crate) fn warning(code: &str, message: &dyn std::fmt::Display, help: Option<
 }
 
 /// Prints the diagnostics of a bundle that did not load, relative to its
-/// folder.
+/// folder; with `--json`, one error line: the first error's code, message
+/// and suggestion, every diagnostic under `diagnostics`.
 pub(crate) fn not_loaded(not_loaded: &NotLoaded, format: Format, quiet: bool) {
+    if matches!(format, Format::Json) {
+        let diagnostics = &not_loaded.diagnostics;
+        match diagnostics
+            .iter()
+            .find(|diagnostic| diagnostic.is_error())
+            .or(diagnostics.first())
+        {
+            Some(first) => {
+                json_line_with(
+                    "error",
+                    &first.code,
+                    &first.message,
+                    first.suggestion.as_deref(),
+                    Some(diagnostics),
+                );
+            }
+            None => uncoded_error("the bundle did not load"),
+        }
+        return;
+    }
     let renderer = Renderer {
         style: Style { colored: false },
         base: not_loaded.base.clone(),
@@ -399,14 +478,29 @@ pub(crate) fn not_loaded(not_loaded: &NotLoaded, format: Format, quiet: bool) {
 /// Prints why a swarm could not start (or a cluster command failed) and
 /// returns the outcome to exit with.
 pub(crate) fn host_error(error: &HostError, format: Format) -> Outcome {
-    if let HostError::ClusterBundleNotLoaded {
-        not_loaded: diagnostics,
-        ..
-    } = error
-    {
-        not_loaded(diagnostics, format, false);
+    match error {
+        // With --json the host's error carries the diagnostics: one line.
+        HostError::ClusterBundleNotLoaded {
+            not_loaded: diagnostics,
+            ..
+        } if json_mode() => {
+            json_line_with(
+                "error",
+                error.code(),
+                error,
+                error.suggestion().as_deref(),
+                Some(&diagnostics.diagnostics),
+            );
+        }
+        HostError::ClusterBundleNotLoaded {
+            not_loaded: diagnostics,
+            ..
+        } => {
+            not_loaded(diagnostics, format, false);
+            self::error(error.code(), error, error.suggestion().as_deref());
+        }
+        _ => self::error(error.code(), error, error.suggestion().as_deref()),
     }
-    self::error(error.code(), error, error.suggestion().as_deref());
     match error {
         HostError::StateRootTooDeep { .. }
         | HostError::ClusterBundle { .. }
@@ -450,12 +544,24 @@ pub(crate) fn notices(format: Format, quiet: bool) -> Notices {
             message,
             not_loaded: diagnostics,
         } => {
-            if let Some(diagnostics) = &diagnostics {
-                not_loaded(diagnostics, format, quiet);
-            }
-            eprintln!(
-                "{trigger}: the {what} is invalid: [{code}] {message}; the swarm runs on unchanged"
+            let said = format!("{trigger}: the {what} is invalid: {message}; the swarm runs on unchanged");
+            // The swarm runs on, so with --json this is a warning, and one
+            // line with the diagnostics in it.
+            let json = json_line_with(
+                "warning",
+                &code,
+                &said,
+                None,
+                diagnostics.as_ref().map(|d| d.diagnostics.as_slice()),
             );
+            if !json {
+                if let Some(diagnostics) = &diagnostics {
+                    not_loaded(diagnostics, format, quiet);
+                }
+                eprintln!(
+                    "{trigger}: the {what} is invalid: [{code}] {message}; the swarm runs on unchanged"
+                );
+            }
         }
         Notice::RunsClusterBundle {
             active,

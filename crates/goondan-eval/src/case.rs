@@ -79,6 +79,7 @@ pub async fn run_case(job: &CaseJob, env: &CaseEnv, state_dir: PathBuf) -> CaseR
         latency_ms: 0,
         turn_ms: 0,
         wall_ms: 0,
+        started_ms: 0,
         agent: job.agent.clone().unwrap_or_default(),
         instance_key: job.instance_key.clone(),
         state_root: Some(state_dir.display().to_string()),

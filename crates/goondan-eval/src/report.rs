@@ -84,6 +84,12 @@ pub struct CaseResult {
     /// Milliseconds of the whole run: the swarm's start and stop, the
     /// Turns, reading the logs and the judge.
     pub wall_ms: u64,
+    /// Milliseconds from the start of the whole `gdn eval` to this run's
+    /// start. With `--jobs` above 1 runs overlap, so their `wall_ms` add
+    /// up to more than the time that passed; this places each run on the
+    /// one clock (a JUnit suite's time is the span of its runs).
+    #[serde(default)]
+    pub started_ms: u64,
     /// The agent the case talked to.
     pub agent: String,
     /// Its instance.
@@ -188,6 +194,12 @@ impl RunReport {
     /// case (named `case@model#n`), a `failure` for failed checks or a
     /// missed threshold, an `error` for an error or a timeout, the answer
     /// in `system-out`.
+    ///
+    /// Times are clock time: `testsuites` is the whole `gdn eval`, a
+    /// `testsuite` the span from its first run's start to its last run's
+    /// end, a `testcase` its run's `wall_ms`. So a suite fits in the total
+    /// and a case in its suite; with runs at once (`--jobs`), a suite's
+    /// cases may add up to more than the suite, as they overlapped.
     pub fn to_junit(&self) -> String {
         let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         let n_errors = self.cases.iter().filter(|c| is_error(c.status)).count();
@@ -217,7 +229,7 @@ impl RunReport {
                 cases.len(),
                 cases.iter().filter(|c| c.status == CaseStatus::Failed).count(),
                 cases.iter().filter(|c| is_error(c.status)).count(),
-                seconds(cases.iter().map(|c| c.wall_ms).sum()),
+                seconds(span_ms(&cases)),
                 escape(&self.started_at),
             );
             for case in cases {
@@ -364,6 +376,19 @@ fn details(case: &CaseResult) -> String {
     text
 }
 
+/// Milliseconds from the first of `cases` to start until the last ended.
+/// A sum of their `wall_ms` would count twice the time runs overlapped
+/// and could exceed the whole `gdn eval`.
+fn span_ms(cases: &[&CaseResult]) -> u64 {
+    let first_start = cases.iter().map(|c| c.started_ms).min().unwrap_or(0);
+    let last_end = cases
+        .iter()
+        .map(|c| c.started_ms.saturating_add(c.wall_ms))
+        .max()
+        .unwrap_or(0);
+    last_end.saturating_sub(first_start)
+}
+
 fn seconds(millis: u64) -> String {
     format!("{:.3}", millis as f64 / 1000.0)
 }
@@ -464,6 +489,7 @@ mod tests {
             latency_ms: 5,
             turn_ms: 4,
             wall_ms: 30,
+            started_ms: 0,
             agent: "a".into(),
             instance_key: "eval".into(),
             state_root: None,
@@ -519,6 +545,46 @@ mod tests {
         );
         assert!(
             xml.contains("tests=\"2\" failures=\"1\" errors=\"0\""),
+            "{xml}"
+        );
+    }
+
+    /// Issue 49 #5: two runs at once took 110 ms of clock time, not the
+    /// 200 their times add up to, so the suite says 0.110 and fits in the
+    /// 160 ms of the whole run.
+    #[test]
+    fn junit_suite_time_is_the_span_of_its_runs() {
+        let timed = |eval: &str, name: &str, started_ms: u64, wall_ms: u64| {
+            let mut case = result(name, CaseStatus::Passed, None);
+            case.eval = eval.into();
+            case.started_ms = started_ms;
+            case.wall_ms = wall_ms;
+            case
+        };
+        let report = RunReport::new(
+            "r".into(),
+            "t".into(),
+            160,
+            "b".into(),
+            false,
+            vec![
+                timed("first", "x", 0, 100),
+                timed("first", "y", 10, 100),
+                timed("second", "z", 110, 50),
+            ],
+        );
+        let xml = report.to_junit();
+        let suites: Vec<&str> = xml
+            .lines()
+            .filter(|line| line.contains("<testsuite"))
+            .collect();
+        assert!(suites[0].contains("name=\"gdn eval\"") && suites[0].contains("time=\"0.160\""));
+        assert!(suites[1].contains("name=\"first\"") && suites[1].contains("time=\"0.110\""));
+        assert!(suites[2].contains("name=\"second\"") && suites[2].contains("time=\"0.050\""));
+        assert_eq!(
+            xml.matches("<testcase name=\"x\" classname=\"first\" time=\"0.100\"")
+                .count(),
+            1,
             "{xml}"
         );
     }

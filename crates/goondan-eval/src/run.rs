@@ -41,7 +41,14 @@ pub async fn run(settings: &RunSettings, progress: Progress<'_>) -> Result<RunRe
     let mut runs = stream::iter(plan.jobs.iter())
         .map(|job| {
             let state_dir = run_dir.join(job.index.to_string());
-            async move { (job.index, run_case(job, &settings.env, state_dir).await) }
+            async move {
+                // Taken when the run starts (buffer_unordered polls it
+                // first when a slot is free), on the clock of the report.
+                let started_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let mut result = run_case(job, &settings.env, state_dir).await;
+                result.started_ms = started_ms;
+                (job.index, result)
+            }
         })
         .buffer_unordered(settings.jobs.max(1));
     while let Some((index, result)) = runs.next().await {

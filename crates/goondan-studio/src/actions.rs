@@ -454,7 +454,7 @@ async fn call(
 ) -> Result<ControlResponse, ActionError> {
     control::call(socket, request).await.map_err(|error| {
         ActionError::NotRunning(format!(
-            "no orchestrator answers for this swarm ({error}); start it with `gdn run`"
+            "no orchestrator answers for this swarm ({error}); start one that stays with `gdn run --detach` in the bundle's folder"
         ))
     })
 }

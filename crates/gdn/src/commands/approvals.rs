@@ -125,14 +125,12 @@ pub(crate) fn list(global: &GlobalArgs, args: &ApprovalsArgs) -> anyhow::Result<
             shorten(&request.arguments.to_string(), 100)
         );
         let mut when = format!("    asked {}", request.requested_at);
+        // The deadline is when the default applies, not a decision made:
+        // a past participle ("denied at") read as if someone had decided.
         if let Some(deadline) = &request.deadline {
             when.push_str(&format!(
-                ", {} at {deadline}",
-                request
-                    .on_timeout
-                    .as_str()
-                    .replace("deny", "denied")
-                    .replace("approve", "approved")
+                "; if nobody decides by {deadline}: {}",
+                request.on_timeout.as_str()
             ));
         }
         println!("{when}");

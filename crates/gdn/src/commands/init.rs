@@ -439,10 +439,9 @@ fn init_git(dir: &Path, args: &InitArgs) -> GitOutcome {
 
 fn report_error(global: &GlobalArgs, error: &InitError) -> anyhow::Result<Outcome> {
     if global.json {
-        let report = serde_json::json!({ "ok": false, "error": error.diagnostic() });
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
+        // Like every command's error: one JSON line on stderr, so stdout
+        // holds only the report of a project that was made.
+        crate::render::error(error.code(), error, error.suggestion().as_deref());
     } else {
         let renderer = Renderer {
             style: Style { colored: false },

@@ -117,7 +117,7 @@ pub(crate) fn restart(global: &GlobalArgs, args: &RestartArgs) -> anyhow::Result
             let project = match project::load(global, Some(&swarm), None)? {
                 Ok(project) => project,
                 Err(outcome) => {
-                    eprintln!("the running swarm was left as it is");
+                    crate::render::after_error("the running swarm was left as it is");
                     return Ok(outcome);
                 }
             };

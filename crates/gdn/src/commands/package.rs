@@ -46,7 +46,7 @@ pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
         return Ok(());
     }
     let runtime = crate::runtime::current_thread().map_err(|error| {
-        eprintln!("error: {error:#}");
+        crate::render::uncoded_error(&format!("{error:#}"));
         Outcome::Failure
     })?;
     runtime
@@ -56,7 +56,9 @@ pub(crate) fn install_before_run(global: &GlobalArgs) -> Result<(), Outcome> {
         })
         .map_err(|error| {
             let outcome = report(&error);
-            eprintln!("nothing was started (`gdn run --no-install` skips installing)");
+            crate::render::after_error(
+                "nothing was started (`gdn run --no-install` skips installing)",
+            );
             outcome
         })
 }

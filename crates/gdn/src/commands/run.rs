@@ -73,7 +73,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &RunArgs) -> anyhow::Result<Outcome
     // than silently turning export off in each agent.
     if let Err(error) = goondan_telemetry::OtlpSettings::from_env("goondan") {
         crate::render::error(error.code(), &error, Some(error.suggestion()));
-        eprintln!("nothing was started");
+        crate::render::after_error("nothing was started");
         return Ok(Outcome::ConfigError);
     }
     let mode = match &args.cluster {
@@ -195,7 +195,7 @@ fn read_input_file(path: &Path) -> Result<Vec<u8>, Outcome> {
 
 fn input_error(code: &str, message: &str, help: &str) -> Outcome {
     crate::render::error(code, &message, Some(help));
-    eprintln!("nothing was started");
+    crate::render::after_error("nothing was started");
     Outcome::BadArguments
 }
 
@@ -612,7 +612,7 @@ async fn foreground(
     let mut stop = match StopSignals::new() {
         Ok(stop) => stop,
         Err(error) => {
-            eprintln!("error: cannot listen for SIGINT and SIGTERM: {error}");
+            crate::render::uncoded_error(&format!("cannot listen for SIGINT and SIGTERM: {error}"));
             return Ok(Outcome::Failure);
         }
     };

@@ -187,6 +187,20 @@ fn a_denial_tells_the_model_why_and_runs_nothing() {
             .first()
             .and_then(|request| request["id"].as_str().map(str::to_string))
     });
+    // Issue 49 #5: the deadline reads as when the default applies, not as
+    // a decision already taken ("denied at …" read as if it were denied).
+    let listed = swarm.run(&["approvals"]);
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    let deadline = approvals(&swarm)[0]["deadline"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listing = stdout(&listed);
+    assert!(
+        listing.contains(&format!("; if nobody decides by {deadline}: deny")),
+        "{listing}"
+    );
+    assert!(!listing.contains("denied"), "{listing}");
     let deny = swarm.run(&["deny", &id, "--reason", "not on a Friday"]);
     assert_eq!(code(&deny), 0, "{}", stderr(&deny));
     let answer = crate::swarm::finish(asker, "the denied input");

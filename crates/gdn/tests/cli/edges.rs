@@ -217,3 +217,94 @@ fn exchange(socket: &std::path::Path, request: &serde_json::Value) -> serde_json
     BufReader::new(&stream).read_line(&mut line).unwrap();
     serde_json::from_str(&line).unwrap()
 }
+
+/// Issue 49 #5: with `--json`, a failing command's error is one JSON line
+/// on stderr with a `code`, and nothing else is said: no `nothing was
+/// started` after it, no report on stdout, no clap text for a bad flag.
+#[test]
+fn issue_49_with_json_every_failing_command_says_one_json_line_on_stderr() {
+    let project = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let made = run_with_deadline(gdn_command(
+        project.path(),
+        state.path(),
+        &["init", ".", "--no-git"],
+    ));
+    assert_eq!(code(&made), 0, "{}", stderr(&made));
+    let broken = tempfile::tempdir().unwrap();
+    std::fs::write(
+        broken.path().join("goondan.yaml"),
+        "apiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: a\nspec:\n  modelConfig:\n    modelRef: Model/nope\n",
+    )
+    .unwrap();
+    let cases: [(&std::path::Path, &[&str], i32, &str); 6] = [
+        (
+            project.path(),
+            &["init", ".", "--no-git", "--json"],
+            3,
+            "E_INIT_FILES_EXIST",
+        ),
+        (
+            project.path(),
+            &["init", "--json", "--bogus"],
+            2,
+            "E_CLI_ARGS",
+        ),
+        (
+            broken.path(),
+            &["run", "--json", "--input", "hi"],
+            4,
+            "E_CONFIG_REF_NOT_FOUND",
+        ),
+        (
+            broken.path(),
+            &["run", "--json", "--nonsense"],
+            2,
+            "E_CLI_ARGS",
+        ),
+        (
+            project.path(),
+            &["approve", "apv_0000000000000000", "--json"],
+            1,
+            "E_APPROVAL_NOT_FOUND",
+        ),
+        (
+            project.path(),
+            &["instance", "cancel", "nobody", "--json"],
+            1,
+            "E_NO_TURN_RUNNING",
+        ),
+    ];
+    for (bundle, args, exit, expected) in cases {
+        let output = run_with_deadline(gdn_command(bundle, state.path(), args));
+        let (out, err) = (stdout(&output), stderr(&output));
+        assert_eq!(code(&output), exit, "{args:?}: {err}");
+        assert_eq!(out, "", "{args:?}: stdout holds no error");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let line: serde_json::Value =
+            serde_json::from_str(&err).unwrap_or_else(|error| panic!("{args:?}: {error}: {err}"));
+        assert_eq!(line["error"]["code"], expected, "{args:?}: {err}");
+        assert!(
+            line["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{err}"
+        );
+        if expected == "E_CONFIG_REF_NOT_FOUND" {
+            let diagnostics = line["error"]["diagnostics"].as_array().unwrap();
+            assert_eq!(diagnostics[0]["line"], 7, "{err}");
+        }
+    }
+    // `gdn validate` is the one whose errors are its result: the report,
+    // on stdout as one JSON document, and nothing on stderr.
+    let validated = run_with_deadline(gdn_command(
+        broken.path(),
+        state.path(),
+        &["validate", "--json"],
+    ));
+    assert_eq!(code(&validated), 4);
+    assert_eq!(stderr(&validated), "");
+    let report: serde_json::Value = serde_json::from_str(&stdout(&validated)).unwrap();
+    assert_eq!(report["valid"], false);
+    assert_eq!(report["errors"][0]["code"], "E_CONFIG_REF_NOT_FOUND");
+}

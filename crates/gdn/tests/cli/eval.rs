@@ -639,11 +639,13 @@ import sys, json
 from junitparser import JUnitXml, Failure, Error
 xml = JUnitXml.fromfile(sys.argv[1])
 out = {}
+suites = {}
 for suite in xml:
+    suites[suite.name] = {"time": suite.time, "cases": [case.time for case in suite]}
     for case in suite:
         kinds = [type(r).__name__ for r in case.result]
         out[suite.name + "/" + case.name] = {"classname": case.classname, "results": kinds, "time": case.time}
-print(json.dumps({"tests": xml.tests, "failures": xml.failures, "errors": xml.errors, "cases": out}))
+print(json.dumps({"tests": xml.tests, "failures": xml.failures, "errors": xml.errors, "time": xml.time, "suites": suites, "cases": out}))
 "#;
     let parsed = Command::new("python3")
         .args(["-c", script, junit.to_str().unwrap()])
@@ -663,6 +665,28 @@ print(json.dumps({"tests": xml.tests, "failures": xml.failures, "errors": xml.er
     assert_eq!(cases["simple/echo"]["classname"], "simple");
     assert_eq!(cases["judged/judge-low"]["results"], json!(["Failure"]));
     assert_eq!(cases["judged/judge-refusal"]["results"], json!(["Error"]));
+    // Issue 49 #5: times are clock time. Cases run at once (`--jobs`
+    // defaults to the cores), so a suite's time is the span of its cases,
+    // not their sum, and fits in the whole run; each case fits in its
+    // suite. A sum once made a suite outlast the run it was part of.
+    let total = parsed["time"].as_f64().unwrap();
+    assert!(total > 0.0, "{parsed}");
+    let suites = parsed["suites"].as_object().unwrap();
+    assert_eq!(suites.len(), 2, "{parsed}");
+    for (name, suite) in suites {
+        let suite_time = suite["time"].as_f64().unwrap();
+        assert!(
+            suite_time > 0.0 && suite_time <= total,
+            "suite {name} took {suite_time} s of a {total} s run: {parsed}"
+        );
+        for case_time in suite["cases"].as_array().unwrap() {
+            let case_time = case_time.as_f64().unwrap();
+            assert!(
+                case_time > 0.0 && case_time <= suite_time,
+                "a case of {name} took {case_time} s of its suite's {suite_time} s: {parsed}"
+            );
+        }
+    }
     let markdown = std::fs::read_to_string(&markdown).unwrap();
     assert!(
         markdown.contains("| judged | judge-low | - | 3.0 | FAIL |"),

@@ -231,8 +231,10 @@ fn init_refuses_to_overwrite_without_force_and_keeps_env_with_force() {
         &["init", "proj", "-t", "minimal", "--no-git", "--json"],
     ));
     assert_eq!(code(&json), 3);
-    let report: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
-    assert_eq!(report["ok"], false);
+    // Like every command's error with --json: one line on stderr.
+    assert_eq!(stdout(&json), "");
+    assert_eq!(stderr(&json).lines().count(), 1, "{}", stderr(&json));
+    let report: serde_json::Value = serde_json::from_str(&stderr(&json)).unwrap();
     assert_eq!(report["error"]["code"], "E_INIT_FILES_EXIST");
     assert!(report["error"]["message"]
         .as_str()

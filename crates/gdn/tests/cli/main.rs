@@ -249,6 +249,29 @@ fn a_misspelt_kind_is_one_error_not_one_per_reference() {
     assert!(said.ends_with("Errors: 1, Warnings: 0\n"), "{said}");
 }
 
+/// Issue 49 #5: `tools` written one level too deep, inside `modelConfig`,
+/// is only mis-indented; `remove it` would lose the Agent's tools.
+#[test]
+fn a_mis_indented_field_is_to_be_moved_not_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{MODEL_AND_SWARM}apiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: planner\nspec:\n  modelConfig:\n    modelRef: Model/claude-sonnet\n    tools:\n      - ref: Tool/bash\n"
+    );
+    std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+    let output = gdn(dir.path(), &["validate"]);
+    assert_eq!(code(&output), 4);
+    let said = stdout(&output);
+    assert!(
+        said.starts_with("error[E_CONFIG_SCHEMA]: unknown field `tools` in spec.modelConfig\n"),
+        "{said}"
+    );
+    assert!(
+        said.contains("   = help: `tools` is a field of spec, not a field of spec.modelConfig: indent it less, into spec\n"),
+        "{said}"
+    );
+    assert!(!said.contains("remove it"), "{said}");
+}
+
 #[test]
 fn a_script_entry_syntax_error_is_reported_at_its_line_by_validate_and_run() {
     let bundle = workspace_root().join("crates/goondan-config/tests/fixtures/invalid/entry-syntax");

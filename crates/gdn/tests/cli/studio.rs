@@ -336,6 +336,28 @@ fn port_and_token(url: &str) -> (u16, Option<String>) {
     (port.parse().unwrap(), token)
 }
 
+/// Issue 49 #5: `--help` names every action `--allow-actions` allows.
+#[test]
+fn studio_help_lists_every_action() {
+    let here = tempfile::tempdir().unwrap();
+    let output = crate::swarm::run_with_deadline(crate::swarm::gdn_command(
+        here.path(),
+        here.path(),
+        &["studio", "--help"],
+    ));
+    let help = crate::swarm::stdout(&output).replace('\n', " ");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for action in [
+        "send a message",
+        "approve or deny",
+        "cancel an instance's running Turn",
+        "fork an instance",
+        "rewind an instance",
+    ] {
+        assert!(help.contains(action), "{action}: {help}");
+    }
+}
+
 #[test]
 fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origin_or_the_csrf_token(
 ) {
@@ -616,6 +638,16 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "the step's detail with the hostile answer as text",
         "!!document.querySelector('#detail .answer') && document.querySelector('#detail .answer').innerText.includes('<script>window.__pwned = 1</script>') && document.querySelector('#detail .sent').innerText.includes('run it')",
     );
+    // Issue 49 #6: what the model was sent, as the runtime recorded it
+    // (the system prompt too, which the stored conversation lacks).
+    let said = page.evaluate("document.querySelector('#detail').textContent");
+    let said = said.as_str().unwrap_or_default();
+    assert!(said.contains("Sent to the model"), "{said}");
+    assert!(
+        page.evaluate("[...document.querySelectorAll('#detail .sent .message')].some((m) => m.classList.contains('system'))") == json!(true),
+        "no system prompt among what was sent: {said}"
+    );
+    assert!(!said.contains("was not recorded"), "{said}");
     let safe = page.evaluate(
         "window.__pwned === undefined && document.querySelectorAll('main script, main img').length === 0",
     );
@@ -869,7 +901,7 @@ fn issue_36_cancel_fork_and_rewind_from_the_studio_act_through_the_orchestrator_
 #[test]
 fn issue_36_a_message_sent_from_the_studio_is_recorded_as_the_studios() {
     let (swarm, _) = crate::operator::swarm();
-    let _resident = swarm.start_resident();
+    let resident = swarm.start_resident();
     crate::operator::ask(&swarm, "m", "first");
     let swarm_id = swarm_id_of(&crate::operator::instance_dir(&swarm, "m"));
     let (_studio, url) =
@@ -919,6 +951,21 @@ fn issue_36_a_message_sent_from_the_studio_is_recorded_as_the_studios() {
     assert_eq!(sources.len(), 2, "{started:#?}");
     assert_eq!(sources[0]["name"], "cli", "{started:#?}");
     assert_eq!(sources[1], &studio_source, "{started:#?}");
+
+    // Issue 49 #5: with the orchestrator gone, the send says how to start
+    // one that outlives the command (a plain `gdn run` would be a chat or
+    // a single answer, and gone again).
+    assert_eq!(resident.terminate(), 0);
+    let (status, answer) = exchange(
+        port,
+        "POST",
+        "/api/actions/send",
+        &headers,
+        &body.to_string(),
+    );
+    assert_eq!(status, 503, "{answer}");
+    assert!(answer.contains("E_ORCHESTRATOR_NOT_RUNNING"), "{answer}");
+    assert!(answer.contains("`gdn run --detach`"), "{answer}");
 }
 
 #[test]

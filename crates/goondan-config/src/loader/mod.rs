@@ -3,6 +3,7 @@
 //! a [`Bundle`] is built only when none of them is an error.
 
 mod evals;
+mod misplaced;
 mod packages;
 mod parse;
 mod resolve;

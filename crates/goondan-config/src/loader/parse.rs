@@ -4,6 +4,7 @@
 //! its spec type, remembering where every resource came from so later
 //! stages can point at a line.
 
+use super::misplaced::{self, Step};
 use crate::base_package::BaseManifest;
 use crate::codes::Code;
 use crate::discover::BundleFile;
@@ -322,15 +323,70 @@ fn deserialize<S: DeserializeOwned>(
 ) -> Result<(Metadata, S), Box<Diagnostic>> {
     match serde_path_to_error::deserialize::<_, Envelope<S>>(json) {
         Ok(envelope) => Ok((envelope.metadata, envelope.spec)),
-        Err(error) => Err(Box::new(schema_diagnostic(&error, site))),
+        Err(error) => Err(Box::new(schema_diagnostic(&error, site, &first_error::<S>))),
+    }
+}
+
+/// serde's message for the first error deserializing `json` as a `S`
+/// resource (`None`: it deserialized), without its position.
+fn first_error<S: DeserializeOwned>(json: Value) -> Option<String> {
+    serde_json::from_value::<Envelope<S>>(json)
+        .err()
+        .map(|error| without_position(&error.to_string()))
+}
+
+fn without_position(message: &str) -> String {
+    message
+        .split(" at line ")
+        .next()
+        .unwrap_or(message)
+        .to_string()
+}
+
+/// The path of `error` as steps through the document, or `None` when it
+/// passes through what the document does not spell (an enum variant).
+fn steps(error: &serde_path_to_error::Error<serde_json::Error>) -> Option<Vec<Step>> {
+    error
+        .path()
+        .iter()
+        .map(|segment| match segment {
+            serde_path_to_error::Segment::Seq { index } => Some(Step::Index(*index)),
+            serde_path_to_error::Segment::Map { key } => Some(Step::Key(key.clone())),
+            serde_path_to_error::Segment::Enum { .. } | serde_path_to_error::Segment::Unknown => {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The object `unknown` was written in: the error's path, or the path
+/// without its last step when that is the field itself.
+fn container_of(document: &Value, path: &[Step], unknown: &str) -> Option<Vec<Step>> {
+    let holds = |at: &[Step]| {
+        at.iter()
+            .try_fold(document, |value, step| match step {
+                Step::Key(key) => value.get(key),
+                Step::Index(index) => value.get(index),
+            })
+            .and_then(Value::as_object)
+            .is_some_and(|fields| fields.contains_key(unknown))
+    };
+    match path.split_last() {
+        Some((Step::Key(last), parent)) if last == unknown && holds(parent) => {
+            Some(parent.to_vec())
+        }
+        _ if holds(path) => Some(path.to_vec()),
+        _ => None,
     }
 }
 
 /// Turns a serde error into a located schema diagnostic with a friendlier
-/// message and, for unknown fields, a "did you mean".
+/// message and, for unknown fields, where the field belongs when it is
+/// only mis-indented, else a "did you mean".
 fn schema_diagnostic(
     error: &serde_path_to_error::Error<serde_json::Error>,
     site: &Site,
+    first_error: &dyn Fn(Value) -> Option<String>,
 ) -> Diagnostic {
     let mut field = String::new();
     for segment in error.path().iter() {
@@ -351,8 +407,7 @@ fn schema_diagnostic(
             serde_path_to_error::Segment::Unknown => {}
         }
     }
-    let raw = error.inner().to_string();
-    let raw = raw.split(" at line ").next().unwrap_or(&raw).to_string();
+    let raw = without_position(&error.inner().to_string());
     if let Some((unknown, expected)) = parse_unknown_field(&raw) {
         let where_ = if field.is_empty() || field.ends_with(&unknown) {
             field.clone()
@@ -368,10 +423,23 @@ fn schema_diagnostic(
         } else {
             format!("unknown field `{unknown}` in {parent}")
         };
-        let suggestion = match closest(&unknown, expected.iter().map(String::as_str)) {
-            Some(candidate) => format!("did you mean `{candidate}`?"),
-            None if expected.is_empty() => "remove it; this object takes no fields".to_string(),
-            None => format!("remove it; allowed fields are {}", expected.join(", ")),
+        // A name this object does not take but an enclosing or a sibling
+        // one does was written at the wrong indentation: removing it, as
+        // "allowed fields are …" would have it, loses what was meant.
+        let document = site.tree.to_json();
+        let misplaced = steps(error)
+            .and_then(|path| container_of(&document, &path, &unknown))
+            .and_then(|container| {
+                misplaced::home(&document, &container, &unknown, first_error)
+                    .map(|home| misplaced::suggestion(&unknown, &container, &home))
+            });
+        let suggestion = match misplaced {
+            Some(suggestion) => suggestion,
+            None => match closest(&unknown, expected.iter().map(String::as_str)) {
+                Some(candidate) => format!("did you mean `{candidate}`?"),
+                None if expected.is_empty() => "remove it; this object takes no fields".to_string(),
+                None => format!("remove it; allowed fields are {}", expected.join(", ")),
+            },
         };
         return site
             .locate(Code::Schema.diagnostic(message), &where_, true)
@@ -417,7 +485,7 @@ fn schema_diagnostic(
 }
 
 /// Splits serde's "unknown field `x`, expected one of `a`, `b`" message.
-fn parse_unknown_field(message: &str) -> Option<(String, Vec<String>)> {
+pub(super) fn parse_unknown_field(message: &str) -> Option<(String, Vec<String>)> {
     let rest = message.strip_prefix("unknown field `")?;
     let (name, rest) = rest.split_once('`')?;
     let expected = rest
@@ -504,6 +572,42 @@ mod tests {
             diagnostic.suggestion.as_deref(),
             Some("did you mean `modelRef`?")
         );
+    }
+
+    /// Issue 49 #5: a field only mis-indented is moved, not removed.
+    #[test]
+    fn a_mis_indented_field_is_moved_not_removed() {
+        let suggestion = |text: &str| {
+            let (_, diagnostics) = read(text);
+            assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+            diagnostics[0].suggestion.clone().unwrap_or_default()
+        };
+        // Too deep: `tools` is a field of the Agent's spec.
+        assert_eq!(
+            suggestion(
+                "apiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: a\nspec:\n  modelConfig:\n    modelRef: Model/m\n    tools:\n      - ref: Tool/t\n"
+            ),
+            "`tools` is a field of spec, not a field of spec.modelConfig: indent it less, into spec"
+        );
+        // Too shallow: `maxStepsPerTurn` belongs under the policy beside it.
+        assert_eq!(
+            suggestion(
+                "apiVersion: goondan.ai/v1\nkind: Swarm\nmetadata:\n  name: s\nspec:\n  entryAgent: Agent/a\n  agents:\n    - ref: Agent/a\n  policy:\n    shutdown:\n      gracePeriodSeconds: 5\n  maxStepsPerTurn: 4\n"
+            ),
+            "`maxStepsPerTurn` is a field of spec.policy, not a field of spec: indent it under `policy`"
+        );
+        // Two levels too deep, inside a list item's neighbour.
+        assert_eq!(
+            suggestion(
+                "apiVersion: goondan.ai/v1\nkind: Swarm\nmetadata:\n  name: s\nspec:\n  entryAgent: Agent/a\n  agents:\n    - ref: Agent/a\n  policy:\n    shutdown:\n      gracePeriodSeconds: 5\n      instanceKey: k\n"
+            ),
+            "`instanceKey` is a field of spec, not a field of spec.policy.shutdown: indent it less, into spec"
+        );
+        // A name no object takes is still to be removed.
+        assert!(suggestion(
+            "apiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: a\nspec:\n  modelConfig:\n    modelRef: Model/m\n  flavour: mild\n"
+        )
+        .starts_with("remove it; allowed fields are"));
     }
 
     #[test]

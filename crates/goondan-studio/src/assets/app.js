@@ -555,11 +555,12 @@ function renderStepDetail(id) {
       longText(message.content, "text"),
       message.parts ? jsonView(message.parts) : null));
   } else if (answerAt >= 0) {
-    // Without the recorded input, what preceded the answer in the
-    // conversation is what the model was sent (before any step
-    // middleware changed it).
+    // The Swarm does not record what a step sent
+    // (`policy.llmInputMessages: false`): the stored conversation before
+    // the answer is what the model was sent, short of what a step
+    // middleware changed in the request only.
     const before = messages.slice(Math.max(0, answerAt - 50), answerAt);
-    sent = [el("p", { class: "muted", text: "The runtime did not record this step's input (llmInputMessages is off); the conversation before its answer:" }), before.map(detailMessage)];
+    sent = [el("p", { class: "muted", text: "This step's input was not recorded (the Swarm sets spec.policy.llmInputMessages: false); the stored conversation before its answer:" }), before.map(detailMessage)];
   } else {
     sent = [el("p", { class: "muted", text: "Not recorded, and not in the messages read." })];
   }
@@ -573,7 +574,7 @@ function renderStepDetail(id) {
       el("span", { class: "chip", text: "cost " + fmtCost(step.cost) }),
       el("span", { class: "chip muted", text: "request id: " + ((step.completed && step.completed.requestId) || "not recorded") })),
     step.error ? el("div", { class: "status-error", text: step.error }) : null,
-    el("h3", { text: "Sent to the model" }), el("div", { class: "messages sent" }, sent),
+    el("h3", { text: recorded ? "Sent to the model" : "The conversation it answered" }), el("div", { class: "messages sent" }, sent),
     el("h3", { text: "What came back" }),
     el("div", { class: "messages answer" }, answers.length ? answers.map(detailMessage) : el("p", { class: "muted", text: "No answer stored (yet)." })));
 }
