@@ -638,14 +638,15 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "the step's detail with the hostile answer as text",
         "!!document.querySelector('#detail .answer') && document.querySelector('#detail .answer').innerText.includes('<script>window.__pwned = 1</script>') && document.querySelector('#detail .sent').innerText.includes('run it')",
     );
-    // Issue 49 #6: what the model was sent, as the runtime recorded it
-    // (the system prompt too, which the stored conversation lacks).
+    // Issue 49 #6: what the model was sent, as the runtime recorded it:
+    // the input, the call it made and the call's result.
     let said = page.evaluate("document.querySelector('#detail').textContent");
     let said = said.as_str().unwrap_or_default();
     assert!(said.contains("Sent to the model"), "{said}");
-    assert!(
-        page.evaluate("[...document.querySelectorAll('#detail .sent .message')].some((m) => m.classList.contains('system'))") == json!(true),
-        "no system prompt among what was sent: {said}"
+    assert_eq!(
+        page.evaluate("document.querySelectorAll('#detail .sent .message').length"),
+        json!(3),
+        "{said}"
     );
     assert!(!said.contains("was not recorded"), "{said}");
     let safe = page.evaluate(
