@@ -622,6 +622,14 @@ fn action_answer(outcome: Result<Value, ActionError>) -> Response {
         Err(ActionError::BadRequest(message)) => {
             error(StatusCode::BAD_REQUEST, "E_STUDIO_BAD_REQUEST", &message)
         }
+        Err(ActionError::Arguments { message, problems }) => {
+            let mut body = serde_json::to_value(ErrorBody::new("E_APPROVAL_ARGS", &message))
+                .unwrap_or(Value::Null);
+            if let Some(object) = body.as_object_mut() {
+                object.insert("problems".into(), problems.into());
+            }
+            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+        }
         Err(ActionError::TooLarge) => error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "E_STUDIO_BODY_TOO_LARGE",
@@ -689,15 +697,15 @@ async fn decide(
         &shared,
         request,
         actions::parse_decision,
-        |root, (swarm, id, _, _)| actions::find_approval(root, swarm, id),
+        actions::find_approval,
     )
     .await;
-    let (permit, (swarm, id, verdict, reason), target) = match prepared {
+    let (permit, ask, target) = match prepared {
         Ok(prepared) => prepared,
         Err(refusal) => return action_answer(Err(refusal)),
     };
-    tracing::info!(%client, swarm, approval = id, verdict = verdict.as_str(), "studio action: decide");
-    let outcome = actions::decide(target, id, verdict, reason, client).await;
+    tracing::info!(%client, swarm = ask.swarm, approval = ask.id, verdict = ask.verdict.as_str(), "studio action: decide");
+    let outcome = actions::decide(target, ask, client).await;
     drop(permit);
     action_answer(outcome)
 }

@@ -460,6 +460,31 @@ fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origi
     let (status, body) = exchange(port, "POST", "/api/actions/decide", &all, "{not json");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("E_STUDIO_BAD_REQUEST"), "{body}");
+    // Edited arguments are an object, and only an approval takes them; an
+    // edit without the CSRF token is refused like any other action.
+    for (body, expected) in [
+        (
+            r#"{"swarm":"s","id":"apv_x","verdict":"approve","arguments":[1,2]}"#,
+            "`arguments` must be an object",
+        ),
+        (
+            r#"{"swarm":"s","id":"apv_x","verdict":"deny","reason":"no","arguments":{"command":"x"}}"#,
+            "only an approval takes `arguments`",
+        ),
+    ] {
+        let (status, answer) = exchange(port, "POST", "/api/actions/decide", &all, body);
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer.contains(expected), "{answer}");
+    }
+    let (status, answer) = exchange(
+        port,
+        "POST",
+        "/api/actions/decide",
+        &format!("{origin}{cookie}"),
+        r#"{"swarm":"s","id":"apv_x","verdict":"approve","arguments":{"command":"rm -rf /"}}"#,
+    );
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("E_STUDIO_CSRF"), "{answer}");
     // Only the action routes take a POST.
     let (status, _) = exchange(port, "POST", "/api/swarms", &all, "{}");
     assert_eq!(status, 405);
@@ -559,6 +584,36 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "the page without the token",
         "location.search === '' && !!document.getElementById('swarms')",
     );
+    // A Turn waiting for a person reads so, not `running`: on the
+    // timeline (the Turn and its tool call), in the instance list and the
+    // conversation, with who may decide, since when and the deadline.
+    page.navigate(&format!("{base}#/i/{swarm_id}/alpha%3Adefault"));
+    page.wait_for(
+        "the waiting Turn",
+        &format!(
+            r#"(() => {{
+                const turn = document.querySelector('#timeline .turn[data-status="waiting"]');
+                const tool = document.querySelector('#timeline .tool-call[data-tool-name="bash__exec"][data-status="waiting"]');
+                const link = document.querySelector('.instance-link[data-agent="alpha"] .meta');
+                const said = document.querySelector('#conversation .waiting-approval[data-approval-id="{id}"]');
+                const checks = {{
+                    turn: !!turn && turn.querySelector('.waiting-approval').innerText.includes('waiting for approval'),
+                    tool: !!tool,
+                    conversation: !!said,
+                    deciders: !!turn && turn.innerText.includes('decided by operator'),
+                    since: !!turn && turn.innerText.includes('since '),
+                    deadline: !!turn && turn.innerText.includes('denied at '),
+                    list: !!link && link.textContent.startsWith('waiting for approval'),
+                    title: document.getElementById('instance-state').textContent === 'waiting for approval',
+                    notRunning: !document.querySelector('#timeline').innerText.includes('bash__exec running'),
+                }};
+                const failed = Object.keys(checks).filter((name) => !checks[name]);
+                return failed.length === 0 || failed;
+            }})()"#
+        ),
+    );
+    page.screenshot(&artifact("turn-waiting.png"));
+
     page.navigate(&format!("{base}#/approvals"));
     let row = format!(r#".approval[data-approval-id="{id}"]"#);
     page.wait_for(
@@ -573,13 +628,33 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "document.querySelector('.swarm .swarm-name').textContent.startsWith('default (')",
     );
     page.screenshot(&artifact("approval-waiting.png"));
-    page.evaluate(&format!(
-        "document.querySelector('{row} button.approve').click(); true"
-    ));
+    // The arguments, editable: ones bash__exec's parameters do not take
+    // are refused with the problem, and nothing is decided.
+    let edit = |page: &mut crate::cdp::Page, arguments: &str| {
+        page.evaluate(&format!(
+            "(() => {{ const box = document.querySelector('{row} textarea.arguments'); box.value = {}; box.dispatchEvent(new Event('input')); document.querySelector('{row} button.approve').click(); return true; }})()",
+            json!(arguments)
+        ));
+    };
+    assert_eq!(
+        page.evaluate(&format!(
+            "JSON.parse(document.querySelector('{row} textarea.arguments').value).command"
+        )),
+        json!("echo ran >> runs.txt")
+    );
+    edit(page, r#"{"command": 5}"#);
+    page.wait_for(
+        "the refused edit",
+        &format!(
+            r#"!!document.querySelector('.decided.status-error[data-approval-id="{id}"]') && document.querySelector('.decided[data-approval-id="{id}"]').textContent.includes('E_APPROVAL_ARGS') && document.querySelector('.decided[data-approval-id="{id}"]').textContent.includes('do not match the parameters of bash__exec') && !!document.querySelector('{row} button.approve')"#
+        ),
+    );
+    assert_eq!(runs(swarm.bundle.path()), 0);
+    edit(page, r#"{"command": "echo edited >> runs.txt"}"#);
     page.wait_for(
         "the decision shown",
         &format!(
-            r#"!!document.querySelector('.decided[data-approval-id="{id}"]') && document.querySelector('.decided[data-approval-id="{id}"]').textContent.startsWith('Approved bash__exec')"#
+            r#"!!document.querySelector('.decided.status-ok[data-approval-id="{id}"]') && document.querySelector('.decided.status-ok[data-approval-id="{id}"]').textContent.startsWith('Approved bash__exec') && document.querySelector('.decided.status-ok[data-approval-id="{id}"]').textContent.includes('with edited arguments')"#
         ),
     );
     wait_until("the resumed Turn's answer", || {
@@ -593,6 +668,11 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         runs(swarm.bundle.path()),
         1,
         "the approved command ran other than once"
+    );
+    assert_eq!(
+        std::fs::read_to_string(swarm.bundle.path().join("runs.txt")).unwrap(),
+        "edited\n",
+        "the call ran with other arguments than the edited ones"
     );
     page.wait_for(
         "the list emptied",
@@ -984,6 +1064,29 @@ fn issue_36_fork_and_cancel_buttons_in_a_real_browser() {
     page.screenshot(&artifact("forked.png"));
     let forked = history_of(&swarm, "worker:b-fork", false);
     assert_eq!(forked["turns"].as_array().unwrap().len(), 1, "{forked}");
+    // The fork says where it came from, and its inherited Turn is in its
+    // timeline, as inherited from the origin (which has its steps), with a
+    // link there.
+    page.evaluate("document.querySelector('#steer-status a.steer-link').click(); true");
+    page.wait_for(
+        "the fork's origin and its inherited Turn",
+        r#"(() => {
+            const origin = document.getElementById('fork-origin');
+            const inherited = document.querySelectorAll('#timeline .turn[data-status="inherited"]');
+            return !!origin && origin.innerText.startsWith('Forked from worker:b at Turn 1')
+                && origin.querySelector('a.origin-link').getAttribute('href').endsWith('/worker%3Ab')
+                && inherited.length === 1 && inherited[0].innerText.includes('inherited from worker:b')
+                && inherited[0].innerText.includes('one')
+                && !!inherited[0].querySelector('a.origin-link')
+                && !!document.querySelector('.instance-link[title="worker:b-fork"]');
+        })()"#,
+    );
+    page.screenshot(&artifact("fork-origin.png"));
+    page.evaluate("document.querySelector('#fork-origin a.origin-link').click(); true");
+    page.wait_for(
+        "the origin again",
+        "!document.getElementById('fork-origin') && !!document.querySelector('#history .history-turn[data-turn-index=\"2\"]')",
+    );
 
     // A running Turn gets a Cancel button; its click stops the Turn.
     let run = crate::operator::spawn_input(&swarm, "b", "slow");
@@ -999,8 +1102,8 @@ fn issue_36_fork_and_cancel_buttons_in_a_real_browser() {
     );
     crate::operator::assert_requester_told(run);
     page.wait_for(
-        "the cancelled Turn, failed, without a Cancel button",
-        r#"document.querySelectorAll('#timeline .turn[data-status="error"]').length === 1 && !document.querySelector('#timeline button.cancel-turn') && document.querySelector('#history').innerText.includes('cancelled (studio:127.0.0.1:')"#,
+        "the cancelled Turn, cancelled as in the History, without a Cancel button",
+        r#"document.querySelectorAll('#timeline .turn[data-status="cancelled"]').length === 1 && document.querySelectorAll('#timeline .turn[data-status="error"]').length === 0 && document.querySelector('#timeline .turn[data-status="cancelled"]').innerText.includes('cancelled (studio:127.0.0.1:') && !document.querySelector('#timeline button.cancel-turn') && document.querySelector('#history').innerText.includes('cancelled (studio:127.0.0.1:')"#,
     );
     assert_eq!(page.evaluate("window.__pwned === undefined"), json!(true));
 }

@@ -60,6 +60,7 @@ async function postAction(path, body) {
   });
   const answer = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(`${answer.code || response.status}: ${answer.message || "refused"}`);
+
   return answer;
 }
 
@@ -75,6 +76,43 @@ const fmtTokens = (n) => (n || 0).toLocaleString("en-US");
 const fmtCost = (usd) => (usd === undefined || usd === null ? "–" : "$" + usd.toFixed(usd < 0.01 ? 6 : 4));
 const fmtMs = (ms) => (ms === undefined || ms === null ? "…" : ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(2)} s`);
 const short = (id) => (id || "").slice(0, 8);
+
+const fmtTime = (iso) => (iso || "").replace("T", " ").slice(0, 19);
+
+/**
+ * An instance as a person reads it: its agent, the Connection its key
+ * names (a key a Connection made is `<connection>-<hex>`, or for an end
+ * user `<connection>-<12 hex>-<hex>`) and a short key; the full
+ * `agent:key` goes in a title.
+ */
+function instanceName(agentName, instanceKey) {
+  const key = instanceKey || "";
+  const made = /^([A-Za-z][\w.]*?)-(?:([0-9a-f]{12})-)?([0-9a-f]{16,})$/.exec(key);
+  const parts = made
+    ? [agentName, made[1], (made[2] ? made[2].slice(0, 6) + "…" : "") + made[3].slice(0, 8)]
+    : [agentName, key.length > 24 ? key.slice(0, 20) + "…" : key];
+  return { text: parts.filter(Boolean).join(" · "), connection: made ? made[1] : null, full: `${agentName}:${key}` };
+}
+
+/** The requests waiting for a person in the instance `instance` of `swarm`. */
+function waitingOf(swarm, instance) {
+  return state.approvals.filter((request) => request.swarm === swarm && request.instance === instance);
+}
+
+/** The request the Turn `turnId` (or the tool call `callId`) waits on, if any. */
+function waitingFor(swarm, instance, { turnId, callId }) {
+  return waitingOf(swarm, instance).find((request) =>
+    (callId && (request.key === callId || request.key.startsWith(callId + "/"))) || (turnId && request.turnId === turnId)) || null;
+}
+
+/** "waiting for approval": who may decide, since when, and what the deadline does. */
+function waitingNote(request) {
+  const deciders = (request.deciders || []).join(", ") || "operator";
+  const deadline = request.deadline ? ` · ${request.onTimeout === "approve" ? "approved" : "denied"} at ${fmtTime(request.deadline)} if no one decides` : " · no deadline";
+  return el("span", { class: "waiting-approval", "data-approval-id": request.id, title: request.question || request.tool || "" },
+    el("a", { href: "#/approvals", class: "status-waiting", text: "waiting for approval" }),
+    el("span", { class: "muted", text: ` · ${request.tool || "question"} · decided by ${deciders} · since ${fmtTime(request.requestedAt)}${deadline}` }));
+}
 
 // ---- sidebar -------------------------------------------------------------
 
@@ -104,12 +142,13 @@ function matchesFilter(swarm, instance) {
   if (status && instance.status !== status) return false;
   if (since && !(Date.parse(instance.updatedAt) >= Date.now() - Number(since) * 1000)) return false;
   if (!text) return true;
-  const haystack = [swarm.id, swarm.package, swarm.swarm, swarm.folder, instance.agentName, instance.instanceKey].join(" ").toLowerCase();
+  const name = instanceName(instance.agentName, instance.instanceKey);
+  const haystack = [swarm.id, swarm.package, swarm.swarm, swarm.folder, instance.agentName, instance.instanceKey, name.connection, name.text].join(" ").toLowerCase();
   return haystack.includes(text.toLowerCase());
 }
 
 function renderFilterBar() {
-  const input = el("input", { id: "instance-filter", type: "search", placeholder: "Filter: agent, key, swarm", value: state.filter.text, "aria-label": "filter instances" });
+  const input = el("input", { id: "instance-filter", type: "search", placeholder: "Search: agent, key, connection, swarm", value: state.filter.text, "aria-label": "filter instances" });
   input.addEventListener("input", () => { state.filter.text = input.value; renderSidebar(true); });
   const select = el("select", { id: "instance-status", "aria-label": "instance status" },
     ["", "idle", "processing"].map((status) => el("option", { value: status, text: status || "any status" })));
@@ -153,10 +192,13 @@ function instanceList() {
     for (const instance of shown) {
       const usage = instance.usage || {};
       const active = state.view && state.view.kind === "instance" && state.view.swarm === swarm.id && state.view.instance === instance.id;
-      items.push(el("a", { class: "instance-link" + (active ? " active" : ""), href: `#/i/${enc(swarm.id)}/${enc(instance.id)}`, "data-agent": instance.agentName },
-          el("span", { class: "agent", text: instance.agentName }),
-          el("span", { class: "muted", text: ":" + instance.instanceKey }),
-          el("span", { class: "meta", text: `${instance.status || "?"} · ${fmtTokens((usage.inputTokens || 0) + (usage.outputTokens || 0))} tok · ${fmtCost(usage.costUsd)}` })));
+      const name = instanceName(instance.agentName, instance.instanceKey);
+      const waiting = waitingOf(swarm.id, instance.id).length;
+      const status = waiting ? "waiting for approval" : instance.status || "?";
+      items.push(el("a", { class: "instance-link" + (active ? " active" : ""), href: `#/i/${enc(swarm.id)}/${enc(instance.id)}`, "data-agent": instance.agentName, "data-waiting": waiting ? String(waiting) : null, title: name.full },
+          el("span", { class: "instance-name", text: name.text }),
+          instance.forkedFrom ? el("span", { class: "muted", text: " (fork)" }) : null,
+          el("span", { class: "meta" + (waiting ? " status-waiting" : ""), text: `${status} · ${fmtTokens((usage.inputTokens || 0) + (usage.outputTokens || 0))} tok · ${fmtCost(usage.costUsd)}` })));
     }
   }
   if (items.length === 0) items.push(el("p", { class: "muted", text: "No instance matches." }));
@@ -255,14 +297,18 @@ function currentInstance() {
 function renderInstance() {
   const info = currentInstance() || { agentName: state.view.instance, instanceKey: "" };
   const usage = info.usage || {};
+  const name = instanceName(info.agentName, info.instanceKey);
+  const waiting = waitingOf(state.view.swarm, state.view.instance);
   return el("div", { class: "instance-view" },
     el("div", { class: "title" },
-      el("h1", {}, el("span", { class: "agent-name", text: info.agentName }), el("span", { class: "muted", text: ":" + info.instanceKey })),
+      el("h1", { title: name.full }, el("span", { class: "agent-name", text: info.agentName }), el("span", { class: "muted", text: ":" + info.instanceKey })),
       el("div", { class: "chips" },
-        el("span", { class: "chip", text: info.status || "unknown" }),
+        el("span", { class: "chip" + (waiting.length ? " status-waiting" : ""), id: "instance-state", text: waiting.length ? "waiting for approval" : info.status || "unknown" }),
         el("span", { class: "chip", text: `in ${fmtTokens(usage.inputTokens)} · out ${fmtTokens(usage.outputTokens)} tokens` }),
         el("span", { class: "chip", text: `cost ${fmtCost(usage.costUsd)}` }),
         el("span", { class: "chip", text: `${usage.modelCalls || 0} model calls` }))),
+    renderOrigin(info),
+    waiting.length ? el("section", { class: "panel waiting", id: "waiting" }, waiting.map((request) => el("div", {}, waitingNote(request)))) : null,
     CSRF ? renderSendBox() : null,
     renderSteerStatus(),
     el("div", { class: "grid" },
@@ -276,8 +322,10 @@ function partText(part) {
   if (typeof part === "string") return el("div", { class: "text", text: part });
   if (part.type === "text") return el("div", { class: "text", text: part.text });
   if (part.type === "tool-call") {
+    const waiting = state.view && waitingFor(state.view.swarm, state.view.instance, { callId: part.toolCallId });
     return el("div", { class: "part-tool tool-call", "data-tool-name": part.toolName },
-      el("b", { text: "→ " + part.toolName }), " ", el("code", { text: JSON.stringify(part.input) }));
+      el("b", { text: "→ " + part.toolName }), " ", el("code", { text: JSON.stringify(part.input) }),
+      waiting ? el("div", {}, waitingNote(waiting)) : null);
   }
   if (part.type === "tool-result") {
     const output = part.output && part.output.value !== undefined ? part.output.value : part.output;
@@ -320,7 +368,12 @@ function buildTurns(events) {
     switch (event.type) {
       case "turn.started": turn.start = event.timestamp; break;
       case "turn.completed": Object.assign(turn, { status: "ok", duration: event.duration, usage: event.tokenUsage, cost: event.costUsd, stepCount: event.stepCount }); break;
-      case "turn.failed": Object.assign(turn, { status: "error", duration: event.duration, error: event.errorMessage }); break;
+      case "turn.failed":
+        // A Turn a person cancelled is `cancelled`, as the History says, not a failure.
+        Object.assign(turn, event.cancelledBy
+          ? { status: "cancelled", duration: event.duration, cancelledBy: event.cancelledBy }
+          : { status: "error", duration: event.duration, error: event.errorMessage });
+        break;
       case "step.started": Object.assign(stepOf(event.stepId), { index: event.stepIndex, started: event }); break;
       case "step.completed": Object.assign(stepOf(event.stepId), { status: "ok", duration: event.duration, usage: event.tokenUsage, cost: event.costUsd, model: event.model, completed: event }); break;
       case "step.failed": Object.assign(stepOf(event.stepId), { status: "error", duration: event.duration, error: event.errorMessage, completed: event }); break;
@@ -344,13 +397,15 @@ function usageText(usage, cost) {
 }
 
 function statusClass(status) {
-  return status === "ok" ? "status-ok" : status === "running" ? "status-running" : "status-error";
+  const classes = { ok: "status-ok", running: "status-running", waiting: "status-waiting", cancelled: "status-cancelled", inherited: "muted" };
+  return classes[status] || "status-error";
 }
 
 function renderTool(tool) {
-  const row = el("div", { class: "tool-call clickable", "data-tool-name": tool.name, "data-tool-call-id": tool.id, role: "button", tabindex: "0", title: "arguments and result" },
+  const waiting = tool.status === "running" && state.view && waitingFor(state.view.swarm, state.view.instance, { callId: tool.id });
+  const row = el("div", { class: "tool-call clickable", "data-tool-name": tool.name, "data-tool-call-id": tool.id, "data-status": waiting ? "waiting" : tool.status, role: "button", tabindex: "0", title: "arguments and result" },
     el("span", { class: "tool-label", text: "tool" }), " ", el("span", { text: tool.name }), " ",
-    el("span", { class: statusClass(tool.status), text: tool.status }), " ",
+    waiting ? waitingNote(waiting) : el("span", { class: statusClass(tool.status), text: tool.status }), " ",
     el("span", { class: "muted", text: fmtMs(tool.duration) }));
   onActivate(row, (event) => { event.stopPropagation(); openDetail({ kind: "tool", id: tool.id }); });
   return row;
@@ -378,12 +433,14 @@ function renderStep(step) {
 }
 
 function renderTurn(turn) {
-  const kind = turn.status === "error" ? "failed" : turn.status === "running" ? "running" : "";
+  const waiting = turn.status === "running" ? waitingFor(state.view.swarm, state.view.instance, { turnId: turn.id }) : null;
+  const status = waiting ? "waiting" : turn.status;
+  const kind = status === "error" ? "failed" : status === "running" || status === "waiting" ? "running" : status === "cancelled" ? "cancelled" : "";
   const head = el("div", { class: "head" },
     el("span", {},
       el("b", { text: "Turn " + short(turn.id.replace(/^turn_/, "")) }), " ",
-      el("span", { class: statusClass(turn.status), text: turn.status }), " ",
-      el("span", { class: "muted", text: (turn.start || "").replace("T", " ").slice(0, 19) })),
+      waiting ? waitingNote(waiting) : el("span", { class: statusClass(turn.status), text: turn.cancelledBy ? `cancelled (${turn.cancelledBy})` : turn.status }), " ",
+      el("span", { class: "muted", text: fmtTime(turn.start) })),
     el("span", { class: "muted" },
       usageText(turn.usage, turn.cost), " · ", fmtMs(turn.duration), " · ",
       el("a", { href: `#/t/${enc(state.view.swarm)}/${enc(turn.traceId)}`, class: "trace-link", text: "trace " + short(turn.traceId) }),
@@ -392,19 +449,65 @@ function renderTurn(turn) {
     turn.notes.map((note) => el("div", { class: "budget", text: note })),
     turn.error ? el("div", { class: "status-error", text: turn.error }) : null,
     [...turn.steps.values()].map(renderStep));
-  return el("div", { class: "turn " + kind, "data-turn-id": turn.id, "data-status": turn.status }, head, body);
+  return el("div", { class: "turn " + kind, "data-turn-id": turn.id, "data-status": status }, head, body);
 }
 
 function renderTimeline(events) {
   const all = buildTurns(events);
   const turns = all.filter(turnMatches);
+  const inherited = inheritedTurns(all);
   const list = el("div", { class: "turns", id: "turn-list" });
   const note = cutNote(state.eventsCut);
   if (note) list.append(note);
-  if (all.length === 0) list.append(el("p", { class: "muted", text: "No turns yet." }));
-  else if (turns.length === 0) list.append(el("p", { class: "muted", text: "No turn matches the filter." }));
+  if (all.length === 0 && inherited.length === 0) list.append(el("p", { class: "muted", text: "No turns yet." }));
+  else if (turns.length === 0 && all.length > 0) list.append(el("p", { class: "muted", text: "No turn matches the filter." }));
   turns.reverse().forEach((turn) => list.append(renderTurn(turn)));
+  inherited.reverse().forEach((turn) => list.append(renderInheritedTurn(turn)));
   return list;
+}
+
+/**
+ * The Turns a fork holds from its origin: in its history, but run (and
+ * their events logged) by the origin. Without a fork, none.
+ */
+function inheritedTurns(timelineTurns) {
+  const info = state.view && state.view.kind === "instance" ? currentInstance() : null;
+  const origin = info && info.forkedFrom;
+  if (!origin || !state.history) return [];
+  const seen = new Set(timelineTurns.map((turn) => turn.id));
+  return state.history.turns.filter((turn) => !(turn.turnId && seen.has(turn.turnId)) && turn.index && turn.index <= (origin.turnIndex || 0));
+}
+
+/** A Turn a fork inherited: its outcome and cost from the history, and a link to the origin, whose timeline has its steps. */
+function renderInheritedTurn(turn) {
+  const origin = currentInstance().forkedFrom;
+  const known = turn.outcome && turn.outcome.status && turn.outcome.status !== "unknown";
+  const originName = `${currentInstance().agentName}:${origin.instanceKey}`;
+  return el("div", { class: "turn inherited", "data-turn-id": turn.turnId, "data-status": "inherited" },
+    el("div", { class: "head" },
+      el("span", {},
+        el("b", { text: `Turn #${turn.index}` }), " ",
+        el("span", { class: known ? statusClass(turn.outcome.status === "completed" ? "ok" : turn.outcome.status) : "muted", text: known ? outcomeText(turn.outcome) : "inherited" }), " ",
+        el("span", { class: "muted", text: fmtTime(turn.createdAt) })),
+      el("span", { class: "muted" }, `cost ${fmtCost(turn.costUsd)} · inherited from `,
+        origin.instance
+          ? el("a", { class: "origin-link", href: `#/i/${enc(state.view.swarm)}/${enc(origin.instance)}`, text: originName })
+          : el("span", { text: originName + " (gone)" }))),
+    el("div", { class: "body" }, el("div", { class: "history-input", text: turn.input })));
+}
+
+/** Where a fork came from: the origin instance (linked) and the Turn. */
+function renderOrigin(info) {
+  const origin = info.forkedFrom;
+  if (!origin) return null;
+  const originName = `${info.agentName}:${origin.instanceKey}`;
+  return el("div", { class: "panel origin", id: "fork-origin" },
+    "Forked from ",
+    origin.instance
+      ? el("a", { class: "origin-link", href: `#/i/${enc(state.view.swarm)}/${enc(origin.instance)}`, text: originName })
+      : el("span", { text: originName + " (no longer there)" }),
+    el("span", { text: ` at Turn ${origin.turnIndex ?? "?"}` }),
+    el("span", { class: "muted", text: ` (${short((origin.turnId || "").replace(/^turn_/, ""))}) · ${fmtTime(origin.forkedAt)}${origin.by ? " by " + origin.by : ""}` }));
 }
 
 /** Whether `turn` passes the timeline's filter: text (ids, tools, models, errors, and its messages), status, time. */
@@ -424,7 +527,7 @@ function renderTurnFilter() {
   const input = el("input", { id: "turn-filter", type: "search", placeholder: "Filter turns: text, tool, model, error", value: state.turnFilter.text, "aria-label": "filter turns" });
   input.addEventListener("input", () => { state.turnFilter.text = input.value; refreshTimeline(); });
   const status = el("select", { id: "turn-status", "aria-label": "turn status" },
-    [["", "any status"], ["ok", "ok"], ["running", "running"], ["error", "failed"]].map(([value, text]) => el("option", { value, text })));
+    [["", "any status"], ["ok", "ok"], ["running", "running"], ["cancelled", "cancelled"], ["error", "failed"]].map(([value, text]) => el("option", { value, text })));
   status.value = state.turnFilter.status;
   status.addEventListener("change", () => { state.turnFilter.status = status.value; refreshTimeline(); });
   const since = el("select", { id: "turn-since", "aria-label": "turn time" },
@@ -781,6 +884,8 @@ function rewindTo(ref, label) {
 
 /** Decisions made from this page, newest first: what the list no longer shows. */
 state.decided = [];
+/** Arguments being edited on the approvals page, by request id, kept across its redraws. */
+state.argumentEdits = {};
 
 // ---- evals ---------------------------------------------------------------
 
@@ -832,22 +937,43 @@ function renderApproval(request) {
   const row = el("div", { class: "approval", "data-approval-id": request.id },
     el("div", { class: "head" },
       el("b", { text: request.tool || "question" }), " ",
-      el("a", { href: `#/i/${enc(request.swarm)}/${enc(request.instance)}`, text: `${request.agent}:${request.instanceKey}` }), " ",
-      el("span", { class: "muted", text: `in ${swarm ? swarmLabel(swarm) : request.swarm} · asked ${(request.requestedAt || "").replace("T", " ").slice(0, 19)}` }),
-      request.deadline ? el("span", { class: "muted", text: ` · ${request.onTimeout} at ${request.deadline.replace("T", " ").slice(0, 19)}` }) : null),
+      el("a", { href: `#/i/${enc(request.swarm)}/${enc(request.instance)}`, title: `${request.agent}:${request.instanceKey}`, text: instanceName(request.agent, request.instanceKey).text }), " ",
+      el("span", { class: "muted", text: `in ${swarm ? swarmLabel(swarm) : request.swarm}` }), " ",
+      waitingNote(request)),
     request.question ? longText(request.question, "text") : null,
     jsonView(request.arguments));
   if (CSRF) {
+    // A gated call may be approved with other arguments: the Studio checks
+    // them against the tool's parameters (E_APPROVAL_ARGS) before the call
+    // runs with them.
+    const original = JSON.stringify(request.arguments, null, 2);
+    const args = request.tool
+      ? el("textarea", { class: "arguments", rows: String(Math.min(12, original.split("\n").length + 1)), spellcheck: "false", "aria-label": "arguments to approve with" })
+      : null;
+    if (args) args.value = state.argumentEdits[request.id] ?? original;
+    if (args) args.addEventListener("input", () => { state.argumentEdits[request.id] = args.value; });
     const reason = el("input", { type: "text", class: "reason", placeholder: "reason (needed to deny)", maxlength: "2000", "aria-label": "reason" });
     const approve = el("button", { type: "button", class: "approve", text: "Approve" });
     const deny = el("button", { type: "button", class: "deny", text: "Deny" });
     const decide = async (verdict) => {
       if (verdict === "deny" && !reason.value.trim()) { reason.focus(); reason.classList.add("missing"); return; }
+      const body = { swarm: request.swarm, id: request.id, verdict, reason: reason.value || null };
+      if (verdict === "approve" && args) {
+        let edited;
+        try { edited = JSON.parse(args.value); } catch (error) { edited = undefined; }
+        if (!edited || typeof edited !== "object" || Array.isArray(edited)) {
+          args.classList.add("missing");
+          args.setAttribute("title", "the arguments must be a JSON object");
+          return;
+        }
+        if (JSON.stringify(edited) !== JSON.stringify(request.arguments)) body.arguments = edited;
+      }
       approve.disabled = deny.disabled = true;
       let done;
       try {
-        await postAction("/api/actions/decide", { swarm: request.swarm, id: request.id, verdict, reason: reason.value || null });
-        done = { id: request.id, text: `${verdict === "approve" ? "Approved" : "Denied"} ${request.tool || "question"} for ${request.agent}:${request.instanceKey}` };
+        await postAction("/api/actions/decide", body);
+        delete state.argumentEdits[request.id];
+        done = { id: request.id, text: `${verdict === "approve" ? "Approved" : "Denied"} ${request.tool || "question"} for ${request.agent}:${request.instanceKey}${body.arguments ? " with edited arguments" : ""}` };
       } catch (error) {
         done = { id: request.id, text: `Could not ${verdict} ${request.id}: ${error.message}`, error: true };
       }
@@ -858,6 +984,7 @@ function renderApproval(request) {
     };
     approve.addEventListener("click", () => decide("approve"));
     deny.addEventListener("click", () => decide("deny"));
+    if (args) row.append(el("label", { class: "arguments-label" }, "Approve with arguments (JSON):", args));
     row.append(el("div", { class: "decide" }, reason, approve, deny));
   }
   return row;
@@ -873,7 +1000,10 @@ setInterval(async () => {
     if (!changed) return;
     const count = document.getElementById("approvals-count");
     if (count) { count.textContent = String(approvals.length); count.classList.toggle("waiting", approvals.length > 0); }
-    if (state.view && state.view.kind === "approvals") render();
+    // What waits shows on the approvals page, the instance list, and the
+    // instance's timeline and conversation.
+    renderSidebar(true);
+    if (state.view && (state.view.kind === "approvals" || state.view.kind === "instance")) render();
   } catch (error) { /* the next tick retries */ }
 }, 3000);
 
