@@ -1107,3 +1107,114 @@ fn issue_36_fork_and_cancel_buttons_in_a_real_browser() {
     );
     assert_eq!(page.evaluate("window.__pwned === undefined"), json!(true));
 }
+
+/// A one-agent bundle on `endpoint` with an Eval of a case that passes and
+/// one whose checks miss on purpose.
+const EVAL_BUNDLE: &str = "apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: llm
+spec:
+  provider: openai
+  model: gpt-mock
+  endpoint: \"@ENDPOINT@\"
+  options:
+    maxRetries: 0
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: echo
+spec:
+  modelConfig:
+    modelRef: Model/llm
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/echo
+  agents:
+    - ref: Agent/echo
+---
+apiVersion: goondan.ai/v1
+kind: Eval
+metadata:
+  name: checks
+spec:
+  cases:
+    - name: holds
+      input: tides
+      assert:
+        - contains: \"echo: tides\"
+    - name: misses
+      input: \"<img src=x onerror='window.__pwned = 5'>\"
+      assert:
+        - contains: volcanoes
+        - equals: something else
+        - maxSteps: 5
+";
+
+#[test]
+fn issue_49_the_evals_page_says_which_assertion_missed_with_expected_and_got() {
+    let Some(chromium) = chromium_path() else {
+        assert!(
+            std::env::var_os("GOONDAN_REQUIRE_CHROMIUM").is_none(),
+            "GOONDAN_REQUIRE_CHROMIUM is set but /usr/bin/chromium is missing"
+        );
+        eprintln!("SKIPPED the Studio evals browser test: no /usr/bin/chromium");
+        return;
+    };
+    let mock = MockLlm::start(|request: &ChatRequest| {
+        Reply::text(format!("echo: {}", request.last_user_text()))
+    });
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bundle.path().join("goondan.yaml"),
+        EVAL_BUNDLE.replace("@ENDPOINT@", &mock.endpoint()),
+    )
+    .unwrap();
+    let swarm = Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    };
+    let output = swarm.run(&["eval", "--json"]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+
+    let (_studio, url) = start_studio(swarm.command(&["studio", "--addr", "127.0.0.1:0"]));
+    let (port, _) = port_and_token(&url);
+    let mut browser = Browser::start(&chromium);
+    let page = browser.page();
+    page.navigate(&format!("http://127.0.0.1:{port}/#/evals"));
+    // The case that missed lists each failed check: its assertion, what it
+    // wanted and what it saw; the answer it got; the case that held none.
+    page.wait_for(
+        "the failed checks of the case that missed",
+        r#"(() => {
+            const misses = document.querySelectorAll('.eval-misses');
+            const rows = [...document.querySelectorAll('.eval-misses .eval-failure')];
+            const of = (name) => rows.find((row) => row.getAttribute('data-assertion') === name);
+            const checks = {
+                oneCase: misses.length === 1 && misses[0].innerText.includes('checks/misses'),
+                two: rows.length === 2,
+                contains: !!of('contains') && of('contains').innerText.includes('does not contain "volcanoes"'),
+                equals: !!of('equals') && of('equals').innerText.includes('not "something else"'),
+                noMaxSteps: !of('maxSteps'),
+                got: !!misses[0] && misses[0].querySelector('.eval-answer').innerText.includes("echo: <img src=x onerror='window.__pwned = 5'>"),
+                summary: document.querySelector('.eval-run h2').textContent.includes('1 of 2 passed'),
+            };
+            const failed = Object.keys(checks).filter((name) => !checks[name]);
+            return failed.length === 0 || failed;
+        })()"#,
+    );
+    assert_eq!(
+        page.evaluate(
+            "window.__pwned === undefined && document.querySelectorAll('main img').length === 0"
+        ),
+        json!(true),
+        "a hostile answer became HTML"
+    );
+    page.screenshot(&artifact("eval-misses.png"));
+}

@@ -916,9 +916,36 @@ function renderEvals() {
       el("h2", { text: `${run.runId}${run.replay ? " (replay)" : ""}: ${run.cases.length - failed} of ${run.cases.length} passed` }),
       el("table", {},
         el("tr", {}, ...["case", "score", "result", "time", "cost", "trace"].map((h) => el("th", { text: h }))),
-        ...rows)));
+        ...rows),
+      run.cases.filter((c) => c.status !== "passed").map(renderEvalMisses)));
   }
   return view;
+}
+
+/**
+ * Why a case did not pass: each failed check (its assertion, what it
+ * wanted and what it saw, as `gdn eval` wrote it), the threshold a judged
+ * score missed with the judge's deductions, and the answer the case got.
+ */
+function renderEvalMisses(c) {
+  const label = c.name + (c.model ? "@" + c.model : "") + (c.repeat > 1 ? "#" + c.repeat : "");
+  const failures = c.failures || [];
+  return el("div", { class: "eval-misses", "data-case": c.index },
+    el("h3", {}, el("span", { text: `${c.eval}/${label}` }), " ", el("span", { class: "status-error", text: c.status })),
+    failures.length
+      ? el("table", { class: "eval-failures" },
+        el("tr", {}, el("th", { text: "assertion" }), el("th", { text: "expected, and what it got" })),
+        failures.map((f) => el("tr", { class: "eval-failure", "data-assertion": f.assertion },
+          el("td", {}, el("code", { text: f.assertion })),
+          el("td", { class: "eval-message", text: f.message }))))
+      : null,
+    c.threshold !== undefined && c.threshold !== null && c.score !== null && c.score !== undefined && c.score < c.threshold && !failures.some((f) => f.assertion === "threshold")
+      ? el("div", { class: "eval-threshold", text: `score ${c.score.toFixed(1)}, below the threshold ${c.threshold}` })
+      : null,
+    (c.deductions || []).map((d) => el("div", { class: "eval-deduction muted", text: `−${d.pointsDeducted} ${d.criterion}: ${d.reason}` })),
+    c.answer !== undefined && c.answer !== null
+      ? el("div", { class: "eval-answer" }, el("span", { class: "muted", text: "got: " }), longText(c.answer, "text"))
+      : el("div", { class: "muted", text: "no answer" }));
 }
 
 function renderApprovals() {
