@@ -249,7 +249,7 @@ fn by(client: SocketAddr) -> String {
 
 /// The socket of the orchestrator serving `workspace`: the one its
 /// active record names, else where it would listen.
-fn control_socket(workspace: &WorkspacePaths) -> PathBuf {
+pub(crate) fn control_socket(workspace: &WorkspacePaths) -> PathBuf {
     ActiveSwarm::read(&workspace.active_file())
         .map(|record| record.control_socket)
         .unwrap_or_else(|| workspace.control_socket())
@@ -325,6 +325,20 @@ fn argument_refusal(
             problems,
         }),
     }
+}
+
+/// How long an orchestrator has to answer a `status` before the Studio
+/// calls it not running.
+const STATUS_WAIT: Duration = Duration::from_secs(1);
+
+/// Whether an orchestrator answers on `socket` now (a `status` request,
+/// the read-only one): an active record left by a killed orchestrator, or
+/// a stale socket file, is not a running swarm.
+pub(crate) async fn orchestrator_answers(socket: PathBuf) -> bool {
+    matches!(
+        tokio::time::timeout(STATUS_WAIT, control::call(&socket, &ControlRequest::Status)).await,
+        Ok(Ok(ControlResponse::Status { .. }))
+    )
 }
 
 /// Hands the decision to the orchestrator and waits until the instance

@@ -1,4 +1,5 @@
-//! The Studio's HTTP side: the routes (`GET`, and with actions allowed
+//! The Studio's HTTP side: the routes (`GET`, `/api/status` among them,
+//! and with actions allowed
 //! `POST /api/actions/*`: `send`, `decide`, `cancel`, `fork`, `rewind`),
 //! the access gate in front of them, and the accept loop with its limits.
 //!
@@ -181,6 +182,7 @@ pub fn router(studio: Studio) -> Router {
         .route("/api/swarms/{swarm}/traces/{trace}", get(trace))
         .route("/api/swarms/{swarm}/live", get(live))
         .route("/api/approvals", get(approvals))
+        .route("/api/status", get(status))
         .route("/api/evals", get(eval_runs))
         .route(
             "/api/evals/{run}/{case}/swarms/{swarm}/traces/{trace}",
@@ -590,6 +592,49 @@ async fn live(
         Body::from_stream(stream),
     )
         .into_response()
+}
+
+/// `GET /api/status`: each swarm with whether its orchestrator runs now,
+/// as its control socket answers a `status` (what the page's badge says
+/// on every page). Cheap: one small file and one local connection per
+/// swarm, each asked at once.
+async fn status(State(shared): State<Arc<Shared>>) -> Response {
+    let root = shared.studio.state_root.clone();
+    let sockets = match tokio::task::spawn_blocking(move || {
+        root.list_workspaces().map(|workspaces| {
+            workspaces
+                .iter()
+                .map(|workspace| {
+                    (
+                        workspace.workspace_id().to_string(),
+                        goondan_store::ActiveSwarm::read(&workspace.active_file())
+                            .map(|_| actions::control_socket(workspace)),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+    })
+    .await
+    {
+        Ok(Ok(sockets)) => sockets,
+        Ok(Err(store_error)) => return answer(Ok(Err(ReadError::Store(store_error)))),
+        Err(_) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "E_STUDIO_INTERNAL",
+                "the read failed",
+            )
+        }
+    };
+    let asks = sockets.into_iter().map(|(id, socket)| async move {
+        let running = match socket {
+            Some(socket) => actions::orchestrator_answers(socket).await,
+            None => false,
+        };
+        serde_json::json!({ "id": id, "running": running })
+    });
+    let swarms: Vec<Value> = futures_util::future::join_all(asks).await;
+    axum::Json(serde_json::json!({ "swarms": swarms })).into_response()
 }
 
 /// `GET /api/approvals`: one read of every instance's `approvals.jsonl`

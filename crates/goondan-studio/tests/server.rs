@@ -504,3 +504,32 @@ fn issue_39_eval_runs_are_listed_and_each_case_opens_its_trace() {
         assert_eq!(status(&get(studio.addr, escape, "")), 404, "{escape}");
     }
 }
+
+#[test]
+fn issue_49_status_says_a_swarm_runs_only_while_its_orchestrator_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = state_root(dir.path());
+    let studio = start(root.clone(), loopback, Limits::default());
+    let answer = body(&get(studio.addr, "/api/status", ""));
+    assert_eq!(
+        answer["swarms"],
+        serde_json::json!([{"id": "main-1234", "running": false}])
+    );
+    // The record a killed orchestrator leaves behind, naming a socket no
+    // one listens on, is not a running swarm.
+    let workspace = root.list_workspaces().unwrap().remove(0);
+    goondan_store::ActiveSwarm {
+        pid: std::process::id(),
+        bundle_dir: dir.path().to_path_buf(),
+        swarm: "default".into(),
+        instance_key: "default".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        control_socket: dir.path().join("gone.sock"),
+    }
+    .write(&workspace.active_file())
+    .unwrap();
+    let swarms = body(&get(studio.addr, "/api/swarms", ""));
+    assert_eq!(swarms["swarms"][0]["running"], true, "{swarms}");
+    let answer = body(&get(studio.addr, "/api/status", ""));
+    assert_eq!(answer["swarms"][0]["running"], false, "{answer}");
+}

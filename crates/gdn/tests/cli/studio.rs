@@ -166,8 +166,17 @@ fn the_studio_in_a_real_browser_shows_finished_and_running_instances_live() {
         r#"!!document.querySelector('#call-graph .graph-node[data-agent="alpha"]') && !!document.querySelector('#call-graph .graph-node[data-agent="beta"]') && document.querySelector('#call-graph').textContent.includes('1×')"#,
     );
     page.screenshot(&artifact("trace.png"));
+    // Pages without a live stream say the swarm runs, not `offline`.
+    for page_hash in ["#/approvals", "#/evals"] {
+        page.navigate(&format!("{url}{page_hash}"));
+        page.wait_for(
+            "the badge saying the swarm runs",
+            "document.getElementById('live-state').textContent === '1 running' && document.getElementById('live-state').classList.contains('on')",
+        );
+    }
 
-    // After the swarm stopped, everything still reads from the state root.
+    // After the swarm stopped, everything still reads from the state root,
+    // and the badge says it stopped, on every page.
     drop(hanging);
     drop(resident);
     page.navigate(&format!("{url}#/i/{swarm_id}/beta%3Adefault"));
@@ -175,6 +184,15 @@ fn the_studio_in_a_real_browser_shows_finished_and_running_instances_live() {
     page.wait_for(
         "beta's Turn after the swarm stopped",
         r#"document.querySelectorAll('#timeline .turn[data-status="ok"]').length === 1 && document.querySelector('#conversation').innerText.includes('pong(relay ping)')"#,
+    );
+    page.wait_for(
+        "the badge saying the swarm stopped",
+        "document.getElementById('live-state').textContent === 'stopped' && document.querySelector('.swarm').textContent.includes('stopped')",
+    );
+    page.navigate(&format!("{url}#/approvals"));
+    page.wait_for(
+        "the badge saying no swarm runs",
+        "document.getElementById('live-state').textContent === 'stopped'",
     );
 }
 

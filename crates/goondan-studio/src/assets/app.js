@@ -6,6 +6,9 @@
 const state = {
   swarms: [], view: null, events: [], eventsCut: null, conversation: null, history: null, source: null,
   approvals: [], detail: null,
+  // Whether each swarm's orchestrator answers now (`/api/status`), by id;
+  // null until the first answer, false when the Studio did not answer.
+  running: null, liveReady: false,
   filter: { text: "", status: "", since: "" },
   turnFilter: { text: "", status: "", since: "" },
 };
@@ -188,7 +191,7 @@ function instanceList() {
     items.push(el("h2", { class: "swarm", title: swarm.id, "data-swarm": swarm.id },
       el("span", { class: "swarm-name", text: swarmLabel(swarm) }),
       swarmLabel(swarm) !== swarm.id ? el("span", { class: "muted swarm-id", text: " " + swarm.id }) : null,
-      swarm.running ? null : el("span", { class: "muted swarm-id", text: " · stopped" })));
+      swarmRuns(swarm) ? null : el("span", { class: "muted swarm-id", text: " · stopped" })));
     for (const instance of shown) {
       const usage = instance.usage || {};
       const active = state.view && state.view.kind === "instance" && state.view.swarm === swarm.id && state.view.instance === instance.id;
@@ -1018,8 +1021,10 @@ function renderApproval(request) {
 }
 
 // The waiting count in the sidebar (and the list, when open) follows
-// new requests without a reload: approvals leave no runtime event.
+// new requests without a reload: approvals leave no runtime event. The
+// badge follows whether each orchestrator runs.
 setInterval(async () => {
+  loadStatus();
   try {
     const approvals = (await getJson("/api/approvals")).approvals;
     const changed = JSON.stringify(approvals.map((a) => a.id)) !== JSON.stringify(state.approvals.map((a) => a.id));
@@ -1193,10 +1198,64 @@ async function reloadEvents() {
   } catch (error) { /* the live stream goes on; a reload retries */ }
 }
 
+/** Whether `swarm`'s orchestrator runs: as `/api/status` last said, else as the swarm list said. */
+function swarmRuns(swarm) {
+  if (state.running && swarm.id in state.running) return state.running[swarm.id];
+  return swarm.running;
+}
+
 function setLive(on) {
+  state.liveReady = on;
+  renderBadge();
+}
+
+/**
+ * The badge says what is true of this page: on a swarm's page `live` while
+ * its orchestrator runs and the stream follows it, `stopped` when none
+ * runs (the page shows its files), `offline` when the stream is down; on
+ * other pages how many swarms run, or `stopped`, or `offline` when the
+ * Studio does not answer.
+ */
+function renderBadge() {
   const badge = document.getElementById("live-state");
-  badge.textContent = on ? "live" : "offline";
+  const swarmId = state.view && !isEvalView(state.view) && state.view.swarm;
+  let text;
+  let on = false;
+  let title = "";
+  if (state.running === false) {
+    text = "offline";
+    title = "the Studio does not answer";
+  } else if (swarmId) {
+    const swarm = state.swarms.find((candidate) => candidate.id === swarmId);
+    const runs = swarm ? swarmRuns(swarm) : false;
+    if (!runs) { text = "stopped"; title = "no orchestrator runs this swarm; the page shows its files"; }
+    else if (!state.liveReady) { text = "offline"; title = "the live stream is down; it reconnects"; }
+    else { text = "live"; on = true; title = "its orchestrator runs; new events appear as they are written"; }
+  } else {
+    const running = state.swarms.filter(swarmRuns);
+    on = running.length > 0;
+    text = on ? `${running.length} running` : "stopped";
+    title = on ? "running: " + running.map(swarmLabel).join(", ") : "no orchestrator runs under this System Root";
+  }
+  badge.textContent = text;
   badge.className = "live " + (on ? "on" : "off");
+  badge.setAttribute("title", title);
+  badge.setAttribute("data-state", text);
+}
+
+/** Asks which orchestrators run now; the badge and the sidebar follow. */
+async function loadStatus() {
+  try {
+    const answer = await getJson("/api/status");
+    const running = {};
+    for (const swarm of answer.swarms) running[swarm.id] = swarm.running;
+    const changed = JSON.stringify(running) !== JSON.stringify(state.running);
+    state.running = running;
+    if (changed) renderSidebar(true);
+  } catch (error) {
+    state.running = false;
+  }
+  renderBadge();
 }
 
 let refreshTimer = null;
@@ -1229,4 +1288,4 @@ function onLiveEvent(event) {
 }
 
 window.addEventListener("hashchange", show);
-loadSwarms().then(show);
+loadSwarms().then(show).then(loadStatus);
