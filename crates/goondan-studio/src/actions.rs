@@ -71,7 +71,9 @@ pub(crate) enum ActionError {
 impl From<ReadError> for ActionError {
     fn from(error: ReadError) -> Self {
         match error {
-            ReadError::NotFound(message) => ActionError::NotFound("E_STUDIO_NOT_FOUND", message),
+            ReadError::NotFound(message) | ReadError::NoBundle(message) => {
+                ActionError::NotFound("E_STUDIO_NOT_FOUND", message)
+            }
             ReadError::Store(error) => ActionError::Internal(error.to_string()),
         }
     }

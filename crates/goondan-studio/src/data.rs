@@ -32,6 +32,8 @@ pub(crate) enum ReadError {
     NotFound(String),
     /// The files could not be read.
     Store(goondan_store::StoreError),
+    /// The swarm's bundle is not there or does not load (its map).
+    NoBundle(String),
 }
 
 impl From<goondan_store::StoreError> for ReadError {

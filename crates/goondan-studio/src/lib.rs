@@ -32,6 +32,7 @@ mod data;
 pub mod error;
 mod evals;
 mod live;
+mod map;
 mod server;
 
 pub use access::Access;

@@ -180,6 +180,7 @@ pub fn router(studio: Studio) -> Router {
             get(instance_history),
         )
         .route("/api/swarms/{swarm}/traces/{trace}", get(trace))
+        .route("/api/swarms/{swarm}/map", get(swarm_map))
         .route("/api/swarms/{swarm}/live", get(live))
         .route("/api/approvals", get(approvals))
         .route("/api/status", get(status))
@@ -442,6 +443,9 @@ fn answer(outcome: Result<Result<Value, ReadError>, tokio::task::JoinError>) -> 
         Ok(Err(ReadError::NotFound(message))) => {
             error(StatusCode::NOT_FOUND, "E_STUDIO_NOT_FOUND", &message)
         }
+        Ok(Err(ReadError::NoBundle(message))) => {
+            error(StatusCode::NOT_FOUND, "E_STUDIO_NO_BUNDLE", &message)
+        }
         Ok(Err(ReadError::Store(store_error))) => {
             tracing::warn!(
                 code = store_error.code(),
@@ -517,6 +521,14 @@ async fn trace(
         data::trace_events(&workspace, &trace_id, limits)
     })
     .await
+}
+
+/// `GET /api/swarms/<swarm>/map`: what the swarm's bundle declares
+/// (agents, tools, extensions, who may call whom, Connections). Loading a
+/// bundle reads many files, so it counts as a heavy request.
+async fn swarm_map(State(shared): State<Arc<Shared>>, Path(swarm): Path<String>) -> Response {
+    let root = shared.studio.state_root.clone();
+    read_heavy(&shared, move |_| crate::map::swarm_map(&root, &swarm)).await
 }
 
 /// `GET /api/evals`: the stored runs of `gdn eval`.

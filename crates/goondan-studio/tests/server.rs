@@ -533,3 +533,130 @@ fn issue_49_status_says_a_swarm_runs_only_while_its_orchestrator_answers() {
     let answer = body(&get(studio.addr, "/api/status", ""));
     assert_eq!(answer["swarms"][0]["running"], false, "{answer}");
 }
+
+/// A two-agent bundle with a Connection, for the swarm's map.
+const MAP_BUNDLE: &str = r#"apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: llm
+spec:
+  provider: openai
+  model: gpt-mock
+  endpoint: "http://127.0.0.1:9/v1"
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: coder
+spec:
+  modelConfig:
+    modelRef: Model/llm
+  tools:
+    - ref: Tool/agents
+    - ref: Tool/bash
+  extensions:
+    - ref: Extension/context-message
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: reviewer
+spec:
+  modelConfig:
+    modelRef: Model/llm
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: team
+spec:
+  entryAgent: Agent/coder
+  agents:
+    - ref: Agent/coder
+    - ref: Agent/reviewer
+---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: slack-in
+spec:
+  connectorRef:
+    kind: Connector
+    name: slack
+    package: "@goondan/base"
+  swarmRef: "Swarm/team"
+  config:
+    SLACK_WEBHOOK_PORT:
+      value: "0"
+  secrets:
+    SLACK_SIGNING_SECRET:
+      valueFrom:
+        env: SLACK_SIGNING_SECRET
+  ingress:
+    rules:
+      - match:
+          event: app_mention
+        route:
+          agentRef: Agent/reviewer
+      - route: {}
+"#;
+
+#[test]
+fn issue_49_a_swarms_map_comes_from_its_bundle_with_its_connections_and_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = state_root(dir.path());
+    let studio = start(root.clone(), loopback, Limits::default());
+    // A swarm whose orchestrator recorded no bundle has no map.
+    let answer = get(studio.addr, "/api/swarms/main-1234/map", "");
+    assert_eq!(status(&answer), 404, "{answer}");
+    assert!(answer.contains("E_STUDIO_NO_BUNDLE"), "{answer}");
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::write(bundle.path().join("goondan.yaml"), MAP_BUNDLE).unwrap();
+    let workspace = root.list_workspaces().unwrap().remove(0);
+    goondan_store::WorkspaceIdentity {
+        package: None,
+        swarm: "team".into(),
+        bundle_dir: bundle.path().to_path_buf(),
+    }
+    .write(&workspace.identity_file())
+    .unwrap();
+    let map = body(&get(studio.addr, "/api/swarms/main-1234/map", ""));
+    assert_eq!(map["swarm"], "team", "{map}");
+    assert_eq!(map["entryAgent"], "coder", "{map}");
+    let agents = map["agents"].as_array().unwrap();
+    assert_eq!(agents[0]["name"], "coder");
+    assert_eq!(agents[0]["mayCall"], serde_json::json!(["reviewer"]));
+    assert_eq!(
+        agents[0]["extensions"],
+        serde_json::json!(["context-message"])
+    );
+    assert!(
+        agents[0]["tools"].to_string().contains("bash__exec"),
+        "{map}"
+    );
+    // The reviewer has no agents tool: it calls no one.
+    assert_eq!(agents[1]["mayCall"], serde_json::json!([]));
+    assert_eq!(
+        map["connections"],
+        serde_json::json!([{
+            "name": "slack-in",
+            "connector": "slack",
+            "rules": [
+                {"event": "app_mention", "agent": "reviewer"},
+                {"event": null, "agent": "coder"},
+            ],
+        }])
+    );
+    // No answer names a path of this machine.
+    let text = get(studio.addr, "/api/swarms/main-1234/map", "");
+    assert!(!text.contains(&*bundle.path().to_string_lossy()), "{text}");
+    // A bundle broken since is answered 404 with a code, not its paths.
+    std::fs::write(bundle.path().join("goondan.yaml"), "kind: [").unwrap();
+    let broken = get(studio.addr, "/api/swarms/main-1234/map", "");
+    assert_eq!(status(&broken), 404, "{broken}");
+    assert!(broken.contains("E_STUDIO_NO_BUNDLE"), "{broken}");
+    assert!(
+        !broken.contains(&*bundle.path().to_string_lossy()),
+        "{broken}"
+    );
+}

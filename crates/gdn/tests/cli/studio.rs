@@ -166,6 +166,53 @@ fn the_studio_in_a_real_browser_shows_finished_and_running_instances_live() {
         r#"!!document.querySelector('#call-graph .graph-node[data-agent="alpha"]') && !!document.querySelector('#call-graph .graph-node[data-agent="beta"]') && document.querySelector('#call-graph').textContent.includes('1×')"#,
     );
     page.screenshot(&artifact("trace.png"));
+    // The swarm's map, from its bundle: each agent with its Model, tools
+    // and extensions, and who may call whom, as a list and as a graph.
+    page.evaluate("document.querySelector('.swarm a.map-link').click(); true");
+    page.wait_for(
+        "the swarm's map",
+        r#"(() => {
+            const agent = (name) => document.querySelector(`#map-agents .map-agent[data-agent="${name}"]`);
+            const checks = {
+                agents: document.querySelectorAll('#map-agents .map-agent').length === 2 && !!agent('alpha') && !!agent('beta'),
+                entry: !!agent('alpha') && agent('alpha').querySelector('h2').textContent.includes('entry'),
+                model: !!agent('alpha') && agent('alpha').innerText.includes('mock-gpt (openai gpt-mock)'),
+                tools: !!agent('alpha') && agent('alpha').querySelector('.map-tool[data-tool="agents"]').innerText.includes('agents__request')
+                    && !!agent('alpha').querySelector('.map-tool[data-tool="wait"]'),
+                extensions: !!agent('beta') && agent('beta').querySelector('.map-extensions').textContent === 'context-message',
+                calls: !!agent('alpha') && !!agent('alpha').querySelector('.map-call[data-to="beta"]') && !!agent('beta').querySelector('.map-call[data-to="alpha"]'),
+                graph: !!document.querySelector('#map-graph path.edge.call[data-from="alpha"][data-to="beta"]')
+                    && document.querySelector('#map-graph svg').getAttribute('aria-label').includes('alpha may call beta'),
+                noConnection: document.getElementById('map-connections').innerText.includes('No Connection'),
+                badge: document.getElementById('live-state').textContent === 'live',
+            };
+            const failed = Object.keys(checks).filter((name) => !checks[name]);
+            return failed.length === 0 || failed;
+        })()"#,
+    );
+    page.screenshot(&artifact("swarm-map.png"));
+    // An instance a Connection made is named by the Connection and a short
+    // key, the full key in its title.
+    assert_eq!(
+        page.evaluate("(() => { const name = instanceName('coder', 'openai-3f9c2a41' + '0'.repeat(24)); return [name.text, name.connection, name.full]; })()"),
+        json!(["coder · openai · 3f9c2a41", "openai", format!("coder:openai-3f9c2a41{}", "0".repeat(24))])
+    );
+    assert_eq!(
+        page.evaluate("instanceName('alpha', 'default').text"),
+        json!("alpha · default")
+    );
+    // The search box finds an instance by its Connection's name too.
+    for (text, n_shown) in [("zzz", 0), ("beta", 1), ("alpha", 1)] {
+        type_into(page, "instance-filter", text);
+        page.wait_for(
+            "the searched instances",
+            &format!(
+                "document.querySelectorAll('#instance-list .instance-link').length === {n_shown}"
+            ),
+        );
+    }
+    type_into(page, "instance-filter", "");
+
     // Pages without a live stream say the swarm runs, not `offline`.
     for page_hash in ["#/approvals", "#/evals"] {
         page.navigate(&format!("{url}{page_hash}"));

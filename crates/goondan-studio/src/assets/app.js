@@ -191,7 +191,8 @@ function instanceList() {
     items.push(el("h2", { class: "swarm", title: swarm.id, "data-swarm": swarm.id },
       el("span", { class: "swarm-name", text: swarmLabel(swarm) }),
       swarmLabel(swarm) !== swarm.id ? el("span", { class: "muted swarm-id", text: " " + swarm.id }) : null,
-      swarmRuns(swarm) ? null : el("span", { class: "muted swarm-id", text: " · stopped" })));
+      swarmRuns(swarm) ? null : el("span", { class: "muted swarm-id", text: " · stopped" }),
+      " ", el("a", { class: "map-link", href: `#/swarm/${enc(swarm.id)}/map`, title: "what the bundle declares: agents, tools, Connections, who may call whom", text: "map" })));
     for (const instance of shown) {
       const usage = instance.usage || {};
       const active = state.view && state.view.kind === "instance" && state.view.swarm === swarm.id && state.view.instance === instance.id;
@@ -215,6 +216,7 @@ function route() {
   if (parts[0] === "i" && parts.length === 3) return { kind: "instance", swarm: parts[1], instance: parts[2] };
   if (parts[0] === "t" && parts.length === 3) return { kind: "trace", swarm: parts[1], trace: parts[2] };
   if (parts[0] === "approvals") return { kind: "approvals" };
+  if (parts[0] === "swarm" && parts.length === 3 && parts[2] === "map") return { kind: "map", swarm: parts[1] };
   if (parts[0] === "evals") return { kind: "evals" };
   if (parts[0] === "et" && parts.length === 5) return { kind: "trace", run: parts[1], case: parts[2], swarm: parts[3], trace: parts[4] };
   return null;
@@ -248,6 +250,10 @@ async function show() {
       const answer = await getJson("/api/approvals");
       if (call !== shows) return;
       state.approvals = answer.approvals;
+    } else if (state.view.kind === "map") {
+      const answer = await getJson(`/api/swarms/${enc(state.view.swarm)}/map`);
+      if (call !== shows) return;
+      state.map = answer;
     } else if (state.view.kind === "evals") {
       const answer = await getJson("/api/evals");
       if (call !== shows) return;
@@ -286,7 +292,7 @@ async function show() {
 function render() {
   const main = document.getElementById("main");
   if (!state.view) return;
-  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals, evals: renderEvals };
+  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals, evals: renderEvals, map: renderMap };
   main.replaceChildren(views[state.view.kind]());
 }
 
@@ -1151,6 +1157,72 @@ function renderGraph(spans) {
   return el("div", {}, graph, edges.size === 0 ? el("p", { class: "muted", text: "No inter-agent calls in this trace." }) : null);
 }
 
+// ---- swarm map -------------------------------------------------------------
+
+/** What the swarm's bundle declares: its agents, their tools and extensions, who may call whom, and its Connections. */
+function renderMap() {
+  const map = state.map;
+  const list = el("div", { class: "map-agents", id: "map-agents", role: "list" });
+  for (const agent of map.agents) {
+    list.append(el("section", { class: "panel map-agent", "data-agent": agent.name, role: "listitem" },
+      el("h2", {}, el("span", { text: agent.name }), agent.entry ? el("span", { class: "chip", text: "entry" }) : null),
+      el("dl", {},
+        el("dt", { text: "Model" }), el("dd", { text: `${agent.model.name} (${agent.model.provider} ${agent.model.model})` }),
+        el("dt", { text: "Tools" }), el("dd", { class: "map-tools" }, agent.tools.length
+          ? agent.tools.map((tool) => el("div", { class: "map-tool", "data-tool": tool.name }, el("b", { text: tool.name }), ": ", el("code", { text: tool.exports.join(", ") || "no exports" })))
+          : el("span", { class: "muted", text: "none" })),
+        el("dt", { text: "Extensions" }), el("dd", { class: "map-extensions", text: agent.extensions.join(", ") || "none" }),
+        el("dt", { text: "May call" }), el("dd", { class: "map-calls" }, agent.mayCall.length
+          ? agent.mayCall.map((name, i) => [i ? ", " : "", el("span", { class: "map-call", "data-to": name, text: name })])
+          : el("span", { class: "muted", text: "no agent (no agents tool)" })))));
+  }
+  const connections = el("div", { class: "map-connections", id: "map-connections", role: "list" });
+  if (map.connections.length === 0) connections.append(el("p", { class: "muted", text: "No Connection: inputs come from `gdn run`, `gdn serve` or the Studio." }));
+  for (const connection of map.connections) {
+    connections.append(el("div", { class: "map-connection", "data-connection": connection.name, role: "listitem" },
+      el("b", { text: connection.name }), el("span", { class: "muted", text: ` (Connector ${connection.connector})` }),
+      el("ul", {}, connection.rules.map((rule) => el("li", { class: "map-rule", "data-agent": rule.agent, text: `${rule.event || "every event"} → ${rule.agent}` })))));
+  }
+  return el("div", { class: "map-view" },
+    el("div", { class: "title" }, el("h1", { text: `Swarm ${map.swarm}` }),
+      el("span", { class: "muted", text: `${map.package ? map.package + " · " : ""}bundle ${map.folder} · as its bundle declares it now` })),
+    el("section", { class: "panel", id: "map-graph" }, el("h2", { text: "Who may call whom" }), mapGraph(map)),
+    el("h2", { class: "map-heading", text: "Agents" }), list,
+    el("section", { class: "panel" }, el("h2", { text: "Connections" }), connections));
+}
+
+/** Connections above, agents below; an arrow for each route and each agent an agent may call. */
+function mapGraph(map) {
+  const agents = map.agents.map((agent) => agent.name);
+  const width = Math.max(360, Math.max(agents.length, map.connections.length) * 170);
+  const height = map.connections.length ? 260 : 170;
+  const agentY = height - 60;
+  const ax = (name) => 85 + agents.indexOf(name) * 170;
+  const cx = (index) => 85 + index * 170;
+  const summary = map.agents.map((agent) => `${agent.name} may call ${agent.mayCall.join(", ") || "no agent"}`).join("; ");
+  const graph = svg("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": summary });
+  graph.append(svg("defs", {}, svg("marker", { id: "map-arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#d2a8ff" }))));
+  map.connections.forEach((connection, index) => {
+    for (const rule of connection.rules) {
+      graph.append(svg("path", { class: "edge route", d: `M ${cx(index)} 50 L ${ax(rule.agent)} ${agentY - 15}`, "marker-end": "url(#map-arrow)" }));
+    }
+    graph.append(svg("g", { class: "graph-node connection", "data-connection": connection.name },
+      svg("rect", { class: "node", x: cx(index) - 70, y: 20, width: 140, height: 30, rx: 15 }),
+      svg("text", { x: cx(index), y: 40, "text-anchor": "middle" }, connection.name)));
+  });
+  for (const agent of map.agents) {
+    for (const to of agent.mayCall) {
+      const x1 = ax(agent.name), x2 = ax(to);
+      const bend = x1 < x2 ? agentY + 50 : agentY - 60;
+      graph.append(svg("path", { class: "edge call", "data-from": agent.name, "data-to": to, d: `M ${x1} ${agentY + (x1 < x2 ? 15 : -15)} C ${x1} ${bend}, ${x2} ${bend}, ${x2} ${agentY + (x1 < x2 ? 15 : -15)}`, "marker-end": "url(#map-arrow)" }));
+    }
+    graph.append(svg("g", { class: "graph-node", "data-agent": agent.name },
+      svg("rect", { class: "node", x: ax(agent.name) - 70, y: agentY - 15, width: 140, height: 30, rx: 6 }),
+      svg("text", { x: ax(agent.name), y: agentY + 5, "text-anchor": "middle" }, agent.name + (agent.entry ? " ★" : ""))));
+  }
+  return graph;
+}
+
 // ---- live ------------------------------------------------------------------
 
 /** An eval case's trace is read from the case's own System Root, and is finished: nothing to follow. */
@@ -1179,7 +1251,7 @@ function connectLive() {
  */
 async function reloadEvents() {
   const view = state.view;
-  if (!view || view.kind === "approvals" || isEvalView(view)) return;
+  if (!view || view.kind === "approvals" || view.kind === "map" || isEvalView(view)) return;
   try {
     if (view.kind === "instance") {
       const [conversation, events, history] = await Promise.all([
@@ -1262,7 +1334,7 @@ let refreshTimer = null;
 function onLiveEvent(event) {
   const view = state.view;
   if (!view) return;
-  if (view.kind === "approvals" || isEvalView(view)) return;
+  if (view.kind === "approvals" || view.kind === "map" || isEvalView(view)) return;
   const mine = view.kind === "instance" ? event.instance === view.instance : event.traceId === view.trace;
   if (mine) {
     state.events.push(event);
