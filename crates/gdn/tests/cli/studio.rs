@@ -684,7 +684,7 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
     page.wait_for(
         "the waiting approval with its buttons",
         &format!(
-            "!!document.querySelector('{row} button.approve') && document.querySelector('{row}').innerText.includes('echo ran >> runs.txt') && document.getElementById('approvals-count').textContent === '1'"
+            "!!document.querySelector('{row} button.approve') && document.querySelector('{row} textarea.arguments').value.includes('echo ran >> runs.txt') && document.getElementById('approvals-count').textContent === '1'"
         ),
     );
     // The swarm is named by its Swarm and bundle folder, not only its hash.
@@ -1142,6 +1142,9 @@ fn issue_36_fork_and_cancel_buttons_in_a_real_browser() {
                 && origin.querySelector('a.origin-link').getAttribute('href').endsWith('/worker%3Ab')
                 && inherited.length === 1 && inherited[0].innerText.includes('inherited from worker:b')
                 && inherited[0].innerText.includes('one')
+                && !!inherited[0].querySelector('.status-ok') && inherited[0].querySelector('.status-ok').textContent === 'completed'
+                && /cost (\$|–)/.test(inherited[0].innerText)
+                && document.querySelector('#history .history-turn[data-turn-index="1"]').innerText.includes('completed (inherited)')
                 && !!inherited[0].querySelector('a.origin-link')
                 && !!document.querySelector('.instance-link[title="worker:b-fork"]');
         })()"#,

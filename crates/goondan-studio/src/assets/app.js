@@ -266,12 +266,14 @@ async function show() {
       state.eventsCut = answer;
     } else if (state.view.kind === "instance") {
       const { swarm, instance } = state.view;
-      const [conversation, events, history] = await Promise.all([
+      const [conversation, events, history, originHistory] = await Promise.all([
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/conversation`),
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/events`),
         getHistory(state.view),
+        getOriginHistory(state.view),
       ]);
       if (call !== shows) return;
+      state.originHistory = originHistory;
       state.conversation = conversation;
       state.events = events.events;
       state.eventsCut = events;
@@ -487,9 +489,21 @@ function inheritedTurns(timelineTurns) {
   return state.history.turns.filter((turn) => !(turn.turnId && seen.has(turn.turnId)) && turn.index && turn.index <= (origin.turnIndex || 0));
 }
 
+/**
+ * `turn` of a fork's history with the outcome and cost its origin
+ * recorded, when the origin ran it (the fork's own log has no events of
+ * the Turns it inherited); any other Turn as it is.
+ */
+function asRun(turn) {
+  const ran = (state.originHistory && turn.turnId && state.originHistory.turns.find((t) => t.turnId === turn.turnId)) || null;
+  if (!ran || (turn.outcome && turn.outcome.status && turn.outcome.status !== "unknown")) return turn;
+  return Object.assign({}, turn, { outcome: ran.outcome, costUsd: ran.costUsd ?? turn.costUsd, inherited: true });
+}
+
 /** A Turn a fork inherited: its outcome and cost from the history, and a link to the origin, whose timeline has its steps. */
 function renderInheritedTurn(turn) {
   const origin = currentInstance().forkedFrom;
+  turn = asRun(turn);
   const known = turn.outcome && turn.outcome.status && turn.outcome.status !== "unknown";
   const originName = `${currentInstance().agentName}:${origin.instanceKey}`;
   return el("div", { class: "turn inherited", "data-turn-id": turn.turnId, "data-status": "inherited" },
@@ -750,6 +764,19 @@ async function sendMessage() {
 
 state.steer = { confirm: null, newKey: "", cancel: false, busy: false, status: null, error: false, link: null };
 
+/**
+ * The history of the instance a fork came from, where its inherited Turns
+ * have their outcome and cost (the fork's own log has no events of them);
+ * null for an instance that is no fork, or an origin that is gone.
+ */
+function getOriginHistory(view) {
+  const swarm = state.swarms.find((s) => s.id === view.swarm);
+  const info = swarm && swarm.instances.find((i) => i.id === view.instance);
+  const origin = info && info.forkedFrom;
+  if (!origin || !origin.instance) return Promise.resolve(null);
+  return getHistory({ swarm: view.swarm, instance: origin.instance });
+}
+
 /** The instance's history of Turns; null when it could not be read (the page goes on without it). */
 function getHistory(view) {
   return getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/history`).catch(() => null);
@@ -789,7 +816,7 @@ function renderHistory(info) {
   }
   if (!history.complete) list.append(el("p", { class: "muted cut-note", text: "Only the newest Turns were read; older ones are not listed." }));
   if (history.turns.length === 0) list.append(el("p", { class: "muted", text: "No Turns yet." }));
-  for (const turn of history.turns) list.append(renderHistoryTurn(turn, info));
+  for (const turn of history.turns) list.append(renderHistoryTurn(asRun(turn), info));
   return list;
 }
 
@@ -800,7 +827,7 @@ function renderHistoryTurn(turn, info) {
     el("div", { class: "head" },
       el("b", { text: "#" + (turn.index || "?") }), " ",
       el("span", { class: "history-input", text: turn.input }), " ",
-      el("span", { class: "muted", text: `${outcomeText(turn.outcome)} · ${(turn.createdAt || "").replace("T", " ").slice(0, 19)} · ${fmtCost(turn.costUsd)}` })));
+      el("span", { class: "muted", text: `${outcomeText(turn.outcome)}${turn.inherited ? " (inherited)" : ""} · ${(turn.createdAt || "").replace("T", " ").slice(0, 19)} · ${fmtCost(turn.costUsd)}` })));
   if (!CSRF || !ref) return row;
   const confirm = state.steer.confirm;
   if (confirm && confirm.ref === ref) {
@@ -977,7 +1004,8 @@ function renderApproval(request) {
       el("span", { class: "muted", text: `in ${swarm ? swarmLabel(swarm) : request.swarm}` }), " ",
       waitingNote(request)),
     request.question ? longText(request.question, "text") : null,
-    jsonView(request.arguments));
+    // Where it can be approved, a gated call's arguments are shown in the box that edits them.
+    CSRF && request.tool ? null : jsonView(request.arguments));
   if (CSRF) {
     // A gated call may be approved with other arguments: the Studio checks
     // them against the tool's parameters (E_APPROVAL_ARGS) before the call
