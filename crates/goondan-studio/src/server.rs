@@ -414,15 +414,7 @@ async fn read_heavy(
     work: impl FnOnce(TailLimits) -> Result<Value, ReadError> + Send + 'static,
 ) -> Response {
     let Ok(permit) = shared.heavy_requests.clone().try_acquire_owned() else {
-        let mut response = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "E_STUDIO_BUSY",
-            "too many reads of logs are running; retry in a moment",
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return busy();
     };
     let limits = shared.studio.limits.tail_limits();
     // The permit moves into the blocking task: a client that goes away
@@ -434,6 +426,20 @@ async fn read_heavy(
         })
         .await,
     )
+}
+
+/// The answer when every heavy-request permit is taken: 503 with
+/// `Retry-After`.
+fn busy() -> Response {
+    let mut response = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "E_STUDIO_BUSY",
+        "too many reads of logs are running; retry in a moment",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 /// A read's outcome as an HTTP answer.
@@ -609,8 +615,13 @@ async fn live(
 /// `GET /api/status`: each swarm with whether its orchestrator runs now,
 /// as its control socket answers a `status` (what the page's badge says
 /// on every page). Cheap: one small file and one local connection per
-/// swarm, each asked at once.
+/// swarm, each asked at once, under a heavy-request permit.
 async fn status(State(shared): State<Arc<Shared>>) -> Response {
+    // One of the heavy-request permits, so a flood of status requests
+    // cannot multiply connections to the orchestrators.
+    let Ok(_permit) = shared.heavy_requests.clone().try_acquire_owned() else {
+        return busy();
+    };
     let root = shared.studio.state_root.clone();
     let sockets = match tokio::task::spawn_blocking(move || {
         root.list_workspaces().map(|workspaces| {
