@@ -154,6 +154,13 @@ fn loopback_refuses_a_foreign_host_and_every_write() {
     assert_eq!(status(&rebound), 403, "{rebound}");
     assert!(rebound.contains("E_STUDIO_HOST"));
     assert!(!rebound.contains("alpha"));
+    for path in ["/api/status", "/api/swarms/main-1234/map"] {
+        let rebound = raw(
+            studio.addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(status(&rebound), 403, "{path}: {rebound}");
+    }
     for method in ["POST", "PUT", "DELETE", "PATCH"] {
         let answer = raw(
             studio.addr,
@@ -182,6 +189,8 @@ fn no_url_reaches_outside_the_state_root() {
         "/api/swarms/main-1234/instances/..%2F..%2F..%2Fsecret.txt/conversation",
         "/api/swarms/main-1234/instances/..%2F..%2F..%2F..%2Foutside.txt/events",
         "/api/swarms/..%2Fmain-1234/traces/x",
+        "/api/swarms/..%2F..%2F/map",
+        "/api/swarms/main-1234%2F..%2F..%2F..%2F/map",
         "/secret.txt",
     ] {
         let answer = get(studio.addr, path, "");
@@ -203,7 +212,9 @@ fn beyond_loopback_the_token_is_required_then_kept_in_a_cookie() {
         },
         Limits::default(),
     );
-    assert_eq!(status(&get(studio.addr, "/api/swarms", "")), 401);
+    for path in ["/api/swarms", "/api/status", "/api/swarms/main-1234/map"] {
+        assert_eq!(status(&get(studio.addr, path, "")), 401, "{path}");
+    }
     assert_eq!(status(&get(studio.addr, "/?token=wrong", "")), 401);
     let wrong_cookie = format!("Cookie: gdn_studio={}\r\n", "f".repeat(32));
     assert_eq!(status(&get(studio.addr, "/api/swarms", &wrong_cookie)), 401);
