@@ -804,6 +804,11 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "the sent message in the conversation",
         "document.querySelector('#conversation').innerText.includes('hello there')",
     );
+    // The instance says where its inputs came from.
+    page.wait_for(
+        "the sources of the instance's inputs",
+        "!!document.getElementById('instance-via') && document.getElementById('instance-via').textContent === 'via cli, studio'",
+    );
     // The input is recorded as the Studio's, with the client's address.
     let inbox_dir = alpha_dir.parent().unwrap().parent().unwrap().join("inbox");
     let inbox: String = std::fs::read_dir(&inbox_dir)

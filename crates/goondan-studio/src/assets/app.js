@@ -317,7 +317,8 @@ function renderInstance() {
         el("span", { class: "chip" + (waiting.length ? " status-waiting" : ""), id: "instance-state", text: waiting.length ? "waiting for approval" : info.status || "unknown" }),
         el("span", { class: "chip", text: `in ${fmtTokens(usage.inputTokens)} · out ${fmtTokens(usage.outputTokens)} tokens` }),
         el("span", { class: "chip", text: `cost ${fmtCost(usage.costUsd)}` }),
-        el("span", { class: "chip", text: `${usage.modelCalls || 0} model calls` }))),
+        el("span", { class: "chip", text: `${usage.modelCalls || 0} model calls` }),
+        viaChip())),
     renderOrigin(info),
     waiting.length ? el("section", { class: "panel waiting", id: "waiting" }, waiting.map((request) => el("div", {}, waitingNote(request)))) : null,
     CSRF ? renderSendBox() : null,
@@ -327,6 +328,17 @@ function renderInstance() {
       el("section", { class: "panel", id: "timeline" }, el("h2", { text: "Timeline" }), renderTurnFilter(), renderTimeline(state.events))),
     state.detail ? el("section", { class: "panel", id: "detail" }, renderDetail()) : null,
     el("section", { class: "panel", id: "history" }, el("h2", { text: "History" }), renderHistory(info)));
+}
+
+/** Where the instance's inputs came from, as its Turns' `turn.started` name them (a Connection, `cli`, `studio`, an agent). */
+function viaChip() {
+  const names = [];
+  for (const event of state.events || []) {
+    const name = event.type === "turn.started" && event.source && event.source.name;
+    if (name && !names.includes(name)) names.push(name);
+  }
+  if (names.length === 0) return null;
+  return el("span", { class: "chip", id: "instance-via", title: "where its inputs came from (the Connection, cli, studio or an agent)", text: "via " + names.join(", ") });
 }
 
 function partText(part) {
