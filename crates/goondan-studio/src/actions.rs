@@ -48,6 +48,12 @@ const MAX_KEY_CHARS: usize = 128;
 pub(crate) enum ActionError {
     /// The body is not the JSON the action takes (400).
     BadRequest(String),
+    /// The arguments an approval gives do not match the gated tool's
+    /// parameters (400 `E_APPROVAL_ARGS`, with each problem).
+    Arguments {
+        message: String,
+        problems: Vec<String>,
+    },
     /// The body is over [`MAX_ACTION_BODY_BYTES`] (413).
     TooLarge,
     /// Every action permit is taken (503).
@@ -65,7 +71,9 @@ pub(crate) enum ActionError {
 impl From<ReadError> for ActionError {
     fn from(error: ReadError) -> Self {
         match error {
-            ReadError::NotFound(message) => ActionError::NotFound("E_STUDIO_NOT_FOUND", message),
+            ReadError::NotFound(message) | ReadError::NoBundle(message) => {
+                ActionError::NotFound("E_STUDIO_NOT_FOUND", message)
+            }
             ReadError::Store(error) => ActionError::Internal(error.to_string()),
         }
     }
@@ -91,10 +99,20 @@ fn text_field(value: &Value, name: &str) -> Result<String, ActionError> {
         .ok_or_else(|| ActionError::BadRequest(format!("`{name}` must be a string")))
 }
 
-/// A decision asked for by the page: `{"swarm", "id", "verdict", "reason"}`.
-pub(crate) fn parse_decision(
-    body: &[u8],
-) -> Result<(String, String, Verdict, Option<String>), ActionError> {
+/// A decision asked for by the page: `{"swarm", "id", "verdict", "reason"}`,
+/// and for an approval `"arguments"` (an object: the call runs with these
+/// instead of the ones the model gave).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DecisionAsk {
+    pub(crate) swarm: String,
+    pub(crate) id: String,
+    pub(crate) verdict: Verdict,
+    reason: Option<String>,
+    arguments: Option<goondan_types::JsonObject>,
+}
+
+/// Reads a decision's body.
+pub(crate) fn parse_decision(body: &[u8]) -> Result<DecisionAsk, ActionError> {
     let value = body_json(body)?;
     let verdict = match text_field(&value, "verdict")?.as_str() {
         "approve" => Verdict::Approve,
@@ -116,12 +134,27 @@ pub(crate) fn parse_decision(
         }
         _ => return Err(ActionError::BadRequest("`reason` must be a string".into())),
     };
-    Ok((
-        text_field(&value, "swarm")?,
-        text_field(&value, "id")?,
+    let arguments = match (&value["arguments"], verdict) {
+        (Value::Null, _) => None,
+        (Value::Object(arguments), Verdict::Approve) => Some(arguments.clone()),
+        (Value::Object(_), _) => {
+            return Err(ActionError::BadRequest(
+                "only an approval takes `arguments`".into(),
+            ))
+        }
+        _ => {
+            return Err(ActionError::BadRequest(
+                "`arguments` must be an object".into(),
+            ))
+        }
+    };
+    Ok(DecisionAsk {
+        swarm: text_field(&value, "swarm")?,
+        id: text_field(&value, "id")?,
         verdict,
         reason,
-    ))
+        arguments,
+    })
 }
 
 /// A message asked for by the page: `{"swarm", "instance", "text"}`.
@@ -218,7 +251,7 @@ fn by(client: SocketAddr) -> String {
 
 /// The socket of the orchestrator serving `workspace`: the one its
 /// active record names, else where it would listen.
-fn control_socket(workspace: &WorkspacePaths) -> PathBuf {
+pub(crate) fn control_socket(workspace: &WorkspacePaths) -> PathBuf {
     ActiveSwarm::read(&workspace.active_file())
         .map(|record| record.control_socket)
         .unwrap_or_else(|| workspace.control_socket())
@@ -230,16 +263,23 @@ pub(crate) struct DecisionTarget {
     socket: PathBuf,
 }
 
-/// Finds the waiting approval `id` in swarm `swarm` (blocking reads).
+/// Finds the waiting approval the page decides in its swarm (blocking
+/// reads), and checks the arguments it gives against the gated tool's
+/// parameters as the swarm's bundle declares them (the check `gdn approve
+/// --args` makes): arguments that do not match are refused with
+/// `E_APPROVAL_ARGS` and each problem, before anything is sent.
 pub(crate) fn find_approval(
     root: &StateRoot,
-    swarm: &str,
-    id: &str,
+    ask: &DecisionAsk,
 ) -> Result<DecisionTarget, ActionError> {
+    let (swarm, id) = (ask.swarm.as_str(), ask.id.as_str());
     let workspace = data::workspace(root, swarm)?;
     for (_, dir) in data::instance_dirs(&workspace) {
         let waiting = goondan_store::undecided_approvals(&InstancePaths::from_dir(&dir))?;
         if let Some(request) = waiting.into_iter().find(|request| request.id == id) {
+            if let Some(arguments) = &ask.arguments {
+                argument_refusal(&workspace, &request, arguments)?;
+            }
             return Ok(DecisionTarget {
                 key: format!("{}:{}", request.agent, request.instance_key),
                 socket: control_socket(&workspace),
@@ -256,19 +296,72 @@ pub(crate) fn find_approval(
     ))
 }
 
+/// Refuses `arguments` for `request` when the gated tool's parameters,
+/// as the bundle the swarm last started from declares them, do not take
+/// them.
+fn argument_refusal(
+    workspace: &WorkspacePaths,
+    request: &goondan_types::ApprovalRequest,
+    arguments: &goondan_types::JsonObject,
+) -> Result<(), ActionError> {
+    let Some(tool) = request.tool.as_deref() else {
+        return Err(ActionError::BadRequest(
+            "a question takes no `arguments`; only a gated tool call does".into(),
+        ));
+    };
+    let Some(identity) = goondan_store::WorkspaceIdentity::read(&workspace.identity_file()) else {
+        return Ok(());
+    };
+    match goondan_runtime::tool::gated_argument_problems(
+        &identity.bundle_dir,
+        &request.agent,
+        tool,
+        arguments,
+    ) {
+        None => Ok(()),
+        Some(problems) => Err(ActionError::Arguments {
+            message: format!(
+                "the arguments do not match the parameters of {tool}: {}",
+                problems.join("; ")
+            ),
+            problems,
+        }),
+    }
+}
+
+/// How long an orchestrator has to answer a `status` before the Studio
+/// calls it not running.
+const STATUS_WAIT: Duration = Duration::from_secs(1);
+
+/// Whether an orchestrator answers on `socket` now (a `status` request,
+/// the read-only one): an active record left by a killed orchestrator, or
+/// a stale socket file, is not a running swarm.
+pub(crate) async fn orchestrator_answers(socket: PathBuf) -> bool {
+    matches!(
+        tokio::time::timeout(STATUS_WAIT, control::call(&socket, &ControlRequest::Status)).await,
+        Ok(Ok(ControlResponse::Status { .. }))
+    )
+}
+
 /// Hands the decision to the orchestrator and waits until the instance
 /// recorded it.
 pub(crate) async fn decide(
     target: DecisionTarget,
-    id: String,
-    verdict: Verdict,
-    reason: Option<String>,
+    ask: DecisionAsk,
     client: SocketAddr,
 ) -> Result<Value, ActionError> {
+    let DecisionAsk {
+        id,
+        verdict,
+        reason,
+        arguments,
+        ..
+    } = ask;
+    let edited = arguments.is_some();
     let decision = ApprovalDecision {
         id: id.clone(),
         verdict,
-        arguments: None,
+        arguments: arguments.map(Value::Object),
         reason,
         by: by(client),
         decided_at: goondan_types::now_iso(),
@@ -282,6 +375,7 @@ pub(crate) async fn decide(
             "id": id,
             "instance": target.key,
             "verdict": verdict.as_str(),
+            "editedArguments": edited,
         })),
         ControlResponse::Failed(body) => Err(ActionError::Refused(body)),
         other => Err(ActionError::Internal(format!(
@@ -467,11 +561,22 @@ mod tests {
     fn a_decision_body_is_checked_field_by_field() {
         let ok =
             parse_decision(br#"{"swarm":"s","id":"a","verdict":"deny","reason":"no"}"#).unwrap();
-        assert_eq!(ok.2, Verdict::Deny);
-        assert_eq!(ok.3.as_deref(), Some("no"));
+        assert_eq!(ok.verdict, Verdict::Deny);
+        assert_eq!(ok.reason.as_deref(), Some("no"));
+        assert_eq!(ok.arguments, None);
+        let edited = parse_decision(
+            br#"{"swarm":"s","id":"a","verdict":"approve","arguments":{"command":"ls"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            edited.arguments.map(Value::Object),
+            Some(json!({"command": "ls"}))
+        );
         for bad in [
             &b"not json"[..],
             br#"{"swarm":"s","id":"a","verdict":"maybe"}"#,
+            br#"{"swarm":"s","id":"a","verdict":"approve","arguments":"ls"}"#,
+            br#"{"swarm":"s","id":"a","verdict":"deny","arguments":{}}"#,
             br#"{"swarm":"s","verdict":"approve"}"#,
             br#"{"swarm":"s","id":"a","verdict":"deny","reason":7}"#,
         ] {

@@ -32,6 +32,8 @@ pub(crate) enum ReadError {
     NotFound(String),
     /// The files could not be read.
     Store(goondan_store::StoreError),
+    /// The swarm's bundle is not there or does not load (its map).
+    NoBundle(String),
 }
 
 impl From<goondan_store::StoreError> for ReadError {
@@ -46,7 +48,15 @@ pub(crate) fn swarms(root: &StateRoot) -> Result<Value, ReadError> {
     for workspace in root.list_workspaces()? {
         let store = InstanceStore::new(workspace.clone());
         let mut instances = Vec::new();
-        for summary in store.list()? {
+        let summaries = store.list()?;
+        let folder_of = |agent: &str, key: &str| -> Option<String> {
+            summaries
+                .iter()
+                .find(|summary| summary.agent_name == agent && summary.instance_key == key)
+                .and_then(|summary| summary.dir.file_name())
+                .map(|name| name.to_string_lossy().into_owned())
+        };
+        for summary in &summaries {
             let folder = summary
                 .dir
                 .file_name()
@@ -61,6 +71,7 @@ pub(crate) fn swarms(root: &StateRoot) -> Result<Value, ReadError> {
                 "createdAt": metadata.map(|m| m.created_at.clone()),
                 "updatedAt": metadata.map(|m| m.updated_at.clone()),
                 "usage": metadata.and_then(|m| m.usage).map(|usage| serde_json::to_value(usage).unwrap_or(Value::Null)),
+                "forkedFrom": metadata.and_then(|m| forked_from(m, &summary.agent_name, &folder_of)),
             }));
         }
         let identity = swarm_identity(&workspace);
@@ -74,6 +85,24 @@ pub(crate) fn swarms(root: &StateRoot) -> Result<Value, ReadError> {
         }));
     }
     Ok(json!({ "swarms": swarms }))
+}
+
+/// Where a fork came from, as its `metadata.json` records it
+/// (`forkedFrom`: the origin's key, the Turn, when and by whom), with the
+/// origin's folder (`instance`) when the origin is still there, so the
+/// page can link to it.
+fn forked_from(
+    metadata: &goondan_store::InstanceMetadata,
+    agent_name: &str,
+    folder_of: &dyn Fn(&str, &str) -> Option<String>,
+) -> Option<Value> {
+    let mut origin = metadata.extra.get("forkedFrom")?.as_object()?.clone();
+    let folder = origin
+        .get("instanceKey")
+        .and_then(Value::as_str)
+        .and_then(|key| folder_of(agent_name, key));
+    origin.insert("instance".into(), folder.map_or(Value::Null, Value::String));
+    Some(Value::Object(origin))
 }
 
 /// What names a swarm for a person: its Package, Swarm and bundle folder.

@@ -12,6 +12,17 @@ use goondan_store::StateRoot;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
+/// The longest answer of a case the listing carries, in characters.
+const MAX_ANSWER_CHARS: usize = 2000;
+
+/// `text` cut to `limit` characters, with `…` when it was longer.
+fn cut(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        None => text.to_string(),
+        Some((at, _)) => format!("{}…", &text[..at]),
+    }
+}
+
 /// The folder of the stored runs.
 fn runs_dir(root: &StateRoot) -> PathBuf {
     root.path().join("evals")
@@ -64,6 +75,11 @@ pub(crate) fn eval_runs(root: &StateRoot) -> Result<Value, ReadError> {
                     "score": case["score"],
                     "threshold": case["threshold"],
                     "failures": case["failures"],
+                    // What the case got, beside each failed check's
+                    // wanted-and-seen, cut so a long answer does not
+                    // make the listing heavy.
+                    "answer": case["answer"].as_str().map(|answer| cut(answer, MAX_ANSWER_CHARS)),
+                    "deductions": case["deductions"],
                     "latencyMs": case["latencyMs"],
                     "costUsd": case["costUsd"],
                     "workspaceId": case["workspaceId"],

@@ -6,10 +6,13 @@
 //! trace opens from the System Root it ran in), an
 //! instance's conversation, its timeline of Turns, Steps and tool calls
 //! with tokens and cost, a trace's span tree with timings and the
-//! inter-agent call graph, and follows new runtime events live over
-//! server-sent events. Everything comes from the files under the System
-//! Root (`goondan-store`), so it works the same while a swarm runs and
-//! after it stopped, and it never needs the orchestrator.
+//! inter-agent call graph, a swarm's map (agents, tools, extensions, who
+//! may call whom, Connections) from the bundle it last started from, and
+//! follows new runtime events live over server-sent events. Everything
+//! comes from the files under the System Root (`goondan-store`) and that
+//! bundle, so it works the same while a swarm runs and after it stopped;
+//! the one thing it asks the orchestrator for reading is whether it runs
+//! (`/api/status`, a read-only `status` on its control socket).
 //!
 //! What it does not do: write any file, start or stop anything, or serve
 //! any file that is not one of its three embedded assets. With
@@ -21,8 +24,8 @@
 //! writing.
 //!
 //! The pieces: [`access`] (who may ask: Host check, token and cookie),
-//! `data` (reading the state root), `evals` (the stored runs of `gdn eval`), `live` (the event tail behind the
-//! SSE stream), `actions` (what the page may do), `server` (routes and the accept loop with its limits).
+//! `data` (reading the state root), `evals` (the stored runs of `gdn eval`), `map` (a swarm's
+//! bundle as a picture), `live` (the event tail behind the SSE stream), `actions` (what the page may do), `server` (routes and the accept loop with its limits).
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
@@ -32,6 +35,7 @@ mod data;
 pub mod error;
 mod evals;
 mod live;
+mod map;
 mod server;
 
 pub use access::Access;

@@ -1,4 +1,5 @@
-//! The Studio's HTTP side: the routes (`GET`, and with actions allowed
+//! The Studio's HTTP side: the routes (`GET`, `/api/status` among them,
+//! and with actions allowed
 //! `POST /api/actions/*`: `send`, `decide`, `cancel`, `fork`, `rewind`),
 //! the access gate in front of them, and the accept loop with its limits.
 //!
@@ -179,8 +180,10 @@ pub fn router(studio: Studio) -> Router {
             get(instance_history),
         )
         .route("/api/swarms/{swarm}/traces/{trace}", get(trace))
+        .route("/api/swarms/{swarm}/map", get(swarm_map))
         .route("/api/swarms/{swarm}/live", get(live))
         .route("/api/approvals", get(approvals))
+        .route("/api/status", get(status))
         .route("/api/evals", get(eval_runs))
         .route(
             "/api/evals/{run}/{case}/swarms/{swarm}/traces/{trace}",
@@ -411,15 +414,7 @@ async fn read_heavy(
     work: impl FnOnce(TailLimits) -> Result<Value, ReadError> + Send + 'static,
 ) -> Response {
     let Ok(permit) = shared.heavy_requests.clone().try_acquire_owned() else {
-        let mut response = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "E_STUDIO_BUSY",
-            "too many reads of logs are running; retry in a moment",
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return busy();
     };
     let limits = shared.studio.limits.tail_limits();
     // The permit moves into the blocking task: a client that goes away
@@ -433,12 +428,29 @@ async fn read_heavy(
     )
 }
 
+/// The answer when every heavy-request permit is taken: 503 with
+/// `Retry-After`.
+fn busy() -> Response {
+    let mut response = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "E_STUDIO_BUSY",
+        "too many reads of logs are running; retry in a moment",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
 /// A read's outcome as an HTTP answer.
 fn answer(outcome: Result<Result<Value, ReadError>, tokio::task::JoinError>) -> Response {
     match outcome {
         Ok(Ok(value)) => axum::Json(value).into_response(),
         Ok(Err(ReadError::NotFound(message))) => {
             error(StatusCode::NOT_FOUND, "E_STUDIO_NOT_FOUND", &message)
+        }
+        Ok(Err(ReadError::NoBundle(message))) => {
+            error(StatusCode::NOT_FOUND, "E_STUDIO_NO_BUNDLE", &message)
         }
         Ok(Err(ReadError::Store(store_error))) => {
             tracing::warn!(
@@ -517,6 +529,14 @@ async fn trace(
     .await
 }
 
+/// `GET /api/swarms/<swarm>/map`: what the swarm's bundle declares
+/// (agents, tools, extensions, who may call whom, Connections). Loading a
+/// bundle reads many files, so it counts as a heavy request.
+async fn swarm_map(State(shared): State<Arc<Shared>>, Path(swarm): Path<String>) -> Response {
+    let root = shared.studio.state_root.clone();
+    read_heavy(&shared, move |_| crate::map::swarm_map(&root, &swarm)).await
+}
+
 /// `GET /api/evals`: the stored runs of `gdn eval`.
 async fn eval_runs(State(shared): State<Arc<Shared>>) -> Response {
     let root = shared.studio.state_root.clone();
@@ -592,6 +612,54 @@ async fn live(
         .into_response()
 }
 
+/// `GET /api/status`: each swarm with whether its orchestrator runs now,
+/// as its control socket answers a `status` (what the page's badge says
+/// on every page). Cheap: one small file and one local connection per
+/// swarm, each asked at once, under a heavy-request permit.
+async fn status(State(shared): State<Arc<Shared>>) -> Response {
+    // One of the heavy-request permits, so a flood of status requests
+    // cannot multiply connections to the orchestrators.
+    let Ok(_permit) = shared.heavy_requests.clone().try_acquire_owned() else {
+        return busy();
+    };
+    let root = shared.studio.state_root.clone();
+    let sockets = match tokio::task::spawn_blocking(move || {
+        root.list_workspaces().map(|workspaces| {
+            workspaces
+                .iter()
+                .map(|workspace| {
+                    (
+                        workspace.workspace_id().to_string(),
+                        goondan_store::ActiveSwarm::read(&workspace.active_file())
+                            .map(|_| actions::control_socket(workspace)),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+    })
+    .await
+    {
+        Ok(Ok(sockets)) => sockets,
+        Ok(Err(store_error)) => return answer(Ok(Err(ReadError::Store(store_error)))),
+        Err(_) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "E_STUDIO_INTERNAL",
+                "the read failed",
+            )
+        }
+    };
+    let asks = sockets.into_iter().map(|(id, socket)| async move {
+        let running = match socket {
+            Some(socket) => actions::orchestrator_answers(socket).await,
+            None => false,
+        };
+        serde_json::json!({ "id": id, "running": running })
+    });
+    let swarms: Vec<Value> = futures_util::future::join_all(asks).await;
+    axum::Json(serde_json::json!({ "swarms": swarms })).into_response()
+}
+
 /// `GET /api/approvals`: one read of every instance's `approvals.jsonl`
 /// (each bounded by the store), so it counts as a heavy request.
 async fn approvals(State(shared): State<Arc<Shared>>) -> Response {
@@ -621,6 +689,14 @@ fn action_answer(outcome: Result<Value, ActionError>) -> Response {
         Ok(value) => axum::Json(value).into_response(),
         Err(ActionError::BadRequest(message)) => {
             error(StatusCode::BAD_REQUEST, "E_STUDIO_BAD_REQUEST", &message)
+        }
+        Err(ActionError::Arguments { message, problems }) => {
+            let mut body = serde_json::to_value(ErrorBody::new("E_APPROVAL_ARGS", &message))
+                .unwrap_or(Value::Null);
+            if let Some(object) = body.as_object_mut() {
+                object.insert("problems".into(), problems.into());
+            }
+            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
         }
         Err(ActionError::TooLarge) => error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -689,15 +765,15 @@ async fn decide(
         &shared,
         request,
         actions::parse_decision,
-        |root, (swarm, id, _, _)| actions::find_approval(root, swarm, id),
+        actions::find_approval,
     )
     .await;
-    let (permit, (swarm, id, verdict, reason), target) = match prepared {
+    let (permit, ask, target) = match prepared {
         Ok(prepared) => prepared,
         Err(refusal) => return action_answer(Err(refusal)),
     };
-    tracing::info!(%client, swarm, approval = id, verdict = verdict.as_str(), "studio action: decide");
-    let outcome = actions::decide(target, id, verdict, reason, client).await;
+    tracing::info!(%client, swarm = ask.swarm, approval = ask.id, verdict = ask.verdict.as_str(), "studio action: decide");
+    let outcome = actions::decide(target, ask, client).await;
     drop(permit);
     action_answer(outcome)
 }

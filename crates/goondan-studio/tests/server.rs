@@ -154,6 +154,13 @@ fn loopback_refuses_a_foreign_host_and_every_write() {
     assert_eq!(status(&rebound), 403, "{rebound}");
     assert!(rebound.contains("E_STUDIO_HOST"));
     assert!(!rebound.contains("alpha"));
+    for path in ["/api/status", "/api/swarms/main-1234/map"] {
+        let rebound = raw(
+            studio.addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(status(&rebound), 403, "{path}: {rebound}");
+    }
     for method in ["POST", "PUT", "DELETE", "PATCH"] {
         let answer = raw(
             studio.addr,
@@ -182,6 +189,8 @@ fn no_url_reaches_outside_the_state_root() {
         "/api/swarms/main-1234/instances/..%2F..%2F..%2Fsecret.txt/conversation",
         "/api/swarms/main-1234/instances/..%2F..%2F..%2F..%2Foutside.txt/events",
         "/api/swarms/..%2Fmain-1234/traces/x",
+        "/api/swarms/..%2F..%2F/map",
+        "/api/swarms/main-1234%2F..%2F..%2F..%2F/map",
         "/secret.txt",
     ] {
         let answer = get(studio.addr, path, "");
@@ -203,7 +212,9 @@ fn beyond_loopback_the_token_is_required_then_kept_in_a_cookie() {
         },
         Limits::default(),
     );
-    assert_eq!(status(&get(studio.addr, "/api/swarms", "")), 401);
+    for path in ["/api/swarms", "/api/status", "/api/swarms/main-1234/map"] {
+        assert_eq!(status(&get(studio.addr, path, "")), 401, "{path}");
+    }
     assert_eq!(status(&get(studio.addr, "/?token=wrong", "")), 401);
     let wrong_cookie = format!("Cookie: gdn_studio={}\r\n", "f".repeat(32));
     assert_eq!(status(&get(studio.addr, "/api/swarms", &wrong_cookie)), 401);
@@ -503,4 +514,160 @@ fn issue_39_eval_runs_are_listed_and_each_case_opens_its_trace() {
     ] {
         assert_eq!(status(&get(studio.addr, escape, "")), 404, "{escape}");
     }
+}
+
+#[test]
+fn issue_49_status_says_a_swarm_runs_only_while_its_orchestrator_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = state_root(dir.path());
+    let studio = start(root.clone(), loopback, Limits::default());
+    let answer = body(&get(studio.addr, "/api/status", ""));
+    assert_eq!(
+        answer["swarms"],
+        serde_json::json!([{"id": "main-1234", "running": false}])
+    );
+    // The record a killed orchestrator leaves behind, naming a socket no
+    // one listens on, is not a running swarm.
+    let workspace = root.list_workspaces().unwrap().remove(0);
+    goondan_store::ActiveSwarm {
+        pid: std::process::id(),
+        bundle_dir: dir.path().to_path_buf(),
+        swarm: "default".into(),
+        instance_key: "default".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        control_socket: dir.path().join("gone.sock"),
+    }
+    .write(&workspace.active_file())
+    .unwrap();
+    let swarms = body(&get(studio.addr, "/api/swarms", ""));
+    assert_eq!(swarms["swarms"][0]["running"], true, "{swarms}");
+    let answer = body(&get(studio.addr, "/api/status", ""));
+    assert_eq!(answer["swarms"][0]["running"], false, "{answer}");
+}
+
+/// A two-agent bundle with a Connection, for the swarm's map.
+const MAP_BUNDLE: &str = r#"apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: llm
+spec:
+  provider: openai
+  model: gpt-mock
+  endpoint: "http://127.0.0.1:9/v1"
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: coder
+spec:
+  modelConfig:
+    modelRef: Model/llm
+  tools:
+    - ref: Tool/agents
+    - ref: Tool/bash
+  extensions:
+    - ref: Extension/context-message
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: reviewer
+spec:
+  modelConfig:
+    modelRef: Model/llm
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: team
+spec:
+  entryAgent: Agent/coder
+  agents:
+    - ref: Agent/coder
+    - ref: Agent/reviewer
+---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: slack-in
+spec:
+  connectorRef:
+    kind: Connector
+    name: slack
+    package: "@goondan/base"
+  swarmRef: "Swarm/team"
+  config:
+    SLACK_WEBHOOK_PORT:
+      value: "0"
+  secrets:
+    SLACK_SIGNING_SECRET:
+      valueFrom:
+        env: SLACK_SIGNING_SECRET
+  ingress:
+    rules:
+      - match:
+          event: app_mention
+        route:
+          agentRef: Agent/reviewer
+      - route: {}
+"#;
+
+#[test]
+fn issue_49_a_swarms_map_comes_from_its_bundle_with_its_connections_and_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = state_root(dir.path());
+    let studio = start(root.clone(), loopback, Limits::default());
+    // A swarm whose orchestrator recorded no bundle has no map.
+    let answer = get(studio.addr, "/api/swarms/main-1234/map", "");
+    assert_eq!(status(&answer), 404, "{answer}");
+    assert!(answer.contains("E_STUDIO_NO_BUNDLE"), "{answer}");
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::write(bundle.path().join("goondan.yaml"), MAP_BUNDLE).unwrap();
+    let workspace = root.list_workspaces().unwrap().remove(0);
+    goondan_store::WorkspaceIdentity {
+        package: None,
+        swarm: "team".into(),
+        bundle_dir: bundle.path().to_path_buf(),
+    }
+    .write(&workspace.identity_file())
+    .unwrap();
+    let map = body(&get(studio.addr, "/api/swarms/main-1234/map", ""));
+    assert_eq!(map["swarm"], "team", "{map}");
+    assert_eq!(map["entryAgent"], "coder", "{map}");
+    let agents = map["agents"].as_array().unwrap();
+    assert_eq!(agents[0]["name"], "coder");
+    assert_eq!(agents[0]["mayCall"], serde_json::json!(["reviewer"]));
+    assert_eq!(
+        agents[0]["extensions"],
+        serde_json::json!(["context-message"])
+    );
+    assert!(
+        agents[0]["tools"].to_string().contains("bash__exec"),
+        "{map}"
+    );
+    // The reviewer has no agents tool: it calls no one.
+    assert_eq!(agents[1]["mayCall"], serde_json::json!([]));
+    assert_eq!(
+        map["connections"],
+        serde_json::json!([{
+            "name": "slack-in",
+            "connector": "slack",
+            "rules": [
+                {"event": "app_mention", "agent": "reviewer"},
+                {"event": null, "agent": "coder"},
+            ],
+        }])
+    );
+    // No answer names a path of this machine.
+    let text = get(studio.addr, "/api/swarms/main-1234/map", "");
+    assert!(!text.contains(&*bundle.path().to_string_lossy()), "{text}");
+    // A bundle broken since is answered 404 with a code, not its paths.
+    std::fs::write(bundle.path().join("goondan.yaml"), "kind: [").unwrap();
+    let broken = get(studio.addr, "/api/swarms/main-1234/map", "");
+    assert_eq!(status(&broken), 404, "{broken}");
+    assert!(broken.contains("E_STUDIO_NO_BUNDLE"), "{broken}");
+    assert!(
+        !broken.contains(&*bundle.path().to_string_lossy()),
+        "{broken}"
+    );
 }

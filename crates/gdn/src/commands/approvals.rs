@@ -325,30 +325,24 @@ fn decide_in_cluster(
 }
 
 /// What is wrong with `arguments` against the parameters of the gated
-/// tool, when the bundle declares that tool (a tool an extension or an MCP
-/// server adds is checked only when the call runs); `None` when nothing
-/// is, or nothing can be said here.
+/// tool, as the bundle in `--config` declares it
+/// ([`goondan_runtime::tool::gated_argument_problems`], which the Studio
+/// calls too).
 fn schema_problems(
     global: &GlobalArgs,
     request: &ApprovalRequest,
     arguments: &goondan_types::JsonObject,
 ) -> Option<Vec<String>> {
-    let (resource, export) = request
-        .tool
-        .as_deref()?
-        .split_once(goondan_types::tool::TOOL_NAME_SEPARATOR)?;
     let config = global
         .config
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from("."));
-    let bundle = goondan_config::load_bundle(&config, &Default::default())
-        .ok()?
-        .bundle?;
-    let agent = bundle.agent(&request.agent)?;
-    let tool = agent.tools().find(|tool| tool.metadata.name == resource)?;
-    let export = tool.spec.exports.iter().find(|item| item.name == export)?;
-    let problems = goondan_runtime::tool::argument_problems(&export.parameters, arguments).ok()?;
-    (!problems.is_empty()).then_some(problems)
+    goondan_runtime::tool::gated_argument_problems(
+        &config,
+        &request.agent,
+        request.tool.as_deref()?,
+        arguments,
+    )
 }
 
 /// The name of the person at this terminal, as far as the system knows.

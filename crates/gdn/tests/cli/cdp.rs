@@ -267,8 +267,14 @@ impl Page {
                 return;
             }
             if Instant::now() > deadline {
+                // What the expression last gave (an exception says why it
+                // never held), then what the page shows.
+                let last = self.try_call(
+                    "Runtime.evaluate",
+                    json!({"expression": expression, "returnByValue": true}),
+                );
                 let text = self.evaluate("document.body ? document.body.innerText : ''");
-                panic!("the page never showed {what}; it shows:\n{text}");
+                panic!("the page never showed {what}; the check gave {last:?}; it shows:\n{text}");
             }
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -166,8 +166,64 @@ fn the_studio_in_a_real_browser_shows_finished_and_running_instances_live() {
         r#"!!document.querySelector('#call-graph .graph-node[data-agent="alpha"]') && !!document.querySelector('#call-graph .graph-node[data-agent="beta"]') && document.querySelector('#call-graph').textContent.includes('1×')"#,
     );
     page.screenshot(&artifact("trace.png"));
+    // The swarm's map, from its bundle: each agent with its Model, tools
+    // and extensions, and who may call whom, as a list and as a graph.
+    page.evaluate("document.querySelector('.swarm a.map-link').click(); true");
+    page.wait_for(
+        "the swarm's map",
+        r#"(() => {
+            const agent = (name) => document.querySelector(`#map-agents .map-agent[data-agent="${name}"]`);
+            const checks = {
+                agents: document.querySelectorAll('#map-agents .map-agent').length === 2 && !!agent('alpha') && !!agent('beta'),
+                entry: !!agent('alpha') && agent('alpha').querySelector('h2').textContent.includes('entry'),
+                model: !!agent('alpha') && agent('alpha').innerText.includes('mock-gpt (openai gpt-mock)'),
+                tools: !!agent('alpha') && agent('alpha').querySelector('.map-tool[data-tool="agents"]').innerText.includes('agents__request')
+                    && !!agent('alpha').querySelector('.map-tool[data-tool="wait"]'),
+                extensions: !!agent('beta') && agent('beta').querySelector('.map-extensions').textContent === 'context-message',
+                calls: !!agent('alpha') && !!agent('alpha').querySelector('.map-call[data-to="beta"]') && !!agent('beta').querySelector('.map-call[data-to="alpha"]'),
+                graph: !!document.querySelector('#map-graph path.edge.call[data-from="alpha"][data-to="beta"]')
+                    && document.querySelector('#map-graph svg').getAttribute('aria-label').includes('alpha may call beta'),
+                noConnection: document.getElementById('map-connections').innerText.includes('No Connection'),
+                badge: document.getElementById('live-state').textContent === 'live',
+            };
+            const failed = Object.keys(checks).filter((name) => !checks[name]);
+            return failed.length === 0 || failed;
+        })()"#,
+    );
+    page.screenshot(&artifact("swarm-map.png"));
+    // An instance a Connection made is named by the Connection and a short
+    // key, the full key in its title.
+    assert_eq!(
+        page.evaluate("(() => { const name = instanceName('coder', 'openai-3f9c2a41' + '0'.repeat(24)); return [name.text, name.connection, name.full]; })()"),
+        json!(["coder · openai · 3f9c2a41", "openai", format!("coder:openai-3f9c2a41{}", "0".repeat(24))])
+    );
+    assert_eq!(
+        page.evaluate("instanceName('alpha', 'default').text"),
+        json!("alpha · default")
+    );
+    // The search box finds an instance by its Connection's name too.
+    for (text, n_shown) in [("zzz", 0), ("beta", 1), ("alpha", 1)] {
+        type_into(page, "instance-filter", text);
+        page.wait_for(
+            "the searched instances",
+            &format!(
+                "document.querySelectorAll('#instance-list .instance-link').length === {n_shown}"
+            ),
+        );
+    }
+    type_into(page, "instance-filter", "");
 
-    // After the swarm stopped, everything still reads from the state root.
+    // Pages without a live stream say the swarm runs, not `offline`.
+    for page_hash in ["#/approvals", "#/evals"] {
+        page.navigate(&format!("{url}{page_hash}"));
+        page.wait_for(
+            "the badge saying the swarm runs",
+            "document.getElementById('live-state').textContent === '1 running' && document.getElementById('live-state').classList.contains('on')",
+        );
+    }
+
+    // After the swarm stopped, everything still reads from the state root,
+    // and the badge says it stopped, on every page.
     drop(hanging);
     drop(resident);
     page.navigate(&format!("{url}#/i/{swarm_id}/beta%3Adefault"));
@@ -175,6 +231,15 @@ fn the_studio_in_a_real_browser_shows_finished_and_running_instances_live() {
     page.wait_for(
         "beta's Turn after the swarm stopped",
         r#"document.querySelectorAll('#timeline .turn[data-status="ok"]').length === 1 && document.querySelector('#conversation').innerText.includes('pong(relay ping)')"#,
+    );
+    page.wait_for(
+        "the badge saying the swarm stopped",
+        "document.getElementById('live-state').textContent === 'stopped' && document.querySelector('.swarm').textContent.includes('stopped')",
+    );
+    page.navigate(&format!("{url}#/approvals"));
+    page.wait_for(
+        "the badge saying no swarm runs",
+        "document.getElementById('live-state').textContent === 'stopped'",
     );
 }
 
@@ -482,6 +547,31 @@ fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origi
     let (status, body) = exchange(port, "POST", "/api/actions/decide", &all, "{not json");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("E_STUDIO_BAD_REQUEST"), "{body}");
+    // Edited arguments are an object, and only an approval takes them; an
+    // edit without the CSRF token is refused like any other action.
+    for (body, expected) in [
+        (
+            r#"{"swarm":"s","id":"apv_x","verdict":"approve","arguments":[1,2]}"#,
+            "`arguments` must be an object",
+        ),
+        (
+            r#"{"swarm":"s","id":"apv_x","verdict":"deny","reason":"no","arguments":{"command":"x"}}"#,
+            "only an approval takes `arguments`",
+        ),
+    ] {
+        let (status, answer) = exchange(port, "POST", "/api/actions/decide", &all, body);
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer.contains(expected), "{answer}");
+    }
+    let (status, answer) = exchange(
+        port,
+        "POST",
+        "/api/actions/decide",
+        &format!("{origin}{cookie}"),
+        r#"{"swarm":"s","id":"apv_x","verdict":"approve","arguments":{"command":"rm -rf /"}}"#,
+    );
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("E_STUDIO_CSRF"), "{answer}");
     // Only the action routes take a POST.
     let (status, _) = exchange(port, "POST", "/api/swarms", &all, "{}");
     assert_eq!(status, 405);
@@ -581,12 +671,42 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "the page without the token",
         "location.search === '' && !!document.getElementById('swarms')",
     );
+    // A Turn waiting for a person reads so, not `running`: on the
+    // timeline (the Turn and its tool call), in the instance list and the
+    // conversation, with who may decide, since when and the deadline.
+    page.navigate(&format!("{base}#/i/{swarm_id}/alpha%3Adefault"));
+    page.wait_for(
+        "the waiting Turn",
+        &format!(
+            r#"(() => {{
+                const turn = document.querySelector('#timeline .turn[data-status="waiting"]');
+                const tool = document.querySelector('#timeline .tool-call[data-tool-name="bash__exec"][data-status="waiting"]');
+                const link = document.querySelector('.instance-link[data-agent="alpha"] .meta');
+                const said = document.querySelector('#conversation .waiting-approval[data-approval-id="{id}"]');
+                const checks = {{
+                    turn: !!turn && turn.querySelector('.waiting-approval').innerText.includes('waiting for approval'),
+                    tool: !!tool,
+                    conversation: !!said,
+                    deciders: !!turn && turn.innerText.includes('decided by operator'),
+                    since: !!turn && turn.innerText.includes('since '),
+                    deadline: !!turn && turn.innerText.includes('denied at '),
+                    list: !!link && link.textContent.startsWith('waiting for approval'),
+                    title: document.getElementById('instance-state').textContent === 'waiting for approval',
+                    notRunning: !document.querySelector('#timeline').innerText.includes('bash__exec running'),
+                }};
+                const failed = Object.keys(checks).filter((name) => !checks[name]);
+                return failed.length === 0 || failed;
+            }})()"#
+        ),
+    );
+    page.screenshot(&artifact("turn-waiting.png"));
+
     page.navigate(&format!("{base}#/approvals"));
     let row = format!(r#".approval[data-approval-id="{id}"]"#);
     page.wait_for(
         "the waiting approval with its buttons",
         &format!(
-            "!!document.querySelector('{row} button.approve') && document.querySelector('{row}').innerText.includes('echo ran >> runs.txt') && document.getElementById('approvals-count').textContent === '1'"
+            "!!document.querySelector('{row} button.approve') && document.querySelector('{row} textarea.arguments').value.includes('echo ran >> runs.txt') && document.getElementById('approvals-count').textContent === '1'"
         ),
     );
     // The swarm is named by its Swarm and bundle folder, not only its hash.
@@ -595,13 +715,33 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         "document.querySelector('.swarm .swarm-name').textContent.startsWith('default (')",
     );
     page.screenshot(&artifact("approval-waiting.png"));
-    page.evaluate(&format!(
-        "document.querySelector('{row} button.approve').click(); true"
-    ));
+    // The arguments, editable: ones bash__exec's parameters do not take
+    // are refused with the problem, and nothing is decided.
+    let edit = |page: &mut crate::cdp::Page, arguments: &str| {
+        page.evaluate(&format!(
+            "(() => {{ const box = document.querySelector('{row} textarea.arguments'); box.value = {}; box.dispatchEvent(new Event('input')); document.querySelector('{row} button.approve').click(); return true; }})()",
+            json!(arguments)
+        ));
+    };
+    assert_eq!(
+        page.evaluate(&format!(
+            "JSON.parse(document.querySelector('{row} textarea.arguments').value).command"
+        )),
+        json!("echo ran >> runs.txt")
+    );
+    edit(page, r#"{"command": 5}"#);
+    page.wait_for(
+        "the refused edit",
+        &format!(
+            r#"!!document.querySelector('.decided.status-error[data-approval-id="{id}"]') && document.querySelector('.decided[data-approval-id="{id}"]').textContent.includes('E_APPROVAL_ARGS') && document.querySelector('.decided[data-approval-id="{id}"]').textContent.includes('do not match the parameters of bash__exec') && !!document.querySelector('{row} button.approve')"#
+        ),
+    );
+    assert_eq!(runs(swarm.bundle.path()), 0);
+    edit(page, r#"{"command": "echo edited >> runs.txt"}"#);
     page.wait_for(
         "the decision shown",
         &format!(
-            r#"!!document.querySelector('.decided[data-approval-id="{id}"]') && document.querySelector('.decided[data-approval-id="{id}"]').textContent.startsWith('Approved bash__exec')"#
+            r#"!!document.querySelector('.decided.status-ok[data-approval-id="{id}"]') && document.querySelector('.decided.status-ok[data-approval-id="{id}"]').textContent.startsWith('Approved bash__exec') && document.querySelector('.decided.status-ok[data-approval-id="{id}"]').textContent.includes('with edited arguments')"#
         ),
     );
     wait_until("the resumed Turn's answer", || {
@@ -615,6 +755,11 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
         runs(swarm.bundle.path()),
         1,
         "the approved command ran other than once"
+    );
+    assert_eq!(
+        std::fs::read_to_string(swarm.bundle.path().join("runs.txt")).unwrap(),
+        "edited\n",
+        "the call ran with other arguments than the edited ones"
     );
     page.wait_for(
         "the list emptied",
@@ -691,6 +836,11 @@ fn issue_36_approve_in_the_studio_runs_the_gated_command_once_and_hostile_answer
     page.wait_for(
         "the sent message in the conversation",
         "document.querySelector('#conversation').innerText.includes('hello there')",
+    );
+    // The instance says where its inputs came from.
+    page.wait_for(
+        "the sources of the instance's inputs",
+        "!!document.getElementById('instance-via') && document.getElementById('instance-via').textContent === 'via cli, studio'",
     );
     // The input is recorded as the Studio's, with the client's address.
     let inbox_dir = alpha_dir.parent().unwrap().parent().unwrap().join("inbox");
@@ -1032,6 +1182,32 @@ fn issue_36_fork_and_cancel_buttons_in_a_real_browser() {
     page.screenshot(&artifact("forked.png"));
     let forked = history_of(&swarm, "worker:b-fork", false);
     assert_eq!(forked["turns"].as_array().unwrap().len(), 1, "{forked}");
+    // The fork says where it came from, and its inherited Turn is in its
+    // timeline, as inherited from the origin (which has its steps), with a
+    // link there.
+    page.evaluate("document.querySelector('#steer-status a.steer-link').click(); true");
+    page.wait_for(
+        "the fork's origin and its inherited Turn",
+        r#"(() => {
+            const origin = document.getElementById('fork-origin');
+            const inherited = document.querySelectorAll('#timeline .turn[data-status="inherited"]');
+            return !!origin && origin.innerText.startsWith('Forked from worker:b at Turn 1')
+                && origin.querySelector('a.origin-link').getAttribute('href').endsWith('/worker%3Ab')
+                && inherited.length === 1 && inherited[0].innerText.includes('inherited from worker:b')
+                && inherited[0].innerText.includes('one')
+                && !!inherited[0].querySelector('.status-ok') && inherited[0].querySelector('.status-ok').textContent === 'completed'
+                && /cost (\$|–)/.test(inherited[0].innerText)
+                && document.querySelector('#history .history-turn[data-turn-index="1"]').innerText.includes('completed (inherited)')
+                && !!inherited[0].querySelector('a.origin-link')
+                && !!document.querySelector('.instance-link[title="worker:b-fork"]');
+        })()"#,
+    );
+    page.screenshot(&artifact("fork-origin.png"));
+    page.evaluate("document.querySelector('#fork-origin a.origin-link').click(); true");
+    page.wait_for(
+        "the origin again",
+        "!document.getElementById('fork-origin') && !!document.querySelector('#history .history-turn[data-turn-index=\"2\"]')",
+    );
 
     // A running Turn gets a Cancel button; its click stops the Turn.
     let run = crate::operator::spawn_input(&swarm, "b", "slow");
@@ -1047,8 +1223,119 @@ fn issue_36_fork_and_cancel_buttons_in_a_real_browser() {
     );
     crate::operator::assert_requester_told(run);
     page.wait_for(
-        "the cancelled Turn, failed, without a Cancel button",
-        r#"document.querySelectorAll('#timeline .turn[data-status="error"]').length === 1 && !document.querySelector('#timeline button.cancel-turn') && document.querySelector('#history').innerText.includes('cancelled (studio:127.0.0.1:')"#,
+        "the cancelled Turn, cancelled as in the History, without a Cancel button",
+        r#"document.querySelectorAll('#timeline .turn[data-status="cancelled"]').length === 1 && document.querySelectorAll('#timeline .turn[data-status="error"]').length === 0 && document.querySelector('#timeline .turn[data-status="cancelled"]').innerText.includes('cancelled (studio:127.0.0.1:') && !document.querySelector('#timeline button.cancel-turn') && document.querySelector('#history').innerText.includes('cancelled (studio:127.0.0.1:')"#,
     );
     assert_eq!(page.evaluate("window.__pwned === undefined"), json!(true));
+}
+
+/// A one-agent bundle on `endpoint` with an Eval of a case that passes and
+/// one whose checks miss on purpose.
+const EVAL_BUNDLE: &str = "apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: llm
+spec:
+  provider: openai
+  model: gpt-mock
+  endpoint: \"@ENDPOINT@\"
+  options:
+    maxRetries: 0
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: echo
+spec:
+  modelConfig:
+    modelRef: Model/llm
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/echo
+  agents:
+    - ref: Agent/echo
+---
+apiVersion: goondan.ai/v1
+kind: Eval
+metadata:
+  name: checks
+spec:
+  cases:
+    - name: holds
+      input: tides
+      assert:
+        - contains: \"echo: tides\"
+    - name: misses
+      input: \"<img src=x onerror='window.__pwned = 5'>\"
+      assert:
+        - contains: volcanoes
+        - equals: something else
+        - maxSteps: 5
+";
+
+#[test]
+fn issue_49_the_evals_page_says_which_assertion_missed_with_expected_and_got() {
+    let Some(chromium) = chromium_path() else {
+        assert!(
+            std::env::var_os("GOONDAN_REQUIRE_CHROMIUM").is_none(),
+            "GOONDAN_REQUIRE_CHROMIUM is set but /usr/bin/chromium is missing"
+        );
+        eprintln!("SKIPPED the Studio evals browser test: no /usr/bin/chromium");
+        return;
+    };
+    let mock = MockLlm::start(|request: &ChatRequest| {
+        Reply::text(format!("echo: {}", request.last_user_text()))
+    });
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bundle.path().join("goondan.yaml"),
+        EVAL_BUNDLE.replace("@ENDPOINT@", &mock.endpoint()),
+    )
+    .unwrap();
+    let swarm = Swarm {
+        bundle,
+        state: tempfile::tempdir().unwrap(),
+        mock,
+    };
+    let output = swarm.run(&["eval", "--json"]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+
+    let (_studio, url) = start_studio(swarm.command(&["studio", "--addr", "127.0.0.1:0"]));
+    let (port, _) = port_and_token(&url);
+    let mut browser = Browser::start(&chromium);
+    let page = browser.page();
+    page.navigate(&format!("http://127.0.0.1:{port}/#/evals"));
+    // The case that missed lists each failed check: its assertion, what it
+    // wanted and what it saw; the answer it got; the case that held none.
+    page.wait_for(
+        "the failed checks of the case that missed",
+        r#"(() => {
+            const misses = document.querySelectorAll('.eval-misses');
+            const rows = [...document.querySelectorAll('.eval-misses .eval-failure')];
+            const of = (name) => rows.find((row) => row.getAttribute('data-assertion') === name);
+            const checks = {
+                oneCase: misses.length === 1 && misses[0].innerText.includes('checks/misses'),
+                two: rows.length === 2,
+                contains: !!of('contains') && of('contains').innerText.includes('does not contain "volcanoes"'),
+                equals: !!of('equals') && of('equals').innerText.includes('not "something else"'),
+                noMaxSteps: !of('maxSteps'),
+                got: !!misses[0] && misses[0].querySelector('.eval-answer').innerText.includes("echo: <img src=x onerror='window.__pwned = 5'>"),
+                summary: document.querySelector('.eval-run h2').textContent.includes('1 of 2 passed'),
+            };
+            const failed = Object.keys(checks).filter((name) => !checks[name]);
+            return failed.length === 0 || failed;
+        })()"#,
+    );
+    assert_eq!(
+        page.evaluate(
+            "window.__pwned === undefined && document.querySelectorAll('main img').length === 0"
+        ),
+        json!(true),
+        "a hostile answer became HTML"
+    );
+    page.screenshot(&artifact("eval-misses.png"));
 }

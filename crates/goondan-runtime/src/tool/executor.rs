@@ -56,6 +56,31 @@ pub fn argument_problems(schema: &JsonObject, args: &JsonObject) -> Result<Vec<S
     Ok(schema_problems(&validator, args))
 }
 
+/// What is wrong with `arguments` a person gave a gated call of `tool`
+/// (`resource__export`) by agent `agent`, against the parameters the
+/// bundle at `bundle` declares for that export: what `gdn approve --args`
+/// and the Studio's decide action check before an approval runs the call
+/// with them. `None` when nothing is wrong or nothing can be said here: the
+/// bundle does not load, the agent or the tool is not in it (a tool an
+/// extension or an MCP server adds is checked only when the call runs), or
+/// the schema does not compile.
+pub fn gated_argument_problems(
+    bundle: &std::path::Path,
+    agent: &str,
+    tool: &str,
+    arguments: &JsonObject,
+) -> Option<Vec<String>> {
+    let (resource, export) = tool.split_once(goondan_types::tool::TOOL_NAME_SEPARATOR)?;
+    let loaded = goondan_config::load_bundle(bundle, &Default::default())
+        .ok()?
+        .bundle?;
+    let agent = loaded.agent(agent)?;
+    let tool = agent.tools().find(|tool| tool.metadata.name == resource)?;
+    let export = tool.spec.exports.iter().find(|item| item.name == export)?;
+    let problems = argument_problems(&export.parameters, arguments).ok()?;
+    (!problems.is_empty()).then_some(problems)
+}
+
 /// Cuts an error message to `limit` characters (Unicode scalar values).
 ///
 /// A message of at most `limit` characters is returned unchanged. A longer

@@ -21,8 +21,8 @@ pub mod progress;
 pub mod registry;
 
 pub use executor::{
-    argument_problems, mask_tool_result, truncate_error_message, ToolCallPolicy, ToolExecutor,
-    DEFAULT_ERROR_MESSAGE_LIMIT, DEFAULT_MAX_TOOL_CALLS_PER_STEP,
+    argument_problems, gated_argument_problems, mask_tool_result, truncate_error_message,
+    ToolCallPolicy, ToolExecutor, DEFAULT_ERROR_MESSAGE_LIMIT, DEFAULT_MAX_TOOL_CALLS_PER_STEP,
 };
 pub use progress::{RuntimeEvents, ToolProgress};
 pub use registry::{RegisteredTool, ToolRegistrationError, ToolRegistry};

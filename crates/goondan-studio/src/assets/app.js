@@ -6,6 +6,9 @@
 const state = {
   swarms: [], view: null, events: [], eventsCut: null, conversation: null, history: null, source: null,
   approvals: [], detail: null,
+  // Whether each swarm's orchestrator answers now (`/api/status`), by id;
+  // null until the first answer, false when the Studio did not answer.
+  running: null, liveReady: false,
   filter: { text: "", status: "", since: "" },
   turnFilter: { text: "", status: "", since: "" },
 };
@@ -60,6 +63,7 @@ async function postAction(path, body) {
   });
   const answer = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(`${answer.code || response.status}: ${answer.message || "refused"}`);
+
   return answer;
 }
 
@@ -75,6 +79,43 @@ const fmtTokens = (n) => (n || 0).toLocaleString("en-US");
 const fmtCost = (usd) => (usd === undefined || usd === null ? "–" : "$" + usd.toFixed(usd < 0.01 ? 6 : 4));
 const fmtMs = (ms) => (ms === undefined || ms === null ? "…" : ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(2)} s`);
 const short = (id) => (id || "").slice(0, 8);
+
+const fmtTime = (iso) => (iso || "").replace("T", " ").slice(0, 19);
+
+/**
+ * An instance as a person reads it: its agent, the Connection its key
+ * names (a key a Connection made is `<connection>-<hex>`, or for an end
+ * user `<connection>-<12 hex>-<hex>`) and a short key; the full
+ * `agent:key` goes in a title.
+ */
+function instanceName(agentName, instanceKey) {
+  const key = instanceKey || "";
+  const made = /^([A-Za-z][\w.]*?)-(?:([0-9a-f]{12})-)?([0-9a-f]{16,})$/.exec(key);
+  const parts = made
+    ? [agentName, made[1], (made[2] ? made[2].slice(0, 6) + "…" : "") + made[3].slice(0, 8)]
+    : [agentName, key.length > 24 ? key.slice(0, 20) + "…" : key];
+  return { text: parts.filter(Boolean).join(" · "), connection: made ? made[1] : null, full: `${agentName}:${key}` };
+}
+
+/** The requests waiting for a person in the instance `instance` of `swarm`. */
+function waitingOf(swarm, instance) {
+  return state.approvals.filter((request) => request.swarm === swarm && request.instance === instance);
+}
+
+/** The request the Turn `turnId` (or the tool call `callId`) waits on, if any. */
+function waitingFor(swarm, instance, { turnId, callId }) {
+  return waitingOf(swarm, instance).find((request) =>
+    (callId && (request.key === callId || request.key.startsWith(callId + "/"))) || (turnId && request.turnId === turnId)) || null;
+}
+
+/** "waiting for approval": who may decide, since when, and what the deadline does. */
+function waitingNote(request) {
+  const deciders = (request.deciders || []).join(", ") || "operator";
+  const deadline = request.deadline ? ` · ${request.onTimeout === "approve" ? "approved" : "denied"} at ${fmtTime(request.deadline)} if no one decides` : " · no deadline";
+  return el("span", { class: "waiting-approval", "data-approval-id": request.id, title: request.question || request.tool || "" },
+    el("a", { href: "#/approvals", class: "status-waiting", text: "waiting for approval" }),
+    el("span", { class: "muted", text: ` · ${request.tool || "question"} · decided by ${deciders} · since ${fmtTime(request.requestedAt)}${deadline}` }));
+}
 
 // ---- sidebar -------------------------------------------------------------
 
@@ -104,12 +145,13 @@ function matchesFilter(swarm, instance) {
   if (status && instance.status !== status) return false;
   if (since && !(Date.parse(instance.updatedAt) >= Date.now() - Number(since) * 1000)) return false;
   if (!text) return true;
-  const haystack = [swarm.id, swarm.package, swarm.swarm, swarm.folder, instance.agentName, instance.instanceKey].join(" ").toLowerCase();
+  const name = instanceName(instance.agentName, instance.instanceKey);
+  const haystack = [swarm.id, swarm.package, swarm.swarm, swarm.folder, instance.agentName, instance.instanceKey, name.connection, name.text].join(" ").toLowerCase();
   return haystack.includes(text.toLowerCase());
 }
 
 function renderFilterBar() {
-  const input = el("input", { id: "instance-filter", type: "search", placeholder: "Filter: agent, key, swarm", value: state.filter.text, "aria-label": "filter instances" });
+  const input = el("input", { id: "instance-filter", type: "search", placeholder: "Search: agent, key, connection, swarm", value: state.filter.text, "aria-label": "filter instances" });
   input.addEventListener("input", () => { state.filter.text = input.value; renderSidebar(true); });
   const select = el("select", { id: "instance-status", "aria-label": "instance status" },
     ["", "idle", "processing"].map((status) => el("option", { value: status, text: status || "any status" })));
@@ -149,14 +191,18 @@ function instanceList() {
     items.push(el("h2", { class: "swarm", title: swarm.id, "data-swarm": swarm.id },
       el("span", { class: "swarm-name", text: swarmLabel(swarm) }),
       swarmLabel(swarm) !== swarm.id ? el("span", { class: "muted swarm-id", text: " " + swarm.id }) : null,
-      swarm.running ? null : el("span", { class: "muted swarm-id", text: " · stopped" })));
+      swarmRuns(swarm) ? null : el("span", { class: "muted swarm-id", text: " · stopped" }),
+      " ", el("a", { class: "map-link", href: `#/swarm/${enc(swarm.id)}/map`, title: "what the bundle declares: agents, tools, Connections, who may call whom", text: "map" })));
     for (const instance of shown) {
       const usage = instance.usage || {};
       const active = state.view && state.view.kind === "instance" && state.view.swarm === swarm.id && state.view.instance === instance.id;
-      items.push(el("a", { class: "instance-link" + (active ? " active" : ""), href: `#/i/${enc(swarm.id)}/${enc(instance.id)}`, "data-agent": instance.agentName },
-          el("span", { class: "agent", text: instance.agentName }),
-          el("span", { class: "muted", text: ":" + instance.instanceKey }),
-          el("span", { class: "meta", text: `${instance.status || "?"} · ${fmtTokens((usage.inputTokens || 0) + (usage.outputTokens || 0))} tok · ${fmtCost(usage.costUsd)}` })));
+      const name = instanceName(instance.agentName, instance.instanceKey);
+      const waiting = waitingOf(swarm.id, instance.id).length;
+      const status = waiting ? "waiting for approval" : instance.status || "?";
+      items.push(el("a", { class: "instance-link" + (active ? " active" : ""), href: `#/i/${enc(swarm.id)}/${enc(instance.id)}`, "data-agent": instance.agentName, "data-waiting": waiting ? String(waiting) : null, title: name.full },
+          el("span", { class: "instance-name", text: name.text }),
+          instance.forkedFrom ? el("span", { class: "muted", text: " (fork)" }) : null,
+          el("span", { class: "meta" + (waiting ? " status-waiting" : ""), text: `${status} · ${fmtTokens((usage.inputTokens || 0) + (usage.outputTokens || 0))} tok · ${fmtCost(usage.costUsd)}` })));
     }
   }
   if (items.length === 0) items.push(el("p", { class: "muted", text: "No instance matches." }));
@@ -170,6 +216,7 @@ function route() {
   if (parts[0] === "i" && parts.length === 3) return { kind: "instance", swarm: parts[1], instance: parts[2] };
   if (parts[0] === "t" && parts.length === 3) return { kind: "trace", swarm: parts[1], trace: parts[2] };
   if (parts[0] === "approvals") return { kind: "approvals" };
+  if (parts[0] === "swarm" && parts.length === 3 && parts[2] === "map") return { kind: "map", swarm: parts[1] };
   if (parts[0] === "evals") return { kind: "evals" };
   if (parts[0] === "et" && parts.length === 5) return { kind: "trace", run: parts[1], case: parts[2], swarm: parts[3], trace: parts[4] };
   return null;
@@ -203,6 +250,10 @@ async function show() {
       const answer = await getJson("/api/approvals");
       if (call !== shows) return;
       state.approvals = answer.approvals;
+    } else if (state.view.kind === "map") {
+      const answer = await getJson(`/api/swarms/${enc(state.view.swarm)}/map`);
+      if (call !== shows) return;
+      state.map = answer;
     } else if (state.view.kind === "evals") {
       const answer = await getJson("/api/evals");
       if (call !== shows) return;
@@ -215,12 +266,14 @@ async function show() {
       state.eventsCut = answer;
     } else if (state.view.kind === "instance") {
       const { swarm, instance } = state.view;
-      const [conversation, events, history] = await Promise.all([
+      const [conversation, events, history, originHistory] = await Promise.all([
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/conversation`),
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/events`),
         getHistory(state.view),
+        getOriginHistory(state.view),
       ]);
       if (call !== shows) return;
+      state.originHistory = originHistory;
       state.conversation = conversation;
       state.events = events.events;
       state.eventsCut = events;
@@ -241,7 +294,7 @@ async function show() {
 function render() {
   const main = document.getElementById("main");
   if (!state.view) return;
-  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals, evals: renderEvals };
+  const views = { instance: renderInstance, trace: renderTrace, approvals: renderApprovals, evals: renderEvals, map: renderMap };
   main.replaceChildren(views[state.view.kind]());
 }
 
@@ -255,14 +308,19 @@ function currentInstance() {
 function renderInstance() {
   const info = currentInstance() || { agentName: state.view.instance, instanceKey: "" };
   const usage = info.usage || {};
+  const name = instanceName(info.agentName, info.instanceKey);
+  const waiting = waitingOf(state.view.swarm, state.view.instance);
   return el("div", { class: "instance-view" },
     el("div", { class: "title" },
-      el("h1", {}, el("span", { class: "agent-name", text: info.agentName }), el("span", { class: "muted", text: ":" + info.instanceKey })),
+      el("h1", { title: name.full }, el("span", { class: "agent-name", text: info.agentName }), el("span", { class: "muted", text: ":" + info.instanceKey })),
       el("div", { class: "chips" },
-        el("span", { class: "chip", text: info.status || "unknown" }),
+        el("span", { class: "chip" + (waiting.length ? " status-waiting" : ""), id: "instance-state", text: waiting.length ? "waiting for approval" : info.status || "unknown" }),
         el("span", { class: "chip", text: `in ${fmtTokens(usage.inputTokens)} · out ${fmtTokens(usage.outputTokens)} tokens` }),
         el("span", { class: "chip", text: `cost ${fmtCost(usage.costUsd)}` }),
-        el("span", { class: "chip", text: `${usage.modelCalls || 0} model calls` }))),
+        el("span", { class: "chip", text: `${usage.modelCalls || 0} model calls` }),
+        viaChip())),
+    renderOrigin(info),
+    waiting.length ? el("section", { class: "panel waiting", id: "waiting" }, waiting.map((request) => el("div", {}, waitingNote(request)))) : null,
     CSRF ? renderSendBox() : null,
     renderSteerStatus(),
     el("div", { class: "grid" },
@@ -272,12 +330,25 @@ function renderInstance() {
     el("section", { class: "panel", id: "history" }, el("h2", { text: "History" }), renderHistory(info)));
 }
 
+/** Where the instance's inputs came from, as its Turns' `turn.started` name them (a Connection, `cli`, `studio`, an agent). */
+function viaChip() {
+  const names = [];
+  for (const event of state.events || []) {
+    const name = event.type === "turn.started" && event.source && event.source.name;
+    if (name && !names.includes(name)) names.push(name);
+  }
+  if (names.length === 0) return null;
+  return el("span", { class: "chip", id: "instance-via", title: "where its inputs came from (the Connection, cli, studio or an agent)", text: "via " + names.join(", ") });
+}
+
 function partText(part) {
   if (typeof part === "string") return el("div", { class: "text", text: part });
   if (part.type === "text") return el("div", { class: "text", text: part.text });
   if (part.type === "tool-call") {
+    const waiting = state.view && waitingFor(state.view.swarm, state.view.instance, { callId: part.toolCallId });
     return el("div", { class: "part-tool tool-call", "data-tool-name": part.toolName },
-      el("b", { text: "→ " + part.toolName }), " ", el("code", { text: JSON.stringify(part.input) }));
+      el("b", { text: "→ " + part.toolName }), " ", el("code", { text: JSON.stringify(part.input) }),
+      waiting ? el("div", {}, waitingNote(waiting)) : null);
   }
   if (part.type === "tool-result") {
     const output = part.output && part.output.value !== undefined ? part.output.value : part.output;
@@ -320,7 +391,12 @@ function buildTurns(events) {
     switch (event.type) {
       case "turn.started": turn.start = event.timestamp; break;
       case "turn.completed": Object.assign(turn, { status: "ok", duration: event.duration, usage: event.tokenUsage, cost: event.costUsd, stepCount: event.stepCount }); break;
-      case "turn.failed": Object.assign(turn, { status: "error", duration: event.duration, error: event.errorMessage }); break;
+      case "turn.failed":
+        // A Turn a person cancelled is `cancelled`, as the History says, not a failure.
+        Object.assign(turn, event.cancelledBy
+          ? { status: "cancelled", duration: event.duration, cancelledBy: event.cancelledBy }
+          : { status: "error", duration: event.duration, error: event.errorMessage });
+        break;
       case "step.started": Object.assign(stepOf(event.stepId), { index: event.stepIndex, started: event }); break;
       case "step.completed": Object.assign(stepOf(event.stepId), { status: "ok", duration: event.duration, usage: event.tokenUsage, cost: event.costUsd, model: event.model, completed: event }); break;
       case "step.failed": Object.assign(stepOf(event.stepId), { status: "error", duration: event.duration, error: event.errorMessage, completed: event }); break;
@@ -344,13 +420,15 @@ function usageText(usage, cost) {
 }
 
 function statusClass(status) {
-  return status === "ok" ? "status-ok" : status === "running" ? "status-running" : "status-error";
+  const classes = { ok: "status-ok", running: "status-running", waiting: "status-waiting", cancelled: "status-cancelled", inherited: "muted" };
+  return classes[status] || "status-error";
 }
 
 function renderTool(tool) {
-  const row = el("div", { class: "tool-call clickable", "data-tool-name": tool.name, "data-tool-call-id": tool.id, role: "button", tabindex: "0", title: "arguments and result" },
+  const waiting = tool.status === "running" && state.view && waitingFor(state.view.swarm, state.view.instance, { callId: tool.id });
+  const row = el("div", { class: "tool-call clickable", "data-tool-name": tool.name, "data-tool-call-id": tool.id, "data-status": waiting ? "waiting" : tool.status, role: "button", tabindex: "0", title: "arguments and result" },
     el("span", { class: "tool-label", text: "tool" }), " ", el("span", { text: tool.name }), " ",
-    el("span", { class: statusClass(tool.status), text: tool.status }), " ",
+    waiting ? waitingNote(waiting) : el("span", { class: statusClass(tool.status), text: tool.status }), " ",
     el("span", { class: "muted", text: fmtMs(tool.duration) }));
   onActivate(row, (event) => { event.stopPropagation(); openDetail({ kind: "tool", id: tool.id }); });
   return row;
@@ -378,12 +456,14 @@ function renderStep(step) {
 }
 
 function renderTurn(turn) {
-  const kind = turn.status === "error" ? "failed" : turn.status === "running" ? "running" : "";
+  const waiting = turn.status === "running" ? waitingFor(state.view.swarm, state.view.instance, { turnId: turn.id }) : null;
+  const status = waiting ? "waiting" : turn.status;
+  const kind = status === "error" ? "failed" : status === "running" || status === "waiting" ? "running" : status === "cancelled" ? "cancelled" : "";
   const head = el("div", { class: "head" },
     el("span", {},
       el("b", { text: "Turn " + short(turn.id.replace(/^turn_/, "")) }), " ",
-      el("span", { class: statusClass(turn.status), text: turn.status }), " ",
-      el("span", { class: "muted", text: (turn.start || "").replace("T", " ").slice(0, 19) })),
+      waiting ? waitingNote(waiting) : el("span", { class: statusClass(turn.status), text: turn.cancelledBy ? `cancelled (${turn.cancelledBy})` : turn.status }), " ",
+      el("span", { class: "muted", text: fmtTime(turn.start) })),
     el("span", { class: "muted" },
       usageText(turn.usage, turn.cost), " · ", fmtMs(turn.duration), " · ",
       el("a", { href: `#/t/${enc(state.view.swarm)}/${enc(turn.traceId)}`, class: "trace-link", text: "trace " + short(turn.traceId) }),
@@ -392,19 +472,77 @@ function renderTurn(turn) {
     turn.notes.map((note) => el("div", { class: "budget", text: note })),
     turn.error ? el("div", { class: "status-error", text: turn.error }) : null,
     [...turn.steps.values()].map(renderStep));
-  return el("div", { class: "turn " + kind, "data-turn-id": turn.id, "data-status": turn.status }, head, body);
+  return el("div", { class: "turn " + kind, "data-turn-id": turn.id, "data-status": status }, head, body);
 }
 
 function renderTimeline(events) {
   const all = buildTurns(events);
   const turns = all.filter(turnMatches);
+  const inherited = inheritedTurns(all);
   const list = el("div", { class: "turns", id: "turn-list" });
   const note = cutNote(state.eventsCut);
   if (note) list.append(note);
-  if (all.length === 0) list.append(el("p", { class: "muted", text: "No turns yet." }));
-  else if (turns.length === 0) list.append(el("p", { class: "muted", text: "No turn matches the filter." }));
+  if (all.length === 0 && inherited.length === 0) list.append(el("p", { class: "muted", text: "No turns yet." }));
+  else if (turns.length === 0 && all.length > 0) list.append(el("p", { class: "muted", text: "No turn matches the filter." }));
   turns.reverse().forEach((turn) => list.append(renderTurn(turn)));
+  inherited.reverse().forEach((turn) => list.append(renderInheritedTurn(turn)));
   return list;
+}
+
+/**
+ * The Turns a fork holds from its origin: in its history, but run (and
+ * their events logged) by the origin. Without a fork, none.
+ */
+function inheritedTurns(timelineTurns) {
+  const info = state.view && state.view.kind === "instance" ? currentInstance() : null;
+  const origin = info && info.forkedFrom;
+  if (!origin || !state.history) return [];
+  const seen = new Set(timelineTurns.map((turn) => turn.id));
+  return state.history.turns.filter((turn) => !(turn.turnId && seen.has(turn.turnId)) && turn.index && turn.index <= (origin.turnIndex || 0));
+}
+
+/**
+ * `turn` of a fork's history with the outcome and cost its origin
+ * recorded, when the origin ran it (the fork's own log has no events of
+ * the Turns it inherited); any other Turn as it is.
+ */
+function asRun(turn) {
+  const ran = (state.originHistory && turn.turnId && state.originHistory.turns.find((t) => t.turnId === turn.turnId)) || null;
+  if (!ran || (turn.outcome && turn.outcome.status && turn.outcome.status !== "unknown")) return turn;
+  return Object.assign({}, turn, { outcome: ran.outcome, costUsd: ran.costUsd ?? turn.costUsd, inherited: true });
+}
+
+/** A Turn a fork inherited: its outcome and cost from the history, and a link to the origin, whose timeline has its steps. */
+function renderInheritedTurn(turn) {
+  const origin = currentInstance().forkedFrom;
+  turn = asRun(turn);
+  const known = turn.outcome && turn.outcome.status && turn.outcome.status !== "unknown";
+  const originName = `${currentInstance().agentName}:${origin.instanceKey}`;
+  return el("div", { class: "turn inherited", "data-turn-id": turn.turnId, "data-status": "inherited" },
+    el("div", { class: "head" },
+      el("span", {},
+        el("b", { text: `Turn #${turn.index}` }), " ",
+        el("span", { class: known ? statusClass(turn.outcome.status === "completed" ? "ok" : turn.outcome.status) : "muted", text: known ? outcomeText(turn.outcome) : "inherited" }), " ",
+        el("span", { class: "muted", text: fmtTime(turn.createdAt) })),
+      el("span", { class: "muted" }, `cost ${fmtCost(turn.costUsd)} · inherited from `,
+        origin.instance
+          ? el("a", { class: "origin-link", href: `#/i/${enc(state.view.swarm)}/${enc(origin.instance)}`, text: originName })
+          : el("span", { text: originName + " (gone)" }))),
+    el("div", { class: "body" }, el("div", { class: "history-input", text: turn.input })));
+}
+
+/** Where a fork came from: the origin instance (linked) and the Turn. */
+function renderOrigin(info) {
+  const origin = info.forkedFrom;
+  if (!origin) return null;
+  const originName = `${info.agentName}:${origin.instanceKey}`;
+  return el("div", { class: "panel origin", id: "fork-origin" },
+    "Forked from ",
+    origin.instance
+      ? el("a", { class: "origin-link", href: `#/i/${enc(state.view.swarm)}/${enc(origin.instance)}`, text: originName })
+      : el("span", { text: originName + " (no longer there)" }),
+    el("span", { text: ` at Turn ${origin.turnIndex ?? "?"}` }),
+    el("span", { class: "muted", text: ` (${short((origin.turnId || "").replace(/^turn_/, ""))}) · ${fmtTime(origin.forkedAt)}${origin.by ? " by " + origin.by : ""}` }));
 }
 
 /** Whether `turn` passes the timeline's filter: text (ids, tools, models, errors, and its messages), status, time. */
@@ -424,7 +562,7 @@ function renderTurnFilter() {
   const input = el("input", { id: "turn-filter", type: "search", placeholder: "Filter turns: text, tool, model, error", value: state.turnFilter.text, "aria-label": "filter turns" });
   input.addEventListener("input", () => { state.turnFilter.text = input.value; refreshTimeline(); });
   const status = el("select", { id: "turn-status", "aria-label": "turn status" },
-    [["", "any status"], ["ok", "ok"], ["running", "running"], ["error", "failed"]].map(([value, text]) => el("option", { value, text })));
+    [["", "any status"], ["ok", "ok"], ["running", "running"], ["cancelled", "cancelled"], ["error", "failed"]].map(([value, text]) => el("option", { value, text })));
   status.value = state.turnFilter.status;
   status.addEventListener("change", () => { state.turnFilter.status = status.value; refreshTimeline(); });
   const since = el("select", { id: "turn-since", "aria-label": "turn time" },
@@ -639,6 +777,19 @@ async function sendMessage() {
 
 state.steer = { confirm: null, newKey: "", cancel: false, busy: false, status: null, error: false, link: null };
 
+/**
+ * The history of the instance a fork came from, where its inherited Turns
+ * have their outcome and cost (the fork's own log has no events of them);
+ * null for an instance that is no fork, or an origin that is gone.
+ */
+function getOriginHistory(view) {
+  const swarm = state.swarms.find((s) => s.id === view.swarm);
+  const info = swarm && swarm.instances.find((i) => i.id === view.instance);
+  const origin = info && info.forkedFrom;
+  if (!origin || !origin.instance) return Promise.resolve(null);
+  return getHistory({ swarm: view.swarm, instance: origin.instance });
+}
+
 /** The instance's history of Turns; null when it could not be read (the page goes on without it). */
 function getHistory(view) {
   return getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/history`).catch(() => null);
@@ -678,7 +829,7 @@ function renderHistory(info) {
   }
   if (!history.complete) list.append(el("p", { class: "muted cut-note", text: "Only the newest Turns were read; older ones are not listed." }));
   if (history.turns.length === 0) list.append(el("p", { class: "muted", text: "No Turns yet." }));
-  for (const turn of history.turns) list.append(renderHistoryTurn(turn, info));
+  for (const turn of history.turns) list.append(renderHistoryTurn(asRun(turn), info));
   return list;
 }
 
@@ -689,7 +840,7 @@ function renderHistoryTurn(turn, info) {
     el("div", { class: "head" },
       el("b", { text: "#" + (turn.index || "?") }), " ",
       el("span", { class: "history-input", text: turn.input }), " ",
-      el("span", { class: "muted", text: `${outcomeText(turn.outcome)} · ${(turn.createdAt || "").replace("T", " ").slice(0, 19)} · ${fmtCost(turn.costUsd)}` })));
+      el("span", { class: "muted", text: `${outcomeText(turn.outcome)}${turn.inherited ? " (inherited)" : ""} · ${(turn.createdAt || "").replace("T", " ").slice(0, 19)} · ${fmtCost(turn.costUsd)}` })));
   if (!CSRF || !ref) return row;
   const confirm = state.steer.confirm;
   if (confirm && confirm.ref === ref) {
@@ -782,6 +933,8 @@ function rewindTo(ref, label) {
 
 /** Decisions made from this page, newest first: what the list no longer shows. */
 state.decided = [];
+/** Arguments being edited on the approvals page, by request id, kept across its redraws. */
+state.argumentEdits = {};
 
 // ---- evals ---------------------------------------------------------------
 
@@ -812,9 +965,36 @@ function renderEvals() {
       el("h2", { text: `${run.runId}${run.replay ? " (replay)" : ""}: ${run.cases.length - failed} of ${run.cases.length} passed` }),
       el("table", {},
         el("tr", {}, ...["case", "score", "result", "time", "cost", "trace"].map((h) => el("th", { text: h }))),
-        ...rows)));
+        ...rows),
+      run.cases.filter((c) => c.status !== "passed").map(renderEvalMisses)));
   }
   return view;
+}
+
+/**
+ * Why a case did not pass: each failed check (its assertion, what it
+ * wanted and what it saw, as `gdn eval` wrote it), the threshold a judged
+ * score missed with the judge's deductions, and the answer the case got.
+ */
+function renderEvalMisses(c) {
+  const label = c.name + (c.model ? "@" + c.model : "") + (c.repeat > 1 ? "#" + c.repeat : "");
+  const failures = c.failures || [];
+  return el("div", { class: "eval-misses", "data-case": c.index },
+    el("h3", {}, el("span", { text: `${c.eval}/${label}` }), " ", el("span", { class: "status-error", text: c.status })),
+    failures.length
+      ? el("table", { class: "eval-failures" },
+        el("tr", {}, el("th", { text: "assertion" }), el("th", { text: "expected, and what it got" })),
+        failures.map((f) => el("tr", { class: "eval-failure", "data-assertion": f.assertion },
+          el("td", {}, el("code", { text: f.assertion })),
+          el("td", { class: "eval-message", text: f.message }))))
+      : null,
+    c.threshold !== undefined && c.threshold !== null && c.score !== null && c.score !== undefined && c.score < c.threshold && !failures.some((f) => f.assertion === "threshold")
+      ? el("div", { class: "eval-threshold", text: `score ${c.score.toFixed(1)}, below the threshold ${c.threshold}` })
+      : null,
+    (c.deductions || []).map((d) => el("div", { class: "eval-deduction muted", text: `−${d.pointsDeducted} ${d.criterion}: ${d.reason}` })),
+    c.answer !== undefined && c.answer !== null
+      ? el("div", { class: "eval-answer" }, el("span", { class: "muted", text: "got: " }), longText(c.answer, "text"))
+      : el("div", { class: "muted", text: "no answer" }));
 }
 
 function renderApprovals() {
@@ -833,22 +1013,44 @@ function renderApproval(request) {
   const row = el("div", { class: "approval", "data-approval-id": request.id },
     el("div", { class: "head" },
       el("b", { text: request.tool || "question" }), " ",
-      el("a", { href: `#/i/${enc(request.swarm)}/${enc(request.instance)}`, text: `${request.agent}:${request.instanceKey}` }), " ",
-      el("span", { class: "muted", text: `in ${swarm ? swarmLabel(swarm) : request.swarm} · asked ${(request.requestedAt || "").replace("T", " ").slice(0, 19)}` }),
-      request.deadline ? el("span", { class: "muted", text: ` · ${request.onTimeout} at ${request.deadline.replace("T", " ").slice(0, 19)}` }) : null),
+      el("a", { href: `#/i/${enc(request.swarm)}/${enc(request.instance)}`, title: `${request.agent}:${request.instanceKey}`, text: instanceName(request.agent, request.instanceKey).text }), " ",
+      el("span", { class: "muted", text: `in ${swarm ? swarmLabel(swarm) : request.swarm}` }), " ",
+      waitingNote(request)),
     request.question ? longText(request.question, "text") : null,
-    jsonView(request.arguments));
+    // Where it can be approved, a gated call's arguments are shown in the box that edits them.
+    CSRF && request.tool ? null : jsonView(request.arguments));
   if (CSRF) {
+    // A gated call may be approved with other arguments: the Studio checks
+    // them against the tool's parameters (E_APPROVAL_ARGS) before the call
+    // runs with them.
+    const original = JSON.stringify(request.arguments, null, 2);
+    const args = request.tool
+      ? el("textarea", { class: "arguments", rows: String(Math.min(12, original.split("\n").length + 1)), spellcheck: "false", "aria-label": "arguments to approve with" })
+      : null;
+    if (args) args.value = state.argumentEdits[request.id] ?? original;
+    if (args) args.addEventListener("input", () => { state.argumentEdits[request.id] = args.value; });
     const reason = el("input", { type: "text", class: "reason", placeholder: "reason (needed to deny)", maxlength: "2000", "aria-label": "reason" });
     const approve = el("button", { type: "button", class: "approve", text: "Approve" });
     const deny = el("button", { type: "button", class: "deny", text: "Deny" });
     const decide = async (verdict) => {
       if (verdict === "deny" && !reason.value.trim()) { reason.focus(); reason.classList.add("missing"); return; }
+      const body = { swarm: request.swarm, id: request.id, verdict, reason: reason.value || null };
+      if (verdict === "approve" && args) {
+        let edited;
+        try { edited = JSON.parse(args.value); } catch (error) { edited = undefined; }
+        if (!edited || typeof edited !== "object" || Array.isArray(edited)) {
+          args.classList.add("missing");
+          args.setAttribute("title", "the arguments must be a JSON object");
+          return;
+        }
+        if (JSON.stringify(edited) !== JSON.stringify(request.arguments)) body.arguments = edited;
+      }
       approve.disabled = deny.disabled = true;
       let done;
       try {
-        await postAction("/api/actions/decide", { swarm: request.swarm, id: request.id, verdict, reason: reason.value || null });
-        done = { id: request.id, text: `${verdict === "approve" ? "Approved" : "Denied"} ${request.tool || "question"} for ${request.agent}:${request.instanceKey}` };
+        await postAction("/api/actions/decide", body);
+        delete state.argumentEdits[request.id];
+        done = { id: request.id, text: `${verdict === "approve" ? "Approved" : "Denied"} ${request.tool || "question"} for ${request.agent}:${request.instanceKey}${body.arguments ? " with edited arguments" : ""}` };
       } catch (error) {
         done = { id: request.id, text: `Could not ${verdict} ${request.id}: ${error.message}`, error: true };
       }
@@ -859,14 +1061,17 @@ function renderApproval(request) {
     };
     approve.addEventListener("click", () => decide("approve"));
     deny.addEventListener("click", () => decide("deny"));
+    if (args) row.append(el("label", { class: "arguments-label" }, "Approve with arguments (JSON):", args));
     row.append(el("div", { class: "decide" }, reason, approve, deny));
   }
   return row;
 }
 
 // The waiting count in the sidebar (and the list, when open) follows
-// new requests without a reload: approvals leave no runtime event.
+// new requests without a reload: approvals leave no runtime event. The
+// badge follows whether each orchestrator runs.
 setInterval(async () => {
+  loadStatus();
   try {
     const approvals = (await getJson("/api/approvals")).approvals;
     const changed = JSON.stringify(approvals.map((a) => a.id)) !== JSON.stringify(state.approvals.map((a) => a.id));
@@ -874,7 +1079,10 @@ setInterval(async () => {
     if (!changed) return;
     const count = document.getElementById("approvals-count");
     if (count) { count.textContent = String(approvals.length); count.classList.toggle("waiting", approvals.length > 0); }
-    if (state.view && state.view.kind === "approvals") render();
+    // What waits shows on the approvals page, the instance list, and the
+    // instance's timeline and conversation.
+    renderSidebar(true);
+    if (state.view && (state.view.kind === "approvals" || state.view.kind === "instance")) render();
   } catch (error) { /* the next tick retries */ }
 }, 3000);
 
@@ -990,6 +1198,72 @@ function renderGraph(spans) {
   return el("div", {}, graph, edges.size === 0 ? el("p", { class: "muted", text: "No inter-agent calls in this trace." }) : null);
 }
 
+// ---- swarm map -------------------------------------------------------------
+
+/** What the swarm's bundle declares: its agents, their tools and extensions, who may call whom, and its Connections. */
+function renderMap() {
+  const map = state.map;
+  const list = el("div", { class: "map-agents", id: "map-agents", role: "list" });
+  for (const agent of map.agents) {
+    list.append(el("section", { class: "panel map-agent", "data-agent": agent.name, role: "listitem" },
+      el("h2", {}, el("span", { text: agent.name }), agent.entry ? el("span", { class: "chip", text: "entry" }) : null),
+      el("dl", {},
+        el("dt", { text: "Model" }), el("dd", { text: `${agent.model.name} (${agent.model.provider} ${agent.model.model})` }),
+        el("dt", { text: "Tools" }), el("dd", { class: "map-tools" }, agent.tools.length
+          ? agent.tools.map((tool) => el("div", { class: "map-tool", "data-tool": tool.name }, el("b", { text: tool.name }), ": ", el("code", { text: tool.exports.join(", ") || "no exports" })))
+          : el("span", { class: "muted", text: "none" })),
+        el("dt", { text: "Extensions" }), el("dd", { class: "map-extensions", text: agent.extensions.join(", ") || "none" }),
+        el("dt", { text: "May call" }), el("dd", { class: "map-calls" }, agent.mayCall.length
+          ? agent.mayCall.map((name, i) => [i ? ", " : "", el("span", { class: "map-call", "data-to": name, text: name })])
+          : el("span", { class: "muted", text: "no agent (no agents tool)" })))));
+  }
+  const connections = el("div", { class: "map-connections", id: "map-connections", role: "list" });
+  if (map.connections.length === 0) connections.append(el("p", { class: "muted", text: "No Connection: inputs come from `gdn run`, `gdn serve` or the Studio." }));
+  for (const connection of map.connections) {
+    connections.append(el("div", { class: "map-connection", "data-connection": connection.name, role: "listitem" },
+      el("b", { text: connection.name }), el("span", { class: "muted", text: ` (Connector ${connection.connector})` }),
+      el("ul", {}, connection.rules.map((rule) => el("li", { class: "map-rule", "data-agent": rule.agent, text: `${rule.event || "every event"} → ${rule.agent}` })))));
+  }
+  return el("div", { class: "map-view" },
+    el("div", { class: "title" }, el("h1", { text: `Swarm ${map.swarm}` }),
+      el("span", { class: "muted", text: `${map.package ? map.package + " · " : ""}bundle ${map.folder} · as its bundle declares it now` })),
+    el("section", { class: "panel", id: "map-graph" }, el("h2", { text: "Who may call whom" }), mapGraph(map)),
+    el("h2", { class: "map-heading", text: "Agents" }), list,
+    el("section", { class: "panel" }, el("h2", { text: "Connections" }), connections));
+}
+
+/** Connections above, agents below; an arrow for each route and each agent an agent may call. */
+function mapGraph(map) {
+  const agents = map.agents.map((agent) => agent.name);
+  const width = Math.max(360, Math.max(agents.length, map.connections.length) * 170);
+  const height = map.connections.length ? 260 : 170;
+  const agentY = height - 60;
+  const ax = (name) => 85 + agents.indexOf(name) * 170;
+  const cx = (index) => 85 + index * 170;
+  const summary = map.agents.map((agent) => `${agent.name} may call ${agent.mayCall.join(", ") || "no agent"}`).join("; ");
+  const graph = svg("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": summary });
+  graph.append(svg("defs", {}, svg("marker", { id: "map-arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#d2a8ff" }))));
+  map.connections.forEach((connection, index) => {
+    for (const rule of connection.rules) {
+      graph.append(svg("path", { class: "edge route", d: `M ${cx(index)} 50 L ${ax(rule.agent)} ${agentY - 15}`, "marker-end": "url(#map-arrow)" }));
+    }
+    graph.append(svg("g", { class: "graph-node connection", "data-connection": connection.name },
+      svg("rect", { class: "node", x: cx(index) - 70, y: 20, width: 140, height: 30, rx: 15 }),
+      svg("text", { x: cx(index), y: 40, "text-anchor": "middle" }, connection.name)));
+  });
+  for (const agent of map.agents) {
+    for (const to of agent.mayCall) {
+      const x1 = ax(agent.name), x2 = ax(to);
+      const bend = x1 < x2 ? agentY + 50 : agentY - 60;
+      graph.append(svg("path", { class: "edge call", "data-from": agent.name, "data-to": to, d: `M ${x1} ${agentY + (x1 < x2 ? 15 : -15)} C ${x1} ${bend}, ${x2} ${bend}, ${x2} ${agentY + (x1 < x2 ? 15 : -15)}`, "marker-end": "url(#map-arrow)" }));
+    }
+    graph.append(svg("g", { class: "graph-node", "data-agent": agent.name },
+      svg("rect", { class: "node", x: ax(agent.name) - 70, y: agentY - 15, width: 140, height: 30, rx: 6 }),
+      svg("text", { x: ax(agent.name), y: agentY + 5, "text-anchor": "middle" }, agent.name + (agent.entry ? " ★" : ""))));
+  }
+  return graph;
+}
+
 // ---- live ------------------------------------------------------------------
 
 /** An eval case's trace is read from the case's own System Root, and is finished: nothing to follow. */
@@ -1018,7 +1292,7 @@ function connectLive() {
  */
 async function reloadEvents() {
   const view = state.view;
-  if (!view || view.kind === "approvals" || isEvalView(view)) return;
+  if (!view || view.kind === "approvals" || view.kind === "map" || isEvalView(view)) return;
   try {
     if (view.kind === "instance") {
       const [conversation, events, history] = await Promise.all([
@@ -1037,17 +1311,71 @@ async function reloadEvents() {
   } catch (error) { /* the live stream goes on; a reload retries */ }
 }
 
+/** Whether `swarm`'s orchestrator runs: as `/api/status` last said, else as the swarm list said. */
+function swarmRuns(swarm) {
+  if (state.running && swarm.id in state.running) return state.running[swarm.id];
+  return swarm.running;
+}
+
 function setLive(on) {
+  state.liveReady = on;
+  renderBadge();
+}
+
+/**
+ * The badge says what is true of this page: on a swarm's page `live` while
+ * its orchestrator runs and the stream follows it, `stopped` when none
+ * runs (the page shows its files), `offline` when the stream is down; on
+ * other pages how many swarms run, or `stopped`, or `offline` when the
+ * Studio does not answer.
+ */
+function renderBadge() {
   const badge = document.getElementById("live-state");
-  badge.textContent = on ? "live" : "offline";
+  const swarmId = state.view && !isEvalView(state.view) && state.view.swarm;
+  let text;
+  let on = false;
+  let title = "";
+  if (state.running === false) {
+    text = "offline";
+    title = "the Studio does not answer";
+  } else if (swarmId) {
+    const swarm = state.swarms.find((candidate) => candidate.id === swarmId);
+    const runs = swarm ? swarmRuns(swarm) : false;
+    if (!runs) { text = "stopped"; title = "no orchestrator runs this swarm; the page shows its files"; }
+    else if (!state.liveReady) { text = "offline"; title = "the live stream is down; it reconnects"; }
+    else { text = "live"; on = true; title = "its orchestrator runs; new events appear as they are written"; }
+  } else {
+    const running = state.swarms.filter(swarmRuns);
+    on = running.length > 0;
+    text = on ? `${running.length} running` : "stopped";
+    title = on ? "running: " + running.map(swarmLabel).join(", ") : "no orchestrator runs under this System Root";
+  }
+  badge.textContent = text;
   badge.className = "live " + (on ? "on" : "off");
+  badge.setAttribute("title", title);
+  badge.setAttribute("data-state", text);
+}
+
+/** Asks which orchestrators run now; the badge and the sidebar follow. */
+async function loadStatus() {
+  try {
+    const answer = await getJson("/api/status");
+    const running = {};
+    for (const swarm of answer.swarms) running[swarm.id] = swarm.running;
+    const changed = JSON.stringify(running) !== JSON.stringify(state.running);
+    state.running = running;
+    if (changed) renderSidebar(true);
+  } catch (error) {
+    state.running = false;
+  }
+  renderBadge();
 }
 
 let refreshTimer = null;
 function onLiveEvent(event) {
   const view = state.view;
   if (!view) return;
-  if (view.kind === "approvals" || isEvalView(view)) return;
+  if (view.kind === "approvals" || view.kind === "map" || isEvalView(view)) return;
   const mine = view.kind === "instance" ? event.instance === view.instance : event.traceId === view.trace;
   if (mine) {
     state.events.push(event);
@@ -1073,4 +1401,4 @@ function onLiveEvent(event) {
 }
 
 window.addEventListener("hashchange", show);
-loadSwarms().then(show);
+loadSwarms().then(show).then(loadStatus);
