@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 const ALPHA: &str = "agent ALPHA";
-const BETA: &str = "agent BETA";
+pub(crate) const BETA: &str = "agent BETA";
 /// `Model.spec.pricing` written into the bundle: $2 and $10 per million.
 const INPUT_USD_PER_TOKEN: f64 = 2.0 / 1_000_000.0;
 const OUTPUT_USD_PER_TOKEN: f64 = 10.0 / 1_000_000.0;

@@ -653,3 +653,61 @@ fn each_step_records_what_its_model_was_sent_unless_the_swarm_says_not_to() {
     let off = sent(Some(false));
     assert!(!off.is_empty() && off.iter().all(Value::is_null), "{off:?}");
 }
+
+/// Issue 49 #1: cancelling a Turn that waits on a delegated request
+/// cancels that request's Turn at the callee too (its `turn.failed` says
+/// its requester cancelled it), and the callee answers the next request
+/// rather than staying busy with the abandoned one.
+#[test]
+fn a_cancel_reaches_the_turn_of_the_agent_it_delegated_to() {
+    let swarm = Swarm::pair(2, |request: &ChatRequest| {
+        if request.is_from(crate::ledger::BETA) {
+            return if request.last_user_text().contains("hang") {
+                Reply::Hang
+            } else {
+                Reply::text(format!("pong({})", request.last_user_text()))
+            };
+        }
+        match request.tool_result() {
+            Some(result) => Reply::text(format!("alpha heard: {result}")),
+            None => Reply::tool(
+                "agents__request",
+                json!({"target": "beta", "input": request.last_user_text()}),
+            ),
+        }
+    });
+    let resident = swarm.start_resident();
+    let asker = swarm.spawn_input("relay hang");
+    wait_until("beta's model asked", || {
+        swarm
+            .mock
+            .requests()
+            .iter()
+            .any(|request| request.is_from(crate::ledger::BETA))
+            .then_some(())
+    });
+    let (report, _) = cancel(&swarm, "alpha:default");
+    assert_eq!(report["cancelled"].as_array().unwrap().len(), 1, "{report}");
+    assert_requester_told(asker);
+    let failed = wait_until("beta's Turn cancelled", || {
+        swarm
+            .runtime_events("beta")
+            .into_iter()
+            .find(|event| event["type"] == "turn.failed")
+    });
+    assert!(
+        failed["errorMessage"]
+            .as_str()
+            .is_some_and(|message| message.contains("cancelled by its requester")),
+        "beta's Turn did not fail as cancelled: {failed}"
+    );
+    // Beta is free: the next delegation is answered.
+    let output = swarm.run(&["run", "--input", "relay again"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("pong(relay again)"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(resident.terminate(), 0);
+}
