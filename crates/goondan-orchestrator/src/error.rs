@@ -304,7 +304,7 @@ impl OrchestratorError {
             )),
             OrchestratorError::Protocol { source, .. } => Some(source.suggestion().into()),
             OrchestratorError::Control { .. } => Some(
-                "is an orchestrator running for this state root? start one with `gdn run`".into(),
+                "is an orchestrator running for this state root? start one with `gdn run --detach` in the bundle's folder".into(),
             ),
             OrchestratorError::InvalidInstanceKey { .. } => Some(
                 "use a key without control or bidirectional formatting characters (a platform's user or chat id, `user:123`)".into(),

@@ -281,7 +281,7 @@ fn decide(
             crate::render::error(
                 "E_ORCHESTRATOR_NOT_RUNNING",
                 &format_args!("{id} waits in {key}, but no orchestrator runs to hand it the decision"),
-                Some("start the swarm with `gdn run` (its Turn resumes and waits), then decide again"),
+                Some("start the swarm with `gdn run --detach` in its bundle's folder (its Turn resumes and waits), then decide again"),
             );
             Ok(Outcome::Failure)
         }

@@ -33,7 +33,7 @@ pub(crate) fn cancel(global: &GlobalArgs, target: &Target, key: &str) -> anyhow:
         crate::render::error(
             "E_NO_TURN_RUNNING",
             &format_args!("no orchestrator is running for this swarm, so no Turn of `{key}` runs"),
-            Some("start the swarm with `gdn run`; `gdn instance list` shows its instances"),
+            Some("start the swarm with `gdn run --detach` in its bundle's folder; `gdn instance list` shows its instances"),
         );
         Outcome::Failure
     };

@@ -294,6 +294,12 @@ fn issue_49_with_json_every_failing_command_says_one_json_line_on_stderr() {
             let diagnostics = line["error"]["diagnostics"].as_array().unwrap();
             assert_eq!(diagnostics[0]["line"], 7, "{err}");
         }
+        if expected == "E_NO_TURN_RUNNING" {
+            // The swarm that is not running is started in the background:
+            // a plain `gdn run` would hold the terminal.
+            let help = line["error"]["suggestion"].as_str().unwrap_or_default();
+            assert!(help.contains("gdn run --detach"), "{err}");
+        }
     }
     // `gdn validate` is the one whose errors are its result: the report,
     // on stdout as one JSON document, and nothing on stderr.
