@@ -97,13 +97,14 @@ impl Client {
     }
 }
 
-/// The client, the swarm's `slow_started` and `slow_dropped` flags, and
-/// the server's task.
+/// The client, the swarm's `slow_started` and `slow_dropped` flags, the
+/// server's task, and how many Turns the swarm was asked for.
 type Started = (
     Client,
     Arc<AtomicBool>,
     Arc<AtomicBool>,
     tokio::task::JoinHandle<()>,
+    Arc<std::sync::atomic::AtomicUsize>,
 );
 
 fn start() -> Started {
@@ -113,10 +114,11 @@ fn start() -> Started {
 fn start_with_progress(interval: Duration) -> Started {
     let slow_started = Arc::new(AtomicBool::new(false));
     let slow_dropped = Arc::new(AtomicBool::new(false));
+    let asks: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let swarm = Arc::new(Swarm {
         slow_started: slow_started.clone(),
         slow_dropped: slow_dropped.clone(),
-        asks: Default::default(),
+        asks: asks.clone(),
     });
     let (to_server, server_input) = tokio::io::duplex(64 * 1024);
     let (server_output, from_server) = tokio::io::duplex(64 * 1024);
@@ -129,7 +131,7 @@ fn start_with_progress(interval: Duration) -> Started {
         to_server,
         from_server: BufReader::new(from_server).lines(),
     };
-    (client, slow_started, slow_dropped, task)
+    (client, slow_started, slow_dropped, task, asks)
 }
 
 async fn wait_for(flag: &AtomicBool) {
@@ -142,7 +144,7 @@ async fn wait_for(flag: &AtomicBool) {
 
 #[tokio::test]
 async fn initialize_lists_one_tool_per_agent_and_calls_run_turns() {
-    let (mut client, _, _, _) = start();
+    let (mut client, _, _, _, _) = start();
     let initialized = client
         .request(1, "initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
         .await;
@@ -215,7 +217,7 @@ async fn initialize_lists_one_tool_per_agent_and_calls_run_turns() {
 
 #[tokio::test]
 async fn a_cancelled_call_stops_waiting_and_gets_no_answer() {
-    let (mut client, slow_started, slow_dropped, task) = start();
+    let (mut client, slow_started, slow_dropped, task, _) = start();
     client
         .send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}}}))
         .await;
@@ -236,8 +238,27 @@ async fn a_cancelled_call_stops_waiting_and_gets_no_answer() {
 }
 
 #[tokio::test]
+async fn a_call_sent_again_while_it_runs_is_not_a_second_turn() {
+    let (mut client, slow_started, slow_dropped, _, asks) = start();
+    let call = json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}}});
+    client.send(call.clone()).await;
+    wait_for(&slow_started).await;
+    client.send(call).await;
+    // Answered in order: once the ping is, the second call was read.
+    let pong = client.request(31, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+    assert_eq!(asks.load(Ordering::SeqCst), 1, "a second Turn");
+    // Cancelling the id stops the one call there is.
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 30}}))
+        .await;
+    wait_for(&slow_dropped).await;
+    assert!(slow_dropped.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
 async fn a_call_that_asks_for_progress_hears_about_it_while_the_turn_runs() {
-    let (mut client, slow_started, _, _) = start_with_progress(Duration::from_millis(20));
+    let (mut client, slow_started, _, _, _) = start_with_progress(Duration::from_millis(20));
     client
         .send(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "x"}, "_meta": {"progressToken": "p-20"}}}))
         .await;
