@@ -49,6 +49,13 @@ const MAX_LINES_IN_FLIGHT: usize = 256;
 const APPROVAL_POLL: Duration = Duration::from_millis(250);
 /// A second Ctrl-C within this long of the first quits the chat.
 const AGAIN_TO_QUIT: Duration = Duration::from_secs(1);
+/// What a chat says after a Ctrl-C at its prompt.
+const QUIT_HINT: &str = "(Ctrl-C again within a second, or Ctrl-D, quits the chat)";
+/// What a chat says after a Ctrl-C cancelled its running Turn.
+const CANCELLING_HINT: &str = "cancelling the Turn (Ctrl-C again within a second quits the chat)";
+/// What a chat attached to a running swarm says after a Ctrl-C dropped
+/// its request, which cancels the Turn.
+const CANCELLED_HINT: &str = "cancelled the Turn (Ctrl-C again within a second quits the chat)";
 /// How long an interrupted `gdn run --input` waits for its cancelled Turn
 /// to be over before it exits.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
@@ -220,13 +227,10 @@ async fn attach_chat(
         let line = tokio::select! {
             line = lines.recv() => line,
             stopped = stop.recv() => {
-                if stopped != Outcome::Interrupted || stop.twice_in_a_row() {
+                if !stop.chat_goes_on(stopped, QUIT_HINT) {
                     end_line();
                     return Ok(stopped);
                 }
-                stop.resume();
-                eprintln!();
-                eprintln!("(Ctrl-C again within a second, or Ctrl-D, quits the chat)");
                 if terminal {
                     prompt();
                 }
@@ -248,13 +252,10 @@ async fn attach_chat(
         let delivery = tokio::select! {
             delivery = ask_over_socket(socket, None, event, true) => delivery?,
             stopped = stop.recv() => {
-                if stopped != Outcome::Interrupted || stop.twice_in_a_row() {
+                if !stop.chat_goes_on(stopped, CANCELLED_HINT) {
                     end_line();
                     return Ok(stopped);
                 }
-                stop.resume();
-                eprintln!();
-                eprintln!("cancelled the Turn (Ctrl-C again within a second quits the chat)");
                 if terminal {
                     prompt();
                 }
@@ -778,25 +779,22 @@ async fn ask(
         tokio::select! {
             answer = &mut answer => break answer,
             stopped = stop.recv() => {
-                if stopped != Outcome::Interrupted || stop.twice_in_a_row() {
+                if stopped != Outcome::Interrupted {
                     drop(activity);
                     end_line();
                     return stopped;
                 }
                 // Ctrl-C stops this Turn, recorded as cancelled, so the
-                // next start does not run it again. A chat stays open; a
-                // one-shot `--input` leaves once the Turn is over.
+                // next start does not run it again, whether the chat goes
+                // on or quits; a one-shot `--input` leaves once the Turn
+                // is over.
                 if !cancelled {
                     cancelled = true;
                     if let Err(error) = handle.cancel(event_id.clone()).await {
                         crate::answers::print_refusal(&error.to_body());
                     }
                 }
-                if chat.is_some() {
-                    stop.resume();
-                    eprintln!();
-                    eprintln!("cancelling the Turn (Ctrl-C again within a second quits the chat)");
-                } else {
+                if chat.is_none() || !stop.chat_goes_on(stopped, CANCELLING_HINT) {
                     let _ = tokio::time::timeout(CANCEL_WAIT, &mut answer).await;
                     drop(activity);
                     end_line();
@@ -866,13 +864,10 @@ async fn chat(
         let line = tokio::select! {
             line = lines.recv() => line,
             stopped = stop.recv() => {
-                if stopped != Outcome::Interrupted || stop.twice_in_a_row() {
+                if !stop.chat_goes_on(stopped, QUIT_HINT) {
                     end_line();
                     return stopped;
                 }
-                stop.resume();
-                eprintln!();
-                eprintln!("(Ctrl-C again within a second, or Ctrl-D, quits the chat)");
                 prompt();
                 continue;
             }
@@ -1062,7 +1057,7 @@ async fn resident(swarm: &mut RunningSwarm, stop: &mut StopSignals) -> Outcome {
 struct StopSignals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
-    /// Set once either came (and not taken back by [`StopSignals::resume`]).
+    /// Set once either came (and not taken back by [`StopSignals::chat_goes_on`]).
     requested: bool,
     /// When the Ctrl-C before the last came, and the last.
     interrupts: (Option<std::time::Instant>, Option<std::time::Instant>),
@@ -1093,9 +1088,18 @@ impl StopSignals {
         outcome
     }
 
-    /// The Ctrl-C just received stopped a Turn, not the chat.
-    fn resume(&mut self) {
+    /// After `stopped`: true when a chat goes on, a lone Ctrl-C, taken
+    /// back after saying `hint`; false when it ends (SIGTERM, or a second
+    /// Ctrl-C within [`AGAIN_TO_QUIT`]).
+    fn chat_goes_on(&mut self, stopped: Outcome, hint: &str) -> bool {
+        if stopped != Outcome::Interrupted || self.twice_in_a_row() {
+            return false;
+        }
+        // It stopped at most a Turn, not the chat.
         self.requested = false;
+        eprintln!();
+        eprintln!("{hint}");
+        true
     }
 
     /// Whether the last Ctrl-C came within [`AGAIN_TO_QUIT`] of the one
