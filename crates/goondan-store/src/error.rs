@@ -98,6 +98,29 @@ pub enum StoreError {
         dir: PathBuf,
     },
 
+    /// An operator's edit of a stored conversation or extension state
+    /// (`InstanceStore::edit_message`, `edit_extension_state`) that cannot
+    /// be made as asked; nothing was changed.
+    #[error("cannot edit {instance}: {reason}")]
+    EditRefused {
+        /// `agentName:instanceKey`.
+        instance: String,
+        /// Why.
+        reason: String,
+        /// What to do instead.
+        suggestion: String,
+    },
+
+    /// An operator named a message the instance's conversation does not
+    /// hold.
+    #[error("{instance} holds no message {message_id}")]
+    MessageNotFound {
+        /// `agentName:instanceKey`.
+        instance: String,
+        /// The id as given.
+        message_id: String,
+    },
+
     /// A complete (newline-terminated) line of a JSONL log is not valid.
     #[error("{}:{line}: {reason}", path.display())]
     CorruptLog {
@@ -191,6 +214,8 @@ impl StoreError {
             StoreError::InstanceNotFound { .. } => "E_STORE_INSTANCE_NOT_FOUND",
             StoreError::TurnNotFound { .. } => "E_TURN_NOT_FOUND",
             StoreError::InstanceExists { .. } => "E_INSTANCE_EXISTS",
+            StoreError::EditRefused { .. } => "E_INSTANCE_EDIT_REFUSED",
+            StoreError::MessageNotFound { .. } => "E_MESSAGE_NOT_FOUND",
             StoreError::CorruptLog { .. } | StoreError::ImpossibleCommitMarker { .. } => {
                 "E_STORE_CORRUPT_LOG"
             }
@@ -237,6 +262,10 @@ impl StoreError {
             }),
             StoreError::InstanceExists { .. } => Some(
                 "choose another key with --as, or leave --as out to get a new one".to_string(),
+            ),
+            StoreError::EditRefused { suggestion, .. } => Some(suggestion.clone()),
+            StoreError::MessageNotFound { .. } => Some(
+                "the Studio's conversation view shows each message's id, and `gdn instance messages` lists them".to_string(),
             ),
             StoreError::CorruptLog { path, line, .. } => Some(format!(
                 "inspect line {line} of {}; remove or repair it (keep a copy) and retry",

@@ -586,7 +586,7 @@ impl InstanceStore {
     /// Takes the instance's lock and runs the journal's crash recovery, so
     /// its files are exactly what its commits made them, and nobody writes
     /// them while the lock is held.
-    fn quiescent(
+    pub(crate) fn quiescent(
         &self,
         agent_name: &str,
         instance_key: &str,
@@ -619,7 +619,7 @@ impl InstanceStore {
 
 /// When [`InstanceStore::quiescent`] runs the journal's crash recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Recovery {
+pub(crate) enum Recovery {
     /// Only when something is pending (a reader).
     IfPending,
     /// Always (a writer).

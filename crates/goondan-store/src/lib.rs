@@ -35,6 +35,7 @@ mod approvals;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod durability;
+mod edit;
 pub mod error;
 mod extension_snapshots;
 mod extension_state;
@@ -63,6 +64,7 @@ pub use approvals::{
     Decided, OpenApproval, OpenApprovals, WorkspaceApprovals, CANCELLED_BY, MAX_REMEMBERED_CANCELS,
 };
 pub use durability::SyncPolicy;
+pub use edit::{edited_message, EditRecord, EditReport, EditTarget, EDIT_METADATA_KEY};
 pub use error::StoreError;
 pub use extension_state::{encode_state, FileExtensionState};
 pub use fork_rewind::{

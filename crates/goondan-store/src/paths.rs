@@ -573,6 +573,12 @@ impl InstancePaths {
         self.messages_dir().join("archive")
     }
 
+    /// `edits/`: an operator's edits of the instance, one record each
+    /// (`crate::edit`), never deleted.
+    pub fn edits_dir(&self) -> PathBuf {
+        self.dir.join("edits")
+    }
+
     /// `extensions/<ext-name>.json`.
     pub fn extension_state_file(&self, extension_name: &str) -> PathBuf {
         self.extensions_dir()
