@@ -26,7 +26,7 @@ mod rewrite;
 use crate::ingress::Ingress;
 use crate::orchestrator::{CancelledTurn, ConnectionStatus, InstanceStatus, RestartOutcome};
 use crate::{OrchestratorError, OrchestratorHandle};
-use goondan_store::{ForkReport, InstanceStore, RewindReport};
+use goondan_store::{EditReport, ForkReport, InstanceStore, RewindReport};
 use goondan_types::{AgentEvent, ConnectorEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -179,6 +179,43 @@ pub enum ControlRequest {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cancel: bool,
     },
+    /// Changes one message's text or one extension's state of the
+    /// instance `key` (`gdn instance edit`, the Studio's Edit), held like
+    /// a [`ControlRequest::Fork`] while it is written; its next Turn runs
+    /// on what was edited.
+    Edit {
+        /// `agent:instanceKey` of the instance.
+        key: String,
+        /// What to change.
+        change: EditChange,
+        /// Who asks, recorded in the edit's record (`cli`).
+        by: String,
+        /// Cancel a running Turn first, in `by`'s name.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancel: bool,
+    },
+}
+
+/// What a [`ControlRequest::Edit`] changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum EditChange {
+    /// The text of one message (see `goondan_store::edited_message`).
+    #[serde(rename_all = "camelCase")]
+    Message {
+        /// The message's id.
+        message_id: String,
+        /// Its new text.
+        text: String,
+    },
+    /// The state of one extension.
+    #[serde(rename_all = "camelCase")]
+    ExtensionState {
+        /// The extension's name.
+        extension: String,
+        /// Its new state.
+        state: goondan_types::JsonValue,
+    },
 }
 
 impl ControlRequest {
@@ -285,6 +322,14 @@ pub enum ControlResponse {
     Rewound {
         /// What was done.
         report: RewindReport,
+        /// The Turns cancelled first (with `cancel`).
+        #[serde(default)]
+        cancelled: Vec<CancelledTurn>,
+    },
+    /// Answers [`ControlRequest::Edit`]: the instance was edited.
+    Edited {
+        /// What was done.
+        report: EditReport,
         /// The Turns cancelled first (with `cancel`).
         #[serde(default)]
         cancelled: Vec<CancelledTurn>,
@@ -840,13 +885,8 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             cancel,
         } => match exact_key(&key) {
             Ok(key) => {
-                let asked = rewrite::Asked {
-                    key,
-                    turn: at,
-                    by,
-                    cancel,
-                };
-                rewrite::fork(handle, &serving.instances, asked, new_key).await
+                let asked = rewrite::Asked { key, by, cancel };
+                rewrite::fork(handle, &serving.instances, asked, &at, new_key).await
             }
             Err(refusal) => return *refusal,
         },
@@ -857,13 +897,20 @@ async fn execute_to_end(request: ControlRequest, serving: &Serving) -> ControlRe
             cancel,
         } => match exact_key(&key) {
             Ok(key) => {
-                let asked = rewrite::Asked {
-                    key,
-                    turn: to,
-                    by,
-                    cancel,
-                };
-                rewrite::rewind(handle, &serving.instances, asked).await
+                let asked = rewrite::Asked { key, by, cancel };
+                rewrite::rewind(handle, &serving.instances, asked, &to).await
+            }
+            Err(refusal) => return *refusal,
+        },
+        ControlRequest::Edit {
+            key,
+            change,
+            by,
+            cancel,
+        } => match exact_key(&key) {
+            Ok(key) => {
+                let asked = rewrite::Asked { key, by, cancel };
+                rewrite::edit(handle, &serving.instances, asked, change).await
             }
             Err(refusal) => return *refusal,
         },

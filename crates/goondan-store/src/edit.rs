@@ -90,6 +90,14 @@ pub struct EditReport {
 }
 
 impl InstanceStore {
+    /// Checks, without the lock and writing nothing, that the instance
+    /// exists (`E_STORE_INSTANCE_NOT_FOUND`), so a caller that must stop
+    /// its process before editing stops nothing for a wrong name; the
+    /// rest is checked under the lock.
+    pub fn check_edit(&self, agent_name: &str, instance_key: &str) -> Result<(), StoreError> {
+        self.existing(agent_name, instance_key).map(drop)
+    }
+
     /// Replaces the text of message `message_id` of the instance with
     /// `text` (see [`edited_message`] for what a text means per role),
     /// recorded as an edit by `by` (see the module docs). The next Turn

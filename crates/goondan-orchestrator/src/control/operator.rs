@@ -2,7 +2,7 @@
 //!
 //! A bash command, a script tool or a delegated agent runs as the same
 //! user as the orchestrator, so the socket's file mode does not keep them
-//! out. Every request that decides, cancels, forks, rewinds, restarts,
+//! out. Every request that decides, cancels, forks, rewinds, edits, restarts,
 //! stops, deletes or sends an input as a person is therefore refused with
 //! `E_CONTROL_FORBIDDEN` when its peer (`SO_PEERCRED`) comes from inside
 //! the swarm ([`goondan_sandbox::peer::origin`]: a descendant of the
@@ -63,7 +63,8 @@ fn acts_as_operator(request: &ControlRequest) -> bool {
         | ControlRequest::Shutdown
         | ControlRequest::Cancel { .. }
         | ControlRequest::Fork { .. }
-        | ControlRequest::Rewind { .. } => true,
+        | ControlRequest::Rewind { .. }
+        | ControlRequest::Edit { .. } => true,
     }
 }
 
@@ -73,7 +74,8 @@ fn recorded_by(request: &mut ControlRequest) -> Option<&mut String> {
         ControlRequest::Decide { decision, .. } => Some(&mut decision.by),
         ControlRequest::Cancel { by, .. }
         | ControlRequest::Fork { by, .. }
-        | ControlRequest::Rewind { by, .. } => Some(by),
+        | ControlRequest::Rewind { by, .. }
+        | ControlRequest::Edit { by, .. } => Some(by),
         _ => None,
     }
 }
@@ -134,6 +136,15 @@ mod tests {
         assert!(acts_as_operator(&ControlRequest::Cancel {
             key: "a:b".into(),
             by: "cli".into()
+        }));
+        assert!(acts_as_operator(&ControlRequest::Edit {
+            key: "a:b".into(),
+            change: super::super::EditChange::ExtensionState {
+                extension: "memory".into(),
+                state: serde_json::json!({}),
+            },
+            by: "cli".into(),
+            cancel: false,
         }));
         // No credentials: refused.
         let refusal = admit(ControlRequest::Shutdown, None).unwrap_err();

@@ -1,6 +1,7 @@
-//! Fork and rewind asked over the control socket (`gdn instance
-//! fork|rewind` while a swarm runs, and the Studio's Fork and Rewind):
-//! one path for every surface that reaches a running orchestrator.
+//! Fork, rewind and edit asked over the control socket (`gdn instance
+//! fork|rewind|edit` while a swarm runs, and the Studio's Fork, Rewind
+//! and Edit): one path for every surface that reaches a running
+//! orchestrator.
 //!
 //! Each runs in three steps: the store checks the request without the
 //! lock (so a wrong Turn or a taken key stops no process), the
@@ -9,21 +10,19 @@
 //! and the store rewrites them under their single-writer lock; the hold
 //! is let go of, whatever the rewrite did. The orchestrator still does not
 //! know what a Turn holds: the cutting is `goondan_store`'s
-//! ([`InstanceStore::fork`], [`InstanceStore::rewind`]), run off the
-//! async threads.
+//! ([`InstanceStore::fork`], [`InstanceStore::rewind`],
+//! [`InstanceStore::edit_message`]), run off the async threads.
 
-use super::{ControlResponse, CANCEL_SETTLE};
+use super::{ControlResponse, EditChange, CANCEL_SETTLE};
 use crate::orchestrator::{CancelledTurn, Rewriter};
 use crate::{OrchestratorError, OrchestratorHandle};
 use goondan_ipc::RoutingKey;
 use goondan_store::{InstanceStore, StoreError, TurnRef};
 
-/// What a fork or a rewind was asked, as the request named it.
+/// Whom a fork, a rewind or an edit was asked of, and how.
 pub(super) struct Asked {
     /// The instance rewritten (or forked from).
     pub(super) key: RoutingKey,
-    /// The Turn, as typed: a position or an id.
-    pub(super) turn: String,
     /// Who asks, recorded with what is done.
     pub(super) by: String,
     /// Cancel a running Turn first.
@@ -31,17 +30,19 @@ pub(super) struct Asked {
 }
 
 /// Serves a [`super::ControlRequest::Fork`]: `new_key`, or a made-up
-/// key, becomes a copy of `asked.key` up to the end of its Turn.
+/// key, becomes a copy of `asked.key` up to the end of Turn `turn` (a
+/// position or an id, as typed).
 pub(super) async fn fork(
     handle: &OrchestratorHandle,
     instances: &InstanceStore,
     asked: Asked,
+    turn: &str,
     new_key: Option<String>,
 ) -> Result<ControlResponse, OrchestratorError> {
     let key = asked.key.clone();
     let new_key = new_key.unwrap_or_else(|| goondan_store::fork_key(&key.instance_key));
     OrchestratorError::check_instance_key(&new_key)?;
-    let turn = TurnRef::parse(&asked.turn);
+    let turn = TurnRef::parse(turn);
     let held = vec![
         key.to_string(),
         RoutingKey::new(key.agent_name.clone(), new_key.clone()).to_string(),
@@ -61,14 +62,15 @@ pub(super) async fn fork(
 }
 
 /// Serves a [`super::ControlRequest::Rewind`]: `asked.key` moves back to
-/// the end of its Turn.
+/// the end of Turn `turn`.
 pub(super) async fn rewind(
     handle: &OrchestratorHandle,
     instances: &InstanceStore,
     asked: Asked,
+    turn: &str,
 ) -> Result<ControlResponse, OrchestratorError> {
     let key = asked.key.clone();
-    let turn = TurnRef::parse(&asked.turn);
+    let turn = TurnRef::parse(turn);
     let held = vec![key.to_string()];
     let check = {
         let (key, turn) = (key.clone(), turn.clone());
@@ -81,6 +83,34 @@ pub(super) async fn rewind(
         move |store: &InstanceStore| store.rewind(&key.agent_name, &key.instance_key, &turn, &by);
     let (report, cancelled) = rewrite(handle, instances, &asked, held, check, work).await?;
     Ok(ControlResponse::Rewound { report, cancelled })
+}
+
+/// Serves a [`super::ControlRequest::Edit`]: one message or extension
+/// state of `asked.key` changes ([`InstanceStore::edit_message`],
+/// [`InstanceStore::edit_extension_state`]).
+pub(super) async fn edit(
+    handle: &OrchestratorHandle,
+    instances: &InstanceStore,
+    asked: Asked,
+    change: EditChange,
+) -> Result<ControlResponse, OrchestratorError> {
+    let key = asked.key.clone();
+    let held = vec![key.to_string()];
+    let check = {
+        let key = key.clone();
+        move |store: &InstanceStore| store.check_edit(&key.agent_name, &key.instance_key)
+    };
+    let by = asked.by.clone();
+    let work = move |store: &InstanceStore| match &change {
+        EditChange::Message { message_id, text } => {
+            store.edit_message(&key.agent_name, &key.instance_key, message_id, text, &by)
+        }
+        EditChange::ExtensionState { extension, state } => {
+            store.edit_extension_state(&key.agent_name, &key.instance_key, extension, state, &by)
+        }
+    };
+    let (report, cancelled) = rewrite(handle, instances, &asked, held, check, work).await?;
+    Ok(ControlResponse::Edited { report, cancelled })
 }
 
 /// The three steps (see the module docs): `check` without the lock,
@@ -127,7 +157,9 @@ mod tests {
     //! the main loop driven by the orchestrator's test [`Harness`], on a
     //! real store in a temporary folder.
 
-    use super::super::{call, ControlIdentity, ControlRequest, ControlResponse, ControlServer};
+    use super::super::{
+        call, ControlIdentity, ControlRequest, ControlResponse, ControlServer, EditChange,
+    };
     use crate::orchestrator::tests::{harness, Harness};
     use crate::orchestrator::CancelledTurn;
     use goondan_ipc::protocol::{self, Inbound};
@@ -364,6 +396,100 @@ mod tests {
         assert!(store
             .check_rewrite("alpha", "main", &TurnRef::parse("1"), None)
             .is_ok());
+    }
+
+    fn edit(key: &str, change: EditChange) -> ControlRequest {
+        ControlRequest::Edit {
+            key: key.into(),
+            change,
+            by: "tester".into(),
+            cancel: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_edit_over_the_socket_changes_one_message_or_state_and_records_who_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = InstanceStore::new(StateRoot::new(dir.path()).workspace("main"));
+        seed(&store, "main", 2);
+        let h = harness(8);
+        let socket = serve(&h, dir.path(), &store).await;
+        let base = || {
+            store
+                .open("alpha", "main")
+                .unwrap()
+                .journal_mut()
+                .load()
+                .unwrap()
+                .base
+        };
+        let question = base()[2].id.clone();
+
+        let change = EditChange::Message {
+            message_id: question.clone(),
+            text: "question two, edited".into(),
+        };
+        let answer = call(&socket, &edit("alpha:main", change)).await.unwrap();
+        let ControlResponse::Edited { report, cancelled } = answer else {
+            panic!("not edited: {answer:?}");
+        };
+        assert!(cancelled.is_empty());
+        assert_eq!(report.record.by, "tester");
+        let messages = base();
+        assert_eq!(messages[2].id, question);
+        assert_eq!(messages[2].data.text(), "question two, edited");
+        assert_eq!(n_turns(&store, "main"), 2);
+
+        let change = EditChange::ExtensionState {
+            extension: "memory".into(),
+            state: serde_json::json!({"facts": ["edited"]}),
+        };
+        let answer = call(&socket, &edit("alpha:main", change)).await.unwrap();
+        assert!(
+            matches!(answer, ControlResponse::Edited { .. }),
+            "{answer:?}"
+        );
+        let paths = store.workspace().instance("alpha", "main");
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(paths.extension_state_file("memory")).unwrap())
+                .unwrap();
+        assert_eq!(state["facts"][0], "edited");
+
+        for (request, code) in [
+            (
+                edit(
+                    "alpha:main",
+                    EditChange::Message {
+                        message_id: "msg_unknown".into(),
+                        text: "x".into(),
+                    },
+                ),
+                "E_MESSAGE_NOT_FOUND",
+            ),
+            (
+                edit(
+                    "alpha:ghost",
+                    EditChange::Message {
+                        message_id: question.clone(),
+                        text: "x".into(),
+                    },
+                ),
+                "E_STORE_INSTANCE_NOT_FOUND",
+            ),
+            (
+                edit(
+                    "alpha:main",
+                    EditChange::ExtensionState {
+                        extension: "../../escape".into(),
+                        state: serde_json::json!({}),
+                    },
+                ),
+                "E_INSTANCE_EDIT_REFUSED",
+            ),
+        ] {
+            assert_eq!(refusal(&socket, &request).await, code, "{request:?}");
+        }
+        assert_eq!(store.edits("alpha", "main").unwrap().len(), 2);
     }
 
     #[tokio::test]
