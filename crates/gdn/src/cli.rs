@@ -718,6 +718,47 @@ pub(crate) enum InstanceCommand {
         #[arg(long, value_name = "URLS", env = "GOONDAN_CLUSTER")]
         cluster: Option<String>,
     },
+    /// List an instance's newest messages with their ids, the ids
+    /// `gdn instance edit --message` takes.
+    Messages {
+        /// `instanceKey`, or `agent:instanceKey`.
+        key: String,
+        /// How many of the newest messages to list.
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        last: usize,
+    },
+    /// Change one message's text, or one extension's state, of an
+    /// instance; its next Turn runs on what was edited. The edit is
+    /// recorded with what it replaced in the instance's edits/ folder.
+    #[command(group(
+        clap::ArgGroup::new("edited")
+            .required(true)
+            .args(["message", "extension"])
+    ))]
+    Edit {
+        /// `instanceKey`, or `agent:instanceKey`.
+        key: String,
+        /// The message to change, by its id (`gdn instance messages`).
+        #[arg(long, value_name = "ID", requires = "text")]
+        message: Option<String>,
+        /// The message's new text (for a tool message, its result).
+        #[arg(long, value_name = "TEXT", requires = "message")]
+        text: Option<String>,
+        /// The extension whose state to replace.
+        #[arg(
+            long,
+            value_name = "NAME",
+            requires = "state",
+            conflicts_with = "message"
+        )]
+        extension: Option<String>,
+        /// The extension's new state, as JSON.
+        #[arg(long, value_name = "JSON", requires = "extension")]
+        state: Option<String>,
+        /// Cancel a running Turn of the instance first instead of refusing.
+        #[arg(long)]
+        cancel: bool,
+    },
     /// Move an instance back to the end of a Turn; what came after is
     /// kept in an archive beside its log.
     Rewind {

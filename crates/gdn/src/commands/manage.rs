@@ -13,7 +13,7 @@ use super::target::{
 use crate::cli::{GlobalArgs, InstanceArgs, InstanceCommand, RestartArgs, StopArgs};
 use crate::exit::Outcome;
 use crate::project;
-use goondan_orchestrator::control::{ControlRequest, ControlResponse};
+use goondan_orchestrator::control::{ControlRequest, ControlResponse, EditChange};
 use goondan_orchestrator::orchestrator::{RestartOutcome, RestartState};
 use goondan_types::{JsonValue, ReloadTrigger, SwarmEvent, SwarmEventBase};
 use std::io::{BufRead, IsTerminal, Write};
@@ -318,6 +318,41 @@ pub(crate) fn instance(global: &GlobalArgs, args: &InstanceArgs) -> anyhow::Resu
                 Some(urls) => super::cluster::fork(global, urls, &asked, new_key.as_deref()),
                 None => super::operator::fork(global, &target, &asked, new_key.as_deref()),
             }
+        }
+        InstanceCommand::Messages { key, last } => {
+            super::operator::messages(global, &target, key, *last)
+        }
+        InstanceCommand::Edit {
+            key,
+            message,
+            text,
+            extension,
+            state,
+            cancel,
+        } => {
+            let change = match (message, text, extension, state) {
+                (Some(message_id), Some(text), _, _) => EditChange::Message {
+                    message_id: message_id.clone(),
+                    text: text.clone(),
+                },
+                (_, _, Some(extension), Some(state)) => match serde_json::from_str(state) {
+                    Ok(state) => EditChange::ExtensionState {
+                        extension: extension.clone(),
+                        state,
+                    },
+                    Err(error) => {
+                        crate::render::error(
+                            "E_CLI_ARGS",
+                            &format_args!("--state is not JSON: {error}"),
+                            Some("give the whole state as one JSON value, for example --state '{\"count\": 0}'"),
+                        );
+                        return Ok(Outcome::BadArguments);
+                    }
+                },
+                // clap requires one of the two pairs.
+                _ => unreachable!("gdn instance edit without --message or --extension"),
+            };
+            super::operator::edit(global, &target, key, change, *cancel)
         }
         InstanceCommand::Rewind {
             key,

@@ -1,4 +1,5 @@
-//! `gdn instance cancel|history|fork|rewind`: a person steering a swarm
+//! `gdn instance cancel|history|messages|fork|rewind|edit`: a person
+//! steering a swarm
 //! (docs/operator-control.md). Cancelling goes to the running
 //! orchestrator; the history is read from disk; fork and rewind are asked
 //! of the running orchestrator (`ControlRequest::Fork`, `Rewind`: it
@@ -12,11 +13,11 @@ use super::target::{call, stores, Target};
 use crate::cli::GlobalArgs;
 use crate::exit::Outcome;
 use crate::render::usd;
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
+use goondan_orchestrator::control::{self, ControlRequest, ControlResponse, EditChange};
 use goondan_orchestrator::orchestrator::{CancelOutcome, CancelledTurn};
 use goondan_store::{
-    ExtensionStateSource, ForkReport, InstanceStore, InstanceSummary, RewindReport, TurnOutcome,
-    TurnRecord, TurnRef,
+    EditTarget, ExtensionStateSource, ForkReport, InstanceStore, InstanceSummary, RewindReport,
+    TurnOutcome, TurnRecord, TurnRef,
 };
 use std::io::Write;
 
@@ -379,6 +380,128 @@ fn print_rewind(global: &GlobalArgs, report: &RewindReport) -> anyhow::Result<()
         warn_if_fallback(report.extension_state, report.to.turn_index, "the instance");
     }
     Ok(())
+}
+
+/// `gdn instance messages KEY [--last N]`: the newest committed messages,
+/// oldest first, each with its id, role and the start of its text.
+pub(crate) fn messages(
+    global: &GlobalArgs,
+    target: &Target,
+    key: &str,
+    last: usize,
+) -> anyhow::Result<Outcome> {
+    let (store, summary) = match resolve(target, key)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let paths = store
+        .workspace()
+        .instance(&summary.agent_name, &summary.instance_key);
+    let (lines, _) =
+        goondan_store::tail::read_last_lines(&paths.base_log(), last, Default::default(), |_| {
+            true
+        })?;
+    let messages: Vec<goondan_types::Message> = lines
+        .iter()
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect();
+    let pending = std::fs::metadata(paths.events_log()).is_ok_and(|file| file.len() > 0);
+    if global.json {
+        println!(
+            "{}",
+            serde_json::json!({"messages": messages, "pendingTurn": pending})
+        );
+        return Ok(Outcome::Success);
+    }
+    let mut out = std::io::stdout().lock();
+    for message in &messages {
+        let edited = if message
+            .metadata
+            .contains_key(goondan_store::EDIT_METADATA_KEY)
+        {
+            " (edited)"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{:<30} {:<9} {}{edited}",
+            message.id,
+            message.data.role(),
+            shorten(
+                &message.data.text().replace(['\n', '\r'], " "),
+                INPUT_COLUMN * 2
+            ),
+        )?;
+    }
+    if pending {
+        writeln!(
+            out,
+            "(an interrupted Turn's events are pending: it resumes at the next start)"
+        )?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `gdn instance edit KEY (--message ID --text T | --extension NAME
+/// --state JSON) [--cancel]`: asked of the running orchestrator, which
+/// holds the instance while it is written, and only with none running
+/// written on disk here.
+pub(crate) fn edit(
+    global: &GlobalArgs,
+    target: &Target,
+    key: &str,
+    change: EditChange,
+    cancel: bool,
+) -> anyhow::Result<Outcome> {
+    let (store, summary) = match resolve(target, key)? {
+        Ok(found) => found,
+        Err(outcome) => return Ok(outcome),
+    };
+    let (agent, instance_key) = (summary.agent_name.as_str(), summary.instance_key.as_str());
+    let request = ControlRequest::Edit {
+        key: format!("{agent}:{instance_key}"),
+        change: change.clone(),
+        by: BY.to_string(),
+        cancel,
+    };
+    let report = match ask_orchestrator(target, &request)? {
+        Some(ControlResponse::Edited { report, cancelled }) => {
+            tell_cancelled(&cancelled);
+            report
+        }
+        Some(ControlResponse::Failed(refused)) => {
+            return Ok(crate::answers::print_refusal(&refused))
+        }
+        Some(other) => anyhow::bail!("the orchestrator answered an edit with {other:?}"),
+        None => {
+            let edited = match &change {
+                EditChange::Message { message_id, text } => {
+                    store.edit_message(agent, instance_key, message_id, text, BY)
+                }
+                EditChange::ExtensionState { extension, state } => {
+                    store.edit_extension_state(agent, instance_key, extension, state, BY)
+                }
+            };
+            match edited {
+                Ok(report) => report,
+                Err(error) => return Ok(store_error(&error)),
+            }
+        }
+    };
+    if global.json {
+        println!("{}", serde_json::to_value(&report)?);
+    } else {
+        let what = match &report.record.target {
+            EditTarget::Message { message_id } => format!("message {message_id}"),
+            EditTarget::ExtensionState { extension } => format!("the state of {extension}"),
+        };
+        println!(
+            "edited {what} of {agent}:{instance_key}; its next Turn runs on it (what it replaced is kept in {})",
+            report.record_file.display()
+        );
+    }
+    Ok(Outcome::Success)
 }
 
 /// The line saying where a fork's or a rewind's extension state came

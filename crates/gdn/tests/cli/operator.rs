@@ -562,6 +562,186 @@ fn issue_36_bad_fork_and_rewind_requests_are_coded_errors_that_change_nothing() 
     assert_eq!(ask(&swarm, "b", "again"), "answer again");
 }
 
+/// The committed messages of `worker:KEY`, as `gdn instance messages
+/// --json` lists them.
+fn listed_messages(swarm: &Swarm, key: &str) -> Vec<Value> {
+    let output = swarm.run(&["instance", "messages", key, "--json"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let listed: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    listed["messages"].as_array().unwrap().clone()
+}
+
+/// The id of the first listed message of `role` whose text contains
+/// `words`.
+fn message_id(messages: &[Value], role: &str, words: &str) -> String {
+    messages
+        .iter()
+        .find(|message| {
+            message["data"]["role"] == role && message["data"].to_string().contains(words)
+        })
+        .and_then(|message| message["id"].as_str())
+        .unwrap_or_else(|| panic!("no {role} message with {words:?} in {messages:?}"))
+        .to_string()
+}
+
+#[test]
+fn an_operator_edits_a_message_and_an_extension_state_and_the_next_turn_runs_on_them() {
+    let (swarm, refused) = swarm();
+    let resident = swarm.start_resident();
+    assert_eq!(ask(&swarm, "e", "search one"), "answer search one");
+    let dir = instance_dir(&swarm, "e");
+    let messages = listed_messages(&swarm, "e");
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    let question = message_id(&messages, "user", "search one");
+    let result = message_id(&messages, "tool", "zq-one");
+
+    // The question and the tool's result, edited while the swarm runs
+    // (its idle process is stopped and restarted for it).
+    for (id, text) in [(&question, "search edited"), (&result, "nothing was found")] {
+        let output = swarm.run(&["instance", "edit", "e", "--message", id, "--text", text]);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+        assert!(
+            stdout(&output).contains(&format!("edited message {id} of worker:e")),
+            "{}",
+            stdout(&output)
+        );
+    }
+    let mut state = search_state(&dir);
+    state["lastQuery"] = json!("zq-edited");
+    let output = swarm.run(&[
+        "instance",
+        "edit",
+        "worker:e",
+        "--extension",
+        "tool-search",
+        "--state",
+        &state.to_string(),
+        "--json",
+    ]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["record"]["before"]["lastQuery"], "zq-one");
+    assert!(is_attested_cli(&report["record"]["by"]), "{report}");
+
+    // The next Turn's model sees the edited history, and the agent's new
+    // process started from the edited state (its Turn kept it).
+    assert_eq!(ask(&swarm, "e", "two"), "answer two");
+    let request = first_request_of(&swarm, "two");
+    let sent = serde_json::to_string(request.messages()).unwrap();
+    assert!(
+        sent.contains("search edited") && sent.contains("nothing was found"),
+        "{sent}"
+    );
+    assert!(!sent.contains(r#""content":"search one""#), "{sent}");
+    assert_eq!(search_state(&dir)["lastQuery"], "zq-edited");
+
+    // Each message keeps its id and place, marked as edited; the records
+    // keep what each edit replaced.
+    let after = listed_messages(&swarm, "e");
+    assert_eq!(after[0]["id"], question);
+    assert!(is_attested_cli(
+        &after[0]["metadata"]["__goondanEdit"]["by"]
+    ));
+    let text = stdout(&swarm.run(&["instance", "messages", "e"]));
+    assert!(text.contains("search edited (edited)"), "{text}");
+    let records = std::fs::read_dir(dir.join("edits")).unwrap().count();
+    assert_eq!(records, 3);
+    let history: Value =
+        serde_json::from_str(&stdout(&swarm.run(&["instance", "history", "e", "--json"]))).unwrap();
+    assert_eq!(history["turns"].as_array().unwrap().len(), 2);
+
+    // Bad edits are coded errors that change nothing.
+    let before = disk(&swarm);
+    refused_with(
+        &swarm,
+        &[
+            "instance",
+            "edit",
+            "e",
+            "--message",
+            "msg_nope",
+            "--text",
+            "x",
+        ],
+        "E_MESSAGE_NOT_FOUND",
+    );
+    refused_with(
+        &swarm,
+        &[
+            "instance",
+            "edit",
+            "e",
+            "--message",
+            &question,
+            "--text",
+            " ",
+        ],
+        "E_INSTANCE_EDIT_REFUSED",
+    );
+    refused_with(
+        &swarm,
+        &[
+            "instance",
+            "edit",
+            "e",
+            "--extension",
+            "typo",
+            "--state",
+            "7",
+        ],
+        "E_INSTANCE_EDIT_REFUSED",
+    );
+    refused_with(
+        &swarm,
+        &[
+            "instance",
+            "edit",
+            "nope",
+            "--message",
+            &question,
+            "--text",
+            "x",
+        ],
+        "E_INSTANCE_NOT_FOUND",
+    );
+    let output = swarm.run(&[
+        "instance",
+        "edit",
+        "e",
+        "--extension",
+        "tool-search",
+        "--state",
+        "{",
+    ]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("error[E_CLI_ARGS]"),
+        "{}",
+        stderr(&output)
+    );
+    let output = swarm.run(&["instance", "edit", "e", "--text", "x"]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert_eq!(disk(&swarm), before, "a refusal changed files");
+
+    // With no orchestrator, the edit is made on disk under the lock.
+    assert_eq!(resident.terminate(), 0);
+    let output = swarm.run(&[
+        "instance",
+        "edit",
+        "e",
+        "--message",
+        &question,
+        "--text",
+        "search again",
+    ]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        listed_messages(&swarm, "e")[0]["data"]["content"],
+        "search again"
+    );
+    assert_eq!(refused.load(Ordering::SeqCst), 0);
+}
+
 /// A turn middleware (Python) that records, in its extension state, what
 /// its `next()` returned when that was an error.
 const AFTER_CANCEL: &str = r#"def register(api, config):
