@@ -428,10 +428,7 @@ pub(crate) fn messages(
             "{:<30} {:<9} {}{edited}",
             message.id,
             message.data.role(),
-            shorten(
-                &message.data.text().replace(['\n', '\r'], " "),
-                INPUT_COLUMN * 2
-            ),
+            shorten(&message_line(&message.data), INPUT_COLUMN * 2),
         )?;
     }
     if pending {
@@ -441,6 +438,31 @@ pub(crate) fn messages(
         )?;
     }
     Ok(Outcome::Success)
+}
+
+/// One line saying what a message holds: its text, then the tools it
+/// calls or the results it carries.
+fn message_line(message: &goondan_types::ModelMessage) -> String {
+    use goondan_types::ContentPart;
+    let mut pieces = vec![message.text()];
+    for part in message.parts() {
+        match part {
+            ContentPart::ToolCall {
+                tool_name, input, ..
+            } => pieces.push(format!("calls {tool_name} {input}")),
+            ContentPart::ToolResult {
+                tool_name, output, ..
+            } => pieces.push(match output.to_json() {
+                goondan_types::JsonValue::String(text) => format!("{tool_name}: {text}"),
+                value => format!("{tool_name}: {value}"),
+            }),
+            ContentPart::Image { .. } => pieces.push("[image]".to_string()),
+            ContentPart::File { .. } => pieces.push("[file]".to_string()),
+            _ => {}
+        }
+    }
+    pieces.retain(|piece| !piece.is_empty());
+    pieces.join("; ").replace(['\n', '\r'], " ")
 }
 
 /// `gdn instance edit KEY (--message ID --text T | --extension NAME
