@@ -15,7 +15,7 @@
 //! how a history is cut (the orchestrator's, through `goondan-store`).
 
 use crate::data::{self, ReadError};
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
+use goondan_orchestrator::control::{self, ControlRequest, ControlResponse, EditChange};
 use goondan_orchestrator::ingress::CLI_EVENT;
 use goondan_orchestrator::orchestrator::CancelledTurn;
 use goondan_store::{
@@ -225,15 +225,7 @@ pub(crate) fn parse_steer(steer: Steer, body: &[u8]) -> Result<SteerAsk, ActionE
         }
         _ => return Err(ActionError::BadRequest("only a fork takes `newKey`".into())),
     };
-    let cancel = match &value["cancel"] {
-        Value::Null => false,
-        Value::Bool(cancel) => *cancel,
-        _ => {
-            return Err(ActionError::BadRequest(
-                "`cancel` must be true or false".into(),
-            ))
-        }
-    };
+    let cancel = cancel_field(&value)?;
     Ok(SteerAsk {
         swarm: text_field(&value, "swarm")?,
         instance: text_field(&value, "instance")?,
@@ -241,6 +233,106 @@ pub(crate) fn parse_steer(steer: Steer, body: &[u8]) -> Result<SteerAsk, ActionE
         new_key,
         cancel,
     })
+}
+
+/// An edit asked for by the page: `{"swarm", "instance", "cancel"}` and
+/// either `"messageId"` with `"text"` (the message's new text) or
+/// `"extension"` with `"state"` (its new state, any JSON value but
+/// `null`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EditAsk {
+    pub(crate) swarm: String,
+    pub(crate) instance: String,
+    change: EditChange,
+    cancel: bool,
+}
+
+/// Reads an edit's body.
+pub(crate) fn parse_edit(body: &[u8]) -> Result<EditAsk, ActionError> {
+    let value = body_json(body)?;
+    let change = match (&value["messageId"], &value["extension"]) {
+        (Value::String(message_id), Value::Null) => {
+            let text = text_field(&value, "text")?;
+            if text.trim().is_empty() {
+                return Err(ActionError::BadRequest("`text` is empty".into()));
+            }
+            if message_id.is_empty() || message_id.chars().count() > MAX_KEY_CHARS {
+                return Err(ActionError::BadRequest(format!(
+                    "`messageId` is a message's id, of 1 to {MAX_KEY_CHARS} characters"
+                )));
+            }
+            EditChange::Message {
+                message_id: message_id.clone(),
+                text,
+            }
+        }
+        (Value::Null, Value::String(extension)) => {
+            if extension.is_empty() || extension.chars().count() > MAX_KEY_CHARS {
+                return Err(ActionError::BadRequest(format!(
+                    "`extension` is an extension's name, of 1 to {MAX_KEY_CHARS} characters"
+                )));
+            }
+            let state = value["state"].clone();
+            if state.is_null() {
+                return Err(ActionError::BadRequest(
+                    "`state` is the extension's new state, any JSON value but null".into(),
+                ));
+            }
+            EditChange::ExtensionState {
+                extension: extension.clone(),
+                state,
+            }
+        }
+        _ => {
+            return Err(ActionError::BadRequest(
+                "an edit names a `messageId` (with `text`) or an `extension` (with `state`), one of the two"
+                    .into(),
+            ))
+        }
+    };
+    Ok(EditAsk {
+        swarm: text_field(&value, "swarm")?,
+        instance: text_field(&value, "instance")?,
+        change,
+        cancel: cancel_field(&value)?,
+    })
+}
+
+/// The optional `"cancel"` of a body: cancel a running Turn first.
+fn cancel_field(value: &Value) -> Result<bool, ActionError> {
+    match &value["cancel"] {
+        Value::Null => Ok(false),
+        Value::Bool(cancel) => Ok(*cancel),
+        _ => Err(ActionError::BadRequest(
+            "`cancel` must be true or false".into(),
+        )),
+    }
+}
+
+/// Edits one message or extension state of the instance through the
+/// orchestrator (which holds it while it is written), in the client's
+/// name; the edit, as JSON, without the record's path.
+pub(crate) async fn edit(
+    target: InstanceTarget,
+    asked: EditAsk,
+    client: SocketAddr,
+) -> Result<Value, ActionError> {
+    let request = ControlRequest::Edit {
+        key: target.key(),
+        change: asked.change,
+        by: by(client),
+        cancel: asked.cancel,
+    };
+    match call(&target.socket, &request).await? {
+        ControlResponse::Edited { report, cancelled } => Ok(json!({
+            "edited": report.record,
+            "cancelled": cancelled_json(&cancelled),
+        })),
+        ControlResponse::Failed(body) => Err(ActionError::Refused(body)),
+        other => Err(ActionError::Internal(format!(
+            "the orchestrator answered an edit with {other:?}"
+        ))),
+    }
 }
 
 /// Who the log names for an action of the Studio's page: the Studio and
@@ -556,6 +648,52 @@ async fn call(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_edit_body_names_a_message_with_its_text_or_an_extension_with_its_state() {
+        let message =
+            parse_edit(br#"{"swarm":"s","instance":"i","messageId":"msg_1","text":"new"}"#)
+                .unwrap();
+        assert_eq!(
+            message.change,
+            EditChange::Message {
+                message_id: "msg_1".into(),
+                text: "new".into()
+            }
+        );
+        assert!(!message.cancel);
+        let state = parse_edit(
+            br#"{"swarm":"s","instance":"i","extension":"memory","state":{"a":1},"cancel":true}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            state.change,
+            EditChange::ExtensionState {
+                extension: "memory".into(),
+                state: json!({"a": 1})
+            }
+        );
+        assert!(state.cancel);
+        for bad in [
+            &b"not json"[..],
+            br#"{"swarm":"s","instance":"i"}"#,
+            br#"{"swarm":"s","instance":"i","messageId":"m"}"#,
+            br#"{"swarm":"s","instance":"i","messageId":"m","text":"  "}"#,
+            br#"{"swarm":"s","instance":"i","messageId":"","text":"x"}"#,
+            br#"{"swarm":"s","instance":"i","messageId":"m","text":"x","extension":"e","state":{}}"#,
+            br#"{"swarm":"s","instance":"i","extension":"e"}"#,
+            br#"{"swarm":"s","instance":"i","extension":"e","state":null}"#,
+            br#"{"swarm":"s","instance":"i","extension":7,"state":{}}"#,
+            br#"{"swarm":"s","instance":"i","extension":"e","state":{},"cancel":"yes"}"#,
+            br#"{"instance":"i","messageId":"m","text":"x"}"#,
+        ] {
+            assert!(
+                matches!(parse_edit(bad), Err(ActionError::BadRequest(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 
     #[test]
     fn a_decision_body_is_checked_field_by_field() {

@@ -194,6 +194,7 @@ pub fn router(studio: Studio) -> Router {
         .route("/api/actions/cancel", post(cancel))
         .route("/api/actions/fork", post(fork))
         .route("/api/actions/rewind", post(rewind))
+        .route("/api/actions/edit", post(edit))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(shared.clone(), gate))
         .with_state(shared)
@@ -829,6 +830,27 @@ async fn rewind(
     request: Request,
 ) -> Response {
     steer(&shared, client, request, Steer::Rewind).await
+}
+
+/// `POST /api/actions/edit`: one message's text or one extension's
+/// state of an instance changed.
+async fn edit(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let prepared = prepare_action(&shared, request, actions::parse_edit, |root, asked| {
+        actions::find_instance(root, &asked.swarm, &asked.instance)
+    })
+    .await;
+    let (permit, asked, target) = match prepared {
+        Ok(prepared) => prepared,
+        Err(refusal) => return action_answer(Err(refusal)),
+    };
+    tracing::info!(%client, swarm = asked.swarm, instance = asked.instance, "studio action: edit");
+    let outcome = actions::edit(target, asked, client).await;
+    drop(permit);
+    action_answer(outcome)
 }
 
 /// Runs one [`Steer`] on the instance its body names.
