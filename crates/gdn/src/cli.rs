@@ -854,7 +854,8 @@ pub(crate) struct StudioArgs {
     /// Let the page act through the running orchestrator: send a message
     /// to an instance, approve or deny a pending approval, cancel an
     /// instance's running Turn, fork an instance from one of its Turns,
-    /// rewind an instance to one of its Turns. Actions need the token
+    /// rewind an instance to one of its Turns, edit a message's text or an
+    /// extension's state of an instance. Actions need the token
     /// (printed in the URL) even on loopback, and the page's CSRF token.
     #[arg(long)]
     pub(crate) allow_actions: bool,

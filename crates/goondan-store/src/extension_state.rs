@@ -13,11 +13,12 @@
 
 use crate::durability::{create_dir_all, write_file_atomically, SyncPolicy};
 use crate::lock::InstanceLock;
-use crate::paths::InstancePaths;
+use crate::paths::{decode_path_component, InstancePaths};
 use crate::{ExtensionStateStore, StoreError};
 use goondan_types::JsonValue;
 use std::collections::HashMap;
 use std::io::ErrorKind;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Extension state files of one instance, from [`crate::Instance`].
@@ -147,4 +148,31 @@ impl FileExtensionState {
         }
         Ok(states)
     }
+}
+
+/// The extension state files (`extensions/<ext-name>.json`) of an
+/// instance, by extension name, sorted; none when the folder is absent.
+/// A name too long to be decoded (a cut file name) is given as it is on
+/// disk.
+pub fn extension_state_files(paths: &InstancePaths) -> Result<Vec<(String, PathBuf)>, StoreError> {
+    let dir = paths.extensions_dir();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(StoreError::io("listing", dir, source)),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| StoreError::io("listing", &dir, source))?;
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(encoded) = file_name.strip_suffix(".json") else {
+            continue;
+        };
+        // A cut name cannot be decoded; its file is carried over as it is
+        // under the same name.
+        let name = decode_path_component(encoded).unwrap_or_else(|| encoded.to_string());
+        files.push((name, entry.path()));
+    }
+    files.sort();
+    Ok(files)
 }

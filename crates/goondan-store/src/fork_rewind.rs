@@ -30,11 +30,12 @@
 
 use crate::durability::{create_dir_all, sync_dir, sync_file, write_file_atomically};
 use crate::extension_snapshots::{state_before, StateBefore};
+use crate::extension_state::extension_state_files;
 use crate::instance::InstanceStore;
 use crate::jsonl::truncate;
 use crate::lock::InstanceLock;
 use crate::metadata::InstanceMetadata;
-use crate::paths::{decode_path_component, InstancePaths};
+use crate::paths::InstancePaths;
 use crate::tail::TailLimits;
 use crate::turns::{delimit_turns, join_runtime_events, read_turn_history};
 
@@ -355,7 +356,7 @@ impl InstanceStore {
                 &staged.extension_snapshots_log(),
                 durable,
             )?;
-            for (name, file) in extension_files(&paths)? {
+            for (name, file) in extension_state_files(&paths)? {
                 let bytes = match snapshot.and_then(|states| states.get(&name)) {
                     Some(JsonValue::Null) => continue,
                     Some(value) => crate::encode_state(value)?,
@@ -665,30 +666,6 @@ fn state_after(
         (None, true) => ExtensionStateSource::Unchanged,
     };
     Ok((state, source))
-}
-
-/// The extension state files of an instance, by extension name.
-fn extension_files(paths: &InstancePaths) -> Result<Vec<(String, PathBuf)>, StoreError> {
-    let dir = paths.extensions_dir();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(StoreError::io("listing", dir, source)),
-    };
-    let mut files = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| StoreError::io("listing", &dir, source))?;
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        let Some(encoded) = file_name.strip_suffix(".json") else {
-            continue;
-        };
-        // A cut name cannot be decoded; its file is carried over as it is
-        // under the same name.
-        let name = decode_path_component(encoded).unwrap_or_else(|| encoded.to_string());
-        files.push((name, entry.path()));
-    }
-    files.sort();
-    Ok(files)
 }
 
 /// The whole file; empty when it does not exist.

@@ -66,7 +66,7 @@ pub use approvals::{
 pub use durability::SyncPolicy;
 pub use edit::{edited_message, EditRecord, EditReport, EditTarget, EDIT_METADATA_KEY};
 pub use error::StoreError;
-pub use extension_state::{encode_state, FileExtensionState};
+pub use extension_state::{encode_state, extension_state_files, FileExtensionState};
 pub use fork_rewind::{
     fork_key, new_archive_id, ArchiveSummary, ArchivedTurns, ExtensionStateSource, ForkReport,
     RewindManifest, RewindReport, TurnPoint,

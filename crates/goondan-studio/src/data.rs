@@ -17,6 +17,7 @@ use goondan_store::{
     RuntimeEventFilter, StateRoot, WorkspacePaths,
 };
 use serde_json::{json, Value};
+use std::io::Read as _;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
@@ -334,6 +335,47 @@ pub(crate) fn instance_history(dir: &Path, limits: TailLimits) -> Result<Value, 
     }))
 }
 
+/// At most this many extension states of an instance are read.
+pub(crate) const MAX_EXTENSION_STATES: usize = 64;
+/// A state file larger than this is listed with its size, not read.
+pub(crate) const MAX_EXTENSION_STATE_BYTES: u64 = 256 * 1024;
+
+/// The extension states of the instance in `dir`
+/// (`extensions/<ext-name>.json`), by name: what an operator edits
+/// before resuming. A file over [`MAX_EXTENSION_STATE_BYTES`] is listed
+/// with `tooLarge` and its size, a file that is not JSON with `error`;
+/// past [`MAX_EXTENSION_STATES`] files the rest are left out (`more`).
+pub(crate) fn extension_states(dir: &Path) -> Result<Value, ReadError> {
+    let files = goondan_store::extension_state_files(&InstancePaths::from_dir(dir))?;
+    let more = files.len() > MAX_EXTENSION_STATES;
+    let mut states = Vec::new();
+    for (name, path) in files.into_iter().take(MAX_EXTENSION_STATES) {
+        // The file may be replaced (a rename) between these reads; the
+        // read is bounded whatever its size became.
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let mut bytes = Vec::new();
+        if file
+            .take(MAX_EXTENSION_STATE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .is_err()
+        {
+            continue;
+        }
+        let size = bytes.len() as u64;
+        states.push(if size > MAX_EXTENSION_STATE_BYTES {
+            json!({ "name": name, "tooLarge": true, "limitBytes": MAX_EXTENSION_STATE_BYTES })
+        } else {
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(state) => json!({ "name": name, "bytes": size, "state": state }),
+                Err(error) => json!({ "name": name, "bytes": size, "error": format!("not valid JSON: {error}") }),
+            }
+        });
+    }
+    Ok(json!({ "extensions": states, "more": more }))
+}
+
 /// The runtime events of `trace_id` in `workspace`, in time order: a
 /// bounded scan backwards through the newest part of each instance's log
 /// (there is no index by trace). The request's read budget is shared out
@@ -457,5 +499,33 @@ mod tests {
         let answer = conversation(dir.path(), TailLimits::default()).unwrap();
         assert_eq!(answer["messages"], json!([message("after", "x")]));
         assert_eq!(answer["older"], false);
+    }
+
+    #[test]
+    fn extension_states_are_read_bounded_and_a_bad_file_is_named_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = InstancePaths::from_dir(dir.path());
+        std::fs::create_dir_all(paths.extensions_dir()).unwrap();
+        std::fs::write(paths.extension_state_file("memory"), r#"{"facts":["a"]}"#).unwrap();
+        std::fs::write(paths.extension_state_file("broken"), "{").unwrap();
+        let big = vec![b' '; MAX_EXTENSION_STATE_BYTES as usize + 10];
+        std::fs::write(paths.extension_state_file("huge"), big).unwrap();
+        std::fs::write(paths.extension_snapshots_log(), "{}\n").unwrap();
+        let answer = extension_states(dir.path()).unwrap();
+        let names: Vec<&str> = answer["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|state| state["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["broken", "huge", "memory"]);
+        assert_eq!(answer["extensions"][2]["state"], json!({"facts": ["a"]}));
+        assert!(answer["extensions"][0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("not valid JSON"));
+        assert_eq!(answer["extensions"][1]["tooLarge"], true);
+        assert!(answer["extensions"][1].get("state").is_none());
+        assert_eq!(answer["more"], false);
     }
 }

@@ -19,9 +19,10 @@
 //! `gdn studio --allow-actions` (and the token, on loopback too) it also
 //! acts through the running orchestrator's control socket: it sends a
 //! message to an instance, approves or denies a pending approval,
-//! cancels an instance's running Turn, and forks an instance from one of
-//! its Turns or rewinds it to one (`actions`); the orchestrator does the
-//! writing.
+//! cancels an instance's running Turn, forks an instance from one of
+//! its Turns or rewinds it to one, and edits one message's text or one
+//! extension's state of an instance (`actions`); the orchestrator does
+//! the writing.
 //!
 //! The pieces: [`access`] (who may ask: Host check, token and cookie),
 //! `data` (reading the state root), `evals` (the stored runs of `gdn eval`), `map` (a swarm's

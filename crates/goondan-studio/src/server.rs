@@ -179,6 +179,10 @@ pub fn router(studio: Studio) -> Router {
             "/api/swarms/{swarm}/instances/{instance}/history",
             get(instance_history),
         )
+        .route(
+            "/api/swarms/{swarm}/instances/{instance}/extensions",
+            get(instance_extensions),
+        )
         .route("/api/swarms/{swarm}/traces/{trace}", get(trace))
         .route("/api/swarms/{swarm}/map", get(swarm_map))
         .route("/api/swarms/{swarm}/live", get(live))
@@ -514,6 +518,21 @@ async fn instance_history(
         let workspace = data::workspace(&root, &swarm)?;
         let dir = data::instance_dir(&workspace, &instance)?;
         data::instance_history(&dir, limits)
+    })
+    .await
+}
+
+/// `GET …/extensions`: the instance's extension states, which the page
+/// edits.
+async fn instance_extensions(
+    State(shared): State<Arc<Shared>>,
+    Path((swarm, instance)): Path<(String, String)>,
+) -> Response {
+    let root = shared.studio.state_root.clone();
+    read_heavy(&shared, move |_| {
+        let workspace = data::workspace(&root, &swarm)?;
+        let dir = data::instance_dir(&workspace, &instance)?;
+        data::extension_states(&dir)
     })
     .await
 }

@@ -303,7 +303,7 @@ fn issue_36_cancel_stops_a_long_bash_command_leaves_no_process_and_closes_its_ca
 }
 
 /// The state file of `tool-search` in an instance folder, parsed.
-fn search_state(dir: &Path) -> Value {
+pub(crate) fn search_state(dir: &Path) -> Value {
     let text = std::fs::read_to_string(dir.join("extensions/tool-search.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
@@ -333,7 +333,7 @@ fn disk(swarm: &Swarm) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 /// The first request of the Turn whose input was `text`.
-fn first_request_of(swarm: &Swarm, text: &str) -> ChatRequest {
+pub(crate) fn first_request_of(swarm: &Swarm, text: &str) -> ChatRequest {
     swarm.mock.wait_for(text, |r| {
         r.last_user_text() == text && r.tool_result().is_none()
     })
@@ -564,7 +564,7 @@ fn issue_36_bad_fork_and_rewind_requests_are_coded_errors_that_change_nothing() 
 
 /// The committed messages of `worker:KEY`, as `gdn instance messages
 /// --json` lists them.
-fn listed_messages(swarm: &Swarm, key: &str) -> Vec<Value> {
+pub(crate) fn listed_messages(swarm: &Swarm, key: &str) -> Vec<Value> {
     let output = swarm.run(&["instance", "messages", key, "--json"]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     let listed: Value = serde_json::from_str(&stdout(&output)).unwrap();
@@ -573,7 +573,7 @@ fn listed_messages(swarm: &Swarm, key: &str) -> Vec<Value> {
 
 /// The id of the first listed message of `role` whose text contains
 /// `words`.
-fn message_id(messages: &[Value], role: &str, words: &str) -> String {
+pub(crate) fn message_id(messages: &[Value], role: &str, words: &str) -> String {
     messages
         .iter()
         .find(|message| {

@@ -418,6 +418,7 @@ fn studio_help_lists_every_action() {
         "cancel an instance's running Turn",
         "fork an instance",
         "rewind an instance",
+        "edit a message's text or an extension's state",
     ] {
         assert!(help.contains(action), "{action}: {help}");
     }
@@ -569,6 +570,39 @@ fn issue_36_studio_actions_are_refused_without_allow_actions_the_token_the_origi
         "/api/actions/decide",
         &format!("{origin}{cookie}"),
         r#"{"swarm":"s","id":"apv_x","verdict":"approve","arguments":{"command":"rm -rf /"}}"#,
+    );
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("E_STUDIO_CSRF"), "{answer}");
+    // An edit names a message with its text or an extension with its
+    // state, and is refused without the CSRF token like the rest.
+    for (body, expected) in [
+        (
+            r#"{"swarm":"s","instance":"i","messageId":"m","extension":"x","text":"t"}"#,
+            "one of the two",
+        ),
+        (
+            r#"{"swarm":"s","instance":"i","messageId":"m","text":"  "}"#,
+            "`text` is empty",
+        ),
+        (
+            r#"{"swarm":"s","instance":"i","extension":"x","state":null}"#,
+            "any JSON value but null",
+        ),
+        (
+            r#"{"swarm":"s","instance":"i","extension":"x","state":{},"cancel":"yes"}"#,
+            "`cancel` must be true or false",
+        ),
+    ] {
+        let (status, answer) = exchange(port, "POST", "/api/actions/edit", &all, body);
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert!(answer.contains(expected), "{body}: {answer}");
+    }
+    let (status, answer) = exchange(
+        port,
+        "POST",
+        "/api/actions/edit",
+        &format!("{origin}{cookie}"),
+        r#"{"swarm":"s","instance":"i","extension":"x","state":{}}"#,
     );
     assert_eq!(status, 403, "{answer}");
     assert!(answer.contains("E_STUDIO_CSRF"), "{answer}");
@@ -1338,4 +1372,148 @@ fn issue_49_the_evals_page_says_which_assertion_missed_with_expected_and_got() {
         "a hostile answer became HTML"
     );
     page.screenshot(&artifact("eval-misses.png"));
+}
+
+#[test]
+fn issue_49_edit_a_message_and_an_extension_state_in_the_studio_and_see_a_fork_against_its_origin()
+{
+    let Some(chromium) = chromium_path() else {
+        assert!(
+            std::env::var_os("GOONDAN_REQUIRE_CHROMIUM").is_none(),
+            "GOONDAN_REQUIRE_CHROMIUM is set but /usr/bin/chromium is missing"
+        );
+        eprintln!("SKIPPED the Studio edit browser test: no /usr/bin/chromium");
+        return;
+    };
+    use crate::operator::{ask, first_request_of, instance_dir, listed_messages, search_state};
+    let (swarm, _) = crate::operator::swarm();
+    let _resident = swarm.start_resident();
+    assert_eq!(ask(&swarm, "e", "search one"), "answer search one");
+    let output = swarm.run(&["instance", "fork", "e", "--at", "1", "--as", "e-fork"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(ask(&swarm, "e", "two"), "answer two");
+    let fork_dir = instance_dir(&swarm, "e-fork");
+    let swarm_id = swarm_id_of(&fork_dir);
+    let (_studio, url) =
+        start_studio(swarm.command(&["studio", "--addr", "127.0.0.1:0", "--allow-actions"]));
+    let (port, _) = port_and_token(&url);
+    let mut browser = Browser::start(&chromium);
+    let page = browser.page();
+    page.navigate(&url);
+    page.wait_for(
+        "the page without the token",
+        "location.search === '' && !!document.getElementById('swarms')",
+    );
+    page.navigate(&format!(
+        "http://127.0.0.1:{port}/#/i/{swarm_id}/worker%3Ae-fork"
+    ));
+
+    // The fork against its origin: what they share, and what the origin
+    // did after the fork point.
+    page.wait_for(
+        "the fork's diff against its origin",
+        r#"(() => {
+            const diff = document.getElementById('fork-diff');
+            return !!diff && diff.querySelector('.diff-summary').textContent === '4 messages shared · 0 changed · 2 only in worker:e · 0 only in this fork'
+                && diff.querySelectorAll('.diff-origin').length === 2
+                && diff.querySelector('.diff-origin').innerText.includes('two');
+        })()"#,
+    );
+    page.screenshot(&artifact("fork-diff.png"));
+
+    // Edit the question, with markup that must stay text.
+    let hostile = "<img src=x onerror=\"window.__pwned = 9\">search edited";
+    page.evaluate(
+        r#"(() => {
+            const question = [...document.querySelectorAll('#conversation .message.user')].find((m) => m.innerText.includes('search one'));
+            question.querySelector('button.edit-message').click();
+            return true;
+        })()"#,
+    );
+    page.wait_for(
+        "the message's editor with its text",
+        "!!document.querySelector('#conversation textarea.edit-text') && document.querySelector('#conversation textarea.edit-text').value === 'search one'",
+    );
+    page.evaluate(&format!(
+        "(() => {{ const box = document.querySelector('#conversation textarea.edit-text'); box.value = {}; box.dispatchEvent(new Event('input')); document.querySelector('#conversation button.save-edit').click(); return true; }})()",
+        json!(hostile)
+    ));
+    page.wait_for(
+        "the edit's outcome, the message marked edited, and the diff's changed line",
+        r#"(() => {
+            const status = document.getElementById('edit-status');
+            const edited = document.querySelector('#conversation .message.is-edited');
+            const changed = document.querySelector('#fork-diff .diff-changed');
+            return !!status && status.innerText.startsWith('Edited message msg_') && status.innerText.includes('of worker:e-fork') && !status.innerText.includes('cancelled')
+                && document.querySelectorAll('#conversation button.edit-message').length === 3
+                && !!edited && edited.querySelector('.chip.edited').getAttribute('title').includes('by studio:127.0.0.1:')
+                && edited.innerText.includes('<img src=x')
+                && !!changed && changed.innerText.includes('was: search one')
+                && document.querySelector('#fork-diff .diff-summary').textContent.startsWith('3 messages shared · 1 changed');
+        })()"#,
+    );
+    assert_eq!(
+        page.evaluate("window.__pwned === undefined && document.querySelectorAll('#conversation img, #fork-diff img').length === 0"),
+        json!(true),
+        "hostile markup became HTML"
+    );
+    page.screenshot(&artifact("edited-message.png"));
+    let messages = listed_messages(&swarm, "e-fork");
+    let question = messages
+        .iter()
+        .find(|m| m["data"]["role"] == "user")
+        .unwrap();
+    assert!(
+        question["data"].to_string().contains("search edited"),
+        "{question}"
+    );
+    assert!(
+        question["metadata"]["__goondanEdit"]["by"]
+            .as_str()
+            .unwrap()
+            .starts_with("studio:127.0.0.1:"),
+        "{question}"
+    );
+
+    // The extension's state: shown, a bad JSON refused before it is sent,
+    // then a good one saved.
+    page.wait_for(
+        "the extension's state",
+        r#"!!document.querySelector('#extension-states .extension-state[data-extension="tool-search"] button.edit-state') && document.getElementById('extension-states').innerText.includes('zq-one')"#,
+    );
+    page.evaluate(r#"document.querySelector('#extension-states button.edit-state').click(); true"#);
+    page.wait_for(
+        "the state's editor",
+        "!!document.querySelector('#extension-states textarea.edit-state-text')",
+    );
+    let before = std::fs::read(fork_dir.join("extensions/tool-search.json")).unwrap();
+    page.evaluate("(() => { const box = document.querySelector('#extension-states textarea.edit-state-text'); box.value = '{not json'; box.dispatchEvent(new Event('input')); document.querySelector('#extension-states button.save-edit').click(); return true; })()");
+    page.wait_for(
+        "the bad state refused",
+        "!!document.getElementById('edit-status') && document.getElementById('edit-status').innerText.startsWith('The state is not JSON')",
+    );
+    assert_eq!(
+        std::fs::read(fork_dir.join("extensions/tool-search.json")).unwrap(),
+        before
+    );
+    let mut state = search_state(&fork_dir);
+    state["lastQuery"] = json!("zq-studio");
+    page.evaluate(&format!(
+        "(() => {{ const box = document.querySelector('#extension-states textarea.edit-state-text'); box.value = {}; box.dispatchEvent(new Event('input')); document.querySelector('#extension-states button.save-edit').click(); return true; }})()",
+        json!(state.to_string())
+    ));
+    page.wait_for(
+        "the state saved and shown",
+        "!!document.getElementById('edit-status') && document.getElementById('edit-status').innerText.startsWith('Edited the state of tool-search of worker:e-fork') && document.getElementById('extension-states').innerText.includes('zq-studio') && !document.querySelector('#extension-states textarea')",
+    );
+    assert_eq!(search_state(&fork_dir)["lastQuery"], "zq-studio");
+
+    // Resumed from there: the next Turn's model sees the edited question.
+    assert_eq!(ask(&swarm, "e-fork", "three"), "answer three");
+    let sent = serde_json::to_string(first_request_of(&swarm, "three").messages()).unwrap();
+    assert!(
+        sent.contains("search edited") && !sent.contains(r#""content":"search one""#),
+        "{sent}"
+    );
+    assert_eq!(search_state(&fork_dir)["lastQuery"], "zq-studio");
 }

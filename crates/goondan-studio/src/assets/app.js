@@ -266,14 +266,17 @@ async function show() {
       state.eventsCut = answer;
     } else if (state.view.kind === "instance") {
       const { swarm, instance } = state.view;
-      const [conversation, events, history, originHistory] = await Promise.all([
+      const [conversation, events, history, originHistory, originConversation, extensions] = await Promise.all([
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/conversation`),
         getJson(`/api/swarms/${enc(swarm)}/instances/${enc(instance)}/events`),
         getHistory(state.view),
         getOriginHistory(state.view),
+        getOriginConversation(state.view),
+        getExtensionStates(state.view),
       ]);
       if (call !== shows) return;
-      state.originHistory = originHistory;
+      if (!samePage) Object.assign(state.edit, { messageId: null, extension: null, status: null });
+      Object.assign(state, { originHistory, originConversation, extensions });
       state.conversation = conversation;
       state.events = events.events;
       state.eventsCut = events;
@@ -323,10 +326,13 @@ function renderInstance() {
     waiting.length ? el("section", { class: "panel waiting", id: "waiting" }, waiting.map((request) => el("div", {}, waitingNote(request)))) : null,
     CSRF ? renderSendBox() : null,
     renderSteerStatus(),
+    renderEditStatus(),
     el("div", { class: "grid" },
       el("section", { class: "panel", id: "conversation" }, el("h2", { text: "Conversation" }), renderConversation()),
       el("section", { class: "panel", id: "timeline" }, el("h2", { text: "Timeline" }), renderTurnFilter(), renderTimeline(state.events))),
     state.detail ? el("section", { class: "panel", id: "detail" }, renderDetail()) : null,
+    renderForkDiff(info),
+    renderExtensionStates(),
     el("section", { class: "panel", id: "history" }, el("h2", { text: "History" }), renderHistory(info)));
 }
 
@@ -366,9 +372,13 @@ function renderConversation() {
   if (note) list.append(note);
   for (const message of conversation.messages) {
     const data = message.data || {};
-    const content = Array.isArray(data.content) ? data.content : [data.content];
-    list.append(el("div", { class: "message " + data.role, "data-message-id": message.id },
-      el("div", { class: "role", text: data.role }), content.map(partText)));
+    const edited = message.metadata && message.metadata.__goondanEdit;
+    const editing = state.edit.messageId === message.id;
+    const head = el("div", { class: "role" }, data.role,
+      edited ? el("span", { class: "chip edited", title: `edited${edited.by ? " by " + edited.by : ""}${edited.at ? " at " + fmtTime(edited.at) : ""}`, text: "edited" }) : null,
+      CSRF && !editing && editableText(message) !== null ? editButton(message) : null);
+    list.append(el("div", { class: "message " + data.role + (edited ? " is-edited" : ""), "data-message-id": message.id },
+      head, editing ? renderMessageEditor(message) : contentOf(message).map(partText)));
   }
   if (conversation.messages.length === 0) list.append(el("p", { class: "muted", text: "No messages yet." }));
   return list;
@@ -790,6 +800,20 @@ function getOriginHistory(view) {
   return getHistory({ swarm: view.swarm, instance: origin.instance });
 }
 
+/** The conversation of the instance a fork came from, for the diff; null for no fork or an origin that is gone. */
+function getOriginConversation(view) {
+  const swarm = state.swarms.find((s) => s.id === view.swarm);
+  const info = swarm && swarm.instances.find((i) => i.id === view.instance);
+  const origin = info && info.forkedFrom;
+  if (!origin || !origin.instance) return Promise.resolve(null);
+  return getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(origin.instance)}/conversation`).catch(() => null);
+}
+
+/** The instance's extension states; null when they could not be read. */
+function getExtensionStates(view) {
+  return getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/extensions`).catch(() => null);
+}
+
 /** The instance's history of Turns; null when it could not be read (the page goes on without it). */
 function getHistory(view) {
   return getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/history`).catch(() => null);
@@ -929,6 +953,214 @@ function rewindTo(ref, label) {
       link: null,
     };
   });
+}
+
+// ---- editing: one message's text, one extension's state ----------------------
+
+state.edit = { messageId: null, text: "", extension: null, stateText: "", cancel: false, busy: false, status: null, error: false };
+
+/**
+ * The text an edit of `message` starts from (what `--text` replaces): a
+ * system prompt or a string content, the first text part, the one tool
+ * result; null when the message has nothing an edit can replace (a
+ * message of tool calls only: rewind or fork to change what it calls).
+ */
+function editableText(message) {
+  const data = message.data || {};
+  if (typeof data.content === "string") return data.content;
+  const parts = contentOf(message).filter((part) => part && typeof part === "object");
+  const results = parts.filter((part) => part.type === "tool-result");
+  if (data.role === "tool") {
+    if (results.length !== 1) return null;
+    const output = results[0].output && results[0].output.value !== undefined ? results[0].output.value : results[0].output;
+    return typeof output === "string" ? output : JSON.stringify(output);
+  }
+  if (data.role !== "user" && data.role !== "assistant") return null;
+  const text = parts.find((part) => part.type === "text");
+  return text ? text.text : null;
+}
+
+function editButton(message) {
+  const button = el("button", { type: "button", class: "edit-message", text: "Edit", title: "change this message's text; the next Turn runs on it" });
+  button.addEventListener("click", () => {
+    Object.assign(state.edit, { messageId: message.id, text: editableText(message), extension: null, cancel: false, status: null });
+    render();
+  });
+  return button;
+}
+
+/** What `--text` does to this kind of message, said before saving. */
+function editNote(message) {
+  const role = (message.data || {}).role;
+  if (role === "tool") return "The text becomes this tool result (an error stays an error).";
+  if (role === "system") return "The text becomes the system prompt.";
+  return "The text replaces the first text part; tool calls, images and files are kept.";
+}
+
+function renderMessageEditor(message) {
+  const box = el("textarea", { class: "edit-text", rows: "4", "aria-label": "the message's new text" });
+  box.value = state.edit.text;
+  box.addEventListener("input", () => { state.edit.text = box.value; });
+  const save = el("button", { type: "button", class: "save-edit", text: state.edit.busy ? "Saving…" : "Save", disabled: state.edit.busy ? "disabled" : null });
+  save.addEventListener("click", () => saveEdit({ messageId: message.id, text: state.edit.text }, `message ${message.id}`));
+  return el("div", { class: "editor" },
+    el("p", { class: "muted", text: editNote(message) + " What it replaces is kept in the instance's edits/ record." }),
+    box, editControls(save));
+}
+
+/** The "cancel a running Turn first" box, Save and Back of an editor. */
+function editControls(save) {
+  const cancel = el("input", { type: "checkbox", class: "edit-cancel", checked: state.edit.cancel ? "checked" : null });
+  cancel.addEventListener("change", () => { state.edit.cancel = cancel.checked; });
+  const back = el("button", { type: "button", class: "back", text: "Back" });
+  back.addEventListener("click", () => { Object.assign(state.edit, { messageId: null, extension: null }); render(); });
+  return el("div", { class: "confirm-row" }, el("label", {}, cancel, " cancel a running Turn first"), save, back);
+}
+
+/** The instance's extension states, each with an editor when actions are allowed. */
+function renderExtensionStates() {
+  const answer = state.extensions;
+  const panel = el("section", { class: "panel", id: "extension-states" }, el("h2", { text: "Extension state" }));
+  if (!answer) {
+    panel.append(el("p", { class: "muted", text: "The extension states could not be read." }));
+    return panel;
+  }
+  if (answer.extensions.length === 0) {
+    panel.append(el("p", { class: "muted", text: "No extension has stored state in this instance." }));
+    return panel;
+  }
+  for (const extension of answer.extensions) {
+    const editing = state.edit.extension === extension.name;
+    const size = extension.tooLarge ? `over ${fmtBytes(extension.limitBytes)}; not shown` : extension.error || fmtBytes(extension.bytes);
+    const row = el("div", { class: "extension-state", "data-extension": extension.name },
+      el("div", { class: "head" }, el("b", { text: extension.name }), " ", el("span", { class: "muted", text: size }),
+        CSRF && !editing && "state" in extension ? extensionEditButton(extension) : null));
+    if (editing) row.append(renderStateEditor(extension));
+    else if ("state" in extension) row.append(jsonView(extension.state));
+    panel.append(row);
+  }
+  if (answer.more) panel.append(el("p", { class: "muted", text: "More extensions have state; only the first ones are listed." }));
+  return panel;
+}
+
+function fmtBytes(n) {
+  if (n === undefined || n === null) return "";
+  return n < 1024 ? `${n} bytes` : `${(n / 1024).toFixed(1)} KiB`;
+}
+
+function extensionEditButton(extension) {
+  const button = el("button", { type: "button", class: "edit-state", text: "Edit", title: "replace this extension's state; the next Turn runs on it" });
+  button.addEventListener("click", () => {
+    Object.assign(state.edit, { extension: extension.name, stateText: JSON.stringify(extension.state, null, 2), messageId: null, cancel: false, status: null });
+    render();
+  });
+  return button;
+}
+
+function renderStateEditor(extension) {
+  const box = el("textarea", { class: "edit-state-text", rows: "8", "aria-label": `${extension.name}'s new state (JSON)` });
+  box.value = state.edit.stateText;
+  box.addEventListener("input", () => { state.edit.stateText = box.value; });
+  const save = el("button", { type: "button", class: "save-edit", text: state.edit.busy ? "Saving…" : "Save", disabled: state.edit.busy ? "disabled" : null });
+  save.addEventListener("click", () => {
+    let parsed;
+    try {
+      parsed = JSON.parse(state.edit.stateText);
+    } catch (error) {
+      Object.assign(state.edit, { status: `The state is not JSON: ${error.message}`, error: true });
+      render();
+      return;
+    }
+    saveEdit({ extension: extension.name, state: parsed }, `the state of ${extension.name}`);
+  });
+  return el("div", { class: "editor" }, el("p", { class: "muted", text: "The whole new state, as JSON." }), box, editControls(save));
+}
+
+/** Sends one edit (`change`: a message's or an extension's), then reloads what it changed. */
+async function saveEdit(change, what) {
+  if (state.edit.busy) return;
+  const view = state.view;
+  const info = currentInstance() || {};
+  Object.assign(state.edit, { busy: true, status: "Saving…", error: false });
+  render();
+  try {
+    const answer = await postAction("/api/actions/edit", Object.assign({ swarm: view.swarm, instance: view.instance, cancel: state.edit.cancel }, change));
+    const cancelled = answer.cancelled && answer.cancelled.length ? " (its running Turn was cancelled first)" : "";
+    Object.assign(state.edit, { status: `Edited ${what} of ${info.agentName}:${info.instanceKey}${cancelled}; its next Turn runs on it.`, error: false, messageId: null, extension: null });
+  } catch (error) {
+    Object.assign(state.edit, { status: error.message, error: true });
+  }
+  state.edit.busy = false;
+  if (state.view === view) await reloadEvents();
+  render();
+}
+
+function renderEditStatus() {
+  if (state.edit.status === null) return null;
+  return el("div", { id: "edit-status", class: "panel steer-status " + (state.edit.error ? "status-error" : "status-ok"), text: state.edit.status });
+}
+
+// ---- a fork against its origin ----------------------------------------------
+
+/** One line of a message for the diff: its role and what it says, tools included. */
+function messageLine(message) {
+  const data = message.data || {};
+  const said = contentOf(message).map((part) => {
+    if (typeof part === "string") return part;
+    if (!part) return "";
+    if (part.type === "text") return part.text;
+    if (part.type === "tool-call") return `→ ${part.toolName} ${JSON.stringify(part.input)}`;
+    if (part.type === "tool-result") {
+      const output = part.output && part.output.value !== undefined ? part.output.value : part.output;
+      return `← ${part.toolName} ${typeof output === "string" ? output : JSON.stringify(output)}`;
+    }
+    return JSON.stringify(part);
+  }).join(" ");
+  return { role: data.role, text: said };
+}
+
+/**
+ * The fork's messages against its origin's, matched by id (a fork keeps
+ * the ids of what it copied): shared and unchanged, changed since (an
+ * edit), only in the origin (what it did after the fork point), only in
+ * the fork. Both sides are the newest messages the Studio reads.
+ */
+function forkDiff(forkMessages, originMessages) {
+  const origin = new Map(originMessages.map((message) => [message.id, message]));
+  const forkIds = new Set(forkMessages.map((message) => message.id));
+  const lines = [];
+  let shared = 0;
+  for (const message of forkMessages) {
+    const before = origin.get(message.id);
+    if (!before) lines.push({ kind: "fork", message });
+    else if (JSON.stringify(before.data) === JSON.stringify(message.data)) shared++;
+    else lines.push({ kind: "changed", message, before });
+  }
+  for (const message of originMessages) if (!forkIds.has(message.id)) lines.push({ kind: "origin", message });
+  return { shared, lines };
+}
+
+function renderForkDiff(info) {
+  const origin = info.forkedFrom;
+  if (!origin) return null;
+  const panel = el("section", { class: "panel", id: "fork-diff" }, el("h2", { text: "Against its origin" }));
+  if (!state.originConversation || !state.conversation) {
+    panel.append(el("p", { class: "muted", text: origin.instance ? "The origin's conversation could not be read." : "The origin is no longer there." }));
+    return panel;
+  }
+  const { shared, lines } = forkDiff(state.conversation.messages, state.originConversation.messages);
+  const count = (kind) => lines.filter((line) => line.kind === kind).length;
+  panel.append(el("p", { class: "diff-summary", text: `${shared} messages shared · ${count("changed")} changed · ${count("origin")} only in ${info.agentName}:${origin.instanceKey} · ${count("fork")} only in this fork` }));
+  if (state.conversation.older || state.originConversation.older) panel.append(el("p", { class: "muted", text: "Only the newest messages of each were compared." }));
+  const mark = { fork: "+", origin: "−", changed: "~" };
+  for (const line of lines) {
+    const now = messageLine(line.message);
+    const row = el("div", { class: "diff-line diff-" + line.kind, "data-message-id": line.message.id },
+      el("span", { class: "diff-mark", text: mark[line.kind] }), " ", el("span", { class: "role", text: now.role }), " ", el("span", { class: "text", text: now.text }));
+    if (line.before) row.append(el("div", { class: "muted diff-before" }, "was: ", el("span", { text: messageLine(line.before).text })));
+    panel.append(row);
+  }
+  return panel;
 }
 
 /** Decisions made from this page, newest first: what the list no longer shows. */
@@ -1295,13 +1527,14 @@ async function reloadEvents() {
   if (!view || view.kind === "approvals" || view.kind === "map" || isEvalView(view)) return;
   try {
     if (view.kind === "instance") {
-      const [conversation, events, history] = await Promise.all([
+      const [conversation, events, history, extensions] = await Promise.all([
         getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/conversation`),
         getJson(`/api/swarms/${enc(view.swarm)}/instances/${enc(view.instance)}/events`),
         getHistory(view),
+        getExtensionStates(view),
       ]);
       if (state.view !== view) return;
-      Object.assign(state, { conversation, events: events.events, eventsCut: events, history });
+      Object.assign(state, { conversation, events: events.events, eventsCut: events, history, extensions });
     } else {
       const trace = await getJson(`/api/swarms/${enc(view.swarm)}/traces/${enc(view.trace)}`);
       if (state.view !== view) return;
