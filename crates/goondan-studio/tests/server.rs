@@ -67,6 +67,7 @@ fn start(root: StateRoot, access: impl FnOnce(SocketAddr) -> Access, limits: Lim
         access: access(addr),
         limits,
         actions: false,
+        eval_command: None,
     };
     runtime.spawn(goondan_studio::serve(listener, studio, async {
         let _ = stopped.await;
