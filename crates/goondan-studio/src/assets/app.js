@@ -941,7 +941,8 @@ state.argumentEdits = {};
 /**
  * Re-runs asked from this page, by `runId/index` of the case re-run:
  * `{ busy }` while it runs, then `{ text, error, link }` and for a new run
- * `{ runId, of, label }` (its id, the run re-run from and the case).
+ * `{ passed, runId, of, label }` (whether the case passed, the new run's
+ * id, the run re-run from and the case).
  */
 state.reruns = {};
 
@@ -989,7 +990,9 @@ function rerunCell(run, c) {
   const button = el("button", { type: "button", class: "rerun", text: busy ? "Running…" : "Re-run", disabled: busy ? "disabled" : null, title: "run this case again with gdn eval (it becomes a new run)" });
   button.addEventListener("click", () => rerunCase(run.runId, c.index));
   const outcome = rerun && !busy
-    ? el("div", { class: "rerun-status " + (rerun.error ? "status-error" : "status-ok") },
+    // Coloured as the new result is (a refusal as an error), so a case
+    // that failed again does not look like a pass.
+    ? el("div", { class: "rerun-status " + (rerun.error ? "rerun-refused status-error" : `rerun-done ${rerun.passed ? "status-ok" : "status-error"}`) },
       el("span", { text: rerun.text }),
       rerun.link ? el("a", { href: rerun.link, class: "rerun-link", text: " trace" }) : null)
     : null;
@@ -1008,7 +1011,7 @@ async function rerunCase(runId, index) {
     const score = c.score === null || c.score === undefined ? "" : `, score ${c.score.toFixed(1)}`;
     const label = c.name + (c.model ? "@" + c.model : "");
     state.reruns[key] = {
-      busy: false, error: false, runId: answer.runId, of: runId, label: `${c.eval}/${label}`,
+      busy: false, error: false, passed: c.status === "passed", runId: answer.runId, of: runId, label: `${c.eval}/${label}`,
       text: `${c.eval}/${label}: ${c.status}${score} (new run ${answer.runId})`,
       link: c.traceId && c.workspaceId ? `#/et/${enc(answer.runId)}/${c.index}/${enc(c.workspaceId)}/${enc(c.traceId)}` : null,
     };
