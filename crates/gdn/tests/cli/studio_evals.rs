@@ -515,3 +515,27 @@ fn issue_49_the_evals_page_re_runs_a_case_and_shows_the_new_result() {
     );
     std::fs::rename(&moved, &bundle).unwrap();
 }
+
+/// `gdn studio --help` names the re-run among the actions
+/// `--allow-actions` allows, and `gdn eval --help` names `--case`.
+#[test]
+fn issue_49_help_names_the_re_run_and_case() {
+    let here = tempfile::tempdir().unwrap();
+    let help = |args: &[&str]| {
+        let output = run_with_deadline(gdn_command(here.path(), here.path(), args));
+        stdout(&output)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let studio = help(&["studio", "--help"]);
+    assert!(
+        studio.contains("re-run a case of a stored eval run"),
+        "{studio}"
+    );
+    let eval = help(&["eval", "--help"]);
+    assert!(
+        eval.contains("--case <NAME> Run only the cases of this name"),
+        "{eval}"
+    );
+}
