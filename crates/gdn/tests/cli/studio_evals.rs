@@ -291,7 +291,7 @@ fn issue_49_a_case_re_run_from_the_studio_is_a_new_run_live_or_from_its_cassette
     assert_eq!(status, 404, "{answer}");
     assert_eq!(
         listed_runs(port),
-        [first.clone()],
+        std::slice::from_ref(&first),
         "a refusal ran something"
     );
 
