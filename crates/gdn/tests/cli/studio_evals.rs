@@ -12,11 +12,11 @@
 
 use crate::cdp::{chromium_path, Browser};
 use crate::mock_llm::{ChatRequest, MockLlm, Reply};
+use crate::studio::{artifact, csrf_of, exchange, port_and_token, Killed};
 use crate::swarm::{code, gdn_command, run_with_deadline, stderr, stdout};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 /// A one-agent bundle on `@ENDPOINT@` with an Eval of a case that passes
 /// and one, with hostile markup in it, whose checks miss on purpose.
@@ -115,72 +115,13 @@ impl Project {
     }
 }
 
-/// A child process killed on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `command` (a `gdn studio`); it, its port and the token its URL
-/// carries.
-fn start_studio(mut command: std::process::Command) -> (Killed, u16, String) {
-    let mut studio = Killed(
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut first_line = String::new();
-    BufReader::new(studio.0.stdout.take().unwrap())
-        .read_line(&mut first_line)
-        .unwrap();
-    let (port, token) = first_line
-        .trim()
-        .strip_prefix("Goondan Studio: http://127.0.0.1:")
-        .and_then(|rest| rest.split_once("/?token="))
-        .unwrap_or_else(|| panic!("no token URL in {first_line:?}"));
-    (studio, port.parse().unwrap(), token.to_string())
-}
-
-/// One request over plain TCP to 127.0.0.1:`port`; the answer's status
-/// code and body.
-fn exchange(port: u16, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
-
-/// The CSRF token the Studio on `port` puts in its page.
-fn csrf_of(port: u16) -> String {
-    let (status, page) = exchange(port, "GET", "/", "", "");
-    assert_eq!(status, 200);
-    page.split_once(r#"<meta name="gdn-csrf" content=""#)
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(csrf, _)| csrf.to_string())
-        .unwrap_or_else(|| panic!("no CSRF token in the page:\n{page}"))
+/// Starts `command` (a `gdn studio --allow-actions`); it, its port and
+/// the token its URL carries.
+fn start_studio(command: std::process::Command) -> (Killed, u16, String) {
+    let (studio, url) = crate::studio::start_studio(command);
+    let (port, token) = port_and_token(&url);
+    let token = token.unwrap_or_else(|| panic!("no token in {url}"));
+    (studio, port, token)
 }
 
 /// The body of an answer, as JSON.
@@ -377,12 +318,6 @@ fn issue_49_a_re_run_of_a_case_no_longer_in_the_bundle_answers_gdn_evals_error()
             .contains("(there are: holds, renamed)"),
         "{answer}"
     );
-}
-
-fn artifact(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("studio");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 /// The page's selector of case `index`'s row in run `run`.
