@@ -82,8 +82,7 @@ pub use runtime_events::{
     RuntimeEventPage, RuntimeEventRecord,
 };
 pub use swarm_events::{
-    append_swarm_event, read_swarm_events, read_swarm_events_to, swarm_events_log,
-    SwarmEventRecord,
+    append_swarm_event, read_swarm_events, read_swarm_events_to, swarm_events_log, SwarmEventRecord,
 };
 pub use turns::{
     read_turn_history, turn_starts, TurnHistory, TurnOutcome, TurnRecord, TurnRef, TurnStart,

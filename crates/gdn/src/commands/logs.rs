@@ -134,8 +134,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
             list_interval: LIST_INTERVAL,
             ..FollowOptions::default()
         };
-        let mut follower =
-            WorkspaceFollower::new(workspace, options, FollowFrom::Offsets(read_to));
+        let mut follower = WorkspaceFollower::new(workspace, options, FollowFrom::Offsets(read_to));
         loop {
             std::thread::sleep(FOLLOW_INTERVAL);
             for followed in follower.poll() {

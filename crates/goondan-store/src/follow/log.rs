@@ -155,7 +155,11 @@ impl FollowedLog {
         let mut n_mismatches = 0;
         let (before, chunk) = loop {
             let n_before = self.anchor.as_ref().map_or_else(
-                || usize::try_from(self.offset).unwrap_or(usize::MAX).min(ANCHOR_BYTES),
+                || {
+                    usize::try_from(self.offset)
+                        .unwrap_or(usize::MAX)
+                        .min(ANCHOR_BYTES)
+                },
                 Vec::len,
             );
             let start = self.offset - n_before as u64;
@@ -304,6 +308,17 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// Cuts `path` to `length` bytes in place, as a writer's repair or a
+    /// reset does.
+    fn cut(path: &Path, length: u64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(length)
+            .unwrap();
+    }
+
     fn append(path: &Path, bytes: &[u8]) {
         std::fs::OpenOptions::new()
             .create(true)
@@ -376,12 +391,7 @@ mod tests {
         append(&path, b"{\"torn");
         assert!(lines(&mut followed).is_empty());
         // The writer repairs the tail (shorter than read), then appends.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(4)
-            .unwrap();
+        cut(&path, 4);
         assert!(lines(&mut followed).is_empty());
         append(&path, b"two\n");
         assert_eq!(lines(&mut followed), ["two"]);
@@ -389,12 +399,7 @@ mod tests {
         append(&path, b"{\"tor");
         assert!(lines(&mut followed).is_empty());
         let length = std::fs::metadata(&path).unwrap().len();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(length - 5)
-            .unwrap();
+        cut(&path, length - 5);
         append(&path, b"three, longer than the fragment\n");
         assert_eq!(lines(&mut followed), ["three, longer than the fragment"]);
         assert_eq!(followed.n_rewrites(), 0);
@@ -409,12 +414,7 @@ mod tests {
         assert!(lines(&mut followed).is_empty());
         // Truncated in place and written again, past where it was read to,
         // before the next look.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        cut(&path, 0);
         append(&path, b"new one, a longer line\nnew two\n");
         assert_eq!(lines(&mut followed), ["new one, a longer line", "new two"]);
         assert_eq!(followed.n_rewrites(), 1);

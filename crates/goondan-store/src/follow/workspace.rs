@@ -193,7 +193,11 @@ impl WorkspaceFollower {
                 // Dot-names are a fork being staged or a deletion under way.
                 if name.starts_with('.')
                     || !entry.file_type().is_ok_and(|kind| kind.is_dir())
-                    || self.options.instance.as_ref().is_some_and(|only| *only != name)
+                    || self
+                        .options
+                        .instance
+                        .as_ref()
+                        .is_some_and(|only| *only != name)
                 {
                     continue;
                 }
@@ -337,6 +341,17 @@ mod tests {
         line + "\n"
     }
 
+    /// Cuts `path` to `length` bytes in place, as a writer's repair or a
+    /// reset does.
+    fn cut(path: &Path, length: u64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(length)
+            .unwrap();
+    }
+
     fn append(path: &Path, text: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::OpenOptions::new()
@@ -379,13 +394,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let workspace = StateRoot::new(dir.path()).workspace("main");
         let alpha = log_of(&workspace, "alpha");
-        append(&alpha, &event_line("alpha", "default", "turn.started", "t1", 1));
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.started", "t1", 1),
+        );
         let mut follower = WorkspaceFollower::new(workspace.clone(), options(), FollowFrom::Now);
         // What was there is history.
         assert!(seen(&mut follower).is_empty());
-        append(&alpha, &event_line("alpha", "default", "turn.completed", "t1", 3));
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.completed", "t1", 3),
+        );
         let beta = log_of(&workspace, "beta");
-        append(&beta, &event_line("beta", "default", "turn.started", "t1", 2));
+        append(
+            &beta,
+            &event_line("beta", "default", "turn.started", "t1", 2),
+        );
         assert_eq!(
             seen(&mut follower),
             [
@@ -404,7 +428,10 @@ mod tests {
         // Deleted and made again: the new one is read from its start.
         std::fs::remove_dir_all(workspace.instances_dir().join("beta:default")).unwrap();
         assert!(seen(&mut follower).is_empty());
-        append(&beta, &event_line("beta", "default", "turn.started", "t3", 5));
+        append(
+            &beta,
+            &event_line("beta", "default", "turn.started", "t3", 5),
+        );
         assert_eq!(
             seen(&mut follower),
             [("beta:default".to_string(), "turn.started".to_string())]
@@ -417,11 +444,20 @@ mod tests {
         let workspace = StateRoot::new(dir.path()).workspace("main");
         let alpha = log_of(&workspace, "alpha");
         let beta = log_of(&workspace, "beta");
-        append(&alpha, &event_line("alpha", "default", "turn.started", "t1", 1));
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.started", "t1", 1),
+        );
         let history_end = std::fs::metadata(&alpha).unwrap().len();
         // Written after the history was read, before following began.
-        append(&alpha, &event_line("alpha", "default", "turn.completed", "t1", 2));
-        append(&beta, &event_line("beta", "default", "turn.started", "t1", 3));
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.completed", "t1", 2),
+        );
+        append(
+            &beta,
+            &event_line("beta", "default", "turn.started", "t1", 3),
+        );
         let offsets = HashMap::from([(alpha.clone(), history_end)]);
         let mut follower =
             WorkspaceFollower::new(workspace, options(), FollowFrom::Offsets(offsets));
@@ -439,18 +475,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let workspace = StateRoot::new(dir.path()).workspace("main");
         let alpha = log_of(&workspace, "alpha");
-        append(&alpha, &event_line("alpha", "default", "turn.started", "t1", 1));
-        append(&alpha, &event_line("alpha", "default", "turn.completed", "t1", 2));
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.started", "t1", 1),
+        );
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.completed", "t1", 2),
+        );
         let mut follower = WorkspaceFollower::new(workspace, options(), FollowFrom::Now);
         assert!(seen(&mut follower).is_empty());
         // `gdn instance restart --fresh` empties it; a new Turn writes
         // more than it held before the next look.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&alpha)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        cut(&alpha, 0);
         for (kind, at) in [
             ("turn.started", 3),
             ("step.started", 4),
@@ -482,7 +519,10 @@ mod tests {
         assert!(seen(&mut follower).is_empty());
         append(&alpha, "\n");
         append(&alpha, "not an event\n");
-        append(&alpha, &event_line("alpha", "default", "turn.started", "t1", 1));
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.started", "t1", 1),
+        );
         assert_eq!(
             seen(&mut follower),
             [("alpha:default".to_string(), "turn.started".to_string())]
@@ -526,14 +566,13 @@ mod tests {
                 .collect();
             assert_eq!(seen, expected, "{options:?}");
         };
-        let filter = |agent: Option<&str>, trace: Option<&str>, kind: Option<&str>| {
-            RuntimeEventFilter {
+        let filter =
+            |agent: Option<&str>, trace: Option<&str>, kind: Option<&str>| RuntimeEventFilter {
                 agent_name: agent.map(str::to_string),
                 trace_id: trace.map(str::to_string),
                 event_type: kind.map(str::to_string),
                 last: None,
-            }
-        };
+            };
         check(
             FollowOptions {
                 filter: filter(Some("alpha"), Some("t1"), None),
