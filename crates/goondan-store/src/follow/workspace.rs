@@ -470,6 +470,34 @@ mod tests {
         );
     }
 
+    /// A line a writer was in the middle of when the history was read is
+    /// left out of it and shown once whole.
+    #[test]
+    fn a_line_torn_when_the_history_was_read_comes_once_it_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = StateRoot::new(dir.path()).workspace("main");
+        let alpha = log_of(&workspace, "alpha");
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.started", "t1", 1),
+        );
+        let whole = event_line("alpha", "default", "turn.completed", "t1", 2);
+        let (first_half, second_half) = whole.split_at(40);
+        append(&alpha, first_half);
+        let history = crate::read_runtime_events(&alpha, &RuntimeEventFilter::default()).unwrap();
+        assert_eq!(history.records.len(), 1);
+        let offsets = HashMap::from([(alpha.clone(), history.resume_at)]);
+        let mut follower =
+            WorkspaceFollower::new(workspace, options(), FollowFrom::Offsets(offsets));
+        assert!(seen(&mut follower).is_empty());
+        append(&alpha, second_half);
+        assert_eq!(
+            seen(&mut follower),
+            [("alpha:default".to_string(), "turn.completed".to_string())]
+        );
+        assert_eq!(follower.stats(), FollowStats::default());
+    }
+
     #[test]
     fn a_truncated_log_is_read_again_from_its_start_without_repeats() {
         let dir = tempfile::tempdir().unwrap();
