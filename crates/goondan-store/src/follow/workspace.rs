@@ -21,7 +21,7 @@ use crate::runtime_events::RuntimeEventFilter;
 use crate::swarm_events::swarm_events_log;
 use crate::tail::DEFAULT_MAX_LINE_BYTES;
 use goondan_types::{RuntimeEvent, SwarmEvent};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -206,18 +206,18 @@ impl WorkspaceFollower {
         }
         let first = !self.first_listing_done;
         self.first_listing_done = true;
-        let gone: Vec<String> = self
-            .instances
-            .keys()
-            .filter(|name| !present.iter().any(|(present, _)| present == *name))
-            .cloned()
-            .collect();
-        for name in gone {
-            if let Some(log) = self.instances.remove(&name) {
-                self.n_long_lines_dropped += log.n_long_lines();
-                self.n_rewrites_dropped += log.n_rewrites();
+        let present_names: HashSet<&str> = present.iter().map(|(name, _)| name.as_str()).collect();
+        let (mut n_long_lines, mut n_rewrites) = (0, 0);
+        self.instances.retain(|name, log| {
+            let kept = present_names.contains(name.as_str());
+            if !kept {
+                n_long_lines += log.n_long_lines();
+                n_rewrites += log.n_rewrites();
             }
-        }
+            kept
+        });
+        self.n_long_lines_dropped += n_long_lines;
+        self.n_rewrites_dropped += n_rewrites;
         for (name, dir) in present {
             if self.instances.contains_key(&name) {
                 continue;
