@@ -341,17 +341,6 @@ mod tests {
         line + "\n"
     }
 
-    /// Cuts `path` to `length` bytes in place, as a writer's repair or a
-    /// reset does.
-    fn cut(path: &Path, length: u64) {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .unwrap()
-            .set_len(length)
-            .unwrap();
-    }
-
     fn append(path: &Path, text: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::OpenOptions::new()
@@ -382,6 +371,18 @@ mod tests {
             .collect()
     }
 
+    /// A workspace whose `alpha:default` logged one `turn.started`.
+    fn alpha_started() -> (tempfile::TempDir, WorkspacePaths, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = StateRoot::new(dir.path()).workspace("main");
+        let alpha = log_of(&workspace, "alpha");
+        append(
+            &alpha,
+            &event_line("alpha", "default", "turn.started", "t1", 1),
+        );
+        (dir, workspace, alpha)
+    }
+
     fn options() -> FollowOptions {
         FollowOptions {
             list_interval: Duration::ZERO,
@@ -391,13 +392,7 @@ mod tests {
 
     #[test]
     fn an_instance_made_after_it_began_is_followed_from_its_first_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let workspace = StateRoot::new(dir.path()).workspace("main");
-        let alpha = log_of(&workspace, "alpha");
-        append(
-            &alpha,
-            &event_line("alpha", "default", "turn.started", "t1", 1),
-        );
+        let (_dir, workspace, alpha) = alpha_started();
         let mut follower = WorkspaceFollower::new(workspace.clone(), options(), FollowFrom::Now);
         // What was there is history.
         assert!(seen(&mut follower).is_empty());
@@ -474,13 +469,7 @@ mod tests {
     /// left out of it and shown once whole.
     #[test]
     fn a_line_torn_when_the_history_was_read_comes_once_it_is_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let workspace = StateRoot::new(dir.path()).workspace("main");
-        let alpha = log_of(&workspace, "alpha");
-        append(
-            &alpha,
-            &event_line("alpha", "default", "turn.started", "t1", 1),
-        );
+        let (_dir, workspace, alpha) = alpha_started();
         let whole = event_line("alpha", "default", "turn.completed", "t1", 2);
         let (first_half, second_half) = whole.split_at(40);
         append(&alpha, first_half);
@@ -500,13 +489,7 @@ mod tests {
 
     #[test]
     fn a_truncated_log_is_read_again_from_its_start_without_repeats() {
-        let dir = tempfile::tempdir().unwrap();
-        let workspace = StateRoot::new(dir.path()).workspace("main");
-        let alpha = log_of(&workspace, "alpha");
-        append(
-            &alpha,
-            &event_line("alpha", "default", "turn.started", "t1", 1),
-        );
+        let (_dir, workspace, alpha) = alpha_started();
         append(
             &alpha,
             &event_line("alpha", "default", "turn.completed", "t1", 2),
@@ -515,7 +498,7 @@ mod tests {
         assert!(seen(&mut follower).is_empty());
         // `gdn instance restart --fresh` empties it; a new Turn writes
         // more than it held before the next look.
-        cut(&alpha, 0);
+        std::fs::File::create(&alpha).unwrap();
         for (kind, at) in [
             ("turn.started", 3),
             ("step.started", 4),
