@@ -38,16 +38,23 @@ fn main() -> ExitCode {
                     .downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             });
-            let coded = error
+            let orchestrator = error
                 .chain()
                 .find_map(|cause| cause.downcast_ref::<goondan_orchestrator::OrchestratorError>());
+            let client = error
+                .chain()
+                .find_map(|cause| cause.downcast_ref::<goondan_client::ClientError>());
             if broken_pipe {
                 Outcome::Success
-            } else if let Some(coded) = coded {
+            } else if let Some(coded) = orchestrator {
                 // A library's coded error that reached the edge keeps its
-                // code (`E_ORCHESTRATOR_STOPPED` when the orchestrator went
-                // away mid-request).
+                // code.
                 render::error(coded.code(), coded, coded.suggestion().as_deref());
+                Outcome::Failure
+            } else if let Some(coded) = client {
+                // `E_ORCHESTRATOR_STOPPED` when the orchestrator went away
+                // mid-request.
+                render::error(coded.code(), coded, Some(coded.suggestion()));
                 Outcome::Failure
             } else {
                 render::uncoded_error(&chain_text(&error));

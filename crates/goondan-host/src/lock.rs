@@ -5,7 +5,8 @@
 //! file is only ever replaced by the lock's holder.
 
 use crate::HostError;
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
+use goondan_client::ControlSocket;
+use goondan_orchestrator::control::{ControlRequest, ControlResponse};
 use goondan_store::paths::MAX_SOCKET_PATH_BYTES;
 use goondan_store::WorkspacePaths;
 use std::path::{Path, PathBuf};
@@ -46,8 +47,9 @@ pub async fn claim(workspace: &WorkspacePaths, socket: &Path) -> Result<Claim, H
     let lock_path = workspace.control_lock();
     let deadline = tokio::time::Instant::now() + ATTACH_WAIT;
     loop {
-        if let Ok(ControlResponse::Status { identity, .. }) =
-            control::call(socket, &ControlRequest::Status).await
+        if let Ok(ControlResponse::Status { identity, .. }) = ControlSocket::new(socket)
+            .call(&ControlRequest::Status)
+            .await
         {
             if identity.workspace_id.as_deref() == Some(workspace.workspace_id()) {
                 return Ok(Claim::Running);

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -970,48 +970,25 @@ fn failure(code: &str, message: &str) -> ControlResponse {
     ControlResponse::Failed(goondan_types::ErrorBody::new(code, message))
 }
 
-/// Sends one request to the orchestrator listening at `path` and returns
-/// its response. An orchestrator that took the connection and went away
-/// before answering (stopped, killed) is [`OrchestratorError::Stopped`];
-/// one that cannot be reached is [`OrchestratorError::Control`].
-pub async fn call(
-    path: &Path,
+/// One request to the orchestrator at `path` and its response, for this
+/// crate's own unit tests. Every other client is `goondan_client`'s
+/// `ControlSocket`, which a unit test here cannot use: it would link a
+/// second copy of this crate, whose `ControlRequest` is another type.
+#[cfg(test)]
+pub(crate) async fn call(
+    path: &std::path::Path,
     request: &ControlRequest,
-) -> Result<ControlResponse, OrchestratorError> {
-    let control_error = |source| OrchestratorError::Control {
-        path: path.display().to_string(),
-        source,
-    };
-    let stream = UnixStream::connect(path).await.map_err(control_error)?;
-    let (read, mut write) = stream.into_split();
-    let mut bytes = serde_json::to_vec(request).unwrap_or_default();
+) -> std::io::Result<ControlResponse> {
+    let (read, mut write) = UnixStream::connect(path).await?.into_split();
+    let mut bytes = serde_json::to_vec(request)?;
     bytes.push(b'\n');
-    write
-        .write_all(&bytes)
-        .await
-        .map_err(stopped_or(&control_error))?;
-    let mut lines = BufReader::new(read).lines();
-    let line = lines
+    write.write_all(&bytes).await?;
+    let line = BufReader::new(read)
+        .lines()
         .next_line()
-        .await
-        .map_err(stopped_or(&control_error))?
-        .ok_or(OrchestratorError::Stopped)?;
-    serde_json::from_str(&line)
-        .map_err(|error| control_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error)))
-}
-
-/// An error on a connection the orchestrator had accepted: it went away
-/// ([`OrchestratorError::Stopped`]) when the peer closed or reset it,
-/// else `other`.
-pub fn stopped_or(
-    other: &impl Fn(std::io::Error) -> OrchestratorError,
-) -> impl Fn(std::io::Error) -> OrchestratorError + '_ {
-    move |error| match error.kind() {
-        std::io::ErrorKind::UnexpectedEof
-        | std::io::ErrorKind::ConnectionReset
-        | std::io::ErrorKind::BrokenPipe => OrchestratorError::Stopped,
-        _ => other(error),
-    }
+        .await?
+        .ok_or(std::io::ErrorKind::UnexpectedEof)?;
+    Ok(serde_json::from_str(&line)?)
 }
 
 #[cfg(test)]

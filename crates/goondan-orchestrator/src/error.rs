@@ -250,21 +250,6 @@ impl OrchestratorError {
         }
     }
 
-    /// True when the control socket had no orchestrator behind it (no
-    /// socket file, or nothing listening on it): nothing was asked, so a
-    /// client may do the work itself. Any other failure may have come
-    /// after the orchestrator took the request.
-    pub fn is_unreachable(&self) -> bool {
-        matches!(
-            self,
-            OrchestratorError::Control { source, .. }
-                if matches!(
-                    source.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-                )
-        )
-    }
-
     /// Its code, message and suggestion, as every port and the control
     /// socket answer a failure.
     pub fn to_body(&self) -> goondan_types::ErrorBody {

@@ -7,6 +7,7 @@
 //! at start, `broken` reports a start error, `stubborn` ignores shutdown.
 //! (The full AgentProcess is covered by the `gdn` end-to-end tests.)
 
+use goondan_client::ControlSocket;
 use goondan_ipc::protocol::{
     self, Answer, AnswerOutcome, Inbound, Ready, StartError, TextDelta, TurnFinished,
     PROTOCOL_VERSION,
@@ -637,35 +638,34 @@ fn control_socket_answers_list_and_request() {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let answer = control::call(
-            &socket,
-            &ControlRequest::Request {
+        let answer = ControlSocket::new(&socket)
+            .call(&ControlRequest::Request {
                 agent: None,
                 event: ConnectorEvent::text("stdin_message", "via socket"),
                 cancel_on_disconnect: false,
-            },
-        )
-        .await
-        .unwrap();
+            })
+            .await
+            .unwrap();
         let ControlResponse::Answer { response } = answer else {
             panic!("not an answer: {answer:?}");
         };
         assert_eq!(response.input.as_deref(), Some("alpha:via socket"));
-        let list = control::call(&socket, &ControlRequest::List).await.unwrap();
+        let list = ControlSocket::new(&socket)
+            .call(&ControlRequest::List)
+            .await
+            .unwrap();
         let ControlResponse::Instances { instances } = list else {
             panic!("not a list: {list:?}");
         };
         assert_eq!(instances[0].key, "alpha:main");
-        let bad = control::call(
-            &socket,
-            &ControlRequest::Request {
+        let bad = ControlSocket::new(&socket)
+            .call(&ControlRequest::Request {
                 agent: Some("ghost".into()),
                 event: ConnectorEvent::text("stdin_message", "x"),
                 cancel_on_disconnect: false,
-            },
-        )
-        .await
-        .unwrap();
+            })
+            .await
+            .unwrap();
         assert!(matches!(bad, ControlResponse::Failed(body) if body.code == "E_AGENT_NOT_FOUND"));
         server.abort();
     });

@@ -15,7 +15,8 @@
 //! how a history is cut (the orchestrator's, through `goondan-store`).
 
 use crate::data::{self, ReadError};
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse, EditChange};
+use goondan_client::ControlSocket;
+use goondan_orchestrator::control::{ControlRequest, ControlResponse, EditChange};
 use goondan_orchestrator::ingress::CLI_EVENT;
 use goondan_orchestrator::orchestrator::CancelledTurn;
 use goondan_store::{
@@ -433,7 +434,11 @@ const STATUS_WAIT: Duration = Duration::from_secs(1);
 /// a stale socket file, is not a running swarm.
 pub(crate) async fn orchestrator_answers(socket: PathBuf) -> bool {
     matches!(
-        tokio::time::timeout(STATUS_WAIT, control::call(&socket, &ControlRequest::Status)).await,
+        tokio::time::timeout(
+            STATUS_WAIT,
+            ControlSocket::new(&socket).call(&ControlRequest::Status)
+        )
+        .await,
         Ok(Ok(ControlResponse::Status { .. }))
     )
 }
@@ -641,7 +646,7 @@ async fn call(
     socket: &std::path::Path,
     request: &ControlRequest,
 ) -> Result<ControlResponse, ActionError> {
-    control::call(socket, request).await.map_err(|error| {
+    ControlSocket::new(socket).call(request).await.map_err(|error| {
         ActionError::NotRunning(format!(
             "no orchestrator answers for this swarm ({error}); start one that stays with `gdn run --detach` in the bundle's folder"
         ))

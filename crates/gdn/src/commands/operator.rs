@@ -13,7 +13,8 @@ use super::target::{call, stores, Target};
 use crate::cli::GlobalArgs;
 use crate::exit::Outcome;
 use crate::render::usd;
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse, EditChange};
+use goondan_client::ControlSocket;
+use goondan_orchestrator::control::{ControlRequest, ControlResponse, EditChange};
 use goondan_orchestrator::orchestrator::{CancelOutcome, CancelledTurn};
 use goondan_store::{
     EditTarget, ExtensionStateSource, ForkReport, InstanceStore, InstanceSummary, RewindReport,
@@ -566,11 +567,8 @@ fn ask_orchestrator(
     let Some(socket) = &target.socket else {
         return Ok(None);
     };
-    match crate::runtime::current_thread()?.block_on(control::call(socket, request)) {
-        Ok(response) => Ok(Some(response)),
-        Err(error) if error.is_unreachable() => Ok(None),
-        Err(error) => Err(error.into()),
-    }
+    let socket = ControlSocket::new(socket);
+    Ok(crate::runtime::current_thread()?.block_on(socket.call_if_running(request))?)
 }
 
 /// Says which running Turns a `--cancel` stopped first.

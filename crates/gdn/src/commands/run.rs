@@ -29,12 +29,13 @@ use crate::exit::Outcome;
 use crate::project;
 use crate::stdin_lines::{self, Line};
 use anyhow::Context;
+use goondan_client::{ClientError, ControlSocket};
 use goondan_host::cluster::ClusterMode;
 use goondan_host::lock::{self, Claim, ATTACH_WAIT};
 use goondan_host::{HostMode, HostSettings, Project, RunningSwarm};
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
+use goondan_orchestrator::control::{ControlRequest, ControlResponse};
 use goondan_orchestrator::ingress::CLI_EVENT;
-use goondan_orchestrator::{Ingress, OrchestratorError, OrchestratorHandle};
+use goondan_orchestrator::{Ingress, OrchestratorHandle};
 use goondan_types::{AgentEvent, ConnectorEvent, ProcessStatus};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -309,36 +310,20 @@ async fn ask_over_socket(
     event: ConnectorEvent,
     cancel_on_disconnect: bool,
 ) -> anyhow::Result<Delivery> {
-    let request = ControlRequest::Request {
-        agent,
-        event,
-        cancel_on_disconnect,
-    };
-    let response = match control::call(socket, &request).await {
-        Ok(response) => response,
-        Err(OrchestratorError::Control { source, .. })
-            if matches!(
-                source.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-            ) =>
-        {
-            return Ok(Delivery::NotDelivered)
-        }
+    match ControlSocket::new(socket)
+        .ask(agent, event, cancel_on_disconnect)
+        .await
+    {
+        Ok(reply) => Ok(Delivery::Answered(reply)),
+        Err(error) if error.is_unreachable() => Ok(Delivery::NotDelivered),
         // It took the request and went away before answering (stopped,
         // killed): a coded answer, not a bare IO error.
-        Err(OrchestratorError::Stopped) => {
-            return Ok(Delivery::Answered(Err(OrchestratorError::Stopped
-                .to_body()
-                .with_suggestion(
-                    "the input may still be answered when the swarm starts again (it is in its instance's inbox); `gdn run --detach` starts it",
-                ))))
-        }
-        Err(error) => return Err(error.into()),
-    };
-    match response {
-        ControlResponse::Answer { response } => Ok(Delivery::Answered(Ok(response))),
-        ControlResponse::Failed(refused) => Ok(Delivery::Answered(Err(refused))),
-        other => anyhow::bail!("the orchestrator answered a request with {other:?}"),
+        Err(ClientError::Stopped) => Ok(Delivery::Answered(Err(ClientError::Stopped
+            .to_body()
+            .with_suggestion(
+                "the input may still be answered when the swarm starts again (it is in its instance's inbox); `gdn run --detach` starts it",
+            )))),
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -361,7 +346,7 @@ pub(crate) async fn ask_text(
             message: "the orchestrator is not running".into(),
             suggestion: Some("start it with `gdn run --detach`".into()),
         }),
-        Err(error) => Err(match error.downcast::<OrchestratorError>() {
+        Err(error) => Err(match error.downcast::<ClientError>() {
             Ok(error) => error.to_body(),
             Err(other) => Refused {
                 code: "E_CONTROL_PROTOCOL".into(),
@@ -386,8 +371,9 @@ const CONNECTIONS_SETTLE: Duration = Duration::from_secs(5);
 async fn warn_failed_connections(socket: &Path) {
     let deadline = tokio::time::Instant::now() + CONNECTIONS_SETTLE;
     loop {
-        let Ok(ControlResponse::Connections { connections }) =
-            control::call(socket, &ControlRequest::Connections).await
+        let Ok(ControlResponse::Connections { connections }) = ControlSocket::new(socket)
+            .call(&ControlRequest::Connections)
+            .await
         else {
             return;
         };
@@ -514,8 +500,9 @@ async fn detach(
         if let Ok(Some(status)) = child.try_wait() {
             return Ok(background_exited(&log_path, log_start, status));
         }
-        if let Ok(ControlResponse::Status { pid, identity, .. }) =
-            control::call(socket, &ControlRequest::Status).await
+        if let Ok(ControlResponse::Status { pid, identity, .. }) = ControlSocket::new(socket)
+            .call(&ControlRequest::Status)
+            .await
         {
             if identity.workspace_id.as_deref() == Some(workspace.workspace_id()) {
                 drop(starting);

@@ -19,6 +19,7 @@ use crate::exit::Outcome;
 use crate::project;
 use anyhow::Context;
 use futures_util::future::BoxFuture;
+use goondan_client::{ClientError, ControlSocket};
 use goondan_host::lock;
 use goondan_http::access::HttpAccess;
 use goondan_ipc::protocol::{Answer, AnswerOutcome};
@@ -28,10 +29,8 @@ use goondan_serve::{
     TurnRequest, TurnUpdate,
 };
 use goondan_types::{ConnectorEvent, ContentPart, ModelMessage};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 /// The bounds of the port before a request reaches the router: each
@@ -39,10 +38,6 @@ use tokio::sync::mpsc;
 /// per client; a head must arrive within 10 s.
 const HTTP_LIMITS: goondan_http::AcceptLimits =
     goondan_http::AcceptLimits::new(4096, std::time::Duration::from_secs(10));
-
-/// The longest line read from the control socket: an answer with its
-/// text (a Turn's answer is bounded by the model's output limit).
-const MAX_CONTROL_LINE: u64 = 16 * 1024 * 1024;
 
 /// How many inputs are handed to the orchestrator at once; well under
 /// its control socket's listen queue and its bound on connections
@@ -105,35 +100,7 @@ impl Swarm for SocketSwarm {
 
 /// Sends `request` as a `DeliverStreaming` control request; resolves at
 /// its `Accepted` line, then reads the rest in a task of its own.
-async fn start_turn(
-    socket: &std::path::Path,
-    request: TurnRequest,
-) -> Result<RunningTurn, TurnFailure> {
-    let not_running = || {
-        TurnFailure::new(
-            "E_ORCHESTRATOR_NOT_RUNNING",
-            "the orchestrator is not running",
-        )
-        .with_suggestion(
-            "start it with `gdn run --detach`; `gdn serve` started it if it did not run then",
-        )
-    };
-    let stream = UnixStream::connect(socket).await.map_err(|error| {
-        if matches!(
-            error.kind(),
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-        ) {
-            not_running()
-        } else {
-            // A full listen queue: the orchestrator runs but is behind.
-            TurnFailure::new(
-                "E_CONTROL_BUSY",
-                format!("the orchestrator's control socket takes no more connections now: {error}"),
-            )
-            .with_suggestion("try again in a moment")
-        }
-    })?;
-    let (read, mut write) = stream.into_split();
+async fn start_turn(socket: &Path, request: TurnRequest) -> Result<RunningTurn, TurnFailure> {
     let prior_messages = request.history.iter().map(model_message).collect();
     let control = ControlRequest::DeliverStreaming {
         key: format!("{}:{}", request.agent, request.instance_key),
@@ -141,11 +108,15 @@ async fn start_turn(
         source: request.source,
         prior_messages,
     };
-    let mut line = serde_json::to_vec(&control).unwrap_or_default();
-    line.push(b'\n');
-    write.write_all(&line).await.map_err(|_| not_running())?;
-    let mut lines = BufReader::new(read);
-    let event_id = match read_response(&mut lines).await {
+    let failure = |error: ClientError| match error {
+        ClientError::NotRunning { .. } | ClientError::Stopped => not_running(),
+        error => error.to_body(),
+    };
+    let mut responses = ControlSocket::new(socket)
+        .open(&control)
+        .await
+        .map_err(failure)?;
+    let event_id = match responses.next().await.map_err(failure)? {
         Some(ControlResponse::Accepted { event_id }) => event_id,
         Some(ControlResponse::Failed(refused)) => return Err(refused),
         Some(other) => return Err(protocol_broken(&other)),
@@ -153,20 +124,21 @@ async fn start_turn(
     };
     let (updates, received) = mpsc::channel(BUFFERED_UPDATES);
     tokio::spawn(async move {
-        // Held until the answer: closing it cancels the Turn.
-        let _write = write;
+        // `responses` holds the connection until the answer: closing it
+        // cancels the Turn.
         loop {
             let response = tokio::select! {
-                response = read_response(&mut lines) => response,
+                response = responses.next() => response,
                 // Nobody reads the reports any more: cancel.
                 () = updates.closed() => return,
             };
             let update = match response {
-                Some(ControlResponse::Delta { text }) => TurnUpdate::Text(text),
-                Some(ControlResponse::Answer { response }) => TurnUpdate::Finished(answer_of(&response)),
-                Some(ControlResponse::Failed(refused)) => TurnUpdate::Finished(Err(refused)),
-                Some(other) => TurnUpdate::Finished(Err(protocol_broken(&other))),
-                None => TurnUpdate::Finished(Err(TurnFailure::new(
+                Ok(Some(ControlResponse::Delta { text })) => TurnUpdate::Text(text),
+                Ok(Some(ControlResponse::Answer { response })) => TurnUpdate::Finished(answer_of(&response)),
+                Ok(Some(ControlResponse::Failed(refused))) => TurnUpdate::Finished(Err(refused)),
+                Ok(Some(other)) => TurnUpdate::Finished(Err(protocol_broken(&other))),
+                Err(ClientError::Protocol { detail }) => TurnUpdate::Finished(Err(TurnFailure::new("E_CONTROL_PROTOCOL", detail))),
+                Ok(None) | Err(_) => TurnUpdate::Finished(Err(TurnFailure::new(
                     "E_ORCHESTRATOR_STOPPED",
                     "the orchestrator stopped before the Turn answered",
                 )
@@ -184,21 +156,15 @@ async fn start_turn(
     })
 }
 
-/// One response line, at most [`MAX_CONTROL_LINE`] long; `None` at the
-/// end of the stream or on a line that is not a response.
-async fn read_response(
-    lines: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
-) -> Option<ControlResponse> {
-    let mut line = Vec::new();
-    let read = (&mut *lines)
-        .take(MAX_CONTROL_LINE)
-        .read_until(b'\n', &mut line)
-        .await
-        .ok()?;
-    if read == 0 {
-        return None;
-    }
-    serde_json::from_slice(&line).ok()
+/// The failure of a Turn handed to an orchestrator that is not running.
+fn not_running() -> TurnFailure {
+    TurnFailure::new(
+        "E_ORCHESTRATOR_NOT_RUNNING",
+        "the orchestrator is not running",
+    )
+    .with_suggestion(
+        "start it with `gdn run --detach`; `gdn serve` started it if it did not run then",
+    )
 }
 
 fn protocol_broken(response: &ControlResponse) -> TurnFailure {

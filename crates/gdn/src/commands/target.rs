@@ -8,7 +8,7 @@
 use crate::cli::GlobalArgs;
 use crate::project;
 use anyhow::Context;
-use goondan_orchestrator::control::{self, ControlRequest, ControlResponse};
+use goondan_orchestrator::control::{ControlRequest, ControlResponse};
 use goondan_orchestrator::orchestrator::InstanceStatus;
 use goondan_store::{ActiveSwarm, InstanceStore, InstanceSummary, StateRoot, WorkspacePaths};
 use goondan_types::JsonValue;
@@ -184,12 +184,10 @@ fn active_records(state_root: &StateRoot) -> Vec<(String, ActiveSwarm)> {
 pub(crate) async fn call(
     socket: &Path,
     request: ControlRequest,
-) -> Result<Option<ControlResponse>, goondan_orchestrator::OrchestratorError> {
-    match control::call(socket, &request).await {
-        Ok(response) => Ok(Some(response)),
-        Err(error) if error.is_unreachable() => Ok(None),
-        Err(error) => Err(error),
-    }
+) -> Result<Option<ControlResponse>, goondan_client::ClientError> {
+    goondan_client::ControlSocket::new(socket)
+        .call_if_running(&request)
+        .await
 }
 
 /// Asks the running orchestrator to restart the instances `key` names;
