@@ -8,6 +8,7 @@ use crate::cli::{Format, GlobalArgs};
 use crate::exit::Outcome;
 use goondan_host::Project;
 use goondan_store::{StateRoot, StateRootSources};
+use goondan_types::RoutingKey;
 use std::path::PathBuf;
 
 /// `<System Root>/packages`, where installed packages are unpacked;
@@ -74,8 +75,8 @@ pub(crate) fn load(
 
 /// `agent:instance` or a bare instance key (the entry agent's: `None`).
 pub(crate) fn split_key(key: &str) -> (Option<String>, String) {
-    match key.split_once(':') {
-        Some((agent, instance)) if !agent.is_empty() && !instance.is_empty() => {
+    match RoutingKey::split(key) {
+        (Some(agent), instance) if !agent.is_empty() && !instance.is_empty() => {
             (Some(agent.to_string()), instance.to_string())
         }
         _ => (None, key.to_string()),

@@ -28,6 +28,7 @@ const FLOW: &[&str] = &[
     "goondan-base",
     "goondan-agent",
     "goondan-orchestrator",
+    "goondan-client",
     "goondan-studio",
     "goondan-host",
     "goondan-eval",

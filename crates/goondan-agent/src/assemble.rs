@@ -313,7 +313,7 @@ pub async fn assemble(
     let ledger = Arc::new(ledger_for(
         &swarm,
         model_resource,
-        &format!("{}:{}", args.agent_name, args.instance_key),
+        &goondan_types::RoutingKey::new(&args.agent_name, &args.instance_key).to_string(),
         &store,
         parts.metadata.get().usage.unwrap_or_default(),
     ));

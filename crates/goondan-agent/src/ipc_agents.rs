@@ -570,7 +570,8 @@ impl AgentsApi for IpcAgents {
                 .into_iter()
                 .filter(|info| {
                     options.include_all.unwrap_or(false)
-                        || format!("{}:{}", info.owner_agent, info.owner_instance_key) == me
+                        || RoutingKey::new(&info.owner_agent, &info.owner_instance_key).to_string()
+                            == me
                 })
                 .collect();
             Ok(AgentRuntimeListResult { agents })

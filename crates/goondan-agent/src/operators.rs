@@ -187,7 +187,7 @@ impl Inner {
         let Some(sender) = &self.notices else {
             return;
         };
-        let from = format!("{}:{}", self.agent, self.instance_key);
+        let from = goondan_types::RoutingKey::new(&self.agent, &self.instance_key).to_string();
         let wire = message.to_message(&from, ORCHESTRATOR);
         if let Err(mpsc::error::TrySendError::Full(wire)) = sender.try_send(wire) {
             let sender = sender.clone();

@@ -54,7 +54,7 @@ impl InstanceAddress {
 
     /// The routing key, `agentName:instanceKey`.
     pub fn routing_key(&self) -> String {
-        format!("{}:{}", self.agent_name, self.instance_key)
+        goondan_types::RoutingKey::new(&self.agent_name, &self.instance_key).to_string()
     }
 
     /// The instance's shard.

@@ -25,8 +25,8 @@ pub enum IpcError {
         limit: usize,
     },
     /// A routing key did not parse.
-    #[error("`{0}` is not a routing key; expected `agentName:instanceKey`")]
-    BadRoutingKey(String),
+    #[error(transparent)]
+    BadRoutingKey(#[from] goondan_types::RoutingKeyError),
 }
 
 impl IpcError {

@@ -444,7 +444,7 @@ impl RuntimeMessage {
 
     /// The wire message carrying this from `from` to `to`.
     pub fn to_message(&self, from: &str, to: &str) -> IpcMessage {
-        let agent_name = from.split_once(':').map_or(from, |(agent, _)| agent);
+        let agent_name = RoutingKey::split(from).0.unwrap_or(from);
         event_message(from, to, &self.to_event(agent_name))
     }
 

@@ -27,7 +27,7 @@ use crate::paths::InstancePaths;
 use crate::{StoreError, TurnJournal};
 use goondan_types::{
     ContentPart, JsonObject, JsonValue, Message, MessageContent, MessageEvent, ModelMessage,
-    ToolResultOutput,
+    RoutingKey, ToolResultOutput,
 };
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -116,7 +116,7 @@ impl InstanceStore {
         text: &str,
         by: &str,
     ) -> Result<EditReport, StoreError> {
-        let instance = format!("{agent_name}:{instance_key}");
+        let instance = RoutingKey::new(agent_name, instance_key).to_string();
         let (paths, lock) = self.quiescent(agent_name, instance_key, Recovery::Always)?;
         let mut journal = FileJournal::open(paths.clone(), self.policy(), lock)?;
         let conversation = journal.load()?;
@@ -184,7 +184,7 @@ impl InstanceStore {
         state: &JsonValue,
         by: &str,
     ) -> Result<EditReport, StoreError> {
-        let instance = format!("{agent_name}:{instance_key}");
+        let instance = RoutingKey::new(agent_name, instance_key).to_string();
         let refused = |reason: String, suggestion: &str| StoreError::EditRefused {
             instance: instance.clone(),
             reason,

@@ -55,7 +55,7 @@ fn history_to_cut(paths: &InstancePaths) -> Result<TurnHistory, StoreError> {
     Ok(history)
 }
 use crate::{StoreError, TurnHistory, TurnRecord, TurnRef};
-use goondan_types::{JsonObject, JsonValue};
+use goondan_types::{JsonObject, JsonValue, RoutingKey};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -286,7 +286,7 @@ impl InstanceStore {
             let destination = self.workspace().instance(agent_name, new_instance_key);
             if new_instance_key == instance_key || destination.dir().exists() {
                 return Err(StoreError::InstanceExists {
-                    instance: format!("{agent_name}:{new_instance_key}"),
+                    instance: RoutingKey::new(agent_name, new_instance_key).to_string(),
                     dir: destination.dir().to_path_buf(),
                 });
             }
@@ -315,7 +315,7 @@ impl InstanceStore {
     ) -> Result<ForkReport, StoreError> {
         let destination = self.workspace().instance(agent_name, new_instance_key);
         let refuse_existing = || StoreError::InstanceExists {
-            instance: format!("{agent_name}:{new_instance_key}"),
+            instance: RoutingKey::new(agent_name, new_instance_key).to_string(),
             dir: destination.dir().to_path_buf(),
         };
         if new_instance_key == instance_key || destination.dir().exists() {
@@ -635,7 +635,7 @@ fn find_turn<'h>(
     instance_key: &str,
 ) -> Result<&'h TurnRecord, StoreError> {
     history.find(turn).ok_or_else(|| StoreError::TurnNotFound {
-        instance: format!("{agent_name}:{instance_key}"),
+        instance: RoutingKey::new(agent_name, instance_key).to_string(),
         turn: turn.to_string(),
         n_turns: history.turns.len(),
     })

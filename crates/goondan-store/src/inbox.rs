@@ -287,10 +287,9 @@ impl InboxStore {
             let Some(stem) = name.to_str().and_then(|name| name.strip_suffix(".jsonl")) else {
                 continue;
             };
-            let key = decode_path_component(stem).and_then(|key| {
-                key.split_once(':')
-                    .map(|(agent, instance)| (agent.to_string(), instance.to_string()))
-            });
+            let key = decode_path_component(stem)
+                .and_then(|key| goondan_types::RoutingKey::split_whole(&key))
+                .map(|key| (key.agent_name, key.instance_key));
             if let Some(key) = key {
                 found.push(key);
             }

@@ -19,6 +19,7 @@ use crate::paths::{decode_path_component, InstancePaths, WorkspacePaths};
 use crate::runtime_events::RuntimeEventLog;
 use crate::StoreError;
 use goondan_types::JsonObject;
+use goondan_types::RoutingKey;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -330,13 +331,13 @@ fn check_owner(
     // Metadata written by the original names the routing key as its
     // instance key; that is the same instance.
     if existing.agent_name == agent_name
-        && existing.instance_key == format!("{agent_name}:{instance_key}")
+        && existing.instance_key == RoutingKey::new(agent_name, instance_key).to_string()
     {
         return Ok(());
     }
     Err(StoreError::InstanceKeyConflict {
-        instance_key: format!("{agent_name}:{instance_key}"),
-        existing_key: format!("{}:{}", existing.agent_name, existing.instance_key),
+        instance_key: RoutingKey::new(agent_name, instance_key).to_string(),
+        existing_key: RoutingKey::new(&existing.agent_name, &existing.instance_key).to_string(),
         dir: dir.to_path_buf(),
     })
 }
@@ -345,8 +346,8 @@ fn check_owner(
 /// be decoded.
 fn split_folder_name(name: &str) -> (String, String) {
     let decoded = decode_path_component(name).unwrap_or_else(|| name.to_string());
-    match decoded.split_once(':') {
-        Some((agent, key)) => (agent.to_string(), key.to_string()),
+    match RoutingKey::split_whole(&decoded) {
+        Some(key) => (key.agent_name, key.instance_key),
         None => (String::new(), decoded),
     }
 }
@@ -363,6 +364,13 @@ pub struct InstanceSummary {
     /// Status and timestamps; `None` when `metadata.json` is missing or
     /// unreadable.
     pub metadata: Option<InstanceMetadata>,
+}
+
+impl InstanceSummary {
+    /// Its routing key, `agent:instanceKey`.
+    pub fn routing_key(&self) -> RoutingKey {
+        RoutingKey::new(&self.agent_name, &self.instance_key)
+    }
 }
 
 /// An open instance: everything one AgentProcess writes.

@@ -22,6 +22,7 @@
 
 use crate::StoreError;
 use goondan_types::placement::fnv1a64;
+use goondan_types::RoutingKey;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -493,7 +494,7 @@ impl WorkspacePaths {
 /// The folder name of an instance: the encoded routing key
 /// `agentName:instanceKey`.
 pub fn instance_folder_name(agent_name: &str, instance_key: &str) -> String {
-    encode_path_component(&format!("{agent_name}:{instance_key}"))
+    encode_path_component(&RoutingKey::new(agent_name, instance_key).to_string())
 }
 
 /// The files of one instance (`workspace.md` §7.1).

@@ -130,7 +130,7 @@ impl RuntimeEventFilter {
             let restarted_it = event
                 .restarted()
                 .iter()
-                .any(|key| key.split_once(':').is_some_and(|(name, _)| name == agent));
+                .any(|key| goondan_types::RoutingKey::split(key).0 == Some(agent));
             if !restarted_it {
                 return false;
             }

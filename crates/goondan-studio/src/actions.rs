@@ -22,6 +22,7 @@ use goondan_orchestrator::orchestrator::CancelledTurn;
 use goondan_store::{
     ActiveSwarm, ForkReport, InstancePaths, InstanceStore, RewindReport, StateRoot, WorkspacePaths,
 };
+use goondan_types::RoutingKey;
 use goondan_types::{ApprovalDecision, ConnectorEvent, ErrorBody, Verdict};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -377,7 +378,7 @@ pub(crate) fn find_approval(
                 argument_refusal(&workspace, &request, arguments)?;
             }
             return Ok(DecisionTarget {
-                key: format!("{}:{}", request.agent, request.instance_key),
+                key: RoutingKey::new(&request.agent, &request.instance_key).to_string(),
                 socket: control_socket(&workspace),
             });
         }
@@ -495,7 +496,7 @@ pub(crate) struct InstanceTarget {
 impl InstanceTarget {
     /// `agent:instanceKey`, as the control socket names it.
     fn key(&self) -> String {
-        format!("{}:{}", self.agent, self.instance_key)
+        RoutingKey::new(&self.agent, &self.instance_key).to_string()
     }
 }
 

@@ -29,6 +29,7 @@ pub mod message;
 pub mod placement;
 pub mod refs;
 pub mod result;
+pub mod routing_key;
 pub mod runtime_event;
 pub mod secret;
 pub mod sse;
@@ -54,6 +55,7 @@ pub use message::{
 };
 pub use refs::{ObjectRef, ObjectRefLike, ObjectRefParseError, RefItem};
 pub use result::{StepResult, StepStatus, TokenUsage, TurnError, TurnFinishReason, TurnResult};
+pub use routing_key::{RoutingKey, RoutingKeyError};
 pub use runtime_event::{RuntimeEvent, RuntimeEventBase};
 pub use secret::Secrets;
 pub use swarm_event::{ReloadTrigger, SwarmEvent, SwarmEventBase};

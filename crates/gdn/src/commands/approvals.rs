@@ -234,7 +234,7 @@ fn decide(
             return Ok(Outcome::BadArguments);
         }
     }
-    let key = format!("{}:{}", request.agent, request.instance_key);
+    let key = goondan_types::RoutingKey::new(&request.agent, &request.instance_key).to_string();
     let decision = ApprovalDecision {
         id: id.to_string(),
         verdict,

@@ -361,7 +361,7 @@ impl Table {
         };
         self.format_row(Row {
             timestamp: &base.timestamp,
-            who: &format!("{}:{}", base.agent_name, base.instance_key),
+            who: &goondan_types::RoutingKey::new(&base.agent_name, &base.instance_key).to_string(),
             kind: event.type_name(),
             duration,
             tokens,

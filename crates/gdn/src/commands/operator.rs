@@ -258,7 +258,7 @@ pub(crate) fn fork(
     };
     let (agent, instance_key) = (summary.agent_name.as_str(), summary.instance_key.as_str());
     let request = ControlRequest::Fork {
-        key: format!("{agent}:{instance_key}"),
+        key: summary.routing_key().to_string(),
         at: asked.turn.to_string(),
         new_key: new_key.map(str::to_string),
         by: BY.to_string(),
@@ -323,7 +323,7 @@ pub(crate) fn rewind(
     };
     let (agent, instance_key) = (summary.agent_name.as_str(), summary.instance_key.as_str());
     let request = ControlRequest::Rewind {
-        key: format!("{agent}:{instance_key}"),
+        key: summary.routing_key().to_string(),
         to: asked.turn.to_string(),
         by: BY.to_string(),
         cancel: asked.cancel,
@@ -483,7 +483,7 @@ pub(crate) fn edit(
     };
     let (agent, instance_key) = (summary.agent_name.as_str(), summary.instance_key.as_str());
     let request = ControlRequest::Edit {
-        key: format!("{agent}:{instance_key}"),
+        key: summary.routing_key().to_string(),
         change: change.clone(),
         by: BY.to_string(),
         cancel,
@@ -587,17 +587,14 @@ fn resolve(
     let mut found = Vec::new();
     for store in stores(target)? {
         for summary in store.list()? {
-            let full = format!("{}:{}", summary.agent_name, summary.instance_key);
-            if summary.instance_key == key || full == key {
+            if summary.routing_key().is_named_by(key) {
                 found.push((store.clone(), summary));
             }
         }
     }
     // `agent:key` names one instance even when another agent's key is
     // spelled the same.
-    let exact = |summary: &InstanceSummary| {
-        format!("{}:{}", summary.agent_name, summary.instance_key) == key
-    };
+    let exact = |summary: &InstanceSummary| summary.routing_key().to_string() == key;
     if found.len() > 1 && found.iter().any(|(_, summary)| exact(summary)) {
         found.retain(|(_, summary)| exact(summary));
     }
@@ -614,7 +611,7 @@ fn resolve(
         _ => {
             let names: Vec<String> = found
                 .iter()
-                .map(|(_, summary)| format!("{}:{}", summary.agent_name, summary.instance_key))
+                .map(|(_, summary)| summary.routing_key().to_string())
                 .collect();
             crate::render::error(
                 "E_INSTANCE_AMBIGUOUS",

@@ -103,7 +103,7 @@ impl Swarm for SocketSwarm {
 async fn start_turn(socket: &Path, request: TurnRequest) -> Result<RunningTurn, TurnFailure> {
     let prior_messages = request.history.iter().map(model_message).collect();
     let control = ControlRequest::DeliverStreaming {
-        key: format!("{}:{}", request.agent, request.instance_key),
+        key: goondan_types::RoutingKey::new(&request.agent, &request.instance_key).to_string(),
         event: ConnectorEvent::text("user_message", request.text),
         source: request.source,
         prior_messages,

@@ -232,7 +232,7 @@ pub(crate) fn delete_instances(target: &Target, key: &str) -> anyhow::Result<(us
 }
 
 fn matches(summary: &InstanceSummary, key: &str) -> bool {
-    summary.instance_key == key || format!("{}:{}", summary.agent_name, summary.instance_key) == key
+    summary.routing_key().is_named_by(key)
 }
 
 /// The stores of the target's workspace, or of every workspace when no
@@ -303,7 +303,7 @@ pub(crate) fn instance_rows(
             if agent.is_some_and(|agent| agent != summary.agent_name) {
                 continue;
             }
-            let key = format!("{}:{}", summary.agent_name, summary.instance_key);
+            let key = summary.routing_key().to_string();
             let process = live_instances.iter().find(|instance| instance.key == key);
             let metadata = summary.metadata.as_ref();
             // The live orchestrator's view wins; without one, what the

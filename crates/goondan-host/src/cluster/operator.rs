@@ -216,7 +216,7 @@ async fn answer(owner: Arc<Owner>, request: OwnerRequest) {
         } => owner
             .handle
             .cancel_running(
-                format!("{agent}:{instance_key}"),
+                goondan_types::RoutingKey::new(agent, instance_key).to_string(),
                 by,
                 goondan_orchestrator::control::CANCEL_SETTLE,
             )

@@ -273,10 +273,7 @@ impl OrchestratorHandle {
         let cancelled = cancelled.await.map_err(|_| OrchestratorError::Stopped)??;
         let pending = cancelled
             .iter()
-            .filter_map(|turn| {
-                let (agent, instance_key) = turn.key.split_once(':')?;
-                Some((RoutingKey::new(agent, instance_key), turn.event_id.clone()))
-            })
+            .filter_map(|turn| Some((RoutingKey::split_whole(&turn.key)?, turn.event_id.clone())))
             .collect();
         let (done, over) = oneshot::channel();
         self.send(Input::WatchTurns { pending, done }).await?;

@@ -161,14 +161,14 @@ impl Orchestrator {
         }
         let mut routing_keys = Vec::with_capacity(keys.len());
         for text in keys {
-            let Some((agent, instance_key)) = text.split_once(':') else {
+            let Some(key) = RoutingKey::split_whole(text) else {
                 let _ = reply.send(Err(OrchestratorError::UnknownAgent {
                     agent: text.clone(),
                     swarm: self.swarm.swarm_name.clone(),
                 }));
                 return;
             };
-            routing_keys.push(RoutingKey::new(agent, instance_key));
+            routing_keys.push(key);
         }
         if let Some(busy) = routing_keys.iter().find(|key| {
             self.instances
@@ -224,10 +224,9 @@ impl Orchestrator {
     /// a process; a placeholder made only for the hold is forgotten.
     pub(super) fn release(&mut self, keys: &[String]) {
         for text in keys {
-            let Some((agent, instance_key)) = text.split_once(':') else {
+            let Some(key) = RoutingKey::split_whole(text) else {
                 continue;
             };
-            let key = RoutingKey::new(agent, instance_key);
             let Some(instance) = self.instances.get_mut(&key) else {
                 continue;
             };

@@ -330,13 +330,7 @@ fn authorized(tokens: &[String], headers: &HeaderMap) -> bool {
     // which one matched or how many there are before it.
     let matches = tokens
         .iter()
-        .filter(|token| {
-            aws_lc_rs::constant_time::verify_slices_are_equal(
-                token.as_bytes(),
-                sent.trim().as_bytes(),
-            )
-            .is_ok()
-        })
+        .filter(|token| goondan_http::token::same_secret(sent.as_bytes(), token.as_bytes()))
         .count();
     matches > 0
 }
