@@ -639,11 +639,6 @@ fn circles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Circle> 
 /// fails.
 const MODULE_CIRCLES_ALLOWED: &[(&str, &[&str], &str)] = &[
     (
-        "goondan-config",
-        &["loader::misplaced", "loader::parse"],
-        "parse asks misplaced where a field belongs, and misplaced parses the field it finds with parse's reader",
-    ),
-    (
         "goondan-connector",
         &["approvals", "approvals::telegram", "http", "source", "telegram"],
         "issue 50 #5: the platforms hand presses to the desk, and the desk posts through the platforms' clients",
@@ -657,11 +652,6 @@ const MODULE_CIRCLES_ALLOWED: &[(&str, &[&str], &str)] = &[
         "goondan-host",
         &["cluster::rollout", "mode", "reload", "start"],
         "start builds the mode, the mode reloads, and a reload in a cluster is a rollout that starts again",
-    ),
-    (
-        "goondan-orchestrator",
-        &["orchestrator::forwarding", "orchestrator::routing"],
-        "routing hands events it does not serve to forwarding, which reports a failed forward through routing",
     ),
 ];
 

@@ -8,10 +8,10 @@
 //! An answer owes nobody an acknowledgement (its request's host acks the
 //! request once the answer is stored); it is forwarded without a debt.
 
-use super::routing::failed;
 use super::Orchestrator;
 use crate::remote::{ForwardOutcome, RemoteInstances};
 use crate::OrchestratorError;
+use crate::error::failed;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::FutureExt;
