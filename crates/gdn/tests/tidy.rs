@@ -639,11 +639,6 @@ fn circles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Circle> 
 /// fails.
 const MODULE_CIRCLES_ALLOWED: &[(&str, &[&str], &str)] = &[
     (
-        "goondan-connector",
-        &["approvals", "approvals::telegram", "http", "source", "telegram"],
-        "issue 50 #5: the platforms hand presses to the desk, and the desk posts through the platforms' clients",
-    ),
-    (
         "goondan-host",
         &["cluster::host", "cluster::operator", "cluster::shard"],
         "the cluster host loop, the operator's requests it serves and the shards it pulls share state both ways",
