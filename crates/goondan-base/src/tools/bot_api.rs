@@ -176,19 +176,26 @@ impl BotClient {
     }
 
     /// The Bot API client for one call's credentials.
-    pub(crate) fn telegram(&self, credentials: &Credentials) -> Result<TelegramApi, BuiltinToolError> {
-        Ok(
-            TelegramApi::with_http(self.http(credentials)?, &credentials.base_url, &credentials.token)
-                .masked_as(TOKEN_MARKER),
+    pub(crate) fn telegram(
+        &self,
+        credentials: &Credentials,
+    ) -> Result<TelegramApi, BuiltinToolError> {
+        Ok(TelegramApi::with_http(
+            self.http(credentials)?,
+            &credentials.base_url,
+            &credentials.token,
         )
+        .masked_as(TOKEN_MARKER))
     }
 
     /// The Web API client for one call's credentials.
     pub(crate) fn slack(&self, credentials: &Credentials) -> Result<SlackApi, BuiltinToolError> {
-        Ok(
-            SlackApi::with_http(self.http(credentials)?, &credentials.base_url, &credentials.token)
-                .masked_as(TOKEN_MARKER),
+        Ok(SlackApi::with_http(
+            self.http(credentials)?,
+            &credentials.base_url,
+            &credentials.token,
         )
+        .masked_as(TOKEN_MARKER))
     }
 
     /// The shared connection pool, built on first use.
@@ -511,7 +518,9 @@ mod tests {
             token: "999:very-secret".into(),
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
         };
-        let api = client(BotApiConfig::default()).telegram(&credentials).unwrap();
+        let api = client(BotApiConfig::default())
+            .telegram(&credentials)
+            .unwrap();
         assert_eq!(
             api.mask("GET http://x/bot999:very-secret/getFile"),
             "GET http://x/bot[REDACTED:token]/getFile"

@@ -205,11 +205,7 @@ impl SlackApi {
         max_bytes: u64,
         timeout: Duration,
     ) -> Result<Download, SlackError> {
-        let request = self
-            .http
-            .client
-            .get(url.as_str())
-            .bearer_auth(&self.token);
+        let request = self.http.client.get(url.as_str()).bearer_auth(&self.token);
         let answer = exchange(request, timeout, max_bytes)
             .await
             .map_err(|failure| self.failure(FILE_DOWNLOAD, failure))?;

@@ -379,7 +379,11 @@ mod tests {
         });
         let api = TelegramApi::new(&format!("http://{address}"), "1:secret-token-value").unwrap();
         let error = api
-            .call("sendMessage", &serde_json::json!({}), Duration::from_millis(50))
+            .call(
+                "sendMessage",
+                &serde_json::json!({}),
+                Duration::from_millis(50),
+            )
             .await
             .unwrap_err();
         assert_eq!(

@@ -14,10 +14,10 @@
 use super::forwarding::Owed;
 use super::instance::Queued;
 use super::Orchestrator;
+use crate::error::failed;
 use crate::ingress::{self, Ingress};
 use crate::spawner::SpawnRequest;
 use crate::OrchestratorError;
-use crate::error::failed;
 use goondan_ipc::protocol::{self, Failure, QueryAnswer};
 use goondan_ipc::{RoutingKey, ORCHESTRATOR};
 use goondan_types::ConnectorEvent;

@@ -9,9 +9,9 @@
 //! request once the answer is stored); it is forwarded without a debt.
 
 use super::Orchestrator;
+use crate::error::failed;
 use crate::remote::{ForwardOutcome, RemoteInstances};
 use crate::OrchestratorError;
-use crate::error::failed;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::FutureExt;
