@@ -21,9 +21,7 @@ use goondan_store::{
     ActiveSwarm, InboxStore, InstanceStore, SyncPolicy, WorkspaceIdentity, WorkspacePaths,
 };
 use goondan_types::ConnectorEvent;
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
