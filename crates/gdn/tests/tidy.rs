@@ -494,9 +494,16 @@ fn use_tree_paths(text: &str) -> Vec<Vec<String>> {
 
 /// The modules of a crate that `code` (of the module `module`) names
 /// through `crate::…`, `super::…` or `self::…` paths, use trees with
-/// braces included, among `known`. A module's own ancestors are left out:
+/// braces included, among `known`; an item the root re-exports
+/// (`reexports`: `HostMode` for `pub use mode::HostMode`) names the
+/// module it comes from. A module's own ancestors are left out:
 /// a child naming its parent is one concept, not a circle.
-fn named_modules(code: &str, module: &[String], known: &[Vec<String>]) -> Vec<Vec<String>> {
+fn named_modules(
+    code: &str,
+    module: &[String],
+    known: &[Vec<String>],
+    reexports: &BTreeMap<String, Vec<String>>,
+) -> Vec<Vec<String>> {
     let mut found = Vec::new();
     let parent = module[..module.len().saturating_sub(1)].to_vec();
     for (prefix, base) in [
@@ -523,6 +530,11 @@ fn named_modules(code: &str, module: &[String], known: &[Vec<String>]) -> Vec<Ve
                     path.push(segment.clone());
                     if !known.contains(&path) {
                         path.pop();
+                        // `crate::Thing` the root re-exports from a
+                        // module names that module.
+                        if let Some(target) = reexports.get(segment).filter(|_| path.is_empty()) {
+                            path = target.clone();
+                        }
                         break;
                     }
                 }
@@ -542,14 +554,42 @@ fn module_graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let modules: Vec<Vec<String>> = files.iter().map(|file| module_of(src, file)).collect();
+    let code_of = |file: &PathBuf| {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        code_under(file.parent().unwrap(), &[name], true)
+    };
+    let mut reexports = BTreeMap::new();
+    for (file, _) in files
+        .iter()
+        .zip(&modules)
+        .filter(|(_, module)| module.is_empty())
+    {
+        let code = code_of(file);
+        for (at, _) in code.match_indices("pub use ") {
+            for named in use_tree_paths(&code[at + "pub use ".len()..]) {
+                let segments = named.strip_prefix(&["crate".to_string()]).unwrap_or(&named);
+                let mut target = Vec::new();
+                for segment in segments {
+                    target.push(segment.clone());
+                    if !modules.contains(&target) {
+                        target.pop();
+                        break;
+                    }
+                }
+                if let Some(item) = segments.last().filter(|_| target.len() < segments.len()) {
+                    if !target.is_empty() {
+                        reexports.insert(item.clone(), target);
+                    }
+                }
+            }
+        }
+    }
     let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     for (file, module) in files.iter().zip(&modules) {
-        let name = file.file_name().unwrap().to_str().unwrap();
-        let code = code_under(file.parent().unwrap(), &[name], true);
         edges
             .entry(module.clone())
             .or_default()
-            .extend(named_modules(&code, module, &modules));
+            .extend(named_modules(&code_of(file), module, &modules, &reexports));
     }
     edges
 }
@@ -798,6 +838,7 @@ fn module_references_are_read_as_paths() {
     .map(|path| path.iter().map(|part| part.to_string()).collect())
     .collect();
     let run: Vec<String> = vec!["commands".into(), "run".into()];
+    let reexports = BTreeMap::from([("Store".to_string(), vec!["store".to_string()])]);
     let cases = [
         ("use super::cluster::ask;", vec!["commands::cluster"]),
         ("use crate::render::error;", vec!["render"]),
@@ -813,12 +854,17 @@ fn module_references_are_read_as_paths() {
             vec!["commands::cluster"],
         ),
         ("crate::render::Thing::<T>::new()", vec!["render"]),
+        ("use crate::{Store, Unknown};", vec!["store"]),
     ];
     for (code, expected) in cases {
         let expected: Vec<Vec<String>> = expected
             .iter()
             .map(|path| path.split("::").map(str::to_string).collect())
             .collect();
-        assert_eq!(named_modules(code, &run, &known), expected, "{code}");
+        assert_eq!(
+            named_modules(code, &run, &known, &reexports),
+            expected,
+            "{code}"
+        );
     }
 }

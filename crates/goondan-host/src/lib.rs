@@ -37,8 +37,8 @@ mod secrets;
 mod start;
 
 pub use cluster::rollout::PackageInstaller;
-pub use error::HostError;
+pub use error::{HostError, NotLoaded};
 pub use mode::HostMode;
 pub use notice::{Notice, Notices};
-pub use project::{NotLoaded, Project};
+pub use project::Project;
 pub use start::{start, HostSettings, RunningSwarm};
