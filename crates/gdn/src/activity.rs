@@ -12,13 +12,10 @@
 //! terminal, nor with `--json` or `--quiet`.
 
 use crate::progress::FRAMES;
-use goondan_store::follow::FollowedLog;
-use goondan_store::tail::DEFAULT_MAX_LINE_BYTES;
-use goondan_store::{InstancePaths, WorkspacePaths};
+use goondan_store::follow::{FollowFrom, FollowOptions, LoggedEvent, WorkspaceFollower};
+use goondan_store::WorkspacePaths;
 use goondan_types::{EventSourceKind, RuntimeEvent, ToolCallStatus};
-use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,9 +26,8 @@ const TICK: Duration = Duration::from_millis(100);
 /// to its log, so text written just before a tool call may arrive after
 /// the call's event; holding events this long keeps them in order.
 const HOLD: chrono::TimeDelta = chrono::TimeDelta::milliseconds(60);
-/// How often new instances (a delegation's first Turn) are looked for, in
-/// ticks.
-const LIST_EVERY: u32 = 5;
+/// How often new instances (a delegation's first Turn) are looked for.
+const LIST_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Whether a console shows activity: on a terminal, without `--json` or
 /// `--quiet`.
@@ -68,10 +64,9 @@ impl Activity {
             colored,
             ..Screen::default()
         }));
-        let mut logs = Logs::new(workspace);
         // What is there now is not this input's (taken before the input
         // is sent, so nothing of it is missed).
-        logs.discover();
+        let logs = Logs::new(workspace);
         let ticking = Arc::clone(&screen);
         let (asks, asked) = std::sync::mpsc::channel::<Ask>();
         let ticker = std::thread::Builder::new()
@@ -98,11 +93,10 @@ impl Activity {
 /// The ticker: reads the logs and turns the spinner every [`TICK`], shows
 /// everything at once when asked, and at the end.
 fn tick(mut logs: Logs, screen: &Mutex<Screen>, asked: &std::sync::mpsc::Receiver<Ask>) {
-    let mut count: u32 = 0;
     loop {
         // Until the input's first Turn is found its instance may be new:
         // look for it at every tick.
-        let list = logs.trace.is_none() || count.is_multiple_of(LIST_EVERY);
+        let list = logs.trace.is_none();
         let events = read_new(&mut logs, list, false);
         {
             let mut screen = lock(screen);
@@ -111,7 +105,6 @@ fn tick(mut logs: Logs, screen: &Mutex<Screen>, asked: &std::sync::mpsc::Receive
             }
             screen.spin();
         }
-        count = count.wrapping_add(1);
         match asked.recv_timeout(TICK) {
             Ok(Ask::Flush(flush)) => {
                 let events = read_new(&mut logs, true, true);
@@ -153,10 +146,11 @@ impl Drop for Activity {
 }
 
 /// What the logs gained (all of it when `all`, else what is older than
-/// [`HOLD`]), after looking for new instances when `list`.
+/// [`HOLD`]), after looking for new instances when `list` (else every
+/// [`LIST_INTERVAL`]).
 fn read_new(logs: &mut Logs, list: bool, all: bool) -> Vec<RuntimeEvent> {
     if list {
-        logs.discover();
+        logs.follower.list_instances();
     }
     logs.ready(all)
 }
@@ -199,13 +193,10 @@ impl TextGate {
 }
 
 /// The runtime-event logs of a workspace's instances, followed from when
-/// the input was sent.
+/// the input was sent: logs there then from their end, logs of instances
+/// made later from their start.
 struct Logs {
-    workspace: WorkspacePaths,
-    followed: HashMap<PathBuf, FollowedLog>,
-    /// Whether the first listing was done: logs found then are followed
-    /// from their end, logs found later (new instances) from their start.
-    listed: bool,
+    follower: WorkspaceFollower,
     /// The input's trace, once its first Turn started.
     trace: Option<String>,
     /// Events read and not shown yet ([`HOLD`]), oldest first.
@@ -214,35 +205,15 @@ struct Logs {
 
 impl Logs {
     fn new(workspace: WorkspacePaths) -> Logs {
+        let options = FollowOptions {
+            list_interval: LIST_INTERVAL,
+            ..FollowOptions::default()
+        };
         Logs {
-            workspace,
-            followed: HashMap::new(),
-            listed: false,
+            follower: WorkspaceFollower::new(workspace, options, FollowFrom::Now),
             trace: None,
             held: Vec::new(),
         }
-    }
-
-    /// Follows the log of every instance not followed yet.
-    fn discover(&mut self) {
-        let Ok(entries) = std::fs::read_dir(self.workspace.instances_dir()) else {
-            self.listed = true;
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = InstancePaths::from_dir(entry.path()).runtime_events_log();
-            if self.followed.contains_key(&path) {
-                continue;
-            }
-            let offset = if self.listed {
-                0
-            } else {
-                std::fs::metadata(&path).map_or(0, |metadata| metadata.len())
-            };
-            let log = FollowedLog::from_offset(path.clone(), offset, DEFAULT_MAX_LINE_BYTES);
-            self.followed.insert(path, log);
-        }
-        self.listed = true;
     }
 
     /// The events of the input's trace that are ready to be shown: older
@@ -268,15 +239,16 @@ impl Logs {
     /// The new events of the input's trace. The trace is the one of the
     /// first Turn a person's input (not an agent) started.
     fn read(&mut self) -> Vec<RuntimeEvent> {
-        let mut events = Vec::new();
-        for log in self.followed.values_mut() {
-            for line in log.new_lines().unwrap_or_default() {
-                if let Ok(event) = serde_json::from_slice::<RuntimeEvent>(&line) {
-                    events.push(event);
-                }
-            }
-        }
-        events.sort_by(|a, b| a.base().timestamp.cmp(&b.base().timestamp));
+        // Oldest first across the instances.
+        let events: Vec<RuntimeEvent> = self
+            .follower
+            .poll()
+            .into_iter()
+            .filter_map(|followed| match followed.event {
+                LoggedEvent::Runtime(event) => Some(event),
+                LoggedEvent::Swarm(_) => None,
+            })
+            .collect();
         if self.trace.is_none() {
             self.trace = events.iter().find_map(|event| match event {
                 RuntimeEvent::TurnStarted { base, source, .. }

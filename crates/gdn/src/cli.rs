@@ -555,6 +555,12 @@ pub(crate) struct EvalArgs {
     pub(crate) command: Option<EvalCommand>,
     /// The Evals to run (default: every Eval of the bundle).
     pub(crate) names: Vec<String>,
+    /// Run only the cases of this name, in the Evals named (else in every
+    /// Eval); repeat it, or separate names with commas (a case whose own
+    /// name holds a comma is still found by it). An unknown name is an
+    /// error that lists the cases there are.
+    #[arg(long = "case", value_name = "NAME")]
+    pub(crate) cases: Vec<String>,
     /// Run every case with each of these Models in turn (comma-separated
     /// Model names of the bundle), instead of the agents' own.
     #[arg(long, value_delimiter = ',', value_name = "MODELS")]
@@ -854,8 +860,10 @@ pub(crate) struct StudioArgs {
     /// Let the page act through the running orchestrator: send a message
     /// to an instance, approve or deny a pending approval, cancel an
     /// instance's running Turn, fork an instance from one of its Turns,
-    /// rewind an instance to one of its Turns, edit a message's text or an
-    /// extension's state of an instance. Actions need the token
+    /// rewind an instance to one of its Turns, edit a message's text or
+    /// an extension's state, re-run a case of a stored eval run (a new
+    /// `gdn eval` of that one case, in its bundle's folder, with this
+    /// System Root). Actions need the token
     /// (printed in the URL) even on loopback, and the page's CSRF token.
     #[arg(long)]
     pub(crate) allow_actions: bool,

@@ -85,6 +85,7 @@ pub async fn run_case(job: &CaseJob, env: &CaseEnv, state_dir: PathBuf) -> CaseR
         state_root: Some(state_dir.display().to_string()),
         workspace_id: None,
         trace_id: None,
+        timeout_ms: Some(millis(job.timeout)),
     };
     if let Err(error) = drive(job, env, &state_dir, &mut result).await {
         result.status = CaseStatus::Error;

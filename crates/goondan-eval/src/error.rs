@@ -16,6 +16,16 @@ pub enum EvalError {
         /// The Evals there are.
         known: Vec<String>,
     },
+    /// `gdn eval --case NAME` named a case no selected Eval has.
+    #[error("no case `{name}` in {scope}{}", known_list(.known))]
+    UnknownCase {
+        /// The name asked for.
+        name: String,
+        /// Where it was looked for: `Eval/a, Eval/b` or `any Eval`.
+        scope: String,
+        /// The case names there are, in the bundle's order.
+        known: Vec<String>,
+    },
     /// The bundle defines no Eval at all.
     #[error("the bundle defines no Eval")]
     NoEvals,
@@ -97,6 +107,7 @@ impl EvalError {
     pub fn code(&self) -> &str {
         match self {
             EvalError::UnknownEval { .. } => "E_EVAL_NOT_FOUND",
+            EvalError::UnknownCase { .. } => "E_EVAL_CASE_NOT_FOUND",
             EvalError::NoEvals => "E_EVAL_NONE",
             EvalError::UnknownModel { .. } => "E_EVAL_MODEL_NOT_FOUND",
             EvalError::Host { code, .. } => code,
@@ -113,6 +124,9 @@ impl EvalError {
     pub fn suggestion(&self) -> Option<&'static str> {
         Some(match self {
             EvalError::UnknownEval { .. } => "run `gdn eval` with no name to run every Eval",
+            EvalError::UnknownCase { .. } => {
+                "name a case of the Evals run (`--case` takes a case's `name`), or leave --case out to run them all"
+            }
             EvalError::NoEvals => {
                 "add a document of `kind: Eval` to goondan.yaml or a file under evals/ (docs/eval.md)"
             }

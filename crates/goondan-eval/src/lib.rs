@@ -33,5 +33,5 @@ pub mod store;
 
 pub use error::EvalError;
 pub use plan::{EvalOptions, Plan};
-pub use report::{CaseResult, CaseStatus, RunReport};
+pub use report::{CaseResult, CaseStatus, RunFlags, RunReport};
 pub use run::{run, Progress, RunSettings};

@@ -23,6 +23,10 @@ pub const DEFAULT_INSTANCE_KEY: &str = "eval";
 pub struct EvalOptions {
     /// Only these Evals (all when empty).
     pub names: Vec<String>,
+    /// Only the cases of these names, in the Evals selected (all when
+    /// empty). Each is a case's name, or several names separated by
+    /// commas; a value that is itself a case's name is taken whole.
+    pub cases: Vec<String>,
     /// The Models of the matrix (overrides `spec.models`).
     pub models: Vec<String>,
     /// Runs per case (overrides `spec.repeat`).
@@ -109,6 +113,7 @@ impl Plan {
     /// The runs `options` ask of `bundle`.
     pub fn new(bundle: &Bundle, options: &EvalOptions) -> Result<Plan, EvalError> {
         let evals = select(bundle, &options.names)?;
+        let cases = select_cases(&evals, &options.names, &options.cases)?;
         let mut jobs = Vec::new();
         for eval in evals {
             let spec = &eval.spec;
@@ -126,6 +131,9 @@ impl Plan {
             }
             let repeats = options.repeat.or(spec.repeat).unwrap_or(1).max(1);
             for case in &spec.cases {
+                if !cases.is_empty() && !cases.contains(&case.name.as_str()) {
+                    continue;
+                }
                 for model in &models {
                     for repeat in 1..=repeats {
                         jobs.push(job(eval, spec, case, model, repeat, options, jobs.len()));
@@ -203,6 +211,58 @@ fn select<'a>(
         .collect())
 }
 
+/// The case names `asked` (`--case`) come to, checked against the cases
+/// of `evals`: each value is a case's name, or names separated by commas
+/// (a value that is a case's name as it stands is not split, so a name
+/// with a comma in it still works). Empty when nothing was asked: every
+/// case runs.
+fn select_cases<'a>(
+    evals: &[&Resource<EvalSpec>],
+    eval_names: &[String],
+    asked: &'a [String],
+) -> Result<Vec<&'a str>, EvalError> {
+    let known: Vec<&str> = evals
+        .iter()
+        .flat_map(|eval| eval.spec.cases.iter().map(|case| case.name.as_str()))
+        .collect();
+    let mut names = Vec::new();
+    for value in asked {
+        if known.contains(&value.as_str()) {
+            names.push(value.as_str());
+            continue;
+        }
+        for name in value
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+        {
+            if !known.contains(&name) {
+                let mut listed: Vec<String> = Vec::new();
+                for case in &known {
+                    if !listed.iter().any(|seen| seen == case) {
+                        listed.push(case.to_string());
+                    }
+                }
+                return Err(EvalError::UnknownCase {
+                    name: name.to_string(),
+                    scope: if eval_names.is_empty() {
+                        "any Eval".to_string()
+                    } else {
+                        eval_names
+                            .iter()
+                            .map(|name| format!("Eval/{name}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                    known: listed,
+                });
+            }
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
 /// `DIR/<eval>/<case>[@model][.n].jsonl` and its `.judge.jsonl` twin;
 /// names are kept to file-safe characters.
 fn cassettes(dir: &Path, eval: &str, case: &str, model: Option<&str>, repeat: u32) -> Cassettes {
@@ -236,6 +296,72 @@ fn file_safe(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bundle of two Evals, `a` (cases `one`, `two`, `x,y`) and `b`
+    /// (cases `one`, `three`).
+    fn two_evals() -> (tempfile::TempDir, Bundle) {
+        let dir = tempfile::tempdir().unwrap();
+        let eval = |name: &str, cases: &[&str]| {
+            let cases: String = cases
+                .iter()
+                .map(|case| format!("    - name: \"{case}\"\n      input: hi\n"))
+                .collect();
+            format!("---\napiVersion: goondan.ai/v1\nkind: Eval\nmetadata:\n  name: {name}\nspec:\n  cases:\n{cases}")
+        };
+        let text = format!(
+            "apiVersion: goondan.ai/v1\nkind: Model\nmetadata:\n  name: m\nspec:\n  provider: scripted\n  model: s\n---\napiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: echo\nspec:\n  modelConfig:\n    modelRef: Model/m\n---\napiVersion: goondan.ai/v1\nkind: Swarm\nmetadata:\n  name: default\nspec:\n  entryAgent: Agent/echo\n  agents:\n    - ref: Agent/echo\n{}{}",
+            eval("a", &["one", "two", "x,y"]),
+            eval("b", &["one", "three"]),
+        );
+        std::fs::write(dir.path().join("goondan.yaml"), text).unwrap();
+        let loaded =
+            goondan_config::load_bundle(dir.path(), &goondan_config::LoadOptions::default())
+                .unwrap();
+        let bundle = loaded
+            .bundle
+            .unwrap_or_else(|| panic!("{:?}", loaded.diagnostics));
+        (dir, bundle)
+    }
+
+    #[test]
+    fn case_names_select_the_cases_of_that_name_or_name_the_ones_there_are() {
+        let (_dir, bundle) = two_evals();
+        let planned = |names: &[&str], cases: &[&str]| -> Result<Vec<String>, EvalError> {
+            let options = EvalOptions {
+                names: names.iter().map(|n| n.to_string()).collect(),
+                cases: cases.iter().map(|n| n.to_string()).collect(),
+                ..EvalOptions::default()
+            };
+            Plan::new(&bundle, &options).map(|plan| plan.jobs.iter().map(CaseJob::label).collect())
+        };
+        let cases: [(&[&str], &[&str], &[&str]); 6] = [
+            (&[], &[], &["a/one", "a/two", "a/x,y", "b/one", "b/three"]),
+            (&[], &["one"], &["a/one", "b/one"]),
+            (&["b"], &["one"], &["b/one"]),
+            (&[], &["two", "three"], &["a/two", "b/three"]),
+            (&[], &["two, three"], &["a/two", "b/three"]),
+            // A name with a comma in it is taken whole.
+            (&[], &["x,y"], &["a/x,y"]),
+        ];
+        for (names, asked, expected) in cases {
+            assert_eq!(
+                planned(names, asked).unwrap(),
+                expected,
+                "{names:?} {asked:?}"
+            );
+        }
+        let error = planned(&["b"], &["two"]).unwrap_err();
+        assert_eq!(error.code(), "E_EVAL_CASE_NOT_FOUND");
+        assert_eq!(
+            error.to_string(),
+            "no case `two` in Eval/b (there are: one, three)"
+        );
+        let error = planned(&[], &["one,nope"]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "no case `nope` in any Eval (there are: one, two, x,y, three)"
+        );
+    }
 
     #[test]
     fn cassette_names_keep_model_and_repeat_apart() {

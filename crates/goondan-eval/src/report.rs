@@ -103,6 +103,10 @@ pub struct CaseResult {
     /// The trace of the last Turn.
     #[serde(default)]
     pub trace_id: Option<String>,
+    /// The time limit it ran under, in milliseconds (`None` in a run
+    /// stored before it was recorded): what a re-run of it waits for.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 impl CaseResult {
@@ -140,6 +144,27 @@ pub struct CaseSummary {
     pub spread: Option<f64>,
 }
 
+/// The flags of a `gdn eval` that change what its cases do, as a stored
+/// run keeps them so one of its cases can be run again the same way
+/// (`gdn studio`'s Re-run). Paths are absolute.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunFlags {
+    /// The cassette folder: `--replay DIR` when `replay` is true, else
+    /// `--record DIR`.
+    #[serde(default)]
+    pub cassettes: Option<String>,
+    /// What `--config` named (a folder or one file).
+    #[serde(default)]
+    pub config: Option<String>,
+    /// `--env-file`.
+    #[serde(default)]
+    pub env_file: Option<String>,
+    /// `--timeout`, in seconds: every case's time limit.
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+}
+
 /// A whole `gdn eval`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -150,10 +175,15 @@ pub struct RunReport {
     pub started_at: String,
     /// Milliseconds it took.
     pub duration_ms: u64,
-    /// The bundle folder.
+    /// The bundle folder, absolute.
     pub bundle: String,
     /// Answered from cassettes.
     pub replay: bool,
+    /// What a re-run of one of its cases needs besides `bundle`, `replay`
+    /// and each case's `model` (the flags that change what a case does).
+    /// Each is absent in a run stored before it was recorded.
+    #[serde(default, flatten)]
+    pub flags: RunFlags,
     /// Every case passed.
     pub passed: bool,
     /// Per run of a case, in plan order.
@@ -179,6 +209,7 @@ impl RunReport {
             duration_ms,
             bundle,
             replay,
+            flags: RunFlags::default(),
             passed: cases.iter().all(|case| case.passed),
             cases,
             summary,
@@ -495,6 +526,7 @@ mod tests {
             state_root: None,
             workspace_id: None,
             trace_id: None,
+            timeout_ms: None,
         }
     }
 
@@ -519,6 +551,45 @@ mod tests {
         assert_eq!(report.summary[0].mean_score, Some(7.0));
         assert_eq!(report.summary[0].spread, Some(1.0));
         assert!(!report.passed);
+    }
+
+    /// A run stored before its flags and its cases' time limits were
+    /// recorded still reads, with them absent; a new one keeps them.
+    #[test]
+    fn a_stored_run_keeps_its_flags_and_an_older_one_reads_without_them() {
+        let mut report = RunReport::new(
+            "r".into(),
+            "t".into(),
+            1,
+            "/b".into(),
+            true,
+            vec![result("ok", CaseStatus::Passed, None)],
+        );
+        report.flags = RunFlags {
+            cassettes: Some("/c".into()),
+            config: Some("/b/goondan.yaml".into()),
+            env_file: None,
+            timeout_seconds: Some(30.0),
+        };
+        report.cases[0].timeout_ms = Some(30_000);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["cassettes"], "/c");
+        assert_eq!(json["timeoutSeconds"], 30.0);
+        assert_eq!(json["cases"][0]["timeoutMs"], 30_000);
+        let back: RunReport = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, report);
+        let mut older = json;
+        for field in ["cassettes", "config", "envFile", "timeoutSeconds"] {
+            older.as_object_mut().unwrap().remove(field);
+        }
+        older["cases"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("timeoutMs");
+        let older: RunReport = serde_json::from_value(older).unwrap();
+        assert_eq!(older.flags, RunFlags::default());
+        assert_eq!(older.cases[0].timeout_ms, None);
+        assert!(older.replay);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::case::{run_case, CaseEnv};
 use crate::plan::{EvalOptions, Plan};
-use crate::report::{CaseResult, RunReport};
+use crate::report::{CaseResult, RunFlags, RunReport};
 use crate::store::RunStore;
 use crate::EvalError;
 use futures_util::stream::{self, StreamExt};
@@ -57,14 +57,28 @@ pub async fn run(settings: &RunSettings, progress: Progress<'_>) -> Result<RunRe
         results.push((index, result));
     }
     results.sort_by_key(|(index, _)| *index);
-    let report = RunReport::new(
+    let bundle_dir = std::path::absolute(settings.env.bundle.root())
+        .unwrap_or_else(|_| settings.env.bundle.root().to_path_buf());
+    let mut report = RunReport::new(
         run_id,
         started_at,
         u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        settings.env.bundle.root().display().to_string(),
+        bundle_dir.display().to_string(),
         settings.options.replay.is_some(),
         results.into_iter().map(|(_, result)| result).collect(),
     );
+    let shown = |path: &std::path::Path| path.display().to_string();
+    let options = &settings.options;
+    report.flags = RunFlags {
+        cassettes: options
+            .replay
+            .as_deref()
+            .or(options.record.as_deref())
+            .map(shown),
+        config: Some(shown(&settings.env.config)),
+        env_file: settings.env.env_file.as_deref().map(shown),
+        timeout_seconds: options.timeout.map(|timeout| timeout.as_secs_f64()),
+    };
     store.save(&report)?;
     Ok(report)
 }

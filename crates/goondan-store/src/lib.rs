@@ -81,7 +81,9 @@ pub use runtime_events::{
     read_runtime_events, read_runtime_events_within, RuntimeEventFilter, RuntimeEventLog,
     RuntimeEventPage, RuntimeEventRecord,
 };
-pub use swarm_events::{append_swarm_event, read_swarm_events, swarm_events_log, SwarmEventRecord};
+pub use swarm_events::{
+    append_swarm_event, read_swarm_events, read_swarm_events_to, swarm_events_log, SwarmEventRecord,
+};
 pub use turns::{
     read_turn_history, turn_starts, TurnHistory, TurnOutcome, TurnRecord, TurnRef, TurnStart,
     MAX_INPUT_CHARS,

@@ -167,6 +167,10 @@ pub struct RuntimeEventPage {
     pub n_unreadable: usize,
     /// How the log was read: what a budget or the line cap left out.
     pub tail: TailReport,
+    /// Where a follower of the log goes on from
+    /// ([`crate::follow::FollowFrom::Offsets`]): the start of a line a
+    /// writer was in the middle of, else the log's end when it was read.
+    pub resume_at: u64,
 }
 
 /// Reads the matching events of `path` (missing means empty), for a
@@ -194,11 +198,16 @@ pub fn read_runtime_events_within(
     let wanted = filter.last.unwrap_or(usize::MAX);
     let mut page = RuntimeEventPage::default();
     if wanted == 0 {
+        page.resume_at = std::fs::metadata(path).map_or(0, |metadata| metadata.len());
         return Ok(page);
     }
     let mut newest_first: Vec<RuntimeEventRecord> = Vec::new();
     let trace_id = filter.trace_id.as_deref().map(str::as_bytes);
+    let mut torn_start = None;
     page.tail = scan_backwards(path, limits, |line| {
+        if !line.terminated {
+            torn_start = Some(line.start);
+        }
         // A trace is looked for by scanning, so lines that cannot be of it
         // are passed over without being parsed.
         let may_match = trace_id.is_none_or(|trace_id| contains(line.bytes, trace_id));
@@ -218,6 +227,7 @@ pub fn read_runtime_events_within(
     })?;
     newest_first.reverse();
     page.records = newest_first;
+    page.resume_at = torn_start.unwrap_or(page.tail.end);
     Ok(page)
 }
 

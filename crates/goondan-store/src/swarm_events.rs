@@ -55,8 +55,20 @@ pub struct SwarmEventRecord {
 /// Lines this version cannot read, a torn last line, and a line over the
 /// default cap of [`crate::tail`] are skipped.
 pub fn read_swarm_events(path: &Path) -> Result<Vec<SwarmEventRecord>, StoreError> {
+    read_swarm_events_to(path).map(|(records, _)| records)
+}
+
+/// [`read_swarm_events`], and where a follower of the log goes on from
+/// ([`crate::follow::FollowFrom::Offsets`]): the start of a line a writer
+/// was in the middle of, else the log's end when it was read.
+pub fn read_swarm_events_to(path: &Path) -> Result<(Vec<SwarmEventRecord>, u64), StoreError> {
     let mut newest_first = Vec::new();
-    scan_backwards(path, TailLimits::default(), |line| {
+    let mut torn_start = None;
+    let report = scan_backwards(path, TailLimits::default(), |line| {
+        if !line.terminated {
+            torn_start = Some(line.start);
+            return ControlFlow::Continue(());
+        }
         if let Ok(event) = serde_json::from_slice(line.bytes) {
             newest_first.push(SwarmEventRecord {
                 line: String::from_utf8_lossy(line.bytes).into_owned(),
@@ -66,7 +78,7 @@ pub fn read_swarm_events(path: &Path) -> Result<Vec<SwarmEventRecord>, StoreErro
         ControlFlow::Continue(())
     })?;
     newest_first.reverse();
-    Ok(newest_first)
+    Ok((newest_first, torn_start.unwrap_or(report.end)))
 }
 
 #[cfg(test)]

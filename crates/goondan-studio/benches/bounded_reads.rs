@@ -152,6 +152,7 @@ fn start(root: &Path, limits: Limits) -> (SocketAddr, tokio::runtime::Runtime) {
         access: Access::for_address(addr, None, false).unwrap(),
         limits,
         actions: false,
+        eval_command: None,
     };
     runtime.spawn(goondan_studio::serve(
         listener,

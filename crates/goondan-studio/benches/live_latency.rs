@@ -40,6 +40,7 @@ fn main() {
         access: Access::for_address(addr, None, false).unwrap(),
         limits,
         actions: false,
+        eval_command: None,
     };
     runtime.spawn(goondan_studio::serve(
         listener,

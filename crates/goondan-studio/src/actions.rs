@@ -62,8 +62,11 @@ pub(crate) enum ActionError {
     NotFound(&'static str, String),
     /// No orchestrator serves the swarm (503).
     NotRunning(String),
-    /// The orchestrator refused or failed it (409, its own code).
+    /// The orchestrator refused or failed it, or a re-run's stored run
+    /// or its `gdn eval` did (409, its own code).
     Refused(ErrorBody),
+    /// A re-run of an eval case outlived its bound and was stopped (504).
+    TimedOut(String),
     /// The state could not be read, or the socket answered nonsense (500).
     Internal(String),
 }

@@ -48,6 +48,42 @@ fn run_folders(root: &StateRoot) -> Vec<(String, PathBuf)> {
     runs
 }
 
+/// What the page shows of case `index` of a stored run (one entry of
+/// its `cases`).
+pub(crate) fn case_summary(index: usize, case: &Value) -> Value {
+    json!({
+        "index": index,
+        "eval": case["eval"],
+        "name": case["name"],
+        "model": case["model"],
+        "repeat": case["repeat"],
+        "status": case["status"],
+        "score": case["score"],
+        "threshold": case["threshold"],
+        "failures": case["failures"],
+        // What the case got, beside each failed check's wanted-and-seen,
+        // cut so a long answer does not make the listing heavy.
+        "answer": case["answer"].as_str().map(|answer| cut(answer, MAX_ANSWER_CHARS)),
+        "deductions": case["deductions"],
+        "latencyMs": case["latencyMs"],
+        "costUsd": case["costUsd"],
+        "workspaceId": case["workspaceId"],
+        "traceId": case["traceId"],
+    })
+}
+
+/// The report (`run.json`) of the stored run `run`, found by its name
+/// among the runs listed, as JSON.
+pub(crate) fn run_report(root: &StateRoot, run: &str) -> Result<Value, ReadError> {
+    let not_found = || ReadError::NotFound(format!("no eval run `{run}` under the System Root"));
+    let (_, dir) = run_folders(root)
+        .into_iter()
+        .find(|(name, _)| name == run)
+        .ok_or_else(not_found)?;
+    let text = std::fs::read_to_string(dir.join("run.json")).map_err(|_| not_found())?;
+    serde_json::from_str(&text).map_err(|_| not_found())
+}
+
 /// `GET /api/evals`: every stored run with its cases.
 pub(crate) fn eval_runs(root: &StateRoot) -> Result<Value, ReadError> {
     let mut runs = Vec::new();
@@ -64,28 +100,7 @@ pub(crate) fn eval_runs(root: &StateRoot) -> Result<Value, ReadError> {
             .unwrap_or_default()
             .iter()
             .enumerate()
-            .map(|(index, case)| {
-                json!({
-                    "index": index,
-                    "eval": case["eval"],
-                    "name": case["name"],
-                    "model": case["model"],
-                    "repeat": case["repeat"],
-                    "status": case["status"],
-                    "score": case["score"],
-                    "threshold": case["threshold"],
-                    "failures": case["failures"],
-                    // What the case got, beside each failed check's
-                    // wanted-and-seen, cut so a long answer does not
-                    // make the listing heavy.
-                    "answer": case["answer"].as_str().map(|answer| cut(answer, MAX_ANSWER_CHARS)),
-                    "deductions": case["deductions"],
-                    "latencyMs": case["latencyMs"],
-                    "costUsd": case["costUsd"],
-                    "workspaceId": case["workspaceId"],
-                    "traceId": case["traceId"],
-                })
-            })
+            .map(|(index, case)| case_summary(index, case))
             .collect();
         runs.push(json!({
             "runId": id,

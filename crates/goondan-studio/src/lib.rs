@@ -17,16 +17,17 @@
 //! What it does not do: write any file, start or stop anything, or serve
 //! any file that is not one of its three embedded assets. With
 //! `gdn studio --allow-actions` (and the token, on loopback too) it also
-//! acts through the running orchestrator's control socket: it sends a
+//! acts. Through the running orchestrator's control socket, it sends a
 //! message to an instance, approves or denies a pending approval,
 //! cancels an instance's running Turn, forks an instance from one of
-//! its Turns or rewinds it to one, and edits one message's text or one
-//! extension's state of an instance (`actions`); the orchestrator does
-//! the writing.
+//! its Turns or rewinds it to one, and edits a message or an extension's
+//! state (`actions`); the orchestrator does the writing. And it re-runs
+//! a case of a stored eval run (`rerun`): a `gdn eval` child process
+//! runs it and stores the new run.
 //!
 //! The pieces: [`access`] (who may ask: Host check, token and cookie),
 //! `data` (reading the state root), `evals` (the stored runs of `gdn eval`), `map` (a swarm's
-//! bundle as a picture), `live` (the event tail behind the SSE stream), `actions` (what the page may do), `server` (routes and the accept loop with its limits).
+//! bundle as a picture), `live` (the event tail behind the SSE stream), `actions` (what the page may do), `rerun` (an eval case run again), `server` (routes and the accept loop with its limits).
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
@@ -37,6 +38,7 @@ pub mod error;
 mod evals;
 mod live;
 mod map;
+mod rerun;
 mod server;
 
 pub use access::Access;

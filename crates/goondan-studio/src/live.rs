@@ -8,19 +8,21 @@
 //! sent only once it is complete (ends with a newline), so a write in
 //! progress is never sent half. Each event goes out as one SSE `data:`
 //! line holding the stored event with `instance` (the folder name) added.
-//! Reading is `goondan_store::follow` (at most 1 MiB per file per poll); a
-//! line over the Studio's line cap (`Limits::max_line_bytes`) is not sent,
-//! and at most the cap plus one poll's read of it is ever held.
+//! Reading is `goondan_store::follow::WorkspaceFollower` (at most 1 MiB
+//! per file per poll; a log cut back, truncated or replaced is neither
+//! sent twice nor stalled on); a line over the Studio's line cap
+//! (`Limits::max_line_bytes`) is not sent, and at most the cap plus one
+//! poll's read of it is ever held. Only lines that are runtime events are
+//! sent.
 //!
 //! Chosen over subscribing through the control socket: that would need
 //! a running orchestrator, a new request type and a fan-out in its main
 //! loop, and would still not cover a swarm that is not running.
 
-use crate::data::{instance_dirs, tagged};
+use crate::data::tagged;
 use axum::body::Bytes;
-use goondan_store::follow::FollowedLog;
-use goondan_store::{InstancePaths, WorkspacePaths};
-use std::collections::HashMap;
+use goondan_store::follow::{FollowFrom, FollowOptions, WorkspaceFollower};
+use goondan_store::WorkspacePaths;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -41,17 +43,15 @@ pub(crate) fn follow(
 ) -> mpsc::Receiver<Bytes> {
     let (sender, receiver) = mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
-        let mut followed: HashMap<String, FollowedLog> = HashMap::new();
         // Everything present now is history (the page loads it itself);
         // instances that appear later are followed from their start.
-        rescan(
-            &workspace,
-            only.as_deref(),
-            &mut followed,
-            true,
+        let options = FollowOptions {
+            instance: only,
+            list_interval: RESCAN_INTERVAL,
             max_line_bytes,
-        );
-        let mut last_rescan = Instant::now();
+            ..FollowOptions::default()
+        };
+        let mut follower = WorkspaceFollower::new(workspace, options, FollowFrom::Now);
         let mut last_sent = Instant::now();
         if sender
             .send(Bytes::from_static(b"event: ready\ndata: {}\n\n"))
@@ -65,29 +65,12 @@ pub(crate) fn follow(
             if sender.is_closed() {
                 return;
             }
-            if last_rescan.elapsed() >= RESCAN_INTERVAL {
-                rescan(
-                    &workspace,
-                    only.as_deref(),
-                    &mut followed,
-                    false,
-                    max_line_bytes,
-                );
-                last_rescan = Instant::now();
-            }
-            let mut frames = Vec::new();
-            for (instance, file) in followed.iter_mut() {
-                // A read that fails (the file went away between looks) is
-                // tried again on the next poll.
-                for line in file.new_lines().unwrap_or_default() {
-                    let Ok(line) = std::str::from_utf8(&line) else {
-                        continue;
-                    };
-                    if let Some(event) = tagged(line, instance) {
-                        frames.push(format!("data: {event}\n\n"));
-                    }
-                }
-            }
+            let mut frames: Vec<String> = follower
+                .poll()
+                .into_iter()
+                .filter_map(|followed| tagged(&followed.line, followed.instance.as_deref()?))
+                .map(|event| format!("data: {event}\n\n"))
+                .collect();
             if frames.is_empty() && last_sent.elapsed() >= KEEP_ALIVE_INTERVAL {
                 frames.push(": keep-alive\n\n".to_string());
             }
@@ -100,25 +83,4 @@ pub(crate) fn follow(
         }
     });
     receiver
-}
-
-fn rescan(
-    workspace: &WorkspacePaths,
-    only: Option<&str>,
-    followed: &mut HashMap<String, FollowedLog>,
-    from_end: bool,
-    max_line_bytes: usize,
-) {
-    for (name, dir) in instance_dirs(workspace) {
-        if only.is_some_and(|only| only != name) || followed.contains_key(&name) {
-            continue;
-        }
-        let path = InstancePaths::from_dir(&dir).runtime_events_log();
-        let offset = if from_end {
-            std::fs::metadata(&path).map_or(0, |metadata| metadata.len())
-        } else {
-            0
-        };
-        followed.insert(name, FollowedLog::from_offset(path, offset, max_line_bytes));
-    }
 }

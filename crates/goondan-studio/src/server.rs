@@ -1,6 +1,7 @@
 //! The Studio's HTTP side: the routes (`GET`, `/api/status` among them,
 //! and with actions allowed
-//! `POST /api/actions/*`: `send`, `decide`, `cancel`, `fork`, `rewind`),
+//! `POST /api/actions/*`: `send`, `decide`, `cancel`, `fork`, `rewind`,
+//! `edit`, `rerun`),
 //! the access gate in front of them, and the accept loop with its limits.
 //!
 //! An action passes four checks before it runs, each with its own code:
@@ -10,7 +11,8 @@
 //! `E_STUDIO_ORIGIN`), and its `X-Goondan-Csrf` header holds this
 //! process's random CSRF token, which only the Studio's own page knows
 //! (403 `E_STUDIO_CSRF`). Its body is read up to 64 KiB (413 beyond), and
-//! at most [`MAX_ACTIONS`] run at once.
+//! at most [`MAX_ACTIONS`] run at once (of them at most two re-runs of an
+//! eval case, which take minutes).
 //!
 //! The accept loop is the one every port shares (`goondan_http`) rather
 //! than `axum::serve`, because the port may face a network: a connection
@@ -43,6 +45,7 @@ use goondan_types::ErrorBody;
 use serde_json::Value;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -129,6 +132,12 @@ pub struct Studio {
     /// ([`Access::for_address`] with `actions`), or every action is
     /// refused.
     pub actions: bool,
+    /// The `gdn` executable the Evals page's Re-run starts as
+    /// `gdn eval … --case NAME` (`POST /api/actions/rerun`), in the run's
+    /// bundle folder with this Studio's System Root; `gdn studio` sets
+    /// its own (`std::env::current_exe()`). With `None` a re-run is
+    /// answered 501 `E_STUDIO_RERUN_UNAVAILABLE`.
+    pub eval_command: Option<PathBuf>,
 }
 
 struct Shared {
@@ -136,6 +145,8 @@ struct Shared {
     live_streams: Arc<Semaphore>,
     heavy_requests: Arc<Semaphore>,
     actions: Arc<Semaphore>,
+    /// Re-runs of eval cases at once, beside their action permits.
+    reruns: Arc<Semaphore>,
     /// This process's CSRF token, when actions are allowed.
     csrf: Option<String>,
     /// The page, with the CSRF token in it when actions are allowed.
@@ -158,6 +169,7 @@ pub fn router(studio: Studio) -> Router {
         live_streams: Arc::new(Semaphore::new(studio.limits.max_live_streams)),
         heavy_requests: Arc::new(Semaphore::new(studio.limits.max_heavy_requests)),
         actions: Arc::new(Semaphore::new(MAX_ACTIONS)),
+        reruns: Arc::new(Semaphore::new(crate::rerun::MAX_RERUNS)),
         csrf,
         index: page,
         studio,
@@ -199,6 +211,7 @@ pub fn router(studio: Studio) -> Router {
         .route("/api/actions/fork", post(fork))
         .route("/api/actions/rewind", post(rewind))
         .route("/api/actions/edit", post(edit))
+        .route("/api/actions/rerun", post(rerun))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(shared.clone(), gate))
         .with_state(shared)
@@ -739,6 +752,11 @@ fn action_answer(outcome: Result<Value, ActionError>) -> Response {
         Err(ActionError::Refused(body)) => {
             (StatusCode::CONFLICT, axum::Json(body.for_port())).into_response()
         }
+        Err(ActionError::TimedOut(message)) => error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "E_STUDIO_RERUN_TIMEOUT",
+            &message,
+        ),
         Err(ActionError::Internal(message)) => {
             tracing::warn!("studio action failed: {message}");
             error(
@@ -870,6 +888,49 @@ async fn edit(
     let outcome = actions::edit(target, asked, client).await;
     drop(permit);
     action_answer(outcome)
+}
+
+/// `POST /api/actions/rerun`: one case of a stored eval run run again by
+/// `gdn eval`, answered with the new run's id and the case's result.
+/// The child runs in a task of its own that holds the permits, so a
+/// client that goes away does not stop it: the new run is stored all the
+/// same (and its bound still holds).
+async fn rerun(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let Some(program) = shared.studio.eval_command.clone() else {
+        return error(
+            StatusCode::NOT_IMPLEMENTED,
+            "E_STUDIO_RERUN_UNAVAILABLE",
+            "this Studio has no `gdn` to run eval cases with (Studio::eval_command is unset)",
+        );
+    };
+    let prepared = prepare_action(
+        &shared,
+        request,
+        crate::rerun::parse_rerun,
+        crate::rerun::find_rerun,
+    )
+    .await;
+    let (permit, asked, target) = match prepared {
+        Ok(prepared) => prepared,
+        Err(refusal) => return action_answer(Err(refusal)),
+    };
+    let Ok(rerun_permit) = shared.reruns.clone().try_acquire_owned() else {
+        return action_answer(Err(ActionError::Busy));
+    };
+    tracing::info!(%client, run = asked.run, case = asked.case, "studio action: re-run an eval case");
+    let root = shared.studio.state_root.clone();
+    let task = tokio::spawn(async move {
+        let _permits = (permit, rerun_permit);
+        crate::rerun::rerun(program, root, target).await
+    });
+    action_answer(
+        task.await
+            .unwrap_or_else(|_| Err(ActionError::Internal("the re-run failed".into()))),
+    )
 }
 
 /// Runs one [`Steer`] on the instance its body names.

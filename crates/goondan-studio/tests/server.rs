@@ -52,6 +52,17 @@ struct Running {
 }
 
 fn start(root: StateRoot, access: impl FnOnce(SocketAddr) -> Access, limits: Limits) -> Running {
+    start_studio(|addr| Studio {
+        state_root: root,
+        access: access(addr),
+        limits,
+        actions: false,
+        eval_command: None,
+    })
+}
+
+/// Serves the Studio `studio` makes for its address.
+fn start_studio(studio: impl FnOnce(SocketAddr) -> Studio) -> Running {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -62,12 +73,7 @@ fn start(root: StateRoot, access: impl FnOnce(SocketAddr) -> Access, limits: Lim
         .unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let studio = Studio {
-        state_root: root,
-        access: access(addr),
-        limits,
-        actions: false,
-    };
+    let studio = studio(addr);
     runtime.spawn(goondan_studio::serve(listener, studio, async {
         let _ = stopped.await;
     }));
@@ -670,4 +676,104 @@ fn issue_49_a_swarms_map_comes_from_its_bundle_with_its_connections_and_routes()
         !broken.contains(&*bundle.path().to_string_lossy()),
         "{broken}"
     );
+}
+
+/// A POST of `body` to `path` with everything an action needs: the
+/// token's cookie, the Studio's own Origin and its page's CSRF token.
+fn act(addr: SocketAddr, path: &str, body: &str) -> String {
+    let page = get(addr, "/", "");
+    let csrf = page
+        .split_once(r#"<meta name="gdn-csrf" content=""#)
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(csrf, _)| csrf.to_string())
+        .unwrap_or_else(|| panic!("no CSRF token in {page}"));
+    let port = addr.port();
+    raw(
+        addr,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nOrigin: http://127.0.0.1:{port}\r\nCookie: gdn_studio={TOKEN}\r\nX-Goondan-Csrf: {csrf}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// Issue 49 #6: a re-run runs the Studio's `eval_command` (here a script
+/// standing in for `gdn`) in the run's bundle folder, each value one
+/// argument, hostile ones too, and answers from the run it made; with no
+/// `eval_command` it is 501.
+#[test]
+fn issue_49_a_rerun_starts_the_eval_command_in_the_bundle_folder_with_one_argument_per_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = tempfile::tempdir().unwrap();
+    let root = state_root(dir.path());
+    let run = dir.path().join("evals/20261128T031600Z");
+    std::fs::create_dir_all(&run).unwrap();
+    let case_name = "$(touch pwned) --help; 'x'";
+    let report = serde_json::json!({
+        "runId": "20261128T031600Z", "bundle": bundle.path(), "replay": false, "passed": false,
+        "cases": [{"eval": "smoke", "name": case_name, "model": "fast", "status": "failed", "timeoutMs": 5000}],
+    });
+    std::fs::write(run.join("run.json"), report.to_string()).unwrap();
+    // The stand-in writes its arguments and folder, then a new run with
+    // one passed case, and prints its report as `gdn eval --json` does.
+    let script = bundle.path().join("fake-gdn");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+root="${1#--state-root=}"
+printf '%s\n' "$@" > "$root/argv.txt"
+pwd > "$root/cwd.txt"
+mkdir -p "$root/evals/20261128T040000Z"
+report='{"runId":"20261128T040000Z","replay":false,"passed":true,"cases":[{"eval":"smoke","name":"other","model":"fast","status":"passed","score":9.5}]}'
+printf '%s' "$report" > "$root/evals/20261128T040000Z/run.json"
+printf '%s\n' "$report"
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let make = |command: Option<std::path::PathBuf>| {
+        let root = root.clone();
+        start_studio(move |addr| Studio {
+            state_root: root,
+            access: Access::for_address(addr, Some(TOKEN.into()), true).unwrap(),
+            limits: Limits::default(),
+            actions: true,
+            eval_command: command,
+        })
+    };
+    let ask = r#"{"run":"20261128T031600Z","case":0}"#;
+    let without = make(None);
+    let answer = act(without.addr, "/api/actions/rerun", ask);
+    assert_eq!(status(&answer), 501, "{answer}");
+    assert_eq!(body(&answer)["code"], "E_STUDIO_RERUN_UNAVAILABLE");
+
+    let studio = make(Some(script));
+    let answer = act(studio.addr, "/api/actions/rerun", ask);
+    assert_eq!(status(&answer), 200, "{answer}");
+    let answer = body(&answer);
+    assert_eq!(answer["runId"], "20261128T040000Z");
+    assert_eq!(answer["case"]["status"], "passed");
+    assert_eq!(answer["case"]["score"], 9.5);
+    let argv = std::fs::read_to_string(dir.path().join("argv.txt")).unwrap();
+    let state_root = std::path::absolute(dir.path()).unwrap();
+    assert_eq!(
+        argv.lines().collect::<Vec<_>>(),
+        [
+            format!("--state-root={}", state_root.display()).as_str(),
+            "--json",
+            "eval",
+            &format!("--case={case_name}"),
+            "--models=fast",
+            "--",
+            "smoke",
+        ]
+    );
+    let cwd = std::fs::read_to_string(dir.path().join("cwd.txt")).unwrap();
+    assert_eq!(
+        std::fs::canonicalize(cwd.trim()).unwrap(),
+        std::fs::canonicalize(bundle.path()).unwrap()
+    );
+    assert!(!bundle.path().join("pwned").exists());
+    assert!(!dir.path().join("pwned").exists());
 }

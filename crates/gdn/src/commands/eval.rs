@@ -66,6 +66,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &EvalArgs) -> anyhow::Result<Outcom
     let settings = RunSettings {
         options: EvalOptions {
             names: args.names.clone(),
+            cases: args.cases.clone(),
             models: args
                 .models
                 .iter()
@@ -205,6 +206,7 @@ fn eval_error(error: &EvalError) -> Outcome {
     crate::render::error(error.code(), error, error.suggestion());
     match error {
         EvalError::UnknownEval { .. }
+        | EvalError::UnknownCase { .. }
         | EvalError::UnknownModel { .. }
         | EvalError::RunNotFound { .. } => Outcome::BadArguments,
         EvalError::NoEvals => Outcome::ConfigError,

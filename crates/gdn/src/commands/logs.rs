@@ -9,21 +9,30 @@
 //! follows either.
 //!
 //! Every log is read from its end (`goondan_store::tail`) and followed
-//! from there (`goondan_store::follow`), so `-l N` costs N lines whatever
-//! the log's size, and a line over the store's default cap (16 MiB) is
-//! skipped, never loaded (issue 35).
+//! from there, so `-l N` costs N lines whatever the log's size, and a line
+//! over the store's default cap (16 MiB) is skipped, never loaded
+//! (issue 35). `-f` on a swarm is `goondan_store::follow::WorkspaceFollower`:
+//! it also follows the instances made after it started, from their first
+//! line; on one process's log (`--process`) it is that file's
+//! `FollowedLog`.
 
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::commands::target;
 use crate::exit::Outcome;
 use anyhow::Context;
-use goondan_store::follow::FollowedLog;
+use goondan_store::follow::{FollowFrom, FollowOptions, FollowedLog, WorkspaceFollower};
 use goondan_store::tail::{read_last_lines, TailLimits, DEFAULT_MAX_LINE_BYTES};
 use goondan_store::{read_runtime_events, InstanceStore, RuntimeEventFilter};
 use goondan_types::{RuntimeEvent, SwarmEvent};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// How often `-f` looks at the logs.
+const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
+/// How often `-f` lists the instances again, for those made since.
+const LIST_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Runs `gdn logs`.
 pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcome> {
@@ -60,12 +69,6 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
     }
     let store = InstanceStore::new(workspace.clone());
     let swarm_log = goondan_store::swarm_events_log(&workspace);
-    let files: Vec<PathBuf> = store
-        .list()?
-        .into_iter()
-        .map(|summary| goondan_store::InstancePaths::from_dir(summary.dir).runtime_events_log())
-        .chain(std::iter::once(swarm_log.clone()))
-        .collect();
     let filter = RuntimeEventFilter {
         agent_name: args.agent.clone(),
         trace_id: args.trace.clone(),
@@ -73,22 +76,28 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
         last: Some(args.lines),
     };
     // (timestamp, line): runtime events of every instance and the swarm's
-    // reloads, in the order they happened.
+    // reloads, in the order they happened; and where each log was read to,
+    // for following on from there.
     let mut records: Vec<(String, String)> = Vec::new();
-    for file in files.iter().filter(|file| **file != swarm_log) {
+    let mut read_to: HashMap<PathBuf, u64> = HashMap::new();
+    for summary in store.list()? {
+        let file = goondan_store::InstancePaths::from_dir(summary.dir).runtime_events_log();
+        let page = read_runtime_events(&file, &filter)?;
         records.extend(
-            read_runtime_events(file, &filter)?
-                .records
+            page.records
                 .into_iter()
                 .map(|record| (record.event.base().timestamp.clone(), record.line)),
         );
+        read_to.insert(file, page.resume_at);
     }
+    let (reloads, swarm_read_to) = goondan_store::read_swarm_events_to(&swarm_log)?;
     records.extend(
-        goondan_store::read_swarm_events(&swarm_log)?
+        reloads
             .into_iter()
             .filter(|record| filter.matches_swarm_event(&record.event))
             .map(|record| (record.event.base().timestamp.clone(), record.line)),
     );
+    read_to.insert(swarm_log, swarm_read_to);
     records.sort_by(|a, b| a.0.cmp(&b.0));
     let skip = records.len().saturating_sub(args.lines);
     let table = Table::new(global);
@@ -114,34 +123,22 @@ pub(crate) fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<Outcom
     }
     out.flush()?;
     if args.follow {
-        let mut followed: Vec<FollowedLog> = files
-            .iter()
-            .map(|file| {
-                let length = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-                FollowedLog::from_offset(file.clone(), length, DEFAULT_MAX_LINE_BYTES)
-            })
-            .collect();
-        let follow_filter = RuntimeEventFilter {
-            last: None,
-            ..filter
+        // Every instance's log from where its history was read to, and
+        // those of instances made since from their start.
+        let options = FollowOptions {
+            filter: RuntimeEventFilter {
+                last: None,
+                ..filter
+            },
+            swarm_events: true,
+            list_interval: LIST_INTERVAL,
+            ..FollowOptions::default()
         };
+        let mut follower = WorkspaceFollower::new(workspace, options, FollowFrom::Offsets(read_to));
         loop {
-            std::thread::sleep(Duration::from_millis(200));
-            for file in followed.iter_mut() {
-                for line in file.new_lines()? {
-                    let line = String::from_utf8_lossy(&line);
-                    let line = line.as_ref();
-                    let shown = if let Ok(event) = serde_json::from_str::<RuntimeEvent>(line) {
-                        follow_filter.matches(&event)
-                    } else if let Ok(event) = serde_json::from_str::<SwarmEvent>(line) {
-                        follow_filter.matches_swarm_event(&event)
-                    } else {
-                        false
-                    };
-                    if shown {
-                        write_event(&mut out, table.as_ref(), line)?;
-                    }
-                }
+            std::thread::sleep(FOLLOW_INTERVAL);
+            for followed in follower.poll() {
+                write_event(&mut out, table.as_ref(), &followed.line)?;
             }
             out.flush()?;
         }
@@ -181,7 +178,7 @@ fn tail_files(paths: &[PathBuf], lines: usize, follow: bool) -> anyhow::Result<O
         return Ok(Outcome::Success);
     }
     loop {
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(FOLLOW_INTERVAL);
         for file in followed.iter_mut() {
             for line in file.new_lines()? {
                 writeln!(out, "{}", String::from_utf8_lossy(&line))?;

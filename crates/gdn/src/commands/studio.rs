@@ -55,7 +55,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
         let _ = writeln!(out, "Goondan Studio: {url}");
         if !global.quiet {
             let mode = if args.allow_actions {
-                "actions allowed: sending messages, deciding approvals, cancelling, forking and rewinding Turns"
+                "actions allowed: sending messages, deciding approvals, cancelling, forking and rewinding Turns, editing messages, re-running eval cases"
             } else {
                 "read-only"
             };
@@ -72,6 +72,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &StudioArgs) -> anyhow::Result<Outc
             access,
             limits: Limits::default(),
             actions: args.allow_actions,
+            // The Evals page's Re-run runs `gdn eval` with this very
+            // binary.
+            eval_command: std::env::current_exe().ok(),
         };
         goondan_studio::serve(listener, studio, super::port::stop_signal()).await?;
         Ok(Outcome::Success)

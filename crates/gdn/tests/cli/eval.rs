@@ -1066,3 +1066,89 @@ spec:
         "error[E_EVAL_NOT_FOUND]: Eval/nope is not defined in this bundle (there are: fine)"
     ));
 }
+
+/// Issue 49 #6: `--case NAME` runs only the cases of that name, given
+/// again or with commas; an unknown one is a coded error that lists the
+/// cases there are, and runs nothing. The stored run keeps what a re-run
+/// needs: the bundle folder, `--config`, each case's time limit.
+#[test]
+fn case_runs_only_the_cases_named_and_an_unknown_one_lists_those_there_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(decide);
+    bundle(dir.path(), &mock.endpoint(), SIMPLE);
+    let names = |report: &Value| -> Vec<String> {
+        report["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|case| case["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for args in [
+        &["eval", "--json", "--case", "judge-good", "--case", "echo"][..],
+        &["eval", "simple", "--json", "--case", "echo,judge-good"],
+    ] {
+        let output = run_gdn(dir.path(), state.path(), args, Some("sk-test"));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report = report(&output);
+        // Plan order, not the order asked in.
+        assert_eq!(names(&report), ["echo", "judge-good"], "{args:?}");
+        assert_eq!(
+            report["bundle"],
+            std::path::absolute(dir.path()).unwrap().to_str().unwrap()
+        );
+        assert_eq!(report["config"], report["bundle"]);
+        assert_eq!(report["cassettes"], Value::Null);
+        assert_eq!(report["cases"][0]["timeoutMs"], 120_000);
+    }
+    let n_requests = mock.requests().len();
+    let n_runs = std::fs::read_dir(state.path().join("evals"))
+        .unwrap()
+        .count();
+    let unknown = run_gdn(
+        dir.path(),
+        state.path(),
+        &["eval", "--case", "echo,nope"],
+        Some("sk-test"),
+    );
+    assert_eq!(unknown.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        stderr.contains(
+            "error[E_EVAL_CASE_NOT_FOUND]: no case `nope` in any Eval (there are: echo, delegates, judge-good)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("= help:"), "{stderr}");
+    // Of the Eval named, with --json as a JSON line.
+    let scoped = run_gdn(
+        dir.path(),
+        state.path(),
+        &["eval", "simple", "--json", "--case", "tides"],
+        Some("sk-test"),
+    );
+    assert_eq!(scoped.status.code(), Some(2));
+    let line: Value = String::from_utf8_lossy(&scoped.stderr)
+        .lines()
+        .find_map(|line| serde_json::from_str::<Value>(line).ok())
+        .unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&scoped.stderr)));
+    assert_eq!(line["error"]["code"], "E_EVAL_CASE_NOT_FOUND");
+    assert_eq!(
+        line["error"]["message"],
+        "no case `tides` in Eval/simple (there are: echo, delegates, judge-good)"
+    );
+    // Nothing ran and nothing was stored.
+    assert_eq!(mock.requests().len(), n_requests);
+    assert_eq!(
+        std::fs::read_dir(state.path().join("evals"))
+            .unwrap()
+            .count(),
+        n_runs
+    );
+}

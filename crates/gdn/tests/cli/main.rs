@@ -42,6 +42,7 @@ mod stdin;
 mod store_damage;
 mod strip_types;
 mod studio;
+mod studio_evals;
 mod swarm;
 mod telegram;
 mod terminal;

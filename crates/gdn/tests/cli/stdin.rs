@@ -345,6 +345,11 @@ impl Terminal {
         })
     }
 
+    /// What the screen has shown so far.
+    pub(crate) fn shown(&self) -> String {
+        self.screen.lock().unwrap().clone()
+    }
+
     /// Types `keys`.
     pub(crate) fn types(&mut self, keys: &[u8]) {
         self.master.write_all(keys).unwrap();

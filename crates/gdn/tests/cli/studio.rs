@@ -40,7 +40,7 @@ fn decide(request: &ChatRequest) -> Reply {
 }
 
 /// A child process killed on drop.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -49,7 +49,7 @@ impl Drop for Killed {
     }
 }
 
-fn artifact(name: &str) -> PathBuf {
+pub(crate) fn artifact(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("studio");
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
@@ -334,7 +334,7 @@ fn gdn_studio_refuses_a_weak_token_and_a_taken_port_with_codes() {
 
 /// Starts `command` (a `gdn studio`) and returns it with the URL it
 /// printed.
-fn start_studio(mut command: std::process::Command) -> (Killed, String) {
+pub(crate) fn start_studio(mut command: std::process::Command) -> (Killed, String) {
     let mut studio = Killed(
         command
             .stdin(Stdio::null())
@@ -357,7 +357,13 @@ fn start_studio(mut command: std::process::Command) -> (Killed, String) {
 
 /// One request over plain TCP to 127.0.0.1:`port`, as a loopback client
 /// names it; the answer's status code and body.
-fn exchange(port: u16, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+pub(crate) fn exchange(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
@@ -382,7 +388,7 @@ fn exchange(port: u16, method: &str, path: &str, headers: &str, body: &str) -> (
 
 /// The CSRF token the Studio on `port` puts in its page when actions are
 /// allowed.
-fn csrf_of(port: u16) -> String {
+pub(crate) fn csrf_of(port: u16) -> String {
     let (status, page) = exchange(port, "GET", "/", "", "");
     assert_eq!(status, 200);
     page.split_once(r#"<meta name="gdn-csrf" content=""#)
@@ -392,7 +398,7 @@ fn csrf_of(port: u16) -> String {
 }
 
 /// The port and token of a URL `gdn studio` printed.
-fn port_and_token(url: &str) -> (u16, Option<String>) {
+pub(crate) fn port_and_token(url: &str) -> (u16, Option<String>) {
     let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
     let (port, token) = match rest.split_once("/?token=") {
         Some((port, token)) => (port, Some(token.to_string())),

@@ -330,3 +330,44 @@ fn package_install_shows_progress_on_a_terminal_and_not_on_a_pipe() {
         stderr(&output)
     );
 }
+
+/// Issue 50 #4: `gdn logs -f` started before the swarm made any instance
+/// shows the events of the instances made after it began (the entry
+/// agent's and the one it delegates to), as they happen.
+#[test]
+fn logs_follow_started_before_any_instance_shows_the_instances_made_after_it() {
+    let swarm = Swarm::pair(5, crate::ledger::relay_or_answer);
+    assert!(crate::swarm::find_instance(swarm.state.path(), "alpha", "default").is_none());
+    let mut follow = Terminal::start_controlling(gdn_command(
+        swarm.bundle.path(),
+        swarm.state.path(),
+        &["logs", "-f"],
+    ));
+    // The header comes once the history (none) is read: from then on the
+    // logs are followed.
+    follow.shows("AGENT:INSTANCE");
+    let answered = swarm.run(&["run", "--input", "relay ping"]);
+    assert_eq!(code(&answered), 0, "{}", stderr(&answered));
+    for (agent, kind) in [
+        ("alpha:default", "tool.called"),
+        ("beta:default", "turn.started"),
+        ("beta:default", "turn.completed"),
+        ("alpha:default", "turn.completed"),
+    ] {
+        crate::swarm::wait_until(&format!("{agent} {kind} under gdn logs -f"), || {
+            lines(&follow.shown())
+                .iter()
+                .any(|line| line.contains(agent) && line.contains(kind))
+                .then_some(())
+        });
+    }
+    follow.types(b"\x03");
+    let (_, screen) = follow.finish("gdn logs -f after Ctrl-C");
+    // Each event once.
+    let completed = lines(&screen)
+        .iter()
+        .filter(|line| line.contains("turn.completed"))
+        .count();
+    assert_eq!(completed, 2, "{screen}");
+    assert_no_json_line(&screen);
+}

@@ -1170,6 +1170,14 @@ state.argumentEdits = {};
 
 // ---- evals ---------------------------------------------------------------
 
+/**
+ * Re-runs asked from this page, by `runId/index` of the case re-run:
+ * `{ busy }` while it runs, then `{ text, error, link }` and for a new run
+ * `{ passed, runId, of, label }` (whether the case passed, the new run's
+ * id, the run re-run from and the case).
+ */
+state.reruns = {};
+
 /** The stored runs of `gdn eval`, newest first, each case linked to its trace. */
 function renderEvals() {
   const view = el("div", { class: "evals-view" }, el("div", { class: "title" }, el("h1", { text: "Eval runs" })));
@@ -1185,22 +1193,69 @@ function renderEvals() {
         ? el("a", { href: `#/et/${enc(run.runId)}/${c.index}/${enc(c.workspaceId)}/${enc(c.traceId)}`, text: short(c.traceId) })
         : el("span", { class: "muted", text: "–" });
       const why = (c.failures || []).map((f) => `${f.assertion}: ${f.message}`).join("; ");
-      return el("tr", { class: "eval-case", "data-status": c.status },
+      return el("tr", { class: "eval-case", "data-status": c.status, "data-case": c.index },
         el("td", { text: `${c.eval}/${label}` }),
         el("td", { text: c.score === null || c.score === undefined ? "–" : c.score.toFixed(1) }),
         el("td", { class: c.status === "passed" ? "status-ok" : "status-error", text: c.status, title: why }),
         el("td", { text: fmtMs(c.latencyMs) }),
         el("td", { text: fmtCost(c.costUsd) }),
-        el("td", {}, trace));
+        el("td", {}, trace),
+        CSRF ? rerunCell(run, c) : null);
     });
+    const from = Object.values(state.reruns).find((rerun) => rerun.runId === run.runId);
     view.append(el("section", { class: "panel eval-run", "data-run": run.runId },
       el("h2", { text: `${run.runId}${run.replay ? " (replay)" : ""}: ${run.cases.length - failed} of ${run.cases.length} passed` }),
+      from ? el("p", { class: "muted eval-rerun-of", text: `Re-run from this page: ${from.label} of run ${from.of}.` }) : null,
       el("table", {},
-        el("tr", {}, ...["case", "score", "result", "time", "cost", "trace"].map((h) => el("th", { text: h }))),
+        el("tr", {}, ...["case", "score", "result", "time", "cost", "trace"].concat(CSRF ? [""] : []).map((h) => el("th", { text: h }))),
         ...rows),
       run.cases.filter((c) => c.status !== "passed").map(renderEvalMisses)));
   }
   return view;
+}
+
+/** A case's Re-run button, "Running…" while it runs, then what came of it. */
+function rerunCell(run, c) {
+  const key = `${run.runId}/${c.index}`;
+  const rerun = state.reruns[key];
+  const busy = !!(rerun && rerun.busy);
+  const button = el("button", { type: "button", class: "rerun", text: busy ? "Running…" : "Re-run", disabled: busy ? "disabled" : null, title: "run this case again with gdn eval (it becomes a new run)" });
+  button.addEventListener("click", () => rerunCase(run.runId, c.index));
+  const outcome = rerun && !busy
+    // Coloured as the new result is (a refusal as an error), so a case
+    // that failed again does not look like a pass.
+    ? el("div", { class: "rerun-status " + (rerun.error ? "rerun-refused status-error" : `rerun-done ${rerun.passed ? "status-ok" : "status-error"}`) },
+      el("span", { text: rerun.text }),
+      rerun.link ? el("a", { href: rerun.link, class: "rerun-link", text: " trace" }) : null)
+    : null;
+  return el("td", { class: "eval-rerun" }, button, outcome);
+}
+
+/** Runs case `index` of run `runId` again; the list is read again after, the new run on top. */
+async function rerunCase(runId, index) {
+  const key = `${runId}/${index}`;
+  if (state.reruns[key] && state.reruns[key].busy) return;
+  state.reruns[key] = { busy: true };
+  if (state.view && state.view.kind === "evals") render();
+  try {
+    const answer = await postAction("/api/actions/rerun", { run: runId, case: index });
+    const c = answer.case || {};
+    const score = c.score === null || c.score === undefined ? "" : `, score ${c.score.toFixed(1)}`;
+    const label = c.name + (c.model ? "@" + c.model : "");
+    state.reruns[key] = {
+      busy: false, error: false, passed: c.status === "passed", runId: answer.runId, of: runId, label: `${c.eval}/${label}`,
+      text: `${c.eval}/${label}: ${c.status}${score} (new run ${answer.runId})`,
+      link: c.traceId && c.workspaceId ? `#/et/${enc(answer.runId)}/${c.index}/${enc(c.workspaceId)}/${enc(c.traceId)}` : null,
+    };
+    try {
+      state.evalRuns = (await getJson("/api/evals")).runs;
+    } catch (error) {
+      state.reruns[key].text += `; the list could not be read again: ${error.message}`;
+    }
+  } catch (error) {
+    state.reruns[key] = { busy: false, error: true, text: "Re-run failed: " + error.message };
+  }
+  if (state.view && state.view.kind === "evals") render();
 }
 
 /**
