@@ -7,6 +7,8 @@
 //! stable code and, where a fix is obvious, a suggestion. Cutting the
 //! message to `errorMessageLimit` is the runtime's job, not this module's.
 
+use goondan_connector::chat_api::slack::SlackError;
+use goondan_connector::chat_api::telegram::TelegramError;
 use goondan_runtime::ToolFailure;
 use std::path::PathBuf;
 use thiserror::Error;
@@ -287,6 +289,101 @@ impl BuiltinToolError {
                 path,
                 source,
             }
+        }
+    }
+}
+
+/// A Bot API failure as the `telegram` tool reports it: a transport
+/// failure or a deadline is an HTTP error (`E_HTTP_REQUEST`,
+/// `E_HTTP_TIMEOUT`), a 429 is `E_BOT_API_RATE_LIMITED`, a file over
+/// `maxBytes` is `E_TOO_LARGE`, and Telegram's refusal is
+/// `E_TELEGRAM_API`.
+impl From<TelegramError> for BuiltinToolError {
+    fn from(error: TelegramError) -> Self {
+        match error {
+            TelegramError::Transport { method, message } => BuiltinToolError::HttpRequest {
+                method: "POST",
+                url: method.to_string(),
+                message,
+            },
+            TelegramError::Timeout { method, timeout_ms } => BuiltinToolError::HttpTimeout {
+                method: "POST",
+                url: method.to_string(),
+                timeout_ms,
+            },
+            TelegramError::RateLimited {
+                method,
+                retry_after_seconds,
+            } => BuiltinToolError::BotApiRateLimited {
+                platform: "Telegram",
+                method: method.to_string(),
+                retry_after_seconds: retry_after_seconds.unwrap_or(0),
+            },
+            TelegramError::Api {
+                method,
+                status,
+                description,
+            } => BuiltinToolError::BotApi {
+                platform: "Telegram",
+                method: method.to_string(),
+                status,
+                description,
+            },
+            TelegramError::TooLarge {
+                method,
+                size,
+                limit,
+            } => BuiltinToolError::TooLarge {
+                what: method.to_string(),
+                size,
+                limit,
+            },
+        }
+    }
+}
+
+/// A Web API failure as the `slack` tool reports it, coded as a Bot API
+/// failure is (Slack's refusal is `E_SLACK_API`).
+impl From<SlackError> for BuiltinToolError {
+    fn from(error: SlackError) -> Self {
+        match error {
+            SlackError::Transport { method, message } => BuiltinToolError::HttpRequest {
+                method: "POST",
+                url: method.to_string(),
+                message,
+            },
+            SlackError::Timeout { method, timeout_ms } => BuiltinToolError::HttpTimeout {
+                method: "POST",
+                url: method.to_string(),
+                timeout_ms,
+            },
+            SlackError::RateLimited {
+                method,
+                retry_after_seconds,
+            } => BuiltinToolError::BotApiRateLimited {
+                platform: "Slack",
+                method: method.to_string(),
+                retry_after_seconds: retry_after_seconds.unwrap_or(0),
+            },
+            SlackError::Api {
+                method,
+                status,
+                error,
+            } => BuiltinToolError::BotApi {
+                platform: "Slack",
+                method: method.to_string(),
+                status,
+                description: error,
+            },
+            SlackError::TooLarge {
+                method,
+                size,
+                limit,
+            } => BuiltinToolError::TooLarge {
+                what: method.to_string(),
+                size,
+                limit,
+            },
         }
     }
 }

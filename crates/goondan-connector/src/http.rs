@@ -136,7 +136,7 @@ pub enum PlatformOutcome {
     /// event), and the answer once the desk took it.
     Press {
         /// The press.
-        press: crate::approvals::Press,
+        press: crate::press::Press,
         /// The answer after the desk took it.
         reply: PlatformReply,
     },

@@ -24,13 +24,23 @@
 //!
 //! A Connection of the Telegram or Slack connector with `spec.approvals`
 //! also posts the swarm's approval requests to a chat as messages with
-//! buttons ([`approvals`]). A button press is read by the platform's own
-//! verified path and handed to [`Emitter::press`], never emitted as an
-//! event for an agent.
+//! buttons ([`approvals`]). A button press ([`press::Press`]) is read by
+//! the platform's own verified path and handed to [`Emitter::press`],
+//! never emitted as an event for an agent.
+//!
+//! The Telegram Bot API and Slack Web API clients ([`chat_api`]) are the
+//! workspace's only ones: the long poll and the approval desk call
+//! through them here, and so do `@goondan/base`'s `telegram` and `slack`
+//! tools.
+//!
+//! Modules name each other only downwards (a tidy test checks it): the
+//! platforms and the desk name [`press`], [`chat_api`], [`source`] and
+//! [`http`], never the other way round.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod approvals;
+pub mod chat_api;
 pub mod config;
 pub mod cron;
 pub mod delivery;
@@ -40,6 +50,7 @@ pub mod host;
 pub mod http;
 pub mod link;
 pub mod payload;
+pub mod press;
 pub mod script;
 pub mod slack;
 pub mod source;
@@ -68,7 +79,7 @@ pub trait Emitter: Send + Sync + 'static {
     /// Hands a press of an approval button to the Connection's approval
     /// desk, which decides and answers it on its own time; resolves once
     /// the desk took it.
-    fn press(&self, press: approvals::Press) -> BoxFuture<'_, Result<(), EmitError>>;
+    fn press(&self, press: press::Press) -> BoxFuture<'_, Result<(), EmitError>>;
 }
 
 /// An event the swarm took.

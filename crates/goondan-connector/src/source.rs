@@ -10,7 +10,7 @@
 //! It knows nothing of clocks or chat APIs; [`cron`](crate::cron) and
 //! [`telegram`](crate::telegram) do.
 
-use crate::approvals::Press;
+use crate::press::Press;
 use crate::{EmitError, Emitter};
 use futures_util::future::BoxFuture;
 use goondan_types::ConnectorEvent;

@@ -30,9 +30,11 @@
 //! `from_last_name` (those present).
 //!
 //! The bot token (`TELEGRAM_BOT_TOKEN`, `BOT_TOKEN` or `TELEGRAM_TOKEN`,
-//! from secrets or config) is part of every Bot API URL, so no URL is ever
-//! logged and every error is masked before it is shown.
+//! from secrets or config) and the API address (`TELEGRAM_API_BASE_URL`)
+//! make the Bot API client ([`crate::chat_api::telegram`]), which never
+//! logs a URL and masks every error before it is shown.
 
+use crate::chat_api::telegram::{identifier, TelegramApi, TelegramError};
 use crate::config::{ConnectorConfig, ConnectorConfigError};
 use crate::http::{
     BadRequest, HttpFront, Platform, PlatformOutcome, PlatformReply, PlatformRequest,
@@ -41,7 +43,6 @@ use crate::source::{deliver, deliver_press, Delivery, Shutdown, Source};
 use crate::verify::{self, SignatureError};
 use crate::Emitter;
 use futures_util::future::BoxFuture;
-use goondan_types::secret::mask_value;
 use goondan_types::{ConnectorEvent, ConnectorMessage};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -51,10 +52,6 @@ use std::time::Duration;
 
 /// The event every message becomes.
 pub const EVENT_NAME: &str = "telegram_message";
-/// The Bot API's address (`TELEGRAM_API_BASE_URL` overrides it).
-pub const DEFAULT_API_BASE_URL: &str = "https://api.telegram.org";
-/// The secret names the bot token is read from, in order.
-pub const TOKEN_KEYS: [&str; 3] = ["TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN"];
 /// The secret names the webhook's secret token is read from, in order.
 pub const WEBHOOK_SECRET_KEYS: [&str; 3] = [
     "TELEGRAM_WEBHOOK_SECRET",
@@ -63,205 +60,6 @@ pub const WEBHOOK_SECRET_KEYS: [&str; 3] = [
 ];
 /// Default webhook port (`TELEGRAM_WEBHOOK_PORT`, `PORT`).
 pub const DEFAULT_WEBHOOK_PORT: u16 = 8788;
-/// What stands for the token wherever it would have appeared.
-const TOKEN_MARKER: &str = "[REDACTED:TELEGRAM_BOT_TOKEN]";
-
-/// A failed Bot API call; its text never holds the token.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TelegramError {
-    /// The request did not get an answer (connection refused, timeout).
-    #[error("E_TELEGRAM_TRANSPORT: {method} failed: {message}")]
-    Transport {
-        /// The Bot API method.
-        method: &'static str,
-        /// What the transport said, masked.
-        message: String,
-    },
-    /// Telegram asked to slow down.
-    #[error("E_TELEGRAM_RATE_LIMITED: {method}: too many requests (retry after {retry_after_seconds:?} s)")]
-    RateLimited {
-        /// The Bot API method.
-        method: &'static str,
-        /// `parameters.retry_after`, when given.
-        retry_after_seconds: Option<u64>,
-    },
-    /// Telegram answered with an error or something unreadable.
-    #[error("E_TELEGRAM_API: {method}: HTTP {status}: {description}")]
-    Api {
-        /// The Bot API method.
-        method: &'static str,
-        /// The HTTP status.
-        status: u16,
-        /// Telegram's `description`, or what was wrong with the answer.
-        description: String,
-    },
-}
-
-impl TelegramError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            TelegramError::Transport { .. } => "E_TELEGRAM_TRANSPORT",
-            TelegramError::RateLimited { .. } => "E_TELEGRAM_RATE_LIMITED",
-            TelegramError::Api { .. } => "E_TELEGRAM_API",
-        }
-    }
-}
-
-/// A Bot API client for one bot. `Debug` never shows the token.
-#[derive(Clone)]
-pub struct TelegramApi {
-    client: reqwest::Client,
-    base_url: String,
-    token: String,
-}
-
-impl fmt::Debug for TelegramApi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TelegramApi")
-            .field("base_url", &self.base_url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl TelegramApi {
-    /// A client for `token` at `base_url` (no trailing slash needed).
-    pub fn new(base_url: &str, token: &str) -> Result<TelegramApi, TelegramError> {
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("goondan-connector/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|error| TelegramError::Transport {
-                method: "client",
-                message: error.to_string(),
-            })?;
-        Ok(TelegramApi {
-            client,
-            base_url: base_url.trim_end_matches('/').to_string(),
-            token: token.to_string(),
-        })
-    }
-
-    /// `text` with the token masked.
-    pub fn mask<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        mask_value(text, &self.token, TOKEN_MARKER)
-    }
-
-    /// `getUpdates` from `offset` (left out when 0), long-polling up to
-    /// `poll_timeout`; the whole call is bounded by `request_timeout`.
-    pub async fn get_updates(
-        &self,
-        offset: i64,
-        poll_timeout: Duration,
-        request_timeout: Duration,
-    ) -> Result<Vec<Value>, TelegramError> {
-        const METHOD: &str = "getUpdates";
-        let mut url = format!(
-            "{}/bot{}/{METHOD}?timeout={}",
-            self.base_url,
-            self.token,
-            poll_timeout.as_secs()
-        );
-        if offset != 0 {
-            url.push_str(&format!("&offset={offset}"));
-        }
-        let transport = |error: reqwest::Error| TelegramError::Transport {
-            method: METHOD,
-            message: self.mask(&error_chain(error.without_url())).into_owned(),
-        };
-        let response = self
-            .client
-            .get(url)
-            .timeout(request_timeout)
-            .send()
-            .await
-            .map_err(transport)?;
-        let status = response.status().as_u16();
-        let body = response.bytes().await.map_err(transport)?;
-        match self.result(METHOD, status, &body)? {
-            Value::Array(updates) => Ok(updates),
-            _ => Err(TelegramError::Api {
-                method: METHOD,
-                status,
-                description: "the answer's result is not a list of updates".into(),
-            }),
-        }
-    }
-
-    /// Calls `method` with the JSON `body` and returns its `result`; the
-    /// whole call is bounded by `timeout`.
-    pub async fn call(
-        &self,
-        method: &'static str,
-        body: &Value,
-        timeout: Duration,
-    ) -> Result<Value, TelegramError> {
-        let url = format!("{}/bot{}/{method}", self.base_url, self.token);
-        let transport = |error: reqwest::Error| TelegramError::Transport {
-            method,
-            message: self.mask(&error_chain(error.without_url())).into_owned(),
-        };
-        let response = self
-            .client
-            .post(url)
-            .json(body)
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(transport)?;
-        let status = response.status().as_u16();
-        let answer = response.bytes().await.map_err(transport)?;
-        self.result(method, status, &answer)
-    }
-
-    /// The `result` of a Bot API answer, or why there is none.
-    fn result(
-        &self,
-        method: &'static str,
-        status: u16,
-        body: &[u8],
-    ) -> Result<Value, TelegramError> {
-        let answer: Option<Value> = serde_json::from_slice(body).ok();
-        let field = |pointer: &str| answer.as_ref().and_then(|a| a.pointer(pointer));
-        let ok = field("/ok").and_then(Value::as_bool) == Some(true);
-        if ok && (200..300).contains(&status) {
-            return Ok(field("/result").cloned().unwrap_or(Value::Null));
-        }
-        if status == 429 || field("/error_code").and_then(Value::as_u64) == Some(429) {
-            return Err(TelegramError::RateLimited {
-                method,
-                retry_after_seconds: field("/parameters/retry_after").and_then(Value::as_u64),
-            });
-        }
-        let description = field("/description").and_then(Value::as_str).map_or_else(
-            || {
-                if answer.is_some() {
-                    "the answer is not ok".to_string()
-                } else {
-                    "the answer is not JSON".to_string()
-                }
-            },
-            str::to_string,
-        );
-        Err(TelegramError::Api {
-            method,
-            status,
-            description: self.mask(&description).into_owned(),
-        })
-    }
-}
-
-/// The error and its causes on one line.
-fn error_chain(error: reqwest::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
-}
-
 /// The event an update describes; `None` for updates that are not a
 /// person's message (edits, callbacks, bot senders, channel posts).
 pub fn event_from_update(update: &Value) -> Option<ConnectorEvent> {
@@ -325,15 +123,6 @@ pub fn event_from_update(update: &Value) -> Option<ConnectorEvent> {
         instance_key: Some(format!("telegram:{chat_id}")),
         delivery_id: Some(update_id.to_string()),
     })
-}
-
-/// A chat or user id, which Telegram sends as a number.
-pub(crate) fn identifier(value: &Value) -> Option<String> {
-    match value {
-        Value::Number(number) => number.as_i64().map(|id| id.to_string()),
-        Value::String(text) if !text.is_empty() => Some(text.clone()),
-        _ => None,
-    }
 }
 
 /// How the long poll waits and retries.
@@ -593,46 +382,8 @@ pub(crate) fn is_webhook_mode(config: &ConnectorConfig) -> bool {
     mode(config).as_deref() == Some("webhook")
 }
 
-/// The Bot API client a Connection's config describes: its token
-/// (`TELEGRAM_BOT_TOKEN` or an alias) and address
-/// (`TELEGRAM_API_BASE_URL`); `purpose` says what needs the token, for
-/// the error when there is none.
-pub fn api_from_config(
-    config: &ConnectorConfig,
-    purpose: &str,
-) -> Result<TelegramApi, ConnectorConfigError> {
-    let token = TOKEN_KEYS
-        .iter()
-        .find_map(|key| config.setting(key))
-        .ok_or_else(|| ConnectorConfigError {
-            key: "TELEGRAM_BOT_TOKEN".into(),
-            problem: format!("{purpose} needs the bot's token"),
-            help: "put the token BotFather gave into secrets.TELEGRAM_BOT_TOKEN (valueFrom.env)"
-                .into(),
-        })?;
-    let base_url = config
-        .setting("TELEGRAM_API_BASE_URL")
-        .unwrap_or(DEFAULT_API_BASE_URL)
-        .trim();
-    match url::Url::parse(base_url) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") => {}
-        _ => {
-            return Err(ConnectorConfigError {
-                key: "TELEGRAM_API_BASE_URL".into(),
-                problem: format!("`{base_url}` is not an http or https URL"),
-                help: format!("leave it out for {DEFAULT_API_BASE_URL}"),
-            })
-        }
-    }
-    TelegramApi::new(base_url, token).map_err(|error| ConnectorConfigError {
-        key: "TELEGRAM_API_BASE_URL".into(),
-        problem: error.to_string(),
-        help: "check the machine's TLS setup".into(),
-    })
-}
-
 fn polling_from_config(config: &ConnectorConfig) -> Result<TelegramPolling, ConnectorConfigError> {
-    let api = api_from_config(config, "long polling")?;
+    let api = TelegramApi::from_config(config, "long polling")?;
     let whole = |key: &str, default: u64| -> Result<u64, ConnectorConfigError> {
         match config.setting(key) {
             None => Ok(default),
@@ -818,27 +569,6 @@ mod tests {
                 .unwrap_err()
                 .key,
             "TELEGRAM_API_BASE_URL"
-        );
-    }
-
-    #[tokio::test]
-    async fn transport_errors_never_show_the_token() {
-        // A port nothing listens on: bind one, note it, close it.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap();
-        drop(listener);
-        let token = "424242:AAE-very-secret-token";
-        let api = TelegramApi::new(&format!("http://{address}"), token).unwrap();
-        let error = api
-            .get_updates(7, Duration::ZERO, Duration::from_secs(5))
-            .await
-            .unwrap_err();
-        assert_eq!(error.code(), "E_TELEGRAM_TRANSPORT");
-        let shown = format!("{error} {error:?} {api:?}");
-        assert!(!shown.contains("very-secret"), "{shown}");
-        assert_eq!(
-            api.mask(&format!("http://x/bot{token}/getUpdates")),
-            "http://x/bot[REDACTED:TELEGRAM_BOT_TOKEN]/getUpdates"
         );
     }
 }

@@ -1,7 +1,9 @@
 //! [`HostError`]: why a swarm could not start or a cluster command failed,
-//! each with the code a person and a script read.
+//! each with the code a person and a script read; and [`NotLoaded`], a
+//! bundle that did not load, with its diagnostics.
 
 use goondan_cluster::ClusterError;
+use goondan_types::{Diagnostic, Severity};
 use std::path::PathBuf;
 
 /// A failure of running a swarm on this host.
@@ -65,7 +67,7 @@ pub enum HostError {
         /// The first problem, where it is and how many more there are.
         summary: String,
         /// Its diagnostics, for the caller to render.
-        not_loaded: Box<crate::NotLoaded>,
+        not_loaded: Box<NotLoaded>,
     },
     /// Installing the packages of a fetched bundle failed.
     #[error("installing the packages of the cluster's bundle {digest}: {source}")]
@@ -149,5 +151,62 @@ impl HostError {
     pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> HostError {
         let what = what.into();
         move |source| HostError::Io { what, source }
+    }
+}
+
+/// A bundle that did not load, with its diagnostics for the caller to
+/// render.
+#[derive(Debug, Clone)]
+pub struct NotLoaded {
+    /// True when it was read and found invalid; false when it could not
+    /// be read at all.
+    pub invalid: bool,
+    /// Every problem found.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The folder the diagnostics' file names are relative to.
+    pub base: PathBuf,
+}
+
+impl NotLoaded {
+    /// The first error among the diagnostics.
+    pub fn first_error(&self) -> Option<&Diagnostic> {
+        self.diagnostics
+            .iter()
+            .find(|diagnostic| diagnostic.severity == Severity::Error)
+    }
+
+    /// The first error's code (`E_CONFIG_INVALID` when none had one).
+    pub fn code(&self) -> &str {
+        self.first_error()
+            .map_or("E_CONFIG_INVALID", |error| error.code.as_str())
+    }
+
+    /// One line for whoever cannot see the diagnostics (an agent that
+    /// asked for a restart, a cluster's heartbeat): the first error, where
+    /// it is, how many more there are.
+    pub fn summary(&self) -> String {
+        let Some(error) = self.first_error() else {
+            return "the bundle is invalid; run `gdn validate` to see why".into();
+        };
+        let mut line = error.message.clone();
+        let place = match (&error.file, error.line, &error.path) {
+            (Some(file), Some(number), _) => Some(format!("{file}:{number}")),
+            (_, _, Some(path)) => Some(path.clone()),
+            (Some(file), None, None) => Some(file.clone()),
+            _ => None,
+        };
+        if let Some(place) = place {
+            line.push_str(&format!(" (at {place})"));
+        }
+        if let Some(suggestion) = &error.suggestion {
+            line.push_str(&format!("; {suggestion}"));
+        }
+        if self.diagnostics.len() > 1 {
+            line.push_str(&format!(
+                "; {} more problem(s): run `gdn validate`",
+                self.diagnostics.len() - 1
+            ));
+        }
+        line
     }
 }

@@ -36,8 +36,9 @@ mod reload;
 mod secrets;
 mod start;
 
-pub use error::HostError;
+pub use cluster::rollout::PackageInstaller;
+pub use error::{HostError, NotLoaded};
 pub use mode::HostMode;
 pub use notice::{Notice, Notices};
-pub use project::{NotLoaded, Project};
-pub use start::{start, HostSettings, PackageInstaller, RunningSwarm};
+pub use project::Project;
+pub use start::{start, HostSettings, RunningSwarm};

@@ -7,12 +7,11 @@
 //! input. The start-up in `start.rs` asks, and never branches on the
 //! mode itself.
 
-use crate::cluster::rollout::{self, BundleFollower, HostBundle};
+use crate::cluster::rollout::{self, BundleFollower, HostBundle, PackageInstaller, Rollout};
 use crate::cluster::{self, ClusterMode, HostTask, JoinedHost, SingletonConnections};
 use crate::project::BundleSource;
-use crate::reload::{ClusterReload, Rollout};
-use crate::start::HostSettings;
-use crate::{ledger, HostError, Project};
+use crate::reload::ClusterReload;
+use crate::{ledger, HostError, Notices, Project};
 use goondan_cluster::crashes::CrashRecords;
 use goondan_cluster::Cluster;
 use goondan_orchestrator::orchestrator::CrashLedger;
@@ -31,6 +30,18 @@ pub enum HostMode {
     Cluster(ClusterMode),
 }
 
+/// What joining a cluster and serving in it take of `gdn run`'s
+/// settings (`HostSettings`), handed in by the start-up, which knows
+/// this module and not the other way round.
+pub(crate) struct MemberSettings {
+    /// `--env-file`, absolute.
+    pub(crate) env_file: Option<PathBuf>,
+    /// Installs the packages of a bundle this host fetched.
+    pub(crate) install_packages: PackageInstaller,
+    /// Where notices for the operator go.
+    pub(crate) notices: Notices,
+}
+
 impl HostMode {
     /// Joins what this mode names, before the orchestrator starts: a
     /// cluster member runs the cluster's bundle (so the project may
@@ -39,7 +50,7 @@ impl HostMode {
     pub(crate) async fn join(
         &self,
         project: Project,
-        settings: &HostSettings,
+        settings: &MemberSettings,
     ) -> Result<(Project, Placement), HostError> {
         match self {
             HostMode::Single => Ok((project, Placement::Single)),
@@ -76,7 +87,7 @@ impl Member {
     async fn join(
         mode: &ClusterMode,
         project: Project,
-        settings: &HostSettings,
+        settings: &MemberSettings,
     ) -> Result<(Project, Member), HostError> {
         let cluster = mode.connect().await?;
         cluster::ensure_layout(&cluster).await?;
@@ -201,7 +212,7 @@ impl Placement {
         self,
         handle: &OrchestratorHandle,
         rollouts: Option<mpsc::Sender<Rollout>>,
-        settings: &HostSettings,
+        settings: &MemberSettings,
     ) -> Option<(HostTask, Membership)> {
         let (Placement::Member(member), Some(rollouts)) = (self, rollouts) else {
             return None;

@@ -10,13 +10,14 @@
 //! projects whose swarms share an instance key get separate workspaces,
 //! control sockets and orchestrators.
 
+pub use crate::error::NotLoaded;
 use crate::HostError;
 use goondan_config::{load_bundle, Bundle, LoadOptions};
 use goondan_orchestrator::orchestrator::ProcessPolicy;
 use goondan_orchestrator::{IngressRule, SwarmInfo};
 use goondan_store::paths::bundle_scope;
 use goondan_store::{StateRoot, WorkspacePaths};
-use goondan_types::{Diagnostic, Severity};
+use goondan_types::Diagnostic;
 use std::path::{Path, PathBuf};
 
 /// A loaded bundle with its selected Swarm.
@@ -139,63 +140,6 @@ pub fn load(
         diagnostics,
         base,
     })
-}
-
-/// A bundle that did not load, with its diagnostics for the caller to
-/// render.
-#[derive(Debug, Clone)]
-pub struct NotLoaded {
-    /// True when it was read and found invalid; false when it could not
-    /// be read at all.
-    pub invalid: bool,
-    /// Every problem found.
-    pub diagnostics: Vec<Diagnostic>,
-    /// The folder the diagnostics' file names are relative to.
-    pub base: PathBuf,
-}
-
-impl NotLoaded {
-    /// The first error among the diagnostics.
-    pub fn first_error(&self) -> Option<&Diagnostic> {
-        self.diagnostics
-            .iter()
-            .find(|diagnostic| diagnostic.severity == Severity::Error)
-    }
-
-    /// The first error's code (`E_CONFIG_INVALID` when none had one).
-    pub fn code(&self) -> &str {
-        self.first_error()
-            .map_or("E_CONFIG_INVALID", |error| error.code.as_str())
-    }
-
-    /// One line for whoever cannot see the diagnostics (an agent that
-    /// asked for a restart, a cluster's heartbeat): the first error, where
-    /// it is, how many more there are.
-    pub fn summary(&self) -> String {
-        let Some(error) = self.first_error() else {
-            return "the bundle is invalid; run `gdn validate` to see why".into();
-        };
-        let mut line = error.message.clone();
-        let place = match (&error.file, error.line, &error.path) {
-            (Some(file), Some(number), _) => Some(format!("{file}:{number}")),
-            (_, _, Some(path)) => Some(path.clone()),
-            (Some(file), None, None) => Some(file.clone()),
-            _ => None,
-        };
-        if let Some(place) = place {
-            line.push_str(&format!(" (at {place})"));
-        }
-        if let Some(suggestion) = &error.suggestion {
-            line.push_str(&format!("; {suggestion}"));
-        }
-        if self.diagnostics.len() > 1 {
-            line.push_str(&format!(
-                "; {} more problem(s): run `gdn validate`",
-                self.diagnostics.len() - 1
-            ));
-        }
-        line
-    }
 }
 
 /// What the orchestrator needs to know about the selected Swarm of

@@ -37,7 +37,7 @@
 //! restarts as after an edit. A host's singleton Connections stay on the
 //! host that owns them ([`ClusterReload::connections`]).
 
-use crate::cluster::rollout::point_link;
+use crate::cluster::rollout::{point_link, Rollout};
 use crate::cluster::SingletonConnections;
 use crate::project::{swarm_info, BundleSource};
 use crate::secrets::ChildSecrets;
@@ -55,7 +55,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// How long the files must stay quiet before a reload: an editor's save
@@ -68,18 +68,6 @@ const READY_SETTLE: Duration = Duration::from_secs(5);
 /// How many agents' restart requests may wait for the bundle to be
 /// re-read; more are refused with `E_RESTART_BUSY`.
 pub(crate) const RESTART_REQUEST_CAPACITY: usize = 4;
-
-/// A new active bundle for a cluster host to apply: fetched and unpacked
-/// into `dir`, not validated yet.
-pub(crate) struct Rollout {
-    /// Its digest.
-    pub(crate) digest: String,
-    /// Where it was unpacked.
-    pub(crate) dir: PathBuf,
-    /// `Ok` once it runs; the reason it was refused otherwise (the host
-    /// runs on with its bundle).
-    pub(crate) done: oneshot::Sender<Result<(), String>>,
-}
 
 /// What a cluster host's reloads need beyond a single host's.
 pub(crate) struct ClusterReload {

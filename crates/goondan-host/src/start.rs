@@ -4,8 +4,9 @@
 //! control socket, the active record, the reloader), and
 //! [`RunningSwarm::stop`], which takes it down in order.
 
+use crate::cluster::rollout::PackageInstaller;
 use crate::lock::Claim;
-use crate::mode::{Membership, Placement};
+use crate::mode::{MemberSettings, Membership, Placement};
 use crate::project::{swarm_info, BundleSource};
 use crate::{reload, HostError, HostMode, Notices, Project};
 use goondan_ipc::RoutingKey;
@@ -20,25 +21,11 @@ use goondan_store::{
     ActiveSwarm, InboxStore, InstanceStore, SyncPolicy, WorkspaceIdentity, WorkspacePaths,
 };
 use goondan_types::ConnectorEvent;
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-/// Installs the registry packages a bundle folder depends on and the
-/// System Root lacks (a cluster host does it for every bundle it
-/// fetches, as `gdn run` does for its own first).
-pub type PackageInstaller = Arc<
-    dyn Fn(
-            PathBuf,
-        )
-            -> Pin<Box<dyn Future<Output = Result<(), goondan_package::PackageError>> + Send>>
-        + Send
-        + Sync,
->;
 
 /// How to run a swarm, as `gdn run` was told.
 pub struct HostSettings {
@@ -106,7 +93,12 @@ pub async fn start(
         .state_root
         .ensure_outside_project(project.bundle.root())?;
     project.state_root.initialize()?;
-    let (project, placement) = settings.mode.join(project, &settings).await?;
+    let member_settings = MemberSettings {
+        env_file: settings.env_file.clone(),
+        install_packages: Arc::clone(&settings.install_packages),
+        notices: Arc::clone(&settings.notices),
+    };
+    let (project, placement) = settings.mode.join(project, &member_settings).await?;
     let info = placement.select(&project, swarm_info(&project)?);
     let workspace = project.workspace();
     let child_secrets = crate::secrets::ChildSecrets::new(&project.bundle);
@@ -176,7 +168,7 @@ pub async fn start(
         let _ = control_stopped.await;
     }));
     let active = write_active(&project, &workspace, &socket)?;
-    let member = placement.serve(&handle, rollouts, &settings);
+    let member = placement.serve(&handle, rollouts, &member_settings);
     Ok(RunningSwarm {
         handle,
         orchestrator: Some(orchestrator),

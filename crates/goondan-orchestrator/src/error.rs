@@ -1,5 +1,6 @@
 //! Orchestrator errors.
 
+use goondan_ipc::protocol::{Failure, QueryAnswer};
 use goondan_ipc::WireCode;
 use thiserror::Error;
 
@@ -327,4 +328,13 @@ pub(crate) fn exit_text(code: Option<i32>) -> String {
         Some(code) => format!("exit code {code}"),
         None => "killed by a signal".to_string(),
     }
+}
+
+/// The answer to a query the orchestrator could not carry out.
+pub(crate) fn failed(error: OrchestratorError) -> QueryAnswer {
+    QueryAnswer::Failed(Failure {
+        code: error.code().to_string(),
+        message: error.to_string(),
+        suggestion: None,
+    })
 }

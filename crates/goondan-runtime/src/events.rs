@@ -1,10 +1,14 @@
 //! Where runtime events go. The runtime emits all nine `RuntimeEvent`s
 //! (`shared-types.md` §9) to a [`RuntimeEventSink`]; the store appends
 //! them to `runtime-events.jsonl`, a CLI may print them. They are never
-//! read back to rebuild conversation state.
+//! read back to rebuild conversation state. [`RuntimeEvents`] is an
+//! agent's fan-out of them: its sink, and the extensions subscribed on
+//! the event bus.
 
+use crate::event_bus::EventBus;
 use goondan_types::runtime_event::StepStartedLlmInputMessage;
-use goondan_types::{JsonValue, ModelMessage, RuntimeEvent};
+use goondan_types::{JsonValue, ModelMessage, RuntimeEvent, Secrets};
+use std::fmt;
 use std::sync::{Arc, Mutex};
 
 /// Receives runtime events in emission order. Must not block for long: it
@@ -160,6 +164,64 @@ impl CollectEvents {
 impl RuntimeEventSink for CollectEvents {
     fn emit(&self, event: RuntimeEvent) {
         self.lock().push(event);
+    }
+}
+
+/// Where an agent's runtime events go: its sink, and the extensions
+/// subscribed to an event's type; with the secrets a tool's report is
+/// masked with. One per agent, shared by its Turns (cloning it clones
+/// three `Arc`s).
+#[derive(Clone)]
+pub struct RuntimeEvents {
+    sink: Arc<dyn RuntimeEventSink>,
+    bus: EventBus,
+    secrets: Arc<Secrets>,
+}
+
+impl fmt::Debug for RuntimeEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeEvents").finish_non_exhaustive()
+    }
+}
+
+impl RuntimeEvents {
+    pub(crate) fn new(sink: Arc<dyn RuntimeEventSink>, bus: EventBus, secrets: Secrets) -> Self {
+        RuntimeEvents {
+            sink,
+            bus,
+            secrets: Arc::new(secrets),
+        }
+    }
+
+    /// The extensions' event bus.
+    pub(crate) fn bus(&self) -> &EventBus {
+        &self.bus
+    }
+
+    /// The sink itself.
+    pub(crate) fn sink(&self) -> &Arc<dyn RuntimeEventSink> {
+        &self.sink
+    }
+
+    /// The values masked in what events carry of a conversation.
+    pub(crate) fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
+    /// Emits `event` to the subscribed extensions, then the sink.
+    pub(crate) fn emit(&self, event: RuntimeEvent) {
+        let name = event.type_name();
+        if self.bus.has_subscribers(name) {
+            match serde_json::to_value(&event) {
+                Ok(payload) => {
+                    self.bus.emit(name, &payload);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, name, "could not encode a runtime event for extensions")
+                }
+            }
+        }
+        self.sink.emit(event);
     }
 }
 

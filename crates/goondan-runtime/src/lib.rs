@@ -24,6 +24,7 @@
 pub mod agents;
 pub mod conversation;
 pub mod error;
+pub mod event_bus;
 pub mod events;
 pub mod extension;
 pub mod ledger;

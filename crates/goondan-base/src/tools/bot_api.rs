@@ -1,8 +1,10 @@
 //! What the chat tools ([`telegram`](super::telegram) and
 //! [`slack`](super::slack)) share: where their calls go and with which
-//! token, one HTTP client, bounded reads, and the file results of their
+//! token, one connection pool, and the file results of their
 //! `download-file` exports. The API methods and their payloads are each
-//! tool's own.
+//! tool's own; the HTTP calls themselves (deadlines, bounded reads, the
+//! platforms' answers and errors) are the workspace's one Telegram and
+//! one Slack client, `goondan_connector::chat_api`.
 //!
 //! # Where the token goes
 //!
@@ -17,19 +19,22 @@
 //! tool to reach what `http-fetch` refuses.
 //!
 //! The token is part of Telegram's URLs, so no URL or transport error
-//! leaves this module unmasked ([`Credentials::mask`]).
+//! leaves the clients unmasked (as `[REDACTED:token]`: the token may be
+//! the call's own).
 
 use crate::error::BuiltinToolError;
 use crate::tools::http_fetch::blocked_category;
 use crate::tools::workdir::Workdir;
 use base64::Engine as _;
-use goondan_types::secret::mask_value;
+use goondan_connector::chat_api::slack::SlackApi;
+use goondan_connector::chat_api::telegram::TelegramApi;
+use goondan_connector::chat_api::{ChatHttp, ChatHttpError, Download};
 use goondan_types::{JsonObject, JsonValue, Secrets};
-use reqwest::{StatusCode, Url};
+use reqwest::Url;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The default timeout of one call (`timeoutMs`), as in the original.
@@ -38,9 +43,6 @@ pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 15_000;
 pub(crate) const DEFAULT_MAX_DOWNLOAD_BYTES: u64 = 3_000_000;
 /// The largest `maxBytes` a call may ask for.
 pub(crate) const MAX_DOWNLOAD_BYTES: u64 = 20_000_000;
-/// The most bytes of an API answer read (a page of history is well
-/// under this).
-const MAX_ANSWER_BYTES: u64 = 8 * 1024 * 1024;
 /// What stands for the token in every message.
 const TOKEN_MARKER: &str = "[REDACTED:token]";
 
@@ -99,20 +101,13 @@ pub(crate) struct Credentials {
     pub(crate) timeout: Duration,
 }
 
-impl Credentials {
-    /// `text` with the token masked.
-    pub(crate) fn mask(&self, text: &str) -> String {
-        mask_value(text, &self.token, TOKEN_MARKER).into_owned()
-    }
-}
-
 /// One platform's client: its operator config and a connection pool.
 pub(crate) struct BotClient {
     /// How the platform's env variables are named, for messages.
     pub(crate) token_vars: &'static [&'static str],
     default_base_url: &'static str,
     config: BotApiConfig,
-    client: OnceLock<Result<reqwest::Client, Arc<str>>>,
+    http: OnceLock<Result<ChatHttp, ChatHttpError>>,
 }
 
 impl BotClient {
@@ -127,7 +122,7 @@ impl BotClient {
             token_vars,
             default_base_url,
             config: config.with_variables(secrets, base_var, token_vars),
-            client: OnceLock::new(),
+            http: OnceLock::new(),
         }
     }
 
@@ -180,20 +175,38 @@ impl BotClient {
         })
     }
 
-    /// The shared client, built on first use.
-    pub(crate) fn client(&self, url: &str) -> Result<reqwest::Client, BuiltinToolError> {
-        self.client
-            .get_or_init(|| {
-                reqwest::Client::builder()
-                    .user_agent(concat!("goondan-base/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .map_err(|error| Arc::from(error.to_string()))
-            })
+    /// The Bot API client for one call's credentials.
+    pub(crate) fn telegram(
+        &self,
+        credentials: &Credentials,
+    ) -> Result<TelegramApi, BuiltinToolError> {
+        Ok(TelegramApi::with_http(
+            self.http(credentials)?,
+            &credentials.base_url,
+            &credentials.token,
+        )
+        .masked_as(TOKEN_MARKER))
+    }
+
+    /// The Web API client for one call's credentials.
+    pub(crate) fn slack(&self, credentials: &Credentials) -> Result<SlackApi, BuiltinToolError> {
+        Ok(SlackApi::with_http(
+            self.http(credentials)?,
+            &credentials.base_url,
+            &credentials.token,
+        )
+        .masked_as(TOKEN_MARKER))
+    }
+
+    /// The shared connection pool, built on first use.
+    fn http(&self, credentials: &Credentials) -> Result<ChatHttp, BuiltinToolError> {
+        self.http
+            .get_or_init(|| ChatHttp::new(concat!("goondan-base/", env!("CARGO_PKG_VERSION"))))
             .clone()
-            .map_err(|message| BuiltinToolError::HttpRequest {
+            .map_err(|error| BuiltinToolError::HttpRequest {
                 method: "POST",
-                url: url.to_string(),
-                message: message.to_string(),
+                url: credentials.base_url.clone(),
+                message: error.to_string(),
             })
     }
 }
@@ -242,93 +255,6 @@ async fn check_public(tool: &str, text: &str) -> Result<(), BuiltinToolError> {
         }
     }
     Ok(())
-}
-
-/// A complete answer: status, headers and (capped) body.
-pub(crate) struct Answer {
-    pub(crate) status: StatusCode,
-    pub(crate) headers: reqwest::header::HeaderMap,
-    pub(crate) body: Vec<u8>,
-}
-
-impl Answer {
-    /// The body as JSON, if it is.
-    pub(crate) fn json(&self) -> Option<JsonValue> {
-        serde_json::from_slice(&self.body).ok()
-    }
-}
-
-/// Sends `request` and reads the answer, all within the credentials'
-/// timeout; at most
-/// `max_bytes` of body (more is [`BuiltinToolError::TooLarge`] for a
-/// download, or cut for an API answer when `cut` is set). Every error is
-/// masked; `what` names the call in messages (`sendMessage`).
-pub(crate) async fn exchange(
-    credentials: &Credentials,
-    request: reqwest::RequestBuilder,
-    what: &str,
-    max_bytes: Option<u64>,
-) -> Result<Answer, BuiltinToolError> {
-    let timeout = credentials.timeout;
-    let label = credentials.mask(what);
-    let work = async {
-        let transport = |error: reqwest::Error| BuiltinToolError::HttpRequest {
-            method: "POST",
-            url: label.clone(),
-            message: credentials.mask(&error_chain(error.without_url())),
-        };
-        let mut response = request.send().await.map_err(transport)?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let limit = max_bytes.unwrap_or(MAX_ANSWER_BYTES);
-        let declared = response.content_length();
-        if max_bytes.is_some() && declared.is_some_and(|length| length > limit) {
-            return Err(BuiltinToolError::TooLarge {
-                what: label.clone(),
-                size: declared.unwrap_or_default(),
-                limit,
-            });
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(transport)? {
-            if (body.len() + chunk.len()) as u64 > limit {
-                if max_bytes.is_some() {
-                    return Err(BuiltinToolError::TooLarge {
-                        what: label.clone(),
-                        size: (body.len() + chunk.len()) as u64,
-                        limit,
-                    });
-                }
-                break;
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(Answer {
-            status,
-            headers,
-            body,
-        })
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Ok(answer) => answer,
-        Err(_elapsed) => Err(BuiltinToolError::HttpTimeout {
-            method: "POST",
-            url: label.clone(),
-            timeout_ms: timeout.as_millis() as u64,
-        }),
-    }
-}
-
-/// The error and its causes on one line.
-fn error_chain(error: reqwest::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// A timeout from `timeoutMs` (default [`DEFAULT_TIMEOUT_MS`]).
@@ -384,15 +310,10 @@ impl<'a> FileOutput<'a> {
 pub(crate) async fn add_file_fields(
     result: &mut JsonObject,
     workdir: &Path,
-    answer: Answer,
+    answer: Download,
     output: FileOutput<'_>,
 ) -> Result<(), BuiltinToolError> {
-    let content_type = answer
-        .headers
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .filter(|value| !value.is_empty())
-        .map(str::to_string);
+    let content_type = answer.content_type;
     let saved_path = match output.save_path.map(str::trim).filter(|p| !p.is_empty()) {
         None => None,
         Some(requested) => {
@@ -597,8 +518,11 @@ mod tests {
             token: "999:very-secret".into(),
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
         };
+        let api = client(BotApiConfig::default())
+            .telegram(&credentials)
+            .unwrap();
         assert_eq!(
-            credentials.mask("GET http://x/bot999:very-secret/getFile"),
+            api.mask("GET http://x/bot999:very-secret/getFile"),
             "GET http://x/bot[REDACTED:token]/getFile"
         );
     }

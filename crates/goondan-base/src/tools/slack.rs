@@ -8,18 +8,19 @@
 //! The token and API address come from the call (`token`, `apiBaseUrl`)
 //! or the operator (`SLACK_BOT_TOKEN`, `SLACK_TOKEN`,
 //! `BRAIN_SLACK_BOT_TOKEN`; `SLACK_API_BASE_URL`), with the rules of
-//! [`bot_api`](super::bot_api). Write methods send JSON; the read methods,
-//! which Slack does not take as JSON, send a form. `download-file` sends the
+//! [`bot_api`](super::bot_api); the calls go through the workspace's one
+//! Web API client (`goondan_connector::chat_api::slack`). Write methods
+//! send JSON; the read methods, which Slack does not take as JSON, send a
+//! form. `download-file` sends the
 //! token only to Slack's own hosts (`slack.com`, `*.slack.com`,
 //! `*.slack-edge.com`) or the operator's API host.
 
 use crate::args::{invalid, parse, require_non_empty, whole_number};
 use crate::error::BuiltinToolError;
 use crate::tools::bot_api::{
-    self, add_file_fields, exchange, BotApiConfig, BotClient, Credentials, FileOutput,
+    self, add_file_fields, BotApiConfig, BotClient, Credentials, FileOutput,
 };
 use goondan_types::{JsonObject, JsonValue};
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::Url;
 use serde::Deserialize;
 use serde_json::json;
@@ -167,73 +168,19 @@ impl SlackTool {
     async fn call(
         &self,
         credentials: &Credentials,
-        method: &str,
+        method: &'static str,
         payload: JsonObject,
         body: Body,
     ) -> Result<JsonValue, BuiltinToolError> {
-        let url = format!("{}/{method}", credentials.base_url);
-        let request = self
-            .api
-            .client(&url)?
-            .post(&url)
-            .header(AUTHORIZATION, format!("Bearer {}", credentials.token));
-        let request = match body {
-            Body::Json => request
-                .header(CONTENT_TYPE, "application/json; charset=utf-8")
-                .body(JsonValue::Object(payload).to_string()),
-            Body::Form => {
-                let mut form = url::form_urlencoded::Serializer::new(String::new());
-                for (key, value) in &payload {
-                    let text = match value {
-                        JsonValue::String(text) => text.clone(),
-                        other => other.to_string(),
-                    };
-                    form.append_pair(key, &text);
-                }
-                request
-                    .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-                    .body(form.finish())
+        let api = self.api.slack(credentials)?;
+        let answer = match body {
+            Body::Json => {
+                api.call(method, &JsonValue::Object(payload), credentials.timeout)
+                    .await
             }
+            Body::Form => api.call_form(method, &payload, credentials.timeout).await,
         };
-        let answer = exchange(credentials, request, method, None).await?;
-        if answer.status.as_u16() == 429 {
-            let retry_after = answer
-                .headers
-                .get(RETRY_AFTER)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.trim().parse().ok())
-                .unwrap_or(0);
-            return Err(BuiltinToolError::BotApiRateLimited {
-                platform: "Slack",
-                method: method.to_string(),
-                retry_after_seconds: retry_after,
-            });
-        }
-        let parsed = answer.json();
-        match &parsed {
-            Some(body)
-                if answer.status.is_success()
-                    && body.get("ok").and_then(JsonValue::as_bool) == Some(true) =>
-            {
-                Ok(body.clone())
-            }
-            _ => {
-                let error = parsed
-                    .as_ref()
-                    .and_then(|body| body.get("error"))
-                    .and_then(JsonValue::as_str)
-                    .map_or_else(
-                        || format!("HTTP {}", answer.status),
-                        |text| credentials.mask(text),
-                    );
-                Err(BuiltinToolError::BotApi {
-                    platform: "Slack",
-                    method: method.to_string(),
-                    status: answer.status.as_u16(),
-                    description: error,
-                })
-            }
-        }
+        Ok(answer?)
     }
 
     /// `send`: posts a message (in a thread with `threadTs`).
@@ -542,27 +489,18 @@ impl SlackTool {
                 format!("`url` is on {host}, not a Slack host; the bot token is only sent to Slack (slack.com, *.slack.com, *.slack-edge.com) or the API address"),
             ));
         }
-        let request = self
+        let download = self
             .api
-            .client(url.as_str())?
-            .get(url.clone())
-            .header(AUTHORIZATION, format!("Bearer {}", credentials.token));
-        let answer = exchange(&credentials, request, url.as_str(), Some(max_bytes)).await?;
-        if !answer.status.is_success() {
-            return Err(BuiltinToolError::BotApi {
-                platform: "Slack",
-                method: "file download".into(),
-                status: answer.status.as_u16(),
-                description: format!("HTTP {}", answer.status),
-            });
-        }
+            .slack(&credentials)?
+            .download(&url, max_bytes, credentials.timeout)
+            .await?;
         let mut result = JsonObject::new();
         result.insert("ok".into(), true.into());
         result.insert("url".into(), url.as_str().into());
         add_file_fields(
             &mut result,
             workdir,
-            answer,
+            download,
             FileOutput::from_args(
                 args.include_base64,
                 args.include_data_url,

@@ -7,15 +7,16 @@
 //! The token and API address come from the call (`token`, `apiBaseUrl`)
 //! or the operator (`TELEGRAM_BOT_TOKEN`, `BOT_TOKEN`, `TELEGRAM_TOKEN`,
 //! `BRAIN_TELEGRAM_BOT_TOKEN`; `TELEGRAM_API_BASE_URL`), with the rules of
-//! [`bot_api`](super::bot_api). Telegram puts the token in the URL, so
-//! every error is masked and the `downloadUrl` a download reports carries
-//! a marker in its place.
+//! [`bot_api`](super::bot_api); the calls go through the workspace's one
+//! Bot API client (`goondan_connector::chat_api::telegram`). Telegram puts
+//! the token in the URL, so every error is masked and the `downloadUrl` a
+//! download reports carries a marker in its place.
 
 use crate::args::{invalid, parse, require_non_empty, whole_number};
 use crate::error::BuiltinToolError;
 use crate::tools::bot_api::{
-    self, add_file_fields, chat_id, exchange, positive_integer, BotApiConfig, BotClient,
-    Credentials, FileOutput,
+    self, add_file_fields, chat_id, positive_integer, BotApiConfig, BotClient, Credentials,
+    FileOutput,
 };
 use goondan_types::{JsonObject, JsonValue};
 use serde::Deserialize;
@@ -199,44 +200,11 @@ impl TelegramTool {
     async fn call(
         &self,
         credentials: &Credentials,
-        method: &str,
+        method: &'static str,
         payload: JsonValue,
     ) -> Result<JsonValue, BuiltinToolError> {
-        let url = format!("{}/bot{}/{method}", credentials.base_url, credentials.token);
-        let request = self
-            .api
-            .client(&credentials.mask(&url))?
-            .post(&url)
-            .json(&payload);
-        let answer = exchange(credentials, request, method, None).await?;
-        let body = answer.json();
-        let field = |pointer: &str| body.as_ref().and_then(|body| body.pointer(pointer));
-        if answer.status.is_success() && field("/ok").and_then(JsonValue::as_bool) == Some(true) {
-            return Ok(field("/result").cloned().unwrap_or(JsonValue::Null));
-        }
-        if answer.status.as_u16() == 429
-            || field("/error_code").and_then(JsonValue::as_u64) == Some(429)
-        {
-            return Err(BuiltinToolError::BotApiRateLimited {
-                platform: "Telegram",
-                method: method.to_string(),
-                retry_after_seconds: field("/parameters/retry_after")
-                    .and_then(JsonValue::as_u64)
-                    .unwrap_or(0),
-            });
-        }
-        let description = field("/description")
-            .and_then(JsonValue::as_str)
-            .map_or_else(
-                || format!("HTTP {}", answer.status),
-                |text| credentials.mask(text),
-            );
-        Err(BuiltinToolError::BotApi {
-            platform: "Telegram",
-            method: method.to_string(),
-            status: answer.status.as_u16(),
-            description,
-        })
+        let api = self.api.telegram(credentials)?;
+        Ok(api.call(method, &payload, credentials.timeout).await?)
     }
 
     /// `send`: a text message.
@@ -458,20 +426,10 @@ impl TelegramTool {
                 description: "the answer has no file_path (the file may be over the Bot API's 20 MB download limit)".into(),
             });
         };
-        let url = format!(
-            "{}/file/bot{}/{}",
-            credentials.base_url, credentials.token, file_path
-        );
-        let request = self.api.client(&credentials.mask(&url))?.get(&url);
-        let answer = exchange(&credentials, request, "file download", Some(max_bytes)).await?;
-        if !answer.status.is_success() {
-            return Err(BuiltinToolError::BotApi {
-                platform: "Telegram",
-                method: "file download".into(),
-                status: answer.status.as_u16(),
-                description: format!("HTTP {}", answer.status),
-            });
-        }
+        let api = self.api.telegram(&credentials)?;
+        let download = api
+            .download_file(file_path, max_bytes, credentials.timeout)
+            .await?;
         let mut result = JsonObject::new();
         result.insert("ok".into(), true.into());
         result.insert(
@@ -491,11 +449,11 @@ impl TelegramTool {
             "fileSize".into(),
             file.get("file_size").cloned().unwrap_or(JsonValue::Null),
         );
-        result.insert("downloadUrl".into(), credentials.mask(&url).into());
+        result.insert("downloadUrl".into(), api.masked_file_url(file_path).into());
         add_file_fields(
             &mut result,
             workdir,
-            answer,
+            download,
             FileOutput::from_args(
                 args.include_base64,
                 args.include_data_url,

@@ -5,10 +5,23 @@
 //! object, makes serde name the fields that object takes, so this knows
 //! every kind's schema without keeping a copy of it. It does not judge
 //! typos (`suggest::closest` does) and never changes the document it was
-//! given.
+//! given. The reading of serde's "unknown field" message is here too,
+//! below `parse`, which asks it first.
 
-use super::parse::parse_unknown_field;
 use serde_json::{Map, Value};
+
+/// Splits serde's "unknown field `x`, expected one of `a`, `b`" message.
+pub(super) fn parse_unknown_field(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (name, rest) = rest.split_once('`')?;
+    let expected = rest
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    Some((name.to_string(), expected))
+}
 
 /// One step of a field path through a document's JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]

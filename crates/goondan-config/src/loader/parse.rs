@@ -4,7 +4,7 @@
 //! its spec type, remembering where every resource came from so later
 //! stages can point at a line.
 
-use super::misplaced::{self, Step};
+use super::misplaced::{self, parse_unknown_field, Step};
 use crate::base_package::BaseManifest;
 use crate::codes::Code;
 use crate::discover::BundleFile;
@@ -482,19 +482,6 @@ fn schema_diagnostic(
     };
     site.at(Code::Schema, format!("{subject}: {message}"), &field)
         .with_suggestion("compare the field with the kind's schema in resources.md")
-}
-
-/// Splits serde's "unknown field `x`, expected one of `a`, `b`" message.
-pub(super) fn parse_unknown_field(message: &str) -> Option<(String, Vec<String>)> {
-    let rest = message.strip_prefix("unknown field `")?;
-    let (name, rest) = rest.split_once('`')?;
-    let expected = rest
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect();
-    Some((name.to_string(), expected))
 }
 
 /// Parses an embedded `@goondan/base` manifest. Its JSON is part of the

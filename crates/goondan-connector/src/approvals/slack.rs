@@ -10,187 +10,21 @@
 //! `>`), so an argument can never become a mention or a link. The bot
 //! token (`SLACK_BOT_TOKEN`, `SLACK_TOKEN`, `BRAIN_SLACK_BOT_TOKEN`) goes
 //! only to the Connection's API address (`SLACK_API_BASE_URL`, else
-//! Slack's), and never into a log or an error.
+//! Slack's), and never into a log or an error: the Web API client is
+//! [`crate::chat_api::slack`].
 
 use super::{
     deadline_words, escape, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT,
 };
-use crate::config::{ConnectorConfig, ConnectorConfigError};
+use crate::chat_api::slack::SlackApi;
 use goondan_store::PostedApproval;
-use goondan_types::secret::mask_value;
 use goondan_types::Verdict;
 use serde_json::{json, Value};
-use std::fmt;
 
-/// The Web API's address (`SLACK_API_BASE_URL` overrides it).
-pub const DEFAULT_API_BASE_URL: &str = "https://slack.com/api";
-/// The settings the bot token is read from, in order.
-pub const TOKEN_KEYS: [&str; 3] = ["SLACK_BOT_TOKEN", "SLACK_TOKEN", "BRAIN_SLACK_BOT_TOKEN"];
 /// The `action_id` of the Approve button.
 pub const APPROVE_ACTION: &str = "goondan_approve";
 /// The `action_id` of the Deny button.
 pub const DENY_ACTION: &str = "goondan_deny";
-/// What stands for the token wherever it would have appeared.
-const TOKEN_MARKER: &str = "[REDACTED:SLACK_BOT_TOKEN]";
-
-/// A failed Web API call; its text never holds the token.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SlackError {
-    /// The request did not get an answer.
-    #[error("E_SLACK_TRANSPORT: {method} failed: {message}")]
-    Transport {
-        /// The Web API method.
-        method: &'static str,
-        /// What the transport said, masked.
-        message: String,
-    },
-    /// Slack asked to slow down.
-    #[error(
-        "E_SLACK_RATE_LIMITED: {method}: too many requests (retry after {retry_after_seconds:?} s)"
-    )]
-    RateLimited {
-        /// The Web API method.
-        method: &'static str,
-        /// `Retry-After`, when given.
-        retry_after_seconds: Option<u64>,
-    },
-    /// Slack answered `ok: false`, or something unreadable.
-    #[error("E_SLACK_API: {method}: HTTP {status}: {error}")]
-    Api {
-        /// The Web API method.
-        method: &'static str,
-        /// The HTTP status.
-        status: u16,
-        /// Slack's `error`, or what was wrong with the answer.
-        error: String,
-    },
-}
-
-impl SlackError {
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            SlackError::Transport { .. } => "E_SLACK_TRANSPORT",
-            SlackError::RateLimited { .. } => "E_SLACK_RATE_LIMITED",
-            SlackError::Api { .. } => "E_SLACK_API",
-        }
-    }
-}
-
-/// A Web API client for one bot. `Debug` never shows the token.
-#[derive(Clone)]
-pub struct SlackApi {
-    client: reqwest::Client,
-    base_url: String,
-    token: String,
-}
-
-impl fmt::Debug for SlackApi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlackApi")
-            .field("base_url", &self.base_url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SlackApi {
-    /// The client a Connection's config describes.
-    pub fn from_config(config: &ConnectorConfig) -> Result<SlackApi, ConnectorConfigError> {
-        let token = TOKEN_KEYS
-            .iter()
-            .find_map(|key| config.setting(key))
-            .ok_or_else(|| ConnectorConfigError {
-                key: "SLACK_BOT_TOKEN".into(),
-                problem: "posting approval requests needs the app's bot token".into(),
-                help: "copy the Bot User OAuth Token (xoxb-…, scope chat:write) into secrets.SLACK_BOT_TOKEN (valueFrom.env)".into(),
-            })?;
-        let base_url = config
-            .setting("SLACK_API_BASE_URL")
-            .unwrap_or(DEFAULT_API_BASE_URL)
-            .trim();
-        match url::Url::parse(base_url) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") => {}
-            _ => {
-                return Err(ConnectorConfigError {
-                    key: "SLACK_API_BASE_URL".into(),
-                    problem: format!("`{base_url}` is not an http or https URL"),
-                    help: format!("leave it out for {DEFAULT_API_BASE_URL}"),
-                })
-            }
-        }
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("goondan-connector/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|error| ConnectorConfigError {
-                key: "SLACK_API_BASE_URL".into(),
-                problem: error.to_string(),
-                help: "check the machine's TLS setup".into(),
-            })?;
-        Ok(SlackApi {
-            client,
-            base_url: base_url.trim_end_matches('/').to_string(),
-            token: token.to_string(),
-        })
-    }
-
-    /// Calls `method` with the JSON `body`; the answer when `ok`.
-    pub async fn call(&self, method: &'static str, body: &Value) -> Result<Value, SlackError> {
-        let mask = |text: &str| mask_value(text, &self.token, TOKEN_MARKER).into_owned();
-        let transport = |error: reqwest::Error| SlackError::Transport {
-            method,
-            message: mask(&error.without_url().to_string()),
-        };
-        let response = self
-            .client
-            .post(format!("{}/{method}", self.base_url))
-            .bearer_auth(&self.token)
-            .json(body)
-            .timeout(CALL_TIMEOUT)
-            .send()
-            .await
-            .map_err(transport)?;
-        let status = response.status().as_u16();
-        if status == 429 {
-            let retry_after_seconds = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|value| value.to_str().ok()?.trim().parse().ok());
-            return Err(SlackError::RateLimited {
-                method,
-                retry_after_seconds,
-            });
-        }
-        let answer: Option<Value> = response
-            .bytes()
-            .await
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        match answer {
-            Some(answer)
-                if (200..300).contains(&status)
-                    && answer.get("ok").and_then(Value::as_bool) == Some(true) =>
-            {
-                Ok(answer)
-            }
-            Some(answer) => Err(SlackError::Api {
-                method,
-                status,
-                error: mask(
-                    answer
-                        .get("error")
-                        .and_then(Value::as_str)
-                        .unwrap_or("the answer is not ok"),
-                ),
-            }),
-            None => Err(SlackError::Api {
-                method,
-                status,
-                error: "the answer is not JSON".into(),
-            }),
-        }
-    }
-}
-
 /// The press a `block_actions` interaction payload describes; `None` for
 /// every other interaction (they stay `interaction` events).
 pub fn press_from_payload(payload: &Value) -> Option<Press> {
@@ -347,7 +181,7 @@ pub(super) async fn post(
         "unfurl_links": false,
         "unfurl_media": false,
     });
-    let answer = api.call("chat.postMessage", &body).await?;
+    let answer = api.call("chat.postMessage", &body, CALL_TIMEOUT).await?;
     let ts = answer
         .get("ts")
         .and_then(Value::as_str)
@@ -377,7 +211,7 @@ pub(super) async fn settle(
         "text": format!("Approval {}", posted.id),
         "blocks": blocks(&posted.text, &posted.id, Some(&end)),
     });
-    api.call("chat.update", &body).await?;
+    api.call("chat.update", &body, CALL_TIMEOUT).await?;
     Ok(())
 }
 
@@ -393,7 +227,7 @@ pub(super) async fn reply(
         return Ok(());
     };
     let body = json!({"channel": channel, "user": press.user_id, "text": why});
-    api.call("chat.postEphemeral", &body).await?;
+    api.call("chat.postEphemeral", &body, CALL_TIMEOUT).await?;
     Ok(())
 }
 

@@ -10,7 +10,7 @@
 use super::{
     deadline_words, escape, ChatError, Message, Outcome, Press, Reply, Shown, CALL_TIMEOUT,
 };
-use crate::telegram::{identifier, TelegramApi};
+use crate::chat_api::telegram::{identifier, TelegramApi};
 use goondan_store::PostedApproval;
 use goondan_types::Verdict;
 use serde_json::{json, Value};

@@ -10,6 +10,7 @@ use super::remote::{publish_forwarded, AnsweredRequests, ClusterRemote};
 use super::rollout::BundleFollower;
 use super::shard::ShardPuller;
 use super::singletons::{SingletonConnections, SINGLETON_SHARD};
+use super::stop_requested;
 use super::{while_starting, ClusterMode};
 use goondan_cluster::membership::Membership;
 use goondan_cluster::{Cluster, ClusterError};
@@ -241,12 +242,6 @@ impl Host {
             );
         }
     }
-}
-
-/// Resolves once `stop` says true (or its sender is gone), holding no
-/// guard across the wait.
-pub(super) async fn stop_requested(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
 }
 
 #[cfg(test)]

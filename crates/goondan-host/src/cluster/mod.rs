@@ -186,3 +186,9 @@ pub(crate) async fn connect_as(
     options.client_name = client_name;
     Cluster::connect(urls, options).await
 }
+
+/// Resolves once `stop` says true (or its sender is gone), holding no
+/// guard across the wait.
+async fn stop_requested(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}

@@ -19,7 +19,7 @@
 //! rewrites its log under the host's own claim
 //! ([`goondan_cluster::history::rewind`]) before letting go of it.
 
-use super::host::stop_requested;
+use super::stop_requested;
 use super::while_starting;
 use goondan_cluster::history::RewoundLog;
 use goondan_cluster::membership::Membership;

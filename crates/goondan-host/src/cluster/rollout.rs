@@ -20,16 +20,40 @@
 
 use super::ClusterMode;
 use crate::project::BundleSource;
-use crate::reload::Rollout;
-use crate::start::PackageInstaller;
 use crate::{HostError, Notice, Notices, Project};
 use goondan_cluster::bundle::{self, short_digest, ActiveBundle};
 use goondan_cluster::membership::Membership;
 use goondan_cluster::{Cluster, ClusterError};
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+
+/// Installs the registry packages a bundle folder depends on and the
+/// System Root lacks (a cluster host does it for every bundle it
+/// fetches, as `gdn run` does for its own first).
+pub type PackageInstaller = Arc<
+    dyn Fn(
+            PathBuf,
+        )
+            -> Pin<Box<dyn Future<Output = Result<(), goondan_package::PackageError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A new active bundle for a cluster host to apply: fetched and unpacked
+/// into `dir`, not validated yet.
+pub(crate) struct Rollout {
+    /// Its digest.
+    pub(crate) digest: String,
+    /// Where it was unpacked.
+    pub(crate) dir: PathBuf,
+    /// `Ok` once it runs; the reason it was refused otherwise (the host
+    /// runs on with its bundle).
+    pub(crate) done: oneshot::Sender<Result<(), String>>,
+}
 
 /// The folder of a host's workspace holding the bundles it fetched and
 /// the link to the one it runs.

@@ -4,9 +4,9 @@
 //! delivery the instance's last commit already consumed is answered from
 //! that commit's outbox without waking the agent ([`super::outbox`]).
 
-use super::host::stop_requested;
 use super::outbox::{answer_from_outbox, Consumed};
 use super::remote::AnsweredRequests;
+use super::stop_requested;
 use goondan_cluster::inbox::{Delivery, ShardInbox};
 use goondan_cluster::membership::Membership;
 use goondan_cluster::reply::{self, ClusterReply};

@@ -13,7 +13,7 @@ use crate::config::ApiKey;
 use crate::error::ModelError;
 use crate::options::{merge_json, HttpOptions};
 use crate::request::{FinishReason, ModelRequest, ModelResponse};
-use crate::wire::{StreamAssembler, StreamProgress, Wire};
+use crate::wire::{provider_message, StreamAssembler, StreamProgress, Wire};
 use crate::{Model, StreamObserver};
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
@@ -337,60 +337,4 @@ fn error_chain(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// The provider's own message from an error body. All three providers
-/// nest it as `{"error": {"message": ...}}`, with a type or status beside
-/// it that is worth keeping (`rate_limit_error`, `RESOURCE_EXHAUSTED`).
-pub(crate) fn provider_message(body: &str) -> String {
-    if let Ok(value) = serde_json::from_str::<JsonValue>(body) {
-        let error = value.get("error").unwrap_or(&value);
-        if let Some(text) = error.as_str() {
-            return text.to_string();
-        }
-        if let Some(message) = error.get("message").and_then(JsonValue::as_str) {
-            let kind = error
-                .get("type")
-                .or_else(|| error.get("status"))
-                .and_then(JsonValue::as_str);
-            return match kind {
-                Some(kind) => format!("{kind}: {message}"),
-                None => message.to_string(),
-            };
-        }
-    }
-    let trimmed = body.trim();
-    if trimmed.is_empty() {
-        return "(empty body)".to_string();
-    }
-    trimmed.chars().take(2000).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn provider_messages() {
-        let cases = [
-            (
-                r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
-                "rate_limit_error: slow down",
-            ),
-            (
-                r#"{"error":{"message":"bad model","type":"invalid_request_error","code":null}}"#,
-                "invalid_request_error: bad model",
-            ),
-            (
-                r#"{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}"#,
-                "RESOURCE_EXHAUSTED: quota",
-            ),
-            (r#"{"error":"plain"}"#, "plain"),
-            ("upstream down", "upstream down"),
-            ("", "(empty body)"),
-        ];
-        for (body, expected) in cases {
-            assert_eq!(provider_message(body), expected);
-        }
-    }
 }

@@ -587,7 +587,7 @@ impl StreamAssembler for AnthropicStream {
                     provider: PROVIDER.into(),
                     message: format!(
                         "the stream broke off: {}",
-                        crate::http::provider_message(&event.data)
+                        super::provider_message(&event.data)
                     ),
                 });
             }

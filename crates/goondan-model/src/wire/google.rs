@@ -497,7 +497,7 @@ impl StreamAssembler for GoogleStream {
                 provider: PROVIDER.into(),
                 message: format!(
                     "the stream broke off: {}",
-                    crate::http::provider_message(&event.data)
+                    super::provider_message(&event.data)
                 ),
             });
         }

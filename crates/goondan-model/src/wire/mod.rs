@@ -4,7 +4,8 @@
 //! whole or streamed, becomes a [`ModelResponse`].
 //!
 //! Transport (timeouts, retries, SSE framing) is not here; it lives in
-//! [`crate::http`], shared by every wire.
+//! [`crate::http`], shared by every wire. How a provider words an error
+//! ([`provider_message`]) is here, since a stream carries it too.
 
 pub(crate) mod anthropic;
 pub(crate) mod google;
@@ -207,9 +208,60 @@ pub(crate) fn media(value: &JsonValue, media_type: Option<&str>) -> Option<Media
     })
 }
 
+/// The provider's own message from an error body. All three providers
+/// nest it as `{"error": {"message": ...}}`, with a type or status beside
+/// it that is worth keeping (`rate_limit_error`, `RESOURCE_EXHAUSTED`).
+pub(crate) fn provider_message(body: &str) -> String {
+    if let Ok(value) = serde_json::from_str::<JsonValue>(body) {
+        let error = value.get("error").unwrap_or(&value);
+        if let Some(text) = error.as_str() {
+            return text.to_string();
+        }
+        if let Some(message) = error.get("message").and_then(JsonValue::as_str) {
+            let kind = error
+                .get("type")
+                .or_else(|| error.get("status"))
+                .and_then(JsonValue::as_str);
+            return match kind {
+                Some(kind) => format!("{kind}: {message}"),
+                None => message.to_string(),
+            };
+        }
+    }
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        return "(empty body)".to_string();
+    }
+    trimmed.chars().take(2000).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provider_messages() {
+        let cases = [
+            (
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+                "rate_limit_error: slow down",
+            ),
+            (
+                r#"{"error":{"message":"bad model","type":"invalid_request_error","code":null}}"#,
+                "invalid_request_error: bad model",
+            ),
+            (
+                r#"{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}"#,
+                "RESOURCE_EXHAUSTED: quota",
+            ),
+            (r#"{"error":"plain"}"#, "plain"),
+            ("upstream down", "upstream down"),
+            ("", "(empty body)"),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(provider_message(body), expected);
+        }
+    }
     use serde_json::json;
 
     #[test]

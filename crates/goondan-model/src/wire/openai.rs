@@ -319,7 +319,7 @@ impl StreamAssembler for OpenAiStream {
                 provider: PROVIDER.into(),
                 message: format!(
                     "the stream broke off: {}",
-                    crate::http::provider_message(&event.data)
+                    super::provider_message(&event.data)
                 ),
             });
         }

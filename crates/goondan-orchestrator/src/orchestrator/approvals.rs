@@ -19,8 +19,8 @@
 //! never decide its own approvals.
 
 use super::instance::Queued;
-use super::routing::failed;
 use super::{Input, Orchestrator};
+use crate::error::failed;
 use goondan_ipc::protocol::{ApprovalAsked, Failure, QueryAnswer};
 use goondan_ipc::{ProtocolError, RoutingKey, RuntimeMessage};
 use goondan_types::ApprovalDecision;

@@ -13,8 +13,8 @@
 
 use super::forwarding::Owed;
 use super::instance::Queued;
-use super::routing::failed;
 use super::Orchestrator;
+use crate::error::failed;
 use crate::ingress::{self, Ingress};
 use crate::spawner::SpawnRequest;
 use crate::OrchestratorError;

@@ -8,8 +8,8 @@
 //! An answer owes nobody an acknowledgement (its request's host acks the
 //! request once the answer is stored); it is forwarded without a debt.
 
-use super::routing::failed;
 use super::Orchestrator;
+use crate::error::failed;
 use crate::remote::{ForwardOutcome, RemoteInstances};
 use crate::OrchestratorError;
 use futures_util::future::BoxFuture;

@@ -5,6 +5,7 @@ use super::forwarding::Owed;
 use super::input::{DeltaSink, Reply};
 use super::instance::Queued;
 use super::{Orchestrator, Waiter};
+use crate::error::failed;
 use crate::ingress::{self, Ingress};
 use crate::OrchestratorError;
 use goondan_ipc::protocol::{
@@ -713,15 +714,6 @@ impl Orchestrator {
             self.fail_queued(&key, &queued, error);
         }
     }
-}
-
-/// The answer to a query the orchestrator could not carry out.
-pub(super) fn failed(error: OrchestratorError) -> QueryAnswer {
-    QueryAnswer::Failed(Failure {
-        code: error.code().to_string(),
-        message: error.to_string(),
-        suggestion: None,
-    })
 }
 
 /// Whether `cwd` names a folder inside the bundle: relative, with no `..`

@@ -10,12 +10,11 @@
 //! stay valid for the life of the agent.
 
 pub mod builtin;
-pub mod events;
 pub mod resolver;
 pub mod state;
 
+pub use crate::event_bus::{ArgsHandler, EventBus, EventHandler, Subscription};
 pub use builtin::{BuiltinCatalog, MapBuiltinCatalog, ToolHandlers};
-pub use events::{ArgsHandler, EventBus, EventHandler, Subscription};
 pub use resolver::{
     BuiltinResolver, EntryError, EntryResolver, EntryResolvers, EntryTarget, ResourceKind,
 };

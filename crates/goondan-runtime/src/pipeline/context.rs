@@ -179,7 +179,7 @@ pub struct TurnInfo {
     pub operators: Arc<dyn crate::Operators>,
     /// Where the agent's runtime events go (a tool call's progress
     /// reports among them).
-    pub events: crate::tool::RuntimeEvents,
+    pub events: crate::events::RuntimeEvents,
 }
 
 /// The context of a `turn` middleware.

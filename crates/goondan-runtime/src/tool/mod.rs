@@ -20,11 +20,12 @@ pub mod executor;
 pub mod progress;
 pub mod registry;
 
+pub use crate::events::RuntimeEvents;
 pub use executor::{
     argument_problems, gated_argument_problems, mask_tool_result, truncate_error_message,
     ToolCallPolicy, ToolExecutor, DEFAULT_ERROR_MESSAGE_LIMIT, DEFAULT_MAX_TOOL_CALLS_PER_STEP,
 };
-pub use progress::{RuntimeEvents, ToolProgress};
+pub use progress::ToolProgress;
 pub use registry::{RegisteredTool, ToolRegistrationError, ToolRegistry};
 
 use crate::agents::AgentsApi;

@@ -7,70 +7,10 @@
 //! the extensions subscribed to `tool.progress`), with the agent's secrets
 //! masked. It never fails the call: a tool reports and moves on.
 
-use crate::events::RuntimeEventSink;
-use crate::extension::EventBus;
 use crate::pipeline::TurnInfo;
-use goondan_types::{JsonValue, RuntimeEvent, RuntimeEventBase, Secrets, TraceContext};
+use goondan_types::{JsonValue, RuntimeEvent, RuntimeEventBase, TraceContext};
 use std::fmt;
 use std::sync::Arc;
-
-/// Where an agent's runtime events go: its sink, and the extensions
-/// subscribed to an event's type; with the secrets a tool's report is
-/// masked with. One per agent, shared by its Turns (cloning it clones
-/// three `Arc`s).
-#[derive(Clone)]
-pub struct RuntimeEvents {
-    sink: Arc<dyn RuntimeEventSink>,
-    bus: EventBus,
-    secrets: Arc<Secrets>,
-}
-
-impl fmt::Debug for RuntimeEvents {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeEvents").finish_non_exhaustive()
-    }
-}
-
-impl RuntimeEvents {
-    pub(crate) fn new(sink: Arc<dyn RuntimeEventSink>, bus: EventBus, secrets: Secrets) -> Self {
-        RuntimeEvents {
-            sink,
-            bus,
-            secrets: Arc::new(secrets),
-        }
-    }
-
-    /// The extensions' event bus.
-    pub(crate) fn bus(&self) -> &EventBus {
-        &self.bus
-    }
-
-    /// The sink itself.
-    pub(crate) fn sink(&self) -> &Arc<dyn RuntimeEventSink> {
-        &self.sink
-    }
-
-    /// The values masked in what events carry of a conversation.
-    pub(crate) fn secrets(&self) -> &Secrets {
-        &self.secrets
-    }
-
-    /// Emits `event` to the subscribed extensions, then the sink.
-    pub(crate) fn emit(&self, event: RuntimeEvent) {
-        let name = event.type_name();
-        if self.bus.has_subscribers(name) {
-            match serde_json::to_value(&event) {
-                Ok(payload) => {
-                    self.bus.emit(name, &payload);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, name, "could not encode a runtime event for extensions")
-                }
-            }
-        }
-        self.sink.emit(event);
-    }
-}
 
 /// One call's progress reporter (`ToolContext::progress`).
 #[derive(Clone, Default)]
@@ -128,7 +68,7 @@ impl ToolProgress {
             return;
         };
         let turn = &target.turn;
-        let secrets = &turn.events.secrets;
+        let secrets = turn.events.secrets();
         let mut message = message.into();
         secrets.mask_string(&mut message);
         let data = data.map(|mut data| {

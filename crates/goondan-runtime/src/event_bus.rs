@@ -8,6 +8,10 @@
 //! A Rust handler ([`EventBus::on`]) receives the first one (the runtime's
 //! own events have exactly one); a handler that wants them all (a script
 //! extension's, [`EventBus::on_all`]) receives every one.
+//!
+//! It names nothing else of the runtime, so the extensions' API, the
+//! runtime events' fan-out ([`crate::events::RuntimeEvents`]) and the
+//! tools all stand above it.
 
 use goondan_types::JsonValue;
 use std::collections::HashMap;
