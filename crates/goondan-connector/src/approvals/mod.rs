@@ -435,7 +435,7 @@ impl Shared {
             decided_at: goondan_types::now_iso(),
         };
         let query = Query::Decide {
-            target: format!("{}:{}", posted.agent, posted.instance_key),
+            target: goondan_types::RoutingKey::new(&posted.agent, &posted.instance_key).to_string(),
             decision: Box::new(decision),
         };
         let answer = self.link.ask(query, DECIDE_TIMEOUT).await;
