@@ -146,9 +146,7 @@ pub struct PollingOptions {
 impl PollingOptions {
     /// The wait after `failures` failures in a row (the first is 0).
     pub fn backoff(&self, failures: u32) -> Duration {
-        self.retry_delay
-            .saturating_mul(1u32 << failures.min(16))
-            .min(self.max_retry_delay)
+        goondan_types::backoff::Backoff::new(self.retry_delay, self.max_retry_delay).delay(failures)
     }
 }
 

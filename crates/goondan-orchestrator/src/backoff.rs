@@ -6,6 +6,7 @@
 //! reads it: crashes 1 to 5 respawn at once, crash 6 waits 1 s, crash 7
 //! 2 s, and so on up to 5 minutes.
 
+use goondan_types::backoff::Backoff;
 use std::time::Duration;
 
 /// Crashes tolerated before backing off.
@@ -15,6 +16,12 @@ pub const INITIAL_BACKOFF_MS: u64 = 1_000;
 /// The longest backoff delay.
 pub const MAX_BACKOFF_MS: u64 = 300_000;
 
+/// The respawn delays past the threshold.
+const CRASH_BACKOFF: Backoff = Backoff::new(
+    Duration::from_millis(INITIAL_BACKOFF_MS),
+    Duration::from_millis(MAX_BACKOFF_MS),
+);
+
 /// The wait before the next respawn after `consecutive_crashes` crashes;
 /// `None` means respawn at once.
 pub fn respawn_delay(consecutive_crashes: u32) -> Option<Duration> {
@@ -22,11 +29,7 @@ pub fn respawn_delay(consecutive_crashes: u32) -> Option<Duration> {
     if past_threshold == 0 {
         return None;
     }
-    let exponent = (past_threshold - 1).min(20);
-    let delay = INITIAL_BACKOFF_MS
-        .saturating_mul(1u64 << exponent)
-        .min(MAX_BACKOFF_MS);
-    Some(Duration::from_millis(delay))
+    Some(CRASH_BACKOFF.delay(past_threshold - 1))
 }
 
 #[cfg(test)]

@@ -355,9 +355,8 @@ impl std::fmt::Debug for PluginHost {
 pub fn backoff(failures: u32) -> Duration {
     match failures {
         0 | 1 => Duration::ZERO,
-        n => Duration::from_millis(100)
-            .saturating_mul(1u32 << (n - 2).min(16))
-            .min(MAX_BACKOFF),
+        n => goondan_types::backoff::Backoff::new(Duration::from_millis(100), MAX_BACKOFF)
+            .delay(n - 2),
     }
 }
 

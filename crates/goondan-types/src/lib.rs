@@ -17,6 +17,7 @@
 pub mod agents;
 pub mod approval;
 pub mod atomic_file;
+pub mod backoff;
 pub mod connector;
 pub mod diagnostic;
 pub mod entry;

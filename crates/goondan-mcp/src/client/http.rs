@@ -15,16 +15,16 @@
 use crate::jsonrpc::{Incoming, MAX_MESSAGE_BYTES};
 use crate::McpError;
 use futures_util::StreamExt;
+use goondan_types::backoff::Backoff;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// The first wait before the GET stream is opened again; it doubles up to
-/// [`LISTEN_MAX_BACKOFF`] while the server keeps failing.
-const LISTEN_BACKOFF: Duration = Duration::from_millis(500);
-const LISTEN_MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The waits before the GET stream is opened again: 500 ms, doubling up
+/// to 30 s while the server keeps failing.
+const LISTEN_BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -286,14 +286,15 @@ async fn listen(
     request: reqwest::RequestBuilder,
     notifications: mpsc::UnboundedSender<String>,
 ) {
-    let mut backoff = LISTEN_BACKOFF;
+    // Failures since the stream last opened.
+    let mut failures = 0;
     loop {
         let Some(attempt) = request.try_clone() else {
             return;
         };
         match attempt.send().await {
             Ok(response) if response.status().is_success() => {
-                backoff = LISTEN_BACKOFF;
+                failures = 0;
                 let forwarded =
                     read_events(response, |message| match Incoming::classify(message) {
                         Some(Incoming::Notification { method, .. }) => {
@@ -325,7 +326,7 @@ async fn listen(
         if notifications.is_closed() {
             return;
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(LISTEN_MAX_BACKOFF);
+        tokio::time::sleep(LISTEN_BACKOFF.delay(failures)).await;
+        failures += 1;
     }
 }

@@ -44,11 +44,8 @@ pub(crate) fn delay_before_retry(
     if let Some(server_delay) = server_delay {
         return server_delay.min(policy.max_server_delay);
     }
-    let exponent = retry.saturating_sub(1).min(20);
-    let backoff = policy
-        .base_delay
-        .saturating_mul(1u32 << exponent)
-        .min(policy.max_delay);
+    let backoff = goondan_types::backoff::Backoff::new(policy.base_delay, policy.max_delay)
+        .delay(retry.saturating_sub(1));
     let half = backoff / 2;
     let jitter_nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX);
     let jitter = if jitter_nanos == 0 {
