@@ -19,7 +19,7 @@
 //! [`TransportEvent`](goondan_ipc::TransportEvent)); nothing else mutates
 //! routing state.
 #![warn(missing_docs, unreachable_pub)]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod backoff;
 pub mod control;

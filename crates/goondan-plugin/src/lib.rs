@@ -27,8 +27,7 @@
 //! allow-list of variables, so provider keys never reach user code, and
 //! it dies with its agent.
 #![warn(missing_docs, unreachable_pub)]
-// Only `launch` sets the parent-death signal between fork and exec.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod agents;
 mod ask;
