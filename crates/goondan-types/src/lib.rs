@@ -22,6 +22,7 @@ pub mod connector;
 pub mod diagnostic;
 pub mod entry;
 pub mod error_body;
+pub mod error_chain;
 pub mod event;
 pub mod instance_key;
 pub mod ipc;
@@ -44,6 +45,7 @@ pub use connector::{ConnectorEvent, ConnectorMessage};
 pub use diagnostic::{Diagnostic, Severity};
 pub use entry::{Entry, EntryParseError, ScriptRuntime};
 pub use error_body::ErrorBody;
+pub use error_chain::error_chain;
 pub use event::{
     new_event_id, AgentEvent, EventSource, EventSourceKind, ReplyChannel, TurnAuth,
     PRIOR_MESSAGES_KEY,

@@ -28,6 +28,7 @@
 use crate::args::{invalid, parse, primitive_map, require_non_empty, whole_number};
 use crate::error::BuiltinToolError;
 use crate::tools::capped_text::decode_prefix;
+use goondan_types::error_chain;
 use goondan_types::{JsonObject, JsonValue};
 use reqwest::header::{
     HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, COOKIE, LOCATION,
@@ -679,19 +680,6 @@ fn headers(tool: &str, object: Option<&JsonObject>) -> Result<HeaderMap, Builtin
         map.insert(header_name, header_value);
     }
     Ok(map)
-}
-
-/// The error and its causes on one line; reqwest's top-level message alone
-/// ("error sending request") hides the useful part.
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 pub mod slack;
 pub mod telegram;
 
+use goondan_types::error_chain;
 use std::time::Duration;
 
 /// The most bytes of an API answer read (a page of history, or a
@@ -132,18 +133,6 @@ async fn exchange(
     tokio::time::timeout(timeout, work)
         .await
         .unwrap_or(Err(Failure::Timeout(timeout)))
-}
-
-/// The error and its causes on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// Milliseconds of `duration`, for messages.

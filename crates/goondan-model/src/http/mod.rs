@@ -17,9 +17,9 @@ use crate::wire::{provider_message, StreamAssembler, StreamProgress, Wire};
 use crate::{Model, StreamObserver};
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
+use goondan_types::error_chain;
 use goondan_types::{ContentPart, JsonValue};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
-use std::error::Error as _;
 
 /// A [`Model`] that speaks `W` over HTTP.
 pub(crate) struct HttpModel<W> {
@@ -324,17 +324,4 @@ fn normalize(mut response: ModelResponse) -> ModelResponse {
         response.finish_reason = FinishReason::ToolCalls;
     }
     response
-}
-
-/// The error and its sources on one line; reqwest's own `Display` stops
-/// at "error sending request", which hides the actual cause.
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
